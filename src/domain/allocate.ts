@@ -1,0 +1,210 @@
+/**
+ * The whereabouts allocation rules (what the CNI plugin does), used to play the plugin in
+ * tests, the demo and benchmarks, and to know which addresses a range can hand out.
+ */
+import { Data, Either } from "effect"
+import { type Cidr, type IPAddress, cidrAddress, formatIP, lastOf, networkOf, offsetOf, usableRange } from "./ip.ts"
+import type { IpRange } from "./ipam-config.ts"
+import type { IPAllocation } from "./pool.ts"
+
+export class AssignmentError extends Data.TaggedError("AssignmentError")<{
+  readonly range: string
+  readonly message: string
+}> {}
+
+export interface AllocationRequest {
+  readonly id: string
+  readonly podref: string
+  readonly ifname: string
+}
+
+export type Allocations = Readonly<Record<string, IPAllocation>>
+
+/** First and last address the range may hand out: usable range narrowed by in-range bounds. */
+export const allocatableBounds = (r: IpRange): { readonly first: bigint; readonly last: bigint } | undefined => {
+  const usable = usableRange(r.cidr)
+  if (usable === undefined) return undefined
+  let { first, last } = usable
+  const inside = (ip: IPAddress | undefined, lo: bigint, hi: bigint): ip is IPAddress =>
+    ip !== undefined && ip.family === r.cidr.family && ip.value >= lo && ip.value <= hi
+  // Bounds outside the usable range (and an end below the start) are ignored, as upstream does.
+  if (inside(r.rangeStart, first, last)) first = r.rangeStart.value
+  if (inside(r.rangeEnd, first, last)) last = r.rangeEnd.value
+  return { first, last }
+}
+
+const SAFE = BigInt(Number.MAX_SAFE_INTEGER)
+const decimal = /^(0|[1-9][0-9]{0,14})$/
+
+type Interval = readonly [bigint, bigint]
+
+/** Generic sweep over sorted points and intervals; only for spans beyond 2^53. */
+const sweepBig = (span: bigint, points: ReadonlyArray<bigint>, excl: ReadonlyArray<Interval>): bigint | undefined => {
+  const sorted = [...points].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+  let rel = 0n
+  let i = 0
+  let j = 0
+  for (;;) {
+    while (i < sorted.length && sorted[i]! < rel) i++
+    while (j < excl.length && excl[j]![1] < rel) j++
+    if (j < excl.length && excl[j]![0] <= rel) rel = excl[j]![1] + 1n
+    else if (i < sorted.length && sorted[i] === rel) rel++
+    else break
+  }
+  return rel <= span ? rel : undefined
+}
+
+/**
+ * Lowest offset in [0, span] that is neither reserved nor excluded. Reserved offsets are plain
+ * numbers; no BigInt work or formatting happens per candidate address.
+ */
+export const lowestFreeOffset = (
+  span: bigint,
+  reserved: Float64Array,
+  excluded: ReadonlyArray<Interval>,
+  farReserved: ReadonlyArray<bigint> = []
+): bigint | undefined => {
+  const excl = [...excluded].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+  if (span > SAFE || farReserved.length > 0 || excl.some(([, end]) => end >= SAFE)) {
+    // Exclusions can push the sweep past 2^53, where the far reserved offsets matter too.
+    return sweepBig(span, [...Array.from(reserved, (n) => BigInt(n)), ...farReserved], excl)
+  }
+  const exStart = excl.map(([s]) => Number(s))
+  const exEnd = excl.map(([, e]) => Number(e))
+  const points = reserved.slice().sort()
+  let rel = 0
+  let i = 0
+  let j = 0
+  for (;;) {
+    while (i < points.length && points[i]! < rel) i++
+    while (j < exEnd.length && exEnd[j]! < rel) j++
+    if (j < exStart.length && exStart[j]! <= rel) rel = exEnd[j]! + 1
+    else if (i < points.length && points[i] === rel) rel++
+    else break
+  }
+  return rel <= Number(span) ? BigInt(rel) : undefined
+}
+
+/**
+ * Offsets relative to `first` of every reserved address, from pool keys (fast) and extra IPs:
+ * plain numbers up to 2^53, BigInt beyond (only in ranges wider than that).
+ */
+const relativeReserved = (
+  first: bigint,
+  last: bigint,
+  base: bigint,
+  allocations: Allocations,
+  extra: ReadonlyArray<IPAddress>
+): { readonly near: Float64Array; readonly far: ReadonlyArray<bigint> } => {
+  const out: Array<number> = []
+  const far: Array<bigint> = []
+  const delta = first - base
+  const fast = delta >= 0n && delta <= SAFE
+  const deltaNum = Number(delta)
+  const push = (abs: bigint) => {
+    if (abs < first || abs > last) return
+    if (abs - first <= SAFE) out.push(Number(abs - first))
+    else far.push(abs - first)
+  }
+  for (const key in allocations) {
+    if (fast && decimal.test(key)) {
+      const rel = Number(key) - deltaNum
+      if (rel >= 0 && first + BigInt(rel) <= last) out.push(rel)
+    } else if (/^(0|[1-9][0-9]*)$/.test(key)) push(base + BigInt(key))
+  }
+  for (const ip of extra) push(ip.value)
+  return { near: Float64Array.from(out), far }
+}
+
+const excludedIntervals = (exclude: ReadonlyArray<Cidr>, family: 4 | 6, first: bigint, last: bigint): Array<Interval> =>
+  exclude.flatMap((c) => {
+    if (c.family !== family) return []
+    const lo = networkOf(c) > first ? networkOf(c) : first
+    const hi = lastOf(c) < last ? lastOf(c) : last
+    return lo <= hi ? [[lo - first, hi - first] as const] : []
+  })
+
+export type AssignResult = {
+  readonly ip: IPAddress
+  readonly key: string
+  readonly allocations: Allocations
+  readonly existing: boolean
+}
+
+/**
+ * Assigns an address from `range` into a pool whose `spec.range` is `poolCidr`:
+ * the same podref+ifname gets its address back (id updated), else the lowest free one.
+ * `alsoReserved` holds addresses taken elsewhere (overlapping-range reservations).
+ */
+export const assignIP = (
+  range: IpRange,
+  poolCidr: Cidr,
+  allocations: Allocations,
+  request: AllocationRequest,
+  alsoReserved: ReadonlyArray<IPAddress> = []
+): Either.Either<AssignResult, AssignmentError> => {
+  const base = cidrAddress(poolCidr).value
+  for (const key in allocations) {
+    const a = allocations[key]!
+    if (a.podref === request.podref && (a.ifname ?? "") === request.ifname && /^(0|[1-9][0-9]*)$/.test(key)) {
+      const updated = a.id === request.id ? allocations : { ...allocations, [key]: { ...a, id: request.id } }
+      const ip = { family: range.cidr.family, value: base + BigInt(key) }
+      return Either.right({ ip, key, allocations: updated, existing: true })
+    }
+  }
+  const bounds = allocatableBounds(range)
+  const exhausted = (why: string) =>
+    Either.left(new AssignmentError({ range: range.range, message: `could not allocate IP in range ${range.range}: ${why}` }))
+  if (bounds === undefined) return exhausted("the range has no usable addresses")
+  const { first, last } = bounds
+  const reserved = relativeReserved(first, last, base, allocations, alsoReserved)
+  const rel = lowestFreeOffset(
+    last - first,
+    reserved.near,
+    excludedIntervals(range.exclude, range.cidr.family, first, last),
+    reserved.far
+  )
+  if (rel === undefined) {
+    return exhausted(`every address from ${formatIP({ family: range.cidr.family, value: first })} to ${formatIP({ family: range.cidr.family, value: last })} is reserved or excluded`)
+  }
+  const ip = { family: range.cidr.family, value: first + rel }
+  const key = (ip.value - base).toString()
+  const entry: IPAllocation = { id: request.id, podref: request.podref, ifname: request.ifname }
+  return Either.right({ ip, key, allocations: { ...allocations, [key]: entry }, existing: false })
+}
+
+/** CNI DEL: frees the entry with this container id and ifname; no match is not an error. */
+export const releaseById = (
+  allocations: Allocations,
+  id: string,
+  ifname: string
+): { readonly allocations: Allocations; readonly freed: string | undefined } => {
+  for (const key in allocations) {
+    const a = allocations[key]!
+    if (a.id === id && (a.ifname ?? "") === ifname) {
+      const { [key]: _gone, ...rest } = allocations
+      return { allocations: rest, freed: key }
+    }
+  }
+  return { allocations, freed: undefined }
+}
+
+/** Frees every entry of `podref` in a pool whose `spec.range` is `poolCidr`, or only those at `onlyIPs`. */
+export const releaseByPodref = (
+  poolCidr: Cidr,
+  allocations: Allocations,
+  podref: string,
+  onlyIPs?: ReadonlyArray<IPAddress>
+): { readonly allocations: Allocations; readonly freed: ReadonlyArray<string> } => {
+  const base = cidrAddress(poolCidr)
+  const onlyKeys =
+    onlyIPs === undefined ? undefined : new Set(onlyIPs.flatMap((ip) => offsetOf(base, ip)?.toString() ?? []))
+  const kept: Record<string, IPAllocation> = {}
+  const freed: Array<string> = []
+  for (const key in allocations) {
+    const a = allocations[key]!
+    if (a.podref === podref && (onlyKeys === undefined || onlyKeys.has(key))) freed.push(key)
+    else kept[key] = a
+  }
+  return { allocations: freed.length === 0 ? allocations : kept, freed }
+}

@@ -1,0 +1,107 @@
+/**
+ * Multus pod annotations: the `network-status` the runtime wrote and the `networks`
+ * selection the pod asked for. Decoded with Schema; malformed input is a typed error.
+ */
+import { Data, Either, ParseResult, Schema } from "effect"
+
+export const NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
+export const LEGACY_NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks-status"
+export const NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+
+/** Annotations larger than this are refused rather than parsed (the API caps all annotations at 256 KiB). */
+export const MAX_ANNOTATION_BYTES = 256 * 1024
+
+export class AnnotationError extends Data.TaggedError("AnnotationError")<{
+  readonly annotation: string
+  readonly message: string
+}> {}
+
+export const NetworkStatusEntry = Schema.Struct({
+  name: Schema.String,
+  interface: Schema.optional(Schema.String),
+  ips: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
+  mac: Schema.optional(Schema.String),
+  default: Schema.optional(Schema.Boolean),
+  dns: Schema.optional(Schema.Unknown),
+  "device-info": Schema.optional(Schema.Unknown)
+})
+export type NetworkStatusEntry = typeof NetworkStatusEntry.Type
+
+const NetworkStatusList = Schema.parseJson(Schema.Array(NetworkStatusEntry))
+
+const SelectionElement = Schema.Struct({
+  name: Schema.String,
+  namespace: Schema.optional(Schema.String),
+  interface: Schema.optional(Schema.String),
+  ips: Schema.optional(Schema.NullOr(Schema.Array(Schema.String)))
+})
+const SelectionList = Schema.parseJson(Schema.Array(SelectionElement))
+
+/** A network the pod is attached to (or asked for): the NAD's namespace and name, and the interface. */
+export interface Attachment {
+  readonly namespace: string
+  readonly name: string
+  readonly interface: string | undefined
+}
+
+const options = { errors: "all", onExcessProperty: "ignore" } as const
+
+const decodeWith = <A>(
+  schema: Schema.Schema<A, string>,
+  annotation: string,
+  text: string
+): Either.Either<A, AnnotationError> => {
+  if (text.length > MAX_ANNOTATION_BYTES) {
+    return Either.left(new AnnotationError({ annotation, message: `annotation is ${text.length} bytes, over ${MAX_ANNOTATION_BYTES}` }))
+  }
+  return Either.mapLeft(
+    Schema.decodeUnknownEither(schema, options)(text),
+    (e) => new AnnotationError({ annotation, message: ParseResult.TreeFormatter.formatErrorSync(e) })
+  )
+}
+
+/** Decodes a `network-status` (or legacy `networks-status`) annotation. */
+export const decodeNetworkStatus = (
+  text: string,
+  annotation: string = NETWORK_STATUS_ANNOTATION
+): Either.Either<ReadonlyArray<NetworkStatusEntry>, AnnotationError> => decodeWith(NetworkStatusList, annotation, text)
+
+const objectName = /^[a-zA-Z0-9._-]+$/
+
+const parseSelectionItem = (item: string, podNamespace: string): Either.Either<Attachment, AnnotationError> => {
+  const bad = (why: string) =>
+    Either.left(new AnnotationError({ annotation: NETWORKS_ANNOTATION, message: `network "${item}" ${why}` }))
+  const slash = item.split("/")
+  if (slash.length > 2) return bad("has more than one '/'")
+  const [namespace, rest] = slash.length === 2 ? [slash[0]!, slash[1]!] : [podNamespace, slash[0]!]
+  const at = rest.split("@")
+  if (at.length > 2) return bad("has more than one '@'")
+  const [name, iface] = [at[0]!, at[1]]
+  if (!objectName.test(namespace) || !objectName.test(name) || (iface !== undefined && !objectName.test(iface))) {
+    return bad("is not of the form [namespace/]name[@interface]")
+  }
+  return Either.right({ namespace, name, interface: iface })
+}
+
+/** Decodes the `networks` selection annotation: a comma list `[ns/]name[@if]` or a JSON array. */
+export const decodeNetworkSelection = (
+  text: string,
+  podNamespace: string
+): Either.Either<ReadonlyArray<Attachment>, AnnotationError> => {
+  const trimmed = text.trim()
+  if (trimmed.startsWith("[")) {
+    return Either.map(decodeWith(SelectionList, NETWORKS_ANNOTATION, trimmed), (list) =>
+      list.map((e) => ({ namespace: e.namespace || podNamespace, name: e.name, interface: e.interface || undefined }))
+    )
+  }
+  if (trimmed === "") return Either.right([])
+  return Either.all(trimmed.split(",").map((item) => parseSelectionItem(item.trim(), podNamespace)))
+}
+
+/** The NAD an entry of `network-status` refers to; Multus writes `<namespace>/<name>`. */
+export const statusAttachment = (entry: NetworkStatusEntry, podNamespace: string): Attachment => {
+  const slash = entry.name.indexOf("/")
+  return slash < 0
+    ? { namespace: podNamespace, name: entry.name, interface: entry.interface }
+    : { namespace: entry.name.slice(0, slash), name: entry.name.slice(slash + 1), interface: entry.interface }
+}

@@ -1,0 +1,103 @@
+/**
+ * Orphan detection for the full scan: pools × live pods (× reservations) → what nobody holds.
+ * A live pod whose status cannot prove anything keeps its addresses.
+ */
+import { type IPAddress, ipKey } from "./ip.ts"
+import { type PodProjection, podHoldsIP } from "./pod.ts"
+import {
+  type OverlappingRangeIPReservation,
+  type ParsedPool,
+  type PoolEntry,
+  parseReservationName,
+  poolNetworkName
+} from "./pool.ts"
+
+export type AllocationOrphanReason = "PodGone" | "IPNotOnPod"
+export type ReservationOrphanReason = AllocationOrphanReason | "NoAllocation"
+
+export interface OrphanAllocation {
+  readonly pool: string
+  readonly entry: PoolEntry
+  readonly reason: AllocationOrphanReason
+}
+
+export interface OrphanReservation {
+  readonly name: string
+  readonly podref: string
+  readonly ip: IPAddress | undefined
+  readonly networkName: string | undefined
+  readonly reason: ReservationOrphanReason
+}
+
+export interface Orphans {
+  readonly allocations: ReadonlyArray<OrphanAllocation>
+  readonly reservations: ReadonlyArray<OrphanReservation>
+}
+
+export const ORPHAN_REASON_TEXT: Record<ReservationOrphanReason, string> = {
+  PodGone: "no live pod has this podref",
+  IPNotOnPod: "the live pod's network-status does not list this IP",
+  NoAllocation: "no IPPool allocation of this pod holds this IP"
+}
+
+/** Why an allocation is an orphan, or undefined when its pod (maybe) holds it. */
+export const allocationOrphanReason = (
+  entry: PoolEntry,
+  livePods: ReadonlyMap<string, PodProjection>
+): AllocationOrphanReason | undefined => {
+  const pod = livePods.get(entry.podref)
+  if (pod === undefined) return "PodGone"
+  return podHoldsIP(pod, entry.ip, entry.ifname) === "not-held" ? "IPNotOnPod" : undefined
+}
+
+/**
+ * Finds orphaned allocations and reservations. Pass reservations listed *before* the pools
+ * were, so a reservation created by a concurrent CNI ADD always finds its allocation.
+ */
+export const findOrphans = (
+  pools: ReadonlyArray<ParsedPool>,
+  livePods: ReadonlyMap<string, PodProjection>,
+  reservations: ReadonlyArray<OverlappingRangeIPReservation> = []
+): Orphans => {
+  const allocations: Array<OrphanAllocation> = []
+  // network name → ip → podref → orphan reason of that allocation (undefined = held)
+  const holders = new Map<string, Map<string, Map<string, AllocationOrphanReason | undefined>>>()
+  for (const pool of pools) {
+    const network = poolNetworkName(pool.name, pool.range) ?? pool.name
+    let byIp = holders.get(network)
+    if (byIp === undefined) holders.set(network, (byIp = new Map()))
+    for (const entry of pool.entries) {
+      const reason = allocationOrphanReason(entry, livePods)
+      if (reason !== undefined) allocations.push({ pool: pool.name, entry, reason })
+      const k = ipKey(entry.ip)
+      let byPod = byIp.get(k)
+      if (byPod === undefined) byIp.set(k, (byPod = new Map()))
+      if (!byPod.has(entry.podref) || reason === undefined) byPod.set(entry.podref, reason)
+    }
+  }
+  const orphanReservations: Array<OrphanReservation> = []
+  for (const r of reservations) {
+    const podref = r.spec.podref
+    const candidates = parseReservationName(r.metadata.name)
+    // Names are ambiguous ("dead-beef-2001-db8--5" also reads as the unnamed IP dead:beef:2001:db8::5):
+    // prefer the reading under which this pod has an allocation, then one naming a known network.
+    const parsed =
+      candidates.find((c) => holders.get(c.networkName)?.get(ipKey(c.ip))?.has(podref) === true) ??
+      candidates.find((c) => holders.has(c.networkName)) ??
+      candidates[0]
+    const base = { name: r.metadata.name, podref, ip: parsed?.ip, networkName: parsed?.networkName }
+    if (!livePods.has(podref)) {
+      orphanReservations.push({ ...base, reason: "PodGone" })
+      continue
+    }
+    // A name we cannot read is never deleted while its pod lives.
+    if (parsed === undefined) continue
+    const byPod = holders.get(parsed.networkName)?.get(ipKey(parsed.ip))
+    if (byPod === undefined || !byPod.has(podref)) orphanReservations.push({ ...base, reason: "NoAllocation" })
+    else {
+      const reason = byPod.get(podref)
+      if (reason !== undefined) orphanReservations.push({ ...base, reason })
+    }
+  }
+  return { allocations, reservations: orphanReservations }
+}

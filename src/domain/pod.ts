@@ -1,0 +1,120 @@
+/**
+ * The small projection of a pod that the controller caches and queues (never a full pod),
+ * and what it tells about the pod's secondary networks.
+ */
+import { Either } from "effect"
+import { type IPAddress, parseIP } from "./ip.ts"
+import {
+  type AnnotationError,
+  type Attachment,
+  LEGACY_NETWORK_STATUS_ANNOTATION,
+  NETWORK_STATUS_ANNOTATION,
+  NETWORKS_ANNOTATION,
+  decodeNetworkSelection,
+  decodeNetworkStatus,
+  statusAttachment
+} from "./multus.ts"
+
+export interface PodProjection {
+  readonly namespace: string
+  readonly name: string
+  readonly uid: string
+  readonly resourceVersion?: string | undefined
+  readonly deletionTimestamp?: string | undefined
+  readonly nodeName?: string | undefined
+  readonly phase?: string | undefined
+  /** Raw `network-status` (or legacy `networks-status`) annotation. */
+  readonly networkStatus?: string | undefined
+  /** Raw `networks` selection annotation. */
+  readonly networks?: string | undefined
+}
+
+/** The `namespace/name` whereabouts writes as `podref`. */
+export const podRef = (pod: { readonly namespace: string; readonly name: string }): string => `${pod.namespace}/${pod.name}`
+
+/** Splits a podref; undefined when it is not `namespace/name`. */
+export const splitPodRef = (ref: string): { readonly namespace: string; readonly name: string } | undefined => {
+  const parts = ref.split("/")
+  return parts.length === 2 && parts[0] !== "" && parts[1] !== "" ? { namespace: parts[0]!, name: parts[1]! } : undefined
+}
+
+interface PodLike {
+  readonly metadata?: {
+    readonly namespace?: string | undefined
+    readonly name?: string | undefined
+    readonly uid?: string | undefined
+    readonly resourceVersion?: string | undefined
+    readonly deletionTimestamp?: Date | string | undefined
+    readonly annotations?: Readonly<Record<string, string>> | undefined
+  } | undefined
+  readonly spec?: { readonly nodeName?: string | undefined } | undefined
+  readonly status?: { readonly phase?: string | undefined } | undefined
+}
+
+const nonEmpty = (s: string | undefined): string | undefined => (s === undefined || s === "" ? undefined : s)
+
+/** Projects a full pod (API object) to what the controller keeps. Strings are copied, not shared. */
+export const projectPod = (pod: PodLike): PodProjection => {
+  const m = pod.metadata ?? {}
+  const a = m.annotations ?? {}
+  const ts = m.deletionTimestamp
+  return {
+    namespace: m.namespace ?? "",
+    name: m.name ?? "",
+    uid: m.uid ?? "",
+    resourceVersion: m.resourceVersion,
+    deletionTimestamp: ts === undefined ? undefined : ts instanceof Date ? ts.toISOString() : ts,
+    nodeName: nonEmpty(pod.spec?.nodeName),
+    phase: nonEmpty(pod.status?.phase),
+    networkStatus: nonEmpty(a[NETWORK_STATUS_ANNOTATION]) ?? nonEmpty(a[LEGACY_NETWORK_STATUS_ANNOTATION]),
+    networks: nonEmpty(a[NETWORKS_ANNOTATION])
+  }
+}
+
+export type AttachmentSource = "network-status" | "networks" | "none"
+
+/**
+ * The secondary networks of a pod: from `network-status` (default entries skipped), or, when it
+ * is missing or empty, from the `networks` request.
+ */
+export const podAttachments = (
+  pod: PodProjection
+): Either.Either<{ readonly source: AttachmentSource; readonly attachments: ReadonlyArray<Attachment> }, AnnotationError> =>
+  Either.gen(function* () {
+    if (pod.networkStatus !== undefined && pod.networkStatus.trim() !== "") {
+      const entries = yield* decodeNetworkStatus(pod.networkStatus)
+      if (entries.length > 0) {
+        const attachments = entries.filter((e) => e.default !== true).map((e) => statusAttachment(e, pod.namespace))
+        return { source: "network-status" as const, attachments }
+      }
+    }
+    if (pod.networks !== undefined) {
+      const attachments = yield* decodeNetworkSelection(pod.networks, pod.namespace)
+      return { source: "networks" as const, attachments }
+    }
+    return { source: "none" as const, attachments: [] }
+  })
+
+export type Holding = "holds" | "not-held" | "unknown"
+
+/**
+ * Whether a live pod holds `ip` on `ifname`, judged from its `network-status` alone.
+ * "unknown" (pending, no or unreadable status) means: not sure, so keep the address.
+ */
+export const podHoldsIP = (pod: PodProjection, ip: IPAddress, ifname: string | undefined): Holding => {
+  if (pod.phase === "Pending" || pod.networkStatus === undefined) return "unknown"
+  const decoded = decodeNetworkStatus(pod.networkStatus)
+  if (Either.isLeft(decoded)) return "unknown"
+  const secondary = decoded.right.filter((e) => e.default !== true)
+  if (secondary.length === 0) return "unknown"
+  const holds = secondary.some((e) =>
+    (e.ips ?? []).some((text) => {
+      const parsed = parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
+      return parsed !== undefined && parsed.family === ip.family && parsed.value === ip.value
+    })
+  )
+  if (holds) return "holds"
+  // An interface the status does not list may still be coming up: only a listed one is proof.
+  if (ifname !== undefined && ifname !== "" && !secondary.some((e) => e.interface === ifname)) return "unknown"
+  return "not-held"
+}

@@ -1,0 +1,178 @@
+/**
+ * IPPool and OverlappingRangeIPReservation data as upstream whereabouts 0.9 writes it:
+ * schemas, object names, and the pool ⇄ reservation-list conversion.
+ */
+import { Schema } from "effect"
+import { type Cidr, type IPAddress, addOffset, cidrAddress, formatIP, offsetOf, parseCidr, parseIP } from "./ip.ts"
+
+export const GROUP = "whereabouts.cni.cncf.io"
+export const VERSION = "v1alpha1"
+export const IPPOOL_PLURAL = "ippools"
+export const RESERVATION_PLURAL = "overlappingrangeipreservations"
+
+export const IPAllocation = Schema.Struct({
+  id: Schema.String,
+  podref: Schema.String,
+  ifname: Schema.optional(Schema.String)
+})
+export type IPAllocation = typeof IPAllocation.Type
+
+const ObjectMeta = Schema.Struct({
+  name: Schema.String,
+  namespace: Schema.optional(Schema.String),
+  resourceVersion: Schema.optional(Schema.String),
+  uid: Schema.optional(Schema.String)
+})
+
+export const IPPool = Schema.Struct({
+  metadata: ObjectMeta,
+  spec: Schema.Struct({
+    range: Schema.String,
+    // Entries are checked one by one in parsePool, so one bad entry cannot hide a whole pool.
+    allocations: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), {
+      default: () => ({})
+    })
+  })
+})
+export type IPPool = typeof IPPool.Type
+
+export const OverlappingRangeIPReservation = Schema.Struct({
+  metadata: ObjectMeta,
+  spec: Schema.Struct({
+    podref: Schema.String,
+    containerid: Schema.optional(Schema.String),
+    ifname: Schema.optional(Schema.String)
+  })
+})
+export type OverlappingRangeIPReservation = typeof OverlappingRangeIPReservation.Type
+
+/** `normalize(range)`: a trailing ":" gets a "0", then ":" and "/" become "-". */
+export const normalizeRange = (range: string): string =>
+  (range.endsWith(":") ? `${range}0` : range).replaceAll(":", "-").replaceAll("/", "-")
+
+/** The IPPool name for a range (as normalised by the IPAM config) and a network name ("" = unnamed). */
+export const poolName = (range: string, networkName: string): string =>
+  networkName === "" ? normalizeRange(range) : `${networkName}-${normalizeRange(range)}`
+
+/** The OverlappingRangeIPReservation name of an IP on a network ("" = unnamed). */
+export const reservationName = (ip: IPAddress, networkName: string): string => {
+  const text = formatIP(ip)
+  const normalized = (text.endsWith(":") ? `${text}0` : text).replaceAll(":", "-")
+  return networkName === "" ? normalized : `${networkName}-${normalized}`
+}
+
+const ipFromNormalized = (text: string): IPAddress | undefined =>
+  text.includes(".") ? parseIP(text) : text.includes("-") ? parseIP(text.replaceAll("-", ":")) : undefined
+
+/**
+ * Every (network name, IP) a reservation name can stand for, widest IP first. Names are
+ * ambiguous when network names contain "-"; callers pick with the network names they know.
+ */
+export const parseReservationName = (
+  name: string
+): ReadonlyArray<{ readonly networkName: string; readonly ip: IPAddress }> => {
+  const out: Array<{ networkName: string; ip: IPAddress }> = []
+  const whole = ipFromNormalized(name)
+  if (whole !== undefined) out.push({ networkName: "", ip: whole })
+  for (let i = name.indexOf("-"); i >= 0; i = name.indexOf("-", i + 1)) {
+    const ip = ipFromNormalized(name.slice(i + 1))
+    if (ip !== undefined && i > 0) out.push({ networkName: name.slice(0, i), ip })
+  }
+  return out
+}
+
+/** The network name encoded in a pool's name, or undefined if the name does not follow the convention. */
+export const poolNetworkName = (name: string, range: string): string | undefined => {
+  const suffix = normalizeRange(range)
+  if (name === suffix) return ""
+  return name.endsWith(`-${suffix}`) ? name.slice(0, name.length - suffix.length - 1) : undefined
+}
+
+export interface PoolEntry {
+  readonly key: string
+  readonly offset: bigint
+  readonly ip: IPAddress
+  readonly id: string
+  readonly podref: string
+  readonly ifname: string | undefined
+}
+
+export interface InvalidEntry {
+  readonly key: string
+  readonly reason: string
+}
+
+export interface ParsedPool {
+  readonly name: string
+  readonly range: string
+  /** spec.range as written; offsets count from its address. Undefined when the range is invalid. */
+  readonly cidr: Cidr | undefined
+  readonly entries: ReadonlyArray<PoolEntry>
+  readonly invalid: ReadonlyArray<InvalidEntry>
+}
+
+const decimal = /^(0|[1-9][0-9]*)$/
+
+const isAllocation = (u: unknown): u is IPAllocation => {
+  if (typeof u !== "object" || u === null) return false
+  const a = u as Record<string, unknown>
+  return (
+    typeof a["id"] === "string" &&
+    // Upstream's reconciler skips entries without a podref; freeing them could free a live container's IP.
+    typeof a["podref"] === "string" &&
+    a["podref"] !== "" &&
+    (a["ifname"] === undefined || typeof a["ifname"] === "string")
+  )
+}
+
+/** Turns a pool into its reservation list; bad offsets and entries are reported, never fatal. */
+export const parsePool = (pool: {
+  readonly metadata: { readonly name: string }
+  readonly spec: { readonly range: string; readonly allocations: Readonly<Record<string, unknown>> }
+}): ParsedPool => {
+  const { name } = pool.metadata
+  const { range, allocations } = pool.spec
+  const cidr = parseCidr(range)
+  const keys = Object.keys(allocations)
+  if (cidr === undefined) {
+    return { name, range, cidr, entries: [], invalid: keys.map((key) => ({ key, reason: `pool range "${range}" is not a CIDR` })) }
+  }
+  const base = cidrAddress(cidr)
+  const entries: Array<PoolEntry> = []
+  const invalid: Array<InvalidEntry> = []
+  for (const key of keys) {
+    const a = allocations[key]
+    if (!decimal.test(key)) {
+      invalid.push({ key, reason: "offset is not a non-negative decimal integer" })
+      continue
+    }
+    if (!isAllocation(a)) {
+      invalid.push({ key, reason: "allocation lacks a string id or a non-empty podref" })
+      continue
+    }
+    const offset = BigInt(key)
+    const ip = addOffset(base, offset)
+    if (ip === undefined) {
+      invalid.push({ key, reason: `offset leaves the address family of ${range}` })
+      continue
+    }
+    entries.push({ key, offset, ip, id: a.id, podref: a.podref, ifname: a.ifname })
+  }
+  return { name, range, cidr, entries, invalid }
+}
+
+/** The reverse: an allocation map keyed by decimal offset; IPs below the range's address are rejected. */
+export const toAllocations = <R extends { readonly ip: IPAddress; readonly id: string; readonly podref: string; readonly ifname?: string | undefined }>(
+  cidr: Cidr,
+  reservations: ReadonlyArray<R>
+): { readonly allocations: Record<string, IPAllocation>; readonly rejected: ReadonlyArray<R> } => {
+  const base = cidrAddress(cidr)
+  const allocations: Record<string, IPAllocation> = {}
+  const rejected: Array<R> = []
+  for (const r of reservations) {
+    const offset = offsetOf(base, r.ip)
+    if (offset === undefined) rejected.push(r)
+    else allocations[offset.toString()] = r.ifname === undefined ? { id: r.id, podref: r.podref } : { id: r.id, podref: r.podref, ifname: r.ifname }
+  }
+  return { allocations, rejected }
+}
