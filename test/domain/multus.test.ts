@@ -1,0 +1,109 @@
+import { describe, expect, it } from "@effect/vitest"
+import {
+  LEGACY_NETWORK_STATUS_ANNOTATION,
+  MAX_ANNOTATION_BYTES,
+  NETWORK_STATUS_ANNOTATION,
+  NETWORKS_ANNOTATION,
+  decodeNetworkSelection,
+  decodeNetworkStatus,
+  statusAttachment
+} from "../../src/domain/multus.ts"
+import { left, right } from "./helpers.ts"
+
+describe("annotation names", () => {
+  it("are the Multus keys", () => {
+    expect(NETWORK_STATUS_ANNOTATION).toBe("k8s.v1.cni.cncf.io/network-status")
+    expect(LEGACY_NETWORK_STATUS_ANNOTATION).toBe("k8s.v1.cni.cncf.io/networks-status")
+    expect(NETWORKS_ANNOTATION).toBe("k8s.v1.cni.cncf.io/networks")
+    expect(MAX_ANNOTATION_BYTES).toBe(256 * 1024)
+  })
+})
+
+describe("decodeNetworkStatus", () => {
+  it("decodes a status with a default and a secondary entry", () => {
+    const text = JSON.stringify([
+      { name: "k8s-pod-network", interface: "eth0", ips: ["10.244.1.5"], mac: "aa:bb", default: true, dns: {} },
+      { name: "ns/macvlan", interface: "net1", ips: ["10.0.0.5", "fd00::5"], mac: "cc:dd", dns: {}, "device-info": { type: "pci" }, extra: 1 }
+    ])
+    expect(right(decodeNetworkStatus(text))).toStrictEqual([
+      { name: "k8s-pod-network", interface: "eth0", ips: ["10.244.1.5"], mac: "aa:bb", default: true, dns: {} },
+      { name: "ns/macvlan", interface: "net1", ips: ["10.0.0.5", "fd00::5"], mac: "cc:dd", dns: {}, "device-info": { type: "pci" } }
+    ])
+  })
+
+  it.each([
+    ['[{"name":"ns/a","interface":"net1"}]', [{ name: "ns/a", interface: "net1" }]],
+    ['[{"name":"ns/a","ips":null}]', [{ name: "ns/a", ips: null }]],
+    ["[]", []],
+    ['  [{"name":"ns/a"}]  ', [{ name: "ns/a" }]]
+  ])("decodes %s", (text, expected) => {
+    expect(right(decodeNetworkStatus(text))).toStrictEqual(expected)
+  })
+
+  it.each([
+    "[{",
+    "",
+    "null",
+    "42",
+    '{"name":"ns/a"}',
+    '[{"name":5}]',
+    '[{"interface":"net1"}]',
+    '[{"name":"ns/a","ips":"10.0.0.1"}]',
+    '[{"name":"ns/a","ips":[1]}]',
+    '[{"name":"ns/a","default":"true"}]'
+  ])("rejects %j with an AnnotationError naming the annotation", (text) => {
+    const error = left(decodeNetworkStatus(text))
+    expect(error._tag).toBe("AnnotationError")
+    expect(error.annotation).toBe(NETWORK_STATUS_ANNOTATION)
+    expect(error.message).not.toBe("")
+  })
+
+  it("names the legacy annotation when asked to", () => {
+    expect(left(decodeNetworkStatus("[{", LEGACY_NETWORK_STATUS_ANNOTATION)).annotation).toBe(LEGACY_NETWORK_STATUS_ANNOTATION)
+  })
+
+  it("refuses annotations over MAX_ANNOTATION_BYTES without parsing them", () => {
+    const atLimit = `[${" ".repeat(MAX_ANNOTATION_BYTES - 2)}]`
+    expect(right(decodeNetworkStatus(atLimit))).toStrictEqual([])
+    const error = left(decodeNetworkStatus(`[${" ".repeat(MAX_ANNOTATION_BYTES - 1)}]`))
+    expect(error.annotation).toBe(NETWORK_STATUS_ANNOTATION)
+    expect(error.message).toContain(String(MAX_ANNOTATION_BYTES))
+  })
+})
+
+describe("decodeNetworkSelection", () => {
+  const a = (namespace: string, name: string, iface?: string) => ({ namespace, name, interface: iface })
+
+  it.each([
+    ["a", [a("pods", "a")]],
+    ["ns/a", [a("ns", "a")]],
+    ["ns/a@net1", [a("ns", "a", "net1")]],
+    ["a@net1", [a("pods", "a", "net1")]],
+    [" a , ns/b@net2 ,c", [a("pods", "a"), a("ns", "b", "net2"), a("pods", "c")]],
+    ["a,a", [a("pods", "a"), a("pods", "a")]],
+    ["", []],
+    ['[{"name":"a"}]', [a("pods", "a")]],
+    ['  [{"name":"a","namespace":"other","interface":"net1","ips":["10.0.0.9/24"]}]', [a("other", "a", "net1")]],
+    ['[{"name":"a","namespace":"","interface":""},{"name":"b","namespace":"x"}]', [a("pods", "a"), a("x", "b")]]
+  ])("%j", (text, expected) => {
+    expect(right(decodeNetworkSelection(text, "pods"))).toStrictEqual(expected)
+  })
+
+  it.each(["a/b/c", "a@b@c", "ns/", "/a", "@net1", "a@", "ns/a@net1/x", "a b", '[{"namespace":"x"}]', "[{", '[{"name":5}]'])(
+    "rejects %j",
+    (text) => {
+      const error = left(decodeNetworkSelection(text, "pods"))
+      expect(error._tag).toBe("AnnotationError")
+      expect(error.annotation).toBe(NETWORKS_ANNOTATION)
+    }
+  )
+})
+
+describe("statusAttachment", () => {
+  it.each([
+    [{ name: "ns/macvlan", interface: "net1" }, { namespace: "ns", name: "macvlan", interface: "net1" }],
+    [{ name: "macvlan" }, { namespace: "pods", name: "macvlan", interface: undefined }]
+  ])("%j", (entry, expected) => {
+    expect(statusAttachment(entry, "pods")).toStrictEqual(expected)
+  })
+})
