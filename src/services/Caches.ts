@@ -1,0 +1,140 @@
+/**
+ * The controller's informers: pods (as small projections), NetworkAttachmentDefinitions,
+ * IPPools and OverlappingRangeIPReservations, the last two indexed by podref so the
+ * allocations of one pod are found without scanning every pool.
+ */
+import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
+import { type ParsedPool, parsePool } from "../domain/pool.ts"
+import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
+import { ControllerConfig } from "./ControllerConfig.ts"
+import { type Informer, makeInformer } from "./Informer.ts"
+import { KubeApi, type KubeObject } from "./KubeApi.ts"
+import * as R from "./resources.ts"
+
+export interface NadRecord {
+  readonly namespace: string
+  readonly name: string
+  readonly uid: string
+  readonly resourceVersion: string | undefined
+  /** spec.config; undefined or "" when the config lives on the nodes. */
+  readonly config: string | undefined
+}
+
+export interface PoolRecord {
+  readonly name: string
+  readonly resourceVersion: string | undefined
+  readonly pool: ParsedPool
+}
+
+export interface ReservationRecord {
+  readonly name: string
+  readonly resourceVersion: string | undefined
+  readonly podref: string
+  readonly containerid: string | undefined
+  readonly ifname: string | undefined
+}
+
+export const PODREF_INDEX = "podref"
+
+const str = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
+const specOf = (o: KubeObject): Record<string, unknown> =>
+  typeof o["spec"] === "object" && o["spec"] !== null ? (o["spec"] as Record<string, unknown>) : {}
+
+export const toNadRecord = (o: KubeObject): NadRecord => ({
+  namespace: o.metadata.namespace ?? "",
+  name: o.metadata.name,
+  uid: o.metadata.uid ?? "",
+  resourceVersion: o.metadata.resourceVersion,
+  config: str(specOf(o)["config"])
+})
+
+/** Total: a pool whose spec is unreadable becomes a pool with no entries and every key reported. */
+export const toPoolRecord = (o: KubeObject): PoolRecord => {
+  const spec = specOf(o)
+  const allocations = typeof spec["allocations"] === "object" && spec["allocations"] !== null ? (spec["allocations"] as Record<string, unknown>) : {}
+  return {
+    name: o.metadata.name,
+    resourceVersion: o.metadata.resourceVersion,
+    pool: parsePool({ metadata: { name: o.metadata.name }, spec: { range: str(spec["range"]) ?? "", allocations } })
+  }
+}
+
+export const toReservationRecord = (o: KubeObject): ReservationRecord => {
+  const spec = specOf(o)
+  return {
+    name: o.metadata.name,
+    resourceVersion: o.metadata.resourceVersion,
+    podref: str(spec["podref"]) ?? "",
+    containerid: str(spec["containerid"]),
+    ifname: str(spec["ifname"])
+  }
+}
+
+export interface CachesShape {
+  readonly pods: Informer<PodProjection>
+  readonly nads: Informer<NadRecord>
+  readonly pools: Informer<PoolRecord>
+  readonly reservations: Informer<ReservationRecord>
+  readonly awaitSynced: Effect.Effect<void>
+  readonly isSynced: Effect.Effect<boolean>
+  /** Deleted pods from now on (watch deletions and those a relist discovers). */
+  readonly podDeletions: Effect.Effect<Stream.Stream<PodProjection>, never, Scope.Scope>
+}
+
+export class Caches extends Context.Tag("whereabouts-controller/Caches")<Caches, CachesShape>() {}
+
+const nsName = (a: { readonly namespace: string; readonly name: string }) => `${a.namespace}/${a.name}`
+
+/** Starts the four informers for the lifetime of the layer. */
+export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Layer.scoped(
+  Caches,
+  Effect.gen(function* () {
+    const config = yield* ControllerConfig
+    const pageSize = config.pageSize
+    const pods = yield* makeInformer<PodProjection>({
+      resource: R.Pods,
+      transform: projectPod,
+      keyOf: podRef,
+      identityOf: (p) => p.uid,
+      versionOf: (p) => p.resourceVersion,
+      pageSize
+    })
+    const nads = yield* makeInformer<NadRecord>({
+      resource: R.NetworkAttachmentDefinitions,
+      transform: toNadRecord,
+      keyOf: nsName,
+      versionOf: (n) => n.resourceVersion,
+      pageSize
+    })
+    const pools = yield* makeInformer<PoolRecord>({
+      resource: R.IPPools,
+      namespace: config.namespace,
+      transform: toPoolRecord,
+      keyOf: (p) => p.name,
+      versionOf: (p) => p.resourceVersion,
+      indexers: { [PODREF_INDEX]: (p) => [...new Set(p.pool.entries.map((e) => e.podref))] },
+      pageSize
+    })
+    const reservations = yield* makeInformer<ReservationRecord>({
+      resource: R.OverlappingRangeIPReservations,
+      namespace: config.namespace,
+      transform: toReservationRecord,
+      keyOf: (r) => r.name,
+      versionOf: (r) => r.resourceVersion,
+      indexers: { [PODREF_INDEX]: (r) => [r.podref] },
+      pageSize
+    })
+    const all = [pods, nads, pools, reservations] as const
+    return {
+      pods,
+      nads,
+      pools,
+      reservations,
+      awaitSynced: Effect.forEach(all, (i) => i.awaitSynced, { discard: true, concurrency: "unbounded" }),
+      isSynced: Effect.map(Effect.forEach(all, (i) => i.isSynced), (done) => done.every(Boolean)),
+      podDeletions: Effect.map(pods.subscribe, (queue) =>
+        Stream.fromQueue(queue).pipe(Stream.filterMap((e) => (e.type === "delete" ? Option.some(e.object) : Option.none())))
+      )
+    }
+  })
+)

@@ -1,0 +1,130 @@
+/**
+ * All configuration, read once through effect's Config (environment variables, or command-line
+ * flags mapped onto the same keys by the CLI). Logic never reads process.env.
+ */
+import { hostname } from "node:os"
+import { randomUUID } from "node:crypto"
+import { Config, type ConfigError, Context, Duration, Layer, Option } from "effect"
+
+export interface ControllerConfigShape {
+  /** Namespace of IPPools and OverlappingRangeIPReservations (`WHEREABOUTS_NAMESPACE`). */
+  readonly namespace: string
+  readonly kubeconfig: string | undefined
+  readonly workers: number
+  readonly retryAttempts: number
+  readonly retryBaseDelay: Duration.Duration
+  readonly retryMaxDelay: Duration.Duration
+  readonly apiQps: number
+  readonly apiBurst: number
+  readonly requestTimeout: Duration.Duration
+  readonly pageSize: number
+  /** Cron of the full orphan sweep; undefined = the flat file's, else the default. */
+  readonly reconcileSchedule: string | undefined
+  readonly sweepOnStart: boolean
+  readonly dryRun: boolean
+  readonly leaderElect: boolean
+  readonly leaseName: string
+  readonly leaseNamespace: string
+  readonly identity: string
+  readonly leaseDuration: Duration.Duration
+  readonly renewDeadline: Duration.Duration
+  readonly retryPeriod: Duration.Duration
+  readonly metricsPort: number
+  readonly healthPort: number
+  readonly bindAddress: string
+  readonly shutdownTimeout: Duration.Duration
+  readonly poolUsageThreshold: number
+  /** Extra flat-file path tried first (whereabouts.conf defaults for NADs). */
+  readonly flatConfigPath: string | undefined
+}
+
+export class ControllerConfig extends Context.Tag("whereabouts-controller/ControllerConfig")<
+  ControllerConfig,
+  ControllerConfigShape
+>() {}
+
+const duration = (key: string, fallback: Duration.DurationInput) =>
+  Config.duration(key).pipe(Config.withDefault(Duration.decode(fallback)))
+const integer = (key: string, fallback: number, min = 0) =>
+  Config.integer(key).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${key} must be an integer ≥ ${min}`, validation: (n) => n >= min })
+  )
+const optionalString = (key: string) => Config.option(Config.nonEmptyString(key)).pipe(Config.map(Option.getOrUndefined))
+
+/** Reads the configuration; keys are the environment variable names documented in the README. */
+export const config: Config.Config<ControllerConfigShape> = Config.all({
+  namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault("kube-system")),
+  kubeconfig: optionalString("KUBECONFIG"),
+  workers: integer("WORKERS", 4, 1),
+  retryAttempts: integer("RETRY_ATTEMPTS", 5, 1),
+  retryBaseDelay: duration("RETRY_BASE_DELAY", "500 millis"),
+  retryMaxDelay: duration("RETRY_MAX_DELAY", "30 seconds"),
+  apiQps: Config.number("API_QPS").pipe(Config.withDefault(20)),
+  apiBurst: integer("API_BURST", 30, 1),
+  requestTimeout: duration("REQUEST_TIMEOUT", "30 seconds"),
+  pageSize: integer("PAGE_SIZE", 500, 1),
+  reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
+  sweepOnStart: Config.boolean("SWEEP_ON_START").pipe(Config.withDefault(true)),
+  dryRun: Config.boolean("DRY_RUN").pipe(Config.withDefault(false)),
+  leaderElect: Config.boolean("LEADER_ELECT").pipe(Config.withDefault(true)),
+  leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault("whereabouts-controller")),
+  leaseNamespaceOverride: Config.option(Config.nonEmptyString("LEASE_NAMESPACE")),
+  podNamespace: Config.option(Config.nonEmptyString("POD_NAMESPACE")),
+  identity: Config.nonEmptyString("POD_NAME").pipe(Config.withDefault(`${hostname()}_${randomUUID().slice(0, 8)}`)),
+  leaseDuration: duration("LEASE_DURATION", "15 seconds"),
+  renewDeadline: duration("RENEW_DEADLINE", "10 seconds"),
+  retryPeriod: duration("RETRY_PERIOD", "2 seconds"),
+  metricsPort: integer("METRICS_PORT", 8080),
+  healthPort: integer("HEALTH_PORT", 8081),
+  bindAddress: Config.string("BIND_ADDRESS").pipe(Config.withDefault("0.0.0.0")),
+  shutdownTimeout: duration("SHUTDOWN_TIMEOUT", "30 seconds"),
+  poolUsageThreshold: Config.number("POOL_USAGE_THRESHOLD").pipe(
+    Config.withDefault(0.9),
+    Config.validate({ message: "POOL_USAGE_THRESHOLD must be in (0, 1]", validation: (n) => n > 0 && n <= 1 })
+  ),
+  flatConfigPath: optionalString("FLAT_CONFIG_PATH")
+}).pipe(
+  // The lease lives where the controller runs (POD_NAMESPACE) unless told otherwise.
+  Config.map(({ leaseNamespaceOverride, podNamespace, ...rest }) => ({
+    ...rest,
+    leaseNamespace: Option.getOrElse(Option.orElse(leaseNamespaceOverride, () => podNamespace), () => rest.namespace)
+  }))
+)
+
+/** Defaults for tests and the demo; override what matters. */
+export const defaults = (overrides: Partial<ControllerConfigShape> = {}): ControllerConfigShape => ({
+  namespace: "kube-system",
+  kubeconfig: undefined,
+  workers: 4,
+  retryAttempts: 5,
+  retryBaseDelay: Duration.millis(500),
+  retryMaxDelay: Duration.seconds(30),
+  apiQps: 20,
+  apiBurst: 30,
+  requestTimeout: Duration.seconds(30),
+  pageSize: 500,
+  reconcileSchedule: undefined,
+  sweepOnStart: true,
+  dryRun: false,
+  leaderElect: true,
+  leaseName: "whereabouts-controller",
+  leaseNamespace: "kube-system",
+  identity: "test-controller",
+  leaseDuration: Duration.seconds(15),
+  renewDeadline: Duration.seconds(10),
+  retryPeriod: Duration.seconds(2),
+  metricsPort: 8080,
+  healthPort: 8081,
+  bindAddress: "127.0.0.1",
+  shutdownTimeout: Duration.seconds(30),
+  poolUsageThreshold: 0.9,
+  flatConfigPath: undefined,
+  ...overrides
+})
+
+/** Configuration from the environment (or the CLI's ConfigProvider). */
+export const layer: Layer.Layer<ControllerConfig, ConfigError.ConfigError> = Layer.effect(ControllerConfig, config)
+
+export const layerWith = (overrides: Partial<ControllerConfigShape> = {}): Layer.Layer<ControllerConfig> =>
+  Layer.succeed(ControllerConfig, defaults(overrides))

@@ -1,0 +1,376 @@
+/**
+ * An in-process Kubernetes API server emulation behind `KubeApi`: objects with
+ * resourceVersions, 404/409/422 semantics, JSON and merge patches, paginated lists,
+ * watches with a bounded history (410 when compacted), graceful pod deletion, a call log
+ * and fault injection. Every in-memory layer shares one of these, so a test changes the
+ * world in one place and every service sees it.
+ */
+import { randomUUID } from "node:crypto"
+import { Context, Duration, Effect, Layer, Stream } from "effect"
+import fastJsonPatch from "fast-json-patch"
+import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type WatchEvent, objectKey } from "./KubeApi.ts"
+import { KubeError, type KubeErrorReason } from "./KubeError.ts"
+import { type Resource, apiVersionOf } from "./resources.ts"
+
+export type Verb = "get" | "list" | "create" | "replace" | "patch" | "delete" | "watch"
+
+export interface ApiCall {
+  readonly verb: Verb
+  readonly resource: string
+  readonly namespace: string | undefined
+  readonly name: string | undefined
+}
+
+export interface Fault {
+  readonly verb?: Verb | ReadonlyArray<Verb>
+  readonly resource?: string
+  /** How many matching calls fail (default 1). */
+  readonly times?: number
+  /** Fail with this reason (default "Unavailable"), or "stall": hang (a watch stays open but deaf until closeWatches). */
+  readonly reason?: KubeErrorReason | "stall"
+}
+
+export interface MemoryClusterOptions {
+  /** Watch events kept per resource; older versions answer 410 Gone. */
+  readonly historyLimit?: number
+  /** Latency added to every call (under TestClock, advance the clock). */
+  readonly latency?: Duration.DurationInput
+  readonly now?: () => Date
+}
+
+interface Watcher {
+  readonly plural: string
+  readonly namespace: string | undefined
+  readonly emit: (e: WatchEvent) => void
+  readonly end: () => void
+}
+
+type Stored = KubeObject & { readonly metadata: KubeObject["metadata"] & { readonly resourceVersion: string } }
+
+const clone = <A>(a: A): A => structuredClone(a)
+
+/** RFC 7386 JSON merge patch. */
+const mergePatch = (target: unknown, patch: unknown): unknown => {
+  if (typeof patch !== "object" || patch === null || Array.isArray(patch)) return patch
+  const out: Record<string, unknown> =
+    typeof target === "object" && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {}
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k]
+    else out[k] = mergePatch(out[k], v)
+  }
+  return out
+}
+
+/** Minimal stand-ins for the CRD schemas' required fields, so bad writes fail here as they would live. */
+const validators: Record<string, (o: KubeObject) => string | undefined> = {
+  ippools: (o) => {
+    const spec = o["spec"] as { range?: unknown; allocations?: Record<string, Record<string, unknown>> } | undefined
+    if (typeof spec?.range !== "string") return "spec.range: Required value"
+    if (typeof spec.allocations !== "object" || spec.allocations === null) return "spec.allocations: Required value"
+    for (const [k, a] of Object.entries(spec.allocations)) {
+      if (typeof a?.["id"] !== "string") return `spec.allocations.${k}.id: Required value`
+      if (typeof a["podref"] !== "string") return `spec.allocations.${k}.podref: Required value`
+    }
+    return undefined
+  },
+  overlappingrangeipreservations: (o) =>
+    typeof (o["spec"] as { podref?: unknown } | undefined)?.podref === "string" ? undefined : "spec.podref: Required value"
+}
+
+/** The mutable world. Methods run synchronously inside Effect.sync, so each one is atomic. */
+export class MemoryClusterState {
+  private rv = 1
+  private readonly objects = new Map<string, Map<string, Stored>>()
+  private readonly history = new Map<string, Array<{ rv: number; event: WatchEvent & { object: KubeObject } }>>()
+  private readonly compactedBelow = new Map<string, number>()
+  private readonly watchers = new Set<Watcher>()
+  private faults: Array<Fault & { remaining: number }> = []
+  readonly calls: Array<ApiCall> = []
+  readonly historyLimit: number
+  readonly latency: Duration.Duration
+  readonly now: () => Date
+
+  constructor(options: MemoryClusterOptions = {}) {
+    this.historyLimit = options.historyLimit ?? 10_000
+    this.latency = Duration.decode(options.latency ?? 0)
+    this.now = options.now ?? (() => new Date())
+  }
+
+  private table(plural: string): Map<string, Stored> {
+    let t = this.objects.get(plural)
+    if (t === undefined) this.objects.set(plural, (t = new Map()))
+    return t
+  }
+
+  private record(plural: string, type: "ADDED" | "MODIFIED" | "DELETED", object: Stored): void {
+    const rv = Number(object.metadata.resourceVersion)
+    let h = this.history.get(plural)
+    if (h === undefined) this.history.set(plural, (h = []))
+    h.push({ rv, event: { type, object } })
+    if (h.length > this.historyLimit) {
+      const dropped = h.splice(0, h.length - this.historyLimit)
+      this.compactedBelow.set(plural, dropped[dropped.length - 1]!.rv + 1)
+    }
+    for (const w of this.watchers) {
+      if (w.plural === plural && (w.namespace === undefined || w.namespace === object.metadata.namespace)) {
+        w.emit({ type, object: clone(object) })
+      }
+    }
+  }
+
+  private err(reason: KubeErrorReason, verb: Verb, r: Resource, ns: string | undefined, name: string | undefined, detail: string) {
+    const status = { NotFound: 404, AlreadyExists: 409, Conflict: 409, Invalid: 422, Gone: 410, BadRequest: 400 }[reason as string]
+    return new KubeError({ reason, verb, target: name === undefined ? r.plural : `${r.plural} ${objectKey(ns, name)}`, status, detail })
+  }
+
+  /** Logs the call and applies any matching fault; returns the fault's effect, if one fires. */
+  enter(verb: Verb, r: Resource, ns: string | undefined, name: string | undefined): KubeError | "stall" | undefined {
+    this.calls.push({ verb, resource: r.plural, namespace: ns, name })
+    const fault = this.faults.find(
+      (f) =>
+        f.remaining > 0 &&
+        (f.resource === undefined || f.resource === r.plural) &&
+        (f.verb === undefined || (typeof f.verb === "string" ? f.verb === verb : f.verb.includes(verb)))
+    )
+    if (fault === undefined) return undefined
+    fault.remaining--
+    this.faults = this.faults.filter((f) => f.remaining > 0)
+    if (fault.reason === "stall") return "stall"
+    const reason = fault.reason ?? "Unavailable"
+    return new KubeError({ reason, verb, target: r.plural, status: reason === "Unavailable" ? 503 : undefined, detail: "injected fault" })
+  }
+
+  injectFault(fault: Fault): void {
+    this.faults.push({ ...fault, remaining: fault.times ?? 1 })
+  }
+
+  clearFaults(): void {
+    this.faults = []
+  }
+
+  get(r: Resource, ns: string | undefined, name: string): KubeObject | KubeError {
+    const o = this.table(r.plural).get(objectKey(ns, name))
+    return o === undefined ? this.err("NotFound", "get", r, ns, name, `${r.plural} "${name}" not found`) : clone(o)
+  }
+
+  list(r: Resource, ns: string | undefined, options: ListOptions = {}) {
+    const keys = [...this.table(r.plural).keys()].filter((k) => ns === undefined || !r.namespaced || k.startsWith(`${ns}/`)).sort()
+    let start = 0
+    let listRv = String(this.rv)
+    if (options.continue !== undefined && options.continue !== "") {
+      const token = JSON.parse(Buffer.from(options.continue, "base64").toString()) as { rv: string; after: string }
+      if (Number(token.rv) < (this.compactedBelow.get(r.plural) ?? 0)) {
+        return this.err("Gone", "list", r, ns, undefined, "The provided continue parameter is too old")
+      }
+      listRv = token.rv
+      start = keys.findIndex((k) => k > token.after)
+      if (start < 0) start = keys.length
+    }
+    const end = options.limit !== undefined && options.limit > 0 ? Math.min(keys.length, start + options.limit) : keys.length
+    const page = keys.slice(start, end)
+    const items = page.map((k) => clone(this.table(r.plural).get(k)!))
+    const cont = end < keys.length ? Buffer.from(JSON.stringify({ rv: listRv, after: page[page.length - 1] })).toString("base64") : undefined
+    return { items, resourceVersion: listRv, continue: cont }
+  }
+
+  private store(r: Resource, ns: string | undefined, object: KubeObject, type: "ADDED" | "MODIFIED"): Stored {
+    const stored: Stored = {
+      ...clone(object),
+      apiVersion: apiVersionOf(r),
+      kind: r.kind,
+      metadata: { ...clone(object.metadata), ...(r.namespaced ? { namespace: ns } : {}), resourceVersion: String(++this.rv) }
+    }
+    this.table(r.plural).set(objectKey(ns, stored.metadata.name), stored)
+    this.record(r.plural, type, stored)
+    return clone(stored)
+  }
+
+  create(r: Resource, ns: string | undefined, object: KubeObject): KubeObject | KubeError {
+    const name = object.metadata.name || `${object.metadata.generateName ?? ""}${randomUUID().slice(0, 5)}`
+    if (this.table(r.plural).has(objectKey(ns, name))) {
+      return this.err("AlreadyExists", "create", r, ns, name, `${r.plural} "${name}" already exists`)
+    }
+    const invalid = validators[r.plural]?.(object)
+    if (invalid !== undefined) return this.err("Invalid", "create", r, ns, name, invalid)
+    const metadata = { ...object.metadata, name, uid: randomUUID(), creationTimestamp: this.now().toISOString() }
+    return this.store(r, ns, { ...object, metadata }, "ADDED")
+  }
+
+  private update(verb: Verb, r: Resource, ns: string | undefined, current: Stored, next: KubeObject): KubeObject | KubeError {
+    const invalid = validators[r.plural]?.(next)
+    if (invalid !== undefined) return this.err("Invalid", verb, r, ns, current.metadata.name, invalid)
+    // Identity fields are the server's, whatever the client sent.
+    const { name, uid, creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds } = current.metadata
+    const metadata = { ...next.metadata, name, uid, creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds }
+    return this.store(r, ns, { ...next, metadata }, "MODIFIED")
+  }
+
+  replace(r: Resource, ns: string | undefined, object: KubeObject): KubeObject | KubeError {
+    const name = object.metadata.name
+    const current = this.table(r.plural).get(objectKey(ns, name))
+    if (current === undefined) return this.err("NotFound", "replace", r, ns, name, `${r.plural} "${name}" not found`)
+    const sent = object.metadata.resourceVersion
+    if (sent !== undefined && sent !== "" && sent !== current.metadata.resourceVersion) {
+      return this.err("Conflict", "replace", r, ns, name, "the object has been modified; please apply your changes to the latest version and try again")
+    }
+    return this.update("replace", r, ns, current, object)
+  }
+
+  patch(r: Resource, ns: string | undefined, name: string, patch: Patch): KubeObject | KubeError {
+    const current = this.table(r.plural).get(objectKey(ns, name))
+    if (current === undefined) return this.err("NotFound", "patch", r, ns, name, `${r.plural} "${name}" not found`)
+    if (patch.type === "merge") return this.update("patch", r, ns, current, mergePatch(clone(current), patch.body) as KubeObject)
+    try {
+      const result = fastJsonPatch.applyPatch(clone(current), clone(patch.ops) as Array<fastJsonPatch.Operation>, true, false)
+      return this.update("patch", r, ns, current, result.newDocument)
+    } catch (e) {
+      const detail = e instanceof Error ? e.message.split("\n")[0]! : String(e)
+      return this.err("Invalid", "patch", r, ns, name, `the server rejected our request due to an error in our request: ${detail}`)
+    }
+  }
+
+  delete(r: Resource, ns: string | undefined, name: string, options: { gracePeriodSeconds?: number | undefined; preconditions?: { uid?: string | undefined; resourceVersion?: string | undefined } | undefined } = {}): void | KubeError {
+    const key = objectKey(ns, name)
+    const current = this.table(r.plural).get(key)
+    if (current === undefined) return this.err("NotFound", "delete", r, ns, name, `${r.plural} "${name}" not found`)
+    const pre = options.preconditions
+    if ((pre?.uid !== undefined && pre.uid !== current.metadata.uid) || (pre?.resourceVersion !== undefined && pre.resourceVersion !== current.metadata.resourceVersion)) {
+      return this.err("Conflict", "delete", r, ns, name, "Precondition failed")
+    }
+    const spec = current["spec"] as { nodeName?: string } | undefined
+    const grace = options.gracePeriodSeconds
+    // Like the API server: a scheduled pod deleted with a grace period only starts terminating.
+    if (r.plural === "pods" && grace !== 0 && spec?.nodeName !== undefined) {
+      if (current.metadata.deletionTimestamp !== undefined) return
+      const stamped: Stored = {
+        ...current,
+        metadata: {
+          ...current.metadata,
+          deletionTimestamp: this.now().toISOString(),
+          deletionGracePeriodSeconds: grace ?? 30,
+          resourceVersion: String(++this.rv)
+        }
+      }
+      this.table(r.plural).set(key, stamped)
+      this.record(r.plural, "MODIFIED", stamped)
+      return
+    }
+    this.table(r.plural).delete(key)
+    this.record(r.plural, "DELETED", { ...current, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } })
+  }
+
+  /** Starts a watch; returns an unsubscribe function, or Gone when `fromRv` was compacted away. */
+  watch(r: Resource, ns: string | undefined, fromRv: string, watcher: Omit<Watcher, "plural" | "namespace">): (() => void) | KubeError {
+    const from = Number(fromRv)
+    if (!Number.isFinite(from) || from + 1 < (this.compactedBelow.get(r.plural) ?? 0)) {
+      return this.err("Gone", "watch", r, ns, undefined, `too old resource version: ${fromRv}`)
+    }
+    for (const { rv, event } of this.history.get(r.plural) ?? []) {
+      if (rv > from && (ns === undefined || event.object.metadata.namespace === ns)) watcher.emit(clone(event))
+    }
+    const w: Watcher = { plural: r.plural, namespace: ns, ...watcher }
+    this.watchers.add(w)
+    return () => this.watchers.delete(w)
+  }
+
+  /** Drops all watch history: every watch or continue token from before now answers 410. */
+  compact(): void {
+    for (const plural of this.history.keys()) this.compactedBelow.set(plural, this.rv + 1)
+    this.history.clear()
+  }
+
+  /** Ends every open watch, as an API server restart or timeout does. */
+  closeWatches(): void {
+    for (const w of [...this.watchers]) {
+      this.watchers.delete(w)
+      w.end()
+    }
+  }
+
+  /** What a kubelet does when a terminating pod's containers are gone: remove the object. */
+  finishPodTermination(ns: string, name: string, pods: Resource): void {
+    const key = objectKey(ns, name)
+    const current = this.table(pods.plural).get(key)
+    if (current === undefined) return
+    this.table(pods.plural).delete(key)
+    this.record(pods.plural, "DELETED", { ...current, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } })
+  }
+
+  /** Objects of a resource, for assertions (copies). */
+  snapshot(r: Resource, ns?: string): ReadonlyArray<KubeObject> {
+    const page = this.list(r, ns)
+    return page instanceof KubeError ? [] : page.items
+  }
+
+  /** Number of logged calls matching the filter. */
+  count(filter: Partial<ApiCall> = {}): number {
+    return this.calls.filter(
+      (c) =>
+        (filter.verb === undefined || c.verb === filter.verb) &&
+        (filter.resource === undefined || c.resource === filter.resource) &&
+        (filter.namespace === undefined || c.namespace === filter.namespace) &&
+        (filter.name === undefined || c.name === filter.name)
+    ).length
+  }
+
+  resetCalls(): void {
+    this.calls.length = 0
+  }
+}
+
+export class InMemoryCluster extends Context.Tag("whereabouts-controller/InMemoryCluster")<InMemoryCluster, MemoryClusterState>() {
+  /** A fresh, empty cluster. */
+  static layer = (options?: MemoryClusterOptions): Layer.Layer<InMemoryCluster> =>
+    Layer.sync(InMemoryCluster, () => new MemoryClusterState(options))
+}
+
+const call = <A>(
+  state: MemoryClusterState,
+  verb: Verb,
+  r: Resource,
+  ns: string | undefined,
+  name: string | undefined,
+  body: () => A | KubeError
+): Effect.Effect<A, KubeError> =>
+  Effect.suspend(() => {
+    const fault = state.enter(verb, r, ns, name)
+    const run = fault === "stall" ? Effect.never : fault !== undefined ? Effect.fail(fault) : Effect.suspend(() => {
+      const out = body()
+      return out instanceof KubeError ? Effect.fail(out) : Effect.succeed(out)
+    })
+    return Duration.toMillis(state.latency) > 0 ? Effect.zipRight(Effect.sleep(state.latency), run) : run
+  })
+
+/** KubeApi over the shared in-memory cluster. */
+export const makeMemoryKubeApi = (state: MemoryClusterState): KubeApiShape => ({
+  get: (r, ns, name) => call(state, "get", r, ns, name, () => state.get(r, ns, name)),
+  list: (r, ns, options) => call(state, "list", r, ns, undefined, () => state.list(r, ns, options)),
+  create: (r, ns, object) => call(state, "create", r, ns, object.metadata.name, () => state.create(r, ns, object)),
+  replace: (r, ns, object) => call(state, "replace", r, ns, object.metadata.name, () => state.replace(r, ns, object)),
+  patch: (r, ns, name, patch) => call(state, "patch", r, ns, name, () => state.patch(r, ns, name, patch)),
+  delete: (r, ns, name, options) => call(state, "delete", r, ns, name, () => state.delete(r, ns, name, options)),
+  watch: (r, ns, options) =>
+    Stream.async<WatchEvent, KubeError>((emit) => {
+      const fault = state.enter("watch", r, ns, undefined)
+      if (fault instanceof KubeError) {
+        void emit.fail(fault)
+        return
+      }
+      // A stalled watch is deaf: it delivers nothing until closeWatches() ends it.
+      const unsubscribe = state.watch(r, ns, options.resourceVersion, {
+        emit: fault === "stall" ? () => {} : (e) => void emit.single(e),
+        end: () => void emit.end()
+      })
+      if (unsubscribe instanceof KubeError) {
+        void emit.fail(unsubscribe)
+        return
+      }
+      return Effect.sync(unsubscribe)
+    })
+})
+
+/** KubeApi backed by the InMemoryCluster in context. */
+export const layerMemory: Layer.Layer<KubeApi, never, InMemoryCluster> = Layer.effect(
+  KubeApi,
+  Effect.map(InMemoryCluster, makeMemoryKubeApi)
+)

@@ -1,0 +1,195 @@
+/**
+ * A list-watch cache over KubeApi, written once for every resource: paginated list, watch
+ * from the list's version, resume after a closed watch, relist on 410, restart with backoff
+ * on any other error (client-node's informer stops for good), a synced signal, secondary
+ * indexes, and events — including deletions discovered by a relist.
+ */
+import { Deferred, Duration, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
+import { KubeApi, type KubeObject, listAll } from "./KubeApi.ts"
+import type { KubeError } from "./KubeError.ts"
+import type { Resource } from "./resources.ts"
+
+export type InformerEvent<A> =
+  | { readonly type: "add"; readonly object: A }
+  | { readonly type: "update"; readonly object: A; readonly old: A }
+  | { readonly type: "delete"; readonly object: A }
+
+export interface InformerOptions<A> {
+  readonly resource: Resource
+  /** undefined watches every namespace. */
+  readonly namespace?: string | undefined
+  /** What the cache keeps of an object (a small projection, never the object itself when avoidable). */
+  readonly transform: (o: KubeObject) => A
+  readonly keyOf: (a: A) => string
+  /** Distinguishes two objects under one key (a pod re-created with the same name); defaults to the key. */
+  readonly identityOf?: (a: A) => string
+  readonly versionOf: (a: A) => string | undefined
+  readonly indexers?: Readonly<Record<string, (a: A) => ReadonlyArray<string>>>
+  readonly pageSize?: number
+  /** Backoff between restarts after errors; default exponential 1 s → 30 s, jittered. */
+  readonly backoff?: Schedule.Schedule<unknown, unknown>
+  /** Server-side watch timeout; the watch is then resumed from the last version. */
+  readonly watchTimeoutSeconds?: number
+}
+
+export interface Informer<A> {
+  readonly resource: Resource
+  /** Completes once the first full list is in the cache. */
+  readonly awaitSynced: Effect.Effect<void>
+  readonly isSynced: Effect.Effect<boolean>
+  readonly get: (key: string) => Option.Option<A>
+  readonly values: () => ReadonlyArray<A>
+  readonly size: () => number
+  readonly byIndex: (index: string, value: string) => ReadonlyArray<A>
+  /** Events from now on; subscribe before relying on them. */
+  readonly subscribe: Effect.Effect<Queue.Dequeue<InformerEvent<A>>, never, Scope.Scope>
+  /** Restarts after errors, for health reporting. */
+  readonly restarts: () => number
+}
+
+const defaultBackoff = Schedule.exponential("1 second").pipe(
+  Schedule.either(Schedule.spaced("30 seconds")),
+  Schedule.jittered
+)
+
+/** Starts an informer in the current scope; it stops when the scope closes. */
+export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Informer<A>, never, KubeApi | Scope.Scope> =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const { resource, namespace, transform, keyOf, versionOf } = options
+    const identityOf = options.identityOf ?? keyOf
+    const cache = new Map<string, A>()
+    const indexes = new Map<string, Map<string, Set<string>>>()
+    const indexers = Object.entries(options.indexers ?? {})
+    for (const [name] of indexers) indexes.set(name, new Map())
+    const synced = yield* Deferred.make<void>()
+    const pubsub = yield* Effect.acquireRelease(PubSub.unbounded<InformerEvent<A>>(), PubSub.shutdown)
+    let restarts = 0
+
+    const unindex = (key: string, a: A) => {
+      for (const [name, fn] of indexers) {
+        const idx = indexes.get(name)!
+        for (const v of fn(a)) {
+          const keys = idx.get(v)
+          keys?.delete(key)
+          if (keys?.size === 0) idx.delete(v)
+        }
+      }
+    }
+    const index = (key: string, a: A) => {
+      for (const [name, fn] of indexers) {
+        const idx = indexes.get(name)!
+        for (const v of fn(a)) {
+          let keys = idx.get(v)
+          if (keys === undefined) idx.set(v, (keys = new Set()))
+          keys.add(key)
+        }
+      }
+    }
+    const put = (a: A): Array<InformerEvent<A>> => {
+      const key = keyOf(a)
+      const old = cache.get(key)
+      if (old !== undefined) unindex(key, old)
+      cache.set(key, a)
+      index(key, a)
+      if (old === undefined) return [{ type: "add", object: a }]
+      if (identityOf(old) !== identityOf(a)) return [{ type: "delete", object: old }, { type: "add", object: a }]
+      return versionOf(old) === versionOf(a) ? [] : [{ type: "update", object: a, old }]
+    }
+    const remove = (a: A): Array<InformerEvent<A>> => {
+      const key = keyOf(a)
+      const old = cache.get(key)
+      if (old === undefined) return [{ type: "delete", object: a }]
+      unindex(key, old)
+      cache.delete(key)
+      return [{ type: "delete", object: a }]
+    }
+    const publish = (events: ReadonlyArray<InformerEvent<A>>) =>
+      events.length === 0 ? Effect.void : PubSub.publishAll(pubsub, events)
+
+    const relist = Effect.gen(function* () {
+      const { items, resourceVersion } = yield* listAll(resource, namespace, { pageSize: options.pageSize ?? 500 })
+      const seen = new Set<string>()
+      const events: Array<InformerEvent<A>> = []
+      for (const item of items) {
+        const a = transform(item)
+        seen.add(keyOf(a))
+        events.push(...put(a))
+      }
+      // Whatever vanished while we were not watching was deleted: say so.
+      for (const [key, old] of [...cache]) if (!seen.has(key)) events.push(...remove(old))
+      yield* publish(events)
+      yield* Deferred.succeed(synced, undefined)
+      return resourceVersion
+    })
+
+    const watchFrom = (fromVersion: string): Effect.Effect<string, KubeError> => {
+      let version = fromVersion
+      return api
+        .watch(resource, namespace, {
+          resourceVersion: version,
+          timeoutSeconds: options.watchTimeoutSeconds ?? 300 + Math.floor(Math.random() * 300)
+        })
+        .pipe(
+          Stream.runForEach((event) => {
+            if (event.type === "BOOKMARK") {
+              version = event.resourceVersion
+              return Effect.void
+            }
+            version = event.object.metadata.resourceVersion ?? version
+            const a = transform(event.object)
+            return publish(event.type === "DELETED" ? remove(a) : put(a))
+          }),
+          Effect.map(() => version)
+        )
+    }
+
+    // A successful list proves the API is back: the next failure starts the backoff afresh.
+    let driverReset = false
+    // One run: list, then watch and resume until a non-410 error ends it.
+    const run = Effect.gen(function* () {
+      let version = yield* relist
+      driverReset = true
+      for (;;) {
+        const next = yield* Effect.either(watchFrom(version))
+        if (next._tag === "Right") version = next.right
+        else if (next.left.reason === "Gone") version = yield* relist
+        else return yield* Effect.fail(next.left)
+      }
+    })
+
+    const backoff = yield* Schedule.driver(options.backoff ?? defaultBackoff)
+    const supervised = Effect.forever(
+      run.pipe(
+        Effect.catchAll((e) =>
+          Effect.gen(function* () {
+            restarts++
+            if (driverReset) {
+              yield* backoff.reset
+              driverReset = false
+            }
+            yield* Effect.logWarning(`informer for ${resource.plural} failed, restarting`).pipe(
+              Effect.annotateLogs({ resource: resource.plural, error: e.message })
+            )
+            yield* backoff.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(Duration.seconds(30))))
+          })
+        )
+      )
+    )
+    yield* Effect.forkScoped(supervised)
+
+    return {
+      resource,
+      awaitSynced: Deferred.await(synced),
+      isSynced: Deferred.isDone(synced),
+      get: (key) => Option.fromNullable(cache.get(key)),
+      values: () => [...cache.values()],
+      size: () => cache.size,
+      byIndex: (name, value) => {
+        const keys = indexes.get(name)?.get(value)
+        return keys === undefined ? [] : [...keys].flatMap((k) => cache.get(k) ?? [])
+      },
+      subscribe: PubSub.subscribe(pubsub),
+      restarts: () => restarts
+    } satisfies Informer<A>
+  })

@@ -1,0 +1,139 @@
+/**
+ * KubeApi: the single boundary to a Kubernetes API server — generic REST verbs over
+ * plain JSON objects. Two implementations: `KubeApiLive.ts` (client-node auth + fetch,
+ * rate-limited) and `InMemoryCluster.ts` (an in-process API server emulation, the role
+ * client-go's fake tracker plays). Every other service is written once, over this tag.
+ */
+import { Context, Effect, type Stream } from "effect"
+import { KubeError } from "./KubeError.ts"
+import type { Resource } from "./resources.ts"
+
+export interface ObjectMeta {
+  readonly name: string
+  readonly namespace?: string | undefined
+  readonly uid?: string | undefined
+  readonly resourceVersion?: string | undefined
+  readonly generateName?: string | undefined
+  readonly creationTimestamp?: string | undefined
+  readonly deletionTimestamp?: string | undefined
+  readonly deletionGracePeriodSeconds?: number | undefined
+  readonly labels?: Readonly<Record<string, string>> | undefined
+  readonly annotations?: Readonly<Record<string, string>> | undefined
+  readonly [key: string]: unknown
+}
+
+/** Any API object, as JSON. Services decode the parts they need with Schema. */
+export interface KubeObject {
+  readonly apiVersion?: string | undefined
+  readonly kind?: string | undefined
+  readonly metadata: ObjectMeta
+  readonly [key: string]: unknown
+}
+
+export type JsonPatchOp =
+  | { readonly op: "add" | "replace" | "test"; readonly path: string; readonly value: unknown }
+  | { readonly op: "remove"; readonly path: string }
+
+export type Patch =
+  | { readonly type: "json"; readonly ops: ReadonlyArray<JsonPatchOp> }
+  | { readonly type: "merge"; readonly body: unknown }
+
+export interface ListOptions {
+  readonly limit?: number | undefined
+  readonly continue?: string | undefined
+  readonly labelSelector?: string | undefined
+  readonly fieldSelector?: string | undefined
+}
+
+export interface ListResult {
+  readonly items: ReadonlyArray<KubeObject>
+  readonly resourceVersion: string
+  readonly continue?: string | undefined
+}
+
+export interface DeleteOptions {
+  readonly gracePeriodSeconds?: number | undefined
+  readonly preconditions?: { readonly uid?: string | undefined; readonly resourceVersion?: string | undefined } | undefined
+}
+
+export interface WatchOptions {
+  /** Events after this resourceVersion. */
+  readonly resourceVersion: string
+  readonly labelSelector?: string | undefined
+  readonly fieldSelector?: string | undefined
+  /** Ask the server to end the watch after this long (it is then resumed from the last version). */
+  readonly timeoutSeconds?: number | undefined
+}
+
+export type WatchEvent =
+  | { readonly type: "ADDED" | "MODIFIED" | "DELETED"; readonly object: KubeObject }
+  | { readonly type: "BOOKMARK"; readonly resourceVersion: string }
+
+export interface KubeApiShape {
+  readonly get: (r: Resource, namespace: string | undefined, name: string) => Effect.Effect<KubeObject, KubeError>
+  /** One page; `namespace` undefined lists across namespaces. */
+  readonly list: (r: Resource, namespace: string | undefined, options?: ListOptions) => Effect.Effect<ListResult, KubeError>
+  readonly create: (r: Resource, namespace: string | undefined, object: KubeObject) => Effect.Effect<KubeObject, KubeError>
+  /** PUT; fails with Conflict when `object.metadata.resourceVersion` is stale. */
+  readonly replace: (r: Resource, namespace: string | undefined, object: KubeObject) => Effect.Effect<KubeObject, KubeError>
+  readonly patch: (r: Resource, namespace: string | undefined, name: string, patch: Patch) => Effect.Effect<KubeObject, KubeError>
+  readonly delete: (
+    r: Resource,
+    namespace: string | undefined,
+    name: string,
+    options?: DeleteOptions
+  ) => Effect.Effect<void, KubeError>
+  /**
+   * Events after `options.resourceVersion`. Ends when the server closes the watch; fails with
+   * reason "Gone" when that version is too old (relist), other reasons for other failures.
+   */
+  readonly watch: (r: Resource, namespace: string | undefined, options: WatchOptions) => Stream.Stream<WatchEvent, KubeError>
+}
+
+export class KubeApi extends Context.Tag("whereabouts-controller/KubeApi")<KubeApi, KubeApiShape>() {}
+
+/** `namespace/name` or `name`, for messages. */
+export const objectKey = (namespace: string | undefined, name: string): string =>
+  namespace === undefined || namespace === "" ? name : `${namespace}/${name}`
+
+/**
+ * Lists every page (`limit`/`continue`). An expired continue token (410) restarts the
+ * list once from the beginning, as client-go's pager does.
+ */
+export const listAll = (
+  r: Resource,
+  namespace: string | undefined,
+  options: { readonly pageSize?: number; readonly labelSelector?: string; readonly fieldSelector?: string } = {}
+): Effect.Effect<{ readonly items: ReadonlyArray<KubeObject>; readonly resourceVersion: string }, KubeError, KubeApi> =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const pageSize = options.pageSize ?? 500
+    const once = Effect.gen(function* () {
+      const items: Array<KubeObject> = []
+      let token: string | undefined
+      let resourceVersion = ""
+      do {
+        const page = yield* api.list(r, namespace, {
+          limit: pageSize,
+          continue: token,
+          labelSelector: options.labelSelector,
+          fieldSelector: options.fieldSelector
+        })
+        for (const item of page.items) items.push(item)
+        // The list's version is the snapshot of the first page; later pages belong to it.
+        if (token === undefined) resourceVersion = page.resourceVersion
+        token = page.continue === "" ? undefined : page.continue
+      } while (token !== undefined)
+      return { items, resourceVersion }
+    })
+    return yield* once.pipe(
+      Effect.catchIf(
+        (e) => e.reason === "Gone",
+        () => once
+      )
+    )
+  })
+
+/** A KubeError for callers that validate what the API returned. */
+export const malformed = (verb: string, target: string, detail: string): KubeError =>
+  new KubeError({ reason: "Unknown", verb, target, detail: `malformed response: ${detail}` })

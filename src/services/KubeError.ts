@@ -1,0 +1,69 @@
+/**
+ * The one error type of the Kubernetes boundary. Live layers translate HTTP status codes
+ * and network failures into a `reason`; nothing above KubeApi looks at status codes.
+ */
+import { Data } from "effect"
+
+export type KubeErrorReason =
+  | "NotFound" // 404
+  | "AlreadyExists" // 409 on create
+  | "Conflict" // 409 on update (stale resourceVersion)
+  | "Invalid" // 422: schema validation, or a JSON-patch `test` that failed
+  | "BadRequest" // 400
+  | "Unauthorized" // 401
+  | "Forbidden" // 403 (RBAC)
+  | "Gone" // 410: resourceVersion too old (watch/list continue)
+  | "TooManyRequests" // 429
+  | "Timeout" // 504, or the request timed out
+  | "Unavailable" // 5xx, connection refused/reset, DNS failure
+  | "Unknown"
+
+export class KubeError extends Data.TaggedError("KubeError")<{
+  readonly reason: KubeErrorReason
+  readonly verb: string
+  /** e.g. "pods", "ippools"; with the object name when there is one: "ippools kube-system/10.0.0.0-24". */
+  readonly target: string
+  readonly status?: number | undefined
+  readonly detail: string
+}> {
+  override get message(): string {
+    return `${this.verb} ${this.target}: ${this.reason}${this.status === undefined ? "" : ` (HTTP ${this.status})`}: ${this.detail}`
+  }
+}
+
+const RETRYABLE: ReadonlySet<KubeErrorReason> = new Set([
+  "Conflict",
+  "TooManyRequests",
+  "Timeout",
+  "Unavailable",
+  "Unknown"
+])
+
+/** Transient failures worth retrying; everything else needs a change in the world first. */
+export const isRetryableKubeError = (e: KubeError): boolean => RETRYABLE.has(e.reason)
+
+/** HTTP status → reason, the single place this mapping lives. */
+export const reasonForStatus = (status: number, verb: string): KubeErrorReason => {
+  switch (status) {
+    case 400:
+      return "BadRequest"
+    case 401:
+      return "Unauthorized"
+    case 403:
+      return "Forbidden"
+    case 404:
+      return "NotFound"
+    case 409:
+      return verb === "create" ? "AlreadyExists" : "Conflict"
+    case 410:
+      return "Gone"
+    case 422:
+      return "Invalid"
+    case 429:
+      return "TooManyRequests"
+    case 504:
+      return "Timeout"
+    default:
+      return status >= 500 ? "Unavailable" : "Unknown"
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * Decoded whereabouts IPAM configs of NetworkAttachmentDefinitions, memoised per NAD version,
+ * with the flat-file defaults whereabouts merges under them. Decoding is pure (domain); this
+ * service only adds the file system and the cache.
+ */
+import { readFileSync } from "node:fs"
+import { Context, Effect, type Either, Layer } from "effect"
+import { type IpamConfigError, type NadConfigResult, decodeNadConfig } from "../domain/ipam-config.ts"
+import type { NadRecord } from "./Caches.ts"
+import { ControllerConfig } from "./ControllerConfig.ts"
+
+export interface NadConfigsShape {
+  readonly decode: (nad: NadRecord) => Either.Either<NadConfigResult, IpamConfigError>
+  /** The flat file's `reconciler_cron_expression`, if a flat file is found. */
+  readonly flatFileCron: () => string | undefined
+}
+
+export class NadConfigs extends Context.Tag("whereabouts-controller/NadConfigs")<NadConfigs, NadConfigsShape>() {}
+
+type FlatReader = (paths: ReadonlyArray<string>) => Record<string, unknown> | undefined
+
+const make = (readFlat: FlatReader, extraPath: string | undefined): NadConfigsShape => {
+  const memo = new Map<string, { version: string | undefined; result: Either.Either<NadConfigResult, IpamConfigError> }>()
+  const reader: FlatReader = (paths) => readFlat(extraPath === undefined ? paths : [extraPath, ...paths])
+  return {
+    decode: (nad) => {
+      const key = `${nad.namespace}/${nad.name}`
+      const hit = memo.get(key)
+      if (hit !== undefined && hit.version === nad.resourceVersion && nad.resourceVersion !== undefined) return hit.result
+      const result = decodeNadConfig(nad.config, reader)
+      if (memo.size > 10_000) memo.clear()
+      memo.set(key, { version: nad.resourceVersion, result })
+      return result
+    },
+    flatFileCron: () => {
+      const cron = reader([])?.["reconciler_cron_expression"]
+      return typeof cron === "string" && cron !== "" ? cron : undefined
+    }
+  }
+}
+
+/** Reads the first flat file that exists; unreadable or invalid files are treated as absent. */
+const fileReader = (): FlatReader => {
+  const cache = new Map<string, Record<string, unknown> | undefined>()
+  const readOne = (path: string): Record<string, unknown> | undefined => {
+    if (cache.has(path)) return cache.get(path)
+    let parsed: Record<string, unknown> | undefined
+    try {
+      const json: unknown = JSON.parse(readFileSync(path, "utf8"))
+      parsed = typeof json === "object" && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>) : undefined
+    } catch {
+      parsed = undefined
+    }
+    cache.set(path, parsed)
+    return parsed
+  }
+  return (paths) => {
+    for (const p of paths) {
+      const found = readOne(p)
+      if (found !== undefined) return found
+    }
+    return undefined
+  }
+}
+
+/** Flat files from the file system (their absence is normal for this controller). */
+export const layer: Layer.Layer<NadConfigs, never, ControllerConfig> = Layer.effect(
+  NadConfigs,
+  Effect.map(ControllerConfig, (c) => make(fileReader(), c.flatConfigPath))
+)
+
+/** Flat files given in memory, by path. */
+export const layerMemory = (files: Readonly<Record<string, Record<string, unknown>>> = {}): Layer.Layer<NadConfigs> =>
+  Layer.succeed(
+    NadConfigs,
+    make((paths) => paths.map((p) => files[p]).find((f) => f !== undefined), undefined)
+  )

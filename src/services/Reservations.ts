@@ -1,0 +1,69 @@
+/**
+ * OverlappingRangeIPReservations: live get/list, and deletes guarded so that a reservation
+ * re-created for another pod in the meantime is never removed.
+ */
+import { Context, Effect, Layer, Option } from "effect"
+import { type ReservationRecord, toReservationRecord } from "./Caches.ts"
+import { ControllerConfig } from "./ControllerConfig.ts"
+import { KubeApi, listAll } from "./KubeApi.ts"
+import type { KubeError } from "./KubeError.ts"
+import * as R from "./resources.ts"
+
+export type DeleteOutcome = "deleted" | "absent" | "reassigned"
+
+export interface ReservationsShape {
+  /** Live read; none when it does not exist. */
+  readonly get: (name: string) => Effect.Effect<Option.Option<ReservationRecord>, KubeError>
+  readonly list: Effect.Effect<ReadonlyArray<ReservationRecord>, KubeError>
+  /**
+   * Deletes the reservation if it still belongs to `podref`. NotFound is success ("absent");
+   * a reservation now held by another pod is left alone ("reassigned").
+   */
+  readonly deleteFor: (name: string, podref: string) => Effect.Effect<DeleteOutcome, KubeError>
+  /** What the CNI plugin writes on ADD (tests, demo and benchmarks play the plugin). */
+  readonly create: (name: string, spec: { readonly podref: string; readonly containerid?: string; readonly ifname?: string }) => Effect.Effect<ReservationRecord, KubeError>
+}
+
+export class Reservations extends Context.Tag("whereabouts-controller/Reservations")<Reservations, ReservationsShape>() {}
+
+export const make = Effect.gen(function* () {
+  const api = yield* KubeApi
+  const { namespace, pageSize } = yield* ControllerConfig
+  const get = (name: string) =>
+    api.get(R.OverlappingRangeIPReservations, namespace, name).pipe(
+      Effect.map((o) => Option.some(toReservationRecord(o))),
+      Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(Option.none<ReservationRecord>()))
+    )
+
+  // Read, check the owner, delete with the read resourceVersion as precondition; a Conflict means
+  // it changed in between, so look again (bounded: someone else is rewriting it constantly otherwise).
+  const deleteFor = (name: string, podref: string): Effect.Effect<DeleteOutcome, KubeError> =>
+    Effect.gen(function* () {
+      const current = yield* get(name)
+      if (Option.isNone(current)) return "absent" as const
+      if (current.value.podref !== podref) return "reassigned" as const
+      return yield* api
+        .delete(R.OverlappingRangeIPReservations, namespace, name, {
+          preconditions: { resourceVersion: current.value.resourceVersion }
+        })
+        .pipe(
+          Effect.as("deleted" as const),
+          Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed("absent" as const))
+        )
+    }).pipe(Effect.retry({ times: 3, while: (e) => e.reason === "Conflict" }))
+
+  return {
+    get,
+    list: listAll(R.OverlappingRangeIPReservations, namespace, { pageSize }).pipe(
+      Effect.map(({ items }) => items.map(toReservationRecord)),
+      Effect.provideService(KubeApi, api)
+    ),
+    deleteFor,
+    create: (name, spec) =>
+      api
+        .create(R.OverlappingRangeIPReservations, namespace, { metadata: { name, namespace }, spec })
+        .pipe(Effect.map(toReservationRecord))
+  } satisfies ReservationsShape
+})
+
+export const layer: Layer.Layer<Reservations, never, KubeApi | ControllerConfig> = Layer.effect(Reservations, make)

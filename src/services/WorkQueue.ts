@@ -1,0 +1,220 @@
+/**
+ * WorkQueue: a keyed, rate-limited work queue with client-go's workqueue semantics — a key waits
+ * at most once (its latest value wins), at most one worker holds a key, and a key added while it
+ * is held is handed out again after `done`. Built by the controller per run; not a Context.Tag.
+ *
+ * State is one mutable object touched only inside synchronous blocks: JS runs one fiber step at
+ * a time, so each block is atomic and no locks are needed.
+ */
+import {
+  Clock,
+  Deferred,
+  Duration,
+  Effect,
+  Exit,
+  FiberId,
+  FiberSet,
+  MutableQueue,
+  Option,
+  Schedule,
+  ScheduleDecision,
+  ScheduleIntervals,
+  type Scope
+} from "effect"
+
+/** Overall requeue rate (client-go's default controller rate limiter). */
+export const DEFAULT_QPS = 10
+/** Requeues allowed at once before `DEFAULT_QPS` applies. */
+export const DEFAULT_BURST = 100
+export const DEFAULT_BACKOFF_BASE: Duration.Duration = Duration.millis(5)
+export const DEFAULT_BACKOFF_MAX: Duration.Duration = Duration.seconds(1000)
+
+/** Per-key backoff: 5 ms, 10 ms, 20 ms … capped at 1000 s; the union of two schedules takes the shorter delay. */
+export const defaultBackoff: Schedule.Schedule<unknown> = Schedule.exponential(DEFAULT_BACKOFF_BASE).pipe(
+  Schedule.union(Schedule.spaced(DEFAULT_BACKOFF_MAX))
+)
+
+export interface WorkQueueOptions {
+  /** Per-key delays of `addRateLimited`; once it is done, `addRateLimited` returns false. */
+  readonly backoff?: Schedule.Schedule<unknown> | undefined
+  /** Token refill rate per second of the overall bucket (> 0). */
+  readonly qps?: number | undefined
+  /** Bucket capacity (≥ 1). */
+  readonly burst?: number | undefined
+}
+
+export interface WorkItem<V> {
+  readonly key: string
+  readonly value: V
+}
+
+export interface WorkQueue<V> {
+  /** Queues the key unless it already waits; a held key is queued again on `done`. */
+  readonly add: (key: string, value: V) => Effect.Effect<void>
+  /** Adds the key once `delay` has passed (dropped if the queue shuts down first). */
+  readonly addAfter: (key: string, value: V, delay: Duration.DurationInput) => Effect.Effect<void>
+  /**
+   * Adds after max(per-key backoff, bucket delay); false (nothing added) once the backoff is spent.
+   * After shutdown it adds nothing and returns true: stopping is not giving up on the key.
+   */
+  readonly addRateLimited: (key: string, value: V) => Effect.Effect<boolean>
+  /**
+   * Waits for a key and marks it held; none once shut down. Interruptible while waiting; a key it
+   * returned is the caller's until `done` — take under `Effect.uninterruptibleMask` to be sure.
+   */
+  readonly take: Effect.Effect<Option.Option<WorkItem<V>>>
+  /** Releases a held key, queueing it again if it was added meanwhile. */
+  readonly done: (key: string) => Effect.Effect<void>
+  /** Clears the key's backoff (after success, or after giving up). */
+  readonly forget: (key: string) => Effect.Effect<void>
+  /** Rate-limited requeues of the key since its last `forget`. */
+  readonly numRequeues: (key: string) => Effect.Effect<number>
+  /** Keys waiting to be taken. */
+  readonly len: Effect.Effect<number>
+  /** Keys held by workers. */
+  readonly inFlight: Effect.Effect<number>
+  /** Stops intake, drops delayed adds and wakes blocked takers with none. */
+  readonly shutdown: Effect.Effect<void>
+  /** Completes when no key is held. */
+  readonly awaitIdle: Effect.Effect<void>
+}
+
+interface Backoff {
+  readonly state: unknown
+  readonly requeues: number
+}
+
+/** Creates a queue whose delayed adds live in the surrounding scope. */
+export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue<V>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const backoff = options.backoff ?? defaultBackoff
+    const qps = options.qps ?? DEFAULT_QPS
+    const burst = options.burst ?? DEFAULT_BURST
+    const delayed = yield* FiberSet.make<void>()
+
+    const queue = MutableQueue.unbounded<string>() // waiting keys: dirty and not held
+    const values = new Map<string, V>() // latest value of each dirty key
+    const dirty = new Set<string>() // keys needing (re)processing
+    const processing = new Set<string>()
+    const takers: Array<Deferred.Deferred<void>> = []
+    const idlers: Array<Deferred.Deferred<void>> = []
+    const backoffs = new Map<string, Backoff>()
+    const bucket = { tokens: burst, at: yield* Clock.currentTimeMillis }
+    let shuttingDown = false
+
+    const wakeOne = (waiters: Array<Deferred.Deferred<void>>): void => {
+      const waiter = waiters.shift()
+      if (waiter !== undefined) Deferred.unsafeDone(waiter, Exit.void)
+    }
+    const wakeAll = (waiters: Array<Deferred.Deferred<void>>): void => {
+      for (const waiter of waiters.splice(0)) Deferred.unsafeDone(waiter, Exit.void)
+    }
+
+    const enqueue = (key: string): void => {
+      MutableQueue.offer(queue, key)
+      wakeOne(takers)
+    }
+
+    const add = (key: string, value: V) =>
+      Effect.sync(() => {
+        if (shuttingDown) return
+        values.set(key, value)
+        if (dirty.has(key)) return
+        dirty.add(key)
+        if (!processing.has(key)) enqueue(key)
+      })
+
+    // A wake-up is a hint, not a hand-off: the key stays queued until a running taker pops it,
+    // so an interrupted taker can't swallow a key (Effect's Queue.take can, between the hand-off
+    // and the taker resuming). Only the wait itself is interruptible.
+    const takeLoop: Effect.Effect<Option.Option<WorkItem<V>>> = Effect.suspend(() => {
+      if (shuttingDown) return Effect.succeedNone
+      const key = MutableQueue.poll(queue, undefined)
+      if (key !== undefined) {
+        const value = values.get(key) as V // every queued key is dirty, so it has a value
+        values.delete(key)
+        dirty.delete(key)
+        processing.add(key)
+        return Effect.succeedSome({ key, value })
+      }
+      const waiter = Deferred.unsafeMake<void>(FiberId.none)
+      takers.push(waiter)
+      return Effect.interruptible(Deferred.await(waiter)).pipe(
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            const i = takers.indexOf(waiter)
+            // Already woken: pass the wake-up on, or the key it announced waits with takers asleep.
+            if (i >= 0) takers.splice(i, 1)
+            else wakeOne(takers)
+          })
+        ),
+        Effect.zipRight(takeLoop)
+      )
+    })
+    const take = Effect.uninterruptible(takeLoop)
+
+    const done = (key: string) =>
+      Effect.sync(() => {
+        if (!processing.delete(key)) return
+        if (dirty.has(key)) enqueue(key)
+        if (processing.size === 0) wakeAll(idlers)
+      })
+
+    const addAfter = (key: string, value: V, delay: Duration.DurationInput) => {
+      const millis = Duration.toMillis(delay)
+      if (millis <= 0) return add(key, value)
+      return Effect.suspend(() =>
+        shuttingDown ? Effect.void : FiberSet.run(delayed, Effect.zipRight(Effect.sleep(millis), add(key, value)))
+      ).pipe(Effect.asVoid)
+    }
+
+    // Token bucket refilled continuously; the reservation always succeeds, and a negative balance
+    // is the time until this caller's token exists (golang.org/x/time/rate's Reserve().Delay()).
+    const reserveToken = (now: number): number => {
+      bucket.tokens = Math.min(burst, bucket.tokens + ((now - bucket.at) * qps) / 1000) - 1
+      bucket.at = now
+      return bucket.tokens >= 0 ? 0 : (-bucket.tokens * 1000) / qps
+    }
+
+    // Steps the schedule directly instead of through a Schedule.driver: driver.next fuses the
+    // decision with the sleep, and the caller must learn "given up" now, not after the delay.
+    const addRateLimited = (key: string, value: V) =>
+      Effect.gen(function*() {
+        if (shuttingDown) return true // not a give-up: this process just runs no more work
+        const now = yield* Clock.currentTimeMillis
+        const current = backoffs.get(key) ?? { state: backoff.initial, requeues: 0 }
+        const [state, , decision] = yield* backoff.step(now, undefined, current.state)
+        if (ScheduleDecision.isDone(decision)) return false
+        backoffs.set(key, { state, requeues: current.requeues + 1 })
+        const wait = Math.max(ScheduleIntervals.start(decision.intervals) - now, reserveToken(now))
+        yield* addAfter(key, value, Duration.millis(wait))
+        return true
+      })
+
+    const awaitIdle = Effect.suspend(() => {
+      if (processing.size === 0) return Effect.void
+      const waiter = Deferred.unsafeMake<void>(FiberId.none)
+      idlers.push(waiter)
+      return Deferred.await(waiter)
+    })
+
+    const shutdown = Effect.suspend(() => {
+      shuttingDown = true
+      wakeAll(takers)
+      return FiberSet.clear(delayed)
+    })
+
+    return {
+      add,
+      addAfter,
+      addRateLimited,
+      take,
+      done,
+      forget: (key) => Effect.sync(() => void backoffs.delete(key)),
+      numRequeues: (key) => Effect.sync(() => backoffs.get(key)?.requeues ?? 0),
+      len: Effect.sync(() => MutableQueue.length(queue)),
+      inFlight: Effect.sync(() => processing.size),
+      shutdown,
+      awaitIdle
+    } satisfies WorkQueue<V>
+  })

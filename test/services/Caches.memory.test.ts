@@ -1,0 +1,74 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Layer, Option, Queue, Stream } from "effect"
+import type { PodProjection } from "../../src/domain/pod.ts"
+import { Caches, layer as cachesLayer } from "../../src/services/Caches.ts"
+import { layerWith } from "../../src/services/ControllerConfig.ts"
+import { InMemoryCluster, layerMemory } from "../../src/services/InMemoryCluster.ts"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
+import { eventually, require } from "../support/eventually.ts"
+import { podObject } from "../support/objects.ts"
+import { cachesContract } from "./contract/Caches.contract.ts"
+
+cachesContract({ name: "in-memory", layer: layerMemory.pipe(Layer.provide(InMemoryCluster.layer())), namespace: "contract" })
+
+const world = Layer.mergeAll(Layer.provideMerge(layerMemory, InMemoryCluster.layer({ historyLimit: 50 })), layerWith({ namespace: "kube-system" }))
+
+const start = Effect.gen(function* () {
+  const caches = Context.get(yield* Layer.build(cachesLayer), Caches)
+  const deleted = yield* Queue.unbounded<PodProjection>()
+  yield* Effect.forkScoped(Stream.runForEach(yield* caches.podDeletions, (p) => Queue.offer(deleted, p)))
+  yield* caches.awaitSynced
+  return { caches, deleted }
+})
+
+describe("Caches on the in-memory cluster", () => {
+  it.scopedLive("a relist after 410 reports the pods deleted while the watch was down", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const cluster = yield* InMemoryCluster
+      for (const n of ["a", "b", "c"]) yield* api.create(R.Pods, "ns", podObject("ns", n))
+      const { caches, deleted } = yield* start
+      expect(caches.pods.size()).toBe(3)
+      // Stop watches from resuming: every resume answers 410 once history is compacted.
+      cluster.injectFault({ verb: "watch", resource: "pods", reason: "stall", times: 1 })
+      cluster.closeWatches()
+      yield* api.delete(R.Pods, "ns", "b")
+      yield* api.create(R.Pods, "ns", podObject("ns", "d"))
+      cluster.compact()
+      cluster.closeWatches()
+      yield* eventually(require(() => caches.pods.size() === 3 && Option.isSome(caches.pods.get("ns/d")), "relist not applied"))
+      const gone = yield* Queue.take(deleted).pipe(Effect.timeout("5 seconds"))
+      expect(gone.name).toBe("b")
+      expect(caches.pods.restarts()).toBe(0)
+    }).pipe(Effect.provide(world)))
+
+  it.scopedLive("a pod re-created under the same name while unwatched yields a deletion of the old uid", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const cluster = yield* InMemoryCluster
+      const old = yield* api.create(R.Pods, "ns", podObject("ns", "sts-0"))
+      const { caches, deleted } = yield* start
+      cluster.injectFault({ verb: "watch", resource: "pods", reason: "stall", times: 1 })
+      cluster.closeWatches()
+      yield* api.delete(R.Pods, "ns", "sts-0")
+      const reborn = yield* api.create(R.Pods, "ns", podObject("ns", "sts-0"))
+      cluster.compact()
+      cluster.closeWatches()
+      const gone = yield* Queue.take(deleted).pipe(Effect.timeout("5 seconds"))
+      expect(gone.uid).toBe(old.metadata.uid)
+      yield* eventually(require(() => Option.getOrThrow(caches.pods.get("ns/sts-0")).uid === reborn.metadata.uid, "reborn pod not cached"))
+    }).pipe(Effect.provide(world)))
+
+  it.scopedLive("after a watch error the informer restarts with backoff and catches up", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const cluster = yield* InMemoryCluster
+      const { caches } = yield* start
+      cluster.injectFault({ verb: "watch", resource: "pods", reason: "Forbidden", times: 1 })
+      cluster.closeWatches()
+      yield* api.create(R.Pods, "ns", podObject("ns", "late"))
+      yield* eventually(require(() => Option.isSome(caches.pods.get("ns/late")), "not caught up"), "10 seconds")
+      expect(caches.pods.restarts()).toBe(1)
+    }).pipe(Effect.provide(world)))
+})

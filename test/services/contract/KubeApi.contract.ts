@@ -1,0 +1,142 @@
+/**
+ * What every KubeApi must do, written once: run against the in-memory cluster here and
+ * against a real kube-apiserver by the live tier.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Effect, Either, type Layer, Stream } from "effect"
+import { KubeApi, listAll } from "../../../src/services/KubeApi.ts"
+import * as R from "../../../src/services/resources.ts"
+import { namespaceObject, poolObject } from "../../support/objects.ts"
+
+export interface ContractTarget {
+  readonly name: string
+  readonly layer: Layer.Layer<KubeApi>
+  /** A namespace of its own per suite run (live clusters are shared). */
+  readonly namespace: string
+}
+
+const ensureNamespace = (ns: string) =>
+  Effect.flatMap(KubeApi, (api) =>
+    api.create(R.Namespaces, undefined, namespaceObject(ns)).pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void))
+  )
+
+export const kubeApiContract = (target: ContractTarget) =>
+  describe(`KubeApi contract (${target.name})`, () => {
+    const ns = target.namespace
+    const run = <A, E>(e: Effect.Effect<A, E, KubeApi>) =>
+      Effect.gen(function* () {
+        yield* ensureNamespace(ns)
+        return yield* e
+      }).pipe(Effect.provide(target.layer))
+
+    it.live("create, get, AlreadyExists, NotFound", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          const created = yield* api.create(R.IPPools, ns, poolObject(ns, "c1", "10.1.0.0/24"))
+          expect(created.metadata.resourceVersion).toBeTruthy()
+          expect(created.metadata.uid).toBeTruthy()
+          const got = yield* api.get(R.IPPools, ns, "c1")
+          expect(got["spec"]).toEqual({ range: "10.1.0.0/24", allocations: {} })
+          const again = yield* Effect.either(api.create(R.IPPools, ns, poolObject(ns, "c1", "10.1.0.0/24")))
+          expect(Either.isLeft(again) && again.left.reason).toBe("AlreadyExists")
+          const missing = yield* Effect.either(api.get(R.IPPools, ns, "nope"))
+          expect(Either.isLeft(missing) && missing.left.reason).toBe("NotFound")
+        })
+      ))
+
+    it.live("replace with a stale resourceVersion is a Conflict", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          const a = yield* api.create(R.IPPools, ns, poolObject(ns, "c2", "10.2.0.0/24"))
+          yield* api.replace(R.IPPools, ns, { ...a, spec: { range: "10.2.0.0/24", allocations: { "1": { id: "x", podref: "a/b" } } } })
+          const stale = yield* Effect.either(api.replace(R.IPPools, ns, { ...a, spec: { range: "10.2.0.0/24", allocations: {} } }))
+          expect(Either.isLeft(stale) && stale.left.reason).toBe("Conflict")
+        })
+      ))
+
+    it.live("a JSON patch whose test fails is Invalid (422) and changes nothing", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          yield* api.create(R.IPPools, ns, poolObject(ns, "c3", "10.3.0.0/24", { "1": { id: "a", podref: "x/y" } }))
+          const failed = yield* Effect.either(
+            api.patch(R.IPPools, ns, "c3", {
+              type: "json",
+              ops: [
+                { op: "test", path: "/spec/allocations/1/podref", value: "x/other" },
+                { op: "remove", path: "/spec/allocations/1" }
+              ]
+            })
+          )
+          expect(Either.isLeft(failed) && failed.left.reason).toBe("Invalid")
+          expect((yield* api.get(R.IPPools, ns, "c3"))["spec"]).toMatchObject({ allocations: { "1": { id: "a" } } })
+          const ok = yield* api.patch(R.IPPools, ns, "c3", {
+            type: "json",
+            ops: [
+              { op: "test", path: "/spec/allocations/1/podref", value: "x/y" },
+              { op: "remove", path: "/spec/allocations/1" }
+            ]
+          })
+          expect(ok["spec"]).toEqual({ range: "10.3.0.0/24", allocations: {} })
+        })
+      ))
+
+    it.live("merge patch", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          yield* api.create(R.IPPools, ns, poolObject(ns, "c4", "10.4.0.0/24"))
+          const out = yield* api.patch(R.IPPools, ns, "c4", { type: "merge", body: { metadata: { labels: { a: "b" } } } })
+          expect(out.metadata.labels).toEqual({ a: "b" })
+        })
+      ))
+
+    it.live("list pages through every object with limit/continue", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          for (let i = 0; i < 7; i++) yield* api.create(R.OverlappingRangeIPReservations, ns, { metadata: { name: `r${i}`, namespace: ns }, spec: { podref: `p/${i}` } })
+          const first = yield* api.list(R.OverlappingRangeIPReservations, ns, { limit: 3 })
+          expect(first.items).toHaveLength(3)
+          expect(first.continue).toBeTruthy()
+          const all = yield* listAll(R.OverlappingRangeIPReservations, ns, { pageSize: 3 })
+          expect(all.items.map((o) => o.metadata.name).sort()).toEqual(["r0", "r1", "r2", "r3", "r4", "r5", "r6"])
+        })
+      ))
+
+    it.live("delete: NotFound when absent; stale precondition is a Conflict", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          const r = yield* api.create(R.OverlappingRangeIPReservations, ns, { metadata: { name: "d1", namespace: ns }, spec: { podref: "a/b" } })
+          yield* api.replace(R.OverlappingRangeIPReservations, ns, { ...r, spec: { podref: "a/c" } })
+          const stale = yield* Effect.either(
+            api.delete(R.OverlappingRangeIPReservations, ns, "d1", { preconditions: { resourceVersion: r.metadata.resourceVersion } })
+          )
+          expect(Either.isLeft(stale) && stale.left.reason).toBe("Conflict")
+          yield* api.delete(R.OverlappingRangeIPReservations, ns, "d1")
+          const gone = yield* Effect.either(api.delete(R.OverlappingRangeIPReservations, ns, "d1"))
+          expect(Either.isLeft(gone) && gone.left.reason).toBe("NotFound")
+        })
+      ))
+
+    it.live("watch from a list's resourceVersion sees later changes in order", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          const start = yield* api.list(R.IPPools, ns, { limit: 1 })
+          yield* api.create(R.IPPools, ns, poolObject(ns, "w1", "10.9.0.0/24"))
+          yield* api.patch(R.IPPools, ns, "w1", { type: "merge", body: { metadata: { labels: { x: "1" } } } })
+          yield* api.delete(R.IPPools, ns, "w1")
+          const events = yield* api.watch(R.IPPools, ns, { resourceVersion: start.resourceVersion }).pipe(
+            Stream.filter((e) => e.type !== "BOOKMARK" && e.object.metadata.name === "w1"),
+            Stream.take(3),
+            Stream.runCollect,
+            Effect.timeout("20 seconds")
+          )
+          expect(Chunk.toArray(events).map((e) => e.type)).toEqual(["ADDED", "MODIFIED", "DELETED"])
+        })
+      ))
+  })

@@ -1,0 +1,50 @@
+/** API objects for tests, valid for the in-memory cluster and a real API server alike. */
+import type { KubeObject } from "../../src/services/KubeApi.ts"
+import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../../src/domain/multus.ts"
+
+export interface StatusEntry {
+  readonly name: string
+  readonly interface?: string
+  readonly ips?: ReadonlyArray<string>
+  readonly default?: boolean
+}
+
+export const networkStatus = (entries: ReadonlyArray<StatusEntry>): string => JSON.stringify(entries)
+
+export const podObject = (
+  namespace: string,
+  name: string,
+  options: { readonly status?: string; readonly networks?: string; readonly nodeName?: string; readonly annotations?: Record<string, string> } = {}
+): KubeObject => {
+  const annotations: Record<string, string> = { ...options.annotations }
+  if (options.status !== undefined) annotations[NETWORK_STATUS_ANNOTATION] = options.status
+  if (options.networks !== undefined) annotations[NETWORKS_ANNOTATION] = options.networks
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace, annotations },
+    spec: {
+      ...(options.nodeName === undefined ? {} : { nodeName: options.nodeName }),
+      containers: [{ name: "app", image: "registry.k8s.io/pause:3.10" }]
+    }
+  }
+}
+
+export const whereaboutsConfig = (ipam: Record<string, unknown>, name = "net"): string =>
+  JSON.stringify({ cniVersion: "0.3.1", name, type: "macvlan", master: "eth0", ipam: { type: "whereabouts", ...ipam } })
+
+export const nadObject = (namespace: string, name: string, config: string): KubeObject => ({
+  apiVersion: "k8s.cni.cncf.io/v1",
+  kind: "NetworkAttachmentDefinition",
+  metadata: { name, namespace },
+  spec: { config }
+})
+
+export const poolObject = (namespace: string, name: string, range: string, allocations: Record<string, { id: string; podref: string; ifname?: string }> = {}): KubeObject => ({
+  apiVersion: "whereabouts.cni.cncf.io/v1alpha1",
+  kind: "IPPool",
+  metadata: { name, namespace },
+  spec: { range, allocations }
+})
+
+export const namespaceObject = (name: string): KubeObject => ({ apiVersion: "v1", kind: "Namespace", metadata: { name } })
