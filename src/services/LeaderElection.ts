@@ -1,0 +1,287 @@
+/**
+ * LeaderElection: client-go's leaderelection with a LeaseLock, over KubeApi. Candidates poll a
+ * coordination.k8s.io/v1 Lease every retryPeriod (jittered); a held lease is taken over only when
+ * it has not changed for leaseDurationSeconds of OUR clock (client-go's observedTime: other nodes'
+ * clocks are never compared with ours); every write carries the resourceVersion we read, so the
+ * API server arbitrates races. The leader renews every retryPeriod and steps down when no renewal
+ * succeeded for renewDeadline (< leaseDuration, so it stops before anyone may take over).
+ *
+ * The campaign runs while at least one `runWhenLeader` runs (reference counted), and releases the
+ * lease when the last one stops, after its work has been interrupted.
+ */
+import {
+  Clock,
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Layer,
+  Random,
+  RcRef,
+  Schema,
+  type Scope,
+  Stream,
+  SubscriptionRef
+} from "effect"
+import { ControllerConfig } from "./ControllerConfig.ts"
+import { KubeApi, type KubeObject, objectKey } from "./KubeApi.ts"
+import { Leases, apiVersionOf } from "./resources.ts"
+
+export interface LeaderElectionShape {
+  /** Whether this instance leads now (always true with leader election off). */
+  readonly isLeader: Effect.Effect<boolean>
+  /** The current leadership, then each change. */
+  readonly changes: Stream.Stream<boolean>
+  /**
+   * Campaigns; runs `work` while leader and interrupts it as soon as leadership is lost, then
+   * campaigns again. Never succeeds; fails only when `work` fails. Interrupting it stops the work,
+   * then releases the lease (when no other `runWhenLeader` still needs it).
+   */
+  readonly runWhenLeader: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.Effect<never, E, R>
+}
+
+export class LeaderElection extends Context.Tag("whereabouts-controller/LeaderElection")<
+  LeaderElection,
+  LeaderElectionShape
+>() {}
+
+/** client-go's wait.JitterUntil factor for retries while not leading. */
+export const JITTER_FACTOR = 1.2
+
+/** metav1.MicroTime: "2006-01-02T15:04:05.000000Z". */
+export const formatMicroTime = (nanos: bigint): string => {
+  const seconds = new Date(Number(nanos / 1_000_000n)).toISOString().slice(0, 19)
+  return `${seconds}.${((nanos / 1000n) % 1_000_000n).toString().padStart(6, "0")}Z`
+}
+
+/** The lease fields leader election owns (client-go's LeaderElectionRecord). */
+interface LeaderRecord {
+  readonly holderIdentity: string
+  readonly leaseDurationSeconds: number
+  readonly acquireTime: string
+  readonly renewTime: string
+  readonly leaseTransitions: number
+}
+
+const optional = <S extends Schema.Schema.Any>(s: S) => Schema.optional(Schema.NullOr(s))
+const LeaseSpec = Schema.Struct({
+  holderIdentity: optional(Schema.String),
+  leaseDurationSeconds: optional(Schema.Number),
+  acquireTime: optional(Schema.String),
+  renewTime: optional(Schema.String),
+  leaseTransitions: optional(Schema.Number)
+})
+const decodeSpec = Schema.decodeUnknownEither(LeaseSpec, { onExcessProperty: "ignore" })
+
+const recordOf = (lease: KubeObject): Either.Either<LeaderRecord, string> =>
+  Either.map(
+    Either.mapLeft(decodeSpec(lease["spec"] ?? {}), (e) => e.message),
+    (s) => ({
+      holderIdentity: s.holderIdentity ?? "",
+      leaseDurationSeconds: s.leaseDurationSeconds ?? 0,
+      acquireTime: s.acquireTime ?? "",
+      renewTime: s.renewTime ?? "",
+      leaseTransitions: s.leaseTransitions ?? 0
+    })
+  )
+
+interface Observed {
+  readonly record: LeaderRecord
+  /** Local clock (ms) when we first saw this record: expiry counts from here. */
+  readonly time: number
+  /** The lease as last read or written: its resourceVersion guards our next write. */
+  readonly lease: KubeObject
+}
+
+type Attempt = "acquired" | "held" | "failed"
+
+/** Builds an elector; its campaign (and the lease) live at most as long as the scope. */
+export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | ControllerConfig | Scope.Scope> = Effect.gen(
+  function*() {
+    const config = yield* ControllerConfig
+    if (!config.leaderElect) {
+      return {
+        isLeader: Effect.succeed(true),
+        changes: Stream.make(true),
+        runWhenLeader: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.zipRight(work, Effect.never)
+      }
+    }
+    const api = yield* KubeApi
+    const { identity, leaseName: name, leaseNamespace: namespace } = config
+    const leaseDurationMillis = Duration.toMillis(config.leaseDuration)
+    const renewDeadlineMillis = Duration.toMillis(config.renewDeadline)
+    const retryMillis = Duration.toMillis(config.retryPeriod)
+    if (leaseDurationMillis <= renewDeadlineMillis || renewDeadlineMillis <= JITTER_FACTOR * retryMillis || retryMillis <= 0) {
+      return yield* Effect.dieMessage(
+        "leader election needs leaseDuration > renewDeadline > 1.2 × retryPeriod > 0 " +
+          `(got ${Duration.format(config.leaseDuration)}, ${Duration.format(config.renewDeadline)}, ${Duration.format(config.retryPeriod)})`
+      )
+    }
+    const leaseDurationSeconds = Math.max(1, Math.floor(leaseDurationMillis / 1000))
+    const leader = yield* SubscriptionRef.make(false)
+
+    const campaign = Effect.suspend(() => {
+      let observed: Observed | undefined
+      const leading = (o: Observed | undefined): o is Observed => o?.record.holderIdentity === identity
+      const valid = (o: Observed, nowMillis: number) => o.time + o.record.leaseDurationSeconds * 1000 > nowMillis
+      const observe = (lease: KubeObject, record: LeaderRecord) =>
+        Effect.map(Clock.currentTimeMillis, (time) => {
+          observed = { record, time, lease }
+        })
+      // Other spec fields (strategy, preferredHolder) are kept as they are.
+      const write = (lease: KubeObject, record: LeaderRecord) =>
+        api.replace(Leases, namespace, { ...lease, spec: { ...(lease["spec"] as object | undefined), ...record } }).pipe(
+          Effect.tap((written) => observe(written, record))
+        )
+
+      const tryAcquireOrRenew: Effect.Effect<Attempt> = Effect.gen(function*() {
+        const nanos = yield* Clock.currentTimeNanos
+        const nowMillis = Number(nanos / 1_000_000n)
+        const now = formatMicroTime(nanos)
+        const desired: LeaderRecord = {
+          holderIdentity: identity,
+          leaseDurationSeconds,
+          acquireTime: now,
+          renewTime: now,
+          leaseTransitions: 0
+        }
+        // Fast path: the leader assumes the lease is still the version it wrote last.
+        if (leading(observed) && valid(observed, nowMillis)) {
+          const { acquireTime, leaseTransitions } = observed.record
+          const renewed = yield* Effect.either(write(observed.lease, { ...desired, acquireTime, leaseTransitions }))
+          if (Either.isRight(renewed)) return "acquired"
+          yield* Effect.logDebug(`optimistic lease update failed, re-reading: ${renewed.left.message}`)
+        }
+
+        const got = yield* Effect.either(api.get(Leases, namespace, name))
+        if (Either.isLeft(got)) {
+          if (got.left.reason !== "NotFound") {
+            yield* Effect.logWarning(`error retrieving lease: ${got.left.message}`)
+            return "failed"
+          }
+          const lease: KubeObject = {
+            apiVersion: apiVersionOf(Leases),
+            kind: Leases.kind,
+            metadata: { name, namespace },
+            spec: { ...desired }
+          }
+          const created = yield* Effect.either(api.create(Leases, namespace, lease))
+          if (Either.isLeft(created)) {
+            yield* Effect.logWarning(`error creating lease: ${created.left.message}`)
+            return "failed"
+          }
+          yield* observe(created.right, desired)
+          return "acquired"
+        }
+        const current = recordOf(got.right)
+        if (Either.isLeft(current)) {
+          yield* Effect.logWarning(`malformed lease spec: ${current.left}`)
+          return "failed"
+        }
+        const record = current.right
+        if (observed === undefined || JSON.stringify(observed.record) !== JSON.stringify(record)) {
+          yield* observe(got.right, record)
+        } else {
+          observed = { ...observed, lease: got.right }
+        }
+        if (record.holderIdentity !== "" && valid(observed!, nowMillis) && !leading(observed)) return "held"
+
+        const next: LeaderRecord = leading(observed)
+          ? { ...desired, acquireTime: record.acquireTime, leaseTransitions: record.leaseTransitions }
+          : { ...desired, leaseTransitions: record.leaseTransitions + 1 }
+        const updated = yield* Effect.either(write(got.right, next))
+        if (Either.isRight(updated)) return "acquired"
+        // A Conflict means another candidate won this round: expected, so quiet.
+        if (updated.left.reason === "Conflict") yield* Effect.logDebug(`lease update conflicted: ${updated.left.message}`)
+        else yield* Effect.logWarning(`failed to update lease: ${updated.left.message}`)
+        return "failed"
+      })
+
+      /** A hung API call counts as a failed attempt. */
+      const within = (duration: Duration.Duration, attempt: Effect.Effect<Attempt>) =>
+        Effect.timeoutTo(attempt, { duration, onSuccess: (a) => a, onTimeout: (): Attempt => "failed" })
+
+      /** Polls until we hold the lease; returns when the winning attempt started (local ms). */
+      const acquire = Effect.gen(function*() {
+        while (true) {
+          const start = yield* Clock.currentTimeMillis
+          const attempt = yield* within(config.renewDeadline, tryAcquireOrRenew)
+          if (attempt === "acquired") return start
+          const jitter = yield* Random.next
+          yield* Effect.sleep(Duration.millis(retryMillis * (1 + jitter * JITTER_FACTOR)))
+        }
+      })
+
+      /** Renews every retryPeriod; returns why leadership was lost. */
+      const renew = (acquiredAt: number) =>
+        Effect.gen(function*() {
+          let lastRenewal = acquiredAt
+          let wait = retryMillis
+          while (true) {
+            yield* Effect.sleep(Duration.millis(wait))
+            const start = yield* Clock.currentTimeMillis
+            const deadline = lastRenewal + renewDeadlineMillis
+            const attempt: Attempt = start >= deadline
+              ? "failed"
+              : yield* within(Duration.millis(deadline - start), tryAcquireOrRenew)
+            if (attempt === "acquired") {
+              lastRenewal = start
+              wait = retryMillis
+              continue
+            }
+            if (attempt === "held") return `lease is held by ${observed?.record.holderIdentity ?? "another candidate"}`
+            const after = yield* Clock.currentTimeMillis
+            if (after >= deadline) return `no successful renewal for ${Duration.format(config.renewDeadline)}`
+            wait = Math.min(retryMillis, deadline - after)
+          }
+        })
+
+      // Best effort, like client-go: an empty holder with a 1 s duration lets a standby take over
+      // at its next poll instead of after a full leaseDuration.
+      const release = Effect.suspend(() => {
+        if (!leading(observed)) return Effect.void
+        const lease = observed.lease
+        return Effect.gen(function*() {
+          const now = formatMicroTime(yield* Clock.currentTimeNanos)
+          const { leaseTransitions } = observed!.record
+          const released = { holderIdentity: "", leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions }
+          yield* write(lease, released).pipe(Effect.interruptible, Effect.timeout(config.renewDeadline))
+          yield* Effect.logInfo("released leadership")
+        }).pipe(Effect.catchAll((e) => Effect.logWarning(`failed to release lease: ${e.message}`)))
+      })
+
+      const loop: Effect.Effect<never> = Effect.gen(function*() {
+        while (true) {
+          const acquiredAt = yield* acquire
+          yield* SubscriptionRef.set(leader, true)
+          yield* Effect.logInfo("became leader")
+          const why = yield* renew(acquiredAt)
+          yield* SubscriptionRef.set(leader, false)
+          yield* Effect.logWarning(`lost leadership: ${why}`)
+        }
+      })
+      // Runs when the last runWhenLeader leaves, after its work was interrupted.
+      return Effect.ensuring(loop, Effect.zipRight(SubscriptionRef.set(leader, false), release))
+    }).pipe(Effect.annotateLogs({ identity, lease: objectKey(namespace, name) }))
+
+    const running = yield* RcRef.make({ acquire: Effect.forkScoped(campaign) })
+
+    const awaitLeadership = (value: boolean) =>
+      leader.changes.pipe(Stream.filter((v) => v === value), Stream.take(1), Stream.runDrain)
+
+    const runWhenLeader = <A, E, R>(work: Effect.Effect<A, E, R>): Effect.Effect<never, E, R> =>
+      Effect.scoped(
+        Effect.gen(function*() {
+          yield* RcRef.get(running)
+          while (true) {
+            yield* awaitLeadership(true)
+            yield* Effect.raceFirst(Effect.zipRight(work, Effect.never), awaitLeadership(false))
+          }
+        })
+      )
+
+    return { isLeader: SubscriptionRef.get(leader), changes: leader.changes, runWhenLeader }
+  }
+)
+
+export const layer: Layer.Layer<LeaderElection, never, KubeApi | ControllerConfig> = Layer.scoped(LeaderElection, make)
