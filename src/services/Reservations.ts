@@ -19,7 +19,7 @@ export interface ReservationsShape {
    * Deletes the reservation if it still belongs to `podref`. NotFound is success ("absent");
    * a reservation now held by another pod is left alone ("reassigned").
    */
-  readonly deleteFor: (name: string, podref: string) => Effect.Effect<DeleteOutcome, KubeError>
+  readonly deleteFor: (name: string, podref: string, cached?: ReservationRecord) => Effect.Effect<DeleteOutcome, KubeError>
   /** What the CNI plugin writes on ADD (tests, demo and benchmarks play the plugin). */
   readonly create: (name: string, spec: { readonly podref: string; readonly containerid?: string; readonly ifname?: string }) => Effect.Effect<ReservationRecord, KubeError>
 }
@@ -35,22 +35,27 @@ export const make = Effect.gen(function* () {
       Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(Option.none<ReservationRecord>()))
     )
 
-  // Read, check the owner, delete with the read resourceVersion as precondition; a Conflict means
-  // it changed in between, so look again (bounded: someone else is rewriting it constantly otherwise).
-  const deleteFor = (name: string, podref: string): Effect.Effect<DeleteOutcome, KubeError> =>
+  const deleteAt = (name: string, resourceVersion: string | undefined) =>
+    api.delete(R.OverlappingRangeIPReservations, namespace, name, { preconditions: { resourceVersion } }).pipe(
+      Effect.as("deleted" as const),
+      Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed("absent" as const))
+    )
+
+  // Delete with the owner's resourceVersion as precondition, so a reservation rewritten for another
+  // pod in between is never removed. A cached copy of the pod's own saves the read; a Conflict means
+  // it changed since, so read and check again (bounded: someone rewriting it constantly wins).
+  const checkedDelete = (name: string, podref: string): Effect.Effect<DeleteOutcome, KubeError> =>
     Effect.gen(function* () {
       const current = yield* get(name)
       if (Option.isNone(current)) return "absent" as const
       if (current.value.podref !== podref) return "reassigned" as const
-      return yield* api
-        .delete(R.OverlappingRangeIPReservations, namespace, name, {
-          preconditions: { resourceVersion: current.value.resourceVersion }
-        })
-        .pipe(
-          Effect.as("deleted" as const),
-          Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed("absent" as const))
-        )
+      return yield* deleteAt(name, current.value.resourceVersion)
     }).pipe(Effect.retry({ times: 3, while: (e) => e.reason === "Conflict" }))
+
+  const deleteFor = (name: string, podref: string, cached?: ReservationRecord): Effect.Effect<DeleteOutcome, KubeError> =>
+    cached !== undefined && cached.podref === podref && cached.resourceVersion !== undefined
+      ? deleteAt(name, cached.resourceVersion).pipe(Effect.catchIf((e) => e.reason === "Conflict", () => checkedDelete(name, podref)))
+      : checkedDelete(name, podref)
 
   return {
     get,

@@ -63,6 +63,8 @@ export interface WorkQueue<V> {
    * returned is the caller's until `done` — take under `Effect.uninterruptibleMask` to be sure.
    */
   readonly take: Effect.Effect<Option.Option<WorkItem<V>>>
+  /** Like `take`, then also every key already waiting, up to `max` in all; each is held until `done`. */
+  readonly takeBatch: (max: number) => Effect.Effect<Option.Option<ReadonlyArray<WorkItem<V>>>>
   /** Releases a held key, queueing it again if it was added meanwhile. */
   readonly done: (key: string) => Effect.Effect<void>
   /** Clears the key's backoff (after success, or after giving up). */
@@ -127,16 +129,17 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
     // A wake-up is a hint, not a hand-off: the key stays queued until a running taker pops it,
     // so an interrupted taker can't swallow a key (Effect's Queue.take can, between the hand-off
     // and the taker resuming). Only the wait itself is interruptible.
+    const handOut = (key: string): WorkItem<V> => {
+      const value = values.get(key) as V // every queued key is dirty, so it has a value
+      values.delete(key)
+      dirty.delete(key)
+      processing.add(key)
+      return { key, value }
+    }
     const takeLoop: Effect.Effect<Option.Option<WorkItem<V>>> = Effect.suspend(() => {
       if (shuttingDown) return Effect.succeedNone
       const key = MutableQueue.poll(queue, undefined)
-      if (key !== undefined) {
-        const value = values.get(key) as V // every queued key is dirty, so it has a value
-        values.delete(key)
-        dirty.delete(key)
-        processing.add(key)
-        return Effect.succeedSome({ key, value })
-      }
+      if (key !== undefined) return Effect.succeedSome(handOut(key))
       const waiter = Deferred.unsafeMake<void>(FiberId.none)
       takers.push(waiter)
       return Effect.interruptible(Deferred.await(waiter)).pipe(
@@ -152,6 +155,22 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
       )
     })
     const take = Effect.uninterruptible(takeLoop)
+    // The first key may be waited for; the rest are only those already waiting.
+    const takeBatch = (max: number) =>
+      Effect.uninterruptible(
+        Effect.map(
+          takeLoop,
+          Option.map((first) => {
+            const items = [first]
+            while (items.length < max) {
+              const key = MutableQueue.poll(queue, undefined)
+              if (key === undefined) break
+              items.push(handOut(key))
+            }
+            return items
+          })
+        )
+      )
 
     const done = (key: string) =>
       Effect.sync(() => {
@@ -209,6 +228,7 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
       addAfter,
       addRateLimited,
       take,
+      takeBatch,
       done,
       forget: (key) => Effect.sync(() => void backoffs.delete(key)),
       numRequeues: (key) => Effect.sync(() => backoffs.get(key)?.requeues ?? 0),

@@ -336,3 +336,20 @@ describe("WorkQueue: concurrent workers", () => {
     { fastCheck: { numRuns: 200 } }
   )
 })
+
+describe("WorkQueue.takeBatch", () => {
+  it.scoped("hands out every waiting key up to max, each held until done", () =>
+    Effect.gen(function* () {
+      const q = yield* WorkQueue.make<number>()
+      for (let i = 0; i < 5; i++) yield* q.add(`k${i}`, i)
+      const first = Option.getOrThrow(yield* q.takeBatch(3))
+      expect(first.map((w) => w.key)).toEqual(["k0", "k1", "k2"])
+      expect(yield* q.inFlight).toBe(3)
+      yield* q.add("k1", 10)
+      const second = Option.getOrThrow(yield* q.takeBatch(10))
+      expect(second.map((w) => w.key)).toEqual(["k3", "k4"])
+      for (const w of first) yield* q.done(w.key)
+      const third = Option.getOrThrow(yield* q.takeBatch(1))
+      expect(third).toEqual([{ key: "k1", value: 10 }])
+    }))
+})

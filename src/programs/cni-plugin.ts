@@ -1,0 +1,188 @@
+/**
+ * The whereabouts CNI plugin and the node runtime around it (kubelet + Multus), played in
+ * process: the demo, the tests and the benchmarks allocate addresses exactly as the plugin
+ * does — lowest free address, resourceVersion-guarded pool writes, overlapping-range
+ * reservations — so the controller is exercised against realistic data.
+ */
+import { randomUUID } from "node:crypto"
+import { Data, Effect, Either, Option } from "effect"
+import { assignIP, releaseById } from "../domain/allocate.ts"
+import { type IPAddress, formatIP, ipEquals } from "../domain/ip.ts"
+import { type IpamConfig, decodeNadConfig } from "../domain/ipam-config.ts"
+import { NETWORK_STATUS_ANNOTATION } from "../domain/multus.ts"
+import { poolName, reservationName } from "../domain/pool.ts"
+import { IPPoolStore } from "../services/IPPoolStore.ts"
+import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
+import type { KubeError } from "../services/KubeError.ts"
+import { Reservations } from "../services/Reservations.ts"
+import * as R from "../services/resources.ts"
+
+export class CniError extends Data.TaggedError("CniError")<{ readonly message: string }> {}
+
+/** Upstream retries a contended pool this many times. */
+const DATASTORE_RETRIES = 100
+
+export interface CniRequest {
+  readonly podNamespace: string
+  readonly podName: string
+  readonly containerId: string
+  readonly ifname: string
+  /** The NAD's `spec.config`, as Multus hands it to the plugin. */
+  readonly config: string
+}
+
+const whereabouts = (config: string): Either.Either<IpamConfig, CniError> => {
+  const decoded = decodeNadConfig(config)
+  if (Either.isLeft(decoded)) return Either.left(new CniError({ message: decoded.left.message }))
+  if (decoded.right._tag !== "Whereabouts") return Either.left(new CniError({ message: "not a whereabouts config" }))
+  return Either.right(decoded.right.config)
+}
+
+class Retry extends Data.TaggedError("Retry")<{}> {}
+
+const backoff = Effect.suspend(() => Effect.sleep(`${1 + Math.floor(Math.random() * 5)} millis`))
+
+/** CNI ADD: one address per range, as whereabouts 0.9 assigns it. */
+export const cniAdd = (req: CniRequest) =>
+  Effect.gen(function* () {
+    const store = yield* IPPoolStore
+    const reservations = yield* Reservations
+    const config = yield* whereabouts(req.config)
+    const podref = `${req.podNamespace}/${req.podName}`
+    const request = { id: req.containerId, podref, ifname: req.ifname }
+    const ips: Array<IPAddress> = []
+    for (const range of config.ranges) {
+      const name = poolName(range.range, config.networkName)
+      const taken: Array<IPAddress> = []
+      let assigned: IPAddress | undefined
+      for (let attempt = 0; assigned === undefined; attempt++) {
+        if (attempt >= DATASTORE_RETRIES) return yield* new CniError({ message: `pool ${name} stayed contended` })
+        const pool = yield* store.get(name).pipe(
+          Effect.catchIf((e) => e.reason === "NotFound", () => store.create(name, range.range))
+        )
+        const cidr = pool.pool.cidr
+        if (cidr === undefined) return yield* new CniError({ message: `pool ${name} has an invalid range` })
+        const raw = Object.fromEntries(pool.pool.entries.map((e) => [e.key, { id: e.id, podref: e.podref, ...(e.ifname === undefined ? {} : { ifname: e.ifname }) }]))
+        const candidate = assignIP(range, cidr, raw, request, taken)
+        if (Either.isLeft(candidate)) return yield* new CniError({ message: candidate.left.message })
+        const ip = candidate.right.ip
+        if (config.enableOverlappingRanges && !candidate.right.existing) {
+          const held = yield* reservations.get(reservationName(ip, config.networkName))
+          if (Option.isSome(held) && held.value.podref !== podref) {
+            taken.push(ip)
+            continue
+          }
+        }
+        const written = yield* Effect.either(
+          store.update(name, (allocations) => {
+            const again = assignIP(range, cidr, allocations, request, taken)
+            return Either.isRight(again) && ipEquals(again.right.ip, ip) ? Either.right(again.right.allocations) : Either.left(new Retry())
+          })
+        )
+        if (Either.isLeft(written)) {
+          const e = written.left
+          if (e._tag === "Retry" || e.reason === "Conflict") {
+            yield* backoff
+            continue
+          }
+          return yield* Effect.fail(e)
+        }
+        assigned = ip
+      }
+      if (config.enableOverlappingRanges) {
+        yield* reservations
+          .create(reservationName(assigned, config.networkName), { podref, containerid: req.containerId, ifname: req.ifname })
+          .pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void))
+      }
+      ips.push(assigned)
+    }
+    return ips
+  })
+
+/** CNI DEL: frees by container id and ifname; no match is not an error. */
+export const cniDel = (req: CniRequest) =>
+  Effect.gen(function* () {
+    const store = yield* IPPoolStore
+    const reservations = yield* Reservations
+    const config = yield* whereabouts(req.config)
+    for (const range of config.ranges) {
+      const name = poolName(range.range, config.networkName)
+      let freed: IPAddress | undefined
+      const write = store.update(name, (allocations, pool) => {
+        const out = releaseById(allocations, req.containerId, req.ifname)
+        freed = out.freed === undefined || pool.pool.cidr === undefined ? undefined : { family: pool.pool.cidr.family, value: pool.pool.cidr.address + BigInt(out.freed) }
+        return Either.right(out.allocations)
+      })
+      yield* write.pipe(
+        Effect.retry({ times: DATASTORE_RETRIES, while: (e) => e.reason === "Conflict" }),
+        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.void)
+      )
+      if (freed !== undefined && config.enableOverlappingRanges) {
+        yield* reservations.deleteFor(reservationName(freed, config.networkName), `${req.podNamespace}/${req.podName}`)
+      }
+    }
+  })
+
+export interface Attachment {
+  readonly nad: { readonly namespace: string; readonly name: string }
+  readonly ifname: string
+}
+
+export interface RunningPod {
+  readonly namespace: string
+  readonly name: string
+  readonly uid: string
+  readonly containerId: string
+  readonly ips: ReadonlyArray<{ readonly network: string; readonly ifname: string; readonly ips: ReadonlyArray<string> }>
+}
+
+/**
+ * What a node does for a new pod: create it, run the plugin per attachment (the `networks`
+ * annotation names them), then write Multus' `network-status`.
+ */
+export const startPod = (namespace: string, name: string, attachments: ReadonlyArray<Attachment>, nodeName = "node-1") =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const networks = attachments.map((a) => `${a.nad.namespace}/${a.nad.name}@${a.ifname}`).join(",")
+    const pod = yield* api.create(R.Pods, namespace, {
+      metadata: { name, namespace, annotations: { "k8s.v1.cni.cncf.io/networks": networks } },
+      spec: { nodeName, containers: [{ name: "app", image: "registry.k8s.io/pause:3.10" }] }
+    })
+    const containerId = randomUUID().replaceAll("-", "")
+    const ips: Array<RunningPod["ips"][number]> = []
+    for (const a of attachments) {
+      const nad = yield* api.get(R.NetworkAttachmentDefinitions, a.nad.namespace, a.nad.name)
+      const config = String((nad["spec"] as { config?: unknown } | undefined)?.config ?? "")
+      const got = yield* cniAdd({ podNamespace: namespace, podName: name, containerId, ifname: a.ifname, config })
+      ips.push({ network: `${a.nad.namespace}/${a.nad.name}`, ifname: a.ifname, ips: got.map(formatIP) })
+    }
+    const status = [
+      { name: "cluster-network", interface: "eth0", ips: ["10.244.0.10"], default: true },
+      ...ips.map((i) => ({ name: i.network, interface: i.ifname, ips: i.ips }))
+    ]
+    yield* api.patch(R.Pods, namespace, name, {
+      type: "merge",
+      body: { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: JSON.stringify(status) } } }
+    })
+    return { namespace, name, uid: pod.metadata.uid ?? "", containerId, ips } satisfies RunningPod
+  })
+
+/**
+ * Deletes a pod. With `cniDel` the node runs the plugin's DEL first (the normal path); without it,
+ * the allocation is left behind — a node crash, a force deletion — for the controller to free.
+ */
+export const deletePod = (pod: RunningPod, options: { readonly cniDel?: boolean } = {}) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    if (options.cniDel === true) {
+      for (const i of pod.ips) {
+        const [ns, nadName] = i.network.split("/") as [string, string]
+        const nad: KubeObject = yield* api.get(R.NetworkAttachmentDefinitions, ns, nadName)
+        const config = String((nad["spec"] as { config?: unknown } | undefined)?.config ?? "")
+        yield* cniDel({ podNamespace: pod.namespace, podName: pod.name, containerId: pod.containerId, ifname: i.ifname, config })
+      }
+    }
+    yield* api.delete(R.Pods, pod.namespace, pod.name, { gracePeriodSeconds: 0 })
+  })
+
+export type CniFailure = CniError | KubeError

@@ -1,0 +1,293 @@
+/**
+ * Reconcile deleted pods: find every whereabouts allocation they held, make sure no live pod
+ * of the same name holds them, free them with one guarded patch per pool, delete their
+ * overlapping-range reservations and report each freed IP as an Event.
+ *
+ * Pods are reconciled in batches (one pod is a batch of one): a mass deletion becomes one
+ * patch per pool instead of one per pod, and the same-name re-check becomes one LIST per
+ * namespace instead of one GET per pod.
+ */
+import { Data, Effect, Either, Option } from "effect"
+import { formatIP } from "../domain/ip.ts"
+import { IpamConfigError } from "../domain/ipam-config.ts"
+import { type AnnotationError } from "../domain/multus.ts"
+import { type PodProjection, podAttachments, podRef } from "../domain/pod.ts"
+import { type PoolEntry, poolName, poolNetworkName, reservationName } from "../domain/pool.ts"
+import { Caches, PODREF_INDEX, type PoolRecord } from "../services/Caches.ts"
+import {
+  EventRecorder,
+  REASON_BAD_ANNOTATION,
+  REASON_BAD_CONFIG,
+  REASON_GARBAGE_COLLECTED,
+  REASON_NAD_MISSING,
+  garbageCollectedMessage
+} from "../services/EventRecorder.ts"
+import { IPPoolStore, type ReleaseEntry } from "../services/IPPoolStore.ts"
+import { type KubeError, isRetryableKubeError } from "../services/KubeError.ts"
+import { NadConfigs } from "../services/NadConfigs.ts"
+import { Pods } from "../services/Pods.ts"
+import { Reservations } from "../services/Reservations.ts"
+
+export type ReconcileErrorReason = "ApiError" | "BadAnnotation" | "BadNadConfig"
+
+export class ReconcileError extends Data.TaggedError("ReconcileError")<{
+  readonly reason: ReconcileErrorReason
+  readonly pod: string
+  readonly retryable: boolean
+  readonly detail: string
+  readonly cause?: KubeError | AnnotationError | IpamConfigError | undefined
+}> {
+  override get message(): string {
+    return `pod ${this.pod}: ${this.reason}: ${this.detail}`
+  }
+}
+
+export interface FreedIP {
+  readonly ip: string
+  readonly pool: string
+  /** What the Event names: the NAD's name, or the pool's network when no NAD maps to the pool. */
+  readonly network: string
+}
+
+export type Outcome =
+  | { readonly _tag: "Freed"; readonly freed: ReadonlyArray<FreedIP>; readonly reservations: number }
+  | { readonly _tag: "Kept"; readonly why: string }
+
+export interface PodResult {
+  readonly pod: PodProjection
+  readonly result: Either.Either<Outcome, ReconcileError>
+}
+
+/** Above this many pods, the same-name re-check lists namespaces instead of getting pods. */
+export const LIST_RECHECK_THRESHOLD = 8
+
+interface Plan {
+  readonly pod: PodProjection
+  readonly ref: string
+  /** pool name → entries of this pod, with the network name for Events. */
+  readonly entries: Map<string, { readonly pool: PoolRecord; readonly network: string; readonly list: Array<PoolEntry> }>
+  /** Pools named by the pod's NADs that the cache cannot vouch for: read them live. */
+  readonly liveReads: Map<string, string>
+  /** Networks whose NAD config turns overlapping-range reservations off: nothing to delete there. */
+  readonly noReservations: Set<string>
+}
+
+const apiError = (pod: string, e: KubeError) =>
+  new ReconcileError({ reason: "ApiError", pod, retryable: isRetryableKubeError(e), detail: e.message, cause: e })
+
+/** Works out, from caches only, what a deleted pod holds; fails for unreadable annotations or NAD configs. */
+const plan = (pod: PodProjection) =>
+  Effect.gen(function* () {
+    const caches = yield* Caches
+    const nadConfigs = yield* NadConfigs
+    const events = yield* EventRecorder
+    const ref = podRef(pod)
+    const regarding = { kind: "Pod" as const, namespace: pod.namespace, name: pod.name, uid: pod.uid }
+    const p: Plan = { pod, ref, entries: new Map(), liveReads: new Map(), noReservations: new Set() }
+    const add = (pool: PoolRecord, network: string) => {
+      const mine = pool.pool.entries.filter((e) => e.podref === ref)
+      if (mine.length === 0) return false
+      const existing = p.entries.get(pool.name)
+      if (existing === undefined) p.entries.set(pool.name, { pool, network, list: [...mine] })
+      return true
+    }
+
+    const attachments = podAttachments(pod)
+    if (Either.isLeft(attachments)) {
+      yield* events.record(regarding, "Warning", REASON_BAD_ANNOTATION, `cannot read ${attachments.left.annotation}: ${attachments.left.message}; no address freed`)
+      return yield* new ReconcileError({ reason: "BadAnnotation", pod: ref, retryable: false, detail: attachments.left.message, cause: attachments.left })
+    }
+    for (const att of attachments.right.attachments) {
+      const nad = caches.nads.get(`${att.namespace}/${att.name}`)
+      if (Option.isNone(nad)) {
+        yield* events.record(
+          regarding,
+          "Warning",
+          REASON_NAD_MISSING,
+          `network-attachment-definition ${att.namespace}/${att.name} not found; freeing the pod's addresses found by podref`
+        )
+        continue
+      }
+      const decoded = nadConfigs.decode(nad.value)
+      if (Either.isLeft(decoded)) {
+        // A NAD without any ipam is simply not ours.
+        if (decoded.left.reason === "MissingIpam") continue
+        yield* events.record(
+          regarding,
+          "Warning",
+          REASON_BAD_CONFIG,
+          `network-attachment-definition ${att.namespace}/${att.name} has an invalid whereabouts config (${decoded.left.reason}: ${decoded.left.message}); no address freed`
+        )
+        return yield* new ReconcileError({
+          reason: "BadNadConfig",
+          pod: ref,
+          retryable: false,
+          detail: `NAD ${att.namespace}/${att.name}: ${decoded.left.message}`,
+          cause: decoded.left
+        })
+      }
+      if (decoded.right._tag === "NotWhereabouts") continue
+      const config = decoded.right.config
+      if (!config.enableOverlappingRanges) p.noReservations.add(config.networkName)
+      for (const range of config.ranges) {
+        const name = poolName(range.range, config.networkName)
+        const cached = caches.pools.get(name)
+        if (Option.isNone(cached) || !add(cached.value, nad.value.name)) p.liveReads.set(name, nad.value.name)
+      }
+    }
+    // Whatever else carries this podref - NAD deleted first, status missing, range changed since.
+    for (const pool of caches.pools.byIndex(PODREF_INDEX, ref)) {
+      add(pool, poolNetworkName(pool.name, pool.pool.range) || pool.name)
+      p.liveReads.delete(pool.name)
+    }
+    return p
+  })
+
+/** Names of pods (by podref) that exist right now under the same namespace/name. */
+const liveSameName = (refs: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly uid: string }>) =>
+  Effect.gen(function* () {
+    const pods = yield* Pods
+    const found = new Map<string, PodProjection>()
+    if (refs.length <= LIST_RECHECK_THRESHOLD) {
+      yield* Effect.forEach(
+        refs,
+        (r) => Effect.map(pods.get(r.namespace, r.name), Option.map((p) => found.set(podRef(p), p))),
+        { concurrency: 4, discard: true }
+      )
+    } else {
+      const namespaces = [...new Set(refs.map((r) => r.namespace))]
+      yield* Effect.forEach(namespaces, (ns) => Effect.map(pods.list(ns), (list) => list.forEach((p) => found.set(podRef(p), p))), {
+        concurrency: 2,
+        discard: true
+      })
+    }
+    return found
+  })
+
+/**
+ * Reconciles a batch of deleted pods. Never fails as a whole: each pod gets its own result, so
+ * one bad annotation or a failed write for one pool does not hold back the others.
+ */
+export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
+  Effect.gen(function* () {
+    const store = yield* IPPoolStore
+    const reservations = yield* Reservations
+    const caches = yield* Caches
+    const events = yield* EventRecorder
+    const results = new Map<string, Either.Either<Outcome, ReconcileError>>()
+    const fail = (ref: string, e: ReconcileError) => {
+      if (!results.has(ref) || Either.isRight(results.get(ref)!)) results.set(ref, Either.left(e))
+    }
+
+    // 1. What does each pod hold, according to the caches?
+    const plans: Array<Plan> = []
+    for (const pod of batch) {
+      const planned = yield* Effect.either(plan(pod))
+      if (Either.isLeft(planned)) fail(podRef(pod), planned.left)
+      else plans.push(planned.right)
+    }
+
+    // 2. Pools the caches could not vouch for are read live (a pool event may still be on its way).
+    const liveNames = new Set(plans.flatMap((p) => [...p.liveReads.keys()]))
+    const livePools = new Map<string, PoolRecord>()
+    for (const name of liveNames) {
+      const read = yield* Effect.either(store.get(name))
+      if (Either.isRight(read)) livePools.set(name, read.right)
+      else if (read.left.reason !== "NotFound") {
+        for (const p of plans) if (p.liveReads.has(name)) fail(p.ref, apiError(p.ref, read.left))
+      }
+    }
+    for (const p of plans) {
+      for (const [name, network] of p.liveReads) {
+        const pool = livePools.get(name)
+        const mine = pool?.pool.entries.filter((e) => e.podref === p.ref) ?? []
+        if (pool !== undefined && mine.length > 0 && !p.entries.has(name)) p.entries.set(name, { pool, network, list: mine })
+      }
+    }
+
+    // 3. A live pod of the same name (a StatefulSet pod reborn, or not yet gone) keeps everything.
+    const holders = plans.filter(
+      (p) => !results.has(p.ref) && (p.entries.size > 0 || caches.reservations.byIndex(PODREF_INDEX, p.ref).length > 0)
+    )
+    const live = yield* Effect.either(liveSameName(holders.map((p) => p.pod)))
+    if (Either.isLeft(live)) {
+      for (const p of holders) fail(p.ref, apiError(p.ref, live.left))
+    }
+    const alive = Either.getOrElse(live, () => new Map<string, PodProjection>())
+    const toFree = holders.filter((p) => {
+      if (results.has(p.ref)) return false
+      const same = alive.get(p.ref)
+      if (same === undefined) return true
+      results.set(p.ref, Either.right({ _tag: "Kept", why: `pod ${p.ref} exists again (uid ${same.uid}) and holds these addresses` }))
+      return false
+    })
+
+    // 4. One guarded patch per pool for the whole batch.
+    const perPool = new Map<string, Array<{ plan: Plan; entry: PoolEntry; network: string }>>()
+    for (const p of toFree) {
+      for (const [name, { network, list }] of p.entries) {
+        let bucket = perPool.get(name)
+        if (bucket === undefined) perPool.set(name, (bucket = []))
+        for (const entry of list) bucket.push({ plan: p, entry, network })
+      }
+    }
+    const freed = new Map<string, Array<FreedIP & { readonly entry: PoolEntry }>>()
+    yield* Effect.forEach(
+      [...perPool],
+      ([name, items]) =>
+        Effect.gen(function* () {
+          const entries: Array<ReleaseEntry> = items.map(({ entry }) => ({ key: entry.key, podref: entry.podref, id: entry.id, ip: entry.ip, ifname: entry.ifname }))
+          const out = yield* Effect.either(store.release(name, entries))
+          if (Either.isLeft(out)) {
+            for (const { plan: p } of items) fail(p.ref, apiError(p.ref, out.left))
+            return
+          }
+          const releasedKeys = new Set(out.right.released.map((e) => e.key))
+          for (const { plan: p, entry, network } of items) {
+            if (!releasedKeys.has(entry.key)) continue
+            let list = freed.get(p.ref)
+            if (list === undefined) freed.set(p.ref, (list = []))
+            list.push({ ip: formatIP(entry.ip), pool: name, network, entry })
+          }
+        }),
+      { concurrency: 4, discard: true }
+    )
+
+    // 5. Reservations of what we freed, and any other this pod still owns; then the Events.
+    yield* Effect.forEach(
+      toFree,
+      (p) =>
+        Effect.gen(function* () {
+          const mine = freed.get(p.ref) ?? []
+          const names = new Set(caches.reservations.byIndex(PODREF_INDEX, p.ref).map((r) => r.name))
+          for (const f of mine) {
+            const network = poolNetworkName(f.pool, p.entries.get(f.pool)?.pool.pool.range ?? "")
+            if (network !== undefined && !p.noReservations.has(network)) names.add(reservationName(f.entry.ip, network))
+          }
+          let deleted = 0
+          for (const name of names) {
+            const cached = Option.getOrUndefined(caches.reservations.get(name))
+            const outcome = yield* Effect.either(reservations.deleteFor(name, p.ref, cached))
+            if (Either.isLeft(outcome)) fail(p.ref, apiError(p.ref, outcome.left))
+            else if (outcome.right === "deleted") deleted++
+          }
+          const regarding = { kind: "Pod" as const, namespace: p.pod.namespace, name: p.pod.name, uid: p.pod.uid }
+          for (const f of mine) {
+            yield* events.record(regarding, "Normal", REASON_GARBAGE_COLLECTED, garbageCollectedMessage(f.ip, f.network))
+          }
+          if (!results.has(p.ref)) {
+            results.set(p.ref, Either.right({ _tag: "Freed", freed: mine.map(({ ip, pool, network }) => ({ ip, pool, network })), reservations: deleted }))
+          }
+        }),
+      { concurrency: 4, discard: true }
+    )
+
+    return batch.map((pod): PodResult => ({
+      pod,
+      result: results.get(podRef(pod)) ?? Either.right({ _tag: "Freed", freed: [], reservations: 0 })
+    }))
+  })
+
+/** One deleted pod, as a typed Effect: fails with ReconcileError when it could not be done. */
+export const reconcilePod = (pod: PodProjection) =>
+  Effect.flatMap(reconcilePods([pod]), ([r]) => (r === undefined ? Effect.die("empty batch") : r.result))

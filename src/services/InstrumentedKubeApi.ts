@@ -1,0 +1,37 @@
+/** Counts every KubeApi request by verb, resource and HTTP code, whichever KubeApi is underneath. */
+import { Effect, Layer, Stream } from "effect"
+import { KubeApi, type KubeApiShape } from "./KubeApi.ts"
+import type { KubeError } from "./KubeError.ts"
+import { Metrics, type MetricsShape } from "./Metrics.ts"
+
+const code = (e: KubeError): string => (e.status === undefined ? e.reason : String(e.status))
+
+export const wrap = (api: KubeApiShape, metrics: MetricsShape): KubeApiShape => {
+  const count =
+    (verb: string, ok: string) =>
+    <A>(resource: string, effect: Effect.Effect<A, KubeError>): Effect.Effect<A, KubeError> =>
+      effect.pipe(
+        Effect.tapBoth({
+          onSuccess: () => metrics.apiRequest(verb, resource, ok),
+          onFailure: (e) => metrics.apiRequest(verb, resource, code(e))
+        })
+      )
+  return {
+    get: (r, ns, name) => count("get", "200")(r.plural, api.get(r, ns, name)),
+    list: (r, ns, o) => count("list", "200")(r.plural, api.list(r, ns, o)),
+    create: (r, ns, o) => count("create", "201")(r.plural, api.create(r, ns, o)),
+    replace: (r, ns, o) => count("replace", "200")(r.plural, api.replace(r, ns, o)),
+    patch: (r, ns, name, p) => count("patch", "200")(r.plural, api.patch(r, ns, name, p)),
+    delete: (r, ns, name, o) => count("delete", "200")(r.plural, api.delete(r, ns, name, o)),
+    watch: (r, ns, o) =>
+      Stream.unwrap(
+        metrics.apiRequest("watch", r.plural, "200").pipe(
+          Effect.as(api.watch(r, ns, o).pipe(Stream.tapError((e) => metrics.apiRequest("watch", r.plural, code(e)))))
+        )
+      )
+  }
+}
+
+/** `inner`, with every request counted in Metrics. */
+export const instrument = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Layer<KubeApi, E, R | Metrics> =>
+  Layer.effect(KubeApi, Effect.zipWith(KubeApi, Metrics, wrap)).pipe(Layer.provide(inner))

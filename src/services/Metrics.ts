@@ -1,0 +1,108 @@
+/**
+ * Prometheus metrics through prom-client (the maintained exposition library), one registry per
+ * layer instance so tests read their own numbers. Callers use the typed methods; only `render`
+ * knows about text formats.
+ */
+import { Context, Effect, Layer } from "effect"
+import * as prom from "prom-client"
+
+export type FreeTrigger = "deletion" | "sweep"
+
+export interface PoolUsage {
+  readonly pool: string
+  readonly size: number
+  readonly used: number
+}
+
+export interface MetricsShape {
+  readonly ipsFreed: (trigger: FreeTrigger, n: number) => Effect.Effect<void>
+  readonly reservationsDeleted: (trigger: FreeTrigger, n: number) => Effect.Effect<void>
+  readonly failure: (reason: string) => Effect.Effect<void>
+  readonly reconcileDuration: (seconds: number) => Effect.Effect<void>
+  readonly queue: (depth: number, inFlight: number) => Effect.Effect<void>
+  readonly retry: () => Effect.Effect<void>
+  readonly apiRequest: (verb: string, resource: string, code: string) => Effect.Effect<void>
+  readonly leader: (isLeader: boolean) => Effect.Effect<void>
+  /** Replaces the per-pool gauges with the current set of pools. */
+  readonly pools: (usage: ReadonlyArray<PoolUsage>, threshold: number) => Effect.Effect<void>
+  readonly orphans: (kind: "allocation" | "reservation", n: number, dryRun: boolean) => Effect.Effect<void>
+  readonly sweep: (result: "success" | "failure") => Effect.Effect<void>
+  readonly informerRestart: (resource: string) => Effect.Effect<void>
+  /** Prometheus text exposition. */
+  readonly render: Effect.Effect<{ readonly contentType: string; readonly body: string }>
+  /** Current value of a metric with the given labels, for tests and the audit. */
+  readonly value: (name: string, labels?: Readonly<Record<string, string>>) => Effect.Effect<number | undefined>
+}
+
+export class Metrics extends Context.Tag("whereabouts-controller/Metrics")<Metrics, MetricsShape>() {}
+
+const P = "whereabouts_controller_"
+
+export const make = (): MetricsShape => {
+  const registry = new prom.Registry()
+  const counter = (name: string, help: string, labelNames: ReadonlyArray<string> = []) =>
+    new prom.Counter({ name: P + name, help, labelNames, registers: [registry] })
+  const gauge = (name: string, help: string, labelNames: ReadonlyArray<string> = []) =>
+    new prom.Gauge({ name: P + name, help, labelNames, registers: [registry] })
+
+  const freed = counter("ips_freed_total", "IP allocations freed, by what found them.", ["trigger"])
+  const reservations = counter("reservations_deleted_total", "OverlappingRangeIPReservations deleted.", ["trigger"])
+  const failures = counter("failures_total", "Reconcile failures, by reason.", ["reason"])
+  const duration = new prom.Histogram({
+    name: `${P}reconcile_duration_seconds`,
+    help: "Duration of one reconcile of a batch of deleted pods.",
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry]
+  })
+  const depth = gauge("workqueue_depth", "Deleted pods waiting in the work queue.")
+  const inFlight = gauge("workqueue_in_flight", "Deleted pods being reconciled.")
+  const retries = counter("workqueue_retries_total", "Rate-limited requeues after retryable failures.")
+  const api = counter("api_requests_total", "Kubernetes API requests, by verb, resource and HTTP code.", ["verb", "resource", "code"])
+  const leader = gauge("leader", "1 while this instance holds the leader lease.")
+  const poolSize = gauge("pool_size", "Addresses a pool's range can hold.", ["pool"])
+  const poolUsed = gauge("pool_used", "Allocations in a pool.", ["pool"])
+  const poolFree = gauge("pool_free", "Free addresses in a pool.", ["pool"])
+  const poolOver = gauge("pool_usage_over_threshold", "1 when a pool's usage is at or over the threshold.", ["pool"])
+  const orphans = gauge("orphans", "Orphans found by the last sweep (in dry-run: what would be freed).", ["kind", "dry_run"])
+  const sweeps = counter("sweeps_total", "Full orphan sweeps, by result.", ["result"])
+  const restarts = counter("informer_restarts_total", "Informer restarts after errors.", ["resource"])
+
+  return {
+    ipsFreed: (trigger, n) => Effect.sync(() => freed.inc({ trigger }, n)),
+    reservationsDeleted: (trigger, n) => Effect.sync(() => reservations.inc({ trigger }, n)),
+    failure: (reason) => Effect.sync(() => failures.inc({ reason })),
+    reconcileDuration: (seconds) => Effect.sync(() => duration.observe(seconds)),
+    queue: (d, f) =>
+      Effect.sync(() => {
+        depth.set(d)
+        inFlight.set(f)
+      }),
+    retry: () => Effect.sync(() => retries.inc()),
+    apiRequest: (verb, resource, code) => Effect.sync(() => api.inc({ verb, resource, code })),
+    leader: (is) => Effect.sync(() => leader.set(is ? 1 : 0)),
+    pools: (usage, threshold) =>
+      Effect.sync(() => {
+        for (const g of [poolSize, poolUsed, poolFree, poolOver]) g.reset()
+        for (const u of usage) {
+          poolSize.set({ pool: u.pool }, u.size)
+          poolUsed.set({ pool: u.pool }, u.used)
+          poolFree.set({ pool: u.pool }, Math.max(0, u.size - u.used))
+          poolOver.set({ pool: u.pool }, u.size > 0 && u.used / u.size >= threshold ? 1 : 0)
+        }
+      }),
+    orphans: (kind, n, dryRun) => Effect.sync(() => orphans.set({ kind, dry_run: String(dryRun) }, n)),
+    sweep: (result) => Effect.sync(() => sweeps.inc({ result })),
+    informerRestart: (resource) => Effect.sync(() => restarts.inc({ resource })),
+    render: Effect.promise(async () => ({ contentType: registry.contentType, body: await registry.metrics() })),
+    value: (name, labels = {}) =>
+      Effect.promise(async () => {
+        const metric = registry.getSingleMetric(P + name)
+        if (metric === undefined) return undefined
+        const { values } = await metric.get()
+        const match = values.find((v) => Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l))
+        return match?.value
+      })
+  }
+}
+
+export const layer: Layer.Layer<Metrics> = Layer.sync(Metrics, make)

@@ -1,0 +1,238 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Either } from "effect"
+import { type Attachment, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
+import { memory } from "../../src/programs/layers.ts"
+import { reconcilePod, reconcilePods } from "../../src/programs/reconcile.ts"
+import { InMemoryCluster } from "../../src/services/InMemoryCluster.ts"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
+import { networkStatus, podObject } from "../support/objects.ts"
+import { allocationsOf, cachesCaughtUp, createNad, eventsIn, podrefsOf, projectionOf, reservationNames } from "../support/world.ts"
+
+const on = (name: string, ifname = "net1", namespace = "default"): Attachment => ({ nad: { namespace, name }, ifname })
+
+/** Starts a pod, then deletes it without CNI DEL: the leak the controller exists for. */
+const leak = (name: string, attachments: ReadonlyArray<Attachment>, namespace = "default") =>
+  Effect.gen(function* () {
+    const pod = yield* startPod(namespace, name, attachments)
+    const projection = yield* projectionOf(namespace, name)
+    yield* deletePod(pod)
+    yield* cachesCaughtUp
+    return { pod, projection }
+  })
+
+const gcEvent = (pod: string, ip: string, network: string) => ({
+  type: "Normal",
+  reason: "IPAddressGarbageCollected",
+  message: `successful cleanup of IP address [${ip}] from network ${network}`,
+  pod,
+  count: 1
+})
+
+describe("reconcile: upstream control-loop cases", () => {
+  it.live("frees the deleted pod's IP and reservation, with upstream's exact Normal event", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.10.0.0/24" })
+      const keep = yield* startPod("default", "keep", [on("net1")])
+      const { projection } = yield* leak("gone", [on("net1")])
+      expect(yield* podrefsOf("10.10.0.0-24")).toEqual(["default/gone", "default/keep"])
+      const out = yield* reconcilePod(projection)
+      expect(out).toEqual({ _tag: "Freed", freed: [{ ip: "10.10.0.2", pool: "10.10.0.0-24", network: "net1" }], reservations: 1 })
+      expect(yield* podrefsOf("10.10.0.0-24")).toEqual(["default/keep"])
+      expect(yield* reservationNames).toEqual(["10.10.0.1"])
+      expect(yield* eventsIn("default")).toEqual([gcEvent("gone", "10.10.0.2", "net1")])
+      expect(keep.ips[0]!.ips).toEqual(["10.10.0.1"])
+    }).pipe(Effect.provide(memory())))
+
+  it.live("a NAD deleted first gets a Warning that says so, and the IPs are still freed", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.11.0.0/24" })
+      const pod = yield* startPod("default", "p", [on("net1")])
+      const projection = yield* projectionOf("default", "p")
+      yield* Effect.flatMap(KubeApi, (api) => api.delete(R.NetworkAttachmentDefinitions, "default", "net1"))
+      yield* deletePod(pod)
+      yield* cachesCaughtUp
+      const out = yield* reconcilePod(projection)
+      expect(out).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.11.0.1", pool: "10.11.0.0-24" }] })
+      expect(yield* podrefsOf("10.11.0.0-24")).toEqual([])
+      const events = yield* eventsIn("default")
+      expect(events).toContainEqual({
+        type: "Warning",
+        reason: "NetworkAttachmentDefinitionNotFound",
+        message: "network-attachment-definition default/net1 not found; freeing the pod's addresses found by podref",
+        pod: "p",
+        count: 1
+      })
+      expect(events.filter((e) => e.reason === "IPAddressGarbageCollected")).toHaveLength(1)
+    }).pipe(Effect.provide(memory())))
+
+  it.live("a non-whereabouts NAD is skipped silently: no event, nothing touched", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "host", JSON.stringify({ cniVersion: "0.3.1", name: "host", type: "macvlan", ipam: { type: "host-local", subnet: "10.12.0.0/24" } }))
+      const api = yield* KubeApi
+      yield* api.create(R.Pods, "default", podObject("default", "p", { status: networkStatus([{ name: "default/host", interface: "net1", ips: ["10.12.0.5"] }]) }))
+      const projection = yield* projectionOf("default", "p")
+      yield* api.delete(R.Pods, "default", "p")
+      yield* cachesCaughtUp
+      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
+      expect(yield* eventsIn("default")).toEqual([])
+    }).pipe(Effect.provide(memory())))
+})
+
+describe("reconcile: networks", () => {
+  it.live("two interfaces on one NAD, dual-stack ipRanges and a named network are all freed", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "dual", { ipRanges: [{ range: "10.20.0.0/24" }, { range: "fd00:20::/120" }] })
+      yield* createNad("default", "named", { range: "10.21.0.0/24", network_name: "blue" })
+      const { projection } = yield* leak("multi", [on("dual", "net1"), on("dual", "net2"), on("named", "net3")])
+      const out = yield* reconcilePod(projection)
+      expect(Either.right(out)).toEqual(
+        Either.right({
+          _tag: "Freed",
+          freed: expect.arrayContaining([
+            { ip: "10.20.0.1", pool: "10.20.0.0-24", network: "dual" },
+            { ip: "10.20.0.2", pool: "10.20.0.0-24", network: "dual" },
+            { ip: "fd00:20::1", pool: "fd00-20---120", network: "dual" },
+            { ip: "fd00:20::2", pool: "fd00-20---120", network: "dual" },
+            { ip: "10.21.0.1", pool: "blue-10.21.0.0-24", network: "named" }
+          ]),
+          reservations: 5
+        })
+      )
+      if (out._tag === "Freed") expect(out.freed).toHaveLength(5)
+      for (const pool of ["10.20.0.0-24", "fd00-20---120", "blue-10.21.0.0-24"]) expect(yield* podrefsOf(pool)).toEqual([])
+      expect(yield* reservationNames).toEqual([])
+      expect((yield* eventsIn("default")).map((e) => e.message)).toContain("successful cleanup of IP address [fd00:20::2] from network dual")
+    }).pipe(Effect.provide(memory())))
+
+  it.live("with enable_overlapping_ranges false no reservation exists or is looked for", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "noov", { range: "10.22.0.0/24", enable_overlapping_ranges: false })
+      const { projection } = yield* leak("p", [on("noov")])
+      const cluster = yield* InMemoryCluster
+      cluster.resetCalls()
+      expect(yield* reconcilePod(projection)).toMatchObject({ _tag: "Freed", reservations: 0 })
+      expect(cluster.count({ resource: "overlappingrangeipreservations" })).toBe(0)
+    }).pipe(Effect.provide(memory())))
+
+  it.live("the default network is skipped; without network-status the networks annotation is used", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.23.0.0/24" })
+      const { pod, projection } = yield* leak("p", [on("net1")])
+      // The pod died before Multus wrote its status: only the request annotation is there.
+      const bare = { ...projection, networkStatus: undefined }
+      const out = yield* reconcilePod(bare)
+      expect(out).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.23.0.1", network: "net1" }] })
+      expect(pod.ips).toHaveLength(1)
+    }).pipe(Effect.provide(memory())))
+
+  it.live("a pool the cache has not seen yet is read live", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.24.0.0/24" })
+      yield* cachesCaughtUp
+      const cluster = yield* InMemoryCluster
+      // The pool informer's watch goes deaf: the allocation below never reaches the cache.
+      cluster.injectFault({ verb: "watch", resource: "ippools", reason: "stall" })
+      cluster.closeWatches()
+      const api = yield* KubeApi
+      yield* api.create(R.IPPools, "kube-system", {
+        metadata: { name: "10.24.0.0-24" },
+        spec: { range: "10.24.0.0/24", allocations: { "1": { id: "c", podref: "default/p", ifname: "net1" } } }
+      })
+      const projection = { namespace: "default", name: "p", uid: "u1", networkStatus: networkStatus([{ name: "default/net1", interface: "net1", ips: ["10.24.0.1"] }]) }
+      cluster.resetCalls()
+      const out = yield* reconcilePod(projection)
+      expect(out).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.24.0.1" }] })
+      expect(cluster.count({ verb: "get", resource: "ippools", name: "10.24.0.0-24" })).toBe(1)
+    }).pipe(Effect.provide(memory())))
+})
+
+describe("reconcile: never free what a live pod holds", () => {
+  it.live("a pod reborn under the same name keeps its IP; freed once it is gone for good", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.30.0.0/24" })
+      const { projection: first } = yield* leak("web-0", [on("net1")])
+      // The StatefulSet recreates web-0; whereabouts hands it the same IP (same podref + ifname).
+      const reborn = yield* startPod("default", "web-0", [on("net1")])
+      expect(reborn.ips[0]!.ips).toEqual(["10.30.0.1"])
+      yield* cachesCaughtUp
+      const kept = yield* reconcilePod(first)
+      expect(kept._tag).toBe("Kept")
+      expect(yield* podrefsOf("10.30.0.0-24")).toEqual(["default/web-0"])
+      expect(yield* eventsIn("default")).toEqual([])
+      const second = yield* projectionOf("default", "web-0")
+      yield* deletePod(reborn)
+      yield* cachesCaughtUp
+      expect(yield* reconcilePod(second)).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.30.0.1" }] })
+      expect(yield* podrefsOf("10.30.0.0-24")).toEqual([])
+    }).pipe(Effect.provide(memory())))
+
+  it.live("a terminating pod of the same name also keeps it (its containers may still run)", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.31.0.0/24" })
+      const { projection } = yield* leak("db-0", [on("net1")])
+      yield* startPod("default", "db-0", [on("net1")])
+      const api = yield* KubeApi
+      yield* api.delete(R.Pods, "default", "db-0", { gracePeriodSeconds: 30 })
+      yield* cachesCaughtUp
+      expect((yield* reconcilePod(projection))._tag).toBe("Kept")
+      expect(yield* podrefsOf("10.31.0.0-24")).toEqual(["default/db-0"])
+    }).pipe(Effect.provide(memory())))
+})
+
+describe("reconcile: bad input", () => {
+  it.live("a malformed network-status → Warning naming it, nothing freed, permanent error", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.40.0.0/24" })
+      const { projection } = yield* leak("p", [on("net1")])
+      const out = yield* Effect.either(reconcilePod({ ...projection, networkStatus: "[{not json" }))
+      expect(Either.isLeft(out) && out.left).toMatchObject({ reason: "BadAnnotation", retryable: false })
+      expect(yield* podrefsOf("10.40.0.0-24")).toEqual(["default/p"])
+      const [event] = yield* eventsIn("default")
+      expect(event).toMatchObject({ type: "Warning", reason: "InvalidNetworkAnnotation", pod: "p" })
+      expect(event!.message).toContain("k8s.v1.cni.cncf.io/network-status")
+    }).pipe(Effect.provide(memory())))
+
+  it.live("a broken NAD config → Warning naming the NAD, nothing freed, permanent error", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.41.0.0/24" })
+      const { projection } = yield* leak("p", [on("net1")])
+      const api = yield* KubeApi
+      yield* api.patch(R.NetworkAttachmentDefinitions, "default", "net1", { type: "merge", body: { spec: { config: "{\"ipam\": {\"type\": \"whereabouts\", \"range\": \"10.41.0.0/33\"}}" } } })
+      yield* cachesCaughtUp
+      const caught = yield* Effect.either(reconcilePod(projection))
+      expect(Either.isLeft(caught) && caught.left).toMatchObject({ reason: "BadNadConfig", retryable: false })
+      expect(yield* podrefsOf("10.41.0.0-24")).toEqual(["default/p"])
+      const [event] = yield* eventsIn("default")
+      expect(event).toMatchObject({ type: "Warning", reason: "InvalidIPAMConfig", pod: "p" })
+      expect(event!.message).toContain("default/net1")
+    }).pipe(Effect.provide(memory())))
+})
+
+describe("reconcile: batching", () => {
+  it.live("N dead pods in one pool are freed with one pool write", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.50.0.0/16" })
+      const projections = []
+      for (let i = 0; i < 40; i++) projections.push((yield* leak(`p${i}`, [on("net1")])).projection)
+      const cluster = yield* InMemoryCluster
+      cluster.resetCalls()
+      const results = yield* reconcilePods(projections)
+      expect(results.every((r) => Either.isRight(r.result) && r.result.right._tag === "Freed" && r.result.right.freed.length === 1)).toBe(true)
+      expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(1)
+      expect(cluster.count({ verb: "get", resource: "ippools" })).toBe(0)
+      expect(cluster.count({ verb: "list", resource: "pods" })).toBe(1)
+      expect(Object.keys(yield* allocationsOf("10.50.0.0-16"))).toEqual([])
+    }).pipe(Effect.provide(memory())))
+
+  it.live("an isolated single-interface pod costs one pod GET, one pool patch, one reservation delete", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.51.0.0/24" })
+      const { projection } = yield* leak("p", [on("net1")])
+      const cluster = yield* InMemoryCluster
+      cluster.resetCalls()
+      yield* reconcilePod(projection)
+      const calls = cluster.calls.filter((c) => c.resource !== "events").map((c) => `${c.verb} ${c.resource}`)
+      expect(calls.sort()).toEqual(["delete overlappingrangeipreservations", "get pods", "patch ippools"])
+    }).pipe(Effect.provide(memory())))
+})
