@@ -143,8 +143,8 @@ const plan = (pod: PodProjection) =>
     return p
   })
 
-/** Names of pods (by podref) that exist right now under the same namespace/name. */
-const liveSameName = (refs: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly uid: string }>) =>
+/** The pods (by podref) that exist right now under these namespace/names: GETs, or LISTs per namespace for many. */
+export const livePodsByRef = (refs: ReadonlyArray<{ readonly namespace: string; readonly name: string }>) =>
   Effect.gen(function* () {
     const pods = yield* Pods
     const found = new Map<string, PodProjection>()
@@ -209,7 +209,7 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
     const holders = plans.filter(
       (p) => !results.has(p.ref) && (p.entries.size > 0 || caches.reservations.byIndex(PODREF_INDEX, p.ref).length > 0)
     )
-    const live = yield* Effect.either(liveSameName(holders.map((p) => p.pod)))
+    const live = yield* Effect.either(livePodsByRef(holders.map((p) => p.pod)))
     if (Either.isLeft(live)) {
       for (const p of holders) fail(p.ref, apiError(p.ref, live.left))
     }

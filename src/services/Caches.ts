@@ -22,6 +22,7 @@ export interface NadRecord {
 
 export interface PoolRecord {
   readonly name: string
+  readonly uid: string
   readonly resourceVersion: string | undefined
   readonly pool: ParsedPool
 }
@@ -54,6 +55,7 @@ export const toPoolRecord = (o: KubeObject): PoolRecord => {
   const allocations = typeof spec["allocations"] === "object" && spec["allocations"] !== null ? (spec["allocations"] as Record<string, unknown>) : {}
   return {
     name: o.metadata.name,
+    uid: o.metadata.uid ?? "",
     resourceVersion: o.metadata.resourceVersion,
     pool: parsePool({ metadata: { name: o.metadata.name }, spec: { range: str(spec["range"]) ?? "", allocations } })
   }

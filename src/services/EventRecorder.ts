@@ -38,11 +38,14 @@ export const DEFAULT_AGGREGATION_WINDOW: Duration.Duration = Duration.minutes(10
 export const DEFAULT_CACHE_SIZE = 4096
 
 export interface InvolvedObject {
-  readonly kind: "Pod"
+  /** Pods, or the IPPools whose usage crosses the threshold. */
+  readonly kind: "Pod" | "IPPool"
   readonly namespace: string
   readonly name: string
   readonly uid: string
 }
+
+const apiVersionOfKind = (kind: InvolvedObject["kind"]): string => (kind === "Pod" ? "v1" : "whereabouts.cni.cncf.io/v1alpha1")
 
 export type EventType = "Normal" | "Warning"
 
@@ -137,7 +140,7 @@ export const make = (
           kind: "Event",
           metadata: { name, namespace: regarding.namespace },
           involvedObject: {
-            apiVersion: "v1",
+            apiVersion: apiVersionOfKind(regarding.kind),
             kind: regarding.kind,
             namespace: regarding.namespace,
             name: regarding.name,

@@ -1,0 +1,107 @@
+/**
+ * Command line: one table of options drives parsing (node:util parseArgs), `--help`, and the
+ * mapping of flags onto the environment-variable keys the Config layer reads — flags win over
+ * the environment, which wins over defaults.
+ */
+import { parseArgs } from "node:util"
+import { ConfigProvider } from "effect"
+
+export interface OptionSpec {
+  readonly flag: string
+  readonly env: string
+  readonly kind: "string" | "boolean"
+  readonly default: string
+  readonly help: string
+  readonly commands: ReadonlyArray<Command>
+}
+
+export type Command = "run" | "audit" | "demo"
+
+const all: ReadonlyArray<Command> = ["run", "audit", "demo"]
+const live: ReadonlyArray<Command> = ["run", "audit"]
+const runOnly: ReadonlyArray<Command> = ["run"]
+
+export const OPTIONS: ReadonlyArray<OptionSpec> = [
+  { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", default: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
+  { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", default: "kube-system", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
+  { flag: "workers", env: "WORKERS", kind: "string", default: "4", help: "concurrent reconcile workers", commands: runOnly },
+  { flag: "retry-attempts", env: "RETRY_ATTEMPTS", kind: "string", default: "5", help: "attempts per deleted pod before giving up with a Warning event", commands: runOnly },
+  { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", kind: "string", default: "500 millis", help: "first retry delay (doubles, jittered)", commands: runOnly },
+  { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", kind: "string", default: "30 seconds", help: "longest retry delay", commands: runOnly },
+  { flag: "api-qps", env: "API_QPS", kind: "string", default: "20", help: "client-side rate limit of API requests per second", commands: live },
+  { flag: "api-burst", env: "API_BURST", kind: "string", default: "30", help: "API requests allowed at once above the rate", commands: live },
+  { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", default: "30 seconds", help: "timeout of one API request", commands: live },
+  { flag: "page-size", env: "PAGE_SIZE", kind: "string", default: "500", help: "objects per page of full lists", commands: live },
+  { flag: "reconcile-schedule", env: "RECONCILE_SCHEDULE", kind: "string", default: "flat file's reconciler_cron_expression, else 30 4 * * *", help: "cron (UTC) of the full orphan sweep", commands: runOnly },
+  { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", default: "true", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
+  { flag: "dry-run", env: "DRY_RUN", kind: "boolean", default: "false", help: "sweeps report orphans but free nothing", commands: runOnly },
+  { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", default: "true", help: "elect a leader through a Lease (run 2 replicas safely)", commands: runOnly },
+  { flag: "lease-name", env: "LEASE_NAME", kind: "string", default: "whereabouts-controller", help: "name of the leader Lease", commands: runOnly },
+  { flag: "lease-namespace", env: "LEASE_NAMESPACE", kind: "string", default: "$POD_NAMESPACE, else --namespace", help: "namespace of the leader Lease", commands: runOnly },
+  { flag: "lease-duration", env: "LEASE_DURATION", kind: "string", default: "15 seconds", help: "how long a lease is valid without renewal", commands: runOnly },
+  { flag: "renew-deadline", env: "RENEW_DEADLINE", kind: "string", default: "10 seconds", help: "the leader gives up if it cannot renew for this long", commands: runOnly },
+  { flag: "retry-period", env: "RETRY_PERIOD", kind: "string", default: "2 seconds", help: "interval of lease acquire/renew attempts", commands: runOnly },
+  { flag: "metrics-port", env: "METRICS_PORT", kind: "string", default: "8080", help: "port of /metrics (0 disables)", commands: runOnly },
+  { flag: "health-port", env: "HEALTH_PORT", kind: "string", default: "8081", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
+  { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", default: "0.0.0.0", help: "address the HTTP endpoints listen on", commands: runOnly },
+  { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", default: "30 seconds", help: "on SIGTERM, how long in-flight work may finish", commands: runOnly },
+  { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", default: "0.9", help: "pool usage ratio that raises a Warning event and metric", commands: runOnly },
+  { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", default: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
+  { flag: "log-level", env: "LOG_LEVEL", kind: "string", default: "info", help: "debug, info, warning or error", commands: all },
+  { flag: "log-format", env: "LOG_FORMAT", kind: "string", default: "json", help: "json or logfmt", commands: all },
+  { flag: "output", env: "OUTPUT", kind: "string", default: "table", help: "audit output: table or json", commands: ["audit"] }
+]
+
+export interface ParsedCli {
+  readonly command: Command
+  readonly help: boolean
+  readonly version: boolean
+  /** Flag values keyed by their environment variable name. */
+  readonly values: ReadonlyMap<string, string>
+}
+
+/** Parses argv (without node and script); throws TypeError with a readable message on bad input. */
+export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
+  const options: Record<string, { type: "string" | "boolean" }> = { help: { type: "boolean" }, version: { type: "boolean" } }
+  for (const o of OPTIONS) options[o.flag] = { type: o.kind }
+  const { values, positionals } = parseArgs({ args: [...argv], options, allowPositionals: true, allowNegative: true, strict: true })
+  const [command = "run", ...rest] = positionals
+  if (!["run", "audit", "demo"].includes(command)) throw new TypeError(`unknown command "${command}" (run, audit or demo)`)
+  if (rest.length > 0) throw new TypeError(`unexpected argument "${rest[0]}"`)
+  const mapped = new Map<string, string>()
+  for (const o of OPTIONS) {
+    const v = values[o.flag]
+    if (v !== undefined) mapped.set(o.env, String(v))
+  }
+  return { command: command as Command, help: values["help"] === true, version: values["version"] === true, values: mapped }
+}
+
+/** Flags first, then the environment. */
+export const configProvider = (cli: ParsedCli): ConfigProvider.ConfigProvider =>
+  ConfigProvider.fromMap(new Map(cli.values)).pipe(ConfigProvider.orElse(() => ConfigProvider.fromEnv()))
+
+/** `--help` text, generated from the option table. */
+export const helpText = (command?: Command): string => {
+  const rows = OPTIONS.filter((o) => command === undefined || o.commands.includes(command))
+  const flagText = (o: OptionSpec) => (o.kind === "boolean" ? `--${o.flag} / --no-${o.flag}` : `--${o.flag} <value>`)
+  const width = Math.max(...rows.map((o) => flagText(o).length))
+  const lines = rows.map((o) => `  ${flagText(o).padEnd(width)}  ${o.help}\n  ${"".padEnd(width)}  env ${o.env}, default: ${o.default}`)
+  return [
+    "whereabouts-controller — frees whereabouts IP allocations of deleted pods",
+    "",
+    "Usage: whereabouts-controller [command] [options]",
+    "",
+    "Commands:",
+    "  run    (default) run the controller against the cluster of the kubeconfig",
+    "  audit  report every pool and every orphaned allocation/reservation, free nothing;",
+    "         exit code 1 when orphans exist",
+    "  demo   replay the full-pool StatefulSet story on an embedded in-memory cluster",
+    "",
+    `Options${command === undefined ? "" : ` (${command})`}:`,
+    ...lines,
+    `  ${"--help".padEnd(width)}  show this help`,
+    `  ${"--version".padEnd(width)}  print the version`,
+    "",
+    "Durations are written like \"500 millis\", \"30 seconds\", \"2 minutes\"."
+  ].join("\n")
+}

@@ -1,0 +1,55 @@
+/**
+ * /healthz, /readyz and /metrics on node:http (controller-runtime's conventions: metrics on
+ * :8080, probes on :8081). Port 0 disables a server.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import { Effect, Runtime } from "effect"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
+import { Metrics } from "../services/Metrics.ts"
+
+type Handler = (req: IncomingMessage) => Effect.Effect<{ readonly status: number; readonly type: string; readonly body: string }>
+
+const serve = (port: number, host: string, routes: Readonly<Record<string, Handler>>) =>
+  Effect.acquireRelease(
+    Effect.flatMap(Effect.runtime<never>(), (runtime) =>
+      Effect.async<ReturnType<typeof createServer>, Error>((resume) => {
+        const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+          const path = (req.url ?? "/").split("?")[0]!
+          const route = routes[path]
+          if (route === undefined) {
+            res.writeHead(404, { "content-type": "text/plain" }).end("not found\n")
+            return
+          }
+          Runtime.runPromise(runtime)(route(req)).then(
+            (r) => res.writeHead(r.status, { "content-type": r.type }).end(r.body),
+            (e: unknown) => res.writeHead(500, { "content-type": "text/plain" }).end(`${String(e)}\n`)
+          )
+        })
+        server.once("error", (e) => resume(Effect.fail(e)))
+        server.listen(port, host, () => resume(Effect.succeed(server)))
+      })
+    ),
+    (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+  )
+
+/** Starts the probe and metrics servers for the surrounding scope. `ready` decides /readyz. */
+export const serveEndpoints = (ready: Effect.Effect<boolean>) =>
+  Effect.gen(function* () {
+    const config = yield* ControllerConfig
+    const metrics = yield* Metrics
+    const text = (status: number, body: string) => ({ status, type: "text/plain; charset=utf-8", body })
+    if (config.healthPort > 0) {
+      yield* serve(config.healthPort, config.bindAddress, {
+        "/healthz": () => Effect.succeed(text(200, "ok\n")),
+        "/readyz": () => Effect.map(ready, (ok) => (ok ? text(200, "ok\n") : text(503, "informers not synced\n")))
+      })
+    }
+    if (config.metricsPort > 0) {
+      yield* serve(config.metricsPort, config.bindAddress, {
+        "/metrics": () => Effect.map(metrics.render, (m) => ({ status: 200, type: m.contentType, body: m.body }))
+      })
+    }
+    yield* Effect.logInfo("serving probes and metrics").pipe(
+      Effect.annotateLogs({ healthPort: config.healthPort, metricsPort: config.metricsPort, bindAddress: config.bindAddress })
+    )
+  })

@@ -1,0 +1,40 @@
+/**
+ * Pool usage from the IPPool cache: size/used/free gauges for every pool, and a Warning event on
+ * the IPPool (plus a gauge) when its usage crosses the threshold — before pods start hanging.
+ */
+import { Effect, Schedule } from "effect"
+import { Caches } from "../services/Caches.ts"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
+import { EventRecorder, REASON_POOL_NEARLY_FULL } from "../services/EventRecorder.ts"
+import { Metrics } from "../services/Metrics.ts"
+import { poolSize } from "./sweep.ts"
+
+export const poolNearlyFullMessage = (pool: string, used: number, size: number, threshold: number): string =>
+  `IPPool ${pool} is ${Math.round((used / size) * 100)}% used (${used} of ${size} addresses), at or over the ${Math.round(threshold * 100)}% threshold`
+
+/** Checks every `interval`; warns once per crossing (again only after dropping below). */
+export const monitorPoolUsage = (interval: Schedule.Schedule<unknown> = Schedule.spaced("10 seconds")) =>
+  Effect.gen(function* () {
+    const caches = yield* Caches
+    const { poolUsageThreshold: threshold, namespace } = yield* ControllerConfig
+    const metrics = yield* Metrics
+    const events = yield* EventRecorder
+    const over = new Set<string>()
+    const check = Effect.gen(function* () {
+      const usage = caches.pools.values().map((p) => ({ record: p, pool: p.name, size: poolSize(p.pool.cidr), used: p.pool.entries.length }))
+      yield* metrics.pools(usage, threshold)
+      for (const u of usage) {
+        const isOver = u.size > 0 && u.used / u.size >= threshold
+        if (isOver && !over.has(u.pool)) {
+          over.add(u.pool)
+          yield* events.record(
+            { kind: "IPPool", namespace, name: u.pool, uid: u.record.uid },
+            "Warning",
+            REASON_POOL_NEARLY_FULL,
+            poolNearlyFullMessage(u.pool, u.used, u.size, threshold)
+          )
+        } else if (!isOver) over.delete(u.pool)
+      }
+    })
+    yield* Effect.repeat(check, interval)
+  })

@@ -1,0 +1,45 @@
+/**
+ * The controller as deployed: probes and metrics, leader election, and while leader the
+ * deletion loop, the start-up sweep, the cron sweep and the pool-usage monitor.
+ */
+import { Duration, Effect, Stream } from "effect"
+import { Caches } from "../services/Caches.ts"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
+import { LeaderElection } from "../services/LeaderElection.ts"
+import { Metrics } from "../services/Metrics.ts"
+import { runDeletionLoop } from "./controller.ts"
+import { serveEndpoints } from "./http.ts"
+import { monitorPoolUsage } from "./pool-usage.ts"
+import { sweepOnSchedule, sweepOnce, sweepSchedule } from "./sweep.ts"
+
+/** Runs until interrupted (SIGTERM): then stops taking work, drains, releases the lease. */
+export const runController = Effect.scoped(
+  Effect.gen(function* () {
+    const config = yield* ControllerConfig
+    const caches = yield* Caches
+    const leader = yield* LeaderElection
+    const metrics = yield* Metrics
+    const { expression, cron } = yield* sweepSchedule
+    yield* serveEndpoints(caches.isSynced)
+    yield* Effect.forkScoped(Stream.runForEach(leader.changes, metrics.leader))
+    yield* Effect.logInfo("whereabouts-controller starting").pipe(
+      Effect.annotateLogs({
+        identity: config.identity,
+        namespace: config.namespace,
+        workers: config.workers,
+        leaderElect: config.leaderElect,
+        reconcileSchedule: `${expression} (UTC)`,
+        dryRun: config.dryRun,
+        apiQps: config.apiQps,
+        apiBurst: config.apiBurst,
+        shutdownTimeout: Duration.format(config.shutdownTimeout)
+      })
+    )
+    const sweeps = Effect.gen(function* () {
+      yield* Effect.forkScoped(monitorPoolUsage())
+      if (config.sweepOnStart) yield* sweepOnce({ dryRun: config.dryRun })
+      yield* Effect.forkScoped(sweepOnSchedule(cron, { dryRun: config.dryRun }))
+    })
+    return yield* leader.runWhenLeader(runDeletionLoop(Effect.forkScoped(sweeps)))
+  })
+)
