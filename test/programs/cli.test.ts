@@ -1,0 +1,54 @@
+import { readFileSync } from "node:fs"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { OPTIONS, configProvider, helpText, parseCli } from "../../src/programs/cli.ts"
+import { config } from "../../src/services/ControllerConfig.ts"
+
+describe("command line", () => {
+  it("maps flags onto their environment keys; flags win over the environment", () => {
+    const cli = parseCli(["run", "--workers", "7", "--no-leader-elect", "--namespace=pools", "--dry-run"])
+    expect(cli.command).toBe("run")
+    expect(Object.fromEntries(cli.values)).toEqual({ WORKERS: "7", LEADER_ELECT: "false", WHEREABOUTS_NAMESPACE: "pools", DRY_RUN: "true" })
+    process.env["WORKERS"] = "3"
+    process.env["API_QPS"] = "55"
+    try {
+      const c = Effect.runSync(Effect.withConfigProvider(config, configProvider(cli)))
+      expect(c).toMatchObject({ workers: 7, leaderElect: false, namespace: "pools", dryRun: true, apiQps: 55, leaseNamespace: "pools" })
+    } finally {
+      delete process.env["WORKERS"]
+      delete process.env["API_QPS"]
+    }
+  })
+
+  it("defaults to run; rejects unknown commands, flags and stray arguments", () => {
+    expect(parseCli([]).command).toBe("run")
+    expect(() => parseCli(["serve"])).toThrow(/unknown command "serve"/)
+    expect(() => parseCli(["--frobnicate"])).toThrow()
+    expect(() => parseCli(["audit", "extra"])).toThrow(/unexpected argument "extra"/)
+  })
+
+  it("reads durations and rejects bad values with the key named", () => {
+    const ok = Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli(["--retry-base-delay", "250 millis", "--shutdown-timeout", "1 minute"]))))
+    expect(ok.retryBaseDelay.toString()).toContain("250")
+    const bad = Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli(["--workers", "zero"]))))
+    expect(bad._tag).toBe("Failure")
+    expect(JSON.stringify(bad)).toContain("WORKERS")
+  })
+
+  it("--help documents every option with its environment variable", () => {
+    const help = helpText()
+    for (const o of OPTIONS) {
+      expect(help).toContain(`--${o.flag}`)
+      expect(help).toContain(`env ${o.env}`)
+    }
+    expect(helpText("demo")).not.toContain("--workers")
+  })
+
+  it("the README's option table lists every flag and environment variable", () => {
+    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8")
+    for (const o of OPTIONS) {
+      expect(readme).toContain(`\`--${o.flag}\``)
+      expect(readme).toContain(`\`${o.env}\``)
+    }
+  })
+})

@@ -1,0 +1,104 @@
+import { createServer } from "node:net"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Schedule } from "effect"
+import { audit } from "../../src/programs/audit.ts"
+import { deletePod, startPod } from "../../src/programs/cni-plugin.ts"
+import { serveEndpoints } from "../../src/programs/http.ts"
+import { memory } from "../../src/programs/layers.ts"
+import { monitorPoolUsage, poolNearlyFullMessage } from "../../src/programs/pool-usage.ts"
+import { Metrics } from "../../src/services/Metrics.ts"
+import { eventually } from "../support/eventually.ts"
+import { cachesCaughtUp, createNad, eventsIn } from "../support/world.ts"
+
+const freePort = () =>
+  Effect.async<number>((resume) => {
+    const s = createServer()
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port
+      s.close(() => resume(Effect.succeed(port)))
+    })
+  })
+
+const on = (name: string) => [{ nad: { namespace: "default", name }, ifname: "net1" }]
+
+describe("HTTP endpoints", () => {
+  it.scopedLive("/healthz, /readyz follows the informers, /metrics is Prometheus text", () =>
+    Effect.gen(function* () {
+      const [health, metricsPort] = [yield* freePort(), yield* freePort()]
+      yield* Effect.gen(function* () {
+        let ready = false
+        yield* serveEndpoints(Effect.sync(() => ready))
+        const get = (port: number, path: string) =>
+          Effect.promise(async () => {
+            const r = await fetch(`http://127.0.0.1:${port}${path}`)
+            return { status: r.status, body: await r.text(), type: r.headers.get("content-type") }
+          })
+        expect((yield* get(health, "/healthz")).status).toBe(200)
+        expect((yield* get(health, "/readyz")).status).toBe(503)
+        ready = true
+        expect(yield* get(health, "/readyz")).toMatchObject({ status: 200, body: "ok\n" })
+        const metrics = yield* Metrics
+        yield* metrics.ipsFreed("deletion", 3)
+        const m = yield* get(metricsPort, "/metrics")
+        expect(m.type).toContain("text/plain")
+        expect(m.body).toContain('whereabouts_controller_ips_freed_total{trigger="deletion"} 3')
+        expect((yield* get(health, "/nope")).status).toBe(404)
+      }).pipe(Effect.provide(memory({ healthPort: health, metricsPort, bindAddress: "127.0.0.1" })))
+    }))
+})
+
+describe("pool usage", () => {
+  it.scopedLive("gauges per pool, and one Warning on the IPPool when it crosses the threshold", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "small", { range: "10.60.0.0/29" }) // 6 usable
+      for (let i = 0; i < 5; i++) yield* startPod("default", `p${i}`, on("small"))
+      yield* cachesCaughtUp
+      yield* Effect.forkScoped(monitorPoolUsage(Schedule.spaced("20 millis")))
+      const metrics = yield* Metrics
+      yield* eventually(Effect.flatMap(metrics.value("pool_used", { pool: "10.60.0.0-29" }), (v) => (v === 5 ? Effect.void : Effect.fail("not yet"))))
+      expect(yield* metrics.value("pool_size", { pool: "10.60.0.0-29" })).toBe(6)
+      expect(yield* metrics.value("pool_free", { pool: "10.60.0.0-29" })).toBe(1)
+      expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.60.0.0-29" })).toBe(0)
+      yield* startPod("default", "p5", on("small"))
+      yield* eventually(Effect.flatMap(eventsIn("kube-system"), (e) => (e.length === 1 ? Effect.void : Effect.fail("no event"))))
+      yield* Effect.sleep("100 millis")
+      const events = yield* eventsIn("kube-system")
+      expect(events).toEqual([
+        { type: "Warning", reason: "IPPoolNearlyFull", message: poolNearlyFullMessage("10.60.0.0-29", 6, 6, 0.9), pod: "10.60.0.0-29", count: 1 }
+      ])
+      expect(events[0]!.message).toBe("IPPool 10.60.0.0-29 is 100% used (6 of 6 addresses), at or over the 90% threshold")
+      expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.60.0.0-29" })).toBe(1)
+    }).pipe(Effect.provide(memory())))
+})
+
+describe("audit", () => {
+  it.live("lists pools and orphans with reasons; exit code 1 with orphans, 0 without; frees nothing", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.61.0.0/24" })
+      const keep = yield* startPod("default", "keep", on("net1"))
+      const gone = yield* startPod("default", "gone", on("net1"))
+      yield* deletePod(gone)
+      const table = yield* audit("table")
+      expect(table.exitCode).toBe(1)
+      expect(table.text).toMatch(/POOL\s+RANGE\s+NETWORK\s+SIZE\s+USED\s+FREE\s+USED%\s+ORPHANS/)
+      expect(table.text).toMatch(/10\.61\.0\.0-24\s+10\.61\.0\.0\/24\s+-\s+254\s+2\s+252\s+0\.8%\s+1/)
+      expect(table.text).toMatch(/10\.61\.0\.0-24\s+10\.61\.0\.2\s+2\s+default\/gone\s+net1\s+no live pod has this podref/)
+      const json = JSON.parse((yield* audit("json")).text) as { orphanedAllocations: Array<{ ip: string; reason: string }>; orphanedReservations: Array<{ name: string }> }
+      expect(json.orphanedAllocations).toEqual([expect.objectContaining({ ip: "10.61.0.2", podref: "default/gone", reason: "PodGone" })])
+      expect(json.orphanedReservations.map((r) => r.name)).toEqual(["10.61.0.2"])
+      // Nothing was freed: the audit is a dry run.
+      expect((yield* audit("json")).exitCode).toBe(1)
+      expect(keep.ips[0]!.ips).toEqual(["10.61.0.1"])
+    }).pipe(Effect.provide(memory())))
+
+  it.live("a clean cluster audits to exit code 0", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.62.0.0/24" })
+      yield* startPod("default", "a", on("net1"))
+      const out = yield* audit("table")
+      expect(out.exitCode).toBe(0)
+      expect(out.text).toContain("No orphaned allocations.")
+      expect(out.text).toContain("No orphaned reservations.")
+    }).pipe(Effect.provide(memory())))
+})
+
