@@ -66,7 +66,7 @@ interface Plan {
   readonly ref: string
   /** pool name → entries of this pod, with the network name for Events. */
   readonly entries: Map<string, { readonly pool: PoolRecord; readonly network: string; readonly list: Array<PoolEntry> }>
-  /** Pools named by the pod's NADs that the cache cannot vouch for: read them live. */
+  /** Pools named by the pod's NADs that the cache has not seen: read them live. */
   readonly liveReads: Map<string, string>
   /** Networks whose NAD config turns overlapping-range reservations off: nothing to delete there. */
   readonly noReservations: Set<string>
@@ -132,7 +132,12 @@ const plan = (pod: PodProjection) =>
       for (const range of config.ranges) {
         const name = poolName(range.range, config.networkName)
         const cached = caches.pools.get(name)
-        if (Option.isNone(cached) || !add(cached.value, nad.value.name)) p.liveReads.set(name, nad.value.name)
+        // A cached pool without this pod's entries was almost always freed by CNI DEL already: the
+        // allocation was written long before the pod's status and deletion, and reading the pool
+        // again for every ordinary deletion would cost a GET of a large object. Only a pool the
+        // cache has never seen is read live; the sweep covers the rest.
+        if (Option.isNone(cached)) p.liveReads.set(name, nad.value.name)
+        else add(cached.value, nad.value.name)
       }
     }
     // Whatever else carries this podref - NAD deleted first, status missing, range changed since.
@@ -187,7 +192,7 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
       else plans.push(planned.right)
     }
 
-    // 2. Pools the caches could not vouch for are read live (a pool event may still be on its way).
+    // 2. Pools the cache has not seen yet are read live (a pool event may still be on its way).
     const liveNames = new Set(plans.flatMap((p) => [...p.liveReads.keys()]))
     const livePools = new Map<string, PoolRecord>()
     for (const name of liveNames) {

@@ -225,6 +225,19 @@ describe("reconcile: batching", () => {
       expect(Object.keys(yield* allocationsOf("10.50.0.0-16"))).toEqual([])
     }).pipe(Effect.provide(memory())))
 
+  it.live("an ordinary deletion (CNI DEL already freed everything) costs no API call", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.52.0.0/24" })
+      const pod = yield* startPod("default", "p", [on("net1")])
+      const projection = yield* projectionOf("default", "p")
+      yield* deletePod(pod, { cniDel: true })
+      yield* cachesCaughtUp
+      const cluster = yield* InMemoryCluster
+      cluster.resetCalls()
+      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
+      expect(cluster.calls).toEqual([])
+    }).pipe(Effect.provide(memory())))
+
   it.live("an isolated single-interface pod costs one pod GET, one pool patch, one reservation delete", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.51.0.0/24" })
