@@ -2,18 +2,23 @@
 # envtest-assets.sh — make a real kube-apiserver and etcd available, envtest-style.
 #
 # Prints exactly one line on stdout: the absolute path of a directory that holds
-# the executables `kube-apiserver` and `etcd`. Everything else goes to stderr.
+# the executables `kube-apiserver`, `etcd` and `kubectl`. Everything else goes to stderr.
 #
-#   1. If KUBEBUILDER_ASSETS is set, it must hold both binaries; it is printed as is.
+#   1. If KUBEBUILDER_ASSETS is set, it must hold kube-apiserver and etcd; it is printed
+#      as is (a missing kubectl there is only warned about: callers that need it check).
 #   2. Otherwise a per-version cache dir outside the repo is used:
 #        ${WHEREABOUTS_ENVTEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/whereabouts-controller/envtest}/<k8s>-<etcd>/
-#   3. If that is not complete yet, both binaries are built from source with the
+#   3. If that is not complete yet, the missing binaries are built from source with the
 #      local Go toolchain, from the Go module proxy, in a temporary directory under
-#      the cache dir (never in the repo). A flock serialises concurrent builds.
+#      the cache dir (never in the repo). A flock serialises concurrent builds. A cache
+#      dir from before kubectl was added gets just kubectl built next to the others.
 #
 # Overridable pins:
-#   ENVTEST_K8S_VERSION   k8s.io/kubernetes version to build kube-apiserver from
+#   ENVTEST_K8S_VERSION   k8s.io/kubernetes version to build kube-apiserver and kubectl from
 #   ENVTEST_ETCD_VERSION  go.etcd.io/etcd/server/v3 version to build etcd from
+#
+# ENVTEST_ASSETS_NO_BUILD=1: never build; exit 3 (nothing on stdout) when the cache is not
+# complete. For callers that would rather skip than wait minutes (e.g. a unit-test run).
 set -euo pipefail
 
 ENVTEST_K8S_VERSION="${ENVTEST_K8S_VERSION:-v1.37.2}"
@@ -37,6 +42,8 @@ if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
   if ((${#missing[@]})); then
     die "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS is set but lacks executable: ${missing[*]} (unset it to let this script build them)"
   fi
+  [[ -f "$KUBEBUILDER_ASSETS/kubectl" && -x "$KUBEBUILDER_ASSETS/kubectl" ]] ||
+    log "warning: KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS has no kubectl; tests that render deploy/ skip (fail under WHEREABOUTS_ENVTEST=require)"
   emit "$(cd "$KUBEBUILDER_ASSETS" && pwd -P)"
 fi
 
@@ -60,18 +67,28 @@ cache_root="$(cd "$cache_root" && pwd -P)"
 dest="$cache_root/${k8s_ver}-${etcd_ver}"
 stamp="$dest/.envtest-assets.stamp"
 
-is_complete() {
+# The server pair (kube-apiserver + etcd, stamped) and kubectl are checked apart, so a cache dir
+# that other test runs are using right now only ever gains a kubectl next to the binaries they use.
+have_servers() {
   [[ -f "$stamp" && -x "$dest/kube-apiserver" && -x "$dest/etcd" ]]
+}
+is_complete() {
+  have_servers && [[ -x "$dest/kubectl" ]]
 }
 
 if is_complete; then
   emit "$dest"
 fi
 
+if [[ -n "${ENVTEST_ASSETS_NO_BUILD:-}" ]]; then
+  log "$dest is not complete and ENVTEST_ASSETS_NO_BUILD is set: not building"
+  exit 3
+fi
+
 # ---------------------------------------------------------------------------
 # 3. Build, under a lock.
 # ---------------------------------------------------------------------------
-command -v go >/dev/null 2>&1 || die "go is not on PATH; install Go or point KUBEBUILDER_ASSETS at a directory with kube-apiserver and etcd"
+command -v go >/dev/null 2>&1 || die "go is not on PATH; install Go or point KUBEBUILDER_ASSETS at a directory with kube-apiserver, etcd and kubectl"
 
 lockfile="$cache_root/.${k8s_ver}-${etcd_ver}.lock"
 if command -v flock >/dev/null 2>&1; then
@@ -88,6 +105,9 @@ fi
 if is_complete; then
   emit "$dest"
 fi
+# Only kubectl is missing (a cache dir from before kubectl was added): build just that.
+build_servers=1
+have_servers && build_servers=0
 
 export GOTOOLCHAIN=local   # never download a toolchain
 export GOWORK=off
@@ -109,7 +129,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 start_ts=$(date +%s)
-log "building kube-apiserver $k8s_ver and etcd $etcd_ver with go $go_have (a cold build takes ~5-10 min on 2 cores)"
+if ((build_servers)); then
+  log "building kube-apiserver $k8s_ver, kubectl $k8s_ver and etcd $etcd_ver with go $go_have (a cold build takes ~5-10 min on 2 cores)"
+else
+  log "kube-apiserver and etcd are cached; building only kubectl $k8s_ver with go $go_have"
+fi
 log "work dir: $tmp"
 
 # Path of a module's go.mod in the module cache (downloads the module).
@@ -129,7 +153,7 @@ require_go() { # require_go <what> <min-go>
   fi
 }
 
-# --- kube-apiserver --------------------------------------------------------
+# --- kube-apiserver and kubectl: one throwaway module, one module graph ------
 k8s_gomod="$(gomod_of "k8s.io/kubernetes@$k8s_ver")"
 [[ -n "$k8s_gomod" && -f "$k8s_gomod" ]] || die "could not locate go.mod of k8s.io/kubernetes@$k8s_ver"
 k8s_go="$(go_directive_of "$k8s_gomod")"
@@ -181,11 +205,31 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   kas_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
 done
 
+if ((build_servers)); then
+  t0=$(date +%s)
+  log "go build k8s.io/kubernetes/cmd/kube-apiserver ..."
+  (cd "$kas_dir" && go build -trimpath -ldflags "$kas_ldflags" -o "$tmp/bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver) ||
+    die "building kube-apiserver $k8s_ver failed (module: $kas_dir/go.mod)"
+  log "kube-apiserver built in $(($(date +%s) - t0))s"
+fi
+
+# kubectl (for `kubectl kustomize` / `apply` in tests) shares the module and the version ldflags.
 t0=$(date +%s)
-log "go build k8s.io/kubernetes/cmd/kube-apiserver ..."
-(cd "$kas_dir" && go build -trimpath -ldflags "$kas_ldflags" -o "$tmp/bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver) ||
-  die "building kube-apiserver $k8s_ver failed (module: $kas_dir/go.mod)"
-log "kube-apiserver built in $(($(date +%s) - t0))s"
+log "go build k8s.io/kubernetes/cmd/kubectl ..."
+(cd "$kas_dir" && go build -trimpath -ldflags "$kas_ldflags" -o "$tmp/bin/kubectl" k8s.io/kubernetes/cmd/kubectl) ||
+  die "building kubectl $k8s_ver failed (module: $kas_dir/go.mod)"
+kubectl_seconds=$(($(date +%s) - t0))
+log "kubectl built in ${kubectl_seconds}s"
+"$tmp/bin/kubectl" version --client >/dev/null || die "built kubectl does not run"
+
+if ((!build_servers)); then
+  mv -f "$tmp/bin/kubectl" "$dest/kubectl"   # same file system: an atomic rename
+  chmod 0755 "$dest/kubectl"
+  { grep -v '^kubectl' "$stamp" || true; echo "kubectl=$k8s_ver built=$build_date seconds=$kubectl_seconds"; } >"$stamp.tmp"
+  mv -f "$stamp.tmp" "$stamp"
+  log "done in $(($(date +%s) - start_ts))s: $dest"
+  emit "$dest"
+fi
 
 # --- etcd ------------------------------------------------------------------
 etcd_gomod="$(gomod_of "go.etcd.io/etcd/server/v3@$etcd_ver")"
@@ -219,7 +263,7 @@ log "etcd built in $(($(date +%s) - t0))s"
 
 mkdir -p "$dest"
 rm -f "$stamp"
-for bin in kube-apiserver etcd; do
+for bin in kube-apiserver etcd kubectl; do
   mv -f "$tmp/bin/$bin" "$dest/$bin"
   chmod 0755 "$dest/$bin"
 done
@@ -229,6 +273,7 @@ done
   echo "go=go$go_have"
   echo "built=$build_date"
   echo "seconds=$(($(date +%s) - start_ts))"
+  echo "kubectl=$k8s_ver built=$build_date seconds=$kubectl_seconds"
 } >"$stamp.tmp"
 mv -f "$stamp.tmp" "$stamp"
 

@@ -12,7 +12,7 @@ import { type PodProjection, podHoldsIP, podRef, splitPodRef } from "../domain/p
 import { poolName, poolNetworkName } from "../domain/pool.ts"
 import { toNadRecord } from "../services/Caches.ts"
 import { EventRecorder, REASON_GARBAGE_COLLECTED, garbageCollectedMessage } from "../services/EventRecorder.ts"
-import { KubeApi, listAll } from "../services/KubeApi.ts"
+import { KubeApi, listProjected } from "../services/KubeApi.ts"
 import * as R from "../services/resources.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { IPPoolStore, type ReleaseEntry } from "../services/IPPoolStore.ts"
@@ -56,9 +56,9 @@ export const poolSize = (cidr: Cidr | undefined): number => {
 /** Pool name → name of a NAD whose whereabouts config maps to it (for Event messages). */
 const nadNamesByPool = Effect.gen(function* () {
   const nadConfigs = yield* NadConfigs
-  const { items } = yield* listAll(R.NetworkAttachmentDefinitions, undefined)
+  const { items } = yield* listProjected(R.NetworkAttachmentDefinitions, undefined, toNadRecord)
   const out = new Map<string, string>()
-  for (const nad of items.map(toNadRecord)) {
+  for (const nad of items) {
     const decoded = nadConfigs.decode(nad)
     if (Either.isLeft(decoded) || decoded.right._tag !== "Whereabouts") continue
     const config = decoded.right.config

@@ -7,7 +7,7 @@ import type { IPAddress } from "../domain/ip.ts"
 import type { IPAllocation } from "../domain/pool.ts"
 import { type PoolRecord, toPoolRecord } from "./Caches.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type JsonPatchOp, listAll } from "./KubeApi.ts"
+import { KubeApi, type JsonPatchOp, listProjected } from "./KubeApi.ts"
 import { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
@@ -140,8 +140,8 @@ export const make = Effect.gen(function* () {
 
   return {
     get,
-    list: listAll(R.IPPools, namespace, { pageSize }).pipe(
-      Effect.map(({ items }) => items.map(toPoolRecord)),
+    list: listProjected(R.IPPools, namespace, toPoolRecord, { pageSize }).pipe(
+      Effect.map(({ items }) => items),
       Effect.provideService(KubeApi, api)
     ),
     release,

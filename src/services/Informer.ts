@@ -5,7 +5,7 @@
  * indexes, and events — including deletions discovered by a relist.
  */
 import { Deferred, Duration, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
-import { KubeApi, type KubeObject, listAll } from "./KubeApi.ts"
+import { KubeApi, type KubeObject, listProjected } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import type { Resource } from "./resources.ts"
 
@@ -108,11 +108,11 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       events.length === 0 ? Effect.void : PubSub.publishAll(pubsub, events)
 
     const relist = Effect.gen(function* () {
-      const { items, resourceVersion } = yield* listAll(resource, namespace, { pageSize: options.pageSize ?? 500 })
+      // Projected page by page: full objects never pile up (10k pods would be hundreds of MB).
+      const { items, resourceVersion } = yield* listProjected(resource, namespace, transform, { pageSize: options.pageSize ?? 500 })
       const seen = new Set<string>()
       const events: Array<InformerEvent<A>> = []
-      for (const item of items) {
-        const a = transform(item)
+      for (const a of items) {
         seen.add(keyOf(a))
         events.push(...put(a))
       }

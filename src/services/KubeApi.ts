@@ -97,19 +97,22 @@ export const objectKey = (namespace: string | undefined, name: string): string =
   namespace === undefined || namespace === "" ? name : `${namespace}/${name}`
 
 /**
- * Lists every page (`limit`/`continue`). An expired continue token (410) restarts the
- * list once from the beginning, as client-go's pager does.
+ * Lists every page (`limit`/`continue`), handing each page to `onPage` as it arrives so callers
+ * keep only what they need of each object (a page of full pods is garbage before the next one
+ * is fetched). An expired continue token (410) restarts the list once from the beginning, as
+ * client-go's pager does; `onStart` runs before every (re)start so callers can reset.
  */
-export const listAll = (
+export const forEachPage = <E, R>(
   r: Resource,
   namespace: string | undefined,
-  options: { readonly pageSize?: number; readonly labelSelector?: string; readonly fieldSelector?: string } = {}
-): Effect.Effect<{ readonly items: ReadonlyArray<KubeObject>; readonly resourceVersion: string }, KubeError, KubeApi> =>
+  onPage: (items: ReadonlyArray<KubeObject>) => Effect.Effect<void, E, R>,
+  options: { readonly pageSize?: number; readonly labelSelector?: string; readonly fieldSelector?: string; readonly onStart?: () => void } = {}
+): Effect.Effect<string, KubeError | E, KubeApi | R> =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const pageSize = options.pageSize ?? 500
     const once = Effect.gen(function* () {
-      const items: Array<KubeObject> = []
+      options.onStart?.()
       let token: string | undefined
       let resourceVersion = ""
       do {
@@ -119,20 +122,42 @@ export const listAll = (
           labelSelector: options.labelSelector,
           fieldSelector: options.fieldSelector
         })
-        for (const item of page.items) items.push(item)
+        yield* onPage(page.items)
         // The list's version is the snapshot of the first page; later pages belong to it.
         if (token === undefined) resourceVersion = page.resourceVersion
         token = page.continue === "" ? undefined : page.continue
       } while (token !== undefined)
-      return { items, resourceVersion }
+      return resourceVersion
     })
-    return yield* once.pipe(
-      Effect.catchIf(
-        (e) => e.reason === "Gone",
-        () => once
-      )
-    )
+    return yield* once.pipe(Effect.catchIf((e): e is KubeError => e instanceof KubeError && e.reason === "Gone", () => once))
   })
+
+/** Every object of every page, and the list's resourceVersion. */
+export const listAll = (
+  r: Resource,
+  namespace: string | undefined,
+  options: { readonly pageSize?: number; readonly labelSelector?: string; readonly fieldSelector?: string } = {}
+): Effect.Effect<{ readonly items: ReadonlyArray<KubeObject>; readonly resourceVersion: string }, KubeError, KubeApi> => {
+  let items: Array<KubeObject> = []
+  return Effect.map(
+    forEachPage(r, namespace, (page) => Effect.sync(() => void items.push(...page)), { ...options, onStart: () => void (items = []) }),
+    (resourceVersion) => ({ items, resourceVersion })
+  )
+}
+
+/** Like listAll, projecting each page as it arrives. */
+export const listProjected = <A>(
+  r: Resource,
+  namespace: string | undefined,
+  project: (o: KubeObject) => A,
+  options: { readonly pageSize?: number } = {}
+): Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly resourceVersion: string }, KubeError, KubeApi> => {
+  let items: Array<A> = []
+  return Effect.map(
+    forEachPage(r, namespace, (page) => Effect.sync(() => void page.forEach((o) => items.push(project(o)))), { ...options, onStart: () => void (items = []) }),
+    (resourceVersion) => ({ items, resourceVersion })
+  )
+}
 
 /** A KubeError for callers that validate what the API returned. */
 export const malformed = (verb: string, target: string, detail: string): KubeError =>

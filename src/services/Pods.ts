@@ -2,7 +2,7 @@
 import { Context, Effect, Layer, Option } from "effect"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, listAll } from "./KubeApi.ts"
+import { KubeApi, listProjected } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
@@ -25,8 +25,8 @@ export const make = Effect.gen(function* () {
         Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(Option.none<PodProjection>()))
       ),
     list: (namespace) =>
-      listAll(R.Pods, namespace, { pageSize }).pipe(
-        Effect.map(({ items }) => items.map(projectPod)),
+      listProjected(R.Pods, namespace, projectPod, { pageSize }).pipe(
+        Effect.map(({ items }) => items),
         Effect.provideService(KubeApi, api)
       )
   } satisfies PodsShape

@@ -5,7 +5,7 @@
 import { Context, Effect, Layer, Option } from "effect"
 import { type ReservationRecord, toReservationRecord } from "./Caches.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, listAll } from "./KubeApi.ts"
+import { KubeApi, listProjected } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
@@ -59,8 +59,8 @@ export const make = Effect.gen(function* () {
 
   return {
     get,
-    list: listAll(R.OverlappingRangeIPReservations, namespace, { pageSize }).pipe(
-      Effect.map(({ items }) => items.map(toReservationRecord)),
+    list: listProjected(R.OverlappingRangeIPReservations, namespace, toReservationRecord, { pageSize }).pipe(
+      Effect.map(({ items }) => items),
       Effect.provideService(KubeApi, api)
     ),
     deleteFor,

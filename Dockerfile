@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+# whereabouts-controller image: Node 24, compiled JavaScript only, non-root, no shell at run time.
+#   docker build -t ghcr.io/whereabouts-controller/whereabouts-controller:0.1.0 .
+
+# --- build: compile TypeScript to dist/ ------------------------------------------------------
+FROM node:24-bookworm-slim AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+# Dev dependencies include the `node` package (Node 24 for npm scripts); its install script
+# fetches that Node from the npm registry, so scripts stay on here.
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+# --- production dependencies only ----------------------------------------------------------
+FROM node:24-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+# No runtime dependency needs an install script (no native modules).
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+
+# --- runtime ---------------------------------------------------------------------------------
+# Distroless Node 24: no shell, no package manager; the :nonroot tag runs as uid/gid 65532.
+FROM gcr.io/distroless/nodejs24-debian12:nonroot
+WORKDIR /app
+ENV NODE_ENV=production
+# Owned by root and read-only to the process (which cannot write the root fs anyway).
+# package.json matters at run time: "type": "module" makes dist/*.js ES modules.
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /src/dist ./dist
+COPY package.json ./
+USER 65532:65532
+# The deployment's probes and Service use these (controller-runtime's ports).
+EXPOSE 8080 8081
+# Distroless keeps node at /nodejs/bin/node, off PATH, so the path is spelled out.
+# The heap is sized from the container's memory limit: by default V8 takes about a quarter of
+# it, and with 10k pods a relist needs more (measured: a 128 MB heap dies, 160 MB is enough).
+# At 40 % the rest of the process (~100-190 MB of code, new space and buffers) stays under the limit.
+ENTRYPOINT ["/nodejs/bin/node", "--max-old-space-size-percentage=40", "dist/programs/main.js"]
+CMD ["run"]
