@@ -74,8 +74,23 @@ const validators: Record<string, (o: KubeObject) => string | undefined> = {
     return undefined
   },
   overlappingrangeipreservations: (o) =>
-    typeof (o["spec"] as { podref?: unknown } | undefined)?.podref === "string" ? undefined : "spec.podref: Required value"
+    typeof (o["spec"] as { podref?: unknown } | undefined)?.podref === "string" ? undefined : "spec.podref: Required value",
+  pods: (o) => {
+    const containers = (o["spec"] as { containers?: unknown } | undefined)?.containers
+    return Array.isArray(containers) && containers.length > 0 ? undefined : "spec.containers: Required value"
+  }
 }
+
+/** Custom resources: unlike most built-in types, an update must name the resourceVersion it replaces. */
+const customResources = new Set(["ippools", "overlappingrangeipreservations", "network-attachment-definitions"])
+
+/** RFC 1123 subdomain, as the API server requires of object names. */
+const validName = (name: string): boolean =>
+  name.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(name)
+
+const namespaceMismatch = (r: Resource, ns: string | undefined, object: KubeObject): boolean =>
+  r.namespaced && object.metadata.namespace !== undefined && object.metadata.namespace !== "" && object.metadata.namespace !== ns
+const MISMATCH = "the namespace of the provided object does not match the namespace sent on the request"
 
 /** The mutable world. Methods run synchronously inside Effect.sync, so each one is atomic. */
 export class MemoryClusterState {
@@ -158,7 +173,12 @@ export class MemoryClusterState {
     let start = 0
     let listRv = String(this.rv)
     if (options.continue !== undefined && options.continue !== "") {
-      const token = JSON.parse(Buffer.from(options.continue, "base64").toString()) as { rv: string; after: string }
+      let token: { rv: string; after: string }
+      try {
+        token = JSON.parse(Buffer.from(options.continue, "base64").toString()) as typeof token
+      } catch {
+        return this.err("BadRequest", "list", r, ns, undefined, "invalid continue token")
+      }
       if (Number(token.rv) < (this.compactedBelow.get(r.plural) ?? 0)) {
         return this.err("Gone", "list", r, ns, undefined, "The provided continue parameter is too old")
       }
@@ -186,7 +206,12 @@ export class MemoryClusterState {
   }
 
   create(r: Resource, ns: string | undefined, object: KubeObject): KubeObject | KubeError {
+    if (namespaceMismatch(r, ns, object)) return this.err("BadRequest", "create", r, ns, object.metadata.name, MISMATCH)
+    if (!object.metadata.name && !object.metadata.generateName) {
+      return this.err("Invalid", "create", r, ns, "", "metadata.name: Required value: name or generateName is required")
+    }
     const name = object.metadata.name || `${object.metadata.generateName ?? ""}${randomUUID().slice(0, 5)}`
+    if (!validName(name)) return this.err("Invalid", "create", r, ns, name, `metadata.name: Invalid value: "${name}": a lowercase RFC 1123 subdomain is required`)
     if (this.table(r.plural).has(objectKey(ns, name))) {
       return this.err("AlreadyExists", "create", r, ns, name, `${r.plural} "${name}" already exists`)
     }
@@ -209,7 +234,11 @@ export class MemoryClusterState {
     const name = object.metadata.name
     const current = this.table(r.plural).get(objectKey(ns, name))
     if (current === undefined) return this.err("NotFound", "replace", r, ns, name, `${r.plural} "${name}" not found`)
+    if (namespaceMismatch(r, ns, object)) return this.err("BadRequest", "replace", r, ns, name, MISMATCH)
     const sent = object.metadata.resourceVersion
+    if ((sent === undefined || sent === "") && customResources.has(r.plural)) {
+      return this.err("Invalid", "replace", r, ns, name, "metadata.resourceVersion: Invalid value: 0: must be specified for an update")
+    }
     if (sent !== undefined && sent !== "" && sent !== current.metadata.resourceVersion) {
       return this.err("Conflict", "replace", r, ns, name, "the object has been modified; please apply your changes to the latest version and try again")
     }
@@ -259,14 +288,21 @@ export class MemoryClusterState {
     this.record(r.plural, "DELETED", { ...current, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } })
   }
 
-  /** Starts a watch; returns an unsubscribe function, or Gone when `fromRv` was compacted away. */
+  /**
+   * Starts a watch; returns an unsubscribe function, or Gone when `fromRv` was compacted away.
+   * From "" or "0" it starts, like the API server, with an ADDED event per current object.
+   */
   watch(r: Resource, ns: string | undefined, fromRv: string, watcher: Omit<Watcher, "plural" | "namespace">): (() => void) | KubeError {
-    const from = Number(fromRv)
-    if (!Number.isFinite(from) || from + 1 < (this.compactedBelow.get(r.plural) ?? 0)) {
-      return this.err("Gone", "watch", r, ns, undefined, `too old resource version: ${fromRv}`)
-    }
-    for (const { rv, event } of this.history.get(r.plural) ?? []) {
-      if (rv > from && (ns === undefined || event.object.metadata.namespace === ns)) watcher.emit(clone(event))
+    if (fromRv === "" || fromRv === "0") {
+      for (const object of this.snapshot(r, ns)) watcher.emit({ type: "ADDED", object })
+    } else {
+      const from = Number(fromRv)
+      if (!Number.isFinite(from) || from + 1 < (this.compactedBelow.get(r.plural) ?? 0)) {
+        return this.err("Gone", "watch", r, ns, undefined, `too old resource version: ${fromRv}`)
+      }
+      for (const { rv, event } of this.history.get(r.plural) ?? []) {
+        if (rv > from && (ns === undefined || event.object.metadata.namespace === ns)) watcher.emit(clone(event))
+      }
     }
     const w: Watcher = { plural: r.plural, namespace: ns, ...watcher }
     this.watchers.add(w)
@@ -350,23 +386,23 @@ export const makeMemoryKubeApi = (state: MemoryClusterState): KubeApiShape => ({
   patch: (r, ns, name, patch) => call(state, "patch", r, ns, name, () => state.patch(r, ns, name, patch)),
   delete: (r, ns, name, options) => call(state, "delete", r, ns, name, () => state.delete(r, ns, name, options)),
   watch: (r, ns, options) =>
-    Stream.async<WatchEvent, KubeError>((emit) => {
-      const fault = state.enter("watch", r, ns, undefined)
-      if (fault instanceof KubeError) {
-        void emit.fail(fault)
-        return
-      }
-      // A stalled watch is deaf: it delivers nothing until closeWatches() ends it.
-      const unsubscribe = state.watch(r, ns, options.resourceVersion, {
-        emit: fault === "stall" ? () => {} : (e) => void emit.single(e),
-        end: () => void emit.end()
+    Stream.asyncScoped<WatchEvent, KubeError>((emit) =>
+      Effect.gen(function* () {
+        const fault = state.enter("watch", r, ns, undefined)
+        if (fault instanceof KubeError) return void emit.fail(fault)
+        // A stalled watch is deaf: it delivers nothing until closeWatches() ends it.
+        const unsubscribe = state.watch(r, ns, options.resourceVersion, {
+          emit: fault === "stall" ? () => {} : (e) => void emit.single(e),
+          end: () => void emit.end()
+        })
+        if (unsubscribe instanceof KubeError) return void emit.fail(unsubscribe)
+        yield* Effect.addFinalizer(() => Effect.sync(unsubscribe))
+        // The API server ends a watch after timeoutSeconds; the consumer resumes from its last version.
+        if (options.timeoutSeconds !== undefined) {
+          yield* Effect.forkScoped(Effect.sleep(Duration.seconds(options.timeoutSeconds)).pipe(Effect.andThen(() => emit.end())))
+        }
       })
-      if (unsubscribe instanceof KubeError) {
-        void emit.fail(unsubscribe)
-        return
-      }
-      return Effect.sync(unsubscribe)
-    })
+    )
 })
 
 /** KubeApi backed by the InMemoryCluster in context. */

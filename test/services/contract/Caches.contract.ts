@@ -39,7 +39,8 @@ export const cachesContract = (target: ContractTarget) =>
         expect(Option.isSome(caches.nads.get(`${ns}/net`))).toBe(true)
         expect(caches.pools.byIndex(PODREF_INDEX, `${ns}/p1`).map((p) => p.name)).toEqual(["10.5.0.0-24"])
         expect(caches.reservations.byIndex(PODREF_INDEX, `${ns}/p0`).map((r) => r.name)).toEqual(["10.5.0.1"])
-      }).pipe(Effect.provide(env)))
+      // Scoped inside the provide: the informers stop before the KubeApi they use is released.
+      }).pipe(Effect.scoped, Effect.provide(env)))
 
     it.scopedLive("pod deletions come out as projections; the podref index follows pool changes", () =>
       Effect.gen(function* () {
@@ -59,5 +60,6 @@ export const cachesContract = (target: ContractTarget) =>
         yield* eventually(require(() => caches.pools.byIndex(PODREF_INDEX, `${ns}/q1`).length === 1, "pool not indexed"))
         yield* api.patch(R.IPPools, ns, "10.6.0.0-24", { type: "json", ops: [{ op: "remove", path: "/spec/allocations/7" }] })
         yield* eventually(require(() => caches.pools.byIndex(PODREF_INDEX, `${ns}/q1`).length === 0, "still indexed"))
-      }).pipe(Effect.provide(env)))
+      // Scoped inside the provide: the informers stop before the KubeApi they use is released.
+      }).pipe(Effect.scoped, Effect.provide(env)))
   })

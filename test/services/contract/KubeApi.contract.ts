@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Either, type Layer, Stream } from "effect"
 import { KubeApi, listAll } from "../../../src/services/KubeApi.ts"
 import * as R from "../../../src/services/resources.ts"
-import { namespaceObject, poolObject } from "../../support/objects.ts"
+import { namespaceObject, podObject, poolObject } from "../../support/objects.ts"
 
 export interface ContractTarget {
   readonly name: string
@@ -137,6 +137,53 @@ export const kubeApiContract = (target: ContractTarget) =>
             Effect.timeout("20 seconds")
           )
           expect(Chunk.toArray(events).map((e) => e.type)).toEqual(["ADDED", "MODIFIED", "DELETED"])
+        })
+      ))
+
+    // What a real API server rejects, so the in-memory cluster must too (found by the live tier).
+    it.live("rejects what the API server rejects: no containers, bad names, foreign namespace, bad continue", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          const reason = <A>(e: Effect.Effect<A, { readonly reason: string }>) =>
+            Effect.map(Effect.either(e), (x) => (Either.isLeft(x) ? x.left.reason : "ok"))
+          expect(yield* reason(api.create(R.Pods, ns, { metadata: { name: "nc" }, spec: {} }))).toBe("Invalid")
+          expect(yield* reason(api.create(R.IPPools, ns, poolObject(ns, "Bad_Name", "10.5.0.0/24")))).toBe("Invalid")
+          expect(yield* reason(api.create(R.IPPools, ns, { metadata: { name: "" }, spec: { range: "10.5.0.0/24", allocations: {} } }))).toBe("Invalid")
+          expect(yield* reason(api.create(R.IPPools, ns, poolObject(`${ns}-other`, "elsewhere", "10.5.0.0/24")))).toBe("BadRequest")
+          expect(yield* reason(api.list(R.IPPools, ns, { continue: "garbage" }))).toBe("BadRequest")
+          const generated = yield* api.create(R.IPPools, ns, { metadata: { name: "", generateName: "gen-" }, spec: { range: "10.5.0.0/24", allocations: {} } })
+          expect(generated.metadata.name).toMatch(/^gen-[a-z0-9]{5}$/)
+        })
+      ))
+
+    it.live("a custom resource's replace must carry a resourceVersion (built-in types need not)", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          const pool = yield* api.create(R.IPPools, ns, poolObject(ns, "norv", "10.6.0.0/24"))
+          const { resourceVersion: _pool, ...poolMeta } = pool.metadata
+          const unconditional = yield* Effect.either(api.replace(R.IPPools, ns, { ...pool, metadata: poolMeta }))
+          expect(Either.isLeft(unconditional) && unconditional.left.reason).toBe("Invalid")
+          const pod = yield* api.create(R.Pods, ns, podObject(ns, "norv"))
+          const { resourceVersion: _pod, ...podMeta } = pod.metadata
+          yield* api.replace(R.Pods, ns, { ...pod, metadata: { ...podMeta, labels: { a: "b" } } })
+        })
+      ))
+
+    it.live("a watch from \"\" starts with the current objects; timeoutSeconds ends it", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          yield* api.create(R.OverlappingRangeIPReservations, ns, { metadata: { name: "w-a", namespace: ns }, spec: { podref: "a/a" } })
+          yield* api.create(R.OverlappingRangeIPReservations, ns, { metadata: { name: "w-b", namespace: ns }, spec: { podref: "a/b" } })
+          yield* api.delete(R.OverlappingRangeIPReservations, ns, "w-b")
+          const events = yield* api.watch(R.OverlappingRangeIPReservations, ns, { resourceVersion: "", timeoutSeconds: 1 }).pipe(
+            Stream.runCollect,
+            Effect.timeout("20 seconds")
+          )
+          const seen = Chunk.toArray(events).flatMap((e) => (e.type === "BOOKMARK" || !e.object.metadata.name.startsWith("w-") ? [] : [`${e.type} ${e.object.metadata.name}`]))
+          expect(seen).toEqual(["ADDED w-a"])
         })
       ))
   })

@@ -1,0 +1,125 @@
+/**
+ * The real-API-server tier: starts etcd + kube-apiserver (envtest style), installs the CRDs from
+ * deploy/, and hands the kubeconfig to the test files through provide/inject.
+ *
+ *   WHEREABOUTS_ENVTEST=skip     never run it
+ *   WHEREABOUTS_ENVTEST=require  run it or fail the whole run
+ *   (unset)                      run it when scripts/envtest-assets.sh can provide the binaries
+ *                                (KUBEBUILDER_ASSETS, its cache, or a Go toolchain to build them)
+ */
+import { execFile } from "node:child_process"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import type { TestProject } from "vitest/node"
+import type { EnvtestInfo } from "../support/live.ts"
+import { type ControlPlane, DIR_PREFIX, installCrds, reapOrphans, startControlPlane } from "./cluster.ts"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+const HOW_TO = "set KUBEBUILDER_ASSETS or install Go (scripts/envtest-assets.sh)"
+const INSIST = "WHEREABOUTS_ENVTEST=require to insist"
+const log = (line: string) => process.stderr.write(`${line}\n`)
+
+/** The assets dir from scripts/envtest-assets.sh (it honours KUBEBUILDER_ASSETS and caches builds). */
+const assetsDir = (): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const child = execFile("bash", [path.join(root, "scripts/envtest-assets.sh")], { cwd: root, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      const out = stdout.trim()
+      if (err === null && out !== "") return resolve(out)
+      const last = stderr.trim().split("\n").filter((l) => l !== "").at(-1) ?? err?.message ?? "no output"
+      reject(new Error(last.replace(/^envtest-assets: (ERROR: )?/, "")))
+    })
+    // A cold build takes minutes: show its progress lines rather than hanging silently.
+    child.stderr?.on("data", (chunk: Buffer) => {
+      for (const line of chunk.toString().split("\n")) if (/building|built|done in/.test(line)) log(line)
+    })
+  })
+
+const nodeTooOld = (): string | undefined => {
+  const [major = 0, minor = 0] = process.versions.node.split(".").map(Number)
+  return major > 22 || (major === 22 && minor >= 19)
+    ? undefined
+    : `Node ${process.versions.node} cannot load @kubernetes/client-node 2 / undici 8 (needs ≥ 22.19): run vitest through npm (npm test, npx vitest) so the node devDependency is used`
+}
+
+/** POST /apiserver/stop and /apiserver/start on a loopback port, so test files can restart the apiserver. */
+const controlServer = (plane: ControlPlane): Promise<{ readonly url: string; readonly close: () => Promise<void> }> => {
+  let queue: Promise<unknown> = Promise.resolve()
+  const server = http.createServer((req, res) => {
+    const action = req.method === "POST" ? { "/apiserver/stop": plane.stopApiServer, "/apiserver/start": plane.startApiServer }[req.url ?? ""] : undefined
+    if (action === undefined) {
+      res.writeHead(404).end("unknown action")
+      return
+    }
+    const run = queue.then(action)
+    queue = run.catch(() => undefined)
+    run.then(
+      () => res.writeHead(200).end("ok"),
+      (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n${plane.logTail()}`)
+    )
+  })
+  return new Promise((resolve) => {
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      resolve({ url: `http://127.0.0.1:${port}`, close: () =>
+          new Promise((done) => {
+            server.closeAllConnections()
+            server.close(() => done())
+          })
+      })
+    })
+  })
+}
+
+export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
+  const mode = process.env["WHEREABOUTS_ENVTEST"] ?? ""
+  if (!["", "skip", "require"].includes(mode)) throw new Error(`WHEREABOUTS_ENVTEST=${mode}: use "skip", "require", or leave it unset`)
+  const skip = (reason: string, hint?: string) => {
+    log(`real-API-server tests skipped: ${reason}; ${hint === undefined ? "" : `${hint}; `}${INSIST}`)
+    project.provide("envtest", { status: "skipped", reason } satisfies EnvtestInfo)
+    return undefined
+  }
+  if (mode === "skip") {
+    log("real-API-server tests skipped: WHEREABOUTS_ENVTEST=skip")
+    project.provide("envtest", { status: "skipped", reason: "WHEREABOUTS_ENVTEST=skip" } satisfies EnvtestInfo)
+    return undefined
+  }
+
+  const tooOld = nodeTooOld()
+  if (tooOld !== undefined) {
+    if (mode === "require") throw new Error(`WHEREABOUTS_ENVTEST=require, but ${tooOld}`)
+    return skip(tooOld)
+  }
+  let assets: string
+  try {
+    assets = await assetsDir()
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e)
+    if (mode === "require") throw new Error(`WHEREABOUTS_ENVTEST=require, but no kube-apiserver/etcd: ${why}`)
+    return skip(`no kube-apiserver/etcd (${why})`, HOW_TO)
+  }
+
+  for (const dir of reapOrphans()) log(`envtest: removed ${dir} and its processes, left by a killed run`)
+  const started = Date.now()
+  const plane = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assets)
+  let control: Awaited<ReturnType<typeof controlServer>> | undefined
+  try {
+    const dirs = [path.join(root, "deploy/crds"), path.join(root, "deploy/components/nad-crd")]
+    const files = dirs.flatMap((d) => fs.readdirSync(d).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml").map((f) => path.join(d, f)))
+    const crds = await installCrds(plane, files)
+    control = await controlServer(plane)
+    log(`envtest: kube-apiserver ${plane.server} ready with ${crds.length} CRDs in ${((Date.now() - started) / 1000).toFixed(1)} s (${plane.dir})`)
+  } catch (e) {
+    const message = `${e instanceof Error ? e.message : String(e)}\n${plane.logTail()}`
+    await plane.stop()
+    throw new Error(message)
+  }
+  project.provide("envtest", { status: "running", kubeconfigPath: plane.kubeconfigPath, server: plane.server, controlUrl: control.url } satisfies EnvtestInfo)
+  return async () => {
+    await control?.close()
+    await plane.stop()
+  }
+}

@@ -1,0 +1,72 @@
+/** layerLive against the real API server: what only a real server shows (limiter timing, 401, 410, restarts). */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { expect, it } from "@effect/vitest"
+import { Chunk, Duration, Effect, Either, Fiber, Stream } from "effect"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
+import { namespaceObject, poolObject } from "../support/objects.ts"
+import { describeLive, liveKubeApi, runningEnvtest, startApiServer, stopApiServer, uniqueNamespace } from "../support/live.ts"
+
+describeLive("KubeApiLive on a real API server", () => {
+  const ns = uniqueNamespace("kubeapi-live")
+  const setup = Effect.gen(function* () {
+    const api = yield* KubeApi
+    yield* api.create(R.Namespaces, undefined, namespaceObject(ns)).pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void))
+    return api
+  })
+
+  it.live("the client-side limiter holds 40 GETs at qps 20 / burst 30 to at least (40 - 30) / 20 s", () =>
+    Effect.gen(function* () {
+      const api = yield* setup
+      const started = Date.now()
+      yield* Effect.forEach(Array.from({ length: 40 }), () => Effect.either(api.get(R.IPPools, ns, "none")), { concurrency: "unbounded" })
+      const elapsed = Date.now() - started
+      expect(elapsed).toBeGreaterThanOrEqual(480) // 10 tokens at 50 ms each (timer granularity: a few ms early at most)
+      expect(elapsed).toBeLessThan(10_000)
+    }).pipe(Effect.provide(liveKubeApi({ apiQps: 20, apiBurst: 30 }))))
+
+  it.live("errors carry the server's Status message; a watch from a compacted version fails with Gone", () =>
+    Effect.gen(function* () {
+      const api = yield* setup
+      const missing = yield* Effect.flip(api.get(R.IPPools, ns, "nope"))
+      expect(missing).toMatchObject({ reason: "NotFound", status: 404, verb: "get", target: `ippools ${ns}/nope`, detail: 'ippools.whereabouts.cni.cncf.io "nope" not found' })
+      yield* api.create(R.IPPools, ns, poolObject(ns, "dup", "10.20.0.0/24"))
+      const dup = yield* Effect.flip(api.create(R.IPPools, ns, poolObject(ns, "dup", "10.20.0.0/24")))
+      expect(dup).toMatchObject({ reason: "AlreadyExists", status: 409, detail: 'ippools.whereabouts.cni.cncf.io "dup" already exists' })
+      // The watch cache keeps no history from before its start: version 2 is long gone.
+      const gone = yield* Effect.flip(Stream.runDrain(api.watch(R.IPPools, ns, { resourceVersion: "2" })))
+      expect(gone).toMatchObject({ reason: "Gone", status: 410, verb: "watch" })
+      expect(gone.detail).toContain("too old resource version")
+    }).pipe(Effect.provide(liveKubeApi())))
+
+  it.live("a bad token is Unauthorized", () =>
+    Effect.gen(function* () {
+      const { kubeconfigPath } = runningEnvtest()
+      const bad = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "badtoken-")), "kubeconfig")
+      fs.writeFileSync(bad, fs.readFileSync(kubeconfigPath, "utf8").replace(/token: .*/, "token: not-the-token"))
+      const denied = yield* Effect.flatMap(KubeApi, (api) => Effect.flip(api.list(R.Namespaces, undefined, { limit: 1 }))).pipe(
+        Effect.provide(liveKubeApi({ kubeconfig: bad })),
+        Effect.ensuring(Effect.sync(() => fs.rmSync(path.dirname(bad), { recursive: true, force: true })))
+      )
+      expect(denied).toMatchObject({ reason: "Unauthorized", status: 401 })
+    }))
+
+  it.live("apiserver restart: an open watch ends, requests are Unavailable meanwhile, then the same client works again", () =>
+    Effect.gen(function* () {
+      const api = yield* setup
+      const start = yield* api.list(R.IPPools, ns, { limit: 1 })
+      const watch = yield* Effect.fork(Stream.runCollect(api.watch(R.IPPools, ns, { resourceVersion: start.resourceVersion, timeoutSeconds: 300 })))
+      yield* Effect.sleep("200 millis")
+      yield* Effect.promise(stopApiServer)
+      const ended = yield* Fiber.join(watch).pipe(Effect.either, Effect.timeout("20 seconds"))
+      expect(Either.isRight(ended) && Chunk.size(ended.right)).toBe(0)
+      const down = yield* Effect.flip(api.get(R.IPPools, ns, "dup"))
+      expect(down.reason).toBe("Unavailable")
+      expect(down.detail).toContain("ECONNREFUSED")
+      yield* Effect.promise(startApiServer)
+      const back = yield* api.get(R.IPPools, ns, "dup").pipe(Effect.retry({ times: 20, while: (e) => e.reason === "Unavailable" }))
+      expect(back.metadata.name).toBe("dup")
+    }).pipe(Effect.provide(liveKubeApi({ requestTimeout: Duration.seconds(5) }))), 60_000)
+})

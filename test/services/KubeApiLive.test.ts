@@ -1,0 +1,390 @@
+/**
+ * KubeApiLive without a real API server: kubeconfig resolution, the status/network → reason table,
+ * the rate limiter under TestClock, and the HTTP behaviour against a small fake server (request
+ * shapes, one kept-alive connection, timeouts, watch framing). The real server: test/live/.
+ */
+import * as fs from "node:fs"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, ConfigProvider, Duration, Effect, Either, Fiber, Layer, Ref, Stream, TestClock } from "effect"
+import { afterAll, beforeAll, vi } from "vitest"
+import { layerWith } from "../../src/services/ControllerConfig.ts"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
+
+// client-node 2 and undici 8 do not load below Node 22.19 (see API-NOTES): run through npm/npx.
+const [major = 0, minor = 0] = process.versions.node.split(".").map(Number)
+const supported = major > 22 || (major === 22 && minor >= 19)
+const Live = supported ? await import("../../src/services/KubeApiLive.ts") : undefined
+const describeSupported = supported ? describe : describe.skip
+const live = () => Live!
+
+// Created only where the tests run: a skipped file runs no afterAll.
+const tmp = supported ? fs.mkdtempSync(path.join(os.tmpdir(), "kubeapilive-test-")) : ""
+afterAll(() => (tmp === "" ? undefined : fs.rmSync(tmp, { recursive: true, force: true })))
+
+const kubeconfigText = (server: string, extra: { readonly insecure?: boolean; readonly token?: string; readonly context?: string | null } = {}) =>
+  [
+    "apiVersion: v1",
+    "kind: Config",
+    "clusters:",
+    "- name: c",
+    "  cluster:",
+    `    server: ${server}`,
+    ...(extra.insecure === true ? ["    insecure-skip-tls-verify: true"] : []),
+    "users:",
+    "- name: u",
+    "  user:",
+    `    token: ${extra.token ?? "t0k3n"}`,
+    "contexts:",
+    "- name: ctx",
+    "  context: {cluster: c, user: u}",
+    ...(extra.context === null ? [] : [`current-context: ${extra.context ?? "ctx"}`]),
+    ""
+  ].join("\n")
+
+const writeFile = (name: string, text: string): string => {
+  const file = path.join(tmp, name)
+  fs.mkdirSync(path.dirname(file), { recursive: true })
+  fs.writeFileSync(file, text)
+  return file
+}
+
+const resolveError = (sources: Parameters<NonNullable<typeof Live>["resolveKubeConfig"]>[0]) =>
+  live()
+    .resolveKubeConfig(sources)
+    .pipe(
+      Effect.flip,
+      Effect.map((e) => e.message)
+    )
+
+describeSupported("KubeApiLive: kubeconfig resolution", () => {
+  it.effect("with nothing to use, the error names every source tried and why it failed", () =>
+    Effect.gen(function* () {
+      const message = yield* resolveError({ explicit: undefined, home: path.join(tmp, "nohome"), serviceHost: undefined })
+      expect(message).toContain("(1) KUBECONFIG/--kubeconfig: not set")
+      expect(message).toContain(`(2) ~/.kube/config (${path.join(tmp, "nohome", ".kube", "config")}): no such file`)
+      expect(message).toContain("(3) in-cluster service account: KUBERNETES_SERVICE_HOST is not set")
+      const noToken = yield* resolveError({ explicit: undefined, home: undefined, serviceHost: "10.0.0.1", serviceAccountPrefix: tmp })
+      expect(noToken).toContain("~/.kube/config: no home directory")
+      expect(noToken).toContain(`in-cluster service account: no token at ${tmp}/var/run/secrets/kubernetes.io/serviceaccount/token`)
+    }))
+
+  it.effect("an explicit kubeconfig that is missing or broken is an error, never a fallback", () =>
+    Effect.gen(function* () {
+      const home = path.join(tmp, "home-ok")
+      writeFile("home-ok/.kube/config", kubeconfigText("https://10.9.9.9:6443"))
+      const missing = yield* resolveError({ explicit: path.join(tmp, "absent"), home, serviceHost: undefined })
+      expect(missing).toContain(`KUBECONFIG/--kubeconfig (${path.join(tmp, "absent")}): no such file`)
+      expect(missing).toContain("were not tried")
+      const broken = writeFile("broken.yaml", "clusters: [unclosed")
+      expect(yield* resolveError({ explicit: broken, home, serviceHost: undefined })).toContain(`KUBECONFIG/--kubeconfig (${broken}):`)
+      const noContext = writeFile("nocontext.yaml", kubeconfigText("https://10.9.9.9:6443", { context: null }))
+      expect(yield* resolveError({ explicit: noContext, home, serviceHost: undefined })).toContain("no current-context")
+      const unknown = writeFile("unknown.yaml", kubeconfigText("https://10.9.9.9:6443", { context: "nope" }))
+      expect(yield* resolveError({ explicit: unknown, home, serviceHost: undefined })).toContain(`current-context "nope" names no known cluster`)
+    }))
+
+  it.effect("KUBECONFIG may list several files; ~/.kube/config is next; then the service account", () =>
+    Effect.gen(function* () {
+      const a = writeFile("list/a.yaml", kubeconfigText("https://10.1.1.1:6443"))
+      const b = writeFile("list/b.yaml", kubeconfigText("https://10.2.2.2:6443").replaceAll("name: c", "name: c2").replace("cluster: c,", "cluster: c2,"))
+      const listed = yield* live().resolveKubeConfig({ explicit: `${a}${path.delimiter}${b}`, home: undefined, serviceHost: undefined })
+      // Merged like kubectl: names already seen (user "u", context "ctx") keep the first file's entry.
+      expect(listed.kc.getClusters().map((c) => c.server)).toEqual(["https://10.1.1.1:6443", "https://10.2.2.2:6443"])
+      expect(listed.kc.getUsers()).toHaveLength(1)
+      expect(listed.kc.getCurrentCluster()?.server).toBe("https://10.1.1.1:6443")
+
+      const home = path.join(tmp, "home-ok")
+      writeFile("home-ok/.kube/config", kubeconfigText("https://10.9.9.9:6443"))
+      const fromHome = yield* live().resolveKubeConfig({ explicit: undefined, home, serviceHost: "10.0.0.1" })
+      expect(fromHome.source).toBe(`~/.kube/config (${path.join(home, ".kube", "config")})`)
+
+      writeFile("sa/var/run/secrets/kubernetes.io/serviceaccount/token", "sa-token")
+      writeFile("sa/var/run/secrets/kubernetes.io/serviceaccount/ca.crt", "")
+      vi.stubEnv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+      vi.stubEnv("KUBERNETES_SERVICE_PORT", "443")
+      try {
+        const inCluster = yield* live().resolveKubeConfig({ explicit: undefined, home: undefined, serviceHost: "10.0.0.1", serviceAccountPrefix: path.join(tmp, "sa") })
+        expect(inCluster.source).toBe("in-cluster service account")
+        expect(inCluster.kc.getCurrentCluster()?.server).toBe("https://10.0.0.1:443")
+      } finally {
+        vi.unstubAllEnvs()
+      }
+    }))
+
+  it.effect("layerLive fails to build with a KubeConfigError; http:// needs insecure-skip-tls-verify", () =>
+    Effect.gen(function* () {
+      const none = yield* Layer.build(live().layerLive).pipe(
+        Effect.scoped,
+        Effect.provide(layerWith({ kubeconfig: undefined })),
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["HOME", path.join(tmp, "nohome")]]))),
+        Effect.flip
+      )
+      expect(none._tag).toBe("KubeConfigError")
+      expect(none.message).toMatch(/KUBECONFIG.*not set.*~\/\.kube\/config.*no such file.*KUBERNETES_SERVICE_HOST is not set/)
+      const plain = writeFile("plain-http.yaml", kubeconfigText("http://127.0.0.1:1"))
+      const http = yield* Layer.build(live().layerLive).pipe(Effect.scoped, Effect.provide(layerWith({ kubeconfig: plain })), Effect.flip)
+      expect(http.message).toContain("credentials or TLS files are unusable: HTTP protocol is not allowed")
+    }))
+})
+
+describeSupported("KubeApiLive: statuses and failures become reasons", () => {
+  const status = (code: number, message: string) => JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", message, code })
+  it.effect.each([
+    [400, "get", "BadRequest"],
+    [401, "get", "Unauthorized"],
+    [403, "list", "Forbidden"],
+    [404, "get", "NotFound"],
+    [409, "create", "AlreadyExists"],
+    [409, "replace", "Conflict"],
+    [409, "delete", "Conflict"],
+    [410, "list", "Gone"],
+    [422, "patch", "Invalid"],
+    [429, "get", "TooManyRequests"],
+    [500, "get", "Unavailable"],
+    [503, "get", "Unavailable"],
+    [504, "get", "Timeout"],
+    [418, "get", "Unknown"]
+  ] as const)("HTTP %i on %s → %s, the Status message as detail", ([code, verb, reason]) =>
+    Effect.sync(() => {
+      const e = live().errorFromResponse(verb, "ippools ns/p", code, status(code, `message ${code}`))
+      expect(e).toMatchObject({ reason, status: code, verb, target: "ippools ns/p", detail: `message ${code}` })
+    }))
+
+  it("a body that is no Status is the detail as text; an empty one says the code", () => {
+    expect(live().errorFromResponse("get", "pods", 503, "upstream connect error\n").detail).toBe("upstream connect error")
+    expect(live().errorFromResponse("get", "pods", 502, "").detail).toBe("HTTP 502")
+    expect(live().errorFromResponse("get", "pods", 500, '{"kind":"Pod"}').detail).toBe('{"kind":"Pod"}')
+  })
+
+  const failed = (code: string, message: string) => new TypeError("fetch failed", { cause: Object.assign(new Error(message), { code }) })
+  it.each([
+    [failed("ECONNREFUSED", "connect ECONNREFUSED 127.0.0.1:6443"), "Unavailable", "ECONNREFUSED"],
+    [failed("ECONNRESET", "read ECONNRESET"), "Unavailable", "ECONNRESET"],
+    [failed("ENOTFOUND", "getaddrinfo ENOTFOUND api.example"), "Unavailable", "ENOTFOUND"],
+    [failed("EAI_AGAIN", "getaddrinfo EAI_AGAIN api.example"), "Unavailable", "EAI_AGAIN"],
+    [failed("UND_ERR_SOCKET", "other side closed"), "Unavailable", "UND_ERR_SOCKET"],
+    [failed("DEPTH_ZERO_SELF_SIGNED_CERT", "self-signed certificate"), "Unavailable", "DEPTH_ZERO_SELF_SIGNED_CERT"],
+    [failed("UND_ERR_CONNECT_TIMEOUT", "Connect Timeout Error"), "Timeout", "UND_ERR_CONNECT_TIMEOUT"],
+    [failed("UND_ERR_HEADERS_TIMEOUT", "Headers Timeout Error"), "Timeout", "UND_ERR_HEADERS_TIMEOUT"],
+    [new DOMException("This operation was aborted", "AbortError"), "Timeout", "aborted"],
+    [new TypeError("fetch failed"), "Unavailable", "fetch failed"],
+    [new Error("something else"), "Unknown", "something else"]
+  ] as const)("%s → %s", (failure, reason, inDetail) => {
+    const e = live().errorFromFailure("get", "pods ns/p", failure)
+    expect(e.reason).toBe(reason)
+    expect(e.status).toBeUndefined()
+    expect(e.detail).toContain(inDetail)
+  })
+})
+
+describeSupported("KubeApiLive: rate limiter (TestClock)", () => {
+  it.scoped("qps 20 / burst 30: 30 requests at once, then one every 50 ms", () =>
+    Effect.gen(function* () {
+      const limiter = yield* live().makeRateLimiter(20, 30)
+      const done = yield* Ref.make(0)
+      const fiber = yield* Effect.forkScoped(Effect.forEach(Array.from({ length: 40 }), () => limiter(Ref.update(done, (n) => n + 1)), { concurrency: "unbounded" }))
+      yield* TestClock.adjust(0)
+      expect(yield* Ref.get(done)).toBe(30)
+      yield* TestClock.adjust("49 millis")
+      expect(yield* Ref.get(done)).toBe(30)
+      yield* TestClock.adjust("1 millis")
+      expect(yield* Ref.get(done)).toBe(31)
+      yield* TestClock.adjust("450 millis")
+      expect(yield* Ref.get(done)).toBe(40)
+      yield* Fiber.join(fiber)
+      // Idle time refills the bucket up to the burst again, no further.
+      yield* TestClock.adjust("10 seconds")
+      yield* Effect.forkScoped(Effect.forEach(Array.from({ length: 35 }), () => limiter(Ref.update(done, (n) => n + 1)), { concurrency: "unbounded" }))
+      yield* TestClock.adjust(0)
+      expect(yield* Ref.get(done)).toBe(70)
+    }))
+
+  it.scoped("qps ≤ 0 turns client-side limiting off", () =>
+    Effect.gen(function* () {
+      const limiter = yield* live().makeRateLimiter(0, 1)
+      const n = yield* Effect.forEach(Array.from({ length: 100 }), () => limiter(Effect.succeed(1)), { concurrency: "unbounded" })
+      expect(n).toHaveLength(100)
+    }))
+})
+
+// ---------------------------------------------------------------------------------------------
+// Against a fake HTTP server
+
+interface Seen {
+  readonly method: string
+  readonly url: string
+  readonly headers: http.IncomingHttpHeaders
+  readonly body: string
+}
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse, body: string) => void
+
+const fake = { server: undefined as http.Server | undefined, url: "", handler: undefined as Handler | undefined, seen: [] as Array<Seen>, connections: 0, closed: 0 }
+beforeAll(async () => {
+  if (!supported) return
+  const server = http.createServer((req, res) => {
+    let body = ""
+    req.on("data", (c: Buffer) => (body += c.toString()))
+    req.on("end", () => {
+      fake.seen.push({ method: req.method ?? "", url: req.url ?? "", headers: req.headers, body })
+      fake.handler?.(req, res, body)
+    })
+    req.on("close", () => fake.closed++)
+  })
+  server.on("connection", () => fake.connections++)
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  fake.server = server
+  fake.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+})
+afterAll(async () => {
+  fake.server?.closeAllConnections()
+  await new Promise((resolve) => (fake.server === undefined ? resolve(undefined) : fake.server.close(resolve)))
+})
+
+const serve = (handler: Handler) => {
+  fake.handler = handler
+  fake.seen.length = 0
+  fake.closed = 0
+}
+const json = (res: http.ServerResponse, code: number, body: unknown) => res.writeHead(code, { "Content-Type": "application/json" }).end(JSON.stringify(body))
+
+const fakeApi = (overrides: Parameters<typeof layerWith>[0] = {}) =>
+  Layer.unwrapEffect(
+    Effect.sync(() => {
+      const kubeconfig = writeFile("fake.yaml", kubeconfigText(fake.url, { insecure: true, token: "fake-token" }))
+      return live().layerLive.pipe(Layer.provide(layerWith({ kubeconfig, apiQps: 1000, apiBurst: 1000, ...overrides })), Layer.orDie)
+    })
+  )
+
+const pod = (name: string, rv: string) => ({ apiVersion: "v1", kind: "Pod", metadata: { name, namespace: "ns", resourceVersion: rv } })
+
+describeSupported("KubeApiLive: HTTP against a fake server", () => {
+  it.live("requests: methods, paths, query, content types, auth, DeleteOptions; kept-alive connections", () =>
+    Effect.gen(function* () {
+      serve((req, res, body) => {
+        if (req.url?.startsWith("/api/v1/namespaces/ns/pods?")) return json(res, 200, { kind: "PodList", metadata: { resourceVersion: "7", continue: "next" }, items: [{ metadata: { name: "a" } }] })
+        if (req.method === "DELETE") return json(res, 200, { kind: "Status", status: "Success" })
+        return json(res, req.method === "POST" ? 201 : 200, { ...(JSON.parse(body || "{}") as object), metadata: { name: "p", namespace: "ns", resourceVersion: "8" } })
+      })
+      const before = fake.connections
+      const api = yield* KubeApi
+      const page = yield* api.list(R.Pods, "ns", { limit: 2, continue: "tok", labelSelector: "a=b", fieldSelector: "spec.nodeName=n1" })
+      expect(page).toEqual({ items: [{ apiVersion: "v1", kind: "Pod", metadata: { name: "a" } }], resourceVersion: "7", continue: "next" })
+      yield* api.create(R.IPPools, "ns", { metadata: { name: "p" }, spec: { range: "10.0.0.0/24", allocations: {} } })
+      yield* api.patch(R.IPPools, "ns", "p", { type: "json", ops: [{ op: "remove", path: "/spec/allocations/1" }] })
+      yield* api.patch(R.IPPools, "ns", "p", { type: "merge", body: { metadata: { labels: { a: "b" } } } })
+      yield* api.delete(R.IPPools, "ns", "p", { gracePeriodSeconds: 0, preconditions: { resourceVersion: "8" } })
+      yield* api.get(R.Namespaces, undefined, "ns")
+      for (let i = 0; i < 20; i++) yield* api.get(R.Namespaces, undefined, "ns")
+      const [list, create, jsonPatch, mergePatch, del, get] = fake.seen
+      expect(new URL(list!.url, fake.url).searchParams.toString()).toBe("limit=2&continue=tok&labelSelector=a%3Db&fieldSelector=spec.nodeName%3Dn1")
+      expect([create!.method, create!.url, create!.headers["content-type"]]).toEqual(["POST", "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/ns/ippools", "application/json"])
+      expect(JSON.parse(create!.body)).toMatchObject({ apiVersion: "whereabouts.cni.cncf.io/v1alpha1", kind: "IPPool" })
+      expect([jsonPatch!.method, jsonPatch!.headers["content-type"], jsonPatch!.body]).toEqual(["PATCH", "application/json-patch+json", '[{"op":"remove","path":"/spec/allocations/1"}]'])
+      expect(mergePatch!.headers["content-type"]).toBe("application/merge-patch+json")
+      expect(JSON.parse(del!.body)).toEqual({ kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds: 0, preconditions: { resourceVersion: "8" } })
+      expect([get!.url, get!.headers["authorization"], get!.headers["user-agent"]]).toEqual(["/api/v1/namespaces/ns", "Bearer fake-token", "whereabouts-controller"])
+      // 26 requests over a few kept-alive connections, not one each (undici's pool may open a second
+      // while the first is being released, and retires one after a DELETE with a body).
+      expect(fake.connections - before).toBeLessThanOrEqual(4)
+    }).pipe(Effect.provide(fakeApi())))
+
+  it.live("a Status body becomes the detail; no answer within requestTimeout is a Timeout; a closed port is Unavailable", () =>
+    Effect.gen(function* () {
+      serve((req, res) => {
+        if (req.url?.includes("slow")) return // never answers
+        json(res, 404, { kind: "Status", status: "Failure", reason: "NotFound", message: 'pods "x" not found', code: 404 })
+      })
+      const api = yield* KubeApi
+      expect(yield* Effect.flip(api.get(R.Pods, "ns", "x"))).toMatchObject({ reason: "NotFound", status: 404, target: "pods ns/x", detail: 'pods "x" not found' })
+      const slow = yield* Effect.flip(api.get(R.Pods, "ns", "slow"))
+      expect(slow).toMatchObject({ reason: "Timeout", verb: "get", target: "pods ns/slow" })
+      const closedPort = yield* Effect.promise(
+        () =>
+          new Promise<number>((resolve) => {
+            const probe = http.createServer().listen(0, "127.0.0.1", () => {
+              const { port } = probe.address() as AddressInfo
+              probe.close(() => resolve(port))
+            })
+          })
+      )
+      const closed = writeFile("closed.yaml", kubeconfigText(`http://127.0.0.1:${closedPort}`, { insecure: true }))
+      const refused = yield* Effect.flip(
+        Effect.flatMap(KubeApi, (other) => other.get(R.Pods, "ns", "x")).pipe(Effect.provide(live().layerLive.pipe(Layer.provide(layerWith({ kubeconfig: closed })), Layer.orDie)))
+      )
+      expect(refused.reason).toBe("Unavailable")
+      expect(refused.detail).toContain("ECONNREFUSED")
+    }).pipe(Effect.provide(fakeApi({ requestTimeout: Duration.millis(300) }))))
+
+  const watchWith = (lines: ReadonlyArray<string>, end: "close" | "hang" = "close") =>
+    serve((_req, res) => {
+      res.writeHead(200, { "Content-Type": "application/json" })
+      // Split mid-line on purpose: framing is by newline, not by chunk.
+      const text = lines.map((l) => `${l}\n`).join("")
+      res.write(text.slice(0, 17))
+      setTimeout(() => {
+        res.write(text.slice(17))
+        if (end === "close") res.end()
+      }, 20)
+    })
+
+  it.live("watch: events in order, bookmarks, and a normal end when the server closes the response", () =>
+    Effect.gen(function* () {
+      watchWith([
+        JSON.stringify({ type: "ADDED", object: pod("a", "11") }),
+        JSON.stringify({ type: "BOOKMARK", object: { kind: "Pod", apiVersion: "v1", metadata: { resourceVersion: "12" } } }),
+        JSON.stringify({ type: "MODIFIED", object: pod("a", "13") }),
+        JSON.stringify({ type: "DELETED", object: pod("a", "14") })
+      ])
+      const api = yield* KubeApi
+      const events = yield* api.watch(R.Pods, "ns", { resourceVersion: "10", timeoutSeconds: 30, labelSelector: "x=y" }).pipe(Stream.runCollect)
+      expect(Chunk.toArray(events).map((e) => (e.type === "BOOKMARK" ? `BOOKMARK ${e.resourceVersion}` : `${e.type} ${e.object.metadata.resourceVersion}`))).toEqual([
+        "ADDED 11",
+        "BOOKMARK 12",
+        "MODIFIED 13",
+        "DELETED 14"
+      ])
+      expect(new URL(fake.seen[0]!.url, fake.url).searchParams.toString()).toBe("watch=true&resourceVersion=10&allowWatchBookmarks=true&timeoutSeconds=30&labelSelector=x%3Dy")
+    }).pipe(Effect.provide(fakeApi())))
+
+  it.live("watch: an ERROR event fails the stream after the events before it (410 → Gone), as does an HTTP error", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const seen: Array<string> = []
+      watchWith([
+        JSON.stringify({ type: "ADDED", object: pod("a", "11") }),
+        JSON.stringify({ type: "ERROR", object: { kind: "Status", status: "Failure", message: "too old resource version: 1 (9)", reason: "Expired", code: 410 } })
+      ])
+      const gone = yield* api.watch(R.Pods, "ns", { resourceVersion: "1" }).pipe(
+        Stream.runForEach((e) => Effect.sync(() => seen.push(e.type))),
+        Effect.flip
+      )
+      expect(seen).toEqual(["ADDED"])
+      expect(gone).toMatchObject({ reason: "Gone", status: 410, verb: "watch", target: "pods", detail: "too old resource version: 1 (9)" })
+      watchWith([JSON.stringify({ type: "ERROR", object: { kind: "Status", code: 500, message: "internal error" } })])
+      expect(yield* Effect.flip(Stream.runDrain(api.watch(R.Pods, "ns", { resourceVersion: "1" })))).toMatchObject({ reason: "Unavailable", status: 500 })
+      serve((_req, res) => json(res, 403, { kind: "Status", code: 403, message: "forbidden: no watch for you" }))
+      expect(yield* Effect.flip(Stream.runDrain(api.watch(R.Pods, undefined, { resourceVersion: "1" })))).toMatchObject({ reason: "Forbidden", detail: "forbidden: no watch for you" })
+    }).pipe(Effect.provide(fakeApi())))
+
+  it.live("watch: interrupting the stream aborts the request; a dropped connection ends it", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      watchWith([JSON.stringify({ type: "ADDED", object: pod("a", "11") })], "hang")
+      const first = yield* api.watch(R.Pods, "ns", { resourceVersion: "1" }).pipe(Stream.take(1), Stream.runCollect)
+      expect(Chunk.size(first)).toBe(1)
+      yield* Effect.sleep("50 millis")
+      expect(fake.closed).toBe(1)
+      serve((_req, res) => {
+        res.writeHead(200, { "Content-Type": "application/json" })
+        res.write(`${JSON.stringify({ type: "ADDED", object: pod("b", "12") })}\n{"type":"MODIF`)
+        setTimeout(() => res.socket?.destroy(), 20)
+      })
+      const dropped = yield* api.watch(R.Pods, "ns", { resourceVersion: "1" }).pipe(Stream.runCollect, Effect.timeout("5 seconds"))
+      expect(Chunk.toArray(dropped).map((e) => e.type)).toEqual(["ADDED"])
+    }).pipe(Effect.provide(fakeApi())))
+})

@@ -1,0 +1,75 @@
+/**
+ * What live test files need from the real-API-server tier (started by test/live/globalSetup.ts):
+ * whether it runs, the admin kubeconfig, a KubeApi layer over it, and a way to stop and restart
+ * the apiserver mid-run. Values arrive through vitest's provide/inject, never process.env.
+ */
+import { Effect, Layer } from "effect"
+import { describe, inject } from "vitest"
+import { type ControllerConfigShape, layerWith } from "../../src/services/ControllerConfig.ts"
+import type { KubeApi } from "../../src/services/KubeApi.ts"
+
+export type EnvtestInfo =
+  | {
+      readonly status: "running"
+      readonly kubeconfigPath: string
+      readonly server: string
+      /** Base URL of the harness's control endpoint (POST /apiserver/stop, /apiserver/start). */
+      readonly controlUrl: string
+    }
+  | { readonly status: "skipped"; readonly reason: string }
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    envtest: EnvtestInfo
+  }
+}
+
+/** The tier's state; throws when the file runs outside the "live" project (no globalSetup ran). */
+export const envtest = (): EnvtestInfo => {
+  const info = inject("envtest")
+  if (info === undefined) throw new Error("no envtest context: run live tests through the vitest \"live\" project (vitest.config.ts)")
+  return info
+}
+
+/**
+ * `describe` when the tier runs; `describe.skip` with the reason when it was skipped. Never skips
+ * under WHEREABOUTS_ENVTEST=require: globalSetup fails the run instead of reporting "skipped".
+ */
+export const describeLive = (name: string, body: () => void): void => {
+  const info = envtest()
+  if (info.status === "skipped") describe.skip(`${name} (skipped: ${info.reason})`, body)
+  else describe(name, body)
+}
+
+/** Only meaningful inside describeLive. */
+export const runningEnvtest = (): Extract<EnvtestInfo, { status: "running" }> => {
+  const info = envtest()
+  if (info.status !== "running") throw new Error(`the real-API-server tier is not running: ${info.reason}`)
+  return info
+}
+
+/**
+ * KubeApi over the harness's API server (the layerLive under test). Imported lazily: client-node
+ * and undici 8 need Node ≥ 22.19, and a skipped tier must still load on an older Node.
+ */
+export const liveKubeApi = (overrides: Partial<ControllerConfigShape> = {}): Layer.Layer<KubeApi> =>
+  Layer.unwrapEffect(
+    Effect.promise(() => import("../../src/services/KubeApiLive.ts")).pipe(
+      Effect.map(({ layerLive }) =>
+        layerLive.pipe(Layer.provide(layerWith({ kubeconfig: runningEnvtest().kubeconfigPath, ...overrides })), Layer.orDie)
+      )
+    )
+  )
+
+const control = async (action: "stop" | "start"): Promise<void> => {
+  const res = await fetch(`${runningEnvtest().controlUrl}/apiserver/${action}`, { method: "POST" })
+  if (!res.ok) throw new Error(`envtest control: ${action} the apiserver failed: ${await res.text()}`)
+}
+
+/** Stops the kube-apiserver (etcd keeps the data); resolves once it has exited. */
+export const stopApiServer = (): Promise<void> => control("stop")
+/** Starts it again on the same port with the same certs; resolves once /readyz is ok. */
+export const startApiServer = (): Promise<void> => control("start")
+
+/** A namespace name of its own for one test file run (the live cluster is shared by all files). */
+export const uniqueNamespace = (prefix: string): string => `${prefix}-${Date.now().toString(36)}${Math.floor(Math.random() * 1296).toString(36)}`
