@@ -47,6 +47,14 @@ export interface Informer<A> {
   readonly restarts: () => number
 }
 
+const TRANSIENT: ReadonlySet<string> = new Set(["Unavailable", "Timeout", "TooManyRequests"])
+
+const rewatchBackoff = Schedule.exponential("250 millis").pipe(
+  Schedule.either(Schedule.spaced("5 seconds")),
+  Schedule.jittered,
+  Schedule.intersect(Schedule.recurs(8))
+)
+
 const defaultBackoff = Schedule.exponential("1 second").pipe(
   Schedule.either(Schedule.spaced("30 seconds")),
   Schedule.jittered
@@ -123,6 +131,11 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       return resourceVersion
     })
 
+    // A watch that delivered events or ran to its end proves the API works: the next failure starts
+    // the backoff afresh. A successful list alone does not: with a watch that is refused every time
+    // (403, say) each restart would relist everything once a second instead of backing off.
+    let driverReset = false
+
     const watchFrom = (fromVersion: string): Effect.Effect<string, KubeError> => {
       let version = fromVersion
       return api
@@ -132,6 +145,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
         })
         .pipe(
           Stream.runForEach((event) => {
+            driverReset = true
             if (event.type === "BOOKMARK") {
               version = event.resourceVersion
               return Effect.void
@@ -144,16 +158,19 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
         )
     }
 
-    // A successful list proves the API is back: the next failure starts the backoff afresh.
-    let driverReset = false
     // One run: list, then watch and resume until a non-410 error ends it.
     const run = Effect.gen(function* () {
       let version = yield* relist
-      driverReset = true
       for (;;) {
-        const next = yield* Effect.either(watchFrom(version))
-        if (next._tag === "Right") version = next.right
-        else if (next.left.reason === "Gone") version = yield* relist
+        const next = yield* Effect.either(
+          // An API server restarting refuses connections for a while: resume the watch from where
+          // it was (as client-go does) instead of relisting everything; give up after a few tries.
+          watchFrom(version).pipe(Effect.retry({ schedule: rewatchBackoff, while: (e) => TRANSIENT.has(e.reason) }))
+        )
+        if (next._tag === "Right") {
+          version = next.right
+          driverReset = true
+        } else if (next.left.reason === "Gone") version = yield* relist
         else return yield* Effect.fail(next.left)
       }
     })

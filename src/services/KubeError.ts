@@ -57,6 +57,9 @@ export const reasonForStatus = (status: number, verb: string): KubeErrorReason =
       return verb === "create" ? "AlreadyExists" : "Conflict"
     case 410:
       return "Gone"
+    case 413:
+      // Request too large (e.g. a JSON patch over 10,000 operations): retrying cannot help.
+      return "BadRequest"
     case 422:
       return "Invalid"
     case 429:

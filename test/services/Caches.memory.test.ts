@@ -71,4 +71,18 @@ describe("Caches on the in-memory cluster", () => {
       yield* eventually(require(() => Option.isSome(caches.pods.get("ns/late")), "not caught up"), "10 seconds")
       expect(caches.pods.restarts()).toBe(1)
     }).pipe(Effect.provide(world)))
+
+  it.scopedLive("a watch refused for a while (API server restarting) resumes without a relist", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const cluster = yield* InMemoryCluster
+      const { caches } = yield* start
+      const lists = cluster.count({ verb: "list", resource: "pods" })
+      cluster.injectFault({ verb: "watch", resource: "pods", reason: "Unavailable", times: 2 })
+      cluster.closeWatches()
+      yield* api.create(R.Pods, "ns", podObject("ns", "after-restart"))
+      yield* eventually(require(() => Option.isSome(caches.pods.get("ns/after-restart")), "not caught up"))
+      expect(cluster.count({ verb: "list", resource: "pods" })).toBe(lists)
+      expect(caches.pods.restarts()).toBe(0)
+    }).pipe(Effect.provide(world)))
 })
