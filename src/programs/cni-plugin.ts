@@ -42,6 +42,24 @@ class Retry extends Data.TaggedError("Retry")<{}> {}
 
 const backoff = Effect.suspend(() => Effect.sleep(`${1 + Math.floor(Math.random() * 5)} millis`))
 
+/**
+ * Creates the overlapping-range reservation; an existing one is fine when it is this pod's (a
+ * reborn StatefulSet pod keeps it), false when another pod holds it.
+ */
+const claimReservation = (name: string, spec: { readonly podref: string; readonly containerid: string; readonly ifname: string }) =>
+  Effect.gen(function* () {
+    const reservations = yield* Reservations
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const created = yield* Effect.either(reservations.create(name, spec))
+      if (Either.isRight(created)) return true
+      if (created.left.reason !== "AlreadyExists") return yield* Effect.fail(created.left)
+      const held = yield* reservations.get(name)
+      // Deleted between our create and get: create it again.
+      if (Option.isSome(held)) return held.value.podref === spec.podref
+    }
+    return false
+  })
+
 /** CNI ADD: one address per range, as whereabouts 0.9 assigns it. */
 export const cniAdd = (req: CniRequest) =>
   Effect.gen(function* () {
@@ -87,12 +105,17 @@ export const cniAdd = (req: CniRequest) =>
           }
           return yield* Effect.fail(e)
         }
+        if (config.enableOverlappingRanges && !(yield* claimReservation(reservationName(ip, config.networkName), { podref, containerid: req.containerId, ifname: req.ifname }))) {
+          // Another pod's reservation still stands (checked free above; its owner's DEL freed the pool
+          // entry but not yet the reservation). Upstream fails such an ADD; give the address back and
+          // try the next one, so no pod ever holds an address without its own reservation.
+          yield* store
+            .update(name, (allocations) => Either.right(releaseById(allocations, req.containerId, req.ifname).allocations))
+            .pipe(Effect.retry({ times: DATASTORE_RETRIES, while: (e) => e.reason === "Conflict" }))
+          taken.push(ip)
+          continue
+        }
         assigned = ip
-      }
-      if (config.enableOverlappingRanges) {
-        yield* reservations
-          .create(reservationName(assigned, config.networkName), { podref, containerid: req.containerId, ifname: req.ifname })
-          .pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void))
       }
       ips.push(assigned)
     }

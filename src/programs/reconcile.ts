@@ -1,7 +1,7 @@
 /**
  * Reconcile deleted pods: find every whereabouts allocation they held, make sure no live pod
- * of the same name holds them, free them with one guarded patch per pool, delete their
- * overlapping-range reservations and report each freed IP as an Event.
+ * of the same name holds them, delete their overlapping-range reservations, free them with one
+ * guarded patch per pool and report each freed IP as an Event.
  *
  * Pods are reconciled in batches (one pod is a batch of one): a mass deletion becomes one
  * patch per pool instead of one per pod, and the same-name re-check becomes one LIST per
@@ -170,6 +170,39 @@ export const livePodsByRef = (refs: ReadonlyArray<{ readonly namespace: string; 
   })
 
 /**
+ * An entry we meant to free that now carries the same podref under another id was taken back by a
+ * reborn pod of that name (its idempotent re-ADD writes the new container id but leaves the
+ * reservation as it found it): give back the reservation deleted before the release. Best effort;
+ * until it runs, the reborn pod is briefly without its reservation.
+ */
+export const restoreReservations = (
+  pool: string,
+  entries: ReadonlyArray<ReleaseEntry>,
+  deletedFor: (key: string) => ReadonlySet<string> | undefined
+) =>
+  Effect.gen(function* () {
+    const store = yield* IPPoolStore
+    const reservations = yield* Reservations
+    const current = yield* store.get(pool)
+    const network = poolNetworkName(pool, current.pool.range)
+    if (network === undefined) return
+    for (const s of entries) {
+      const now = current.pool.entries.find((e) => e.key === s.key)
+      // Still the dead pod's (same id), someone else's, or gone: nothing to give back.
+      if (now === undefined || now.podref !== s.podref || now.id === s.id) continue
+      const name = reservationName(now.ip, network)
+      if (deletedFor(s.key)?.has(name) !== true) continue
+      yield* reservations
+        .create(name, { podref: now.podref, containerid: now.id, ...(now.ifname === undefined ? {} : { ifname: now.ifname }) })
+        .pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void))
+    }
+  }).pipe(
+    Effect.catchAll((e) =>
+      Effect.logWarning("could not restore the reservation of an address a reborn pod took back").pipe(Effect.annotateLogs({ pool, error: e.message }))
+    )
+  )
+
+/**
  * Reconciles a batch of deleted pods. Never fails as a whole: each pod gets its own result, so
  * one bad annotation or a failed write for one pool does not hold back the others.
  */
@@ -188,8 +221,19 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
     const plans: Array<Plan> = []
     for (const pod of batch) {
       const planned = yield* Effect.either(plan(pod))
-      if (Either.isLeft(planned)) fail(podRef(pod), planned.left)
-      else plans.push(planned.right)
+      if (Either.isLeft(planned)) {
+        fail(podRef(pod), planned.left)
+        continue
+      }
+      // Two incarnations of one pod (same name, other uid) share the podref, so they own the same
+      // entries: one plan for both, or the batch patch removes each entry twice and is rejected.
+      const same = plans.find((p) => p.ref === planned.right.ref)
+      if (same === undefined) plans.push(planned.right)
+      else {
+        for (const [name, e] of planned.right.entries) if (!same.entries.has(name)) same.entries.set(name, e)
+        for (const [name, network] of planned.right.liveReads) if (!same.entries.has(name)) same.liveReads.set(name, network)
+        for (const network of planned.right.noReservations) same.noReservations.add(network)
+      }
     }
 
     // 2. Pools the cache has not seen yet are read live (a pool event may still be on its way).
@@ -211,9 +255,9 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
     }
 
     // 3. A live pod of the same name (a StatefulSet pod reborn, or not yet gone) keeps everything.
-    const holders = plans.filter(
-      (p) => !results.has(p.ref) && (p.entries.size > 0 || caches.reservations.byIndex(PODREF_INDEX, p.ref).length > 0)
-    )
+    // Reservations the pod owns, read before the re-check: one created later can only be a reborn pod's.
+    const owned = new Map(plans.map((p) => [p.ref, caches.reservations.byIndex(PODREF_INDEX, p.ref).map((r) => r.name)] as const))
+    const holders = plans.filter((p) => !results.has(p.ref) && (p.entries.size > 0 || (owned.get(p.ref)?.length ?? 0) > 0))
     const live = yield* Effect.either(livePodsByRef(holders.map((p) => p.pod)))
     if (Either.isLeft(live)) {
       for (const p of holders) fail(p.ref, apiError(p.ref, live.left))
@@ -227,9 +271,43 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
       return false
     })
 
-    // 4. One guarded patch per pool for the whole batch.
+    // 4. Reservations first, while the pool still holds their entries: a CNI ADD then never meets a
+    //    free address whose stale reservation costs it one of its retries (a batch frees hundreds at
+    //    once), and a reservation a reborn pod of the same name keeps using is restored below.
+    const deletedReservations = new Map<string, Set<string>>()
+    yield* Effect.forEach(
+      toFree,
+      (p) =>
+        Effect.gen(function* () {
+          const names = new Set(owned.get(p.ref) ?? [])
+          for (const [name, { pool, list }] of p.entries) {
+            const network = poolNetworkName(name, pool.pool.range)
+            if (network !== undefined && !p.noReservations.has(network)) for (const e of list) names.add(reservationName(e.ip, network))
+          }
+          const deleted = new Set<string>()
+          for (const name of names) {
+            // Reservations are never updated, only created and deleted: one that changed since the
+            // cache saw it was re-created (by a pod reborn under this name, say) and is not ours.
+            const cached = Option.getOrUndefined(caches.reservations.get(name))
+            const outcome = yield* Effect.either(
+              cached === undefined
+                ? reservations.deleteFor(name, p.ref)
+                : cached.podref === p.ref
+                  ? reservations.deleteListed(cached)
+                  : Effect.succeed("reassigned" as const)
+            )
+            if (Either.isLeft(outcome)) fail(p.ref, apiError(p.ref, outcome.left))
+            else if (outcome.right === "deleted") deleted.add(name)
+          }
+          deletedReservations.set(p.ref, deleted)
+        }),
+      { concurrency: 16, discard: true }
+    )
+
+    // 5. One guarded patch per pool for the whole batch (a pod whose reservations failed waits for its retry).
     const perPool = new Map<string, Array<{ plan: Plan; entry: PoolEntry; network: string }>>()
     for (const p of toFree) {
+      if (results.has(p.ref)) continue
       for (const [name, { network, list }] of p.entries) {
         let bucket = perPool.get(name)
         if (bucket === undefined) perPool.set(name, (bucket = []))
@@ -242,9 +320,12 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
       ([name, items]) =>
         Effect.gen(function* () {
           const entries: Array<ReleaseEntry> = items.map(({ entry }) => ({ key: entry.key, podref: entry.podref, id: entry.id, ip: entry.ip, ifname: entry.ifname }))
+          const deletedFor = (key: string) => deletedReservations.get(items.find((i) => i.entry.key === key)?.plan.ref ?? "")
           const out = yield* Effect.either(store.release(name, entries))
           if (Either.isLeft(out)) {
             for (const { plan: p } of items) fail(p.ref, apiError(p.ref, out.left))
+            // The retry will find a reborn pod alive and keep everything: restore what it re-took now.
+            yield* restoreReservations(name, entries, deletedFor)
             return
           }
           const releasedKeys = new Set(out.right.released.map((e) => e.key))
@@ -254,43 +335,38 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
             if (list === undefined) freed.set(p.ref, (list = []))
             list.push({ ip: formatIP(entry.ip), pool: name, network, entry })
           }
+          if (out.right.skipped.length > 0) yield* restoreReservations(name, out.right.skipped, deletedFor)
         }),
       { concurrency: 4, discard: true }
     )
 
-    // 5. Reservations of what we freed, and any other this pod still owns; then the Events.
+    // 6. The Events, for what was actually freed.
     yield* Effect.forEach(
       toFree,
       (p) =>
         Effect.gen(function* () {
           const mine = freed.get(p.ref) ?? []
-          const names = new Set(caches.reservations.byIndex(PODREF_INDEX, p.ref).map((r) => r.name))
-          for (const f of mine) {
-            const network = poolNetworkName(f.pool, p.entries.get(f.pool)?.pool.pool.range ?? "")
-            if (network !== undefined && !p.noReservations.has(network)) names.add(reservationName(f.entry.ip, network))
-          }
-          let deleted = 0
-          for (const name of names) {
-            const cached = Option.getOrUndefined(caches.reservations.get(name))
-            const outcome = yield* Effect.either(reservations.deleteFor(name, p.ref, cached))
-            if (Either.isLeft(outcome)) fail(p.ref, apiError(p.ref, outcome.left))
-            else if (outcome.right === "deleted") deleted++
-          }
           const regarding = { kind: "Pod" as const, namespace: p.pod.namespace, name: p.pod.name, uid: p.pod.uid }
           for (const f of mine) {
             yield* events.record(regarding, "Normal", REASON_GARBAGE_COLLECTED, garbageCollectedMessage(f.ip, f.network))
           }
           if (!results.has(p.ref)) {
-            results.set(p.ref, Either.right({ _tag: "Freed", freed: mine.map(({ ip, pool, network }) => ({ ip, pool, network })), reservations: deleted }))
+            const reservationsDeleted = deletedReservations.get(p.ref)?.size ?? 0
+            results.set(p.ref, Either.right({ _tag: "Freed", freed: mine.map(({ ip, pool, network }) => ({ ip, pool, network })), reservations: reservationsDeleted }))
           }
         }),
-      { concurrency: 4, discard: true }
+      { concurrency: 16, discard: true }
     )
 
-    return batch.map((pod): PodResult => ({
-      pod,
-      result: results.get(podRef(pod)) ?? Either.right({ _tag: "Freed", freed: [], reservations: 0 })
-    }))
+    // Incarnations of one pod shared one plan: what it freed is reported once, not once per incarnation.
+    const reported = new Set<string>()
+    return batch.map((pod): PodResult => {
+      const ref = podRef(pod)
+      const result = results.get(ref) ?? Either.right({ _tag: "Freed", freed: [], reservations: 0 })
+      const twin = reported.has(ref) && Either.isRight(result) && result.right._tag === "Freed"
+      reported.add(ref)
+      return { pod, result: twin ? Either.right({ _tag: "Freed", freed: [], reservations: 0 }) : result }
+    })
   })
 
 /** One deleted pod, as a typed Effect: fails with ReconcileError when it could not be done. */

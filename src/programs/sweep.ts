@@ -21,7 +21,7 @@ import { Metrics } from "../services/Metrics.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import { Pods } from "../services/Pods.ts"
 import { Reservations } from "../services/Reservations.ts"
-import { livePodsByRef } from "./reconcile.ts"
+import { livePodsByRef, restoreReservations } from "./reconcile.ts"
 
 export interface PoolReport {
   readonly name: string
@@ -124,11 +124,32 @@ export const runSweep = (
         if (list === undefined) perPool.set(o.pool, (list = []))
         list.push({ key: o.entry.key, podref: o.entry.podref, id: o.entry.id, ip: o.entry.ip, ifname: o.entry.ifname })
       }
+      // Reservations first, as the deletion loop does: a CNI ADD never meets a free address still
+      // reserved by a dead pod, and one a reborn pod took back is given back after the release.
+      const deletedReservations = new Set<string>()
+      const listedReservations = new Map(reservationList.map((r) => [r.name, r] as const))
+      for (const o of orphans.reservations) {
+        const pod = now.get(o.podref)
+        // A pod alive now keeps the reservation unless its status, read now, proves it lacks the IP:
+        // the listing may predate its re-creation (PodGone) or its re-ADD (NoAllocation).
+        if (pod !== undefined && (o.reason === "PodGone" || o.ip === undefined || podHoldsIP(pod, o.ip, undefined) !== "not-held")) {
+          spared++
+          continue
+        }
+        // Exactly the one listed: a reservation re-created since belongs to whoever re-created it.
+        const listed = listedReservations.get(o.name)
+        const outcome = yield* (listed === undefined ? reservations.deleteFor(o.name, o.podref) : reservations.deleteListed(listed))
+        if (outcome === "deleted") {
+          reservationsDeleted++
+          deletedReservations.add(o.name)
+        } else if (outcome === "reassigned") spared++
+      }
       const networks = perPool.size === 0 ? new Map<string, string>() : yield* nadNamesByPool
       for (const [pool, entries] of perPool) {
         const result = yield* store.release(pool, entries)
         freed += result.released.length
         spared += result.skipped.length
+        if (result.skipped.length > 0) yield* restoreReservations(pool, result.skipped, () => deletedReservations)
         for (const e of result.released) {
           const ip = formatIP(e.ip)
           yield* Effect.logInfo("sweep freed orphaned allocation").pipe(Effect.annotateLogs({ pool, ip, podref: e.podref }))
@@ -139,16 +160,6 @@ export const runSweep = (
             yield* events.record({ kind: "Pod", ...pod, uid: now.get(e.podref)?.uid ?? "" }, "Normal", REASON_GARBAGE_COLLECTED, garbageCollectedMessage(ip, network))
           }
         }
-      }
-      for (const o of orphans.reservations) {
-        const pod = now.get(o.podref)
-        if (pod !== undefined && o.reason === "PodGone") {
-          spared++
-          continue
-        }
-        const outcome = yield* reservations.deleteFor(o.name, o.podref)
-        if (outcome === "deleted") reservationsDeleted++
-        else if (outcome === "reassigned") spared++
       }
       yield* metrics.ipsFreed("sweep", freed)
       yield* metrics.reservationsDeleted("sweep", reservationsDeleted)

@@ -20,6 +20,11 @@ export interface ReservationsShape {
    * a reservation now held by another pod is left alone ("reassigned").
    */
   readonly deleteFor: (name: string, podref: string, cached?: ReservationRecord) => Effect.Effect<DeleteOutcome, KubeError>
+  /**
+   * Deletes the reservation exactly as listed (its resourceVersion as precondition): one deleted
+   * and re-created since — by a pod reborn under the same name, say — is left alone ("reassigned").
+   */
+  readonly deleteListed: (listed: ReservationRecord) => Effect.Effect<DeleteOutcome, KubeError>
   /** What the CNI plugin writes on ADD (tests, demo and benchmarks play the plugin). */
   readonly create: (name: string, spec: { readonly podref: string; readonly containerid?: string; readonly ifname?: string }) => Effect.Effect<ReservationRecord, KubeError>
 }
@@ -64,6 +69,10 @@ export const make = Effect.gen(function* () {
       Effect.provideService(KubeApi, api)
     ),
     deleteFor,
+    deleteListed: (listed) =>
+      deleteAt(listed.name, listed.resourceVersion).pipe(
+        Effect.catchIf((e) => e.reason === "Conflict", () => Effect.succeed("reassigned" as const))
+      ),
     create: (name, spec) =>
       api
         .create(R.OverlappingRangeIPReservations, namespace, { metadata: { name, namespace }, spec })

@@ -1,0 +1,156 @@
+/**
+ * Helpers for tests that run the controller's loops over the in-memory world: start the
+ * deletion loop and know it listens, wait under TestClock, and check the pool invariants
+ * ("no live pod loses its address, no dead pod keeps one, no address is shared") at rest.
+ */
+import { Deferred, Effect, Either, type Fiber, TestClock } from "effect"
+import { type Attachment, type RunningPod, cniAdd, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
+import { runDeletionLoop } from "../../src/programs/controller.ts"
+import { formatIP, parseIP } from "../../src/domain/ip.ts"
+import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
+import { parsePool, reservationName } from "../../src/domain/pool.ts"
+import { ControllerConfig } from "../../src/services/ControllerConfig.ts"
+import { InMemoryCluster } from "../../src/services/InMemoryCluster.ts"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
+
+export const on = (name: string, ifname = "net1", namespace = "default"): Attachment => ({ nad: { namespace, name }, ifname })
+
+/**
+ * Forks the deletion loop in the current scope and returns once it listens for deletions and its
+ * workers are up (`onSynced` has run), so a deletion made afterwards cannot be missed.
+ */
+export const startDeletionLoop = <E = never, R = never>(onSynced: Effect.Effect<void, E, R> = Effect.void as Effect.Effect<void, E, R>) =>
+  Effect.gen(function* () {
+    const ready = yield* Deferred.make<void>()
+    const fiber = yield* Effect.forkScoped(runDeletionLoop(Effect.zipRight(onSynced, Deferred.succeed(ready, undefined))))
+    yield* Deferred.await(ready)
+    return fiber as Fiber.RuntimeFiber<never, E>
+  })
+
+/**
+ * Under TestClock: a few turns of the event loop without moving time. @effect/vitest registers no
+ * fiber supervisor, so `TestClock.adjust(0)` cannot wait for "every fiber suspended": each call is
+ * one macrotask turn. Good for "nothing more happens" checks; wait for progress with `settleUntil`.
+ */
+export const settle = Effect.repeatN(TestClock.adjust(0), 9)
+
+/** Under TestClock: turns the event loop until `cond` holds (no time passes); dies after `steps` turns. */
+export const settleUntil = <E, R>(cond: () => Effect.Effect<boolean, E, R>, what: string, steps = 500) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < steps; i++) {
+      if (yield* cond()) return
+      yield* TestClock.adjust(0)
+    }
+    return yield* Effect.dieMessage(`still waiting for: ${what}`)
+  })
+
+/** What the CNI plugin left in a pool, read from the cluster: IP text → allocation. */
+export const poolState = (pool: string) =>
+  Effect.gen(function* () {
+    const cluster = yield* InMemoryCluster
+    const { namespace } = yield* ControllerConfig
+    const o = cluster.snapshot(R.IPPools, namespace).find((p) => p.metadata.name === pool)
+    const spec = (o?.["spec"] ?? { range: "", allocations: {} }) as { range: string; allocations: Record<string, unknown> }
+    const parsed = parsePool({ metadata: { name: pool }, spec })
+    return new Map(parsed.entries.map((e) => [formatIP(e.ip), { podref: e.podref, id: e.id, ifname: e.ifname }] as const))
+  })
+
+/** Secondary-network IPs a pod's network-status lists (its Multus status), by pod ref. */
+export const livePodIPs = (namespace: string) =>
+  Effect.gen(function* () {
+    const cluster = yield* InMemoryCluster
+    const out = new Map<string, ReadonlyArray<string>>()
+    for (const p of cluster.snapshot(R.Pods, namespace)) {
+      const status = p.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]
+      const decoded = status === undefined ? Either.right([]) : decodeNetworkStatus(status)
+      const ips = Either.getOrElse(decoded, () => []).filter((e) => e.default !== true).flatMap((e) => e.ips ?? [])
+      out.set(`${namespace}/${p.metadata.name}`, ips)
+    }
+    return out
+  })
+
+export interface RestReport {
+  /** Live pods' status IPs that the pool does not hold for them. */
+  readonly liveNotHeld: ReadonlyArray<string>
+  /** Pool entries whose pod does not exist. */
+  readonly deadHeld: ReadonlyArray<string>
+  /** IPs listed by two live pods at once. */
+  readonly shared: ReadonlyArray<string>
+  /** Live pods' IPs without their overlapping-range reservation. */
+  readonly reservationMissing: ReadonlyArray<string>
+  /** Reservations whose pod does not exist. */
+  readonly reservationDead: ReadonlyArray<string>
+  readonly allocations: number
+}
+
+/**
+ * The three invariants of one pool at rest, as lists of violations (empty = fine), plus the
+ * same for the overlapping-range reservations of an unnamed network.
+ */
+export const restReport = (pool: string, namespace = "default") =>
+  Effect.gen(function* () {
+    const cluster = yield* InMemoryCluster
+    const { namespace: poolNs } = yield* ControllerConfig
+    const entries = yield* poolState(pool)
+    const live = yield* livePodIPs(namespace)
+    const reservations = new Map(
+      cluster.snapshot(R.OverlappingRangeIPReservations, poolNs).map((r) => [r.metadata.name, (r["spec"] as { podref: string }).podref] as const)
+    )
+    const owners = new Map<string, string>()
+    const liveNotHeld: Array<string> = []
+    const shared: Array<string> = []
+    const reservationMissing: Array<string> = []
+    for (const [ref, ips] of live) {
+      for (const ip of ips) {
+        if (owners.has(ip)) shared.push(`${ip}: ${owners.get(ip)} and ${ref}`)
+        owners.set(ip, ref)
+        if (entries.get(ip)?.podref !== ref) liveNotHeld.push(`${ref} ${ip} (pool says ${entries.get(ip)?.podref ?? "free"})`)
+        const parsed = parseIP(ip)
+        if (parsed === undefined || reservations.get(reservationName(parsed, "")) !== ref) reservationMissing.push(`${ref} ${ip}`)
+      }
+    }
+    const deadHeld = [...entries].filter(([, a]) => !live.has(a.podref)).map(([ip, a]) => `${ip} ${a.podref}`)
+    const reservationDead = [...reservations].filter(([, ref]) => !live.has(ref)).map(([n, ref]) => `${n} ${ref}`)
+    return { liveNotHeld, deadHeld, shared, reservationMissing, reservationDead, allocations: entries.size } satisfies RestReport
+  })
+
+export const CLEAN = { liveNotHeld: [], deadHeld: [], shared: [], reservationMissing: [], reservationDead: [] }
+
+/**
+ * The kubelet retrying a pod's sandbox after a failed CNI ADD: a new container id, the plugin
+ * again for each attachment, then Multus' network-status.
+ */
+export const retrySandbox = (namespace: string, name: string, attachments: ReadonlyArray<Attachment>, containerId: string) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const pod = yield* api.get(R.Pods, namespace, name)
+    const ips: Array<RunningPod["ips"][number]> = []
+    for (const a of attachments) {
+      const nad = yield* api.get(R.NetworkAttachmentDefinitions, a.nad.namespace, a.nad.name)
+      const config = String((nad["spec"] as { config?: unknown } | undefined)?.config ?? "")
+      const got = yield* cniAdd({ podNamespace: namespace, podName: name, containerId, ifname: a.ifname, config })
+      ips.push({ network: `${a.nad.namespace}/${a.nad.name}`, ifname: a.ifname, ips: got.map(formatIP) })
+    }
+    const status = ips.map((i) => ({ name: i.network, interface: i.ifname, ips: i.ips }))
+    yield* api.patch(R.Pods, namespace, name, { type: "merge", body: { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: JSON.stringify(status) } } } })
+    return { namespace, name, uid: pod.metadata.uid ?? "", containerId, ips } satisfies RunningPod
+  })
+
+/**
+ * A StatefulSet `name-0..name-(n-1)` as its controller drives it: scale up creates the missing
+ * ordinals in order, scale down deletes from the highest ordinal (no CNI DEL: the node is gone or
+ * the pod was force-deleted, so the allocation is the controller's to free).
+ */
+export const statefulSet = (name: string, attachments: ReadonlyArray<Attachment>, namespace = "default") => {
+  const pods: Array<RunningPod> = []
+  return {
+    replicas: () => pods.length,
+    pods: (): ReadonlyArray<RunningPod> => pods,
+    scaleTo: (n: number) =>
+      Effect.gen(function* () {
+        while (pods.length < n) pods.push(yield* startPod(namespace, `${name}-${pods.length}`, attachments))
+        while (pods.length > n) yield* deletePod(pods.pop()!)
+      })
+  }
+}
