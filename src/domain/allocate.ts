@@ -65,9 +65,22 @@ export const lowestFreeOffset = (
   farReserved: ReadonlyArray<bigint> = []
 ): bigint | undefined => {
   const excl = [...excluded].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
-  if (span > SAFE || farReserved.length > 0 || excl.some(([, end]) => end >= SAFE)) {
+  // The sweep below never passes the last reserved point or exclusion end, so a wide span (an
+  // IPv6 /64) alone does not need BigInt; only points or exclusions beyond 2^53 do.
+  if (farReserved.length > 0 || excl.some(([, end]) => end >= SAFE)) {
     // Exclusions can push the sweep past 2^53, where the far reserved offsets matter too.
     return sweepBig(span, [...Array.from(reserved, (n) => BigInt(n)), ...farReserved], excl)
+  }
+  if (excl.length === 0) {
+    // The lowest free offset is at most the number of reserved ones: mark those in a bitmap, no sort.
+    const taken = new Uint8Array(reserved.length + 1)
+    for (let k = 0; k < reserved.length; k++) {
+      const p = reserved[k]!
+      if (p < taken.length) taken[p] = 1
+    }
+    let free = 0
+    while (taken[free] === 1) free++
+    return BigInt(free) <= span ? BigInt(free) : undefined
   }
   const exStart = excl.map(([s]) => Number(s))
   const exEnd = excl.map(([, e]) => Number(e))
@@ -82,7 +95,7 @@ export const lowestFreeOffset = (
     else if (i < points.length && points[i] === rel) rel++
     else break
   }
-  return rel <= Number(span) ? BigInt(rel) : undefined
+  return BigInt(rel) <= span ? BigInt(rel) : undefined
 }
 
 /**
@@ -101,15 +114,19 @@ const relativeReserved = (
   const delta = first - base
   const fast = delta >= 0n && delta <= SAFE
   const deltaNum = Number(delta)
+  // Compared as numbers: no BigInt per allocation (a span beyond 2^53 admits every safe offset).
+  const spanNum = last - first <= SAFE ? Number(last - first) : Number.MAX_SAFE_INTEGER
   const push = (abs: bigint) => {
     if (abs < first || abs > last) return
     if (abs - first <= SAFE) out.push(Number(abs - first))
     else far.push(abs - first)
   }
-  for (const key in allocations) {
+  // Object.keys, not for-in: pools decoded from JSON hold integer-like keys, which V8 enumerates
+  // several times faster this way.
+  for (const key of Object.keys(allocations)) {
     if (fast && decimal.test(key)) {
       const rel = Number(key) - deltaNum
-      if (rel >= 0 && first + BigInt(rel) <= last) out.push(rel)
+      if (rel >= 0 && rel <= spanNum) out.push(rel)
     } else if (/^(0|[1-9][0-9]*)$/.test(key)) push(base + BigInt(key))
   }
   for (const ip of extra) push(ip.value)
@@ -144,7 +161,7 @@ export const assignIP = (
   alsoReserved: ReadonlyArray<IPAddress> = []
 ): Either.Either<AssignResult, AssignmentError> => {
   const base = cidrAddress(poolCidr).value
-  for (const key in allocations) {
+  for (const key of Object.keys(allocations)) {
     const a = allocations[key]!
     if (a.podref === request.podref && (a.ifname ?? "") === request.ifname && /^(0|[1-9][0-9]*)$/.test(key)) {
       const updated = a.id === request.id ? allocations : { ...allocations, [key]: { ...a, id: request.id } }
