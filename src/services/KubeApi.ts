@@ -137,13 +137,16 @@ export const listAll = (
   r: Resource,
   namespace: string | undefined,
   options: { readonly pageSize?: number; readonly labelSelector?: string; readonly fieldSelector?: string } = {}
-): Effect.Effect<{ readonly items: ReadonlyArray<KubeObject>; readonly resourceVersion: string }, KubeError, KubeApi> => {
-  let items: Array<KubeObject> = []
-  return Effect.map(
-    forEachPage(r, namespace, (page) => Effect.sync(() => void items.push(...page)), { ...options, onStart: () => void (items = []) }),
-    (resourceVersion) => ({ items, resourceVersion })
-  )
-}
+): Effect.Effect<{ readonly items: ReadonlyArray<KubeObject>; readonly resourceVersion: string }, KubeError, KubeApi> =>
+  // Suspended: the buffer belongs to one run. Services keep list effects as values; a buffer
+  // captured by the value itself kept the last list alive for the life of the process.
+  Effect.suspend(() => {
+    let items: Array<KubeObject> = []
+    return Effect.map(
+      forEachPage(r, namespace, (page) => Effect.sync(() => void items.push(...page)), { ...options, onStart: () => void (items = []) }),
+      (resourceVersion) => ({ items, resourceVersion })
+    )
+  })
 
 /** Like listAll, projecting each page as it arrives. */
 export const listProjected = <A>(
@@ -151,13 +154,15 @@ export const listProjected = <A>(
   namespace: string | undefined,
   project: (o: KubeObject) => A,
   options: { readonly pageSize?: number } = {}
-): Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly resourceVersion: string }, KubeError, KubeApi> => {
-  let items: Array<A> = []
-  return Effect.map(
-    forEachPage(r, namespace, (page) => Effect.sync(() => void page.forEach((o) => items.push(project(o)))), { ...options, onStart: () => void (items = []) }),
-    (resourceVersion) => ({ items, resourceVersion })
-  )
-}
+): Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly resourceVersion: string }, KubeError, KubeApi> =>
+  // Suspended, as listAll: one buffer per run.
+  Effect.suspend(() => {
+    let items: Array<A> = []
+    return Effect.map(
+      forEachPage(r, namespace, (page) => Effect.sync(() => void page.forEach((o) => items.push(project(o)))), { ...options, onStart: () => void (items = []) }),
+      (resourceVersion) => ({ items, resourceVersion })
+    )
+  })
 
 /** A KubeError for callers that validate what the API returned. */
 export const malformed = (verb: string, target: string, detail: string): KubeError =>

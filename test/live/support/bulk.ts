@@ -1,0 +1,111 @@
+/**
+ * Many pods at once, and the invariants of a whole namespace at rest — read back from the API
+ * server: no live pod lost its address, no dead pod kept one, no address is held twice.
+ */
+import { randomUUID } from "node:crypto"
+import { Effect, Either } from "effect"
+import { addOffset, cidrAddress, formatIP, parseCidr, parseIP } from "../../../src/domain/ip.ts"
+import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../../src/domain/multus.ts"
+import { poolName, reservationName } from "../../../src/domain/pool.ts"
+import { IPPoolStore } from "../../../src/services/IPPoolStore.ts"
+import { KubeApi, listAll } from "../../../src/services/KubeApi.ts"
+import { Reservations } from "../../../src/services/Reservations.ts"
+import * as R from "../../../src/services/resources.ts"
+import { podObject } from "../../support/objects.ts"
+import { poolIPs, reservationView } from "./world.ts"
+
+export interface Net {
+  /** NAD name (in the pods' namespace), unnamed network, overlapping ranges on. */
+  readonly nad: string
+  readonly range: string
+}
+
+export const poolOf = (net: Net) => poolName(net.range, "")
+
+/**
+ * `count` running pods `<prefix>-<i>`, spread round-robin over `nets`, each holding the lowest
+ * addresses in order — the state the CNI plugin leaves after starting them one by one (pool
+ * entry, reservation, Multus network-status), written in bulk: one patch per pool.
+ */
+export const seedRunningPods = (namespace: string, prefix: string, nets: ReadonlyArray<Net>, count: number) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const store = yield* IPPoolStore
+    const reservations = yield* Reservations
+    const pods = Array.from({ length: count }, (_, i) => {
+      const net = nets[i % nets.length]!
+      const base = cidrAddress(parseCidr(net.range)!)
+      const ip = addOffset(base, BigInt(Math.floor(i / nets.length) + 1))!
+      return { name: `${prefix}-${i}`, net, ip, key: String(Math.floor(i / nets.length) + 1), containerId: randomUUID().replaceAll("-", "") }
+    })
+    for (const net of nets) {
+      yield* store.create(poolOf(net), net.range)
+      const mine = pods.filter((p) => p.net === net)
+      yield* store.update(poolOf(net), (a) =>
+        Either.right({ ...a, ...Object.fromEntries(mine.map((p) => [p.key, { id: p.containerId, podref: `${namespace}/${p.name}`, ifname: "net1" }])) })
+      )
+    }
+    yield* Effect.forEach(
+      pods,
+      (p) =>
+        Effect.gen(function* () {
+          const status = JSON.stringify([
+            { name: "cluster-network", interface: "eth0", ips: ["10.244.0.10"], default: true },
+            { name: `${namespace}/${p.net.nad}`, interface: "net1", ips: [formatIP(p.ip)] }
+          ])
+          yield* api.create(R.Pods, namespace, podObject(namespace, p.name, { networks: `${namespace}/${p.net.nad}@net1`, status, nodeName: "node-1" }))
+          yield* reservations.create(reservationName(p.ip, ""), { podref: `${namespace}/${p.name}`, containerid: p.containerId, ifname: "net1" })
+        }),
+      { concurrency: 16, discard: true }
+    )
+    return pods.map((p) => ({ name: p.name, ip: formatIP(p.ip), pool: poolOf(p.net) }))
+  })
+
+export interface RestReport {
+  /** Live pods' status IPs that their pool does not hold for them. */
+  readonly liveNotHeld: ReadonlyArray<string>
+  /** Pool entries of pods of this namespace that do not exist. */
+  readonly deadHeld: ReadonlyArray<string>
+  /** IPs listed by two live pods at once. */
+  readonly shared: ReadonlyArray<string>
+  /** Live pods' IPs without their reservation. */
+  readonly reservationMissing: ReadonlyArray<string>
+  /** Reservations of pods of this namespace that do not exist. */
+  readonly reservationDead: ReadonlyArray<string>
+  readonly livePods: number
+  readonly allocations: number
+}
+
+export const CLEAN = { liveNotHeld: [], deadHeld: [], shared: [], reservationMissing: [], reservationDead: [] }
+
+/** The invariants of the pods of `namespace` over `pools` (unnamed networks), from the API server. */
+export const restReport = (namespace: string, pools: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const { items } = yield* listAll(R.Pods, namespace)
+    const live = new Map<string, ReadonlyArray<string>>()
+    for (const p of items) {
+      const status = p.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]
+      const decoded = status === undefined ? Either.right([]) : decodeNetworkStatus(status)
+      live.set(`${namespace}/${p.metadata.name}`, Either.getOrElse(decoded, () => []).filter((e) => e.default !== true).flatMap((e) => e.ips ?? []))
+    }
+    const entries = new Map<string, string>()
+    for (const pool of pools) for (const [ip, a] of yield* poolIPs(pool)) entries.set(ip, a.podref)
+    const reservations = yield* reservationView
+    const mine = (ref: string) => ref.startsWith(`${namespace}/`)
+    const owners = new Map<string, string>()
+    const liveNotHeld: Array<string> = []
+    const shared: Array<string> = []
+    const reservationMissing: Array<string> = []
+    for (const [ref, ips] of live) {
+      for (const ip of ips) {
+        if (owners.has(ip)) shared.push(`${ip}: ${owners.get(ip)} and ${ref}`)
+        owners.set(ip, ref)
+        if (entries.get(ip) !== ref) liveNotHeld.push(`${ref} ${ip} (pool: ${entries.get(ip) ?? "free"})`)
+        const parsed = parseIP(ip)
+        if (parsed === undefined || reservations[reservationName(parsed, "")] !== ref) reservationMissing.push(`${ref} ${ip}`)
+      }
+    }
+    const deadHeld = [...entries].filter(([, ref]) => mine(ref) && !live.has(ref)).map(([ip, ref]) => `${ip} ${ref}`)
+    const reservationDead = Object.entries(reservations).filter(([, ref]) => mine(ref) && !live.has(ref)).map(([n, ref]) => `${n} ${ref}`)
+    return { liveNotHeld, deadHeld, shared, reservationMissing, reservationDead, livePods: live.size, allocations: entries.size } satisfies RestReport
+  })

@@ -1,0 +1,218 @@
+/**
+ * The controller as `npm start` runs it (`node src/programs/main.ts run`), as a child process of
+ * the test: free loopback ports for its probes and metrics, its JSON log lines kept for
+ * assertions, and a reliable stop (SIGTERM, then SIGKILL) that test hooks call for every child
+ * still running. A child that outlives the test process is killed by an exit hook, or, when the
+ * test process is SIGKILLed, by a watchdog preloaded into the child.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import * as net from "node:net"
+import { fileURLToPath } from "node:url"
+import { OPTIONS } from "../../../src/programs/cli.ts"
+
+const ROOT = fileURLToPath(new URL("../../..", import.meta.url))
+const MAIN = "src/programs/main.ts"
+const MAX_LINES = 20_000
+const ORPHAN_WATCHDOG =
+  "data:text/javascript,const parent = process.ppid; setInterval(() => { if (process.ppid !== parent) process.kill(process.pid, 'SIGKILL') }, 500).unref()"
+
+export interface Exit {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+}
+
+export interface LogLine {
+  readonly message: string
+  readonly logLevel: string
+  readonly annotations: Readonly<Record<string, unknown>>
+  /** The raw line (JSON lines of stdout, plain lines of stderr). */
+  readonly raw: string
+}
+
+export interface ControllerOptions {
+  readonly kubeconfig: string
+  /** `--namespace`: the IPPools, reservations and (by default) the Lease. */
+  readonly namespace: string
+  /** Lease identity (POD_NAME); a readable name in logs and in the Lease. */
+  readonly identity?: string
+  /** Extra flags, e.g. ["--no-leader-elect"], ["--lease-duration", "3 seconds"]. */
+  readonly args?: ReadonlyArray<string>
+}
+
+export interface ControllerProcess {
+  readonly identity: string
+  readonly pid: number
+  readonly healthPort: number
+  readonly metricsPort: number
+  readonly logs: () => ReadonlyArray<LogLine>
+  /** Every line, for failure messages. */
+  readonly tail: (lines?: number) => string
+  readonly running: () => boolean
+  readonly exited: Promise<Exit>
+  /** HTTP status of GET on the health port (0 when nothing answers). */
+  readonly probe: (path: "/healthz" | "/readyz") => Promise<number>
+  /** The /metrics text ("" when nothing answers). */
+  readonly metrics: () => Promise<string>
+  /** One sample of /metrics; undefined when absent. Labels must all match. */
+  readonly metric: (name: string, labels?: Readonly<Record<string, string>>) => Promise<number | undefined>
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves with how it exited. */
+  readonly stop: (graceMs?: number) => Promise<Exit>
+  /** SIGKILL (a crashed node). */
+  readonly kill: () => Promise<Exit>
+}
+
+const children = new Set<ControllerProcess & { readonly child: ChildProcess }>()
+let exitHook = false
+
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const srv = net.createServer()
+    srv.once("error", reject)
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address()
+      srv.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
+    })
+  })
+
+const get = async (url: string): Promise<{ readonly status: number; readonly body: string }> => {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(3_000) })
+    return { status: res.status, body: await res.text() }
+  } catch {
+    return { status: 0, body: "" }
+  }
+}
+
+/** A Prometheus text sample: `name{a="x",b="y"} 3`. */
+export const sampleOf = (text: string, name: string, labels: Readonly<Record<string, string>> = {}): number | undefined => {
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue
+    const m = /^([^{\s]+)(?:\{(.*)\})?\s+(\S+)$/.exec(line)
+    if (m === null || m[1] !== name) continue
+    const have = new Map([...(m[2] ?? "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1]!, l[2]!] as const))
+    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) return Number(m[3])
+  }
+  return undefined
+}
+
+/** The env of the child: ours, without anything the controller's Config would read. */
+const childEnv = (identity: string): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = { ...process.env }
+  for (const o of OPTIONS) delete env[o.env]
+  for (const k of ["POD_NAME", "POD_NAMESPACE", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "NODE_OPTIONS"]) delete env[k]
+  return { ...env, POD_NAME: identity }
+}
+
+let counter = 0
+
+/** Starts the controller; resolves once its process is spawned (not yet ready: poll `probe`). */
+export const startController = async (options: ControllerOptions): Promise<ControllerProcess> => {
+  if (!exitHook) {
+    exitHook = true
+    process.on("exit", () => {
+      for (const c of children) if (c.running()) c.child.kill("SIGKILL")
+    })
+  }
+  const [healthPort, metricsPort] = [await freePort(), await freePort()]
+  const identity = options.identity ?? `ctl-${process.pid}-${++counter}`
+  const args = [
+    MAIN,
+    "run",
+    "--kubeconfig",
+    options.kubeconfig,
+    "--namespace",
+    options.namespace,
+    "--health-port",
+    String(healthPort),
+    "--metrics-port",
+    String(metricsPort),
+    "--bind-address",
+    "127.0.0.1",
+    "--log-format",
+    "json",
+    ...(options.args ?? [])
+  ]
+  // process.execPath: the Node running vitest (the node@24 devDependency through npm), as `npm start`
+  // uses. The preloaded watchdog only makes the child die with us should we be SIGKILLed (it is
+  // then re-parented): no controller outlives its test run. The program itself runs unchanged.
+  const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: childEnv(identity), stdio: ["ignore", "pipe", "pipe"] })
+  const lines: Array<LogLine> = []
+  const keep = (raw: string) => {
+    if (raw.trim() === "") return
+    let parsed: Partial<LogLine> = {}
+    try {
+      const o = JSON.parse(raw) as { message?: unknown; logLevel?: unknown; annotations?: unknown }
+      parsed = {
+        message: Array.isArray(o.message) ? o.message.map(String).join(" ") : String(o.message ?? ""),
+        logLevel: String(o.logLevel ?? ""),
+        annotations: typeof o.annotations === "object" && o.annotations !== null ? (o.annotations as Record<string, unknown>) : {}
+      }
+    } catch {
+      parsed = { message: raw, logLevel: "RAW", annotations: {} }
+    }
+    lines.push({ message: parsed.message ?? raw, logLevel: parsed.logLevel ?? "RAW", annotations: parsed.annotations ?? {}, raw })
+    if (lines.length > MAX_LINES) lines.splice(0, lines.length - MAX_LINES)
+  }
+  const pipe = (stream: NodeJS.ReadableStream | null) => {
+    let buffer = ""
+    stream?.setEncoding("utf8")
+    stream?.on("data", (chunk: string) => {
+      buffer += chunk
+      const parts = buffer.split("\n")
+      buffer = parts.pop()!
+      parts.forEach(keep)
+    })
+    stream?.on("end", () => keep(buffer))
+  }
+  pipe(child.stdout)
+  pipe(child.stderr)
+  let done = false
+  const exited = new Promise<Exit>((resolve) => {
+    // "close", not "exit": by then its stdout and stderr are read to the end (every log line is in).
+    child.once("close", (code, signal) => {
+      done = true
+      resolve({ code, signal })
+    })
+    child.once("error", (e) => {
+      done = true
+      keep(`spawn error: ${e.message}`)
+      resolve({ code: null, signal: null })
+    })
+  })
+
+  const signalAndWait = async (signal: NodeJS.Signals, graceMs: number): Promise<Exit> => {
+    if (!done) child.kill(signal)
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), graceMs)))
+    const first = await Promise.race([exited, late])
+    clearTimeout(timer)
+    if (first === "late" && !done) child.kill("SIGKILL")
+    return exited
+  }
+
+  const handle = {
+    child,
+    identity,
+    pid: child.pid ?? -1,
+    healthPort,
+    metricsPort,
+    logs: () => lines,
+    tail: (n = 40) => lines.slice(-n).map((l) => l.raw).join("\n"),
+    running: () => !done,
+    exited,
+    probe: async (path: "/healthz" | "/readyz") => (await get(`http://127.0.0.1:${healthPort}${path}`)).status,
+    metrics: async () => (await get(`http://127.0.0.1:${metricsPort}/metrics`)).body,
+    metric: async (name: string, labels: Readonly<Record<string, string>> = {}) =>
+      sampleOf((await get(`http://127.0.0.1:${metricsPort}/metrics`)).body, name, labels),
+    stop: (graceMs = 15_000) => signalAndWait("SIGTERM", graceMs),
+    kill: () => signalAndWait("SIGKILL", 5_000)
+  }
+  children.add(handle)
+  void exited.then(() => children.delete(handle))
+  return handle
+}
+
+/** Stops every child still running (SIGTERM, then SIGKILL): for afterEach/afterAll. */
+export const stopAllControllers = async (graceMs = 10_000): Promise<void> => {
+  await Promise.all([...children].map((c) => c.stop(graceMs)))
+}

@@ -1,0 +1,67 @@
+/** Effect-side helpers around a controller child process: start, wait for it to lead, read its metrics and logs. */
+import { type Duration, Effect } from "effect"
+import { type ControllerOptions, type ControllerProcess, type LogLine, startController } from "./controller-process.ts"
+import { waitUntil } from "./world.ts"
+
+/**
+ * Short timings for tests. The cron sweep is pinned to leap days at midnight so it never runs by
+ * surprise: a test knows whether a sweep (start-up only) or a deletion freed an address.
+ */
+export const TEST_TIMINGS: ReadonlyArray<string> = [
+  "--retry-base-delay",
+  "100 millis",
+  "--retry-max-delay",
+  "2 seconds",
+  "--lease-duration",
+  "6 seconds",
+  "--renew-deadline",
+  "4 seconds",
+  "--retry-period",
+  "1 second",
+  "--shutdown-timeout",
+  "5 seconds",
+  "--reconcile-schedule",
+  "0 0 29 2 *"
+]
+
+/** Starts a child (TEST_TIMINGS first, so `args` can override them). */
+export const launch = (options: ControllerOptions) =>
+  Effect.promise(() => startController({ ...options, args: [...TEST_TIMINGS, ...(options.args ?? [])] }))
+
+const has = (ctl: ControllerProcess, message: string) => ctl.logs().some((l) => l.message === message)
+
+const exitedWhy = (ctl: ControllerProcess) => () => (ctl.running() ? undefined : `the controller exited:\n${ctl.tail()}`)
+
+/**
+ * Waits until the controller serves /readyz 200 and, as leader, runs its deletion loop and has
+ * finished its start-up sweep (when `sweep`): from then on a deletion goes through the deletion
+ * path, and whatever was deleted before was seen by the sweep.
+ */
+export const awaitLeading = (ctl: ControllerProcess, options: { readonly sweep?: boolean; readonly timeout?: Duration.DurationInput } = {}) =>
+  waitUntil(
+    `controller ${ctl.identity} is ready and leading`,
+    Effect.promise(async () => ({
+      readyz: await ctl.probe("/readyz"),
+      loop: has(ctl, "deletion loop started"),
+      swept: options.sweep === false || has(ctl, "sweep finished")
+    })),
+    (s) => s.readyz === 200 && s.loop && s.swept,
+    { context: () => ctl.tail(), abort: exitedWhy(ctl), timeout: options.timeout ?? "30 seconds" }
+  )
+
+/** Waits until a metric sample satisfies `ok` (absent samples read as undefined). */
+export const awaitMetric = (ctl: ControllerProcess, name: string, labels: Readonly<Record<string, string>>, ok: (v: number | undefined) => boolean, timeout: Duration.DurationInput = "20 seconds") =>
+  waitUntil(`${name}${JSON.stringify(labels)} on ${ctl.identity}`, Effect.promise(() => ctl.metric(name, labels)), ok, {
+    context: () => ctl.tail(),
+    abort: exitedWhy(ctl),
+    timeout
+  })
+
+export const metricOf = (ctl: ControllerProcess, name: string, labels: Readonly<Record<string, string>> = {}) => Effect.promise(() => ctl.metric(name, labels))
+
+/** Log lines with this message (and annotations matching `where`). */
+export const logsWith = (ctl: ControllerProcess, message: string, where: Readonly<Record<string, unknown>> = {}): ReadonlyArray<LogLine> =>
+  ctl.logs().filter((l) => l.message === message && Object.entries(where).every(([k, v]) => l.annotations[k] === v))
+
+/** Lines that report an HTTP 403 (the controller lacking a permission). */
+export const forbiddenLines = (ctl: ControllerProcess): ReadonlyArray<LogLine> => ctl.logs().filter((l) => /Forbidden|HTTP 403/.test(l.raw))

@@ -1,0 +1,260 @@
+/**
+ * The live world of the end-to-end tier: a KubeApi + the project's stores over the harness's
+ * API server (so `startPod`, the project's allocator acting as the CNI plugin, writes the
+ * pools), raw REST for what KubeApi does not do (subresources, TokenRequest), readers of
+ * pools, reservations, Events and Leases, and bounded polling.
+ */
+import * as fs from "node:fs"
+import * as https from "node:https"
+import { Duration, Effect, Either, Layer } from "effect"
+import { parse as parseYaml } from "yaml"
+import type { Attachment } from "../../../src/programs/cni-plugin.ts"
+import { formatIP } from "../../../src/domain/ip.ts"
+import { parsePool } from "../../../src/domain/pool.ts"
+import { ControllerConfig, layerWith } from "../../../src/services/ControllerConfig.ts"
+import * as IPPoolStore from "../../../src/services/IPPoolStore.ts"
+import { KubeApi, type KubeObject, listAll } from "../../../src/services/KubeApi.ts"
+import * as Reservations from "../../../src/services/Reservations.ts"
+import * as R from "../../../src/services/resources.ts"
+import { liveKubeApi, runningEnvtest } from "../../support/live.ts"
+import { nadObject, namespaceObject, whereaboutsConfig } from "../../support/objects.ts"
+
+// ---------------------------------------------------------------------------------------------
+// Layers
+
+/**
+ * KubeApi over the harness (admin), plus the pool/reservation stores the CNI plugin uses, with
+ * `namespace` as the whereabouts namespace. No client-side rate limit: the tests are the load.
+ */
+export const liveWorld = (namespace: string, kubeconfig?: string) => {
+  const overrides = { namespace, apiQps: 0, apiBurst: 1_000, requestTimeout: Duration.seconds(20), ...(kubeconfig === undefined ? {} : { kubeconfig }) }
+  const config = layerWith({ kubeconfig: runningEnvtest().kubeconfigPath, ...overrides })
+  return Layer.mergeAll(IPPoolStore.layer, Reservations.layer).pipe(Layer.provideMerge(liveKubeApi(overrides)), Layer.provideMerge(config))
+}
+
+export type LiveWorld = Layer.Layer.Success<ReturnType<typeof liveWorld>>
+
+// ---------------------------------------------------------------------------------------------
+// Raw REST (node:https; the kubeconfig's token and CA)
+
+export interface Credentials {
+  readonly server: string
+  readonly caPem: string
+  readonly token: string
+}
+
+/** Server, CA and bearer token of a token kubeconfig (as the harness and `writeTokenKubeconfig` write them). */
+export const credentialsOf = (kubeconfigPath: string): Credentials => {
+  const kc = parseYaml(fs.readFileSync(kubeconfigPath, "utf8")) as {
+    clusters: Array<{ cluster: { server: string; "certificate-authority-data": string } }>
+    users: Array<{ user: { token: string } }>
+  }
+  const cluster = kc.clusters[0]!.cluster
+  return { server: cluster.server, caPem: Buffer.from(cluster["certificate-authority-data"], "base64").toString("utf8"), token: kc.users[0]!.user.token }
+}
+
+export const adminCredentials = (): Credentials => credentialsOf(runningEnvtest().kubeconfigPath)
+
+/** One request; resolves with status and body text (never rejects on HTTP errors). */
+export const rest = (
+  creds: Credentials,
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = "application/json"
+): Promise<{ readonly status: number; readonly body: string }> =>
+  new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body)
+    const req = https.request(
+      `${creds.server}${path}`,
+      {
+        method,
+        ca: creds.caPem,
+        timeout: 20_000,
+        headers: { Authorization: `Bearer ${creds.token}`, Accept: "application/json", ...(data === undefined ? {} : { "Content-Type": contentType }) }
+      },
+      (res) => {
+        let text = ""
+        res.setEncoding("utf8")
+        res.on("data", (c: string) => (text += c))
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }))
+        res.on("error", reject)
+      }
+    )
+    req.on("timeout", () => req.destroy(new Error(`${method} ${path}: timed out`)))
+    req.on("error", reject)
+    req.end(data)
+  })
+
+/** rest() as an Effect that fails unless the status is one of `ok`. */
+export const restOk = (creds: Credentials, method: string, path: string, body?: unknown, ok: ReadonlyArray<number> = [200, 201], contentType?: string) =>
+  Effect.flatMap(
+    Effect.promise(() => rest(creds, method, path, body, contentType)),
+    (res) => (ok.includes(res.status) ? Effect.succeed(res.body === "" ? {} : (JSON.parse(res.body) as Record<string, unknown>)) : Effect.fail(new Error(`${method} ${path}: HTTP ${res.status}: ${res.body.slice(0, 500)}`)))
+  )
+
+// ---------------------------------------------------------------------------------------------
+// Changing the world
+
+export const ensureNamespace = (name: string, labels?: Record<string, string>) =>
+  Effect.flatMap(KubeApi, (api) =>
+    api
+      .create(R.Namespaces, undefined, labels === undefined ? namespaceObject(name) : { ...namespaceObject(name), metadata: { name, labels } })
+      .pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void), Effect.asVoid)
+  )
+
+/** A NAD with a whereabouts IPAM config (`ipam` gets `type: whereabouts`), or a raw config string. */
+export const createNad = (namespace: string, name: string, ipam: Record<string, unknown> | string) =>
+  Effect.flatMap(KubeApi, (api) =>
+    api.create(R.NetworkAttachmentDefinitions, namespace, nadObject(namespace, name, typeof ipam === "string" ? ipam : whereaboutsConfig(ipam, name)))
+  )
+
+export const on = (namespace: string, name: string, ifname = "net1"): Attachment => ({ nad: { namespace, name }, ifname })
+
+/** Sets `status.phase` as a kubelet would (through the status subresource). */
+export const setPhase = (namespace: string, name: string, phase: "Running" | "Pending") =>
+  restOk(adminCredentials(), "PATCH", `/api/v1/namespaces/${namespace}/pods/${name}/status`, { status: { phase } }, [200], "application/merge-patch+json")
+
+// ---------------------------------------------------------------------------------------------
+// Reading the world back (always from the API server)
+
+export interface Allocation {
+  readonly podref: string
+  readonly id: string
+  readonly ifname: string | undefined
+  readonly key: string
+}
+
+/** IP text → allocation of a pool (empty when the pool does not exist). */
+export const poolIPs = (pool: string) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const { namespace } = yield* ControllerConfig
+    const got = yield* Effect.either(api.get(R.IPPools, namespace, pool))
+    if (Either.isLeft(got)) {
+      if (got.left.reason === "NotFound") return new Map<string, Allocation>()
+      return yield* Effect.fail(got.left)
+    }
+    const spec = got.right["spec"] as { range: string; allocations: Record<string, unknown> }
+    const parsed = parsePool({ metadata: { name: pool }, spec })
+    return new Map(parsed.entries.map((e) => [formatIP(e.ip), { podref: e.podref, id: e.id, ifname: e.ifname, key: e.key }] as const))
+  })
+
+/** `ip → podref` of a pool, as a plain sorted object (readable in assertion diffs). */
+export const poolView = (pool: string) =>
+  Effect.map(poolIPs(pool), (m) => Object.fromEntries([...m].sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true })).map(([ip, a]) => [ip, a.podref])))
+
+/** Reservation name → podref, in the whereabouts namespace. */
+export const reservationView = Effect.gen(function* () {
+  const api = yield* KubeApi
+  const { namespace } = yield* ControllerConfig
+  const { items } = yield* listAll(R.OverlappingRangeIPReservations, namespace)
+  return Object.fromEntries(items.map((o) => [o.metadata.name, (o["spec"] as { podref: string }).podref] as const).sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true })))
+})
+
+export interface SeenEvent {
+  readonly type: string
+  readonly reason: string
+  readonly message: string
+  readonly kind: string
+  readonly name: string
+  readonly uid: string
+  readonly count: number
+  readonly reportingInstance: string
+}
+
+export const eventsIn = (namespace: string) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const { items } = yield* listAll(R.Events, namespace)
+    return items.map((o): SeenEvent => {
+      const e = o as unknown as {
+        type: string
+        reason: string
+        message: string
+        count?: number
+        reportingInstance?: string
+        involvedObject: { kind: string; name: string; uid?: string }
+      }
+      return {
+        type: e.type,
+        reason: e.reason,
+        message: e.message,
+        kind: e.involvedObject.kind,
+        name: e.involvedObject.name,
+        uid: e.involvedObject.uid ?? "",
+        count: e.count ?? 1,
+        reportingInstance: e.reportingInstance ?? ""
+      }
+    })
+  })
+
+/** `type reason name: message` lines, sorted: compact and exact in assertion diffs. */
+export const eventLines = (namespace: string, filter: (e: SeenEvent) => boolean = () => true) =>
+  Effect.map(eventsIn(namespace), (es) => es.filter(filter).map((e) => `${e.type} ${e.reason} ${e.name}: ${e.message}`).sort())
+
+export const gcMessage = (ip: string, network: string) => `successful cleanup of IP address [${ip}] from network ${network}`
+
+/** The Lease's holder ("" when released, undefined when there is no Lease). */
+export const leaseHolder = (namespace: string, name = "whereabouts-controller") =>
+  Effect.flatMap(KubeApi, (api) =>
+    api.get(R.Leases, namespace, name).pipe(
+      Effect.map((l: KubeObject) => String((l["spec"] as { holderIdentity?: string } | undefined)?.holderIdentity ?? "")),
+      Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(undefined))
+    )
+  )
+
+// ---------------------------------------------------------------------------------------------
+// Waiting (bounded polling; a timeout fails with what was last seen)
+
+export const WAIT = Duration.seconds(20)
+
+/**
+ * Polls `probe` every `interval` until `ok` holds for its value; fails after `timeout` with the
+ * last value (or error) it saw, and `context()` (a controller's log tail, say).
+ */
+export const waitUntil = <A, E, R>(
+  what: string,
+  probe: Effect.Effect<A, E, R>,
+  ok: (a: A) => boolean,
+  options: {
+    readonly timeout?: Duration.DurationInput
+    readonly interval?: Duration.DurationInput
+    /** Shown with a timeout (a controller's log tail, say). */
+    readonly context?: () => string
+    /** A reason to stop waiting at once (the controller exited, say). */
+    readonly abort?: () => string | undefined
+  } = {}
+): Effect.Effect<A, Error, R> =>
+  Effect.gen(function* () {
+    const timeout = Duration.toMillis(Duration.decode(options.timeout ?? WAIT))
+    const deadline = Date.now() + timeout
+    let last: unknown = "(nothing yet)"
+    for (;;) {
+      const why = options.abort?.()
+      if (why !== undefined) return yield* Effect.fail(new Error(`gave up waiting until ${what}: ${why}`))
+      const got = yield* Effect.either(probe)
+      if (Either.isRight(got)) {
+        if (ok(got.right)) return got.right
+        last = got.right
+      } else last = got.left
+      if (Date.now() > deadline) {
+        const shown = (() => {
+          try {
+            return JSON.stringify(last, (_k, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : typeof v === "bigint" ? v.toString() : v), 1)
+          } catch {
+            return String(last)
+          }
+        })()
+        const extra = options.context === undefined ? "" : `\n--- context\n${options.context()}`
+        return yield* Effect.fail(new Error(`timed out after ${timeout / 1000} s waiting until ${what}; last seen: ${shown}${extra}`))
+      }
+      yield* Effect.sleep(options.interval ?? "200 millis")
+    }
+  })
+
+/** Waits until `probe` yields a value deep-equal (as JSON) to `expected`. */
+export const waitForValue = <A, E, R>(what: string, probe: Effect.Effect<A, E, R>, expected: A, options: Parameters<typeof waitUntil>[3] = {}) => {
+  const want = JSON.stringify(expected)
+  return waitUntil(what, probe, (a) => JSON.stringify(a) === want, options)
+}
