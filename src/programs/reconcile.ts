@@ -70,6 +70,8 @@ interface Plan {
   readonly liveReads: Map<string, string>
   /** Networks whose NAD config turns overlapping-range reservations off: nothing to delete there. */
   readonly noReservations: Set<string>
+  /** NADs named by the pod that no longer exist (warned about only when something is freed). */
+  readonly missingNads: Array<string>
 }
 
 const apiError = (pod: string, e: KubeError) =>
@@ -83,7 +85,7 @@ const plan = (pod: PodProjection) =>
     const events = yield* EventRecorder
     const ref = podRef(pod)
     const regarding = { kind: "Pod" as const, namespace: pod.namespace, name: pod.name, uid: pod.uid }
-    const p: Plan = { pod, ref, entries: new Map(), liveReads: new Map(), noReservations: new Set() }
+    const p: Plan = { pod, ref, entries: new Map(), liveReads: new Map(), noReservations: new Set(), missingNads: [] }
     const add = (pool: PoolRecord, network: string) => {
       const mine = pool.pool.entries.filter((e) => e.podref === ref)
       if (mine.length === 0) return false
@@ -100,12 +102,7 @@ const plan = (pod: PodProjection) =>
     for (const att of attachments.right.attachments) {
       const nad = caches.nads.get(`${att.namespace}/${att.name}`)
       if (Option.isNone(nad)) {
-        yield* events.record(
-          regarding,
-          "Warning",
-          REASON_NAD_MISSING,
-          `network-attachment-definition ${att.namespace}/${att.name} not found; freeing the pod's addresses found by podref`
-        )
+        p.missingNads.push(`${att.namespace}/${att.name}`)
         continue
       }
       const decoded = nadConfigs.decode(nad.value)
@@ -233,6 +230,7 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
         for (const [name, e] of planned.right.entries) if (!same.entries.has(name)) same.entries.set(name, e)
         for (const [name, network] of planned.right.liveReads) if (!same.entries.has(name)) same.liveReads.set(name, network)
         for (const network of planned.right.noReservations) same.noReservations.add(network)
+        for (const nad of planned.right.missingNads) if (!same.missingNads.includes(nad)) same.missingNads.push(nad)
       }
     }
 
@@ -347,6 +345,13 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
         Effect.gen(function* () {
           const mine = freed.get(p.ref) ?? []
           const regarding = { kind: "Pod" as const, namespace: p.pod.namespace, name: p.pod.name, uid: p.pod.uid }
+          // A missing NAD only matters when this pod had addresses to free (which the podref index
+          // found anyway); any deleted pod of some other, long-gone network is not our business.
+          if (mine.length > 0) {
+            for (const nad of p.missingNads) {
+              yield* events.record(regarding, "Warning", REASON_NAD_MISSING, `network-attachment-definition ${nad} not found; freeing the pod's addresses found by podref`)
+            }
+          }
           for (const f of mine) {
             yield* events.record(regarding, "Normal", REASON_GARBAGE_COLLECTED, garbageCollectedMessage(f.ip, f.network))
           }

@@ -2,7 +2,7 @@
  * The controller as deployed: probes and metrics, leader election, and while leader the
  * deletion loop, the start-up sweep, the cron sweep and the pool-usage monitor.
  */
-import { Duration, Effect, Stream } from "effect"
+import { Duration, Effect, Schedule, Stream } from "effect"
 import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { LeaderElection } from "../services/LeaderElection.ts"
@@ -22,6 +22,19 @@ export const runController = Effect.scoped(
     const { expression, cron } = yield* sweepSchedule
     yield* serveEndpoints(caches.isSynced)
     yield* Effect.forkScoped(Stream.runForEach(leader.changes, metrics.leader))
+    // Informers count their own restarts; carry the increments into the counter.
+    const counted = new Map<string, number>()
+    yield* Effect.forkScoped(
+      Effect.repeat(
+        Effect.forEach([caches.pods, caches.nads, caches.pools, caches.reservations], (informer) => {
+          const now = informer.restarts()
+          const before = counted.get(informer.resource.plural) ?? 0
+          counted.set(informer.resource.plural, now)
+          return now > before ? metrics.informerRestarts(informer.resource.plural, now - before) : Effect.void
+        }),
+        Schedule.spaced("5 seconds")
+      )
+    )
     yield* Effect.logInfo("whereabouts-controller starting").pipe(
       Effect.annotateLogs({
         identity: config.identity,

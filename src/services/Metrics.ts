@@ -27,7 +27,7 @@ export interface MetricsShape {
   readonly pools: (usage: ReadonlyArray<PoolUsage>, threshold: number) => Effect.Effect<void>
   readonly orphans: (kind: "allocation" | "reservation", n: number, dryRun: boolean) => Effect.Effect<void>
   readonly sweep: (result: "success" | "failure") => Effect.Effect<void>
-  readonly informerRestart: (resource: string) => Effect.Effect<void>
+  readonly informerRestarts: (resource: string, n: number) => Effect.Effect<void>
   /** Prometheus text exposition. */
   readonly render: Effect.Effect<{ readonly contentType: string; readonly body: string }>
   /** Current value of a metric with the given labels, for tests and the audit. */
@@ -92,7 +92,7 @@ export const make = (): MetricsShape => {
       }),
     orphans: (kind, n, dryRun) => Effect.sync(() => orphans.set({ kind, dry_run: String(dryRun) }, n)),
     sweep: (result) => Effect.sync(() => sweeps.inc({ result })),
-    informerRestart: (resource) => Effect.sync(() => restarts.inc({ resource })),
+    informerRestarts: (resource, n) => Effect.sync(() => restarts.inc({ resource }, n)),
     render: Effect.promise(async () => ({ contentType: registry.contentType, body: await registry.metrics() })),
     value: (name, labels = {}) =>
       Effect.promise(async () => {

@@ -66,6 +66,17 @@ describe("reconcile: upstream control-loop cases", () => {
       expect(events.filter((e) => e.reason === "IPAddressGarbageCollected")).toHaveLength(1)
     }).pipe(Effect.provide(memory())))
 
+  it.live("a deleted pod of a NAD that is gone and held nothing gets no Warning", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      yield* api.create(R.Pods, "default", podObject("default", "p", { status: networkStatus([{ name: "default/long-gone", interface: "net1", ips: ["10.13.0.5"] }]) }))
+      const projection = yield* projectionOf("default", "p")
+      yield* api.delete(R.Pods, "default", "p")
+      yield* cachesCaughtUp
+      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
+      expect(yield* eventsIn("default")).toEqual([])
+    }).pipe(Effect.provide(memory())))
+
   it.live("a non-whereabouts NAD is skipped silently: no event, nothing touched", () =>
     Effect.gen(function* () {
       yield* createNad("default", "host", JSON.stringify({ cniVersion: "0.3.1", name: "host", type: "macvlan", ipam: { type: "host-local", subnet: "10.12.0.0/24" } }))
