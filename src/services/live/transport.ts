@@ -1,0 +1,124 @@
+/**
+ * The wire under KubeApiLive: HTTP statuses and network failures translated into KubeError
+ * reasons (here and nowhere else), one long-lived keep-alive undici Agent per kubeconfig, and the
+ * client-side token bucket.
+ */
+import { type HttpMethod, RequestContext } from "@kubernetes/client-node"
+import { Duration, Effect, RateLimiter, type Scope } from "effect"
+import { Agent, type Dispatcher, ProxyAgent } from "undici"
+import { objectKey } from "../KubeApi.ts"
+import { KubeError, type KubeErrorReason, reasonForStatus } from "../KubeError.ts"
+import type { Resource } from "../resources.ts"
+import { KubeConfigError, type ResolvedKubeConfig, errorText } from "./kubeconfig.ts"
+
+export const MAX_DETAIL = 1_000
+const TIMEOUT_CODES = new Set(["UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "ETIMEDOUT"])
+
+/** `<plural> <ns>/<name>`, or the plural alone for collections — as the in-memory cluster says it. */
+export const targetOf = (r: Resource, namespace: string | undefined, name?: string): string =>
+  name === undefined ? r.plural : `${r.plural} ${objectKey(namespace, name)}`
+
+/** A non-2xx answer: the Status object's message when the body is one, else the body text. */
+export const errorFromResponse = (verb: string, target: string, status: number, body: string): KubeError => {
+  let detail = body.trim()
+  try {
+    const parsed = JSON.parse(body) as { kind?: unknown; message?: unknown }
+    if (parsed?.kind === "Status" && typeof parsed.message === "string") detail = parsed.message
+  } catch {
+    // not JSON: keep the text
+  }
+  if (detail === "") detail = `HTTP ${status}`
+  return new KubeError({ reason: reasonForStatus(status, verb), verb, target, status, detail: detail.slice(0, MAX_DETAIL) })
+}
+
+/** A request that got no HTTP answer: network and TLS failures are Unavailable, undici's timeouts Timeout. */
+export const errorFromFailure = (verb: string, target: string, failure: unknown): KubeError => {
+  const messages: Array<string> = []
+  let code: string | undefined
+  let timeout = false
+  for (let e: unknown = failure, depth = 0; e instanceof Error && depth < 6; e = e.cause, depth++) {
+    if (e.name === "AbortError" || e.name === "TimeoutError") timeout = true
+    const c = (e as { code?: unknown }).code
+    if (code === undefined && typeof c === "string") code = c
+    if (e.message !== "" && !messages.includes(e.message)) messages.push(e.message)
+  }
+  let reason: KubeErrorReason
+  if (timeout || (code !== undefined && TIMEOUT_CODES.has(code))) reason = "Timeout"
+  else if (code !== undefined || failure instanceof TypeError) reason = "Unavailable"
+  else reason = "Unknown"
+  const text = messages.join(": ") || String(failure)
+  return new KubeError({ reason, verb, target, detail: (code === undefined ? text : `${code}: ${text}`).slice(0, MAX_DETAIL) })
+}
+
+
+export interface Transport {
+  readonly server: string
+  readonly dispatcher: Dispatcher
+  /** Auth headers for one request (bearer, exec or token-file credentials, refreshed by client-node). */
+  readonly headers: (url: string, method: HttpMethod) => Promise<Record<string, string>>
+}
+
+interface TlsOptions {
+  ca?: Buffer
+  cert?: Buffer
+  key?: Buffer
+  rejectUnauthorized?: boolean
+  servername?: string
+}
+
+/** TLS material of the current context, plus client-node's validation (http:// needs insecure-skip-tls-verify). */
+const connectionOptions = (resolved: ResolvedKubeConfig): Effect.Effect<TlsOptions, KubeConfigError> =>
+  Effect.tryPromise({
+    try: async () => {
+      const opts: TlsOptions = {}
+      await resolved.kc.applyToHTTPSOptions(opts)
+      const tls: TlsOptions = {}
+      if (opts.ca !== undefined) tls.ca = opts.ca
+      if (opts.cert !== undefined) tls.cert = opts.cert
+      if (opts.key !== undefined) tls.key = opts.key
+      if (opts.rejectUnauthorized !== undefined) tls.rejectUnauthorized = opts.rejectUnauthorized
+      if (opts.servername !== undefined) tls.servername = opts.servername
+      return tls
+    },
+    catch: (e) =>
+      new KubeConfigError({
+        attempts: [...resolved.tried, { source: resolved.source, problem: `loaded, but its credentials or TLS files are unusable: ${errorText(e)}` }]
+      })
+  })
+
+/** The transport of a resolved kubeconfig: one keep-alive Agent, closed with the scope. */
+export const makeTransport = (resolved: ResolvedKubeConfig): Effect.Effect<Transport, KubeConfigError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const tls = yield* connectionOptions(resolved)
+    const cluster = resolved.kc.getCurrentCluster()!
+    // Keep-alive probes after 30 s, as client-go and client-node do; watches may be quiet for minutes,
+    // so no body timeout (requests have their own timeout, watches their own idle limit).
+    const connect = { ...tls, keepAlive: true, keepAliveInitialDelay: 30_000 }
+    const options = { connect, keepAliveTimeout: 30_000, bodyTimeout: 0 }
+    const dispatcher = yield* Effect.acquireRelease(
+      Effect.try({
+        try: (): Dispatcher =>
+          cluster.proxyUrl === undefined || cluster.proxyUrl === ""
+            ? new Agent(options)
+            : new ProxyAgent({ ...options, uri: cluster.proxyUrl, requestTls: tls }),
+        catch: (e) => new KubeConfigError({ attempts: [...resolved.tried, { source: resolved.source, problem: `proxy-url: ${errorText(e)}` }] })
+      }),
+      (d) => Effect.promise(() => d.destroy().catch(() => undefined))
+    )
+    const server = cluster.server.replace(/\/+$/, "")
+    const headers = async (url: string, method: HttpMethod) => {
+      const ctx = new RequestContext(url, method)
+      await resolved.kc.applySecurityAuthentication(ctx)
+      return ctx.getHeaders()
+    }
+    return { server, dispatcher, headers }
+  })
+
+/** client-go's token bucket: `burst` at once, then `qps` per second. qps ≤ 0 turns limiting off. */
+export const makeRateLimiter = (qps: number, burst: number): Effect.Effect<RateLimiter.RateLimiter, never, Scope.Scope> =>
+  !(qps > 0) || !Number.isFinite(qps)
+    ? Effect.succeed((effect) => effect)
+    : RateLimiter.make({ limit: Math.max(1, Math.floor(burst)), interval: Duration.millis((Math.max(1, Math.floor(burst)) / qps) * 1000), algorithm: "token-bucket" })
+
+// ---------------------------------------------------------------------------------------------
+// Requests
