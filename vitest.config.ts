@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     // Property tests and the in-memory cluster are CPU-bound; two cores on CI.
     testTimeout: 30_000,
+    // Controller logs are evidence when a test fails and noise when it passes.
+    silent: "passed-only",
     hookTimeout: 120_000,
     projects: [
       {
