@@ -34,7 +34,16 @@ export const allocatableBounds = (r: IpRange): { readonly first: bigint; readonl
 }
 
 const SAFE = BigInt(Number.MAX_SAFE_INTEGER)
-const decimal = /^(0|[1-9][0-9]{0,14})$/
+/** "0", or up to 15 digits without a leading zero (so below 2^53): a char loop, no regex per key. */
+const isSmallDecimal = (key: string): boolean => {
+  const len = key.length
+  if (len === 0 || len > 15 || (len > 1 && key.charCodeAt(0) === 48)) return false
+  for (let i = 0; i < len; i++) {
+    const c = key.charCodeAt(i)
+    if (c < 48 || c > 57) return false
+  }
+  return true
+}
 
 type Interval = readonly [bigint, bigint]
 
@@ -106,10 +115,11 @@ const relativeReserved = (
   first: bigint,
   last: bigint,
   base: bigint,
-  allocations: Allocations,
+  keys: ReadonlyArray<string>,
   extra: ReadonlyArray<IPAddress>
 ): { readonly near: Float64Array; readonly far: ReadonlyArray<bigint> } => {
-  const out: Array<number> = []
+  const out = new Float64Array(keys.length + extra.length)
+  let n = 0
   const far: Array<bigint> = []
   const delta = first - base
   const fast = delta >= 0n && delta <= SAFE
@@ -118,19 +128,17 @@ const relativeReserved = (
   const spanNum = last - first <= SAFE ? Number(last - first) : Number.MAX_SAFE_INTEGER
   const push = (abs: bigint) => {
     if (abs < first || abs > last) return
-    if (abs - first <= SAFE) out.push(Number(abs - first))
+    if (abs - first <= SAFE) out[n++] = Number(abs - first)
     else far.push(abs - first)
   }
-  // Object.keys, not for-in: pools decoded from JSON hold integer-like keys, which V8 enumerates
-  // several times faster this way.
-  for (const key of Object.keys(allocations)) {
-    if (fast && decimal.test(key)) {
+  for (const key of keys) {
+    if (fast && isSmallDecimal(key)) {
       const rel = Number(key) - deltaNum
-      if (rel >= 0 && rel <= spanNum) out.push(rel)
+      if (rel >= 0 && rel <= spanNum) out[n++] = rel
     } else if (/^(0|[1-9][0-9]*)$/.test(key)) push(base + BigInt(key))
   }
   for (const ip of extra) push(ip.value)
-  return { near: Float64Array.from(out), far }
+  return { near: out.subarray(0, n), far }
 }
 
 const excludedIntervals = (exclude: ReadonlyArray<Cidr>, family: 4 | 6, first: bigint, last: bigint): Array<Interval> =>
@@ -161,7 +169,10 @@ export const assignIP = (
   alsoReserved: ReadonlyArray<IPAddress> = []
 ): Either.Either<AssignResult, AssignmentError> => {
   const base = cidrAddress(poolCidr).value
-  for (const key of Object.keys(allocations)) {
+  // Object.keys, not for-in: pools decoded from JSON hold integer-like keys, which V8 enumerates
+  // several times faster this way; computed once for both passes.
+  const keys = Object.keys(allocations)
+  for (const key of keys) {
     const a = allocations[key]!
     if (a.podref === request.podref && (a.ifname ?? "") === request.ifname && /^(0|[1-9][0-9]*)$/.test(key)) {
       const updated = a.id === request.id ? allocations : { ...allocations, [key]: { ...a, id: request.id } }
@@ -174,7 +185,7 @@ export const assignIP = (
     Either.left(new AssignmentError({ range: range.range, message: `could not allocate IP in range ${range.range}: ${why}` }))
   if (bounds === undefined) return exhausted("the range has no usable addresses")
   const { first, last } = bounds
-  const reserved = relativeReserved(first, last, base, allocations, alsoReserved)
+  const reserved = relativeReserved(first, last, base, keys, alsoReserved)
   const rel = lowestFreeOffset(
     last - first,
     reserved.near,
