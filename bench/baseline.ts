@@ -1,0 +1,218 @@
+/**
+ * The naive baseline every benchmark compares against: the design of the anchors (whereabouts'
+ * ip-control-loop and similar controllers), over the same KubeApi, EventRecorder, rate limiter and
+ * CNI simulation as the controller:
+ *
+ * - the pod informer caches whole pod objects (no projection);
+ * - on a pod deletion, for each secondary IP in its network-status: GET the pool, find the
+ *   entry, JSON-patch it away guarded by `test /metadata/resourceVersion` (on a conflict: GET and
+ *   try again), delete the IP's reservation, record the Event;
+ * - the same number of workers as the controller, one pod at a time.
+ *
+ * `node bench/baseline.ts run` runs it as a process configured like the controller (same
+ * environment variables: KUBECONFIG, API_QPS, API_BURST, WORKERS, METRICS_PORT, HEALTH_PORT, ...).
+ */
+import { fileURLToPath } from "node:url"
+import { Effect, Either, Fiber, Layer, Logger, LogLevel, Option, Queue, type Scope } from "effect"
+import { cidrContains, formatIP, parseCidr, parseIP } from "../src/domain/ip.ts"
+import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus, statusAttachment } from "../src/domain/multus.ts"
+import { poolName, reservationName } from "../src/domain/pool.ts"
+import { serveEndpoints } from "../src/programs/http.ts"
+import { toNadRecord, type NadRecord } from "../src/services/Caches.ts"
+import * as ControllerConfig from "../src/services/ControllerConfig.ts"
+import * as EventRecorder from "../src/services/EventRecorder.ts"
+import { REASON_GARBAGE_COLLECTED, garbageCollectedMessage } from "../src/services/EventRecorder.ts"
+import { makeInformer } from "../src/services/Informer.ts"
+import { instrument } from "../src/services/InstrumentedKubeApi.ts"
+import { KubeApi, type KubeObject } from "../src/services/KubeApi.ts"
+import type { KubeError } from "../src/services/KubeError.ts"
+import * as Metrics from "../src/services/Metrics.ts"
+import * as NadConfigs from "../src/services/NadConfigs.ts"
+import * as R from "../src/services/resources.ts"
+import * as WorkQueue from "../src/services/WorkQueue.ts"
+
+/** Upstream retries a contended pool this many times. */
+const RETRIES = 100
+
+const keyOf = (o: KubeObject) => `${o.metadata.namespace ?? ""}/${o.metadata.name}`
+
+/** GET + guarded patch of one entry, retried on conflict; true when this call removed it. */
+const freeOne = (pool: string, ip: string, podref: string) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const { namespace } = yield* ControllerConfig.ControllerConfig
+    const addr = parseIP(ip)
+    if (addr === undefined) return false
+    for (let attempt = 0; attempt < RETRIES; attempt++) {
+      const got = yield* Effect.either(api.get(R.IPPools, namespace, pool))
+      if (Either.isLeft(got)) {
+        if (got.left.reason === "NotFound") return false
+        return yield* Effect.fail(got.left)
+      }
+      const spec = got.right["spec"] as { range?: string; allocations?: Record<string, { podref?: string }> }
+      const cidr = parseCidr(spec.range ?? "")
+      if (cidr === undefined) return false
+      const key = (addr.value - cidr.address).toString()
+      if (spec.allocations?.[key]?.podref !== podref) return false
+      const patched = yield* Effect.either(
+        api.patch(R.IPPools, namespace, pool, {
+          type: "json",
+          ops: [
+            { op: "test", path: "/metadata/resourceVersion", value: got.right.metadata.resourceVersion },
+            { op: "remove", path: `/spec/allocations/${key}` }
+          ]
+        })
+      )
+      if (Either.isRight(patched)) return true
+      if (patched.left.reason !== "Invalid" && patched.left.reason !== "Conflict") return yield* Effect.fail(patched.left)
+      yield* Effect.sleep(`${1 + Math.floor(Math.random() * 5)} millis`)
+    }
+    return yield* Effect.fail(new Error(`pool ${pool} stayed contended`))
+  })
+
+/** Frees what one deleted pod held, IP by IP. */
+const processPod = (pod: KubeObject, nads: (key: string) => Option.Option<NadRecord>) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const config = yield* ControllerConfig.ControllerConfig
+    const nadConfigs = yield* NadConfigs.NadConfigs
+    const events = yield* EventRecorder.EventRecorder
+    const metrics = yield* Metrics.Metrics
+    const namespace = pod.metadata.namespace ?? ""
+    const podref = `${namespace}/${pod.metadata.name}`
+    const status = pod.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]
+    if (status === undefined) return
+    const entries = decodeNetworkStatus(status)
+    if (Either.isLeft(entries)) return
+    let freed = 0
+    let reservations = 0
+    for (const entry of entries.right) {
+      if (entry.default === true) continue
+      const att = statusAttachment(entry, namespace)
+      const nad = nads(`${att.namespace}/${att.name}`)
+      if (Option.isNone(nad)) continue
+      const decoded = nadConfigs.decode(nad.value)
+      if (Either.isLeft(decoded) || decoded.right._tag !== "Whereabouts") continue
+      const ipam = decoded.right.config
+      for (const text of entry.ips ?? []) {
+        const ip = parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
+        const range = ip === undefined ? undefined : ipam.ranges.find((r) => cidrContains(r.cidr, ip))
+        if (ip === undefined || range === undefined) continue
+        const done = yield* freeOne(poolName(range.range, ipam.networkName), text, podref)
+        if (!done) continue
+        freed++
+        if (ipam.enableOverlappingRanges) {
+          const deleted = yield* api.delete(R.OverlappingRangeIPReservations, config.namespace, reservationName(ip, ipam.networkName)).pipe(
+            Effect.as(true),
+            Effect.catchIf((e: KubeError) => e.reason === "NotFound", () => Effect.succeed(false))
+          )
+          if (deleted) reservations++
+        }
+        yield* events.record({ kind: "Pod", namespace, name: pod.metadata.name, uid: pod.metadata.uid ?? "" }, "Normal", REASON_GARBAGE_COLLECTED, garbageCollectedMessage(text, nad.value.name))
+      }
+    }
+    yield* metrics.ipsFreed("deletion", freed)
+    yield* metrics.reservationsDeleted("deletion", reservations)
+  })
+
+export interface Baseline {
+  readonly awaitSynced: Effect.Effect<void>
+  readonly isSynced: Effect.Effect<boolean>
+  /** Pods in the full-object cache. */
+  readonly cachedPods: () => number
+}
+
+/** Starts the baseline controller in the current scope (informers, queue, workers). */
+export const startBaseline: Effect.Effect<
+  Baseline,
+  never,
+  KubeApi | ControllerConfig.ControllerConfig | NadConfigs.NadConfigs | EventRecorder.EventRecorder | Metrics.Metrics | Scope.Scope
+> = Effect.gen(function* () {
+  const config = yield* ControllerConfig.ControllerConfig
+  const pods = yield* makeInformer<KubeObject>({
+    resource: R.Pods,
+    transform: (o) => o,
+    keyOf,
+    identityOf: (o) => o.metadata.uid ?? "",
+    versionOf: (o) => o.metadata.resourceVersion,
+    pageSize: config.pageSize
+  })
+  const nads = yield* makeInformer<NadRecord>({
+    resource: R.NetworkAttachmentDefinitions,
+    transform: toNadRecord,
+    keyOf: (n) => `${n.namespace}/${n.name}`,
+    versionOf: (n) => n.resourceVersion,
+    pageSize: config.pageSize
+  })
+  const deletions = yield* pods.subscribe
+  const queue = yield* WorkQueue.make<KubeObject>({})
+  yield* Effect.forkScoped(
+    Effect.forever(Effect.flatMap(Queue.take(deletions), (e) => (e.type === "delete" ? queue.add(`${keyOf(e.object)}/${e.object.metadata.uid ?? ""}`, e.object) : Effect.void)))
+  )
+  const awaitSynced = Effect.zipRight(pods.awaitSynced, nads.awaitSynced)
+  yield* awaitSynced
+  const worker = Effect.gen(function* () {
+    for (;;) {
+      const item = yield* queue.take
+      if (Option.isNone(item)) return
+      const { key, value } = item.value
+      const out = yield* Effect.either(processPod(value, nads.get))
+      if (Either.isLeft(out)) {
+        yield* Effect.logWarning(`baseline: ${key}: ${out.left.message}`)
+        if (yield* queue.addRateLimited(key, value)) yield* Effect.void
+      } else yield* queue.forget(key)
+      yield* queue.done(key)
+    }
+  })
+  for (let i = 0; i < config.workers; i++) yield* Effect.forkScoped(worker)
+  return {
+    awaitSynced,
+    isSynced: Effect.map(Effect.all([pods.isSynced, nads.isSynced]), ([a, b]) => a && b),
+    cachedPods: pods.size
+  }
+})
+
+/** Everything the baseline needs besides a KubeApi (metrics-counted, as the controller's is). */
+export const baselineServices = <E, R>(kubeApi: Layer.Layer<KubeApi, E, R>) =>
+  EventRecorder.layer.pipe(Layer.provideMerge(instrument(kubeApi)), Layer.provideMerge(Metrics.layer))
+
+const main = async () => {
+  if (process.argv[2] !== "run") {
+    process.stderr.write("usage: node bench/baseline.ts run   (configured like the controller, by environment)\n")
+    process.exit(2)
+  }
+  const { layerLive } = await import("../src/services/KubeApiLive.ts")
+  const configs = Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)
+  const env = baselineServices(layerLive).pipe(Layer.provideMerge(configs))
+  const program = Effect.scoped(
+    Effect.gen(function* () {
+      const baseline = yield* startBaseline
+      yield* serveEndpoints(baseline.isSynced)
+      yield* Effect.logInfo("baseline running")
+      return yield* Effect.never
+    })
+  ).pipe(Effect.provide(env), Effect.provide(Logger.json), Logger.withMinimumLogLevel(LogLevel.Warning))
+  const fiber = Effect.runFork(program as Effect.Effect<never, unknown>)
+  process.on("SIGTERM", () => Effect.runFork(Fiber.interrupt(fiber)))
+  fiber.addObserver(() => process.exit(0))
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) void main()
+
+/**
+ * The anchors' address search (whereabouts' IterateForAssignment): a set of every reserved IP as
+ * text, then every candidate from the first usable address upwards, formatted and looked up.
+ */
+export const naiveLowestFree = (cidrText: string, allocations: Readonly<Record<string, unknown>>): string | undefined => {
+  const cidr = parseCidr(cidrText)
+  if (cidr === undefined) return undefined
+  const reserved = new Set<string>()
+  for (const key of Object.keys(allocations)) reserved.add(formatIP({ family: cidr.family, value: cidr.address + BigInt(key) }))
+  const hostBits = BigInt((cidr.family === 4 ? 32 : 128) - cidr.prefix)
+  const last = cidr.address + (1n << hostBits) - 2n
+  for (let ip = cidr.address + 1n; ip <= last; ip++) {
+    const text = formatIP({ family: cidr.family, value: ip })
+    if (!reserved.has(text)) return text
+  }
+  return undefined
+}

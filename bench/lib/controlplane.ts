@@ -1,0 +1,96 @@
+/**
+ * A real kube-apiserver + etcd for the benchmarks, started through the test harness
+ * (test/live/cluster.ts) with the binaries from scripts/envtest-assets.sh (KUBEBUILDER_ASSETS
+ * or its cache, else built once), and the CRDs from deploy/ installed.
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { type ControlPlane, DIR_PREFIX, adminRequest, installCrds, reapOrphans, startControlPlane } from "../../test/live/cluster.ts"
+
+import { ROOT } from "./paths.ts"
+
+export { ROOT }
+
+/** The assets dir (kube-apiserver, etcd); may build them (minutes, once) when not cached. */
+export const envtestAssets = (): string => {
+  const out = execFileSync("bash", [path.join(ROOT, "scripts/envtest-assets.sh")], {
+    cwd: ROOT,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "inherit"],
+    maxBuffer: 16 << 20
+  }).trim()
+  if (out === "") throw new Error("scripts/envtest-assets.sh printed no assets directory")
+  return out
+}
+
+export interface BenchPlane extends ControlPlane {
+  readonly assets: string
+  readonly version: string
+  /** Raw `/metrics` text of the apiserver. */
+  readonly metrics: () => Promise<string>
+}
+
+/** Starts etcd + kube-apiserver on loopback and installs the project's CRDs. */
+export const startBenchPlane = async (): Promise<BenchPlane> => {
+  const assets = envtestAssets()
+  reapOrphans()
+  const plane = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assets)
+  try {
+    const dirs = [path.join(ROOT, "deploy/crds"), path.join(ROOT, "deploy/components/nad-crd")]
+    const files = dirs.flatMap((d) => fs.readdirSync(d).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml").map((f) => path.join(d, f)))
+    await installCrds(plane, files)
+    const v = await adminRequest(plane, "GET", "/version")
+    const version = (JSON.parse(v.body) as { gitVersion?: string }).gitVersion ?? "unknown"
+    const metrics = async () => {
+      const res = await adminRequest(plane, "GET", "/metrics")
+      if (res.status !== 200) throw new Error(`apiserver /metrics: HTTP ${res.status}`)
+      return res.body
+    }
+    return { ...plane, assets, version, metrics }
+  } catch (e) {
+    await plane.stop()
+    throw e
+  }
+}
+
+export { adminRequest }
+
+/** CPU seconds (user + system) a process has used so far, from /proc. */
+export const cpuSeconds = (pid: number): number => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** The pids of the plane's kube-apiserver and etcd (from the harness' state file and /proc). */
+export const planePids = (plane: ControlPlane): { readonly apiserver: number | undefined; readonly etcd: number | undefined } => {
+  const state = JSON.parse(fs.readFileSync(path.join(plane.dir, "harness.json"), "utf8")) as { pids?: Array<number> }
+  let apiserver: number | undefined
+  let etcd: number | undefined
+  for (const pid of state.pids ?? []) {
+    try {
+      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      if (cmd.includes("kube-apiserver")) apiserver = pid
+      else if (cmd.includes("etcd")) etcd = pid
+    } catch {
+      // gone
+    }
+  }
+  return { apiserver, etcd }
+}
+
+/** `etcd --version`'s first line's version. */
+export const etcdVersion = (assets: string): string => {
+  try {
+    const out = execFileSync(path.join(assets, "etcd"), ["--version"], { encoding: "utf8" })
+    return /etcd Version: (\S+)/.exec(out)?.[1] ?? out.split("\n")[0] ?? "?"
+  } catch {
+    return "?"
+  }
+}

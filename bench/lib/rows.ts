@@ -1,0 +1,260 @@
+/** Summary rows and detail tables of the scenarios, shared by both benchmark commands. */
+import { count, type IsolatedRun, type MassRun, type SingleRun } from "./scenarios.ts"
+import { type Row, table, yesNo } from "./results.ts"
+import { fmt, ms, spread } from "./stats.ts"
+
+export const ratio = (baseline: number, ours: number): string =>
+  Number.isFinite(baseline) && Number.isFinite(ours) && ours > 0 ? `${fmt(baseline / ours)}×` : "–"
+
+const sec = (x: number) => (Number.isFinite(x) ? `${fmt(x / 1000)} s` : "not within timeout")
+const medSpread = (xs: ReadonlyArray<number>, unit: (x: number) => string) => {
+  if (xs.length === 0) return "–"
+  const s = spread(xs)
+  return xs.length === 1 ? unit(s.median) : `${unit(s.median)} (${unit(s.min)}–${unit(s.max)})`
+}
+
+/** Freed IPs of a mass run (one per pod: every pod has one interface). */
+export const freedIPs = (r: MassRun) => r.pods
+
+export const fullyFreed = (r: MassRun) => Math.max(r.poolFreedMs, r.reservationsFreedMs)
+
+export const limitsText = (r: { readonly limits: { readonly qps: number; readonly burst: number } }) =>
+  r.limits.qps > 0 ? `QPS ${r.limits.qps}/burst ${r.limits.burst}` : "no client limit"
+
+export interface MassRows {
+  readonly rows: Array<Row>
+  readonly body: string
+}
+
+/** Rows and table of mass-deletion runs (every repetition of both contenders). */
+export const massRows = (
+  label: string,
+  ours: ReadonlyArray<MassRun>,
+  baseline: ReadonlyArray<MassRun>,
+  target: { readonly seconds?: number; readonly times?: number } = {}
+): MassRows => {
+  const o = spread(ours.map(fullyFreed))
+  const b = spread(baseline.map(fullyFreed))
+  const op = spread(ours.map((r) => r.poolFreedMs))
+  const bp = spread(baseline.map((r) => r.poolFreedMs))
+  const times = b.median / o.median
+  const met =
+    target.seconds === undefined && target.times === undefined
+      ? undefined
+      : (target.seconds === undefined || o.max <= target.seconds * 1000) && (target.times === undefined || times >= target.times)
+  const targetText = [target.seconds === undefined ? undefined : `≤ ${target.seconds} s`, target.times === undefined ? undefined : `≥ ${target.times}× faster`].filter((x) => x !== undefined).join("; ")
+  const rows: Array<Row> = [
+    {
+      scenario: label,
+      metric: "last delete → every address and reservation free, median (min–max)",
+      ours: medSpread(ours.map(fullyFreed), sec),
+      baseline: medSpread(baseline.map(fullyFreed), sec),
+      ratio: ratio(b.median, o.median),
+      target: targetText === "" ? "–" : targetText,
+      met: yesNo(met)
+    },
+    {
+      scenario: label,
+      metric: "last delete → every pool entry free, median",
+      ours: ours.length === 0 ? "–" : sec(op.median),
+      baseline: baseline.length === 0 ? "–" : sec(bp.median),
+      ratio: ratio(bp.median, op.median),
+      target: "–",
+      met: "–"
+    }
+  ]
+  const all = [...ours, ...baseline]
+  const body = [
+    table(
+      ["run", "limit", "pods / pools", "setup", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "pool patches (422)", "batches", "reservation deletes", "Events", "pod reads", "CPU s (by process)", "invariants at rest"],
+      all.map((r, i) => [
+        `${r.kind} #${i < ours.length ? i + 1 : i - ours.length + 1}`,
+        limitsText(r),
+        `${r.pods} / ${r.pools}`,
+        ms(r.setupMs),
+        ms(r.deleteWindowMs),
+        sec(r.poolFreedMs),
+        sec(r.reservationsFreedMs),
+        sec(r.reconciledMs),
+        `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
+        r.kind === "ours" ? r.batches : "–",
+        count(r.calls, "delete", "overlappingrangeipreservations"),
+        count(r.calls, "create", "events") + count(r.calls, "patch", "events"),
+        `${count(r.calls, "get", "pods")} GET, ${count(r.calls, "list", "pods")} LIST pages`,
+        Object.entries(r.cpu)
+          .map(([k, v]) => `${k} ${fmt(v)}`)
+          .join(", "),
+        r.rest.liveNotHeld.length + r.rest.deadHeld.length + r.rest.shared.length + r.rest.reservationMissing.length + r.rest.reservationDead.length === 0
+          ? "ok"
+          : `${r.rest.liveNotHeld.length} wrong, ${r.rest.deadHeld.length + r.rest.reservationDead.length} lost`
+      ])
+    )
+  ].join("\n")
+  return { rows, body }
+}
+
+/** API writes per freed IP of a mass run (pool writes and reservation deletes separately). */
+export const writeRows = (label: string, ours: ReadonlyArray<MassRun>, baseline: ReadonlyArray<MassRun>): Array<Row> => {
+  const per = (runs: ReadonlyArray<MassRun>, f: (r: MassRun) => number) => spread(runs.map((r) => f(r) / freedIPs(r))).median
+  const pool = (r: MassRun) => count(r.calls, "patch", "ippools")
+  const res = (r: MassRun) => count(r.calls, "delete", "overlappingrangeipreservations")
+  const ev = (r: MassRun) => count(r.calls, "create", "events") + count(r.calls, "patch", "events")
+  const all = (r: MassRun) =>
+    Object.entries(r.calls)
+      .filter(([k]) => ["create", "patch", "delete", "replace"].includes(k.split(" ")[0]!))
+      .reduce((a, [, n]) => a + n, 0)
+  const po = per(ours, pool)
+  const perBatch = spread(ours.filter((r) => r.batches > 0).map((r) => pool(r) / r.batches)).median
+  const batchSize = spread(ours.filter((r) => r.batches > 0).map((r) => r.pods / r.batches)).median
+  return [
+    {
+      scenario: label,
+      metric: "pool patches per reconcile batch (one per pool the batch touched) · pods per batch",
+      ours: `${fmt(perBatch)} · ${fmt(batchSize)}`,
+      baseline: "– (one pod, one IP at a time)",
+      ratio: "–",
+      target: "one patch per pool per round",
+      met: yesNo(perBatch <= 10)
+    },
+    { scenario: label, metric: "pool writes (IPPool patches) per freed IP", ours: fmt(po), baseline: fmt(per(baseline, pool)), ratio: ratio(per(baseline, pool), po), target: "≤ 0.05", met: yesNo(po <= 0.05) },
+    { scenario: label, metric: "reservation deletes per freed IP", ours: fmt(per(ours, res)), baseline: fmt(per(baseline, res)), ratio: ratio(per(baseline, res), per(ours, res)), target: "–", met: "–" },
+    { scenario: label, metric: "Event writes per freed IP", ours: fmt(per(ours, ev)), baseline: fmt(per(baseline, ev)), ratio: ratio(per(baseline, ev), per(ours, ev)), target: "–", met: "–" },
+    { scenario: label, metric: "all API writes per freed IP", ours: fmt(per(ours, all)), baseline: fmt(per(baseline, all)), ratio: ratio(per(baseline, all), per(ours, all)), target: "–", met: "–" },
+    {
+      scenario: label,
+      metric: "all API requests per freed IP (reads too, no watches/leases)",
+      ours: fmt(per(ours, (r) => Object.values(r.calls).reduce((a, n) => a + n, 0))),
+      baseline: fmt(per(baseline, (r) => Object.values(r.calls).reduce((a, n) => a + n, 0))),
+      ratio: ratio(per(baseline, (r) => Object.values(r.calls).reduce((a, n) => a + n, 0)), per(ours, (r) => Object.values(r.calls).reduce((a, n) => a + n, 0))),
+      target: "–",
+      met: "–"
+    }
+  ]
+}
+
+/** Conflict rows of mass runs that raced an allocator. */
+export const conflictRows = (label: string, ours: MassRun, baseline: MassRun): { rows: Array<Row>; body: string } => {
+  const rate = (r: MassRun) => {
+    const all = count(r.calls, "patch", "ippools")
+    return all === 0 ? 0 : count(r.calls, "patch", "ippools", "422") / all
+  }
+  const bad = (r: MassRun) => r.rest.liveNotHeld.length + r.rest.shared.length + r.rest.reservationMissing.length
+  const lost = (r: MassRun) => r.rest.deadHeld.length + r.rest.reservationDead.length
+  const pct = (x: number) => `${fmt(100 * x)} %`
+  const rows: Array<Row> = [
+    { scenario: label, metric: "contender's pool patches that conflicted (HTTP 422)", ours: pct(rate(ours)), baseline: pct(rate(baseline)), ratio: "–", target: "≤ 5 %", met: yesNo(rate(ours) <= 0.05) },
+    {
+      scenario: label,
+      metric: "wrong / lost frees at rest (invariants)",
+      ours: `${bad(ours)} / ${lost(ours)}`,
+      baseline: `${bad(baseline)} / ${lost(baseline)}`,
+      ratio: "–",
+      target: "0 / 0",
+      met: yesNo(bad(ours) + lost(ours) === 0)
+    }
+  ]
+  const body = table(
+    ["contender", "pods deleted", "allocator pods started (failed)", "allocator pool patches (conflicts)", "contender pool patches (422)", "live pods / allocations / reservations at rest", "violations"],
+    [ours, baseline].map((r) => [
+      r.kind,
+      r.pods,
+      `${r.allocator?.started ?? 0} (${r.allocator?.failed ?? 0})`,
+      `${r.allocator?.poolPatches ?? 0} (${r.allocator?.poolConflicts ?? 0})`,
+      `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
+      `${r.rest.livePods} / ${r.rest.allocations} / ${r.rest.reservations}`,
+      [...r.rest.liveNotHeld, ...r.rest.deadHeld, ...r.rest.shared, ...r.rest.reservationMissing, ...r.rest.reservationDead].slice(0, 3).join("; ") || "none"
+    ])
+  )
+  return { rows, body }
+}
+
+/** Rows and table of single-deletion runs. */
+export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun, target?: { readonly p50: number; readonly p99: number }) => {
+  const both = (r: SingleRun) => `${ms(r.pool.p50)} / ${ms(r.pool.p99)}`
+  const met = target === undefined ? undefined : ours.pool.p50 <= target.p50 && ours.pool.p99 <= target.p99 && ours.completed === ours.pods
+  const rows: Array<Row> = [
+    {
+      scenario: label,
+      metric: "delete → address free, p50 / p99",
+      ours: both(ours),
+      baseline: both(baseline),
+      ratio: `${ratio(baseline.pool.p50, ours.pool.p50)} / ${ratio(baseline.pool.p99, ours.pool.p99)}`,
+      target: target === undefined ? "–" : `≤ ${target.p50} ms / ≤ ${target.p99} ms`,
+      met: yesNo(met)
+    }
+  ]
+  const body = table(
+    ["contender", "limit", "pods, rate", "what", "n", "p50", "p95", "p99", "min", "max", "issue lag p99", "calls"],
+    [ours, baseline].flatMap((r) =>
+      (["pool", "reservation"] as const).map((w) => [
+        r.kind,
+        limitsText(r),
+        `${r.pods} at ${r.rate}/s`,
+        w === "pool" ? "pool entry gone" : "reservation gone",
+        r[w].n,
+        ms(r[w].p50),
+        ms(r[w].p95),
+        ms(r[w].p99),
+        ms(r[w].min),
+        ms(r[w].max),
+        ms(r.issueLag.p99),
+        w === "pool" ? Object.entries(r.calls).map(([k, n]) => `${k}: ${n}`).join(", ") : ""
+      ])
+    )
+  )
+  return { rows, body }
+}
+
+/** Rows and table of isolated-pod runs. */
+export const isolatedRows = (label: string, ours: IsolatedRun, baseline: IsolatedRun) => {
+  const typical = (r: IsolatedRun) => r.samples[r.samples.length - 1] ?? {}
+  const text = (c: Record<string, number>) =>
+    Object.entries(c)
+      .sort()
+      .map(([k, n]) => `${n}× ${k.split(" ").slice(0, 2).join(" ")}${k.split(" ")[2] === "200" || k.split(" ")[2] === "201" ? "" : ` (${k.split(" ")[2]})`}`)
+      .join(", ")
+  const o = typical(ours)
+  const poolReads = count(o, "get", "ippools") + count(o, "list", "ippools")
+  const met = ours.samples.every((s) => count(s, "patch", "ippools") === 1 && count(s, "delete", "overlappingrangeipreservations") === 1 && count(s, "get", "ippools") + count(s, "list", "ippools") === 0)
+  const rows: Array<Row> = [
+    {
+      scenario: label,
+      metric: "API calls for one deletion",
+      ours: text(o),
+      baseline: text(typical(baseline)),
+      ratio: ratio(Object.values(typical(baseline)).reduce((a, n) => a + n, 0), Object.values(o).reduce((a, n) => a + n, 0)),
+      target: "1 patch (+1 reservation delete), 0 list/get of pools",
+      met: yesNo(met)
+    },
+    { scenario: label, metric: "pool reads for that deletion", ours: String(poolReads), baseline: String(count(typical(baseline), "get", "ippools")), ratio: "–", target: "0", met: yesNo(poolReads === 0) }
+  ]
+  const body = table(
+    ["contender", "sample", "calls (controller side; leases and watches left out)", "delete → free"],
+    [ours, baseline].flatMap((r) => r.samples.map((s, i) => [r.kind, i + 1, text(s), ms(r.latencyMs[i])]))
+  )
+  return { rows, body }
+}
+
+export { fmt, ms, sec, spread, table, yesNo }
+
+/** Client rate limit rows: the highest one-second and ten-second request rates against the limit. */
+export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: "contender" | "server") => {
+  const r = (m: MassRun) => (side === "server" ? m.serverRates : m.rates)
+  const qps = ours.limits.qps
+  const burst = ours.limits.burst
+  const o = r(ours)
+  const b = r(baseline)
+  const met = o === undefined ? undefined : o.peak <= qps + burst && (o.max10s === undefined || o.max10s <= qps * 1.05)
+  const rows: Array<Row> = [
+    {
+      scenario: label,
+      metric: `peak requests/s, 1 s windows / 10 s windows (${side === "server" ? "API server's apiserver_request_total" : "contender's api_requests_total"})`,
+      ours: o === undefined ? "–" : `${fmt(o.peak)} / ${fmt(o.max10s)}`,
+      baseline: b === undefined ? "–" : `${fmt(b.peak)} / ${fmt(b.max10s)}`,
+      ratio: "–",
+      target: `≤ ${qps} (burst ${burst} on top in the first second)`,
+      met: yesNo(met)
+    }
+  ]
+  return rows
+}

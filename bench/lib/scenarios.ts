@@ -1,0 +1,384 @@
+/**
+ * The scenarios, written once over BenchEnv: mass deletion (optionally racing an allocator),
+ * single deletions at a steady rate, one isolated pod, and informer sync. Each returns raw
+ * numbers; bench/memory.ts and bench/apiserver.ts turn them into rows and tables.
+ */
+import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope } from "effect"
+import { podRef, projectPod } from "../../src/domain/pod.ts"
+import { deletePod, startPod } from "../../src/programs/cni-plugin.ts"
+import { stores } from "../../src/programs/layers.ts"
+import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
+import { makeInformer } from "../../src/services/Informer.ts"
+import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
+import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from "./env.ts"
+import { countingApi, rateSampler } from "./live.ts"
+import { delta, type Sample, sum } from "./prom.ts"
+import { type Percentiles, percentiles } from "./stats.ts"
+import { type Network, type RestReport, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
+
+const API = "whereabouts_controller_api_requests_total"
+const FREED = "whereabouts_controller_ips_freed_total"
+const BATCHES = "whereabouts_controller_reconcile_duration_seconds_count"
+
+/** Controller-side request counts, "verb resource code", without watches and leader-election leases. */
+export const callsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
+  const all = delta(before, after, API, ["verb", "resource", "code"])
+  return Object.fromEntries(Object.entries(all).filter(([k]) => !k.startsWith("watch ") && !k.includes(" leases ")))
+}
+
+export const count = (calls: Record<string, number>, verb: string, resource: string, code?: string): number =>
+  Object.entries(calls)
+    .filter(([k]) => {
+      const [v, r, c] = k.split(" ")
+      return v === verb && r === resource && (code === undefined || c === code)
+    })
+    .reduce((a, [, n]) => a + n, 0)
+
+/** apiserver_request_total of everything but the benchmark's own pod deletions, watches and non-resource paths. */
+export const serverCallsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
+  const all = delta(before, after, "apiserver_request_total", ["verb", "resource", "code"])
+  return Object.fromEntries(Object.entries(all).filter(([k]) => !k.startsWith("WATCH ") && !k.startsWith("DELETE pods ") && k.split(" ")[1] !== ""))
+}
+
+const serverTotal = (samples: ReadonlyArray<Sample>) =>
+  sum(samples, "apiserver_request_total", (l) => l["verb"] !== "WATCH" && !(l["verb"] === "DELETE" && l["resource"] === "pods") && (l["resource"] ?? "") !== "" && l["resource"] !== "leases")
+
+const waitFreedMetric = (c: Contender, target: number, timeoutMs: number) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + timeoutMs
+    for (;;) {
+      const s = yield* c.scrape
+      if (sum(s, FREED) >= target) return performance.now()
+      if (Date.now() > deadline) return Number.NaN
+      yield* Effect.sleep("50 millis")
+    }
+  })
+
+/** The CNI simulation's services over the driver's KubeApi. */
+const cniLayer = (api: KubeApiShape) => stores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
+
+export interface AllocatorStats {
+  readonly started: number
+  readonly failed: number
+  readonly errors: ReadonlyArray<string>
+  readonly poolPatches: number
+  readonly poolConflicts: number
+}
+
+/** Starts a pod every 1000/rate ms with the real CNI simulation (startPod) until interrupted. */
+const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network>, rate: number) =>
+  Effect.gen(function* () {
+    const counter = countingApi(api)
+    const layer = Layer.merge(cniLayer(counter.api), Layer.succeed(KubeApi, counter.api))
+    const stats = { started: 0, failed: 0, errors: [] as Array<string> }
+    const started: Array<string> = []
+    const one = (i: number) =>
+      startPod(ns, `alloc-${i}`, [{ nad: { namespace: ns, name: nets[i % nets.length]!.nad }, ifname: "net1" }]).pipe(
+        Effect.provide(layer),
+        Effect.either,
+        Effect.map((r) => {
+          if (Either.isRight(r)) {
+            stats.started++
+            started.push(`alloc-${i}`)
+          } else {
+            stats.failed++
+            if (stats.errors.length < 5) stats.errors.push(r.left.message)
+          }
+        })
+      )
+    const t0 = performance.now()
+    const fibers: Array<Fiber.RuntimeFiber<void>> = []
+    const loop = Effect.gen(function* () {
+      for (let i = 0; ; i++) {
+        const wait = t0 + (i * 1000) / rate - performance.now()
+        if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+        // Daemons: a pod being started when the allocator stops finishes starting (no half-started pods).
+        fibers.push(yield* Effect.forkDaemon(one(i)))
+      }
+    })
+    const fiber = yield* Effect.fork(loop)
+    return {
+      names: started,
+      stop: Effect.gen(function* () {
+        yield* Fiber.interrupt(fiber)
+        yield* Fiber.joinAll(fibers)
+        return {
+          ...stats,
+          poolPatches: [...counter.counts].filter(([k]) => k.startsWith("patch ippools")).reduce((a, [, n]) => a + n, 0),
+          poolConflicts: [...counter.counts].filter(([k]) => k.startsWith("patch ippools") && !k.endsWith(" ok")).reduce((a, [, n]) => a + n, 0)
+        } satisfies AllocatorStats
+      })
+    }
+  })
+
+export interface MassOptions {
+  readonly pods: number
+  readonly pools: number
+  readonly limits: Limits
+  readonly label: string
+  /** Pods per second the CNI simulation starts in the same pools during the deletion. */
+  readonly allocatorRate?: number
+  /** The API server's own counters (real server only). */
+  readonly serverCounts?: () => Promise<ReadonlyArray<Sample>>
+  /** Also sample the API server's counters every second (costly: ~2 MB of text per sample). */
+  readonly serverRates?: boolean
+  readonly timeoutMs?: number
+}
+
+export interface MassRun {
+  readonly kind: Kind
+  readonly pods: number
+  readonly pools: number
+  readonly limits: Limits
+  readonly setupMs: number
+  readonly startMs: number
+  /** First delete issued → last delete returned. */
+  readonly deleteWindowMs: number
+  /** Last delete returned → every pool entry of the deleted pods gone (NaN: not within the timeout). */
+  readonly poolFreedMs: number
+  /** Last delete returned → every reservation of the deleted pods gone. */
+  readonly reservationsFreedMs: number
+  /** Last delete returned → the contender counted every freed IP (Events written). */
+  readonly reconciledMs: number
+  readonly calls: Record<string, number>
+  /** Reconcile batches the controller ran (its reconcile_duration histogram count); 0 for the baseline. */
+  readonly batches: number
+  readonly serverCalls?: Record<string, number>
+  readonly cpu: Record<string, number>
+  readonly rates: { readonly perSecond: ReadonlyArray<number>; readonly peak: number; readonly max10s: number | undefined; readonly total: number }
+  readonly serverRates?: { readonly perSecond: ReadonlyArray<number>; readonly peak: number; readonly max10s: number | undefined; readonly total: number }
+  readonly rest: RestReport
+  readonly allocator?: AllocatorStats
+  readonly memory?: { readonly rss: number; readonly hwm: number }
+}
+
+/** Every pod deleted at once (16 deletes in flight, grace 0); times until all their addresses are free. */
+export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.Effect<MassRun, Error, KubeApi | Scope.Scope> =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const ns = `md-${o.label}`
+    const nets = networks(ns, o.pools)
+    yield* createNetworks(nets)
+    const t0 = performance.now()
+    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets))
+    const setupMs = performance.now() - t0
+    const refs = started.map((p) => `${p.namespace}/${p.name}`)
+    const run = yield* Effect.scoped(
+      Effect.gen(function* () {
+        const t1 = performance.now()
+        const c = yield* env.start(kind, o.limits, o.label)
+        const startMs = performance.now() - t1
+        const tracker = yield* makeTracker()
+        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods, "the tracker sees every allocation", 60_000)
+        const m0 = yield* c.scrape
+        const s0 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
+        const cpu0 = env.cpu(c)
+        const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => sum(s, API, (l) => l["verb"] !== "watch" && l["resource"] !== "leases"))))
+        const serverSampler = o.serverRates === true && o.serverCounts !== undefined ? rateSampler(async () => serverTotal(await o.serverCounts!())) : undefined
+        const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
+        const del = yield* deleteAll(started)
+        const timeoutMs = o.timeoutMs ?? 600_000
+        const freed = yield* Effect.either(
+          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", timeoutMs)
+        )
+        const last = (at: (r: string) => number | undefined) => (Either.isLeft(freed) ? Number.NaN : Math.max(...refs.map((r) => at(r) ?? del.lastReturned)) - del.lastReturned)
+        const poolFreedMs = last(tracker.poolFreedAt)
+        const reservationsFreedMs = last(tracker.reservationsFreedAt)
+        const reconciledAt = yield* waitFreedMetric(c, sum(m0, FREED) + o.pods, Either.isLeft(freed) ? 1 : 120_000)
+        const alloc = allocator === undefined ? undefined : yield* allocator.stop
+        // Let the last writes (the allocator's, the contender's Events) land before counting.
+        yield* Effect.sleep("500 millis")
+        const rates = yield* Effect.promise(() => sampler.stop())
+        const serverRates = serverSampler === undefined ? undefined : yield* Effect.promise(() => serverSampler.stop())
+        const m1 = yield* c.scrape
+        const s1 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
+        const cpu = cpuDelta(cpu0, env.cpu(c))
+        const memory = c.proc?.memory()
+        const rest = yield* restCheck([ns])
+        if (allocator !== undefined) yield* deleteAll(allocator.names.map((name) => ({ namespace: ns, name })))
+        return {
+          kind,
+          pods: o.pods,
+          pools: o.pools,
+          limits: o.limits,
+          setupMs,
+          startMs,
+          deleteWindowMs: del.lastReturned - del.firstIssued,
+          poolFreedMs,
+          reservationsFreedMs,
+          reconciledMs: reconciledAt - del.lastReturned,
+          calls: callsBetween(m0, m1),
+          batches: sum(m1, BATCHES) - sum(m0, BATCHES),
+          ...(s0 === undefined || s1 === undefined ? {} : { serverCalls: serverCallsBetween(s0, s1) }),
+          cpu,
+          rates,
+          ...(serverRates === undefined ? {} : { serverRates }),
+          rest,
+          ...(alloc === undefined ? {} : { allocator: alloc }),
+          ...(memory === undefined ? {} : { memory })
+        } satisfies MassRun
+      })
+    )
+    if (env.name === "apiserver") yield* clearPools
+    return run
+  })
+
+export interface SingleOptions {
+  readonly pods: number
+  readonly pools: number
+  /** Deletions per second. */
+  readonly rate: number
+  readonly limits: Limits
+  readonly label: string
+  readonly timeoutMs?: number
+}
+
+export interface SingleRun {
+  readonly kind: Kind
+  readonly pods: number
+  readonly rate: number
+  readonly limits: Limits
+  /** Delete issued → the pod's pool entry gone, per pod (ms). */
+  readonly pool: Percentiles
+  /** Delete issued → the pod's reservation gone (ms). */
+  readonly reservation: Percentiles
+  /** How late the benchmark issued deletes against the schedule (ms). */
+  readonly issueLag: Percentiles
+  readonly completed: number
+  readonly calls: Record<string, number>
+  readonly cpu: Record<string, number>
+  readonly rest: RestReport
+}
+
+/** Deletes pods one by one at a steady rate; per pod, delete → address free. */
+export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const ns = `sd-${o.label}`
+    const nets = networks(ns, o.pools)
+    yield* createNetworks(nets)
+    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets))
+    const run = yield* Effect.scoped(
+      Effect.gen(function* () {
+        const c = yield* env.start(kind, o.limits, o.label)
+        const tracker = yield* makeTracker()
+        const refs = started.map((p) => `${p.namespace}/${p.name}`)
+        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods, "the tracker sees every allocation", 60_000)
+        const m0 = yield* c.scrape
+        const cpu0 = env.cpu(c)
+        const issued: Array<number> = []
+        const lag: Array<number> = []
+        const t0 = performance.now() + 100
+        const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+        for (const [i, p] of started.entries()) {
+          const at = t0 + (i * 1000) / o.rate
+          const wait = at - performance.now()
+          if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+          const now = performance.now()
+          issued[i] = now
+          lag.push(now - at)
+          fibers.push(yield* Effect.fork(api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 })))
+        }
+        yield* Fiber.joinAll(fibers).pipe(Effect.orDie)
+        yield* Effect.either(
+          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", o.timeoutMs ?? 600_000)
+        )
+        const m1 = yield* c.scrape
+        const cpu = cpuDelta(cpu0, env.cpu(c))
+        const poolLat: Array<number> = []
+        const resLat: Array<number> = []
+        for (const [i, r] of refs.entries()) {
+          const p = tracker.poolFreedAt(r)
+          const q = tracker.reservationsFreedAt(r)
+          if (p !== undefined) poolLat.push(p - issued[i]!)
+          if (q !== undefined) resLat.push(q - issued[i]!)
+        }
+        const rest = yield* restCheck([ns])
+        return {
+          kind,
+          pods: o.pods,
+          rate: o.rate,
+          limits: o.limits,
+          pool: percentiles(poolLat),
+          reservation: percentiles(resLat),
+          issueLag: percentiles(lag),
+          completed: poolLat.length,
+          calls: callsBetween(m0, m1),
+          cpu,
+          rest
+        } satisfies SingleRun
+      })
+    )
+    if (env.name === "apiserver") yield* clearPools
+    return run
+  })
+
+export interface IsolatedRun {
+  readonly kind: Kind
+  /** One entry per sample: controller-side calls for that one deletion. */
+  readonly samples: ReadonlyArray<Record<string, number>>
+  /** Delete issued → the pod's address and reservation free (ms), per sample. */
+  readonly latencyMs: ReadonlyArray<number>
+}
+
+/** One single-interface pod started by the CNI simulation and deleted alone, `samples` times. */
+export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: number; readonly background: number; readonly limits: Limits; readonly label: string }) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const ns = `ip-${o.label}`
+    const nets = networks(ns, 2)
+    yield* createNetworks(nets)
+    yield* bulkStart(ns, roundRobin("web", o.background, nets))
+    const run = yield* Effect.scoped(
+      Effect.gen(function* () {
+        const c = yield* env.start(kind, o.limits, o.label)
+        const tracker = yield* makeTracker()
+        const samples: Array<Record<string, number>> = []
+        const latencyMs: Array<number> = []
+        for (let s = 0; s < o.samples; s++) {
+          const pod = yield* startPod(ns, `solo-${s}`, [{ nad: { namespace: ns, name: nets[0]!.nad }, ifname: "net1" }]).pipe(Effect.provide(cniLayer(api)))
+          const ref = `${ns}/solo-${s}`
+          yield* tracker.until(() => tracker.held(ref) === 1 && tracker.reservationsOf(ref) === 1, "allocated", 30_000)
+          // Let the contender's informers see the pod (and its network-status) before it goes.
+          yield* Effect.sleep("1 second")
+          const m0 = yield* c.scrape
+          const t = performance.now()
+          yield* deletePod(pod).pipe(Effect.provide(cniLayer(api)))
+          yield* tracker.until(() => tracker.held(ref) === 0 && tracker.reservationsOf(ref) === 0, "freed", 60_000)
+          latencyMs.push(Math.max(tracker.poolFreedAt(ref) ?? t, tracker.reservationsFreedAt(ref) ?? t) - t)
+          yield* waitFreedMetric(c, sum(m0, FREED) + 1, 30_000)
+          yield* Effect.sleep("500 millis")
+          samples.push(callsBetween(m0, yield* c.scrape))
+        }
+        return { kind, samples, latencyMs } satisfies IsolatedRun
+      })
+    )
+    if (env.name === "apiserver") yield* clearPools
+    return run
+  }).pipe(Effect.mapError((e) => (e instanceof Error ? e : new Error(String(e)))))
+
+/** List + watch of every pod until synced, caching projections (ours) or whole objects (baseline); ms. */
+export const informerSync = (kind: Kind) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const t = performance.now()
+      const informer =
+        kind === "ours"
+          ? yield* makeInformer({ resource: R.Pods, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion })
+          : yield* makeInformer<KubeObject>({
+              resource: R.Pods,
+              transform: (o) => o,
+              keyOf: (o) => `${o.metadata.namespace}/${o.metadata.name}`,
+              identityOf: (o) => o.metadata.uid ?? "",
+              versionOf: (o) => o.metadata.resourceVersion
+            })
+      yield* informer.awaitSynced
+      return { ms: performance.now() - t, pods: informer.size() }
+    })
+  )
+
+export const restViolations = (r: RestReport): number => violations(r)
+
+/** Retries `effect` (e.g. a flaky setup step) a few times. */
+export const retrying = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.retry(effect, Schedule.recurs(2))

@@ -1,0 +1,379 @@
+/**
+ * The benchmark world over any KubeApi (in-memory or a real API server): networks (NADs), pods
+ * started by the CNI simulation in bulk, a tracker that sees when addresses are freed, and the
+ * invariant check at rest.
+ */
+import { Effect, Either, Queue, type Scope } from "effect"
+import { assignIP } from "../../src/domain/allocate.ts"
+import { formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
+import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
+import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
+import { type IPAllocation, parsePool, poolName, reservationName } from "../../src/domain/pool.ts"
+import { makeInformer } from "../../src/services/Informer.ts"
+import { KubeApi, type JsonPatchOp, type KubeObject, listAll } from "../../src/services/KubeApi.ts"
+import type { KubeError } from "../../src/services/KubeError.ts"
+import * as R from "../../src/services/resources.ts"
+import { networkStatusFor, realisticPod } from "./pods.ts"
+
+export const POOL_NAMESPACE = "kube-system"
+
+export interface Network {
+  readonly namespace: string
+  readonly nad: string
+  readonly range: string
+  readonly pool: string
+  readonly config: string
+}
+
+/** `count` whereabouts networks `net-0..` in `namespace`, net-k on 10.k.0.0/16 (one pool each). */
+export const networks = (namespace: string, count: number, cidr: (k: number) => string = (k) => `10.${k}.0.0/16`): ReadonlyArray<Network> =>
+  Array.from({ length: count }, (_, k) => {
+    const range = cidr(k)
+    const config = JSON.stringify({ cniVersion: "0.3.1", name: `net-${k}`, type: "macvlan", master: "eth0", ipam: { type: "whereabouts", range } })
+    return { namespace, nad: `net-${k}`, range, pool: poolName(range, ""), config }
+  })
+
+const ignoreExists = <A, R>(e: Effect.Effect<A, KubeError, R>) => e.pipe(Effect.asVoid, Effect.catchIf((x) => x.reason === "AlreadyExists", () => Effect.void))
+
+/** Creates the namespace (real servers need it) and the NADs. */
+export const createNetworks = (nets: ReadonlyArray<Network>) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    for (const ns of new Set(nets.map((n) => n.namespace))) yield* ignoreExists(api.create(R.Namespaces, undefined, { metadata: { name: ns } }))
+    yield* ignoreExists(api.create(R.Namespaces, undefined, { metadata: { name: POOL_NAMESPACE } }))
+    for (const n of nets) {
+      yield* ignoreExists(api.create(R.NetworkAttachmentDefinitions, n.namespace, { metadata: { name: n.nad, namespace: n.namespace }, spec: { config: n.config } }))
+    }
+  })
+
+export interface BulkPod {
+  readonly name: string
+  readonly attachments: ReadonlyArray<{ readonly net: Network; readonly ifname: string }>
+}
+
+export interface StartedPod {
+  readonly namespace: string
+  readonly name: string
+  readonly ips: ReadonlyArray<{ readonly net: Network; readonly ifname: string; readonly ip: string }>
+}
+
+const pointer = (key: string) => `/spec/allocations/${key}`
+
+const containerId = (i: number) => {
+  let s = ""
+  for (let k = 0; s.length < 64; k++) s += ((i * 2654435761 + k * 97) >>> 0).toString(16).padStart(8, "0")
+  return s.slice(0, 64)
+}
+
+/**
+ * The CNI simulation for many pods at once: what `startPod` does pod by pod (lowest free address
+ * by the plugin's own `assignIP`, a resourceVersion-guarded pool write, one reservation per
+ * address, Multus' network-status), batched so that thousands of pods take seconds on a real
+ * server: pods are created first (with their final annotations), then one guarded patch per
+ * pool, then the reservations. Same pool contents as starting the pods one by one.
+ */
+export const bulkStart = (namespace: string, pods: ReadonlyArray<BulkPod>, options: { readonly concurrency?: number; readonly firstIndex?: number } = {}) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const concurrency = options.concurrency ?? 16
+    const first = options.firstIndex ?? 0
+    // 1. Allocate in memory, pool by pool, in pod order (as sequential CNI ADDs would).
+    const pools = new Map<string, { net: Network; rv: string | undefined; exists: boolean; before: Record<string, IPAllocation>; allocations: Record<string, IPAllocation> }>()
+    for (const p of pods) {
+      for (const a of p.attachments) {
+        if (pools.has(a.net.pool)) continue
+        const got = yield* Effect.either(api.get(R.IPPools, POOL_NAMESPACE, a.net.pool))
+        if (Either.isLeft(got) && got.left.reason !== "NotFound") return yield* Effect.fail(got.left)
+        const allocations = Either.isRight(got) ? { ...((got.right["spec"] as { allocations?: Record<string, IPAllocation> }).allocations ?? {}) } : {}
+        pools.set(a.net.pool, { net: a.net, rv: Either.isRight(got) ? got.right.metadata.resourceVersion : undefined, exists: Either.isRight(got), before: { ...allocations }, allocations })
+      }
+    }
+    const started: Array<StartedPod> = []
+    for (const [i, p] of pods.entries()) {
+      const ips: Array<StartedPod["ips"][number]> = []
+      for (const a of p.attachments) {
+        const pool = pools.get(a.net.pool)!
+        const config = decodeNadConfig(a.net.config)
+        if (Either.isLeft(config) || config.right._tag !== "Whereabouts") return yield* Effect.dieMessage(`bad network ${a.net.nad}`)
+        const range = config.right.config.ranges[0]!
+        const got = assignIP(range, parseCidr(a.net.range)!, pool.allocations, { id: containerId(first + i), podref: `${namespace}/${p.name}`, ifname: a.ifname })
+        if (Either.isLeft(got)) return yield* Effect.dieMessage(got.left.message)
+        pool.allocations = got.right.allocations as Record<string, IPAllocation>
+        ips.push({ net: a.net, ifname: a.ifname, ip: formatIP(got.right.ip) })
+      }
+      started.push({ namespace, name: p.name, ips })
+    }
+    // 2. The pods, with the annotations Multus leaves on them.
+    yield* Effect.forEach(
+      started,
+      (s, i) => {
+        const networks = s.ips.map((x) => `${x.net.namespace}/${x.net.nad}@${x.ifname}`).join(",")
+        const status = networkStatusFor(first + i, s.ips.map((x) => ({ network: `${x.net.namespace}/${x.net.nad}`, ifname: x.ifname, ips: [x.ip] })))
+        return api.create(R.Pods, namespace, realisticPod(namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true }))
+      },
+      { concurrency, discard: true }
+    )
+    // 3. One guarded write per pool (chunked under the API server's 10,000-op limit).
+    for (const pool of pools.values()) {
+      const added = Object.keys(pool.allocations).filter((k) => !(k in pool.before))
+      if (!pool.exists) {
+        yield* api.create(R.IPPools, POOL_NAMESPACE, { metadata: { name: pool.net.pool, namespace: POOL_NAMESPACE }, spec: { range: pool.net.range, allocations: pool.allocations } })
+        continue
+      }
+      let rv = pool.rv
+      for (let c = 0; c < added.length; c += 9_000) {
+        const ops: Array<JsonPatchOp> = [{ op: "test", path: "/metadata/resourceVersion", value: rv }]
+        for (const k of added.slice(c, c + 9_000)) ops.push({ op: "add", path: pointer(k), value: pool.allocations[k] })
+        const written = yield* api.patch(R.IPPools, POOL_NAMESPACE, pool.net.pool, { type: "json", ops })
+        rv = written.metadata.resourceVersion
+      }
+    }
+    // 4. One overlapping-range reservation per address.
+    yield* Effect.forEach(
+      started.flatMap((s, i) => s.ips.map((x) => ({ s, x, i }))),
+      ({ s, x, i }) =>
+        api.create(R.OverlappingRangeIPReservations, POOL_NAMESPACE, {
+          metadata: { name: reservationName(parseIP(x.ip)!, ""), namespace: POOL_NAMESPACE },
+          spec: { podref: `${namespace}/${s.name}`, containerid: containerId(first + i), ifname: x.ifname }
+        }),
+      { concurrency, discard: true }
+    )
+    return started
+  })
+
+/** `n` pods `<prefix>-<i>`, each on one network, round-robin over `nets` (so n/|nets| per pool). */
+export const roundRobin = (prefix: string, n: number, nets: ReadonlyArray<Network>, perPod = 1): ReadonlyArray<BulkPod> =>
+  Array.from({ length: n }, (_, i) => ({
+    name: `${prefix}-${i}`,
+    attachments: Array.from({ length: perPod }, (_, k) => ({ net: nets[(i + k) % nets.length]!, ifname: `net${k + 1}` }))
+  }))
+
+/** Deletes everything the controller and the CNI simulation write in the pool namespace. */
+export const clearPools = Effect.gen(function* () {
+  const api = yield* KubeApi
+  for (const r of [R.IPPools, R.OverlappingRangeIPReservations]) {
+    const { items } = yield* listAll(r, POOL_NAMESPACE)
+    yield* Effect.forEach(items, (o) => api.delete(r, POOL_NAMESPACE, o.metadata.name).pipe(Effect.catchIf((e) => e.reason === "NotFound", () => Effect.void)), {
+      concurrency: 16,
+      discard: true
+    })
+  }
+})
+
+// ---------------------------------------------------------------------------------------------
+
+const refCounts = (o: KubeObject): Map<string, number> => {
+  const out = new Map<string, number>()
+  const allocations = ((o["spec"] as { allocations?: Record<string, { podref?: unknown }> } | undefined)?.allocations ?? {}) as Record<string, { podref?: unknown }>
+  for (const key in allocations) {
+    const ref = allocations[key]?.podref
+    if (typeof ref === "string") out.set(ref, (out.get(ref) ?? 0) + 1)
+  }
+  return out
+}
+
+export interface Tracker {
+  /** Pool entries held per podref, summed over pools, as the watch last showed them. */
+  readonly held: (ref: string) => number
+  /** When the last pool entry of the podref went away (performance.now()), if it did. */
+  readonly poolFreedAt: (ref: string) => number | undefined
+  readonly reservationsOf: (ref: string) => number
+  readonly reservationsFreedAt: (ref: string) => number | undefined
+  readonly heldTotal: (refs: ReadonlyArray<string>) => number
+  readonly reservationsTotal: (refs: ReadonlyArray<string>) => number
+  /** Resolves when `cond` holds (checked after each watch event and every 50 ms), or fails after the timeout. */
+  readonly until: (cond: () => boolean, what: string, timeoutMs: number) => Effect.Effect<void, Error>
+}
+
+/**
+ * Watches the pools and reservations of the pool namespace (its own informers over its own
+ * KubeApi, no rate limit) and timestamps, per podref, when its pool entries and reservations went away.
+ */
+export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Scope> =>
+  Effect.gen(function* () {
+    const held = new Map<string, number>()
+    const poolFreed = new Map<string, number>()
+    const resHeld = new Map<string, number>()
+    const resFreed = new Map<string, number>()
+    const bump = (m: Map<string, number>, freed: Map<string, number>, ref: string, d: number) => {
+      const n = (m.get(ref) ?? 0) + d
+      if (n <= 0) {
+        m.delete(ref)
+        if (d < 0) freed.set(ref, performance.now())
+      } else {
+        m.set(ref, n)
+        freed.delete(ref)
+      }
+    }
+    const pools = yield* makeInformer<{ name: string; rv: string | undefined; refs: Map<string, number> }>({
+      resource: R.IPPools,
+      namespace: POOL_NAMESPACE,
+      transform: (o) => ({ name: o.metadata.name, rv: o.metadata.resourceVersion, refs: refCounts(o) }),
+      keyOf: (p) => p.name,
+      versionOf: (p) => p.rv
+    })
+    const reservations = yield* makeInformer<{ name: string; rv: string | undefined; ref: string }>({
+      resource: R.OverlappingRangeIPReservations,
+      namespace: POOL_NAMESPACE,
+      transform: (o) => ({ name: o.metadata.name, rv: o.metadata.resourceVersion, ref: String((o["spec"] as { podref?: unknown } | undefined)?.podref ?? "") }),
+      keyOf: (r) => r.name,
+      versionOf: (r) => r.rv
+    })
+    const poolEvents = yield* pools.subscribe
+    const resEvents = yield* reservations.subscribe
+    let wake: (() => void) | undefined
+    const poke = () => wake?.()
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.map(Queue.take(poolEvents), (e) => {
+          const before = e.type === "add" ? new Map<string, number>() : e.type === "update" ? e.old.refs : e.object.refs
+          const after = e.type === "delete" ? new Map<string, number>() : e.object.refs
+          for (const [ref, n] of before) if ((after.get(ref) ?? 0) !== n) bump(held, poolFreed, ref, (after.get(ref) ?? 0) - n)
+          for (const [ref, n] of after) if (!before.has(ref)) bump(held, poolFreed, ref, n)
+          poke()
+        })
+      )
+    )
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.map(Queue.take(resEvents), (e) => {
+          if (e.type === "add") bump(resHeld, resFreed, e.object.ref, 1)
+          else if (e.type === "delete") bump(resHeld, resFreed, e.object.ref, -1)
+          else if (e.old.ref !== e.object.ref) {
+            bump(resHeld, resFreed, e.old.ref, -1)
+            bump(resHeld, resFreed, e.object.ref, 1)
+          }
+          poke()
+        })
+      )
+    )
+    yield* pools.awaitSynced
+    yield* reservations.awaitSynced
+    const until = (cond: () => boolean, what: string, timeoutMs: number) =>
+      Effect.async<void, Error>((resume) => {
+        const deadline = setTimeout(() => {
+          clearInterval(timer)
+          wake = undefined
+          resume(Effect.fail(new Error(`timed out after ${timeoutMs / 1000} s waiting until ${what}`)))
+        }, timeoutMs)
+        const check = () => {
+          if (!cond()) return
+          clearTimeout(deadline)
+          clearInterval(timer)
+          wake = undefined
+          resume(Effect.void)
+        }
+        const timer = setInterval(check, 50)
+        wake = check
+        check()
+        return Effect.sync(() => {
+          clearTimeout(deadline)
+          clearInterval(timer)
+          wake = undefined
+        })
+      })
+    return {
+      held: (ref) => held.get(ref) ?? 0,
+      poolFreedAt: (ref) => poolFreed.get(ref),
+      reservationsOf: (ref) => resHeld.get(ref) ?? 0,
+      reservationsFreedAt: (ref) => resFreed.get(ref),
+      heldTotal: (refs) => refs.reduce((a, r) => a + (held.get(r) ?? 0), 0),
+      reservationsTotal: (refs) => refs.reduce((a, r) => a + (resHeld.get(r) ?? 0), 0),
+      until
+    } satisfies Tracker
+  })
+
+// ---------------------------------------------------------------------------------------------
+
+export interface RestReport {
+  /** A live pod's address that its pool does not hold for it (a wrong free). */
+  readonly liveNotHeld: ReadonlyArray<string>
+  /** A pool entry of a pod that does not exist (a lost free). */
+  readonly deadHeld: ReadonlyArray<string>
+  /** One address listed by two live pods. */
+  readonly shared: ReadonlyArray<string>
+  /** A live pod's address without its reservation. */
+  readonly reservationMissing: ReadonlyArray<string>
+  /** A reservation of a pod that does not exist (a lost free). */
+  readonly reservationDead: ReadonlyArray<string>
+  readonly livePods: number
+  readonly allocations: number
+  readonly reservations: number
+}
+
+export const violations = (r: RestReport): number =>
+  r.liveNotHeld.length + r.deadHeld.length + r.shared.length + r.reservationMissing.length + r.reservationDead.length
+
+/** The invariants at rest over the API (pods of `podNamespaces`, every pool and reservation). */
+export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const live = new Map<string, Array<string>>()
+    for (const ns of podNamespaces) {
+      const { items } = yield* listAll(R.Pods, ns)
+      for (const p of items) {
+        const status = p.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]
+        const decoded = status === undefined ? Either.right([]) : decodeNetworkStatus(status)
+        const ips = Either.getOrElse(decoded, () => []).filter((e) => e.default !== true).flatMap((e) => e.ips ?? [])
+        live.set(`${ns}/${p.metadata.name}`, ips)
+      }
+    }
+    const pools = (yield* listAll(R.IPPools, POOL_NAMESPACE)).items.map((o) =>
+      parsePool({ metadata: { name: o.metadata.name }, spec: o["spec"] as { range: string; allocations: Record<string, unknown> } })
+    )
+    const entries = new Map(pools.flatMap((p) => p.entries.map((e) => [formatIP(e.ip), e] as const)))
+    const reservations = new Map(
+      (yield* listAll(R.OverlappingRangeIPReservations, POOL_NAMESPACE)).items.map((o) => [o.metadata.name, String((o["spec"] as { podref?: unknown }).podref)] as const)
+    )
+    const owners = new Map<string, string>()
+    const liveNotHeld: Array<string> = []
+    const shared: Array<string> = []
+    const reservationMissing: Array<string> = []
+    for (const [ref, ips] of live) {
+      for (const ip of ips) {
+        if (owners.has(ip)) shared.push(`${ip}: ${owners.get(ip)} and ${ref}`)
+        owners.set(ip, ref)
+        const held = entries.get(ip)?.podref
+        if (held !== ref) liveNotHeld.push(`${ref} ${ip} (pool: ${held ?? "free"})`)
+        const parsed = parseIP(ip)
+        if (parsed === undefined || reservations.get(reservationName(parsed, "")) !== ref) reservationMissing.push(`${ref} ${ip}`)
+      }
+    }
+    const inScope = (ref: string) => podNamespaces.some((ns) => ref.startsWith(`${ns}/`))
+    const deadHeld = [...entries.values()].filter((e) => inScope(e.podref) && !live.has(e.podref)).map((e) => `${formatIP(e.ip)} ${e.podref}`)
+    const reservationDead = [...reservations].filter(([, ref]) => inScope(ref) && !live.has(ref)).map(([n, ref]) => `${n} ${ref}`)
+    return {
+      liveNotHeld,
+      deadHeld,
+      shared,
+      reservationMissing,
+      reservationDead,
+      livePods: live.size,
+      allocations: entries.size,
+      reservations: reservations.size
+    } satisfies RestReport
+  })
+
+/** Deletes pods as fast as `concurrency` allows (grace 0: no kubelet here); returns when each call returned. */
+export const deleteAll = (pods: ReadonlyArray<{ readonly namespace: string; readonly name: string }>, concurrency = 16) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const issued: Array<number> = []
+    yield* Effect.forEach(
+      pods,
+      (p) =>
+        Effect.suspend(() => {
+          issued.push(performance.now())
+          return api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 })
+        }),
+      { concurrency, discard: true }
+    )
+    return { firstIssued: issued[0] ?? performance.now(), lastReturned: performance.now() }
+  })
+
+export const exists = (namespace: string, name: string) =>
+  Effect.flatMap(KubeApi, (api) =>
+    api.get(R.Pods, namespace, name).pipe(
+      Effect.as(true),
+      Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(false))
+    )
+  )

@@ -1,0 +1,274 @@
+/**
+ * `npm run bench`: every scenario on the in-memory API server (no external process), the
+ * controller against the naive baseline (bench/baseline.ts), plus the heap and address-search
+ * measurements in child processes. Writes bench/results/memory.json and the tables in
+ * BENCHMARKS.md.
+ *
+ * BENCH_SCALE=quick runs everything much smaller (a smoke test; results are not written).
+ */
+import { execFileSync } from "node:child_process"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Cause, Effect, type Scope } from "effect"
+import { KubeApi } from "../src/services/KubeApi.ts"
+import * as R from "../src/services/resources.ts"
+import { memoryEnv } from "./lib/env.ts"
+import { ROOT } from "./lib/paths.ts"
+import { networkStatusFor, realisticPod } from "./lib/pods.ts"
+import { regenerate } from "./lib/report.ts"
+import { type Row, type Section, machine, table, writeResults, yesNo } from "./lib/results.ts"
+import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, singleRows, spread, writeRows } from "./lib/rows.ts"
+import { type IsolatedRun, type MassRun, type SingleRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { gitState } from "./lib/git.ts"
+
+const quick = process.env["BENCH_SCALE"] === "quick"
+const S = quick
+  ? { massPods: 500, reps: 1, conflictPods: 500, singlePods: 100, heapPods: 2_000, syncPods: 2_000, ratePods: 60, coldReps: 2 }
+  : { massPods: 5_000, reps: 3, conflictPods: 5_000, singlePods: 1_000, heapPods: 10_000, syncPods: 10_000, ratePods: 300, coldReps: 5 }
+const LATENCY = "1 millis"
+const UNLIMITED = { qps: 0, burst: 1 }
+const RAISED = { qps: 500, burst: 1_000 }
+const phases: Array<{ readonly phase: string; readonly seconds: number }> = []
+let phaseStart = performance.now()
+let phaseName = "start-up"
+const log = (line: string) => process.stderr.write(`[bench] ${line}\n`)
+/** Marks the start of a scenario, closing the previous one (its wall time goes to the results). */
+const phase = (name: string) => {
+  phases.push({ phase: phaseName, seconds: Math.round((performance.now() - phaseStart) / 100) / 10 })
+  phaseName = name
+  phaseStart = performance.now()
+  log(name)
+}
+const started = performance.now()
+const load0 = os.loadavg()
+
+/** One scenario run in a fresh in-memory world. */
+const inWorld = <A>(f: (env: ReturnType<typeof memoryEnv>["env"]) => Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> => {
+  const { env, driver } = memoryEnv(LATENCY)
+  return Effect.runPromise(
+    Effect.scoped(f(env)).pipe(
+      Effect.provideService(KubeApi, driver),
+      Effect.catchAllCause((cause) => Effect.die(new Error(Cause.pretty(cause))))
+    )
+  )
+}
+
+const child = (args: ReadonlyArray<string>): Record<string, unknown> =>
+  JSON.parse(execFileSync(process.execPath, args as Array<string>, { cwd: ROOT, encoding: "utf8", maxBuffer: 1 << 24 }).trim().split("\n").pop()!) as Record<string, unknown>
+
+const rows: Array<Row> = []
+const sections: Array<Section> = []
+const data: Record<string, unknown> = {}
+
+// --- mass deletion ---------------------------------------------------------------------------
+phase(`mass deletion: ${S.massPods} pods over 10 pools, ${S.reps} repetitions per contender`)
+const massOurs: Array<MassRun> = []
+const massBase: Array<MassRun> = []
+for (let i = 0; i < S.reps; i++) {
+  for (const kind of ["ours", "baseline"] as const) {
+    const r = await inWorld((env) => massDeletion(env, kind, { pods: S.massPods, pools: 10, limits: UNLIMITED, label: `${kind}-${i}` }))
+    ;(kind === "ours" ? massOurs : massBase).push(r)
+    log(`  ${kind} #${i + 1}: pool free ${fmt(r.poolFreedMs / 1000)} s, reservations free ${fmt(r.reservationsFreedMs / 1000)} s after the last delete`)
+  }
+}
+data["massDeletion"] = { ours: massOurs, baseline: massBase }
+const mass = massRows(`mass deletion, ${S.massPods} pods / 10 pools (in memory)`, massOurs, massBase)
+rows.push(...mass.rows, ...writeRows(`API writes per freed IP (same runs)`, massOurs, massBase))
+sections.push({
+  title: "Mass deletion (in memory)",
+  body: `Every pod deleted at once (16 deletes in flight, grace 0) on the in-memory API server, which adds ${LATENCY} to every call; no client-side rate limit (the real-server runs below use one). Pods were started by the CNI simulation in bulk (\`bulkStart\`: the plugin's own \`assignIP\`, one guarded write per pool, one reservation per IP). Times are from the return of the last delete to the moment the benchmark's own watch saw the last pool entry / reservation of the deleted pods go, and to the contender's \`ips_freed_total\` reaching the count (its Events are written by then). Calls are the contender's \`api_requests_total\` (watches and leader-election leases left out).\n\n${mass.body}`
+})
+
+// --- conflicts with an allocator -------------------------------------------------------------
+phase(`conflicts: ${S.conflictPods} pods deleted while the CNI simulation starts 10 pods/s in the same pools`)
+const confOurs = await inWorld((env) => massDeletion(env, "ours", { pods: S.conflictPods, pools: 10, limits: UNLIMITED, label: "conflict-ours", allocatorRate: 10 }))
+const confBase = await inWorld((env) => massDeletion(env, "baseline", { pods: S.conflictPods, pools: 10, limits: UNLIMITED, label: "conflict-base", allocatorRate: 10 }))
+data["conflicts"] = { ours: confOurs, baseline: confBase }
+const conf = conflictRows("allocator adds 10 IPs/s to the same pools (in memory)", confOurs, confBase)
+rows.push(...conf.rows)
+sections.push({
+  title: "Conflicts with a concurrent allocator (in memory)",
+  body: `The mass deletion above, while the CNI simulation (\`startPod\`: GET pool, guarded JSON patch with retry, reservation, network-status) starts 10 single-interface pods per second round-robin in the same 10 pools until every address of the deleted pods is free. A conflict is a pool patch answered 422 (a failed \`test\` op). At rest the benchmark checks: every live pod's status IPs are held for it in its pool and have their reservation, no entry or reservation belongs to a deleted pod, no IP is listed by two pods.\n\n${conf.body}`
+})
+
+// --- single deletions ------------------------------------------------------------------------
+phase(`single deletions: ${S.singlePods} pods deleted at 50/s`)
+const singleOurs: SingleRun = await inWorld((env) => singleDeletions(env, "ours", { pods: S.singlePods, pools: 10, rate: 50, limits: RAISED, label: "single-ours" }))
+const singleBase: SingleRun = await inWorld((env) => singleDeletions(env, "baseline", { pods: S.singlePods, pools: 10, rate: 50, limits: RAISED, label: "single-base" }))
+data["singleDeletions"] = { ours: singleOurs, baseline: singleBase }
+const single = singleRows("single deletions at 50/s (in memory, QPS 500/burst 1000)", singleOurs, singleBase, { p50: 50, p99: 500 })
+rows.push(...single.rows)
+sections.push({
+  title: "Single deletions at 50/s (in memory)",
+  body: `${S.singlePods} pods over 10 pools, deleted one every 20 ms. Latency per pod: delete issued → the benchmark's watch sees the pod's pool entry (and, second line, its reservation) gone.\n\n${single.body}`
+})
+
+// --- one isolated pod -----------------------------------------------------------------------
+phase("isolated pod: API calls for one single-interface pod")
+const isoOurs: IsolatedRun = await inWorld((env) => isolatedPod(env, "ours", { samples: 3, background: 50, limits: RAISED, label: "iso-ours" }))
+const isoBase: IsolatedRun = await inWorld((env) => isolatedPod(env, "baseline", { samples: 3, background: 50, limits: RAISED, label: "iso-base" }))
+data["isolatedPod"] = { ours: isoOurs, baseline: isoBase }
+const iso = isolatedRows("one isolated single-interface pod (in memory)", isoOurs, isoBase)
+rows.push(...iso.rows)
+sections.push({
+  title: "One isolated pod (in memory)",
+  body: `A pod started by the CNI simulation (\`startPod\`, one interface) among 50 others, deleted alone once the contender has seen it; three samples. Calls counted by the contender's \`api_requests_total\`.\n\n${iso.body}`
+})
+
+// --- client rate limit ------------------------------------------------------------------------
+phase(`rate limit: ${S.ratePods} pods at QPS 50/burst 25`)
+const LIMIT = { qps: 50, burst: 25 }
+const rateOurs = await inWorld((env) => massDeletion(env, "ours", { pods: S.ratePods, pools: 10, limits: LIMIT, label: "rate-ours" }))
+const rateBase = await inWorld((env) => massDeletion(env, "baseline", { pods: S.ratePods, pools: 10, limits: LIMIT, label: "rate-base" }))
+data["rateLimit"] = { ours: rateOurs, baseline: rateBase }
+rows.push(...rateRows("client rate limit under mass deletion (in memory, QPS 50/burst 25)", rateOurs, rateBase, "contender"))
+sections.push({
+  title: "Client rate limit (in memory)",
+  body: `${S.ratePods} pods deleted at once with the client limited to QPS ${LIMIT.qps}/burst ${LIMIT.burst} (the same token bucket as KubeApiLive, \`makeRateLimiter\`). The contender's \`api_requests_total\` (no watches, no leases) sampled every second.\n\n${table(
+    ["contender", "requests", "last delete → all free", "per-second rates"],
+    [rateOurs, rateBase].map((r) => [r.kind, r.rates.total, ms(Math.max(r.poolFreedMs, r.reservationsFreedMs)), r.rates.perSecond.join(" ")])
+  )}`
+})
+
+// --- the rate limiter alone ------------------------------------------------------------------
+phase("rate limiter alone: 3,000 requests at QPS 500/burst 1000, idle and busy event loop")
+const limiter: Array<Record<string, unknown>> = []
+for (const busy of [0, 1]) for (const impl of ["ours", "effect"]) limiter.push(child([path.join(ROOT, "bench/children/limiter.ts"), impl, "500", "1000", "3000", String(busy)]))
+data["limiter"] = limiter
+const lim = (impl: string, busy: number) => Number(limiter.find((x) => x["impl"] === impl && x["busyMs"] === busy)?.["rate"])
+rows.push({
+  scenario: "client rate limiter alone, QPS 500/burst 1000 (3,000 requests, 64 in flight)",
+  metric: "requests/s let through after the burst: idle loop / 1 ms of work per request (effect's RateLimiter, used before, in brackets)",
+  ours: `${fmt(lim("ours", 0))} / ${fmt(lim("ours", 1))} (${fmt(lim("effect", 0))} / ${fmt(lim("effect", 1))})`,
+  baseline: "same limiter",
+  ratio: "–",
+  target: "≤ 500, and close to it",
+  met: yesNo(lim("ours", 0) <= 500 * 1.01 && lim("ours", 1) <= 500 * 1.01)
+})
+sections.push({
+  title: "Client rate limiter alone",
+  body: `\`node bench/children/limiter.ts <ours|effect> 500 1000 3000 <busy ms>\`: 3,000 requests through the limiter, 64 at a time, each doing nothing or spinning the CPU for 1 ms (a busy event loop, as during a mass deletion). _ours_ is \`makeRateLimiter\` (a reservation token bucket, as golang.org/x/time/rate); _effect_ is effect's \`RateLimiter\` token bucket with the same parameters, which \`makeRateLimiter\` wrapped before this benchmark: it refills one token per timer, so late timers lower the rate.\n\n${table(
+    ["limiter", "work per request", "seconds", "ideal", "requests/s after the burst"],
+    limiter.map((x) => [String(x["impl"]), `${String(x["busyMs"])} ms`, fmt(Number(x["seconds"])), fmt(Number(x["ideal"])), fmt(Number(x["rate"]))])
+  )}`
+})
+
+// --- heap per cached pod ----------------------------------------------------------------------
+phase(`heap per cached pod: ${S.heapPods} realistic pods, child processes with --expose-gc`)
+const heap = { projection: [] as Array<Record<string, unknown>>, full: [] as Array<Record<string, unknown>> }
+for (let i = 0; i < 3; i++) {
+  for (const mode of ["projection", "full"] as const) heap[mode].push(child(["--expose-gc", path.join(ROOT, "bench/children/heap.ts"), mode, String(S.heapPods)]))
+}
+data["heap"] = heap
+const perPod = (m: "projection" | "full") => spread(heap[m].map((h) => Number(h["perPod"])))
+rows.push({
+  scenario: `heap per cached pod (${S.heapPods} realistic pods with Multus annotations)`,
+  metric: "heap delta of the synced informer cache ÷ pods, median (min–max)",
+  ours: `${fmt(perPod("projection").median)} B (${fmt(perPod("projection").min)}–${fmt(perPod("projection").max)})`,
+  baseline: `${fmt(perPod("full").median)} B (${fmt(perPod("full").min)}–${fmt(perPod("full").max)})`,
+  ratio: ratio(perPod("full").median, perPod("projection").median),
+  target: "≤ 1.5 KB (baseline ~16 KB)",
+  met: yesNo(perPod("projection").max <= 1536)
+})
+sections.push({
+  title: "Heap per cached pod",
+  body: `\`node --expose-gc bench/children/heap.ts <projection|full> ${S.heapPods}\`, one process per measurement, three each: the real informer (\`makeInformer\`) lists the pods from a stub API that decodes each pod from its JSON text (${fmt(Number(heap.full[0]?.["jsonBytes"]))} bytes: managedFields of four managers, labels, an ownerReference, two containers with probes and env, projected volumes, tolerations, status with five conditions and two container statuses, the Multus \`networks\` and \`network-status\` annotations). Heap used after four full GCs with the cache synced, minus the same before the informer started, divided by the pods cached. The projection is \`projectPod\` exactly as \`Caches\` uses it; the baseline keeps the decoded object.\n\n${table(
+    ["cache", "run", "pods", "heap before", "heap after", "per pod", "list+sync time"],
+    (["projection", "full"] as const).flatMap((m) => heap[m].map((h, i) => [m, i + 1, String(h["cached"]), `${fmt(Number(h["before"]) / 2 ** 20)} MiB`, `${fmt(Number(h["after"]) / 2 ** 20)} MiB`, `${fmt(Number(h["perPod"]))} B`, ms(Number(h["syncMs"]))]))
+  )}`
+})
+
+// --- informer sync ----------------------------------------------------------------------------
+phase(`informer sync: ${S.syncPods} pods`)
+const sync = await (async () => {
+  const { driver, state } = memoryEnv(LATENCY)
+  for (let i = 0; i < S.syncPods; i++) {
+    const nets = [{ network: "shop/net-0", ifname: "net1", ips: [`10.0.${(i >> 8) & 255}.${i & 255}`] }]
+    state.create(R.Pods, "shop", realisticPod("shop", `web-${i}`, i, { networks: "shop/net-0@net1", networkStatus: networkStatusFor(i, nets) }))
+  }
+  const out = { ours: [] as Array<number>, baseline: [] as Array<number> }
+  for (let i = 0; i < 3; i++) {
+    for (const kind of ["ours", "baseline"] as const) out[kind].push((await Effect.runPromise(informerSync(kind).pipe(Effect.provideService(KubeApi, driver)))).ms)
+  }
+  return out
+})()
+data["informerSync"] = sync
+const so = spread(sync.ours)
+const sb = spread(sync.baseline)
+rows.push({
+  scenario: `informer sync of ${S.syncPods} pods (in memory)`,
+  metric: "list (pages of 500) → synced, median (min–max)",
+  ours: `${ms(so.median)} (${ms(so.min)}–${ms(so.max)})`,
+  baseline: `${ms(sb.median)} (${ms(sb.min)}–${ms(sb.max)})`,
+  ratio: ratio(sb.median, so.median),
+  target: "≤ 3 s",
+  met: yesNo(so.max <= 3000)
+})
+sections.push({
+  title: "Informer sync (in memory)",
+  body: `The pod informer (\`makeInformer\`, pages of 500) over the in-memory API server holding ${S.syncPods} realistic pods, until synced; three runs each, alternating. The in-memory server deep-copies every object it lists, which both contenders pay.\n\n${table(["cache", "runs (ms)"], [["projection (ours)", sync.ours.map((x) => fmt(x)).join(", ")], ["full objects (baseline)", sync.baseline.map((x) => fmt(x)).join(", ")]])}`
+})
+
+// --- lowest free address ----------------------------------------------------------------------
+phase("lowest free address: /16 with 10k allocations, /64 with 100k")
+const lowest: Record<string, Array<Record<string, unknown>>> = {}
+for (const c of ["v4-16-10k", "v6-64-100k"]) {
+  for (const impl of ["ours", "core", "baseline"]) {
+    const runs: Array<Record<string, unknown>> = []
+    for (let i = 0; i < S.coldReps; i++) runs.push(child([path.join(ROOT, "bench/children/lowest-free.ts"), c, impl]))
+    lowest[`${c} ${impl}`] = runs
+  }
+}
+data["lowestFree"] = lowest
+const lf = (c: string, impl: string, key: "coldMs" | "warmMinMs" | "warmMedianMs") => spread((lowest[`${c} ${impl}`] ?? []).map((x) => Number(x[key])))
+for (const [c, label, target] of [
+  ["v4-16-10k", "/16 with 10k allocations", 1],
+  ["v6-64-100k", "/64 with 100k allocations", 10]
+] as const) {
+  rows.push({
+    scenario: `lowest free IP, ${label} (in memory)`,
+    metric: "first call in a fresh process (JIT cold), median of runs",
+    ours: ms(lf(c, "ours", "coldMs").median),
+    baseline: ms(lf(c, "baseline", "coldMs").median),
+    ratio: ratio(lf(c, "baseline", "coldMs").median, lf(c, "ours", "coldMs").median),
+    target: `≤ ${target} ms`,
+    met: yesNo(lf(c, "ours", "coldMs").median <= target)
+  })
+  rows.push({
+    scenario: `lowest free IP, ${label} (in memory)`,
+    metric: "later calls (no state kept between calls), best / median",
+    ours: `${ms(lf(c, "ours", "warmMinMs").min)} / ${ms(lf(c, "ours", "warmMedianMs").median)}`,
+    baseline: `${ms(lf(c, "baseline", "warmMinMs").min)} / ${ms(lf(c, "baseline", "warmMedianMs").median)}`,
+    ratio: ratio(lf(c, "baseline", "warmMedianMs").median, lf(c, "ours", "warmMedianMs").median),
+    target: `≤ ${target} ms`,
+    met: yesNo(lf(c, "ours", "warmMedianMs").median <= target)
+  })
+}
+sections.push({
+  title: "Lowest free address",
+  body: `\`node bench/children/lowest-free.ts <case> <impl>\`, ${S.coldReps} fresh processes each. The pool is dense from its first address (the worst case: the answer lies past every allocation) and decoded from JSON as the plugin reads it. _ours_ is \`assignIP\` (idempotency scan, reserved offsets, lowest free offset, the new allocation map); _core_ is \`lowestFreeOffset\` over the reserved offsets only; _baseline_ is the anchors' search (every candidate formatted as text and looked up in a set of reserved IP strings). "cold" is the first call in the process (includes JIT compilation); "best / median" are over up to 30 later calls (at most ~3 s of them).\n\n${table(
+    ["case", "impl", "cold (median of runs)", "cold (min)", "later: best", "later: median"],
+    Object.keys(lowest).map((k) => {
+      const [c, impl] = k.split(" ") as [string, string]
+      return [c, impl, ms(lf(c, impl, "coldMs").median), ms(lf(c, impl, "coldMs").min), ms(lf(c, impl, "warmMinMs").min), ms(lf(c, impl, "warmMedianMs").median)]
+    })
+  )}`
+})
+
+// --- write ------------------------------------------------------------------------------------
+phase("writing results")
+data["phases"] = phases
+const durationSeconds = (performance.now() - started) / 1000
+const load1 = os.loadavg()
+sections.unshift({
+  title: "Conditions of this run",
+  body: `Load average (1 min) ${fmt(load0[0])} at the start and ${fmt(load1[0])} at the end: the machine is shared, so absolute times move between runs; the ratios between contenders measured in the same run move less. ${gitState()}\n\n${table(["phase", "wall time"], phases.slice(1).map((x) => [x.phase, `${fmt(x.seconds)} s`]))}`
+})
+if (quick) {
+  log(`quick run done in ${fmt(durationSeconds)} s (results not written)`)
+  for (const r of rows) log(`${r.scenario} | ${r.metric} | ${r.ours} | ${r.baseline} | ${r.ratio} | ${r.target} | ${r.met}`)
+} else {
+  const file = writeResults({ name: "memory", command: "npm run bench", date: new Date().toISOString(), durationSeconds, machine: machine(), rows, sections, data })
+  regenerate()
+  log(`wrote ${path.relative(ROOT, file)} and BENCHMARKS.md in ${fmt(durationSeconds)} s`)
+}
