@@ -4,7 +4,7 @@
  * invariant check at rest.
  */
 import { Effect, Either, Queue, type Scope } from "effect"
-import { assignIP } from "../../src/domain/allocate.ts"
+import { assignIP, withAssignment } from "../../src/domain/allocate.ts"
 import { formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
@@ -98,7 +98,7 @@ export const bulkStart = (namespace: string, pods: ReadonlyArray<BulkPod>, optio
         const range = config.right.config.ranges[0]!
         const got = assignIP(range, parseCidr(a.net.range)!, pool.allocations, { id: containerId(first + i), podref: `${namespace}/${p.name}`, ifname: a.ifname })
         if (Either.isLeft(got)) return yield* Effect.dieMessage(got.left.message)
-        pool.allocations = got.right.allocations as Record<string, IPAllocation>
+        pool.allocations = withAssignment(pool.allocations, got.right) as Record<string, IPAllocation>
         ips.push({ net: a.net, ifname: a.ifname, ip: formatIP(got.right.ip) })
       }
       started.push({ namespace, name: p.name, ips })

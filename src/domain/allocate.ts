@@ -152,7 +152,8 @@ const excludedIntervals = (exclude: ReadonlyArray<Cidr>, family: 4 | 6, first: b
 export type AssignResult = {
   readonly ip: IPAddress
   readonly key: string
-  readonly allocations: Allocations
+  /** The entry the pool must hold at `key` (the old one, or a copy with the new id). */
+  readonly entry: IPAllocation
   readonly existing: boolean
 }
 
@@ -160,6 +161,8 @@ export type AssignResult = {
  * Assigns an address from `range` into a pool whose `spec.range` is `poolCidr`:
  * the same podref+ifname gets its address back (id updated), else the lowest free one.
  * `alsoReserved` holds addresses taken elsewhere (overlapping-range reservations).
+ * The pool is not copied: `withAssignment` builds the new allocation map for callers that
+ * write the whole pool.
  */
 export const assignIP = (
   range: IpRange,
@@ -169,15 +172,16 @@ export const assignIP = (
   alsoReserved: ReadonlyArray<IPAddress> = []
 ): Either.Either<AssignResult, AssignmentError> => {
   const base = cidrAddress(poolCidr).value
-  // Object.keys, not for-in: pools decoded from JSON hold integer-like keys, which V8 enumerates
-  // several times faster this way; computed once for both passes.
+  // Keys and values as two arrays (same order): pools decoded from JSON hold integer-like keys,
+  // and looking each one up again costs several times more than this, cold (BENCHMARKS.md).
   const keys = Object.keys(allocations)
-  for (const key of keys) {
-    const a = allocations[key]!
+  const values = Object.values(allocations)
+  for (let i = 0; i < values.length; i++) {
+    const a = values[i]!
+    const key = keys[i]!
     if (a.podref === request.podref && (a.ifname ?? "") === request.ifname && /^(0|[1-9][0-9]*)$/.test(key)) {
-      const updated = a.id === request.id ? allocations : { ...allocations, [key]: { ...a, id: request.id } }
-      const ip = { family: range.cidr.family, value: base + BigInt(key) }
-      return Either.right({ ip, key, allocations: updated, existing: true })
+      const entry = a.id === request.id ? a : { ...a, id: request.id }
+      return Either.right({ ip: { family: range.cidr.family, value: base + BigInt(key) }, key, entry, existing: true })
     }
   }
   const bounds = allocatableBounds(range)
@@ -197,9 +201,12 @@ export const assignIP = (
   }
   const ip = { family: range.cidr.family, value: first + rel }
   const key = (ip.value - base).toString()
-  const entry: IPAllocation = { id: request.id, podref: request.podref, ifname: request.ifname }
-  return Either.right({ ip, key, allocations: { ...allocations, [key]: entry }, existing: false })
+  return Either.right({ ip, key, entry: { id: request.id, podref: request.podref, ifname: request.ifname }, existing: false })
 }
+
+/** The allocation map with an assignment applied; the same map when nothing changed. */
+export const withAssignment = (allocations: Allocations, assigned: AssignResult): Allocations =>
+  allocations[assigned.key] === assigned.entry ? allocations : { ...allocations, [assigned.key]: assigned.entry }
 
 /** CNI DEL: frees the entry with this container id and ifname; no match is not an error. */
 export const releaseById = (

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto"
 import { Data, Effect, Either, Option } from "effect"
-import { assignIP, releaseById } from "../domain/allocate.ts"
+import { assignIP, releaseById, withAssignment } from "../domain/allocate.ts"
 import { type IPAddress, formatIP, ipEquals } from "../domain/ip.ts"
 import { type IpamConfig, decodeNadConfig } from "../domain/ipam-config.ts"
 import { NETWORK_STATUS_ANNOTATION } from "../domain/multus.ts"
@@ -94,7 +94,7 @@ export const cniAdd = (req: CniRequest) =>
         const written = yield* Effect.either(
           store.update(name, (allocations) => {
             const again = assignIP(range, cidr, allocations, request, taken)
-            return Either.isRight(again) && ipEquals(again.right.ip, ip) ? Either.right(again.right.allocations) : Either.left(new Retry())
+            return Either.isRight(again) && ipEquals(again.right.ip, ip) ? Either.right(withAssignment(allocations, again.right)) : Either.left(new Retry())
           })
         )
         if (Either.isLeft(written)) {

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
-import { type Allocations, assignIP } from "../../src/domain/allocate.ts"
+import { type Allocations, assignIP, withAssignment } from "../../src/domain/allocate.ts"
 import { type Cidr, type Family, type IPAddress, bitsOf, toNetworkForm } from "../../src/domain/ip.ts"
 import type { IpRange } from "../../src/domain/ipam-config.ts"
 import { show } from "./helpers.ts"
@@ -102,7 +102,7 @@ const check = (c: Case, expected: bigint | undefined) => {
   expect(c.exclude.some((x) => contains(x, ip.value))).toBe(false)
   expect(reservedSet(c).has(ip.value)).toBe(false)
   expect(key).toBe((ip.value - c.base).toString())
-  expect(result.right.allocations).toStrictEqual({ ...allocations, [key]: { id: "new", podref: "ns/new", ifname: "net1" } })
+  expect(withAssignment(allocations, result.right)).toStrictEqual({ ...allocations, [key]: { id: "new", podref: "ns/new", ifname: "net1" } })
 }
 
 /** A small range: IPv4 /24–/30 or IPv6 /120–/126, with bounds, excludes and reservations around it. */

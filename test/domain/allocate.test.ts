@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { type Allocations, assignIP, releaseById, releaseByPodref } from "../../src/domain/allocate.ts"
+import { type Allocations, assignIP, releaseById, releaseByPodref, withAssignment } from "../../src/domain/allocate.ts"
 import { type Cidr, type IPAddress, formatIP } from "../../src/domain/ip.ts"
 import type { IpRange } from "../../src/domain/ipam-config.ts"
 import { cidr, ip, ipRange, left, right } from "./helpers.ts"
@@ -57,16 +57,17 @@ describe("assignIP: lowest free address", () => {
     const before = taken(1, 2)
     const result = right(assign(ipRange("10.0.0.0/24"), before))
     expect(result).toMatchObject({ key: "3", existing: false })
-    expect(result.allocations).toStrictEqual({ ...before, "3": { id: "new-container", podref: "ns/new", ifname: "net1" } })
+    expect(withAssignment(before, result)).toStrictEqual({ ...before, "3": { id: "new-container", podref: "ns/new", ifname: "net1" } })
     expect(before).toStrictEqual(taken(1, 2))
   })
 
   it("a /30 has two usable addresses, then it is exhausted", () => {
     const r = ipRange("10.0.0.0/30")
     const first = right(assignIP(r, r.cidr, {}, { id: "a", podref: "ns/a", ifname: "net1" }))
-    const second = right(assignIP(r, r.cidr, first.allocations, { id: "b", podref: "ns/b", ifname: "net1" }))
+    const afterFirst = withAssignment({}, first)
+    const second = right(assignIP(r, r.cidr, afterFirst, { id: "b", podref: "ns/b", ifname: "net1" }))
     expect([formatIP(first.ip), formatIP(second.ip)]).toStrictEqual(["10.0.0.1", "10.0.0.2"])
-    const error = left(assignIP(r, r.cidr, second.allocations, { id: "c", podref: "ns/c", ifname: "net1" }))
+    const error = left(assignIP(r, r.cidr, withAssignment(afterFirst, second), { id: "c", podref: "ns/c", ifname: "net1" }))
     expect(error._tag).toBe("AssignmentError")
     expect(error.range).toBe("10.0.0.0/30")
   })
@@ -125,7 +126,7 @@ describe("assignIP: idempotent ADD", () => {
     const result = right(assign(ipRange("10.0.0.0/24"), before))
     expect(result).toMatchObject({ key: "7", existing: true })
     expect(formatIP(result.ip)).toBe("10.0.0.7")
-    expect(result.allocations).toStrictEqual({ ...before, "7": { id: "new-container", podref: "ns/new", ifname: "net1" } })
+    expect(withAssignment(before, result)).toStrictEqual({ ...before, "7": { id: "new-container", podref: "ns/new", ifname: "net1" } })
     expect(before["7"]!.id).toBe("old")
   })
 
@@ -139,6 +140,14 @@ describe("assignIP: idempotent ADD", () => {
     const r = ipRange("10.0.0.0/24")
     const result = right(assignIP(r, r.cidr, { "9": { id: "old", podref: "ns/new" } }, { ...request, ifname: "" }))
     expect(result).toMatchObject({ key: "9", existing: true })
+  })
+
+  it("same id again: nothing to write, withAssignment returns the same map", () => {
+    const r = ipRange("10.0.0.0/24")
+    const same = { "7": { id: "new-container", podref: "ns/new", ifname: "net1" } }
+    const result = right(assignIP(r, r.cidr, same, request))
+    expect(result).toMatchObject({ key: "7", existing: true })
+    expect(withAssignment(same, result)).toBe(same)
   })
 })
 
