@@ -23,8 +23,8 @@ export const stores = Layer.mergeAll(IPPoolStore.layer, Reservations.layer, Pods
 export const controllerServices = Layer.mergeAll(stores, Caches.layer, LeaderElection.layer)
 
 /** The services over a given KubeApi, with metrics and config exposed too. */
-export const withKubeApi = <E, R>(kubeApi: Layer.Layer<KubeApi, E, R>) =>
-  controllerServices.pipe(Layer.provideMerge(instrument(kubeApi)), Layer.provideMerge(Metrics.layer))
+export const withKubeApi = <E, R>(kubeApi: Layer.Layer<KubeApi, E, R>, metrics: Layer.Layer<Metrics.Metrics> = Metrics.layer) =>
+  controllerServices.pipe(Layer.provideMerge(instrument(kubeApi)), Layer.provideMerge(metrics))
 
 /**
  * The whole controller environment on a fresh in-memory cluster, also exposed so tests and the

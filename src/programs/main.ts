@@ -45,7 +45,7 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
   Effect.gen(function* () {
     switch (cli.command) {
       case "run": {
-        yield* runController.pipe(Effect.provide(withKubeApi(layerLive).pipe(Layer.provideMerge(configLayers))))
+        yield* runController.pipe(Effect.provide(withKubeApi(layerLive, Metrics.layerWithProcess).pipe(Layer.provideMerge(configLayers))))
         return 0
       }
       case "audit": {

@@ -38,8 +38,14 @@ export class Metrics extends Context.Tag("whereabouts-controller/Metrics")<Metri
 
 const P = "whereabouts_controller_"
 
-export const make = (): MetricsShape => {
+/**
+ * `processMetrics`: also prom-client's default collectors (process_resident_memory_bytes, CPU,
+ * open fds, nodejs_heap_*, event-loop lag, GC) — for the deployed process only, since they start
+ * timers and GC observers that tests do not want one of per layer.
+ */
+export const make = (options: { readonly processMetrics?: boolean } = {}): MetricsShape => {
   const registry = new prom.Registry()
+  if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry })
   const counter = (name: string, help: string, labelNames: ReadonlyArray<string> = []) =>
     new prom.Counter({ name: P + name, help, labelNames, registers: [registry] })
   const gauge = (name: string, help: string, labelNames: ReadonlyArray<string> = []) =>
@@ -105,4 +111,7 @@ export const make = (): MetricsShape => {
   }
 }
 
-export const layer: Layer.Layer<Metrics> = Layer.sync(Metrics, make)
+export const layer: Layer.Layer<Metrics> = Layer.sync(Metrics, () => make())
+
+/** The deployed process's metrics: ours plus the process and Node.js runtime collectors. */
+export const layerWithProcess: Layer.Layer<Metrics> = Layer.sync(Metrics, () => make({ processMetrics: true }))

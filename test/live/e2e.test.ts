@@ -87,6 +87,10 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         ])
         const metrics = yield* Effect.promise(() => c.metrics())
         expect(metrics).toContain("whereabouts_controller_ips_freed_total")
+        // The deployed process also exports the runtime's own metrics (memory, CPU, event-loop lag).
+        for (const name of ["process_resident_memory_bytes", "process_cpu_seconds_total", "nodejs_heap_size_used_bytes", "nodejs_eventloop_lag_p99_seconds"]) {
+          expect(metrics).toMatch(new RegExp(`^${name} \\d`, "m"))
+        }
         yield* awaitMetric(c, "whereabouts_controller_ips_freed_total", { trigger: "deletion" }, (v) => (v ?? 0) >= 1)
         yield* awaitMetric(c, "whereabouts_controller_reservations_deleted_total", { trigger: "deletion" }, (v) => (v ?? 0) >= 1)
         yield* awaitMetric(c, "whereabouts_controller_leader", {}, (v) => v === 1)

@@ -7,6 +7,7 @@ import { serveEndpoints } from "../../src/programs/http.ts"
 import { memory } from "../../src/programs/layers.ts"
 import { monitorPoolUsage, poolNearlyFullMessage } from "../../src/programs/pool-usage.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
+import * as MetricsModule from "../../src/services/Metrics.ts"
 import { eventually } from "../support/eventually.ts"
 import { cachesCaughtUp, createNad, eventsIn } from "../support/world.ts"
 
@@ -44,6 +45,18 @@ describe("HTTP endpoints", () => {
         expect(m.body).toContain('whereabouts_controller_ips_freed_total{trigger="deletion"} 3')
         expect((yield* get(health, "/nope")).status).toBe(404)
       }).pipe(Effect.provide(memory({ healthPort: health, metricsPort, bindAddress: "127.0.0.1" })))
+    }))
+})
+
+describe("process metrics", () => {
+  it.effect("the deployed process's registry adds the runtime collectors; the default one stays ours only", () =>
+    Effect.gen(function* () {
+      const withProcess = yield* MetricsModule.make({ processMetrics: true }).render
+      expect(withProcess.body).toMatch(/^process_resident_memory_bytes \d/m)
+      expect(withProcess.body).toMatch(/^nodejs_heap_size_used_bytes \d/m)
+      expect(withProcess.body).toContain("whereabouts_controller_ips_freed_total")
+      const plain = yield* MetricsModule.make().render
+      expect(plain.body).not.toContain("process_resident_memory_bytes")
     }))
 })
 
