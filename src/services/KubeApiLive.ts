@@ -5,7 +5,7 @@
  * request), behind a client-side token-bucket rate limiter and a per-request timeout. HTTP
  * statuses and network failures become KubeError reasons here and nowhere else.
  */
-import type { HttpMethod } from "@kubernetes/client-node"
+import type { HttpMethod } from "@kubernetes/client-node/dist/gen/http/http.js"
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
 import { fetch } from "undici"
 import { ControllerConfig } from "./ControllerConfig.ts"

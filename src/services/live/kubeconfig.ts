@@ -6,7 +6,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { KubeConfig } from "@kubernetes/client-node"
+import { KubeConfig } from "@kubernetes/client-node/dist/config.js"
 import { Config, Data, Effect, Option } from "effect"
 
 export interface KubeConfigAttempt {

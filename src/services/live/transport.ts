@@ -3,7 +3,7 @@
  * reasons (here and nowhere else), one long-lived keep-alive undici Agent per kubeconfig, and the
  * client-side token bucket.
  */
-import { type HttpMethod, RequestContext } from "@kubernetes/client-node"
+import { type HttpMethod, RequestContext } from "@kubernetes/client-node/dist/gen/http/http.js"
 import { Clock, Duration, Effect, type RateLimiter, type Scope } from "effect"
 import { Agent, type Dispatcher, ProxyAgent } from "undici"
 import { objectKey } from "../KubeApi.ts"

@@ -1,0 +1,102 @@
+/**
+ * Composition only (main.ts is the entry point): command line → configuration → logger → layers → program.
+ * SIGTERM/SIGINT interrupt the program, which stops taking work, drains and releases its lease.
+ */
+import { readFileSync } from "node:fs"
+import { Cause, Config, Effect, Exit, Fiber, Layer, Logger, LogLevel } from "effect"
+import * as ControllerConfig from "../services/ControllerConfig.ts"
+import { layerLive } from "../services/KubeApiLive.ts"
+import * as Metrics from "../services/Metrics.ts"
+import * as NadConfigs from "../services/NadConfigs.ts"
+import { audit } from "./audit.ts"
+import { type ParsedCli, configProvider, helpText, parseCli } from "./cli.ts"
+import { demoLayer, story } from "./demo.ts"
+import { stores, withKubeApi } from "./layers.ts"
+import { runController } from "./run.ts"
+
+const LEVELS: Record<string, LogLevel.LogLevel> = {
+  debug: LogLevel.Debug,
+  info: LogLevel.Info,
+  warning: LogLevel.Warning,
+  warn: LogLevel.Warning,
+  error: LogLevel.Error
+}
+
+const logging = Effect.gen(function* () {
+  const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault("info"))
+  const format = yield* Config.literal("json", "logfmt")("LOG_FORMAT").pipe(Config.withDefault("json" as const))
+  const minimum = LEVELS[level.toLowerCase()]
+  if (minimum === undefined) return yield* Effect.fail(new Error(`LOG_LEVEL must be debug, info, warning or error (got "${level}")`))
+  return Layer.merge(format === "json" ? Logger.json : Logger.logFmt, Logger.minimumLogLevel(minimum))
+})
+
+const version = (): string => {
+  try {
+    return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version
+  } catch {
+    return "unknown"
+  }
+}
+
+const configLayers = Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)
+
+const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
+  Effect.gen(function* () {
+    switch (cli.command) {
+      case "run": {
+        yield* runController.pipe(Effect.provide(withKubeApi(layerLive, Metrics.layerWithProcess).pipe(Layer.provideMerge(configLayers))))
+        return 0
+      }
+      case "audit": {
+        const output = yield* Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault("table" as const))
+        const env = stores.pipe(Layer.provideMerge(layerLive), Layer.provideMerge(Metrics.layer), Layer.provideMerge(configLayers))
+        const result = yield* audit(output).pipe(Effect.provide(env))
+        process.stdout.write(`${result.text}\n`)
+        return result.exitCode
+      }
+      case "demo": {
+        // The narration is the output; controller logs only when asked for (--log-level info).
+        return yield* story((line) => process.stdout.write(`${line}\n`)).pipe(Effect.provide(demoLayer))
+      }
+    }
+  })
+
+const main = (argv: ReadonlyArray<string>): void => {
+  let cli: ParsedCli
+  try {
+    cli = parseCli(argv)
+  } catch (e) {
+    process.stderr.write(`whereabouts-controller: ${(e as Error).message}\nTry --help.\n`)
+    process.exit(2)
+  }
+  if (cli.help) {
+    process.stdout.write(`${helpText(cli.command === "run" && !argv.includes("run") ? undefined : cli.command)}\n`)
+    return
+  }
+  if (cli.version) {
+    process.stdout.write(`${version()}\n`)
+    return
+  }
+  const provider = configProvider(cli.command === "demo" && !cli.values.has("LOG_LEVEL") ? { ...cli, values: new Map([...cli.values, ["LOG_LEVEL", "warning"]]) } : cli)
+  const runnable = Effect.flatMap(logging, (logger) => Effect.provide(program(cli), logger)).pipe(Effect.withConfigProvider(provider))
+  const fiber = Effect.runFork(runnable)
+  let signals = 0
+  const onSignal = (signal: string) => {
+    signals++
+    if (signals > 1) process.exit(130)
+    process.stderr.write(`whereabouts-controller: ${signal} received, shutting down\n`)
+    Effect.runFork(Fiber.interrupt(fiber))
+  }
+  process.on("SIGTERM", () => onSignal("SIGTERM"))
+  process.on("SIGINT", () => onSignal("SIGINT"))
+  fiber.addObserver((exit) => {
+    if (Exit.isSuccess(exit)) process.exit(exit.value)
+    if (Cause.isInterruptedOnly(exit.cause)) process.exit(0)
+    const failure = Cause.failureOption(exit.cause)
+    const message = failure._tag === "Some" ? (failure.value instanceof Error ? failure.value.message : String(failure.value)) : Cause.pretty(exit.cause)
+    process.stderr.write(`whereabouts-controller: ${message}\n`)
+    process.exit(1)
+  })
+}
+
+main(process.argv.slice(2))
