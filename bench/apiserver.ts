@@ -10,6 +10,7 @@
  *   BENCH_SCALE=quick  a smoke test at small scale (results not written)
  */
 import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
@@ -29,6 +30,26 @@ import { type Row, type Section, machine, table, writeResults, yesNo } from "./l
 import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, sec, singleRows, spread, writeRows } from "./lib/rows.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+
+/**
+ * The node flags of the image's ENTRYPOINT (Dockerfile), so the memory run is the deployed process:
+ * --max-old-space-size-percentage is relative to the container's limit, which this machine has
+ * not, so it becomes the --max-old-space-size it gives under deploy/deployment.yaml's limit.
+ */
+const imageNodeFlags = (): { readonly flags: ReadonlyArray<string>; readonly heapCap: string } => {
+  const dockerfile = fs.readFileSync(path.join(ROOT, "Dockerfile"), "utf8")
+  const entry = JSON.parse(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1] ?? "[]") as Array<string>
+  const limitMi = Number(/limits:\s*\n(?:\s+\S.*\n)*?\s+memory:\s*(\d+)Mi/.exec(fs.readFileSync(path.join(ROOT, "deploy/deployment.yaml"), "utf8"))?.[1])
+  if (entry.length < 2 || !Number.isFinite(limitMi)) throw new Error("cannot read the image's node flags (Dockerfile ENTRYPOINT) or the memory limit (deploy/deployment.yaml)")
+  let heapCap = ""
+  const flags = entry.slice(1).filter((a) => a.startsWith("--")).map((f) => {
+    const pct = /^--max-old-space-size-percentage=(\d+)$/.exec(f)
+    if (pct === null) return f
+    heapCap = `--max-old-space-size=${Math.floor((limitMi * Number(pct[1])) / 100)}`
+    return heapCap
+  })
+  return { flags, heapCap: heapCap === "" ? "(none)" : heapCap }
+}
 
 const quick = process.env["BENCH_SCALE"] === "quick"
 const full = process.env["BENCH_FULL"] === "1"
@@ -110,7 +131,9 @@ try {
   data["massDeletionSameScale"] = { ours: sameOurs, baseline: sameBase }
 
   const big = massRows(`mass deletion, ${S.mass} pods / 10 pools, QPS ${RAISED.qps}/burst ${RAISED.burst}`, bigOurs, bigBase, { seconds: 30, ...(full ? { times: 10 } : {}) })
-  const same = massRows(`mass deletion, ${S.same} pods / 10 pools, QPS ${RAISED.qps}/burst ${RAISED.burst}`, sameOurs, sameBase, { times: 10 })
+  // The ≥ 10× target is set at 5,000 pods; only when that baseline was not measured does the
+  // same-scale run stand in for it (the gap shrinks with scale: the baseline pays per IP, we per batch).
+  const same = massRows(`mass deletion, ${S.same} pods / 10 pools, QPS ${RAISED.qps}/burst ${RAISED.burst}`, sameOurs, sameBase, full ? {} : { times: 10 })
   rows.push(...big.rows, ...same.rows)
   rows.push(...writeRows(`API writes per freed IP (${S.mass}-pod runs${full ? "" : `; baseline from the ${S.same}-pod runs`})`, bigOurs, full ? bigBase : sameBase))
   sections.push({
@@ -206,10 +229,11 @@ try {
       await p.stop()
     }
   }
-  const HEAP_CAP = "--max-old-space-size=205"
+  const image = imageNodeFlags()
+  const HEAP_CAP = image.heapCap
   const rss = [
-    await memoryOf("rss-ours-dist", "ours", path.join(ROOT, "bench/.build/programs/main.js"), [HEAP_CAP]),
-    await memoryOf("rss-ours-dist-semi16", "ours", path.join(ROOT, "bench/.build/programs/main.js"), [HEAP_CAP, "--max-semi-space-size=16"]),
+    await memoryOf("rss-ours-dist", "ours", path.join(ROOT, "bench/.build/programs/main.js"), image.flags),
+    await memoryOf("rss-ours-dist-semi16", "ours", path.join(ROOT, "bench/.build/programs/main.js"), [...image.flags.filter((f) => !f.startsWith("--max-semi-space-size")), "--max-semi-space-size=16"]),
     await memoryOf("rss-ours-ts", "ours", undefined, []),
     await memoryOf("rss-baseline-ts", "baseline", undefined, [])
   ]
@@ -275,7 +299,7 @@ try {
   })
   sections.push({
     title: "Memory and informer sync (real API server)",
-    body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status), each attached to ${S.perPod} of 10 networks: 10 pools of ${(S.steadyPods * S.perPod) / 10} allocations and ${S.steadyPods * S.perPod} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The compiled run is \`node ${HEAP_CAP} bench/.build/programs/main.js run\`: the image's entry point (tsc -p tsconfig.build.json) with the heap cap the image's \`--max-old-space-size-percentage=40\` gives under the deployment's 512 Mi limit. Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at QPS 20/burst 30) in the benchmark process, three times each, alternating.\n\n${table(
+    body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status), each attached to ${S.perPod} of 10 networks: 10 pools of ${(S.steadyPods * S.perPod) / 10} allocations and ${S.steadyPods * S.perPod} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The compiled run is \`node ${image.flags.join(" ")} bench/.build/programs/main.js run\`: the image's entry point (tsc -p tsconfig.build.json) with the node flags of its ENTRYPOINT, the heap percentage turned into the cap it gives under the deployment's memory limit (${HEAP_CAP}). Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at QPS 20/burst 30) in the benchmark process, three times each, alternating.\n\n${table(
       ["process", "start → ready", "RSS after sync", "RSS 10 s later", "peak RSS", "CPU s"],
       rss.map((r) => [r.label, ms(r.readyMs), MiB(r.rssAfterSync), MiB(r.rss), MiB(r.hwm), fmt(r.cpu)])
     )}\n\n${table(["cache", "sync runs (ms)"], [["projection (ours)", sync.ours.map((x) => fmt(x)).join(", ")], ["full objects (baseline)", sync.baseline.map((x) => fmt(x)).join(", ")]])}`

@@ -18,7 +18,7 @@ import { apiserverEnv } from "./lib/env.ts"
 import { summarizeHeap } from "./lib/heapsnapshot.ts"
 import { driverLayer } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
-import { freePort, spawnContender, waitMetric } from "./lib/proc.ts"
+import { spawnContender, waitMetric } from "./lib/proc.ts"
 import { sum } from "./lib/prom.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 
@@ -43,7 +43,6 @@ try {
   const world = await Effect.runPromise(buildSteadyWorld(plane, pods, 10, 5).pipe(Effect.provide(driverLayer(plane))))
   log(`built in ${(world.ms / 1000).toFixed(0)} s: ${world.allocations} allocations`)
   for (const variant of chosen) {
-    const metricsPort = await freePort()
     const snapDir = fs.mkdtempSync(path.join(logDir, `snap-${variant}-`))
     const p = await spawnContender("ours", {
       kubeconfig: plane.kubeconfigPath,
@@ -51,7 +50,7 @@ try {
       burst: 30,
       logDir,
       label: `probe-${variant}`,
-      env: { LOG_LEVEL: "info", METRICS_PORT: String(metricsPort) },
+      env: { LOG_LEVEL: "info" },
       nodeArgs: ["--max-old-space-size=205", ...VARIANTS[variant]!, "--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${snapDir}`],
       script: path.join(ROOT, "bench/.build/programs/main.js")
     })
@@ -60,7 +59,7 @@ try {
       await waitMetric(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "start-up sweep", 300_000, 200)
       await sleep(10_000)
       const rss = p.memory()
-      const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
+      const text = await p.metricsText()
       const metric = (name: string) => Number(new RegExp(`^${name} (\\S+)`, "m").exec(text)?.[1] ?? Number.NaN)
       log(`${variant}: VmRSS ${MiB(rss.rss)} (peak ${MiB(rss.hwm)})`)
       for (const m of ["nodejs_heap_size_total_bytes", "nodejs_heap_size_used_bytes", "nodejs_external_memory_bytes"]) log(`  ${m} ${MiB(metric(m))}`)
@@ -70,22 +69,28 @@ try {
         if (Number.isFinite(total)) log(`  space ${space}: ${MiB(used)} used of ${MiB(total)}`)
       }
       process.kill(p.pid, "SIGUSR2")
-      let file: string | undefined
-      for (let i = 0; i < 600 && file === undefined; i++) {
-        await sleep(500)
+      // V8 writes the snapshot in chunks: wait until the file stops growing and parses.
+      let summary: ReturnType<typeof summarizeHeap> | undefined
+      let lastSize = -1
+      for (let i = 0; i < 300 && summary === undefined; i++) {
+        await sleep(2_000)
         const done = fs.readdirSync(snapDir).find((f) => f.endsWith(".heapsnapshot"))
-        if (done !== undefined) {
-          const size = fs.statSync(path.join(snapDir, done)).size
-          await sleep(1_000)
-          if (fs.statSync(path.join(snapDir, done)).size === size) file = path.join(snapDir, done)
+        if (done === undefined) continue
+        const size = fs.statSync(path.join(snapDir, done)).size
+        if (size === lastSize && size > 0) {
+          try {
+            summary = summarizeHeap(path.join(snapDir, done), 20)
+            fs.rmSync(path.join(snapDir, done))
+          } catch {
+            // not complete yet
+          }
         }
+        lastSize = size
       }
-      if (file === undefined) throw new Error("no heap snapshot written")
-      const summary = summarizeHeap(file, 20)
+      if (summary === undefined) throw new Error("no complete heap snapshot written")
       log(`  heap snapshot ${MiB(summary.total)} live`)
       for (const t of summary.byType.slice(0, 8)) log(`    type ${t.type}: ${MiB(t.bytes)} (${t.count})`)
       for (const n of summary.byName.slice(0, 20)) log(`    ${n.name}: ${MiB(n.bytes)} (${n.count})`)
-      fs.rmSync(file)
     } finally {
       await p.stop()
     }

@@ -183,7 +183,18 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun, 
       met: yesNo(met)
     }
   ]
-  const body = table(
+  const load = table(
+    ["contender", "limit", "pods, rate", "benchmark's pod DELETE calls p50 / p99", "contender's reconcile batches, mean duration", "CPU s (by process)"],
+    [ours, baseline].map((r) => [
+      r.kind,
+      limitsText(r),
+      `${r.pods} at ${r.rate}/s`,
+      r.deleteCall === undefined ? "–" : `${ms(r.deleteCall.p50)} / ${ms(r.deleteCall.p99)}`,
+      r.reconciles === undefined || r.reconciles.count === 0 ? "–" : `${r.reconciles.count}, ${ms(r.reconciles.meanMs)}`,
+      Object.entries(r.cpu).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")
+    ])
+  )
+  const latency = table(
     ["contender", "limit", "pods, rate", "what", "n", "p50", "p95", "p99", "min", "max", "issue lag p99", "calls"],
     [ours, baseline].flatMap((r) =>
       (["pool", "reservation"] as const).map((w) => [
@@ -202,7 +213,7 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun, 
       ])
     )
   )
-  return { rows, body }
+  return { rows, body: `${latency}\n\nHow loaded the server was meanwhile (a DELETE of a pod involves no contender at all; the baseline writes no reconcile histogram):\n\n${load}` }
 }
 
 /** Rows and table of isolated-pod runs. */
@@ -244,7 +255,9 @@ export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: 
   const burst = ours.limits.burst
   const o = r(ours)
   const b = r(baseline)
-  const met = o === undefined ? undefined : o.peak <= qps + burst && (o.max10s === undefined || o.max10s <= qps * 1.05)
+  // A token bucket that starts full allows at most burst + qps·T requests in any T seconds: the
+  // configured limit is kept when no window holds more (so ≤ qps on average over long windows).
+  const met = o === undefined ? undefined : o.peak <= qps + burst && (o.max10s === undefined || o.max10s <= qps + burst / 10)
   const rows: Array<Row> = [
     {
       scenario: label,
@@ -252,7 +265,7 @@ export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: 
       ours: o === undefined ? "–" : `${fmt(o.peak)} / ${fmt(o.max10s)}`,
       baseline: b === undefined ? "–" : `${fmt(b.peak)} / ${fmt(b.max10s)}`,
       ratio: "–",
-      target: `≤ ${qps} (burst ${burst} on top in the first second)`,
+      target: `QPS ${qps}, burst ${burst}: ≤ ${fmt(qps + burst)} in 1 s, ≤ ${fmt(qps + burst / 10)}/s over 10 s`,
       met: yesNo(met)
     }
   ]

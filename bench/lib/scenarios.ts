@@ -249,9 +249,20 @@ export interface SingleRun {
   readonly calls: Record<string, number>
   readonly cpu: Record<string, number>
   readonly rest: RestReport
+  /** The benchmark's own pod DELETE calls, issue → answer (ms): how loaded the API server is. */
+  readonly deleteCall?: Percentiles
+  /** The contender's reconcile_duration_seconds over the run: batches and mean (ms). */
+  readonly reconciles?: { readonly count: number; readonly meanMs: number }
 }
 
 /** Deletes pods one by one at a steady rate; per pod, delete → address free. */
+/** Batches reconciled between two scrapes and their mean duration, from the histogram's _sum/_count. */
+const reconcileStats = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>) => {
+  const count = sum(after, "whereabouts_controller_reconcile_duration_seconds_count") - sum(before, "whereabouts_controller_reconcile_duration_seconds_count")
+  const seconds = sum(after, "whereabouts_controller_reconcile_duration_seconds_sum") - sum(before, "whereabouts_controller_reconcile_duration_seconds_sum")
+  return { count, meanMs: count > 0 ? (seconds * 1000) / count : Number.NaN }
+}
+
 export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const api = yield* KubeApi
@@ -271,6 +282,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         const lag: Array<number> = []
         const t0 = performance.now() + 100
         const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+        const answered: Array<number> = []
         for (const [i, p] of started.entries()) {
           const at = t0 + (i * 1000) / o.rate
           const wait = at - performance.now()
@@ -278,7 +290,11 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
           const now = performance.now()
           issued[i] = now
           lag.push(now - at)
-          fibers.push(yield* Effect.fork(api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 })))
+          fibers.push(
+            yield* Effect.fork(
+              api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 }).pipe(Effect.tap(() => Effect.sync(() => void answered.push(performance.now() - now))))
+            )
+          )
         }
         yield* Fiber.joinAll(fibers).pipe(Effect.orDie)
         yield* Effect.either(
@@ -306,7 +322,9 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
           completed: poolLat.length,
           calls: callsBetween(m0, m1),
           cpu,
-          rest
+          rest,
+          deleteCall: percentiles(answered),
+          reconciles: reconcileStats(m0, m1)
         } satisfies SingleRun
       })
     )
