@@ -37,5 +37,7 @@ EXPOSE 8080 8081
 # The heap is sized from the container's memory limit: by default V8 takes about a quarter of
 # it, and with 10k pods a relist needs more (measured: a 128 MB heap dies, 160 MB is enough).
 # At 40 % the rest of the process (~100-190 MB of code, new space and buffers) stays under the limit.
-ENTRYPOINT ["/nodejs/bin/node", "--max-old-space-size-percentage=40", "dist/programs/main.js"]
+# V8 sizes the young generation from the machine, not the container: 2 x 64 MiB semi-spaces here.
+# 16 MiB each took 88 MiB off the RSS with 10k pods (bench/rss-probe.ts, BENCHMARKS.md).
+ENTRYPOINT ["/nodejs/bin/node", "--max-old-space-size-percentage=40", "--max-semi-space-size=16", "dist/programs/main.js"]
 CMD ["run"]
