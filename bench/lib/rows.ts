@@ -94,7 +94,8 @@ export const massRows = (
 }
 
 /** API writes per freed IP of a mass run (pool writes and reservation deletes separately). */
-export const writeRows = (label: string, ours: ReadonlyArray<MassRun>, baseline: ReadonlyArray<MassRun>): Array<Row> => {
+/** `targets`: false where the issue's targets do not apply (they are set for the real API server run). */
+export const writeRows = (label: string, ours: ReadonlyArray<MassRun>, baseline: ReadonlyArray<MassRun>, targets = true): Array<Row> => {
   const per = (runs: ReadonlyArray<MassRun>, f: (r: MassRun) => number) => spread(runs.map((r) => f(r) / freedIPs(r))).median
   const pool = (r: MassRun) => count(r.calls, "patch", "ippools")
   const res = (r: MassRun) => count(r.calls, "delete", "overlappingrangeipreservations")
@@ -113,10 +114,18 @@ export const writeRows = (label: string, ours: ReadonlyArray<MassRun>, baseline:
       ours: `${fmt(perBatch)} · ${fmt(batchSize)}`,
       baseline: "– (one pod, one IP at a time)",
       ratio: "–",
-      target: "one patch per pool per round",
-      met: yesNo(perBatch <= 10)
+      target: targets ? "one patch per pool per round" : "–",
+      met: targets ? yesNo(perBatch <= 10) : "–"
     },
-    { scenario: label, metric: "pool writes (IPPool patches) per freed IP", ours: fmt(po), baseline: fmt(per(baseline, pool)), ratio: ratio(per(baseline, pool), po), target: "≤ 0.05", met: yesNo(po <= 0.05) },
+    {
+      scenario: label,
+      metric: "pool writes (IPPool patches) per freed IP",
+      ours: fmt(po),
+      baseline: fmt(per(baseline, pool)),
+      ratio: ratio(per(baseline, pool), po),
+      target: targets ? "≤ 0.05" : "– (set for the real API server run)",
+      met: targets ? yesNo(po <= 0.05) : "–"
+    },
     { scenario: label, metric: "reservation deletes per freed IP", ours: fmt(per(ours, res)), baseline: fmt(per(baseline, res)), ratio: ratio(per(baseline, res), per(ours, res)), target: "–", met: "–" },
     { scenario: label, metric: "Event writes per freed IP", ours: fmt(per(ours, ev)), baseline: fmt(per(baseline, ev)), ratio: ratio(per(baseline, ev), per(ours, ev)), target: "–", met: "–" },
     { scenario: label, metric: "all API writes per freed IP", ours: fmt(per(ours, all)), baseline: fmt(per(baseline, all)), ratio: ratio(per(baseline, all), per(ours, all)), target: "–", met: "–" },
