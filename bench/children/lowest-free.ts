@@ -2,13 +2,16 @@
  * The lowest free address of a big pool, cold (first call in this fresh process, JIT cold) and
  * warm (median of later calls):
  *
- *   node bench/children/lowest-free.ts <v4-16-10k|v6-64-100k> <ours|core|baseline>
+ *   node [--expose-gc] bench/children/lowest-free.ts <v4-16-10k|v6-64-100k> <ours|core|baseline> [settled]
  *
  * ours: `assignIP`, what the CNI plugin runs (idempotency scan, reserved offsets, lowest free,
  * the new allocation map); core: `lowestFreeOffset` over the reserved offsets alone; baseline:
  * the anchors' search (format every candidate, look it up in a set of reserved IP strings).
  * The pool is dense from its first address (worst case: the answer is past every allocation).
+ * Also reports the garbage-collection time that fell inside the cold call; "settled" (with
+ * --expose-gc) collects the garbage of building the pool first, so the cold call pays only its own.
  */
+import { PerformanceObserver } from "node:perf_hooks"
 import { Either } from "effect"
 import { assignIP, lowestFreeOffset } from "../../src/domain/allocate.ts"
 import { parseCidr } from "../../src/domain/ip.ts"
@@ -49,9 +52,24 @@ const once = (): string => {
   }
 }
 
+const gcs: Array<{ readonly start: number; readonly duration: number }> = []
+const observer = new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) gcs.push({ start: e.startTime, duration: e.duration })
+})
+observer.observe({ entryTypes: ["gc"] })
+if (process.argv[4] === "settled") {
+  const gc = (globalThis as { gc?: () => void }).gc
+  if (gc === undefined) throw new Error("settled needs --expose-gc")
+  gc()
+  gc()
+}
 const t0 = performance.now()
 const answer = once()
 const cold = performance.now() - t0
+// GC entries arrive asynchronously: wait a tick before reading those inside the cold call.
+await new Promise((resolve) => setTimeout(resolve, 50))
+observer.disconnect()
+const coldGcMs = gcs.filter((g) => g.start >= t0 && g.start < t0 + cold).reduce((a, g) => a + g.duration, 0)
 const warm: Array<number> = []
 // Up to 30 calls, but no more than ~3 s of them (the baseline's /64 search takes most of a second).
 for (let i = 0, spent = 0; i < 30 && (i < 3 || spent < 3000); i++) {
@@ -62,4 +80,4 @@ for (let i = 0, spent = 0; i < 30 && (i < 3 || spent < 3000); i++) {
 }
 warm.sort((a, b) => a - b)
 // min: the least disturbed run on a shared machine; median for the typical one.
-process.stdout.write(`${JSON.stringify({ case: which, impl, n, answer, coldMs: cold, warmMinMs: warm[0], warmMedianMs: warm[Math.floor(warm.length / 2)] })}\n`)
+process.stdout.write(`${JSON.stringify({ case: which, impl, n, answer, settled: process.argv[4] === "settled", coldMs: cold, coldGcMs, warmMinMs: warm[0], warmMedianMs: warm[Math.floor(warm.length / 2)] })}\n`)
