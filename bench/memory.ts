@@ -226,6 +226,12 @@ for (const c of ["v4-16-10k", "v6-64-100k"]) {
   lowest[`${c} ours-settled`] = settled
 }
 data["lowestFree"] = lowest
+// The floor under the cold numbers: the unavoidable steps, inline, on their first run.
+const floor: Record<string, Array<Record<string, unknown>>> = {}
+for (const n of [10_000, 100_000]) {
+  floor[String(n)] = Array.from({ length: 3 }, () => child([path.join(ROOT, "bench/children/lowest-free-phases.ts"), String(n)]))
+}
+data["lowestFreeFloor"] = floor
 const lf = (c: string, impl: string, key: "coldMs" | "coldGcMs" | "warmMinMs" | "warmMedianMs") => spread((lowest[`${c} ${impl}`] ?? []).map((x) => Number(x[key])))
 for (const [c, label, target] of [
   ["v4-16-10k", "/16 with 10k allocations", 1],
@@ -267,6 +273,12 @@ sections.push({
       const [c, impl] = k.split(" ") as [string, string]
       const cold = lf(c, impl, "coldMs")
       return [c, impl, ms(cold.median), `${ms(cold.min)}–${ms(cold.max)}`, ms(lf(c, impl, "coldGcMs").median), ms(lf(c, impl, "warmMinMs").min), ms(lf(c, impl, "warmMedianMs").median)]
+    })
+  )}\n\nThe floor under the cold numbers: \`node bench/children/lowest-free-phases.ts <allocations>\` times the steps no search over this format can skip, written inline and run once in a fresh process (3 processes each, median per step): making the key strings (V8 stores integer-like keys as elements, so \`Object.keys\` builds a string per key), reading the values, the idempotency scan, key → number, and the bitmap search.\n\n${table(
+    ["allocations", "Object.keys", "Object.values", "scan", "key → number", "lowestFreeOffset", "total"],
+    Object.entries(floor).map(([n, runs]) => {
+      const phase = (k: string) => ms(spread(runs.map((r) => Number((r["phasesMs"] as Record<string, number>)[k]))).median)
+      return [n, phase("keys"), phase("values"), phase("scan"), phase("offsets"), phase("lowestFree"), ms(spread(runs.map((r) => Number(r["totalMs"]))).median)]
     })
   )}`
 })
