@@ -18,6 +18,8 @@ export type { Kind, Limits }
 export interface Contender {
   readonly kind: Kind
   readonly scrape: Effect.Effect<ReadonlyArray<Sample>>
+  /** In memory: requests its client-side rate limiter let through so far (counted on admission). */
+  readonly admitted?: () => number
   /** The process, on a real API server. */
   readonly proc?: Proc
 }
@@ -44,7 +46,7 @@ export const memoryEnv = (latency: string) => {
       Effect.map(
         // The contender's log lines would flood the benchmark's output: warnings and errors only.
         startContender(world, kind, limits, config).pipe(Logger.withMinimumLogLevel(LogLevel.Warning)),
-        (h): Contender => ({ kind, scrape: h.scrape })
+        (h): Contender => ({ kind, scrape: h.scrape, admitted: h.admitted })
       ),
     cpu: () => ({ "bench process (API server, contender and driver)": benchCpu() })
   }

@@ -25,9 +25,15 @@ export interface Limits {
   readonly burst: number
 }
 
-/** `api` behind client-go's token bucket, as KubeApiLive puts it (every request and watch start). */
-export const limitedApi = (api: KubeApiShape, limits: Limits): Effect.Effect<KubeApiShape, never, Scope.Scope> =>
-  Effect.map(makeRateLimiter(limits.qps, limits.burst), (limit) => ({
+/**
+ * `api` behind client-go's token bucket, as KubeApiLive puts it (every request and watch start).
+ * `admitted` counts what the bucket let through, when it did: the rate the limit is about (a
+ * counter of completed requests also holds those admitted earlier and answered later).
+ */
+export const limitedApi = (api: KubeApiShape, limits: Limits, admitted: { count: number } = { count: 0 }): Effect.Effect<KubeApiShape, never, Scope.Scope> =>
+  Effect.map(makeRateLimiter(limits.qps, limits.burst), (bucket) => {
+    const limit = <A, E, R>(effect: Effect.Effect<A, E, R>) => bucket(Effect.zipRight(Effect.sync(() => void admitted.count++), effect))
+    return {
     get: (r, ns, name) => limit(api.get(r, ns, name)),
     list: (r, ns, o) => limit(api.list(r, ns, o)),
     create: (r, ns, o) => limit(api.create(r, ns, o)),
@@ -35,7 +41,8 @@ export const limitedApi = (api: KubeApiShape, limits: Limits): Effect.Effect<Kub
     patch: (r, ns, name, p) => limit(api.patch(r, ns, name, p)),
     delete: (r, ns, name, o) => limit(api.delete(r, ns, name, o)),
     watch: (r, ns, o) => Stream.unwrap(limit(Effect.sync(() => api.watch(r, ns, o))))
-  }))
+    }
+  })
 
 export interface MemoryWorld {
   readonly state: MemoryClusterState
@@ -53,6 +60,8 @@ export interface Handle {
   readonly metrics: MetricsShape
   /** Parsed /metrics of the contender. */
   readonly scrape: Effect.Effect<ReadonlyArray<Sample>>
+  /** Requests (and watch starts) its rate limiter has let through so far. */
+  readonly admitted: () => number
 }
 
 /**
@@ -66,7 +75,8 @@ export const startContender = (
   config: Partial<ControllerConfig.ControllerConfigShape> = {}
 ): Effect.Effect<Handle, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const kubeApi = Layer.scoped(KubeApi, limitedApi(makeMemoryKubeApi(world.state), limits))
+    const admitted = { count: 0 }
+    const kubeApi = Layer.scoped(KubeApi, limitedApi(makeMemoryKubeApi(world.state), limits, admitted))
     const configs = Layer.mergeAll(
       ControllerConfig.layerWith({ leaderElect: false, metricsPort: 0, healthPort: 0, apiQps: limits.qps, apiBurst: limits.burst, ...config }),
       NadConfigs.layerMemory()
@@ -96,5 +106,5 @@ export const startContender = (
     }
     yield* Deferred.await(ready)
     const m = metrics
-    return { kind, metrics: m, scrape: Effect.map(m.render, (r) => parseProm(r.body)) }
+    return { kind, metrics: m, scrape: Effect.map(m.render, (r) => parseProm(r.body)), admitted: () => admitted.count }
   })

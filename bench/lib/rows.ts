@@ -258,7 +258,7 @@ export const isolatedRows = (label: string, ours: IsolatedRun, baseline: Isolate
 export { fmt, ms, sec, spread, table, yesNo }
 
 /** Client rate limit rows: the highest one-second and ten-second request rates against the limit. */
-export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: "contender" | "server") => {
+export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: "contender" | "server" | "admitted") => {
   const r = (m: MassRun) => (side === "server" ? m.serverRates : m.rates)
   const qps = ours.limits.qps
   const burst = ours.limits.burst
@@ -270,7 +270,7 @@ export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: 
   const rows: Array<Row> = [
     {
       scenario: label,
-      metric: `peak requests/s, 1 s windows / 10 s windows (${side === "server" ? "API server's apiserver_request_total" : "contender's api_requests_total"})`,
+      metric: `peak requests/s, 1 s windows / 10 s windows (${side === "server" ? "API server's apiserver_request_total" : side === "admitted" ? "requests the contender's limiter let through, counted on admission" : "contender's api_requests_total"})`,
       ours: o === undefined ? "–" : `${fmt(o.peak)} / ${fmt(o.max10s)}`,
       baseline: b === undefined ? "–" : `${fmt(b.peak)} / ${fmt(b.max10s)}`,
       ratio: "–",
