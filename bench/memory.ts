@@ -283,6 +283,32 @@ sections.push({
   )}`
 })
 
+// --- what loading costs ---------------------------------------------------------------------
+phase("import cost: RSS and heap of loading each library, fresh processes")
+const importCases: ReadonlyArray<readonly [string, string, boolean]> = [
+  ["effect", "effect", false],
+  ["undici", "undici", false],
+  ["prom-client", "prom-client", false],
+  ["@kubernetes/client-node (the package)", "@kubernetes/client-node", false],
+  ["client-node's KubeConfig (dist/config.js)", "@kubernetes/client-node/dist/config.js", false],
+  ["the same through the entry point's hook", "@kubernetes/client-node/dist/config.js", true],
+  ["the controller's modules (KubeApiLive, layers, run, demo, audit), with the hook", "./src/services/KubeApiLive.ts,./src/programs/layers.ts,./src/programs/run.ts,./src/programs/demo.ts,./src/programs/audit.ts", true]
+]
+const importCost = importCases.map(([label, modules, slim]) => ({
+  label,
+  runs: Array.from({ length: 3 }, () => child(["--expose-gc", path.join(ROOT, "bench/children/import-cost.ts"), modules, ...(slim ? ["slim"] : [])]))
+}))
+data["importCost"] = importCost
+const deltaOf = (runs: ReadonlyArray<Record<string, unknown>>, what: "rss" | "heap") =>
+  spread(runs.map((r) => (Number(r[what === "rss" ? "rssAfter" : "heapAfter"]) - Number(r[what === "rss" ? "rssBefore" : "heapBefore"])) / 2 ** 20)).median
+sections.push({
+  title: "What loading costs",
+  body: `\`node --expose-gc bench/children/import-cost.ts <modules> [slim]\`, three fresh processes each: RSS and V8 heap used after two full GCs, before and after the import (the process already holds Node and its TypeScript stripper: ${fmt(spread(importCost[0]!.runs.map((r) => Number(r["rssBefore"]) / 2 ** 20)).median)} MiB RSS). Libraries share dependencies (client-node loads undici), so the rows do not add up. The fixed cost of the deployed process, idle, is in the real-API-server section.\n\n${table(
+    ["what is imported", "RSS added (median)", "heap added (median)"],
+    importCost.map((c) => [c.label, `${fmt(deltaOf(c.runs, "rss"))} MiB`, `${fmt(deltaOf(c.runs, "heap"))} MiB`])
+  )}`
+})
+
 // --- write ------------------------------------------------------------------------------------
 phase("writing results")
 data["phases"] = phases
