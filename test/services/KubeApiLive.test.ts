@@ -204,6 +204,35 @@ describeSupported("KubeApiLive: rate limiter (TestClock)", () => {
       expect(yield* Ref.get(done)).toBe(70)
     }))
 
+  it.scoped("an interrupted wait frees its slot only when it was the last one reserved, never more than the limit", () =>
+    Effect.gen(function* () {
+      const limiter = yield* live().makeRateLimiter(20, 30)
+      const done = yield* Ref.make(0)
+      const go = limiter(Ref.update(done, (n) => n + 1))
+      yield* Effect.forEach(Array.from({ length: 30 }), () => go, { discard: true })
+      // Ten waiters hold the slots at 50, 100, …, 500 ms.
+      const waiters = yield* Effect.forEach(Array.from({ length: 10 }), () => Effect.forkScoped(go))
+      yield* TestClock.adjust(0)
+      // The first one gives up: the others keep their slots, so a newcomer gets the slot after them.
+      yield* Fiber.interrupt(waiters[0]!)
+      const newcomer = yield* Effect.forkScoped(go)
+      yield* TestClock.adjust("500 millis")
+      expect(yield* Ref.get(done)).toBe(30 + 9)
+      yield* TestClock.adjust("50 millis")
+      expect(yield* Ref.get(done)).toBe(30 + 10)
+      yield* Fiber.join(newcomer)
+      // The last one reserved gives up: its slot is free again for the next request.
+      const more = yield* Effect.forEach(Array.from({ length: 2 }), () => Effect.forkScoped(go))
+      yield* TestClock.adjust(0)
+      yield* Fiber.interrupt(more[1]!)
+      const next = yield* Effect.forkScoped(go)
+      yield* TestClock.adjust("50 millis")
+      expect(yield* Ref.get(done)).toBe(41)
+      yield* TestClock.adjust("50 millis")
+      expect(yield* Ref.get(done)).toBe(42)
+      yield* Fiber.join(next)
+    }))
+
   it.scoped("qps ≤ 0 turns client-side limiting off", () =>
     Effect.gen(function* () {
       const limiter = yield* live().makeRateLimiter(0, 1)

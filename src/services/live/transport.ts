@@ -128,13 +128,25 @@ export const makeRateLimiter = (qps: number, burst: number): Effect.Effect<RateL
   return Effect.map(nowMillis, (start) => {
     let tokens = capacity
     let last = start
+    // Reservations made so far; an interrupted wait gives its token back only when no later
+    // reservation was made (as x/time/rate's Cancel): a later one already counted on its slot, so
+    // giving it back then would let one request more through than the limit allows.
+    let reservations = 0
     const take = Effect.flatMap(nowMillis, (now) => {
       tokens = Math.min(capacity, tokens + (Math.max(0, now - last) * qps) / 1000)
       last = Math.max(last, now)
       tokens -= 1
       if (tokens >= 0) return Effect.void
-      // An interrupted wait gives its token back.
-      return Effect.sleep(Duration.millis((-tokens * 1000) / qps)).pipe(Effect.onInterrupt(() => Effect.sync(() => void (tokens += 1))))
+      const mine = ++reservations
+      return Effect.sleep(Duration.millis((-tokens * 1000) / qps)).pipe(
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            if (mine !== reservations) return
+            tokens += 1
+            reservations--
+          })
+        )
+      )
     })
     return <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.zipRight(take, effect)
   })
