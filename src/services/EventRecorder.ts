@@ -124,8 +124,9 @@ export const make = (
       )
     // Names must be unique; under TestClock (or a coarse clock) two creates share a nanosecond.
     let lastNanos = -1n
-    // A stalled API call must not hold the lock (and every worker recording behind it) forever.
-    const bounded = <A>(call: Effect.Effect<A, KubeError>) => Effect.timeout(call, config.requestTimeout)
+    // A stalled API call must not hold the event's lock forever: the KubeApi times every request
+    // out after it is sent (not while it waits for the client rate limiter: under a backlog of
+    // deletions an Event may wait long for its turn, and used to be dropped for it).
 
     const write = (key: string, regarding: InvolvedObject, type: EventType, reason: string, message: string) =>
       Effect.gen(function*() {
@@ -136,9 +137,7 @@ export const make = (
 
         if (previous !== undefined && nowMillis - previous.lastSeenMillis < windowMillis) {
           const count = previous.count + 1
-          const patched = yield* bounded(
-            api.patch(Events, regarding.namespace, previous.name, { type: "merge", body: { count, lastTimestamp: now } })
-          ).pipe(
+          const patched = yield* api.patch(Events, regarding.namespace, previous.name, { type: "merge", body: { count, lastTimestamp: now } }).pipe(
             Effect.as(true),
             // Expired (events live ~1 h) or deleted: start a new Event below.
             Effect.catchIf((e) => e._tag === "KubeError" && e.reason === "NotFound", () => Effect.succeed(false))
@@ -173,7 +172,7 @@ export const make = (
           reportingComponent: COMPONENT,
           reportingInstance: config.identity
         }
-        yield* bounded(api.create(Events, regarding.namespace, event))
+        yield* api.create(Events, regarding.namespace, event)
         seen.set(key, { name, count: 1, lastSeenMillis: nowMillis })
       })
 

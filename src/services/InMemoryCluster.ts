@@ -35,6 +35,8 @@ export interface MemoryClusterOptions {
   readonly historyLimit?: number
   /** Latency added to every call (under TestClock, advance the clock). */
   readonly latency?: Duration.DurationInput
+  /** A stalled request fails with Timeout after this long, as KubeApiLive's (default 30 s). */
+  readonly requestTimeout?: Duration.DurationInput
   readonly now?: () => Date
 }
 
@@ -103,11 +105,13 @@ export class MemoryClusterState {
   readonly calls: Array<ApiCall> = []
   readonly historyLimit: number
   readonly latency: Duration.Duration
+  readonly requestTimeout: Duration.Duration
   readonly now: () => Date
 
   constructor(options: MemoryClusterOptions = {}) {
     this.historyLimit = options.historyLimit ?? 10_000
     this.latency = Duration.decode(options.latency ?? 0)
+    this.requestTimeout = Duration.decode(options.requestTimeout ?? "30 seconds")
     this.now = options.now ?? (() => new Date())
   }
 
@@ -370,7 +374,10 @@ const call = <A>(
 ): Effect.Effect<A, KubeError> =>
   Effect.suspend(() => {
     const fault = state.enter(verb, r, ns, name)
-    const run = fault === "stall" ? Effect.never : fault !== undefined ? Effect.fail(fault) : Effect.suspend(() => {
+    const stalled = Effect.sleep(state.requestTimeout).pipe(
+      Effect.zipRight(Effect.fail(new KubeError({ reason: "Timeout", verb, target: name === undefined ? r.plural : `${r.plural} ${objectKey(ns, name)}`, detail: `no answer within ${Duration.format(state.requestTimeout)}` })))
+    )
+    const run = fault === "stall" ? stalled : fault !== undefined ? Effect.fail(fault) : Effect.suspend(() => {
       const out = body()
       return out instanceof KubeError ? Effect.fail(out) : Effect.succeed(out)
     })

@@ -5,6 +5,7 @@ import * as EventRecorder from "../../src/services/EventRecorder.ts"
 import { InMemoryCluster, layerMemory } from "../../src/services/InMemoryCluster.ts"
 import type { KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
+import { makeRateLimiter } from "../../src/services/KubeApiLive.ts"
 import * as R from "../../src/services/resources.ts"
 
 const START = Date.parse("2026-11-03T10:00:00Z")
@@ -228,6 +229,36 @@ describe("EventRecorder: failures never reach the caller", () => {
       }).pipe(Effect.provide(warnings.layer))
     )
   })
+
+  it.effect("Events queued behind the client rate limiter longer than the request timeout are all written", () =>
+    Effect.gen(function*() {
+      // 100 distinct Events through QPS 1 / burst 1: the last waits ~99 s for its token, far past
+      // the 30 s request timeout, which only counts once a request is sent.
+      const limited = Layer.effect(
+        KubeApi,
+        Effect.gen(function*() {
+          const api = yield* KubeApi
+          const limit = yield* makeRateLimiter(1, 1)
+          return { ...api, create: (r, ns, o) => limit(api.create(r, ns, o)), patch: (r, ns, n, p) => limit(api.patch(r, ns, n, p)) } satisfies typeof api
+        })
+      )
+      const layers = Layer.provideMerge(
+        Layer.effect(EventRecorder.EventRecorder, EventRecorder.make({})),
+        Layer.merge(
+          Layer.provideMerge(limited, Layer.provideMerge(layerMemory, InMemoryCluster.layer())),
+          ControllerConfig.layerWith({ identity: "wc-7d9f-abcde" })
+        )
+      )
+      yield* Effect.scoped(
+        Effect.gen(function*() {
+          yield* TestClock.setTime(START)
+          const all = yield* Effect.fork(Effect.forEach(Array.from({ length: 100 }, (_, i) => i), (i) => record("R", `m${i}`), { concurrency: "unbounded", discard: true }))
+          yield* TestClock.adjust(Duration.seconds(100))
+          yield* Fiber.join(all)
+          expect((yield* events).map((e: KubeObject) => e["message"]).sort()).toEqual(Array.from({ length: 100 }, (_, i) => `m${i}`).sort())
+        }).pipe(Effect.provide(layers))
+      )
+    }))
 
   it.effect("a stalled API call gives up after the request timeout", () =>
     run(
