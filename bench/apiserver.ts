@@ -21,7 +21,7 @@ import { layerLive } from "../src/services/KubeApiLive.ts"
 import { type BenchPlane, cpuSeconds, etcdVersion, startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, type BenchEnv } from "./lib/env.ts"
 import { gitState } from "./lib/git.ts"
-import { apiserverRequests, driverLayer } from "./lib/live.ts"
+import { apiserverRequests, driverLayer, excessOver } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { spawnContender, waitMetric } from "./lib/proc.ts"
 import { sum } from "./lib/prom.ts"
@@ -154,12 +154,12 @@ try {
   if (bigRate !== undefined) {
     rows.push({
       scenario: `client rate limit under mass deletion (QPS ${RAISED.qps}/burst ${RAISED.burst})`,
-      metric: "peak requests/s, 1 s / 10 s windows (contender's counter, first full-scale run)",
-      ours: `${fmt(bigRate.rates.peak)} / ${fmt(bigRate.rates.max10s)}`,
+      metric: "peak requests/s, 1 s / 10 s windows · most requests beyond QPS × T in any window between samples (contender's counter, first full-scale run)",
+      ours: `${fmt(bigRate.rates.peak)} / ${fmt(bigRate.rates.max10s)} · ${bigRate.rates.points === undefined ? "–" : fmt(excessOver(bigRate.rates.points, RAISED.qps))}`,
       baseline: bigBase[0] === undefined ? "–" : `${fmt(bigBase[0].rates.peak)} / ${fmt(bigBase[0].rates.max10s)}`,
       ratio: "–",
-      target: `≤ ${RAISED.qps}`,
-      met: yesNo(bigRate.rates.peak <= RAISED.qps + RAISED.burst && (bigRate.rates.max10s ?? 0) <= RAISED.qps * 1.05)
+      target: `QPS ${RAISED.qps}, burst ${RAISED.burst}: ≤ ${RAISED.burst} beyond QPS × T`,
+      met: yesNo(bigRate.rates.points === undefined ? undefined : excessOver(bigRate.rates.points, RAISED.qps) <= RAISED.burst)
     })
   }
   const perIpSeconds = (r: MassRun) => Math.max(r.poolFreedMs, r.reservationsFreedMs) + r.deleteWindowMs

@@ -46,6 +46,20 @@ export const countingApi = (api: KubeApiShape): CallCounter => {
  * Samples a cumulative counter every `everyMs` and yields requests per second per interval;
  * `peak` is the highest one-second rate seen, `max10s` the highest 10-second average.
  */
+/**
+ * The most requests any window between two samples held beyond `qps` × its length. A token bucket
+ * that starts full admits at most burst + qps·T in any T seconds, so this is ≤ burst when the
+ * limit held, whatever the windows' lengths (a fixed "10 s" window between samples that are not
+ * exactly 10 s apart would need its own bound).
+ */
+export const excessOver = (points: ReadonlyArray<readonly [number, number]>, qps: number): number => {
+  let worst = 0
+  for (let i = 0; i < points.length; i++) {
+    for (let j = i + 1; j < points.length; j++) worst = Math.max(worst, points[j]![1] - points[i]![1] - (qps * (points[j]![0] - points[i]![0])) / 1000)
+  }
+  return worst
+}
+
 export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
   const points: Array<{ t: number; v: number }> = []
   let stopped = false
@@ -78,7 +92,9 @@ export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
         perSecond: rates.map((r) => Math.round(r * 10) / 10),
         peak: rates.length === 0 ? 0 : Math.max(...rates),
         max10s: windows.length === 0 ? undefined : Math.max(...windows),
-        total: (points[points.length - 1]?.v ?? 0) - (points[0]?.v ?? 0)
+        total: (points[points.length - 1]?.v ?? 0) - (points[0]?.v ?? 0),
+        // The samples themselves (ms since the first, cumulative count), for exact window bounds.
+        points: points.map((p) => [Math.round((p.t - points[0]!.t) * 10) / 10, p.v] as const)
       }
     }
   }

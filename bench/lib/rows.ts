@@ -1,6 +1,7 @@
 /** Summary rows and detail tables of the scenarios, shared by both benchmark commands. */
 import { count, type IsolatedRun, type MassRun, type SingleRun } from "./scenarios.ts"
 import { type Row, table, yesNo } from "./results.ts"
+import { excessOver } from "./live.ts"
 import { fmt, ms, spread } from "./stats.ts"
 
 export const ratio = (baseline: number, ours: number): string =>
@@ -265,16 +266,28 @@ export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: 
   const o = r(ours)
   const b = r(baseline)
   // A token bucket that starts full allows at most burst + qps·T requests in any T seconds: the
-  // configured limit is kept when no window holds more (so ≤ qps on average over long windows).
-  const met = o === undefined ? undefined : o.peak <= qps + burst && (o.max10s === undefined || o.max10s <= qps + burst / 10)
+  // configured limit is kept when no window between two samples holds more than burst beyond qps·T.
+  const excess = (x: typeof o) => (x?.points === undefined ? undefined : excessOver(x.points, qps))
+  const eo = excess(o)
+  const met = eo === undefined ? undefined : eo <= burst
+  const source = side === "server" ? "API server's apiserver_request_total" : side === "admitted" ? "requests the contender's limiter let through, counted on admission" : "contender's api_requests_total"
   const rows: Array<Row> = [
     {
       scenario: label,
-      metric: `peak requests/s, 1 s windows / 10 s windows (${side === "server" ? "API server's apiserver_request_total" : side === "admitted" ? "requests the contender's limiter let through, counted on admission" : "contender's api_requests_total"})`,
+      metric: `peak requests/s, 1 s windows / 10 s windows (${source})`,
       ours: o === undefined ? "–" : `${fmt(o.peak)} / ${fmt(o.max10s)}`,
       baseline: b === undefined ? "–" : `${fmt(b.peak)} / ${fmt(b.max10s)}`,
       ratio: "–",
-      target: `QPS ${qps}, burst ${burst}: ≤ ${fmt(qps + burst)} in 1 s, ≤ ${fmt(qps + burst / 10)}/s over 10 s`,
+      target: "–",
+      met: "–"
+    },
+    {
+      scenario: label,
+      metric: `most requests any window between two samples held beyond QPS × its length (same counter)`,
+      ours: eo === undefined ? "–" : fmt(eo),
+      baseline: excess(b) === undefined ? "–" : fmt(excess(b)!),
+      ratio: "–",
+      target: `QPS ${qps}, burst ${burst}: ≤ ${burst} (a token bucket admits ≤ burst + QPS·T in T seconds)`,
       met: yesNo(met)
     }
   ]

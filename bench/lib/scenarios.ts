@@ -126,6 +126,14 @@ export interface MassOptions {
   readonly timeoutMs?: number
 }
 
+export interface Rates {
+  readonly perSecond: ReadonlyArray<number>
+  readonly peak: number
+  readonly max10s: number | undefined
+  readonly total: number
+  readonly points?: ReadonlyArray<readonly [number, number]>
+}
+
 export interface MassRun {
   readonly kind: Kind
   readonly pods: number
@@ -146,8 +154,8 @@ export interface MassRun {
   readonly batches: number
   readonly serverCalls?: Record<string, number>
   readonly cpu: Record<string, number>
-  readonly rates: { readonly perSecond: ReadonlyArray<number>; readonly peak: number; readonly max10s: number | undefined; readonly total: number }
-  readonly serverRates?: { readonly perSecond: ReadonlyArray<number>; readonly peak: number; readonly max10s: number | undefined; readonly total: number }
+  readonly rates: Rates
+  readonly serverRates?: Rates
   readonly rest: RestReport
   readonly allocator?: AllocatorStats
   readonly memory?: { readonly rss: number; readonly hwm: number }
