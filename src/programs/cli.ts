@@ -30,7 +30,7 @@ export const OPTIONS: ReadonlyArray<OptionSpec> = [
   { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", kind: "string", default: "30 seconds", help: "longest retry delay", commands: runOnly },
   { flag: "api-qps", env: "API_QPS", kind: "string", default: "20", help: "client-side rate limit of API requests per second", commands: live },
   { flag: "api-burst", env: "API_BURST", kind: "string", default: "30", help: "API requests allowed at once above the rate", commands: live },
-  { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", default: "30 seconds", help: "timeout of one API request", commands: live },
+  { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", default: "30 seconds", help: "timeout of one API request, once sent (not counting the wait for the client rate limiter)", commands: live },
   { flag: "page-size", env: "PAGE_SIZE", kind: "string", default: "500", help: "objects per page of full lists", commands: live },
   { flag: "reconcile-schedule", env: "RECONCILE_SCHEDULE", kind: "string", default: "flat file's reconciler_cron_expression, else 30 4 * * *", help: "cron (UTC) of the full orphan sweep", commands: runOnly },
   { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", default: "true", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
