@@ -27,9 +27,10 @@ import { spawnContender, waitMetric } from "./lib/proc.ts"
 import { sum } from "./lib/prom.ts"
 import { regenerate } from "./lib/report.ts"
 import { type Row, type Section, machine, table, writeResults, yesNo } from "./lib/results.ts"
-import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, sec, singleRows, spread, writeRows } from "./lib/rows.ts"
+import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, sec, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { makePhases } from "./lib/phases.ts"
 
 /**
  * The node flags of the image's ENTRYPOINT (Dockerfile), so the memory run is the deployed process:
@@ -58,17 +59,7 @@ const S = quick
   : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleDefault: 150, defaultPods: 200, steadyPods: 10_000, perPod: 5 }
 const RAISED = { qps: 500, burst: 1_000 }
 const DEFAULT = { qps: 20, burst: 30 }
-const phases: Array<{ readonly phase: string; readonly seconds: number }> = []
-let phaseStart = performance.now()
-let phaseName = "start-up"
-const log = (line: string) => process.stderr.write(`[bench:apiserver] ${line}\n`)
-/** Marks the start of a scenario, closing the previous one (its wall time goes to the results). */
-const phase = (name: string) => {
-  phases.push({ phase: phaseName, seconds: Math.round((performance.now() - phaseStart) / 100) / 10 })
-  phaseName = name
-  phaseStart = performance.now()
-  log(name)
-}
+const { phases, phase, log } = makePhases("bench:apiserver")
 const started = performance.now()
 const load0 = os.loadavg()
 
@@ -290,17 +281,7 @@ try {
     for (const kind of ["ours", "baseline"] as const) sync[kind].push((await Effect.runPromise(informerSync(kind).pipe(Effect.provide(syncLayer)))).ms)
   }
   data["informerSync"] = sync
-  const so = spread(sync.ours)
-  const sb = spread(sync.baseline)
-  rows.push({
-    scenario: `informer sync of ${S.steadyPods} pods (real API server)`,
-    metric: "list (pages of 500, default limit) → synced, median (min–max)",
-    ours: `${ms(so.median)} (${ms(so.min)}–${ms(so.max)})`,
-    baseline: `${ms(sb.median)} (${ms(sb.min)}–${ms(sb.max)})`,
-    ratio: ratio(sb.median, so.median),
-    target: "≤ 3 s",
-    met: yesNo(so.max <= 3000)
-  })
+  rows.push(syncRow(`informer sync of ${S.steadyPods} pods (real API server)`, "list (pages of 500, default limit) → synced, median (min–max)", sync))
   rows.push({
     scenario: `informer sync of ${S.steadyPods} pods (real API server)`,
     metric: "contender process start → /readyz (all four informers synced)",

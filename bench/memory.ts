@@ -17,9 +17,10 @@ import { ROOT } from "./lib/paths.ts"
 import { networkStatusFor, realisticPod } from "./lib/pods.ts"
 import { regenerate } from "./lib/report.ts"
 import { type Row, type Section, machine, table, writeResults, yesNo } from "./lib/results.ts"
-import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, singleRows, spread, writeRows } from "./lib/rows.ts"
+import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
 import { type IsolatedRun, type MassRun, type SingleRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { gitState } from "./lib/git.ts"
+import { makePhases } from "./lib/phases.ts"
 
 const quick = process.env["BENCH_SCALE"] === "quick"
 const S = quick
@@ -28,17 +29,7 @@ const S = quick
 const LATENCY = "1 millis"
 const UNLIMITED = { qps: 0, burst: 1 }
 const RAISED = { qps: 500, burst: 1_000 }
-const phases: Array<{ readonly phase: string; readonly seconds: number }> = []
-let phaseStart = performance.now()
-let phaseName = "start-up"
-const log = (line: string) => process.stderr.write(`[bench] ${line}\n`)
-/** Marks the start of a scenario, closing the previous one (its wall time goes to the results). */
-const phase = (name: string) => {
-  phases.push({ phase: phaseName, seconds: Math.round((performance.now() - phaseStart) / 100) / 10 })
-  phaseName = name
-  phaseStart = performance.now()
-  log(name)
-}
+const { phases, phase, log } = makePhases("bench")
 const started = performance.now()
 const load0 = os.loadavg()
 
@@ -195,17 +186,7 @@ const sync = await (async () => {
   return out
 })()
 data["informerSync"] = sync
-const so = spread(sync.ours)
-const sb = spread(sync.baseline)
-rows.push({
-  scenario: `informer sync of ${S.syncPods} pods (in memory)`,
-  metric: "list (pages of 500) → synced, median (min–max)",
-  ours: `${ms(so.median)} (${ms(so.min)}–${ms(so.max)})`,
-  baseline: `${ms(sb.median)} (${ms(sb.min)}–${ms(sb.max)})`,
-  ratio: ratio(sb.median, so.median),
-  target: "≤ 3 s",
-  met: yesNo(so.max <= 3000)
-})
+rows.push(syncRow(`informer sync of ${S.syncPods} pods (in memory)`, "list (pages of 500) → synced, median (min–max)", sync))
 sections.push({
   title: "Informer sync (in memory)",
   body: `The pod informer (\`makeInformer\`, pages of 500) over the in-memory API server holding ${S.syncPods} realistic pods, until synced; three runs each, alternating. The in-memory server deep-copies every object it lists, which both contenders pay.\n\n${table(["cache", "runs (ms)"], [["projection (ours)", sync.ours.map((x) => fmt(x)).join(", ")], ["full objects (baseline)", sync.baseline.map((x) => fmt(x)).join(", ")]])}`

@@ -5,23 +5,15 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
+import { freePort } from "../../test/live/cluster.ts"
 import { ROOT } from "./controlplane.ts"
 import { parseProm, type Sample } from "./prom.ts"
 
 export type Kind = "ours" | "baseline"
 
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.once("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address()
-      srv.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
+export { freePort }
 
 export interface ProcOptions {
   readonly kubeconfig: string

@@ -293,3 +293,18 @@ export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: 
   ]
   return rows
 }
+
+/** The informer-sync row: every run of ours within 3 s (the target), beside the baseline's. */
+export const syncRow = (scenario: string, metric: string, sync: { readonly ours: ReadonlyArray<number>; readonly baseline: ReadonlyArray<number> }): Row => {
+  const so = spread(sync.ours)
+  const sb = spread(sync.baseline)
+  return {
+    scenario,
+    metric,
+    ours: `${ms(so.median)} (${ms(so.min)}–${ms(so.max)})`,
+    baseline: `${ms(sb.median)} (${ms(sb.min)}–${ms(sb.max)})`,
+    ratio: ratio(sb.median, so.median),
+    target: "≤ 3 s",
+    met: yesNo(so.max <= 3000)
+  }
+}

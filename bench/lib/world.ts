@@ -14,6 +14,8 @@ import { KubeApi, type JsonPatchOp, type KubeObject, listAll } from "../../src/s
 import type { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { networkStatusFor, realisticPod } from "./pods.ts"
+import type { RestReport as LiveRestReport } from "../../test/live/support/bulk.ts"
+import { violations as findViolations } from "../../test/support/invariants.ts"
 
 export const POOL_NAMESPACE = "kube-system"
 
@@ -285,19 +287,8 @@ export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Sco
 
 // ---------------------------------------------------------------------------------------------
 
-export interface RestReport {
-  /** A live pod's address that its pool does not hold for it (a wrong free). */
-  readonly liveNotHeld: ReadonlyArray<string>
-  /** A pool entry of a pod that does not exist (a lost free). */
-  readonly deadHeld: ReadonlyArray<string>
-  /** One address listed by two live pods. */
-  readonly shared: ReadonlyArray<string>
-  /** A live pod's address without its reservation. */
-  readonly reservationMissing: ReadonlyArray<string>
-  /** A reservation of a pod that does not exist (a lost free). */
-  readonly reservationDead: ReadonlyArray<string>
-  readonly livePods: number
-  readonly allocations: number
+/** The live tier's invariants at rest (test/live/support/bulk.ts), plus the reservations counted. */
+export interface RestReport extends LiveRestReport {
   readonly reservations: number
 }
 
@@ -324,29 +315,10 @@ export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
     const reservations = new Map(
       (yield* listAll(R.OverlappingRangeIPReservations, POOL_NAMESPACE)).items.map((o) => [o.metadata.name, String((o["spec"] as { podref?: unknown }).podref)] as const)
     )
-    const owners = new Map<string, string>()
-    const liveNotHeld: Array<string> = []
-    const shared: Array<string> = []
-    const reservationMissing: Array<string> = []
-    for (const [ref, ips] of live) {
-      for (const ip of ips) {
-        if (owners.has(ip)) shared.push(`${ip}: ${owners.get(ip)} and ${ref}`)
-        owners.set(ip, ref)
-        const held = entries.get(ip)?.podref
-        if (held !== ref) liveNotHeld.push(`${ref} ${ip} (pool: ${held ?? "free"})`)
-        const parsed = parseIP(ip)
-        if (parsed === undefined || reservations.get(reservationName(parsed, "")) !== ref) reservationMissing.push(`${ref} ${ip}`)
-      }
-    }
-    const inScope = (ref: string) => podNamespaces.some((ns) => ref.startsWith(`${ns}/`))
-    const deadHeld = [...entries.values()].filter((e) => inScope(e.podref) && !live.has(e.podref)).map((e) => `${formatIP(e.ip)} ${e.podref}`)
-    const reservationDead = [...reservations].filter(([, ref]) => inScope(ref) && !live.has(ref)).map(([n, ref]) => `${n} ${ref}`)
+    const poolHolders = new Map([...entries].map(([ip, e]) => [ip, e.podref] as const))
+    const found = findViolations({ live, poolHolders, reservations, inScope: (ref) => podNamespaces.some((ns) => ref.startsWith(`${ns}/`)) })
     return {
-      liveNotHeld,
-      deadHeld,
-      shared,
-      reservationMissing,
-      reservationDead,
+      ...found,
       livePods: live.size,
       allocations: entries.size,
       reservations: reservations.size

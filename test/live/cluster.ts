@@ -57,7 +57,8 @@ const installExitHook = () => {
   })
 }
 
-const freePort = (): Promise<number> =>
+/** A free TCP port on loopback (the listener is closed again before it is used). */
+export const freePort = (): Promise<number> =>
   new Promise((resolve, reject) => {
     const srv = net.createServer()
     srv.once("error", reject)

@@ -13,6 +13,7 @@ import { ControllerConfig } from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster } from "../../src/services/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
+import { violations } from "./invariants.ts"
 
 export const on = (name: string, ifname = "net1", namespace = "default"): Attachment => ({ nad: { namespace, name }, ifname })
 
@@ -97,22 +98,9 @@ export const restReport = (pool: string, namespace = "default") =>
     const reservations = new Map(
       cluster.snapshot(R.OverlappingRangeIPReservations, poolNs).map((r) => [r.metadata.name, (r["spec"] as { podref: string }).podref] as const)
     )
-    const owners = new Map<string, string>()
-    const liveNotHeld: Array<string> = []
-    const shared: Array<string> = []
-    const reservationMissing: Array<string> = []
-    for (const [ref, ips] of live) {
-      for (const ip of ips) {
-        if (owners.has(ip)) shared.push(`${ip}: ${owners.get(ip)} and ${ref}`)
-        owners.set(ip, ref)
-        if (entries.get(ip)?.podref !== ref) liveNotHeld.push(`${ref} ${ip} (pool says ${entries.get(ip)?.podref ?? "free"})`)
-        const parsed = parseIP(ip)
-        if (parsed === undefined || reservations.get(reservationName(parsed, "")) !== ref) reservationMissing.push(`${ref} ${ip}`)
-      }
-    }
-    const deadHeld = [...entries].filter(([, a]) => !live.has(a.podref)).map(([ip, a]) => `${ip} ${a.podref}`)
-    const reservationDead = [...reservations].filter(([, ref]) => !live.has(ref)).map(([n, ref]) => `${n} ${ref}`)
-    return { liveNotHeld, deadHeld, shared, reservationMissing, reservationDead, allocations: entries.size } satisfies RestReport
+    const poolHolders = new Map([...entries].map(([ip, a]) => [ip, a.podref] as const))
+    const found = violations({ live, poolHolders, reservations })
+    return { ...found, allocations: entries.size } satisfies RestReport
   })
 
 export const CLEAN = { liveNotHeld: [], deadHeld: [], shared: [], reservationMissing: [], reservationDead: [] }

@@ -13,6 +13,7 @@ import { Reservations } from "../../../src/services/Reservations.ts"
 import * as R from "../../../src/services/resources.ts"
 import { podObject } from "../../support/objects.ts"
 import { poolIPs, reservationView } from "./world.ts"
+import { violations } from "../../support/invariants.ts"
 
 export interface Net {
   /** NAD name (in the pods' namespace), unnamed network, overlapping ranges on. */
@@ -91,21 +92,6 @@ export const restReport = (namespace: string, pools: ReadonlyArray<string>) =>
     const entries = new Map<string, string>()
     for (const pool of pools) for (const [ip, a] of yield* poolIPs(pool)) entries.set(ip, a.podref)
     const reservations = yield* reservationView
-    const mine = (ref: string) => ref.startsWith(`${namespace}/`)
-    const owners = new Map<string, string>()
-    const liveNotHeld: Array<string> = []
-    const shared: Array<string> = []
-    const reservationMissing: Array<string> = []
-    for (const [ref, ips] of live) {
-      for (const ip of ips) {
-        if (owners.has(ip)) shared.push(`${ip}: ${owners.get(ip)} and ${ref}`)
-        owners.set(ip, ref)
-        if (entries.get(ip) !== ref) liveNotHeld.push(`${ref} ${ip} (pool: ${entries.get(ip) ?? "free"})`)
-        const parsed = parseIP(ip)
-        if (parsed === undefined || reservations[reservationName(parsed, "")] !== ref) reservationMissing.push(`${ref} ${ip}`)
-      }
-    }
-    const deadHeld = [...entries].filter(([, ref]) => mine(ref) && !live.has(ref)).map(([ip, ref]) => `${ip} ${ref}`)
-    const reservationDead = Object.entries(reservations).filter(([, ref]) => mine(ref) && !live.has(ref)).map(([n, ref]) => `${n} ${ref}`)
-    return { liveNotHeld, deadHeld, shared, reservationMissing, reservationDead, livePods: live.size, allocations: entries.size } satisfies RestReport
+    const found = violations({ live, poolHolders: entries, reservations: new Map(Object.entries(reservations)), inScope: (ref) => ref.startsWith(`${namespace}/`) })
+    return { ...found, livePods: live.size, allocations: entries.size } satisfies RestReport
   })

@@ -6,9 +6,9 @@
  * test process is SIGKILLed, by a watchdog preloaded into the child.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import * as net from "node:net"
 import { fileURLToPath } from "node:url"
 import { OPTIONS } from "../../../src/programs/cli.ts"
+import { freePort } from "../cluster.ts"
 
 const ROOT = fileURLToPath(new URL("../../..", import.meta.url))
 const MAIN = "src/programs/main.ts"
@@ -64,15 +64,7 @@ export interface ControllerProcess {
 const children = new Set<ControllerProcess & { readonly child: ChildProcess }>()
 let exitHook = false
 
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.once("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address()
-      srv.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
+export { freePort }
 
 const get = async (url: string): Promise<{ readonly status: number; readonly body: string }> => {
   try {
