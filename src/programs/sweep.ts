@@ -4,7 +4,7 @@
  * freeing, and frees through the same guarded batch release as the deletion loop. In dry-run it
  * only reports. Runs once after start-up and then on a cron schedule (UTC).
  */
-import { Cron, Effect, Either, Schedule } from "effect"
+import { Clock, Cron, Duration, Effect, Either, Schedule } from "effect"
 import { type Cidr, bitsOf, formatIP } from "../domain/ip.ts"
 import { DEFAULT_RECONCILER_CRON } from "../domain/ipam-config.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
@@ -227,8 +227,23 @@ export const sweepOnce = (options: { readonly dryRun: boolean }) =>
     Effect.option
   )
 
+/**
+ * The longest single sleep: effect treats a sleep beyond setTimeout's limit (2^31 - 1 ms, about
+ * 24.8 days) as infinite, so a monthly cron expression slept in one piece would never fire.
+ */
+export const MAX_SLEEP = Duration.days(24)
+
+/** Sleeps until the clock reads `target` (milliseconds since the epoch), in steps of ≤ MAX_SLEEP. */
+export const sleepUntil = (target: number): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    target <= now ? Effect.void : Effect.zipRight(Effect.sleep(Duration.min(Duration.millis(target - now), MAX_SLEEP)), Effect.suspend(() => sleepUntil(target)))
+  )
+
+/** Runs `effect` at every match of the cron expression, forever (the first run at the next match). */
+export const onCron = <A, E, R>(cron: Cron.Cron, effect: Effect.Effect<A, E, R>): Effect.Effect<never, E, R> =>
+  Effect.forever(Effect.flatMap(Clock.currentTimeMillis, (now) => sleepUntil(Cron.next(cron, new Date(now)).getTime())).pipe(Effect.zipRight(effect)))
+
 /** Sweeps at every match of the cron expression, forever (the first one at the next match). */
-export const sweepOnSchedule = (cron: Cron.Cron, options: { readonly dryRun: boolean }) =>
-  Effect.schedule(sweepOnce(options), Schedule.cron(cron)).pipe(Effect.asVoid)
+export const sweepOnSchedule = (cron: Cron.Cron, options: { readonly dryRun: boolean }) => onCron(cron, sweepOnce(options))
 
 export { ORPHAN_REASON_TEXT }

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Cron, Effect, Either, Fiber, TestClock } from "effect"
+import { Clock, Cron, Duration, Effect, Either, Fiber, TestClock } from "effect"
 import { deletePod, startPod } from "../../src/programs/cni-plugin.ts"
 import { memory } from "../../src/programs/layers.ts"
-import { runSweep, sweepOnSchedule, sweepOnce } from "../../src/programs/sweep.ts"
+import { onCron, runSweep, sweepOnSchedule, sweepOnce } from "../../src/programs/sweep.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { InMemoryCluster } from "../../src/services/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
@@ -174,6 +174,35 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
         expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(1)
       })
       yield* body.pipe(Effect.provide(memory()))
+    }))
+
+  it.effect("a monthly schedule fires: no single sleep is longer than a JS timer can wait", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-11-03T10:00:00Z"))
+      // effect runs sleeps on setTimeout, which cannot wait more than 2^31 - 1 ms (effect then
+      // never wakes); the TestClock has no such limit, so record what the schedule asks for.
+      const test = yield* Effect.clock
+      const asked: Array<number> = []
+      const recording: Clock.Clock = {
+        [Clock.ClockTypeId]: Clock.ClockTypeId,
+        unsafeCurrentTimeMillis: () => test.unsafeCurrentTimeMillis(),
+        unsafeCurrentTimeNanos: () => test.unsafeCurrentTimeNanos(),
+        currentTimeMillis: test.currentTimeMillis,
+        currentTimeNanos: test.currentTimeNanos,
+        sleep: (d) => {
+          asked.push(Duration.toMillis(d))
+          return test.sleep(d)
+        }
+      }
+      const runs: Array<string> = []
+      const cron = Cron.unsafeParse("0 3 1 * *", "UTC")
+      const fiber = yield* Effect.fork(Effect.withClock(onCron(cron, Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => void runs.push(new Date(t).toISOString())))), recording))
+      // Day by day to 2027-03-10: runs on the first of December, January, February and March.
+      for (let day = 0; day < 127; day++) yield* TestClock.adjust("1 day")
+      yield* Fiber.interrupt(fiber)
+      expect(runs).toEqual(["2026-12-01T03:00:00.000Z", "2027-01-01T03:00:00.000Z", "2027-02-01T03:00:00.000Z", "2027-03-01T03:00:00.000Z"])
+      expect(asked.length).toBeGreaterThan(4)
+      expect(Math.max(...asked)).toBeLessThanOrEqual(2 ** 31 - 1)
     }))
 
   it.live("dry run frees nothing and reports what it would free", () =>
