@@ -96,6 +96,8 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
       const caches = yield* Caches
       const config = yield* ControllerConfig
       const metrics = yield* Metrics
+      // Registered first, so it runs last: the end of a shutdown (or of a leadership term) in the log.
+      yield* Effect.addFinalizer(() => Effect.logInfo("deletion loop stopped"))
       const deletions = yield* caches.podDeletions
       const queue = yield* WorkQueue.make<PodProjection>({ backoff: retrySchedule(config) })
       yield* Effect.forkScoped(Stream.runForEach(deletions, (pod) => queue.add(queueKey(pod), pod)))
@@ -117,6 +119,9 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
       // Registered after the workers, so it runs before they are interrupted: stop intake, drain.
       yield* Effect.addFinalizer(() =>
         Effect.gen(function* () {
+          yield* Effect.logInfo("deletion loop stopping: no new work, waiting for in-flight reconciles").pipe(
+            Effect.annotateLogs({ queued: yield* queue.len, inFlight: yield* queue.inFlight })
+          )
           yield* queue.shutdown
           const drained = yield* queue.awaitIdle.pipe(Effect.timeoutOption(config.shutdownTimeout))
           if (Option.isNone(drained)) {
