@@ -20,13 +20,11 @@ import { KubeApi } from "../src/services/KubeApi.ts"
 import { layerLive } from "../src/services/KubeApiLive.ts"
 import { type BenchPlane, cpuSeconds, etcdVersion, startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, type BenchEnv } from "./lib/env.ts"
-import { gitState } from "./lib/git.ts"
 import { apiserverRequests, driverLayer, excessOver } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { spawnContender, waitMetric } from "./lib/proc.ts"
 import { sum } from "./lib/prom.ts"
-import { regenerate } from "./lib/report.ts"
-import { type Row, type Section, machine, table, writeResults, yesNo } from "./lib/results.ts"
+import { type Row, type Section, machine, table, yesNo } from "./lib/results.ts"
 import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, sec, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
@@ -59,9 +57,7 @@ const S = quick
   : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleDefault: 150, defaultPods: 200, steadyPods: 10_000, perPod: 5 }
 const RAISED = { qps: 500, burst: 1_000 }
 const DEFAULT = { qps: 20, burst: 30 }
-const { phases, phase, log } = makePhases("bench:apiserver")
-const started = performance.now()
-const load0 = os.loadavg()
+const { phase, log, finish } = makePhases("bench:apiserver")
 
 log("compiling the controller as the image does (tsc -p tsconfig.build.json) into bench/.build")
 execFileSync(path.join(ROOT, "node_modules/.bin/tsc"), ["-p", path.join(ROOT, "tsconfig.build.json"), "--outDir", path.join(ROOT, "bench/.build")], { cwd: ROOT, stdio: "inherit" })
@@ -238,42 +234,25 @@ try {
   const baseTs = rss[3]!
   const MiB = (b: number) => `${fmt(b / 2 ** 20)} MiB`
   const scenario = `RSS with ${S.steadyPods} pods cached, 10 pools × ${(S.steadyPods * S.perPod) / 10} allocations`
-  rows.push({
+  const memRow = (metric: string, r: { readonly rss: number; readonly hwm: number }, extra: Partial<Row> = {}): Row => ({
     scenario,
-    metric: "controller process (compiled, as the image runs it), 10 s after sync and start-up sweep",
-    ours: `${MiB(dist.rss)} (peak ${MiB(dist.hwm)})`,
-    baseline: "–",
-    ratio: "–",
-    target: "≤ 150 MiB",
-    met: yesNo(dist.rss <= 150 * 2 ** 20)
-  })
-  rows.push({
-    scenario,
-    metric: "the same process idle, before the world exists (the fixed cost: runtime, libraries, code)",
-    ours: `${MiB(idle.rss)} (peak ${MiB(idle.hwm)})`,
+    metric,
+    ours: `${MiB(r.rss)} (peak ${MiB(r.hwm)})`,
     baseline: "–",
     ratio: "–",
     target: "–",
-    met: "–"
+    met: "–",
+    ...extra
   })
-  rows.push({
-    scenario,
-    metric: "compiled, without the image's --max-semi-space-size (V8 sizes the young generation from the host)",
-    ours: `${MiB(v8young.rss)} (peak ${MiB(v8young.hwm)})`,
-    baseline: "–",
-    ratio: "–",
-    target: "–",
-    met: "–"
-  })
-  rows.push({
-    scenario,
-    metric: "both from TypeScript sources (node strips types), no node flags, for the comparison",
-    ours: `${MiB(oursTs.rss)} (peak ${MiB(oursTs.hwm)})`,
-    baseline: `${MiB(baseTs.rss)} (peak ${MiB(baseTs.hwm)})`,
-    ratio: ratio(baseTs.rss, oursTs.rss),
-    target: "–",
-    met: "–"
-  })
+  rows.push(
+    memRow("controller process (compiled, as the image runs it), 10 s after sync and start-up sweep", dist, { target: "≤ 150 MiB", met: yesNo(dist.rss <= 150 * 2 ** 20) }),
+    memRow("the same process idle, before the world exists (the fixed cost: runtime, libraries, code)", idle),
+    memRow("compiled, without the image's --max-semi-space-size (V8 sizes the young generation from the host)", v8young),
+    memRow("both from TypeScript sources (node strips types), no node flags, for the comparison", oursTs, {
+      baseline: `${MiB(baseTs.rss)} (peak ${MiB(baseTs.hwm)})`,
+      ratio: ratio(baseTs.rss, oursTs.rss)
+    })
+  )
   phase("informer sync of the steady world's pods, in this process, at the default client limit")
   const syncLayer = layerLive.pipe(Layer.provide(ControllerConfig.layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: DEFAULT.qps, apiBurst: DEFAULT.burst })), Layer.orDie)
   const sync = { ours: [] as Array<number>, baseline: [] as Array<number> }
@@ -302,20 +281,14 @@ try {
   await plane.stop()
 }
 
-phase("writing results")
-data["phases"] = phases
-const durationSeconds = (performance.now() - started) / 1000
-const load1 = os.loadavg()
-sections.unshift({
-  title: "Conditions of this run",
-  body: `kube-apiserver ${plane.version} and etcd ${etcd} on loopback, started by test/live/cluster.ts (\`startControlPlane\`) from \`scripts/envtest-assets.sh\`; the API server, etcd, the contender and the benchmark share the machine's ${os.cpus().length} CPUs. Load average (1 min) ${fmt(load0[0])} at the start and ${fmt(load1[0])} at the end. ${gitState()}\n\n${table(["phase", "wall time"], phases.slice(1).map((x) => [x.phase, `${fmt(x.seconds)} s`]))}`
+finish({
+  name: "apiserver",
+  command: full ? "BENCH_FULL=1 npm run bench:apiserver" : "npm run bench:apiserver",
+  quick,
+  machine: machine({ kubeApiserver: plane.version, etcd }),
+  conditions: (load) =>
+    `kube-apiserver ${plane.version} and etcd ${etcd} on loopback, started by test/live/cluster.ts (\`startControlPlane\`) from \`scripts/envtest-assets.sh\`; the API server, etcd, the contender and the benchmark share the machine's ${os.cpus().length} CPUs. ${load}.`,
+  rows,
+  sections,
+  data
 })
-if (quick) {
-  log(`quick run done in ${fmt(durationSeconds)} s (results not written)`)
-  for (const r of rows) log(`${r.scenario} | ${r.metric} | ${r.ours} | ${r.baseline} | ${r.ratio} | ${r.target} | ${r.met}`)
-} else {
-  const command = full ? "BENCH_FULL=1 npm run bench:apiserver" : "npm run bench:apiserver"
-  const file = writeResults({ name: "apiserver", command, date: new Date().toISOString(), durationSeconds, machine: machine({ kubeApiserver: plane.version, etcd }), rows, sections, data })
-  regenerate()
-  log(`wrote ${path.relative(ROOT, file)} and BENCHMARKS.md in ${fmt(durationSeconds)} s`)
-}

@@ -7,7 +7,6 @@
  * BENCH_SCALE=quick runs everything much smaller (a smoke test; results are not written).
  */
 import { execFileSync } from "node:child_process"
-import * as os from "node:os"
 import * as path from "node:path"
 import { Cause, Effect, type Scope } from "effect"
 import { KubeApi } from "../src/services/KubeApi.ts"
@@ -15,11 +14,9 @@ import * as R from "../src/services/resources.ts"
 import { memoryEnv } from "./lib/env.ts"
 import { ROOT } from "./lib/paths.ts"
 import { networkStatusFor, realisticPod } from "./lib/pods.ts"
-import { regenerate } from "./lib/report.ts"
-import { type Row, type Section, machine, table, writeResults, yesNo } from "./lib/results.ts"
+import { type Row, type Section, machine, table, yesNo } from "./lib/results.ts"
 import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
 import { type IsolatedRun, type MassRun, type SingleRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
-import { gitState } from "./lib/git.ts"
 import { makePhases } from "./lib/phases.ts"
 
 const quick = process.env["BENCH_SCALE"] === "quick"
@@ -29,9 +26,7 @@ const S = quick
 const LATENCY = "1 millis"
 const UNLIMITED = { qps: 0, burst: 1 }
 const RAISED = { qps: 500, burst: 1_000 }
-const { phases, phase, log } = makePhases("bench")
-const started = performance.now()
-const load0 = os.loadavg()
+const { phase, log, finish } = makePhases("bench")
 
 /** One scenario run in a fresh in-memory world. */
 const inWorld = <A>(f: (env: ReturnType<typeof memoryEnv>["env"]) => Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> => {
@@ -291,19 +286,13 @@ sections.push({
 })
 
 // --- write ------------------------------------------------------------------------------------
-phase("writing results")
-data["phases"] = phases
-const durationSeconds = (performance.now() - started) / 1000
-const load1 = os.loadavg()
-sections.unshift({
-  title: "Conditions of this run",
-  body: `Load average (1 min) ${fmt(load0[0])} at the start and ${fmt(load1[0])} at the end: the machine is shared, so absolute times move between runs; the ratios between contenders measured in the same run move less. ${gitState()}\n\n${table(["phase", "wall time"], phases.slice(1).map((x) => [x.phase, `${fmt(x.seconds)} s`]))}`
+finish({
+  name: "memory",
+  command: "npm run bench",
+  quick,
+  machine: machine(),
+  conditions: (load) => `${load}: the machine is shared, so absolute times move between runs; the ratios between contenders measured in the same run move less.`,
+  rows,
+  sections,
+  data
 })
-if (quick) {
-  log(`quick run done in ${fmt(durationSeconds)} s (results not written)`)
-  for (const r of rows) log(`${r.scenario} | ${r.metric} | ${r.ours} | ${r.baseline} | ${r.ratio} | ${r.target} | ${r.met}`)
-} else {
-  const file = writeResults({ name: "memory", command: "npm run bench", date: new Date().toISOString(), durationSeconds, machine: machine(), rows, sections, data })
-  regenerate()
-  log(`wrote ${path.relative(ROOT, file)} and BENCHMARKS.md in ${fmt(durationSeconds)} s`)
-}

@@ -1,7 +1,21 @@
-/** Progress lines and per-phase wall times of a benchmark command (the "phase" tables). */
+/**
+ * One benchmark command's bookkeeping: progress lines, per-phase wall times, the load average at
+ * both ends, and the closing step that writes the results and regenerates BENCHMARKS.md (or, for
+ * a quick run, only prints the rows).
+ */
+import * as os from "node:os"
+import * as path from "node:path"
+import { gitState } from "./git.ts"
+import { ROOT } from "./paths.ts"
+import { regenerate } from "./report.ts"
+import { type Machine, type Row, type Section, table, writeResults } from "./results.ts"
+import { fmt } from "./stats.ts"
+
 export const makePhases = (tag: string) => {
   const phases: Array<{ readonly phase: string; readonly seconds: number }> = []
-  let phaseStart = performance.now()
+  const started = performance.now()
+  const load0 = os.loadavg()
+  let phaseStart = started
   let phaseName = "start-up"
   const log = (line: string) => process.stderr.write(`[${tag}] ${line}\n`)
   /** Marks the start of a scenario, closing the previous one (its wall time goes to the results). */
@@ -11,5 +25,36 @@ export const makePhases = (tag: string) => {
     phaseStart = performance.now()
     log(name)
   }
-  return { phases, phase, log }
+  /**
+   * Closes the run: a "Conditions of this run" section first (`conditions` gets the load-average
+   * sentence), then the results file and BENCHMARKS.md, or only the rows on stderr when `quick`.
+   */
+  const finish = (o: {
+    readonly name: string
+    readonly command: string
+    readonly quick: boolean
+    readonly machine: Machine
+    readonly conditions: (load: string) => string
+    readonly rows: ReadonlyArray<Row>
+    readonly sections: Array<Section>
+    readonly data: Record<string, unknown>
+  }) => {
+    phase("writing results")
+    o.data["phases"] = phases
+    const durationSeconds = (performance.now() - started) / 1000
+    const load = `Load average (1 min) ${fmt(load0[0])} at the start and ${fmt(os.loadavg()[0])} at the end`
+    o.sections.unshift({
+      title: "Conditions of this run",
+      body: `${o.conditions(load)} ${gitState()}\n\n${table(["phase", "wall time"], phases.slice(1).map((x) => [x.phase, `${fmt(x.seconds)} s`]))}`
+    })
+    if (o.quick) {
+      log(`quick run done in ${fmt(durationSeconds)} s (results not written)`)
+      for (const r of o.rows) log(`${r.scenario} | ${r.metric} | ${r.ours} | ${r.baseline} | ${r.ratio} | ${r.target} | ${r.met}`)
+      return
+    }
+    const file = writeResults({ name: o.name, command: o.command, date: new Date().toISOString(), durationSeconds, machine: o.machine, rows: o.rows, sections: o.sections, data: o.data })
+    regenerate()
+    log(`wrote ${path.relative(ROOT, file)} and BENCHMARKS.md in ${fmt(durationSeconds)} s`)
+  }
+  return { phases, phase, log, finish }
 }

@@ -159,6 +159,24 @@ export interface RunningPod {
   readonly ips: ReadonlyArray<{ readonly network: string; readonly ifname: string; readonly ips: ReadonlyArray<string> }>
 }
 
+/** A NAD's `spec.config`, as Multus hands it to the plugin ("" when the config lives on the node). */
+const nadConfig = (namespace: string, name: string) =>
+  Effect.flatMap(KubeApi, (api) => api.get(R.NetworkAttachmentDefinitions, namespace, name)).pipe(
+    Effect.map((nad: KubeObject) => String((nad["spec"] as { config?: unknown } | undefined)?.config ?? ""))
+  )
+
+/** CNI ADD for every attachment of one sandbox, in order, as Multus runs the plugin. */
+export const addAttachments = (namespace: string, name: string, containerId: string, attachments: ReadonlyArray<Attachment>) =>
+  Effect.gen(function* () {
+    const ips: Array<RunningPod["ips"][number]> = []
+    for (const a of attachments) {
+      const config = yield* nadConfig(a.nad.namespace, a.nad.name)
+      const got = yield* cniAdd({ podNamespace: namespace, podName: name, containerId, ifname: a.ifname, config })
+      ips.push({ network: `${a.nad.namespace}/${a.nad.name}`, ifname: a.ifname, ips: got.map(formatIP) })
+    }
+    return ips
+  })
+
 /**
  * What a node does for a new pod: create it, run the plugin per attachment (the `networks`
  * annotation names them), then write Multus' `network-status`.
@@ -172,13 +190,7 @@ export const startPod = (namespace: string, name: string, attachments: ReadonlyA
       spec: { nodeName, containers: [{ name: "app", image: "registry.k8s.io/pause:3.10" }] }
     })
     const containerId = randomUUID().replaceAll("-", "")
-    const ips: Array<RunningPod["ips"][number]> = []
-    for (const a of attachments) {
-      const nad = yield* api.get(R.NetworkAttachmentDefinitions, a.nad.namespace, a.nad.name)
-      const config = String((nad["spec"] as { config?: unknown } | undefined)?.config ?? "")
-      const got = yield* cniAdd({ podNamespace: namespace, podName: name, containerId, ifname: a.ifname, config })
-      ips.push({ network: `${a.nad.namespace}/${a.nad.name}`, ifname: a.ifname, ips: got.map(formatIP) })
-    }
+    const ips = yield* addAttachments(namespace, name, containerId, attachments)
     const status = [
       { name: "cluster-network", interface: "eth0", ips: ["10.244.0.10"], default: true },
       ...ips.map((i) => ({ name: i.network, interface: i.ifname, ips: i.ips }))
@@ -200,8 +212,7 @@ export const deletePod = (pod: RunningPod, options: { readonly cniDel?: boolean 
     if (options.cniDel === true) {
       for (const i of pod.ips) {
         const [ns, nadName] = i.network.split("/") as [string, string]
-        const nad: KubeObject = yield* api.get(R.NetworkAttachmentDefinitions, ns, nadName)
-        const config = String((nad["spec"] as { config?: unknown } | undefined)?.config ?? "")
+        const config = yield* nadConfig(ns, nadName)
         yield* cniDel({ podNamespace: pod.namespace, podName: pod.name, containerId: pod.containerId, ifname: i.ifname, config })
       }
     }

@@ -137,7 +137,7 @@ export class MemoryClusterState {
     }
   }
 
-  private err(reason: KubeErrorReason, verb: Verb, r: Resource, ns: string | undefined, name: string | undefined, detail: string) {
+  err(reason: KubeErrorReason, verb: Verb, r: Resource, ns: string | undefined, name: string | undefined, detail: string) {
     const status = { NotFound: 404, AlreadyExists: 409, Conflict: 409, Invalid: 422, Gone: 410, BadRequest: 400 }[reason as string]
     return new KubeError({ reason, verb, target: name === undefined ? r.plural : `${r.plural} ${objectKey(ns, name)}`, status, detail })
   }
@@ -375,7 +375,7 @@ const call = <A>(
   Effect.suspend(() => {
     const fault = state.enter(verb, r, ns, name)
     const stalled = Effect.sleep(state.requestTimeout).pipe(
-      Effect.zipRight(Effect.fail(new KubeError({ reason: "Timeout", verb, target: name === undefined ? r.plural : `${r.plural} ${objectKey(ns, name)}`, detail: `no answer within ${Duration.format(state.requestTimeout)}` })))
+      Effect.zipRight(Effect.fail(state.err("Timeout", verb, r, ns, name, `no answer within ${Duration.format(state.requestTimeout)}`)))
     )
     const run = fault === "stall" ? stalled : fault !== undefined ? Effect.fail(fault) : Effect.suspend(() => {
       const out = body()

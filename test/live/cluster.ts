@@ -104,25 +104,29 @@ const terminate = async (r: Running | undefined): Promise<void> => {
   await r.exited
 }
 
-/** GET `path` with the admin token; status and body, or the network error's message. */
+/**
+ * One HTTPS request with a bearer token, trusting only the given CA; resolves with status and body
+ * text (never rejects on HTTP errors). A string body goes as is, anything else as JSON.
+ */
 export const adminRequest = (
-  plane: { readonly server: string; readonly token: string; readonly caPem: string },
+  target: { readonly server: string; readonly token: string; readonly caPem: string },
   method: string,
   urlPath: string,
-  body?: unknown
+  body?: unknown,
+  options: { readonly contentType?: string; readonly timeoutMs?: number } = {}
 ): Promise<{ readonly status: number; readonly body: string }> =>
   new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : JSON.stringify(body)
+    const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body)
     const req = https.request(
-      `${plane.server}${urlPath}`,
+      `${target.server}${urlPath}`,
       {
         method,
-        ca: plane.caPem,
-        timeout: 10_000,
+        ca: target.caPem,
+        timeout: options.timeoutMs ?? 10_000,
         headers: {
-          Authorization: `Bearer ${plane.token}`,
+          Authorization: `Bearer ${target.token}`,
           Accept: "application/json",
-          ...(data === undefined ? {} : { "Content-Type": "application/json" })
+          ...(data === undefined ? {} : { "Content-Type": options.contentType ?? "application/json" })
         }
       },
       (res) => {
@@ -155,7 +159,8 @@ const waitFor = async (what: string, timeoutMs: number, check: () => Promise<boo
   }
 }
 
-const kubeconfigYaml = (server: string, caPem: string, token: string): string =>
+/** A kubeconfig that reaches `server` (trusting `caPem`) as `user` with a bearer token. */
+export const kubeconfigYaml = (server: string, caPem: string, token: string, user = "admin"): string =>
   [
     "apiVersion: v1",
     "kind: Config",
@@ -165,14 +170,14 @@ const kubeconfigYaml = (server: string, caPem: string, token: string): string =>
     `    server: ${server}`,
     `    certificate-authority-data: ${Buffer.from(caPem).toString("base64")}`,
     "users:",
-    "- name: admin",
+    `- name: ${user}`,
     "  user:",
     `    token: ${token}`,
     "contexts:",
     "- name: envtest",
     "  context:",
     "    cluster: envtest",
-    "    user: admin",
+    `    user: ${user}`,
     "current-context: envtest",
     ""
   ].join("\n")

@@ -29,6 +29,17 @@ const gcEvent = (pod: string, ip: string, network: string) => ({
   count: 1
 })
 
+/** Pod default/p whose network-status lists `ip` on NAD `nad`, deleted, with the caches caught up. */
+const deletedWithStatus = (nad: string, ip: string) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    yield* api.create(R.Pods, "default", podObject("default", "p", { status: networkStatus([{ name: nad, interface: "net1", ips: [ip] }]) }))
+    const projection = yield* projectionOf("default", "p")
+    yield* api.delete(R.Pods, "default", "p")
+    yield* cachesCaughtUp
+    return projection
+  })
+
 describe("reconcile: upstream control-loop cases", () => {
   it.live("frees the deleted pod's IP and reservation, with upstream's exact Normal event", () =>
     Effect.gen(function* () {
@@ -68,11 +79,7 @@ describe("reconcile: upstream control-loop cases", () => {
 
   it.live("a deleted pod of a NAD that is gone and held nothing gets no Warning", () =>
     Effect.gen(function* () {
-      const api = yield* KubeApi
-      yield* api.create(R.Pods, "default", podObject("default", "p", { status: networkStatus([{ name: "default/long-gone", interface: "net1", ips: ["10.13.0.5"] }]) }))
-      const projection = yield* projectionOf("default", "p")
-      yield* api.delete(R.Pods, "default", "p")
-      yield* cachesCaughtUp
+      const projection = yield* deletedWithStatus("default/long-gone", "10.13.0.5")
       expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
       expect(yield* eventsIn("default")).toEqual([])
     }).pipe(Effect.provide(memory())))
@@ -80,11 +87,7 @@ describe("reconcile: upstream control-loop cases", () => {
   it.live("a non-whereabouts NAD is skipped silently: no event, nothing touched", () =>
     Effect.gen(function* () {
       yield* createNad("default", "host", JSON.stringify({ cniVersion: "0.3.1", name: "host", type: "macvlan", ipam: { type: "host-local", subnet: "10.12.0.0/24" } }))
-      const api = yield* KubeApi
-      yield* api.create(R.Pods, "default", podObject("default", "p", { status: networkStatus([{ name: "default/host", interface: "net1", ips: ["10.12.0.5"] }]) }))
-      const projection = yield* projectionOf("default", "p")
-      yield* api.delete(R.Pods, "default", "p")
-      yield* cachesCaughtUp
+      const projection = yield* deletedWithStatus("default/host", "10.12.0.5")
       expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
       expect(yield* eventsIn("default")).toEqual([])
     }).pipe(Effect.provide(memory())))

@@ -4,16 +4,16 @@
  * ("no live pod loses its address, no dead pod keeps one, no address is shared") at rest.
  */
 import { Deferred, Effect, Either, type Fiber, TestClock } from "effect"
-import { type Attachment, type RunningPod, cniAdd, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
+import { type Attachment, type RunningPod, addAttachments, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
 import { runDeletionLoop } from "../../src/programs/controller.ts"
-import { formatIP, parseIP } from "../../src/domain/ip.ts"
+import { formatIP } from "../../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
-import { parsePool, reservationName } from "../../src/domain/pool.ts"
+import { parsePool } from "../../src/domain/pool.ts"
 import { ControllerConfig } from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster } from "../../src/services/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
-import { violations } from "./invariants.ts"
+import { CLEAN, type Violations, violations } from "./invariants.ts"
 
 export const on = (name: string, ifname = "net1", namespace = "default"): Attachment => ({ nad: { namespace, name }, ifname })
 
@@ -71,17 +71,7 @@ export const livePodIPs = (namespace: string) =>
     return out
   })
 
-export interface RestReport {
-  /** Live pods' status IPs that the pool does not hold for them. */
-  readonly liveNotHeld: ReadonlyArray<string>
-  /** Pool entries whose pod does not exist. */
-  readonly deadHeld: ReadonlyArray<string>
-  /** IPs listed by two live pods at once. */
-  readonly shared: ReadonlyArray<string>
-  /** Live pods' IPs without their overlapping-range reservation. */
-  readonly reservationMissing: ReadonlyArray<string>
-  /** Reservations whose pod does not exist. */
-  readonly reservationDead: ReadonlyArray<string>
+export interface RestReport extends Violations {
   readonly allocations: number
 }
 
@@ -103,7 +93,7 @@ export const restReport = (pool: string, namespace = "default") =>
     return { ...found, allocations: entries.size } satisfies RestReport
   })
 
-export const CLEAN = { liveNotHeld: [], deadHeld: [], shared: [], reservationMissing: [], reservationDead: [] }
+export { CLEAN }
 
 /**
  * The kubelet retrying a pod's sandbox after a failed CNI ADD: a new container id, the plugin
@@ -113,13 +103,7 @@ export const retrySandbox = (namespace: string, name: string, attachments: Reado
   Effect.gen(function* () {
     const api = yield* KubeApi
     const pod = yield* api.get(R.Pods, namespace, name)
-    const ips: Array<RunningPod["ips"][number]> = []
-    for (const a of attachments) {
-      const nad = yield* api.get(R.NetworkAttachmentDefinitions, a.nad.namespace, a.nad.name)
-      const config = String((nad["spec"] as { config?: unknown } | undefined)?.config ?? "")
-      const got = yield* cniAdd({ podNamespace: namespace, podName: name, containerId, ifname: a.ifname, config })
-      ips.push({ network: `${a.nad.namespace}/${a.nad.name}`, ifname: a.ifname, ips: got.map(formatIP) })
-    }
+    const ips = yield* addAttachments(namespace, name, containerId, attachments)
     const status = ips.map((i) => ({ name: i.network, interface: i.ifname, ips: i.ips }))
     yield* api.patch(R.Pods, namespace, name, { type: "merge", body: { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: JSON.stringify(status) } } } })
     return { namespace, name, uid: pod.metadata.uid ?? "", containerId, ips } satisfies RunningPod

@@ -19,6 +19,9 @@ export interface Violations {
   readonly reservationDead: ReadonlyArray<string>
 }
 
+/** No violation at all: what a report at rest should match. */
+export const CLEAN: Violations = { liveNotHeld: [], deadHeld: [], shared: [], reservationMissing: [], reservationDead: [] }
+
 export const violations = (input: {
   /** podref → the pod's secondary IPs from its network-status. */
   readonly live: ReadonlyMap<string, ReadonlyArray<string>>

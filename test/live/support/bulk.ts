@@ -4,7 +4,7 @@
  */
 import { randomUUID } from "node:crypto"
 import { Effect, Either } from "effect"
-import { addOffset, cidrAddress, formatIP, parseCidr, parseIP } from "../../../src/domain/ip.ts"
+import { addOffset, cidrAddress, formatIP, parseCidr } from "../../../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../../src/domain/multus.ts"
 import { poolName, reservationName } from "../../../src/domain/pool.ts"
 import { IPPoolStore } from "../../../src/services/IPPoolStore.ts"
@@ -13,7 +13,7 @@ import { Reservations } from "../../../src/services/Reservations.ts"
 import * as R from "../../../src/services/resources.ts"
 import { podObject } from "../../support/objects.ts"
 import { poolIPs, reservationView } from "./world.ts"
-import { violations } from "../../support/invariants.ts"
+import { CLEAN, type Violations, violations } from "../../support/invariants.ts"
 
 export interface Net {
   /** NAD name (in the pods' namespace), unnamed network, overlapping ranges on. */
@@ -62,22 +62,12 @@ export const seedRunningPods = (namespace: string, prefix: string, nets: Readonl
     return pods.map((p) => ({ name: p.name, ip: formatIP(p.ip), pool: poolOf(p.net) }))
   })
 
-export interface RestReport {
-  /** Live pods' status IPs that their pool does not hold for them. */
-  readonly liveNotHeld: ReadonlyArray<string>
-  /** Pool entries of pods of this namespace that do not exist. */
-  readonly deadHeld: ReadonlyArray<string>
-  /** IPs listed by two live pods at once. */
-  readonly shared: ReadonlyArray<string>
-  /** Live pods' IPs without their reservation. */
-  readonly reservationMissing: ReadonlyArray<string>
-  /** Reservations of pods of this namespace that do not exist. */
-  readonly reservationDead: ReadonlyArray<string>
+export interface RestReport extends Violations {
   readonly livePods: number
   readonly allocations: number
 }
 
-export const CLEAN = { liveNotHeld: [], deadHeld: [], shared: [], reservationMissing: [], reservationDead: [] }
+export { CLEAN }
 
 /** The invariants of the pods of `namespace` over `pools` (unnamed networks), from the API server. */
 export const restReport = (namespace: string, pools: ReadonlyArray<string>) =>

@@ -8,6 +8,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
 import { parseAllDocuments } from "yaml"
+import { kubeconfigYaml } from "../cluster.ts"
 import { type Credentials, restOk } from "./world.ts"
 
 const DEPLOY = fileURLToPath(new URL("../../../deploy", import.meta.url))
@@ -165,26 +166,7 @@ export const serviceAccountToken = (admin: Credentials, namespace: string, name:
 
 /** A kubeconfig file authenticating with `token` at the admin's server (same CA). */
 export const writeTokenKubeconfig = (file: string, admin: Credentials, user: string, token: string): string => {
-  const text = [
-    "apiVersion: v1",
-    "kind: Config",
-    "clusters:",
-    "- name: envtest",
-    "  cluster:",
-    `    server: ${admin.server}`,
-    `    certificate-authority-data: ${Buffer.from(admin.caPem).toString("base64")}`,
-    "users:",
-    `- name: ${user}`,
-    "  user:",
-    `    token: ${token}`,
-    "contexts:",
-    "- name: envtest",
-    "  context:",
-    "    cluster: envtest",
-    `    user: ${user}`,
-    "current-context: envtest",
-    ""
-  ].join("\n")
+  const text = kubeconfigYaml(admin.server, admin.caPem, token, user)
   fs.writeFileSync(file, text, { mode: 0o600 })
   return file
 }

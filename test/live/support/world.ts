@@ -5,7 +5,6 @@
  * pools, reservations, Events and Leases, and bounded polling.
  */
 import * as fs from "node:fs"
-import * as https from "node:https"
 import { Duration, Effect, Either, Layer } from "effect"
 import { parse as parseYaml } from "yaml"
 import type { Attachment } from "../../../src/programs/cni-plugin.ts"
@@ -17,6 +16,7 @@ import { KubeApi, type KubeObject, listAll } from "../../../src/services/KubeApi
 import * as Reservations from "../../../src/services/Reservations.ts"
 import * as R from "../../../src/services/resources.ts"
 import { liveKubeApi, runningEnvtest } from "../../support/live.ts"
+import { adminRequest } from "../cluster.ts"
 import { nadObject, namespaceObject, whereaboutsConfig } from "../../support/objects.ts"
 
 // ---------------------------------------------------------------------------------------------
@@ -62,29 +62,7 @@ export const rest = (
   path: string,
   body?: unknown,
   contentType = "application/json"
-): Promise<{ readonly status: number; readonly body: string }> =>
-  new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body)
-    const req = https.request(
-      `${creds.server}${path}`,
-      {
-        method,
-        ca: creds.caPem,
-        timeout: 20_000,
-        headers: { Authorization: `Bearer ${creds.token}`, Accept: "application/json", ...(data === undefined ? {} : { "Content-Type": contentType }) }
-      },
-      (res) => {
-        let text = ""
-        res.setEncoding("utf8")
-        res.on("data", (c: string) => (text += c))
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }))
-        res.on("error", reject)
-      }
-    )
-    req.on("timeout", () => req.destroy(new Error(`${method} ${path}: timed out`)))
-    req.on("error", reject)
-    req.end(data)
-  })
+): Promise<{ readonly status: number; readonly body: string }> => adminRequest(creds, method, path, body, { contentType, timeoutMs: 20_000 })
 
 /** rest() as an Effect that fails unless the status is one of `ok`. */
 export const restOk = (creds: Credentials, method: string, path: string, body?: unknown, ok: ReadonlyArray<number> = [200, 201], contentType?: string) =>
