@@ -31,11 +31,11 @@ export const countingApi = (api: KubeApiShape): CallCounter => {
   return {
     counts,
     api: {
-      get: (r, ns, n) => wrap("get", r.plural, api.get(r, ns, n)),
+      get: (r, ns, n, o) => wrap("get", r.plural, api.get(r, ns, n, o)),
       list: (r, ns, o) => wrap("list", r.plural, api.list(r, ns, o)),
       create: (r, ns, o) => wrap("create", r.plural, api.create(r, ns, o)),
       replace: (r, ns, o) => wrap("replace", r.plural, api.replace(r, ns, o)),
-      patch: (r, ns, n, p) => wrap("patch", r.plural, api.patch(r, ns, n, p)),
+      patch: (r, ns, n, p, o) => wrap("patch", r.plural, api.patch(r, ns, n, p, o)),
       delete: (r, ns, n, o) => wrap("delete", r.plural, api.delete(r, ns, n, o)),
       watch: api.watch
     }

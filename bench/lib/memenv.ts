@@ -34,11 +34,11 @@ export const limitedApi = (api: KubeApiShape, limits: Limits, admitted: { count:
   Effect.map(makeRateLimiter(limits.qps, limits.burst), (bucket) => {
     const limit = <A, E, R>(effect: Effect.Effect<A, E, R>) => bucket(Effect.zipRight(Effect.sync(() => void admitted.count++), effect))
     return {
-    get: (r, ns, name) => limit(api.get(r, ns, name)),
+    get: (r, ns, name, o) => limit(api.get(r, ns, name, o)),
     list: (r, ns, o) => limit(api.list(r, ns, o)),
     create: (r, ns, o) => limit(api.create(r, ns, o)),
     replace: (r, ns, o) => limit(api.replace(r, ns, o)),
-    patch: (r, ns, name, p) => limit(api.patch(r, ns, name, p)),
+    patch: (r, ns, name, p, o) => limit(api.patch(r, ns, name, p, o)),
     delete: (r, ns, name, o) => limit(api.delete(r, ns, name, o)),
     watch: (r, ns, o) => Stream.unwrap(limit(Effect.sync(() => api.watch(r, ns, o))))
     }

@@ -90,7 +90,8 @@ export const make = Effect.gen(function* () {
         const retry: Array<ReleaseEntry> = []
         for (const chunk of pending) {
           patches++
-          const outcome = yield* Effect.either(api.patch(R.IPPools, namespace, name, { type: "json", ops: releaseOps(chunk) }))
+          // Nothing of the patched pool is needed back (the informer brings it): metadata only.
+          const outcome = yield* Effect.either(api.patch(R.IPPools, namespace, name, { type: "json", ops: releaseOps(chunk) }, { metadataOnly: true }))
           if (Either.isRight(outcome)) released.push(...chunk)
           else if (outcome.left.reason === "NotFound") skipped.push(...chunk)
           else if (outcome.left.reason !== "Invalid") return yield* Effect.fail(outcome.left)

@@ -8,7 +8,7 @@
 import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Layer, Stream } from "effect"
 import fastJsonPatch from "fast-json-patch"
-import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type WatchEvent, objectKey } from "./KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, objectKey, partialObjectMetadata } from "./KubeApi.ts"
 import { KubeError, type KubeErrorReason } from "./KubeError.ts"
 import { type Resource, apiVersionOf } from "./resources.ts"
 
@@ -384,13 +384,20 @@ const call = <A>(
     return Duration.toMillis(state.latency) > 0 ? Effect.zipRight(Effect.sleep(state.latency), run) : run
   })
 
+const metadataIf = (options: ReadOptions | undefined, out: KubeObject | KubeError): KubeObject | KubeError =>
+  out instanceof KubeError || options?.metadataOnly !== true ? out : partialObjectMetadata(out)
+
 /** KubeApi over the shared in-memory cluster. */
 export const makeMemoryKubeApi = (state: MemoryClusterState): KubeApiShape => ({
-  get: (r, ns, name) => call(state, "get", r, ns, name, () => state.get(r, ns, name)),
-  list: (r, ns, options) => call(state, "list", r, ns, undefined, () => state.list(r, ns, options)),
+  get: (r, ns, name, options) => call(state, "get", r, ns, name, () => metadataIf(options, state.get(r, ns, name))),
+  list: (r, ns, options) =>
+    call(state, "list", r, ns, undefined, () => {
+      const out = state.list(r, ns, options)
+      return out instanceof KubeError || options?.metadataOnly !== true ? out : { ...out, items: out.items.map(partialObjectMetadata) }
+    }),
   create: (r, ns, object) => call(state, "create", r, ns, object.metadata.name, () => state.create(r, ns, object)),
   replace: (r, ns, object) => call(state, "replace", r, ns, object.metadata.name, () => state.replace(r, ns, object)),
-  patch: (r, ns, name, patch) => call(state, "patch", r, ns, name, () => state.patch(r, ns, name, patch)),
+  patch: (r, ns, name, patch, options) => call(state, "patch", r, ns, name, () => metadataIf(options, state.patch(r, ns, name, patch))),
   delete: (r, ns, name, options) => call(state, "delete", r, ns, name, () => state.delete(r, ns, name, options)),
   watch: (r, ns, options) =>
     Stream.asyncScoped<WatchEvent, KubeError>((emit) =>

@@ -38,7 +38,20 @@ export type Patch =
   | { readonly type: "json"; readonly ops: ReadonlyArray<JsonPatchOp> }
   | { readonly type: "merge"; readonly body: unknown }
 
-export interface ListOptions {
+/**
+ * `metadataOnly`: the server answers with PartialObjectMetadata (apiVersion meta.k8s.io/v1,
+ * metadata only; for a list, such items) instead of the whole object — what client-go's
+ * metadata client asks for. For reads and writes whose caller needs no more than metadata: the
+ * server encodes and the client parses a fraction of the object.
+ */
+export interface ReadOptions {
+  readonly metadataOnly?: boolean | undefined
+}
+
+/** The metadata-only form of an object, as the API server returns it for `metadataOnly`. */
+export const partialObjectMetadata = (o: KubeObject): KubeObject => ({ apiVersion: "meta.k8s.io/v1", kind: "PartialObjectMetadata", metadata: o.metadata })
+
+export interface ListOptions extends ReadOptions {
   readonly limit?: number | undefined
   readonly continue?: string | undefined
   readonly labelSelector?: string | undefined
@@ -70,13 +83,14 @@ export type WatchEvent =
   | { readonly type: "BOOKMARK"; readonly resourceVersion: string }
 
 export interface KubeApiShape {
-  readonly get: (r: Resource, namespace: string | undefined, name: string) => Effect.Effect<KubeObject, KubeError>
+  readonly get: (r: Resource, namespace: string | undefined, name: string, options?: ReadOptions) => Effect.Effect<KubeObject, KubeError>
   /** One page; `namespace` undefined lists across namespaces. */
   readonly list: (r: Resource, namespace: string | undefined, options?: ListOptions) => Effect.Effect<ListResult, KubeError>
   readonly create: (r: Resource, namespace: string | undefined, object: KubeObject) => Effect.Effect<KubeObject, KubeError>
   /** PUT; fails with Conflict when `object.metadata.resourceVersion` is stale. */
   readonly replace: (r: Resource, namespace: string | undefined, object: KubeObject) => Effect.Effect<KubeObject, KubeError>
-  readonly patch: (r: Resource, namespace: string | undefined, name: string, patch: Patch) => Effect.Effect<KubeObject, KubeError>
+  /** The patched object (with `metadataOnly`: its metadata only). */
+  readonly patch: (r: Resource, namespace: string | undefined, name: string, patch: Patch, options?: ReadOptions) => Effect.Effect<KubeObject, KubeError>
   readonly delete: (
     r: Resource,
     namespace: string | undefined,
@@ -106,7 +120,13 @@ export const forEachPage = <E, R>(
   r: Resource,
   namespace: string | undefined,
   onPage: (items: ReadonlyArray<KubeObject>) => Effect.Effect<void, E, R>,
-  options: { readonly pageSize?: number; readonly labelSelector?: string; readonly fieldSelector?: string; readonly onStart?: () => void } = {}
+  options: {
+    readonly pageSize?: number
+    readonly labelSelector?: string
+    readonly fieldSelector?: string
+    readonly metadataOnly?: boolean
+    readonly onStart?: () => void
+  } = {}
 ): Effect.Effect<string, KubeError | E, KubeApi | R> =>
   Effect.gen(function* () {
     const api = yield* KubeApi
@@ -120,7 +140,8 @@ export const forEachPage = <E, R>(
           limit: pageSize,
           continue: token,
           labelSelector: options.labelSelector,
-          fieldSelector: options.fieldSelector
+          fieldSelector: options.fieldSelector,
+          metadataOnly: options.metadataOnly
         })
         yield* onPage(page.items)
         // The list's version is the snapshot of the first page; later pages belong to it.
@@ -153,7 +174,7 @@ export const listProjected = <A>(
   r: Resource,
   namespace: string | undefined,
   project: (o: KubeObject) => A,
-  options: { readonly pageSize?: number } = {}
+  options: { readonly pageSize?: number; readonly metadataOnly?: boolean } = {}
 ): Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly resourceVersion: string }, KubeError, KubeApi> =>
   // Suspended, as listAll: one buffer per run.
   Effect.suspend(() => {

@@ -9,7 +9,7 @@ import type { HttpMethod } from "@kubernetes/client-node/dist/gen/http/http.js"
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
 import { fetch } from "undici"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type KubeApiShape, type KubeObject, type ListResult, malformed } from "./KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, type ListResult, type ReadOptions, malformed } from "./KubeApi.ts"
 import { KubeError } from "./KubeError.ts"
 import { type Resource, apiVersionOf, resourcePath } from "./resources.ts"
 import { type KubeConfigError, errorText, resolveKubeConfig, sourcesFrom } from "./live/kubeconfig.ts"
@@ -28,7 +28,18 @@ interface Request {
   readonly query?: Readonly<Record<string, string | number | undefined>>
   readonly body?: unknown
   readonly contentType?: string
+  /** The Accept header; plain JSON by default. */
+  readonly accept?: string
 }
+
+/**
+ * Accept headers of client-go's metadata client (JSON only): PartialObjectMetadata(List) where the
+ * server can transform, the full object where it cannot (then only more is parsed).
+ */
+const ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+const ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+const acceptFor = (options: ReadOptions | undefined, list = false): { readonly accept?: string } =>
+  options?.metadataOnly === true ? { accept: list ? ACCEPT_METADATA_LIST : ACCEPT_METADATA } : {}
 
 const USER_AGENT = "whereabouts-controller"
 
@@ -64,7 +75,7 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
     }).pipe(
       Effect.map((auth) => ({
         ...auth,
-        Accept: "application/json",
+        Accept: req.accept ?? "application/json",
         "User-Agent": USER_AGENT,
         ...(req.body === undefined ? {} : { "Content-Type": req.contentType ?? "application/json" })
       }))
@@ -96,7 +107,8 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
     )
 
   return {
-    get: (r, ns, name) => object({ verb: "get", target: targetOf(r, ns, name), method: "GET", path: resourcePath(r, ns, name) }, r),
+    get: (r, ns, name, options) =>
+      object({ verb: "get", target: targetOf(r, ns, name), method: "GET", path: resourcePath(r, ns, name), ...acceptFor(options) }, r),
 
     list: (r, ns, options = {}) => {
       const req: Request = {
@@ -104,7 +116,8 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
         target: targetOf(r, ns),
         method: "GET",
         path: resourcePath(r, ns),
-        query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector }
+        query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector },
+        ...acceptFor(options, true)
       }
       return Effect.flatMap(send(req), (u): Effect.Effect<ListResult, KubeError> => {
         const meta = isObject(u) && isObject(u["metadata"]) ? u["metadata"] : undefined
@@ -128,11 +141,11 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
     replace: (r, ns, o) =>
       object({ verb: "replace", target: targetOf(r, ns, o.metadata.name), method: "PUT", path: resourcePath(r, ns, o.metadata.name), body: withTypeMeta(r, o) }, r),
 
-    patch: (r, ns, name, p) =>
+    patch: (r, ns, name, p, options) =>
       object(
         p.type === "json"
-          ? { verb: "patch", target: targetOf(r, ns, name), method: "PATCH", path: resourcePath(r, ns, name), body: p.ops, contentType: "application/json-patch+json" }
-          : { verb: "patch", target: targetOf(r, ns, name), method: "PATCH", path: resourcePath(r, ns, name), body: p.body, contentType: "application/merge-patch+json" },
+          ? { verb: "patch", target: targetOf(r, ns, name), method: "PATCH", path: resourcePath(r, ns, name), body: p.ops, contentType: "application/json-patch+json", ...acceptFor(options) }
+          : { verb: "patch", target: targetOf(r, ns, name), method: "PATCH", path: resourcePath(r, ns, name), body: p.body, contentType: "application/merge-patch+json", ...acceptFor(options) },
         r
       ),
 

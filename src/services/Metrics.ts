@@ -21,7 +21,10 @@ export interface MetricsShape {
   readonly reconcileDuration: (seconds: number) => Effect.Effect<void>
   readonly queue: (depth: number, inFlight: number) => Effect.Effect<void>
   readonly retry: () => Effect.Effect<void>
-  readonly apiRequest: (verb: string, resource: string, code: string) => Effect.Effect<void>
+  /** One request; `seconds` (not for watches) from the call to the answer, any wait for the client rate limiter included. */
+  readonly apiRequest: (verb: string, resource: string, code: string, seconds?: number) => Effect.Effect<void>
+  /** How long a deleted pod waited in the work queue, from its deletion event to a worker taking it (first attempt). */
+  readonly queueWait: (seconds: number) => Effect.Effect<void>
   readonly leader: (isLeader: boolean) => Effect.Effect<void>
   /** Replaces the per-pool gauges with the current set of pools. */
   readonly pools: (usage: ReadonlyArray<PoolUsage>, threshold: number) => Effect.Effect<void>
@@ -60,10 +63,23 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry]
   })
+  const waited = new prom.Histogram({
+    name: `${P}workqueue_queue_duration_seconds`,
+    help: "How long a deleted pod waited in the work queue before a worker took it (first attempt).",
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry]
+  })
   const depth = gauge("workqueue_depth", "Deleted pods waiting in the work queue.")
   const inFlight = gauge("workqueue_in_flight", "Deleted pods being reconciled.")
   const retries = counter("workqueue_retries_total", "Rate-limited requeues after retryable failures.")
   const api = counter("api_requests_total", "Kubernetes API requests, by verb, resource and HTTP code.", ["verb", "resource", "code"])
+  const apiDuration = new prom.Histogram({
+    name: `${P}api_request_duration_seconds`,
+    help: "Kubernetes API request latency (watches excluded), by verb and resource; includes any wait for the client rate limiter.",
+    labelNames: ["verb", "resource"],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry]
+  })
   const leader = gauge("leader", "1 while this instance holds the leader lease.")
   const poolSize = gauge("pool_size", "Addresses a pool's range can hold.", ["pool"])
   const poolUsed = gauge("pool_used", "Allocations in a pool.", ["pool"])
@@ -84,7 +100,12 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
         inFlight.set(f)
       }),
     retry: () => Effect.sync(() => retries.inc()),
-    apiRequest: (verb, resource, code) => Effect.sync(() => api.inc({ verb, resource, code })),
+    apiRequest: (verb, resource, code, seconds) =>
+      Effect.sync(() => {
+        api.inc({ verb, resource, code })
+        if (seconds !== undefined) apiDuration.observe({ verb, resource }, seconds)
+      }),
+    queueWait: (seconds) => Effect.sync(() => waited.observe(seconds)),
     leader: (is) => Effect.sync(() => leader.set(is ? 1 : 0)),
     pools: (usage, threshold) =>
       Effect.sync(() => {
@@ -102,10 +123,14 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
     render: Effect.promise(async () => ({ contentType: registry.contentType, body: await registry.metrics() })),
     value: (name, labels = {}) =>
       Effect.promise(async () => {
-        const metric = registry.getSingleMetric(P + name)
+        // A histogram's series (`_count`, `_sum`, `_bucket`) are read through the histogram.
+        const series = /^(.*)_(count|sum|bucket)$/.exec(name)
+        const metric = registry.getSingleMetric(P + name) ?? (series === null ? undefined : registry.getSingleMetric(P + series[1]))
         if (metric === undefined) return undefined
-        const { values } = await metric.get()
-        const match = values.find((v) => Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l))
+        const values: ReadonlyArray<prom.MetricValueWithName<string>> = (await metric.get()).values
+        const match = values.find(
+          (v) => (v.metricName === undefined || v.metricName === P + name) && Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l)
+        )
         return match?.value
       })
   }

@@ -2,15 +2,20 @@
 import { Context, Effect, Layer, Option } from "effect"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, listProjected } from "./KubeApi.ts"
+import { KubeApi, type ReadOptions, listProjected } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
+/**
+ * `metadataOnly` reads PartialObjectMetadata: the projection then has identity, deletion
+ * timestamp and the Multus annotations, but no `phase` or `nodeName` — enough to learn whether a
+ * pod of that name exists, not whether it holds an address.
+ */
 export interface PodsShape {
   /** The pod named so right now, if any. */
-  readonly get: (namespace: string, name: string) => Effect.Effect<Option.Option<PodProjection>, KubeError>
+  readonly get: (namespace: string, name: string, options?: ReadOptions) => Effect.Effect<Option.Option<PodProjection>, KubeError>
   /** Every pod of a namespace (or of the cluster), paginated. */
-  readonly list: (namespace?: string) => Effect.Effect<ReadonlyArray<PodProjection>, KubeError>
+  readonly list: (namespace?: string, options?: ReadOptions) => Effect.Effect<ReadonlyArray<PodProjection>, KubeError>
 }
 
 export class Pods extends Context.Tag("whereabouts-controller/Pods")<Pods, PodsShape>() {}
@@ -19,13 +24,13 @@ export const make = Effect.gen(function* () {
   const api = yield* KubeApi
   const { pageSize } = yield* ControllerConfig
   return {
-    get: (namespace, name) =>
-      api.get(R.Pods, namespace, name).pipe(
+    get: (namespace, name, options) =>
+      api.get(R.Pods, namespace, name, options).pipe(
         Effect.map((o) => Option.some(projectPod(o))),
         Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(Option.none<PodProjection>()))
       ),
-    list: (namespace) =>
-      listProjected(R.Pods, namespace, projectPod, { pageSize }).pipe(
+    list: (namespace, options = {}) =>
+      listProjected(R.Pods, namespace, projectPod, { pageSize, metadataOnly: options.metadataOnly === true }).pipe(
         Effect.map(({ items }) => items),
         Effect.provideService(KubeApi, api)
       )

@@ -43,11 +43,11 @@ export const hooked = (api: KubeApiShape, slots: HookSlots): KubeApiShape => {
       Effect.tap(() => Effect.suspend(() => run(slots.after, call)))
     )
   return {
-    get: (r, ns, name) => wrap({ verb: "get", resource: r.plural, namespace: ns, name }, api.get(r, ns, name)),
+    get: (r, ns, name, o) => wrap({ verb: "get", resource: r.plural, namespace: ns, name }, api.get(r, ns, name, o)),
     list: (r, ns, o) => wrap({ verb: "list", resource: r.plural, namespace: ns, name: undefined }, api.list(r, ns, o)),
     create: (r, ns, o) => wrap({ verb: "create", resource: r.plural, namespace: ns, name: o.metadata.name }, api.create(r, ns, o)),
     replace: (r, ns, o) => wrap({ verb: "replace", resource: r.plural, namespace: ns, name: o.metadata.name }, api.replace(r, ns, o)),
-    patch: (r, ns, name, p) => wrap({ verb: "patch", resource: r.plural, namespace: ns, name }, api.patch(r, ns, name, p)),
+    patch: (r, ns, name, p, o) => wrap({ verb: "patch", resource: r.plural, namespace: ns, name }, api.patch(r, ns, name, p, o)),
     delete: (r, ns, name, o) => wrap({ verb: "delete", resource: r.plural, namespace: ns, name }, api.delete(r, ns, name, o)),
     watch: (r, ns, o) => api.watch(r, ns, o)
   }

@@ -83,6 +83,39 @@ export const kubeApiContract = (target: ContractTarget) =>
         })
       ))
 
+    it.live("metadataOnly: get, list and a patch's answer carry metadata only (PartialObjectMetadata)", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          yield* api.create(R.IPPools, ns, poolObject(ns, "m1", "10.9.0.0/24", { "1": { id: "a", podref: "x/y" }, "2": { id: "b", podref: "x/z" } }))
+          yield* api.create(R.Pods, ns, podObject(ns, "meta-pod", { status: "[]" }))
+          const pool = yield* api.get(R.IPPools, ns, "m1", { metadataOnly: true })
+          expect(pool).toMatchObject({ apiVersion: "meta.k8s.io/v1", kind: "PartialObjectMetadata", metadata: { name: "m1", namespace: ns } })
+          expect(pool["spec"]).toBeUndefined()
+          const pod = yield* api.get(R.Pods, ns, "meta-pod", { metadataOnly: true })
+          expect(pod.metadata.annotations).toEqual({ "k8s.v1.cni.cncf.io/network-status": "[]" })
+          expect(pod["spec"]).toBeUndefined()
+          expect(pod["status"]).toBeUndefined()
+          const list = yield* api.list(R.Pods, ns, { metadataOnly: true })
+          expect(list.items.map((o) => o.metadata.name)).toContain("meta-pod")
+          for (const o of list.items) expect([o["spec"], o["status"]]).toEqual([undefined, undefined])
+          expect(list.resourceVersion).toBeTruthy()
+          const patched = yield* api.patch(
+            R.IPPools,
+            ns,
+            "m1",
+            { type: "json", ops: [{ op: "test", path: "/spec/allocations/1/podref", value: "x/y" }, { op: "remove", path: "/spec/allocations/1" }] },
+            { metadataOnly: true }
+          )
+          expect(patched["spec"]).toBeUndefined()
+          expect(patched.metadata.resourceVersion).not.toBe(pool.metadata.resourceVersion)
+          // The write happened in full; only the answer was trimmed.
+          expect((yield* api.get(R.IPPools, ns, "m1"))["spec"]).toEqual({ range: "10.9.0.0/24", allocations: { "2": { id: "b", podref: "x/z" } } })
+          const missing = yield* Effect.either(api.get(R.Pods, ns, "no-such-pod", { metadataOnly: true }))
+          expect(Either.isLeft(missing) && missing.left.reason).toBe("NotFound")
+        })
+      ))
+
     it.live("merge patch", () =>
       run(
         Effect.gen(function* () {
