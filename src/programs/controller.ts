@@ -3,17 +3,20 @@
  * success, a scheduled retry, or a visible give-up. Runs for one leadership term; when the term
  * ends (lost lease or SIGTERM) it stops taking work and lets in-flight work finish.
  */
-import { Clock, Duration, Effect, Either, Option, Schedule, Stream } from "effect"
+import { Clock, Duration, Effect, Either, FiberSet, Option, Schedule, Stream } from "effect"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import { Caches } from "../services/Caches.ts"
 import { ControllerConfig, type ControllerConfigShape } from "../services/ControllerConfig.ts"
 import { EventRecorder, REASON_GC_FAILED, gcFailedMessage } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import * as WorkQueue from "../services/WorkQueue.ts"
-import { type ReconcileError, reconcilePods } from "./reconcile.ts"
+import { type ReconcileError, reconcileBatch } from "./reconcile.ts"
 
 /** Most deleted pods one worker reconciles together (one patch per pool for all of them). */
 export const MAX_BATCH = 500
+
+/** Batches whose Events may be pending per worker before the worker waits for them. */
+export const EVENT_SLOTS_PER_WORKER = 2
 
 /** Bounded, jittered exponential backoff between attempts; done after `retryAttempts` attempts. */
 export const retrySchedule = (c: Pick<ControllerConfigShape, "retryBaseDelay" | "retryMaxDelay" | "retryAttempts">) =>
@@ -42,47 +45,77 @@ const giveUp = (pod: PodProjection, error: ReconcileError) =>
     )
   })
 
-const processBatch = (queue: WorkQueue.WorkQueue<PodProjection>, items: ReadonlyArray<WorkQueue.WorkItem<PodProjection>>) =>
+/**
+ * One batch. The addresses are free when `reconcileBatch` returns; its Events are written by a
+ * background fiber in `background` (drained at shutdown), which then counts what was freed — so
+ * `ips_freed_total` still moves only once the Events exist, and the worker takes the next batch
+ * without waiting for them. At most `eventSlots` batches' Events (two per worker) are pending at once; beyond that
+ * the worker waits, so a backlog of Events (a low client QPS) holds work back as it did when the
+ * worker wrote them itself, and memory stays bounded.
+ */
+const processBatch = (
+  queue: WorkQueue.WorkQueue<PodProjection>,
+  items: ReadonlyArray<WorkQueue.WorkItem<PodProjection>>,
+  observedAt: Map<string, number>,
+  background: FiberSet.FiberSet,
+  eventSlots: Effect.Semaphore
+) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
     const start = yield* Clock.currentTimeMillis
-    const results = yield* reconcilePods(items.map((i) => i.value))
+    for (const { key } of items) {
+      const at = observedAt.get(key)
+      if (at === undefined) continue
+      observedAt.delete(key)
+      yield* metrics.queueWait((start - at) / 1000)
+    }
+    const { results, events } = yield* reconcileBatch(items.map((i) => i.value))
     yield* metrics.reconcileDuration(((yield* Clock.currentTimeMillis) - start) / 1000)
+    const counts: Array<Effect.Effect<void>> = []
     for (const [i, { pod, result }] of results.entries()) {
       const key = items[i]!.key
       const ref = podRef(pod)
+      // Addresses freed but a reservation left (see reconcileBatch): reported, then handled as its failure.
+      const pending = Either.isRight(result) && result.right._tag === "Freed" ? result.right.pending : undefined
       if (Either.isRight(result)) {
-        yield* queue.forget(key)
         const outcome = result.right
+        // A retry may delete only the reservations an earlier attempt left: counted on their own.
+        if (outcome._tag === "Freed" && outcome.reservations > 0) counts.push(metrics.reservationsDeleted("deletion", outcome.reservations))
         if (outcome._tag === "Freed" && outcome.freed.length > 0) {
-          yield* metrics.ipsFreed("deletion", outcome.freed.length)
-          yield* metrics.reservationsDeleted("deletion", outcome.reservations)
+          counts.push(metrics.ipsFreed("deletion", outcome.freed.length))
           yield* Effect.logInfo("freed addresses of deleted pod").pipe(
             Effect.annotateLogs({ pod: ref, uid: pod.uid, ips: outcome.freed.map((f) => f.ip).join(","), reservations: outcome.reservations })
           )
         } else if (outcome._tag === "Kept") {
           yield* Effect.logInfo("kept addresses of deleted pod").pipe(Effect.annotateLogs({ pod: ref, why: outcome.why }))
         }
-      } else if (result.left.retryable) {
+      }
+      const failure = Either.isLeft(result) ? result.left : pending
+      if (failure === undefined) {
+        yield* queue.forget(key)
+      } else if (failure.retryable) {
         if (yield* queue.addRateLimited(key, pod)) {
           yield* metrics.retry()
           yield* Effect.logWarning("reconcile failed, will retry").pipe(
-            Effect.annotateLogs({ pod: ref, attempt: yield* queue.numRequeues(key), error: result.left.message })
+            Effect.annotateLogs({ pod: ref, attempt: yield* queue.numRequeues(key), error: failure.message })
           )
         } else {
           yield* queue.forget(key)
-          yield* giveUp(pod, result.left)
+          yield* giveUp(pod, failure)
         }
       } else {
         // Permanent: a Warning naming the object was recorded; retrying cannot help.
         yield* queue.forget(key)
-        yield* metrics.failure(result.left.reason)
+        yield* metrics.failure(failure.reason)
         yield* Effect.logWarning("cannot reconcile deleted pod").pipe(
-          Effect.annotateLogs({ pod: ref, reason: result.left.reason, error: result.left.message })
+          Effect.annotateLogs({ pod: ref, reason: failure.reason, error: failure.message })
         )
       }
-      yield* queue.done(key)
     }
+    // Handed over before the keys are done: a shutdown waiting for an idle queue then finds the Events in `background`.
+    yield* eventSlots.take(1)
+    yield* FiberSet.run(background, Effect.zipRight(events, Effect.all(counts, { discard: true })).pipe(Effect.ensuring(eventSlots.release(1))))
+    for (const { key } of items) yield* queue.done(key)
   })
 
 /**
@@ -100,13 +133,26 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
       yield* Effect.addFinalizer(() => Effect.logInfo("deletion loop stopped"))
       const deletions = yield* caches.podDeletions
       const queue = yield* WorkQueue.make<PodProjection>({ backoff: retrySchedule(config) })
-      yield* Effect.forkScoped(Stream.runForEach(deletions, (pod) => queue.add(queueKey(pod), pod)))
+      // Events of freed addresses being written; before the workers, so it outlives them at shutdown.
+      const background = yield* FiberSet.make()
+      const eventSlots = yield* Effect.makeSemaphore(EVENT_SLOTS_PER_WORKER * config.workers)
+      // When each deletion arrived, until a worker first takes it: the queue-wait histogram.
+      const observedAt = new Map<string, number>()
+      yield* Effect.forkScoped(
+        Stream.runForEach(deletions, (pod) =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) => {
+            const key = queueKey(pod)
+            if (!observedAt.has(key)) observedAt.set(key, now)
+            return queue.add(key, pod)
+          })
+        )
+      )
       yield* caches.awaitSynced
       const worker = Effect.gen(function* () {
         for (;;) {
           const batch = yield* queue.takeBatch(MAX_BATCH)
           if (Option.isNone(batch)) return
-          yield* processBatch(queue, batch.value)
+          yield* processBatch(queue, batch.value, observedAt, background, eventSlots)
         }
       })
       for (let i = 0; i < config.workers; i++) yield* Effect.forkScoped(worker)
@@ -123,7 +169,7 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
             Effect.annotateLogs({ queued: yield* queue.len, inFlight: yield* queue.inFlight })
           )
           yield* queue.shutdown
-          const drained = yield* queue.awaitIdle.pipe(Effect.timeoutOption(config.shutdownTimeout))
+          const drained = yield* Effect.zipRight(queue.awaitIdle, FiberSet.awaitEmpty(background)).pipe(Effect.timeoutOption(config.shutdownTimeout))
           if (Option.isNone(drained)) {
             yield* Effect.logWarning("in-flight work did not finish before the shutdown deadline").pipe(
               Effect.annotateLogs({ deadline: Duration.format(config.shutdownTimeout) })

@@ -14,6 +14,7 @@ import { type AnnotationError } from "../domain/multus.ts"
 import { type PodProjection, podAttachments, podRef } from "../domain/pod.ts"
 import { type PoolEntry, poolName, poolNetworkName, reservationName } from "../domain/pool.ts"
 import { Caches, PODREF_INDEX, type PoolRecord } from "../services/Caches.ts"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
 import {
   EventRecorder,
   REASON_BAD_ANNOTATION,
@@ -23,6 +24,7 @@ import {
   garbageCollectedMessage
 } from "../services/EventRecorder.ts"
 import { IPPoolStore, type ReleaseEntry } from "../services/IPPoolStore.ts"
+import type { ReadOptions } from "../services/KubeApi.ts"
 import { type KubeError, isRetryableKubeError } from "../services/KubeError.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import { Pods } from "../services/Pods.ts"
@@ -50,7 +52,13 @@ export interface FreedIP {
 }
 
 export type Outcome =
-  | { readonly _tag: "Freed"; readonly freed: ReadonlyArray<FreedIP>; readonly reservations: number }
+  | {
+      readonly _tag: "Freed"
+      readonly freed: ReadonlyArray<FreedIP>
+      readonly reservations: number
+      /** A reservation delete that failed after the pool entries were freed: retry the pod for it. */
+      readonly pending?: ReconcileError
+    }
   | { readonly _tag: "Kept"; readonly why: string }
 
 export interface PodResult {
@@ -58,8 +66,21 @@ export interface PodResult {
   readonly result: Either.Either<Outcome, ReconcileError>
 }
 
-/** Above this many pods, the same-name re-check lists namespaces instead of getting pods. */
-export const LIST_RECHECK_THRESHOLD = 8
+/** Reservation deletes in flight at once; a batch with no more than this frees pools and reservations together. */
+export const RESERVATION_CONCURRENCY = 16
+
+/**
+ * Above this many pods, the same-name re-check lists namespaces instead of getting pods: a LIST
+ * costs one request of the client's budget but the server reads the whole namespace. GETs are
+ * kept while they cost at most 1/16 s of that budget (`apiQps / 16`), and never fewer than 8 or
+ * more than 32: at the default QPS 20 that is 8; at QPS 500, 31 (measured on the real API server,
+ * single deletions at 50/s: a LIST of a 1,000-pod namespace whenever a backlog made a batch of 9
+ * took 150 ms and doubled the p99; BENCHMARKS.md).
+ */
+export const listRecheckThreshold = (apiQps: number): number => Math.min(32, Math.max(8, Math.floor(apiQps / 16)))
+
+/** Re-check GETs in flight at once. */
+export const RECHECK_GET_CONCURRENCY = 16
 
 interface Plan {
   readonly pod: PodProjection
@@ -145,20 +166,25 @@ const plan = (pod: PodProjection) =>
     return p
   })
 
-/** The pods (by podref) that exist right now under these namespace/names: GETs, or LISTs per namespace for many. */
-export const livePodsByRef = (refs: ReadonlyArray<{ readonly namespace: string; readonly name: string }>) =>
+/**
+ * The pods (by podref) that exist right now under these namespace/names: GETs, or LISTs per
+ * namespace for many. `metadataOnly` when only existence matters (see Pods): the server sends
+ * PartialObjectMetadata, a fraction of a pod.
+ */
+export const livePodsByRef = (refs: ReadonlyArray<{ readonly namespace: string; readonly name: string }>, options: ReadOptions = {}) =>
   Effect.gen(function* () {
     const pods = yield* Pods
     const found = new Map<string, PodProjection>()
-    if (refs.length <= LIST_RECHECK_THRESHOLD) {
+    const { apiQps } = yield* ControllerConfig
+    if (refs.length <= listRecheckThreshold(apiQps)) {
       yield* Effect.forEach(
         refs,
-        (r) => Effect.map(pods.get(r.namespace, r.name), Option.map((p) => found.set(podRef(p), p))),
-        { concurrency: 4, discard: true }
+        (r) => Effect.map(pods.get(r.namespace, r.name, options), Option.map((p) => found.set(podRef(p), p))),
+        { concurrency: RECHECK_GET_CONCURRENCY, discard: true }
       )
     } else {
       const namespaces = [...new Set(refs.map((r) => r.namespace))]
-      yield* Effect.forEach(namespaces, (ns) => Effect.map(pods.list(ns), (list) => list.forEach((p) => found.set(podRef(p), p))), {
+      yield* Effect.forEach(namespaces, (ns) => Effect.map(pods.list(ns, options), (list) => list.forEach((p) => found.set(podRef(p), p))), {
         concurrency: 2,
         discard: true
       })
@@ -199,11 +225,24 @@ export const restoreReservations = (
     )
   )
 
+/** The services a reconcile reads and writes through. */
+export type ReconcileRequirements = Caches | NadConfigs | EventRecorder | IPPoolStore | Reservations | Pods | ControllerConfig
+
+export interface BatchOutcome {
+  readonly results: ReadonlyArray<PodResult>
+  /**
+   * Writes the Normal Event of every address freed (and the Warnings of NADs that were gone).
+   * Not yet run: the addresses are free already, so the deletion loop writes them in the
+   * background and its worker takes the next batch; `reconcilePods` runs it before returning.
+   */
+  readonly events: Effect.Effect<void>
+}
+
 /**
  * Reconciles a batch of deleted pods. Never fails as a whole: each pod gets its own result, so
  * one bad annotation or a failed write for one pool does not hold back the others.
  */
-export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
+export const reconcileBatch = (batch: ReadonlyArray<PodProjection>): Effect.Effect<BatchOutcome, never, ReconcileRequirements> =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
     const reservations = yield* Reservations
@@ -256,7 +295,8 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
     // Reservations the pod owns, read before the re-check: one created later can only be a reborn pod's.
     const owned = new Map(plans.map((p) => [p.ref, caches.reservations.byIndex(PODREF_INDEX, p.ref).map((r) => r.name)] as const))
     const holders = plans.filter((p) => !results.has(p.ref) && (p.entries.size > 0 || (owned.get(p.ref)?.length ?? 0) > 0))
-    const live = yield* Effect.either(livePodsByRef(holders.map((p) => p.pod)))
+    // Existence is all this asks: metadata only.
+    const live = yield* Effect.either(livePodsByRef(holders.map((p) => p.pod), { metadataOnly: true }))
     if (Either.isLeft(live)) {
       for (const p of holders) fail(p.ref, apiError(p.ref, live.left))
     }
@@ -269,21 +309,34 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
       return false
     })
 
-    // 4. Reservations first, while the pool still holds their entries: a CNI ADD then never meets a
-    //    free address whose stale reservation costs it one of its retries (a batch frees hundreds at
-    //    once), and a reservation a reborn pod of the same name keeps using is restored below.
+    // 4 and 5. Reservations, then one guarded patch per pool for the whole batch. Reservations go
+    //    first while the pool still holds their entries, so a CNI ADD never meets a free address
+    //    whose stale reservation costs it one of its retries (a batch frees hundreds at once); a
+    //    pod whose reservations failed waits for its retry. A batch with no more reservations than
+    //    one wave of deletes does both at once instead — one round trip less before the address is
+    //    free (what a single deletion waits for), the stale window as short as that round trip. Its
+    //    pool entries are then freed even when a reservation delete fails: the pod is retried for
+    //    the reservation, and what was freed is reported (`Freed` with `pending`).
+    //    Either way, a reservation a reborn pod of the same name keeps using is restored after both.
+    const reservationNames = new Map<string, Set<string>>()
+    for (const p of toFree) {
+      const names = new Set(owned.get(p.ref) ?? [])
+      for (const [name, { pool, list }] of p.entries) {
+        const network = poolNetworkName(name, pool.pool.range)
+        if (network !== undefined && !p.noReservations.has(network)) for (const e of list) names.add(reservationName(e.ip, network))
+      }
+      reservationNames.set(p.ref, names)
+    }
+    const together = [...reservationNames.values()].reduce((n, names) => n + names.size, 0) <= RESERVATION_CONCURRENCY
+    const reservationFailed = new Map<string, ReconcileError>()
     const deletedReservations = new Map<string, Set<string>>()
-    yield* Effect.forEach(
+    const deleteReservations = Effect.forEach(
       toFree,
       (p) =>
         Effect.gen(function* () {
-          const names = new Set(owned.get(p.ref) ?? [])
-          for (const [name, { pool, list }] of p.entries) {
-            const network = poolNetworkName(name, pool.pool.range)
-            if (network !== undefined && !p.noReservations.has(network)) for (const e of list) names.add(reservationName(e.ip, network))
-          }
           const deleted = new Set<string>()
-          for (const name of names) {
+          deletedReservations.set(p.ref, deleted)
+          for (const name of reservationNames.get(p.ref) ?? []) {
             // Reservations are never updated, only created and deleted: one that changed since the
             // cache saw it was re-created (by a pod reborn under this name, say) and is not ours.
             const cached = Option.getOrUndefined(caches.reservations.get(name))
@@ -294,52 +347,80 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
                   ? reservations.deleteListed(cached)
                   : Effect.succeed("reassigned" as const)
             )
-            if (Either.isLeft(outcome)) fail(p.ref, apiError(p.ref, outcome.left))
-            else if (outcome.right === "deleted") deleted.add(name)
+            if (Either.isLeft(outcome)) {
+              if (!reservationFailed.has(p.ref)) reservationFailed.set(p.ref, apiError(p.ref, outcome.left))
+            } else if (outcome.right === "deleted") deleted.add(name)
           }
-          deletedReservations.set(p.ref, deleted)
         }),
-      { concurrency: 16, discard: true }
+      { concurrency: RESERVATION_CONCURRENCY, discard: true }
     )
 
-    // 5. One guarded patch per pool for the whole batch (a pod whose reservations failed waits for its retry).
-    const perPool = new Map<string, Array<{ plan: Plan; entry: PoolEntry; network: string }>>()
-    for (const p of toFree) {
-      if (results.has(p.ref)) continue
-      for (const [name, { network, list }] of p.entries) {
-        let bucket = perPool.get(name)
-        if (bucket === undefined) perPool.set(name, (bucket = []))
-        for (const entry of list) bucket.push({ plan: p, entry, network })
-      }
-    }
     const freed = new Map<string, Array<FreedIP & { readonly entry: PoolEntry }>>()
-    yield* Effect.forEach(
-      [...perPool],
-      ([name, items]) =>
-        Effect.gen(function* () {
-          const entries: Array<ReleaseEntry> = items.map(({ entry }) => ({ key: entry.key, podref: entry.podref, id: entry.id, ip: entry.ip, ifname: entry.ifname }))
-          const deletedFor = (key: string) => deletedReservations.get(items.find((i) => i.entry.key === key)?.plan.ref ?? "")
-          const out = yield* Effect.either(store.release(name, entries))
-          if (Either.isLeft(out)) {
-            for (const { plan: p } of items) fail(p.ref, apiError(p.ref, out.left))
-            // The retry will find a reborn pod alive and keep everything: restore what it re-took now.
-            yield* restoreReservations(name, entries, deletedFor)
-            return
+    /** Entries a release did not free, per pool: their reservations may need restoring. */
+    const toRestore: Array<{ readonly pool: string; readonly entries: ReadonlyArray<ReleaseEntry>; readonly deletedFor: (key: string) => ReadonlySet<string> | undefined }> = []
+    const releasePools = (pods: ReadonlyArray<Plan>) =>
+      Effect.suspend(() => {
+        const perPool = new Map<string, Array<{ plan: Plan; entry: PoolEntry; network: string }>>()
+        for (const p of pods) {
+          for (const [name, { network, list }] of p.entries) {
+            let bucket = perPool.get(name)
+            if (bucket === undefined) perPool.set(name, (bucket = []))
+            for (const entry of list) bucket.push({ plan: p, entry, network })
           }
-          const releasedKeys = new Set(out.right.released.map((e) => e.key))
-          for (const { plan: p, entry, network } of items) {
-            if (!releasedKeys.has(entry.key)) continue
-            let list = freed.get(p.ref)
-            if (list === undefined) freed.set(p.ref, (list = []))
-            list.push({ ip: formatIP(entry.ip), pool: name, network, entry })
-          }
-          if (out.right.skipped.length > 0) yield* restoreReservations(name, out.right.skipped, deletedFor)
-        }),
-      { concurrency: 4, discard: true }
-    )
+        }
+        return Effect.forEach(
+          [...perPool],
+          ([name, items]) =>
+            Effect.gen(function* () {
+              const entries: Array<ReleaseEntry> = items.map(({ entry }) => ({ key: entry.key, podref: entry.podref, id: entry.id, ip: entry.ip, ifname: entry.ifname }))
+              const deletedFor = (key: string) => deletedReservations.get(items.find((i) => i.entry.key === key)?.plan.ref ?? "")
+              const out = yield* Effect.either(store.release(name, entries))
+              if (Either.isLeft(out)) {
+                for (const { plan: p } of items) fail(p.ref, apiError(p.ref, out.left))
+                // The retry will find a reborn pod alive and keep everything: restore what it re-took now.
+                toRestore.push({ pool: name, entries, deletedFor })
+                return
+              }
+              const releasedKeys = new Set(out.right.released.map((e) => e.key))
+              for (const { plan: p, entry, network } of items) {
+                if (!releasedKeys.has(entry.key)) continue
+                let list = freed.get(p.ref)
+                if (list === undefined) freed.set(p.ref, (list = []))
+                list.push({ ip: formatIP(entry.ip), pool: name, network, entry })
+              }
+              if (out.right.skipped.length > 0) toRestore.push({ pool: name, entries: out.right.skipped, deletedFor })
+            }),
+          { concurrency: 4, discard: true }
+        )
+      })
 
-    // 6. The Events, for what was actually freed.
-    yield* Effect.forEach(
+    if (together) {
+      yield* Effect.all([deleteReservations, releasePools(toFree)], { concurrency: 2, discard: true })
+    } else {
+      yield* deleteReservations
+      for (const [ref, e] of reservationFailed) fail(ref, e)
+      yield* releasePools(toFree.filter((p) => !results.has(p.ref)))
+    }
+    for (const r of toRestore) yield* restoreReservations(r.pool, r.entries, r.deletedFor)
+
+    // 6. The outcome of each pod, and the Events for what was actually freed (written by the caller).
+    for (const p of toFree) {
+      const mine = freed.get(p.ref) ?? []
+      if (results.has(p.ref)) continue
+      // Both at once: a reservation left to delete is retried; what was freed is reported now.
+      const pending = together ? reservationFailed.get(p.ref) : undefined
+      const reservationsDeleted = deletedReservations.get(p.ref)?.size ?? 0
+      results.set(
+        p.ref,
+        Either.right({
+          _tag: "Freed",
+          freed: mine.map(({ ip, pool, network }) => ({ ip, pool, network })),
+          reservations: reservationsDeleted,
+          ...(pending === undefined ? {} : { pending })
+        })
+      )
+    }
+    const writeEvents = Effect.forEach(
       toFree,
       (p) =>
         Effect.gen(function* () {
@@ -355,24 +436,25 @@ export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
           for (const f of mine) {
             yield* events.record(regarding, "Normal", REASON_GARBAGE_COLLECTED, garbageCollectedMessage(f.ip, f.network))
           }
-          if (!results.has(p.ref)) {
-            const reservationsDeleted = deletedReservations.get(p.ref)?.size ?? 0
-            results.set(p.ref, Either.right({ _tag: "Freed", freed: mine.map(({ ip, pool, network }) => ({ ip, pool, network })), reservations: reservationsDeleted }))
-          }
         }),
       { concurrency: 16, discard: true }
     )
 
     // Incarnations of one pod shared one plan: what it freed is reported once, not once per incarnation.
     const reported = new Set<string>()
-    return batch.map((pod): PodResult => {
+    const out = batch.map((pod): PodResult => {
       const ref = podRef(pod)
       const result = results.get(ref) ?? Either.right({ _tag: "Freed", freed: [], reservations: 0 })
       const twin = reported.has(ref) && Either.isRight(result) && result.right._tag === "Freed"
       reported.add(ref)
       return { pod, result: twin ? Either.right({ _tag: "Freed", freed: [], reservations: 0 }) : result }
     })
+    return { results: out, events: writeEvents }
   })
+
+/** `reconcileBatch` with its Events written before it returns. */
+export const reconcilePods = (batch: ReadonlyArray<PodProjection>) =>
+  Effect.flatMap(reconcileBatch(batch), ({ events, results }) => Effect.as(events, results))
 
 /** One deleted pod, as a typed Effect: fails with ReconcileError when it could not be done. */
 export const reconcilePod = (pod: PodProjection) =>

@@ -90,6 +90,30 @@ describe("deletion loop: end to end", () => {
         expect(yield* restReport("10.100.0.0-24")).toMatchObject(CLEAN)
         expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(4)
         expect(yield* metric("reservations_deleted_total", { trigger: "deletion" })).toBe(4)
+        // Each deleted pod's wait in the queue observed once; every counted request also timed.
+        expect(yield* metric("workqueue_queue_duration_seconds_count")).toBe(4)
+        const patches = yield* metric("api_requests_total", { verb: "patch", resource: "ippools", code: "200" })
+        expect(patches).toBeGreaterThanOrEqual(1)
+        expect(yield* metric("api_request_duration_seconds_count", { verb: "patch", resource: "ippools" })).toBe(patches)
+      })
+    ))
+
+  it.live("a reservation delete that fails after the address was freed: counted once, retried until the reservation is gone", () =>
+    inWorld()(
+      Effect.gen(function* () {
+        const cluster = yield* InMemoryCluster
+        yield* createNad(NS, "net1", { range: "10.109.0.0/24" })
+        yield* startDeletionLoop()
+        const pod = yield* startPod(NS, "p", [on("net1")])
+        yield* cachesCaughtUp
+        cluster.injectFault({ verb: "delete", resource: "overlappingrangeipreservations" })
+        yield* deletePod(pod)
+        yield* eventually(Effect.flatMap(reservationNames, (names) => require(() => names.length === 0, "reservation deleted by the retry")))
+        yield* metricReaches("reservations_deleted_total", { trigger: "deletion" }, 1)
+        expect(yield* podrefsOf("10.109.0.0-24")).toEqual([])
+        expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(1)
+        expect(yield* metric("workqueue_retries_total")).toBe(1)
+        expect((yield* eventsIn(NS)).map((e) => e.reason)).toEqual(["IPAddressGarbageCollected"])
       })
     ))
 
@@ -339,6 +363,45 @@ describe("deletion loop: shutdown", () => {
         ])
       })
     ).pipe(Effect.provide(memoryWithHooks(BASE))))
+
+  it.live("Events are written after the free without holding the worker back; shutdown waits for them, then counts", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const hooks = yield* ApiHooks
+        yield* createNad(NS, "net1", { range: "10.108.0.0/24" })
+        // One worker: were the Events written by it, the second pod would wait for the first's.
+        // (Its two Event slots: the held Events take one, the second pod's the other.)
+        const loop = yield* startDeletionLoop()
+        const first = yield* startPod(NS, "first", [on("net1")])
+        const second = yield* startPod(NS, "second", [on("net1")])
+        yield* cachesCaughtUp
+
+        const entered = yield* Deferred.make<void>()
+        const gate = yield* Deferred.make<void>()
+        hooks.before = once(
+          (c) => c.verb === "create" && c.resource === "events",
+          () => Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate))
+        )
+        yield* deletePod(first)
+        yield* Deferred.await(entered)
+        // The address is free while its Event is held; not counted yet (the count follows the Events).
+        expect(yield* podrefsOf("10.108.0.0-24")).toEqual([`${NS}/second`])
+        expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBeUndefined()
+        // The only worker is free for the next deletion.
+        yield* deletePod(second)
+        yield* eventually(Effect.flatMap(podrefsOf("10.108.0.0-24"), (refs) => require(() => refs.length === 0, "second freed")))
+        yield* metricReaches("ips_freed_total", { trigger: "deletion" }, 1)
+
+        const stopping = yield* Effect.fork(Fiber.interrupt(loop))
+        yield* Effect.sleep("50 millis")
+        // Shutdown waits for the held Event.
+        expect(Option.isNone(yield* Fiber.poll(stopping))).toBe(true)
+        yield* Deferred.succeed(gate, undefined)
+        yield* Fiber.join(stopping)
+        expect((yield* eventsIn(NS)).map((e) => e.pod).sort()).toEqual(["first", "second"])
+        expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(2)
+      })
+    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1 }))))
 })
 
 /** One controller instance (its own config, caches, queue, metrics, elector) over a shared cluster. */

@@ -1,8 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Deferred, Effect, Either, Fiber } from "effect"
 import { type Attachment, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
 import { memory } from "../../src/programs/layers.ts"
-import { reconcilePod, reconcilePods } from "../../src/programs/reconcile.ts"
+import { RESERVATION_CONCURRENCY, listRecheckThreshold, reconcilePod, reconcilePods } from "../../src/programs/reconcile.ts"
+import type { PodProjection } from "../../src/domain/pod.ts"
+import { eventually, require } from "../support/eventually.ts"
+import { ApiHooks, memoryWithHooks, once } from "../support/hooks.ts"
 import { InMemoryCluster } from "../../src/services/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
@@ -239,6 +242,25 @@ describe("reconcile: batching", () => {
       expect(Object.keys(yield* allocationsOf("10.50.0.0-16"))).toEqual([])
     }).pipe(Effect.provide(memory())))
 
+  it("the re-check lists a namespace only above a batch size set by the client's QPS (8 to 32)", () => {
+    expect([1, 20, 128, 160, 500, 5_000].map(listRecheckThreshold)).toEqual([8, 8, 8, 10, 31, 32])
+  })
+
+  it.live("at QPS 500 a batch of 20 re-checks with 20 metadata-only GETs; a batch of 40 with one LIST", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.56.0.0/16" })
+      const projections = []
+      for (let i = 0; i < 60; i++) projections.push((yield* leak(`p${i}`, [on("net1")])).projection)
+      const cluster = yield* InMemoryCluster
+      cluster.resetCalls()
+      yield* reconcilePods(projections.slice(0, 20))
+      expect([cluster.count({ verb: "get", resource: "pods" }), cluster.count({ verb: "list", resource: "pods" })]).toEqual([20, 0])
+      cluster.resetCalls()
+      yield* reconcilePods(projections.slice(20))
+      expect([cluster.count({ verb: "get", resource: "pods" }), cluster.count({ verb: "list", resource: "pods" })]).toEqual([0, 1])
+      expect(Object.keys(yield* allocationsOf("10.56.0.0-16"))).toEqual([])
+    }).pipe(Effect.provide(memory({ apiQps: 500 }))))
+
   it.live("an ordinary deletion (CNI DEL already freed everything) costs no API call", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.52.0.0/24" })
@@ -261,5 +283,61 @@ describe("reconcile: batching", () => {
       yield* reconcilePod(projection)
       const calls = cluster.calls.filter((c) => c.resource !== "events").map((c) => `${c.verb} ${c.resource}`)
       expect(calls.sort()).toEqual(["delete overlappingrangeipreservations", "get pods", "patch ippools"])
+    }).pipe(Effect.provide(memory())))
+})
+
+describe("reconcile: reservations and pools, at once or in order", () => {
+  it.live("a small batch patches the pool while its reservation delete is still in flight", () =>
+    Effect.gen(function* () {
+      const hooks = yield* ApiHooks
+      yield* createNad("default", "net1", { range: "10.53.0.0/24" })
+      const { projection } = yield* leak("p", [on("net1")])
+      const held = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      hooks.before = once(
+        (c) => c.verb === "delete" && c.resource === "overlappingrangeipreservations",
+        () => Effect.zipRight(Deferred.succeed(held, undefined), Deferred.await(gate))
+      )
+      const run = yield* Effect.fork(reconcilePod(projection))
+      yield* Deferred.await(held)
+      // The address is free in its pool while the reservation delete waits.
+      yield* eventually(Effect.flatMap(podrefsOf("10.53.0.0-24"), (refs) => require(() => refs.length === 0, "pool entry freed")))
+      expect(yield* reservationNames).toEqual(["10.53.0.1"])
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* Fiber.join(run)).toEqual({ _tag: "Freed", freed: [{ ip: "10.53.0.1", pool: "10.53.0.0-24", network: "net1" }], reservations: 1 })
+      expect(yield* reservationNames).toEqual([])
+    }).pipe(Effect.provide(memoryWithHooks())))
+
+  it.live(`a batch with more than ${RESERVATION_CONCURRENCY} reservations deletes every one before its pool patch`, () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.54.0.0/24" })
+      const projections: Array<PodProjection> = []
+      for (let i = 0; i < RESERVATION_CONCURRENCY + 1; i++) projections.push((yield* leak(`p-${i}`, [on("net1")])).projection)
+      const cluster = yield* InMemoryCluster
+      cluster.resetCalls()
+      const results = yield* reconcilePods(projections)
+      expect(results.every((r) => Either.isRight(r.result) && r.result.right._tag === "Freed" && r.result.right.freed.length === 1)).toBe(true)
+      const writes = cluster.calls.filter((c) => c.verb === "delete" || c.verb === "patch").map((c) => `${c.verb} ${c.resource}`)
+      expect(writes).toEqual([...Array.from({ length: RESERVATION_CONCURRENCY + 1 }, () => "delete overlappingrangeipreservations"), "patch ippools"])
+      expect(yield* podrefsOf("10.54.0.0-24")).toEqual([])
+      expect(yield* reservationNames).toEqual([])
+    }).pipe(Effect.provide(memory())))
+
+  it.live("at once, a failed reservation delete still frees and reports the address, and leaves the pod to retry", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.55.0.0/24" })
+      const { projection } = yield* leak("p", [on("net1")])
+      const cluster = yield* InMemoryCluster
+      cluster.injectFault({ verb: "delete", resource: "overlappingrangeipreservations" })
+      const first = yield* reconcilePod(projection)
+      expect(first).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.55.0.1" }], reservations: 0, pending: { reason: "ApiError", retryable: true } })
+      expect(yield* podrefsOf("10.55.0.0-24")).toEqual([])
+      expect(yield* reservationNames).toEqual(["10.55.0.1"])
+      expect(yield* eventsIn("default")).toEqual([gcEvent("p", "10.55.0.1", "net1")])
+      // The retry deletes the reservation and frees nothing twice.
+      yield* cachesCaughtUp
+      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 1 })
+      expect(yield* reservationNames).toEqual([])
+      expect(yield* eventsIn("default")).toHaveLength(1)
     }).pipe(Effect.provide(memory())))
 })

@@ -4,8 +4,9 @@
  * and its idempotent CNI ADD took the same address back — keeping the existing reservation, which
  * has the same podref. The controller then deleted that reservation: the live pod kept its address
  * but lost its overlapping-range reservation, so another range could hand the address out again.
- * Now reservations go first (while the pool still holds the entry); a reborn pod's re-ADD changes
- * the entry's id, the guarded release skips it, and the reservation is given back.
+ * Now a reborn pod's re-ADD changes the entry's id, the guarded release skips it, and the
+ * reservation is given back once both writes are done (a small batch deletes reservations and
+ * patches the pool at once; a large one deletes reservations first).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
