@@ -1,0 +1,125 @@
+/**
+ * Where the time of a single deletion goes on the real API server, for the single-deletion miss
+ * in BENCHMARKS.md: runs the "single deletions at 50/s" scenario of `npm run bench:apiserver`
+ * once for the controller with a V8 CPU profile of the controller process (`--cpu-prof`) and,
+ * while the pods are being deleted, a Go CPU profile of kube-apiserver (/debug/pprof/profile,
+ * summarised with `go tool pprof -top` when Go is on PATH). Prints the latencies, the CPU seconds
+ * per process and both profiles' top entries.
+ *
+ *   node bench/single-profile.ts                 1,000 pods at 50/s, QPS 500 (as the benchmark)
+ *   SINGLE_PODS=500 SINGLE_RATE=50 node bench/single-profile.ts
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as https from "node:https"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Cause, Effect } from "effect"
+import { startBenchPlane } from "./lib/controlplane.ts"
+import { summarize } from "./lib/cpuprofile.ts"
+import { apiserverEnv } from "./lib/env.ts"
+import { driverLayer } from "./lib/live.ts"
+import { histogramBetween, parseProm, type Sample } from "./lib/prom.ts"
+import { singleDeletions } from "./lib/scenarios.ts"
+import { ms } from "./lib/stats.ts"
+
+const pods = Number(process.env["SINGLE_PODS"] ?? 1_000)
+const rate = Number(process.env["SINGLE_RATE"] ?? 50)
+const log = (line: string) => process.stderr.write(`[single-profile] ${line}\n`)
+
+const plane = await startBenchPlane()
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
+
+/** The API server's CPU profile over `seconds`, as pprof's gzipped protobuf. */
+const apiserverProfile = (seconds: number, file: string): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const req = https.get(
+      `${plane.server}/debug/pprof/profile?seconds=${seconds}`,
+      { ca: plane.caPem, headers: { Authorization: `Bearer ${plane.token}` }, timeout: (seconds + 30) * 1000 },
+      (res) => {
+        if (res.statusCode !== 200) return reject(new Error(`pprof: HTTP ${res.statusCode}`))
+        const out = fs.createWriteStream(file)
+        res.pipe(out)
+        out.on("finish", () => resolve())
+        res.on("error", reject)
+      }
+    )
+    req.on("error", reject)
+  })
+
+try {
+  const profDir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-cpuprof-"))
+  const { env, logDir } = apiserverEnv(plane, { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profDir}`] })
+  log(`kube-apiserver ${plane.version}; logs in ${logDir}; profiles in ${profDir}`)
+  // The API server's profile starts when the controller is ready (the world is built by then) and
+  // lasts the deletion phase (pods/rate seconds) plus 3 s for the tracker's sync before it.
+  const goProfile = path.join(profDir, "kube-apiserver.pprof")
+  let pprof: Promise<void> | undefined
+  // Both sides' latency histograms, read when the controller is ready and again before it stops.
+  const serverScrape = async () => parseProm(await plane.metrics(), (n) => n.startsWith("apiserver_request_duration_seconds"))
+  const scrapes: { server: Array<ReadonlyArray<Sample>>; controller: Array<ReadonlyArray<Sample>> } = { server: [], controller: [] }
+  const scrapeBoth = (c: { readonly proc?: { readonly scrape: () => Promise<ReadonlyArray<Sample>> } }) =>
+    Effect.promise(async () => {
+      scrapes.server.push(await serverScrape())
+      scrapes.controller.push((await c.proc?.scrape()) ?? [])
+    })
+  const result = await Effect.runPromise(
+    Effect.scoped(
+      singleDeletions(
+        {
+          ...env,
+          start: (kind, limits, label, config) =>
+            Effect.tap(env.start(kind, limits, label, config), (c) =>
+              Effect.gen(function* () {
+                yield* scrapeBoth(c)
+                // Finalizers run last-in first-out: this one runs before the contender is stopped.
+                yield* Effect.addFinalizer(() => scrapeBoth(c))
+                pprof = apiserverProfile(Math.ceil(pods / rate) + 3, goProfile)
+              })
+            )
+        },
+        "ours",
+        { pods, pools: 10, rate, limits: { qps: 500, burst: 1_000 }, label: "profile" }
+      )
+    ).pipe(
+      Effect.provide(driverLayer(plane)),
+      Effect.catchAllCause((cause) => Effect.die(new Error(Cause.pretty(cause))))
+    )
+  )
+  await pprof
+  log(`delete → pool entry free p50 ${ms(result.pool.p50)} p95 ${ms(result.pool.p95)} p99 ${ms(result.pool.p99)}; the benchmark's own DELETE p50 ${ms(result.deleteCall?.p50)} p99 ${ms(result.deleteCall?.p99)}`)
+  log(`reconciles: ${JSON.stringify(result.reconciles)}; CPU seconds: ${JSON.stringify(result.cpu)}`)
+  const q = (h: ReturnType<typeof histogramBetween>) =>
+    h === undefined ? "none" : `n ${h.count}, mean ${ms(h.mean * 1000)}, p50 ${ms(h.quantiles[0]! * 1000)}, p95 ${ms(h.quantiles[1]! * 1000)}, p99 ${ms(h.quantiles[2]! * 1000)}`
+  const [c0, c1] = [scrapes.controller[0] ?? [], scrapes.controller[1] ?? []]
+  const [s0, s1] = [scrapes.server[0] ?? [], scrapes.server[1] ?? []]
+  log("latency by step (histograms between the two scrapes; quantiles interpolated inside buckets):")
+  log(`  controller: deletion event → worker takes it: ${q(histogramBetween(c0, c1, "whereabouts_controller_workqueue_queue_duration_seconds", {}))}`)
+  log(`  controller: reconcile of a batch: ${q(histogramBetween(c0, c1, "whereabouts_controller_reconcile_duration_seconds", {}))}`)
+  for (const [verb, resource] of [["get", "pods"], ["list", "pods"], ["delete", "overlappingrangeipreservations"], ["patch", "ippools"], ["create", "events"], ["patch", "events"]] as const) {
+    const client = histogramBetween(c0, c1, "whereabouts_controller_api_request_duration_seconds", { verb, resource })
+    const serverVerb = verb.toUpperCase()
+    const server = histogramBetween(s0, s1, "apiserver_request_duration_seconds", { verb: serverVerb === "CREATE" ? "POST" : serverVerb, resource })
+    if (client === undefined && server === undefined) continue
+    log(`  ${verb} ${resource}: controller sees ${q(client)}`)
+    log(`  ${" ".repeat(verb.length + resource.length + 1)}  API server (all clients) ${q(server)}`)
+  }
+  log(`  benchmark's pod DELETEs, API server: ${q(histogramBetween(s0, s1, "apiserver_request_duration_seconds", { verb: "DELETE", resource: "pods" }))}`)
+  const files = fs.readdirSync(profDir).filter((f) => f.endsWith(".cpuprofile"))
+  for (const f of files) {
+    const s = summarize(path.join(profDir, f), 25)
+    log(`controller profile ${f}: ${(s.totalMs / 1000).toFixed(1)} s wall, ${((s.totalMs - s.idleMs) / 1000).toFixed(1)} s busy`)
+    for (const p of s.byPackage) log(`  ${p.ms.toFixed(0).padStart(7)} ms ${p.pct.toFixed(1).padStart(5)} %  ${p.pkg}`)
+    for (const p of s.byFunction) log(`  ${p.ms.toFixed(0).padStart(7)} ms ${p.pct.toFixed(1).padStart(5)} %  ${p.fn}`)
+  }
+  try {
+    const top = execFileSync("go", ["tool", "pprof", "-top", "-nodecount=35", goProfile], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+    log(`kube-apiserver profile (go tool pprof -top):\n${top}`)
+    const cum = execFileSync("go", ["tool", "pprof", "-top", "-cum", "-nodecount=60", goProfile], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+    log(`kube-apiserver profile, cumulative:\n${cum}`)
+  } catch (e) {
+    log(`go tool pprof unavailable (${(e as Error).message.split("\n")[0]}); the profile is ${goProfile}`)
+  }
+} finally {
+  await plane.stop()
+}
