@@ -93,6 +93,9 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         }
         yield* awaitMetric(c, "whereabouts_controller_ips_freed_total", { trigger: "deletion" }, (v) => (v ?? 0) >= 1)
         yield* awaitMetric(c, "whereabouts_controller_reservations_deleted_total", { trigger: "deletion" }, (v) => (v ?? 0) >= 1)
+        // The pool write, timed, and the pod's wait in the queue.
+        yield* awaitMetric(c, "whereabouts_controller_api_request_duration_seconds_count", { verb: "patch", resource: "ippools" }, (v) => (v ?? 0) >= 1)
+        yield* awaitMetric(c, "whereabouts_controller_workqueue_queue_duration_seconds_count", {}, (v) => (v ?? 0) >= 1)
         yield* awaitMetric(c, "whereabouts_controller_leader", {}, (v) => v === 1)
         expect(yield* leaseHolder(POOLS)).toBe(c.identity)
       })
