@@ -25,6 +25,14 @@ export const OPTIONS: ReadonlyArray<OptionSpec> = [
   { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", default: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
   { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", default: "kube-system", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
   { flag: "workers", env: "WORKERS", kind: "string", default: "4", help: "concurrent reconcile workers", commands: runOnly },
+  {
+    flag: "batch-window",
+    env: "BATCH_WINDOW",
+    kind: "string",
+    default: "1 second",
+    help: "when a worker takes 32 or more deleted pods at once (a mass deletion), how long it gathers more into the same batch; 0 to never wait",
+    commands: runOnly
+  },
   { flag: "retry-attempts", env: "RETRY_ATTEMPTS", kind: "string", default: "5", help: "attempts per deleted pod before giving up with a Warning event", commands: runOnly },
   { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", kind: "string", default: "500 millis", help: "first retry delay (doubles, jittered)", commands: runOnly },
   { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", kind: "string", default: "30 seconds", help: "longest retry delay", commands: runOnly },

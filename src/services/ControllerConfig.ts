@@ -11,6 +11,8 @@ export interface ControllerConfigShape {
   readonly namespace: string
   readonly kubeconfig: string | undefined
   readonly workers: number
+  /** A worker that takes a batch of at least GATHER_FROM pods waits this long for more (0: never). */
+  readonly batchWindow: Duration.Duration
   readonly retryAttempts: number
   readonly retryBaseDelay: Duration.Duration
   readonly retryMaxDelay: Duration.Duration
@@ -57,6 +59,7 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault("kube-system")),
   kubeconfig: optionalString("KUBECONFIG"),
   workers: integer("WORKERS", 4, 1),
+  batchWindow: duration("BATCH_WINDOW", "1 second"),
   retryAttempts: integer("RETRY_ATTEMPTS", 5, 1),
   retryBaseDelay: duration("RETRY_BASE_DELAY", "500 millis"),
   retryMaxDelay: duration("RETRY_MAX_DELAY", "30 seconds"),
@@ -97,6 +100,7 @@ export const defaults = (overrides: Partial<ControllerConfigShape> = {}): Contro
   namespace: "kube-system",
   kubeconfig: undefined,
   workers: 4,
+  batchWindow: Duration.seconds(1),
   retryAttempts: 5,
   retryBaseDelay: Duration.millis(500),
   retryMaxDelay: Duration.seconds(30),

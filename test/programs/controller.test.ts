@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Option, type Scope, TestClock } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
-import { runDeletionLoop } from "../../src/programs/controller.ts"
+import { GATHER_FROM, runDeletionLoop } from "../../src/programs/controller.ts"
 import { memory, withKubeApi } from "../../src/programs/layers.ts"
 import { sweepOnce } from "../../src/programs/sweep.ts"
 import { Caches } from "../../src/services/Caches.ts"
@@ -311,6 +311,41 @@ describe("deletion loop: batching", () => {
         expect(yield* reservationNames).toEqual([])
       })
     ))
+
+  it.live(`a batch of ${GATHER_FROM} or more waits the batch window and takes in what arrives meanwhile`, () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const hooks = yield* ApiHooks
+        const cluster = yield* InMemoryCluster
+        yield* createNad(NS, "net1", { range: "10.111.0.0/24" })
+        yield* startDeletionLoop()
+        const pods: Array<RunningPod> = []
+        for (let i = 0; i < 51; i++) pods.push(yield* startPod(NS, `g${i}`, [on("net1")]))
+        yield* cachesCaughtUp
+        // g0 alone first; its re-check is held while 40 more are deleted behind it.
+        const held = yield* Deferred.make<void>()
+        const gate = yield* Deferred.make<void>()
+        hooks.before = once((c) => c.verb === "get" && c.resource === "pods", () => Effect.zipRight(Deferred.succeed(held, undefined), Deferred.await(gate)))
+        const deleteAll = (ps: ReadonlyArray<RunningPod>) =>
+          Effect.sync(() => {
+            for (const p of ps) cluster.delete(R.Pods, NS, p.name, { gracePeriodSeconds: 0 })
+          })
+        yield* deleteAll(pods.slice(0, 1))
+        yield* Deferred.await(held)
+        yield* deleteAll(pods.slice(1, 41))
+        const caches = yield* Caches
+        yield* eventually(require(() => Option.isNone(caches.pods.get(`${NS}/g40`)), "the informer saw the deletions"))
+        yield* Effect.sleep("50 millis") // from the informer into the queue
+        yield* Deferred.succeed(gate, undefined)
+        yield* metricReaches("ips_freed_total", { trigger: "deletion" }, 1) // g0 done, its Event written
+        cluster.resetCalls()
+        // The worker has taken the 40 and is in its window: these 10 join its batch.
+        yield* deleteAll(pods.slice(41))
+        yield* eventually(Effect.flatMap(podrefsOf("10.111.0.0-24"), (refs) => require(() => refs.length === 0, "all freed")))
+        expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(1)
+        expect(cluster.count({ verb: "list", resource: "pods" })).toBe(1)
+      })
+    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1, batchWindow: Duration.millis(500) }))))
 })
 
 describe("deletion loop: shutdown", () => {
@@ -400,6 +435,47 @@ describe("deletion loop: shutdown", () => {
         yield* Fiber.join(stopping)
         expect((yield* eventsIn(NS)).map((e) => e.pod).sort()).toEqual(["first", "second"])
         expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(2)
+      })
+    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1 }))))
+
+  it.live("with a backlog the worker writes the Events itself, and the next batch gathers meanwhile", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const hooks = yield* ApiHooks
+        const cluster = yield* InMemoryCluster
+        yield* createNad(NS, "net1", { range: "10.110.0.0/24" })
+        yield* startDeletionLoop()
+        const pods: Array<RunningPod> = []
+        for (const name of ["first", "second", "third"]) pods.push(yield* startPod(NS, name, [on("net1")]))
+        yield* cachesCaughtUp
+        const [first, second, third] = pods as [RunningPod, RunningPod, RunningPod]
+
+        // first's pool write is held until second is queued: its reconcile ends with a backlog.
+        const patching = yield* Deferred.make<void>()
+        const patchGate = yield* Deferred.make<void>()
+        const eventing = yield* Deferred.make<void>()
+        const eventGate = yield* Deferred.make<void>()
+        const patchHook = once((c) => c.verb === "patch" && c.resource === "ippools", () => Effect.zipRight(Deferred.succeed(patching, undefined), Deferred.await(patchGate)))
+        const eventHook = once((c) => c.verb === "create" && c.resource === "events", () => Effect.zipRight(Deferred.succeed(eventing, undefined), Deferred.await(eventGate)))
+        hooks.before = (c) => Effect.zipRight(patchHook(c), eventHook(c))
+        yield* deletePod(first)
+        yield* Deferred.await(patching)
+        yield* deletePod(second)
+        yield* deletePod(third)
+        const caches = yield* Caches
+        yield* eventually(require(() => Option.isNone(caches.pods.get(`${NS}/third`)), "the informer saw the deletions"))
+        yield* Effect.sleep("50 millis") // from the informer into the queue
+        yield* Deferred.succeed(patchGate, undefined)
+        yield* Deferred.await(eventing)
+        // The only worker is writing first's Event: second and third wait, still held.
+        yield* Effect.sleep("50 millis")
+        expect(yield* podrefsOf("10.110.0.0-24")).toEqual([`${NS}/second`, `${NS}/third`])
+        cluster.resetCalls()
+        yield* Deferred.succeed(eventGate, undefined)
+        yield* eventually(Effect.flatMap(podrefsOf("10.110.0.0-24"), (refs) => require(() => refs.length === 0, "second and third freed")))
+        // ...in one batch: one pool write for both.
+        expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(1)
+        yield* metricReaches("ips_freed_total", { trigger: "deletion" }, 3)
       })
     ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1 }))))
 })
