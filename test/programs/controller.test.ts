@@ -346,6 +346,23 @@ describe("deletion loop: batching", () => {
         expect(cluster.count({ verb: "list", resource: "pods" })).toBe(1)
       })
     ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1, batchWindow: Duration.millis(500) }))))
+
+  it.live("gathering ends as soon as deletions stop arriving, long before a long window", () =>
+    inWorld({ workers: 1, batchWindow: Duration.minutes(10) })(
+      Effect.gen(function* () {
+        const cluster = yield* InMemoryCluster
+        yield* createNad(NS, "net1", { range: "10.112.0.0/24" })
+        yield* startDeletionLoop()
+        const pods: Array<RunningPod> = []
+        for (let i = 0; i < 40; i++) pods.push(yield* startPod(NS, `s${i}`, [on("net1")]))
+        yield* cachesCaughtUp
+        yield* Effect.sync(() => {
+          for (const p of pods) cluster.delete(R.Pods, NS, p.name, { gracePeriodSeconds: 0 })
+        })
+        // eventually gives up after seconds; the window is ten minutes.
+        yield* eventually(Effect.flatMap(podrefsOf("10.112.0.0-24"), (refs) => require(() => refs.length === 0, "all freed")))
+      })
+    ))
 })
 
 describe("deletion loop: shutdown", () => {
