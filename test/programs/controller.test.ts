@@ -23,7 +23,7 @@ import {
   startDeletionLoop
 } from "../support/controller.ts"
 import { eventually, require } from "../support/eventually.ts"
-import { ApiHooks, type MemoryEnv, memoryWithHooks, once } from "../support/hooks.ts"
+import { ApiHooks, type MemoryEnv, gateOnce, memoryWithHooks } from "../support/hooks.ts"
 import { cachesCaughtUp, createNad, eventsIn, podrefsOf, reservationNames } from "../support/world.ts"
 
 const NS = "default"
@@ -323,20 +323,19 @@ describe("deletion loop: batching", () => {
         for (let i = 0; i < 51; i++) pods.push(yield* startPod(NS, `g${i}`, [on("net1")]))
         yield* cachesCaughtUp
         // g0 alone first; its re-check is held while 40 more are deleted behind it.
-        const held = yield* Deferred.make<void>()
-        const gate = yield* Deferred.make<void>()
-        hooks.before = once((c) => c.verb === "get" && c.resource === "pods", () => Effect.zipRight(Deferred.succeed(held, undefined), Deferred.await(gate)))
+        const recheck = yield* gateOnce((c) => c.verb === "get" && c.resource === "pods")
+        hooks.before = recheck.hook
         const deleteAll = (ps: ReadonlyArray<RunningPod>) =>
           Effect.sync(() => {
             for (const p of ps) cluster.delete(R.Pods, NS, p.name, { gracePeriodSeconds: 0 })
           })
         yield* deleteAll(pods.slice(0, 1))
-        yield* Deferred.await(held)
+        yield* recheck.entered
         yield* deleteAll(pods.slice(1, 41))
         const caches = yield* Caches
         yield* eventually(require(() => Option.isNone(caches.pods.get(`${NS}/g40`)), "the informer saw the deletions"))
         yield* Effect.sleep("50 millis") // from the informer into the queue
-        yield* Deferred.succeed(gate, undefined)
+        yield* recheck.open
         yield* metricReaches("ips_freed_total", { trigger: "deletion" }, 1) // g0 done, its Event written
         cluster.resetCalls()
         // The worker has taken the 40 and is in its window: these 10 join its batch.
@@ -379,14 +378,10 @@ describe("deletion loop: shutdown", () => {
         yield* cachesCaughtUp
 
         // Hold the release of `first` in flight (the pool write waits on a gate).
-        const entered = yield* Deferred.make<void>()
-        const gate = yield* Deferred.make<void>()
-        hooks.before = once(
-          (c) => c.verb === "patch" && c.resource === "ippools",
-          () => Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate))
-        )
+        const release = yield* gateOnce((c) => c.verb === "patch" && c.resource === "ippools")
+        hooks.before = release.hook
         yield* deletePod(first)
-        yield* Deferred.await(entered)
+        yield* release.entered
 
         const stopping = yield* Effect.fork(Fiber.interrupt(loop))
         // Not an assertion on time: the interrupt is delivered on the next scheduler turn, long before this.
@@ -402,7 +397,7 @@ describe("deletion loop: shutdown", () => {
         expect(cluster.calls.filter((c) => c.name === "second" && c.verb !== "delete")).toEqual([])
         cluster.resetCalls()
 
-        yield* Deferred.succeed(gate, undefined)
+        yield* release.open
         yield* Fiber.join(stopping)
         expect(Exit.isInterrupted(yield* Fiber.await(loop))).toBe(true)
         // `second` was deleted after shutdown began: never taken (no re-check, no write); the
@@ -428,14 +423,10 @@ describe("deletion loop: shutdown", () => {
         const second = yield* startPod(NS, "second", [on("net1")])
         yield* cachesCaughtUp
 
-        const entered = yield* Deferred.make<void>()
-        const gate = yield* Deferred.make<void>()
-        hooks.before = once(
-          (c) => c.verb === "create" && c.resource === "events",
-          () => Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate))
-        )
+        const event = yield* gateOnce((c) => c.verb === "create" && c.resource === "events")
+        hooks.before = event.hook
         yield* deletePod(first)
-        yield* Deferred.await(entered)
+        yield* event.entered
         // The address is free while its Event is held; not counted yet (the count follows the Events).
         expect(yield* podrefsOf("10.108.0.0-24")).toEqual([`${NS}/second`])
         expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBeUndefined()
@@ -448,7 +439,7 @@ describe("deletion loop: shutdown", () => {
         yield* Effect.sleep("50 millis")
         // Shutdown waits for the held Event.
         expect(Option.isNone(yield* Fiber.poll(stopping))).toBe(true)
-        yield* Deferred.succeed(gate, undefined)
+        yield* event.open
         yield* Fiber.join(stopping)
         expect((yield* eventsIn(NS)).map((e) => e.pod).sort()).toEqual(["first", "second"])
         expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(2)
@@ -468,27 +459,23 @@ describe("deletion loop: shutdown", () => {
         const [first, second, third] = pods as [RunningPod, RunningPod, RunningPod]
 
         // first's pool write is held until second is queued: its reconcile ends with a backlog.
-        const patching = yield* Deferred.make<void>()
-        const patchGate = yield* Deferred.make<void>()
-        const eventing = yield* Deferred.make<void>()
-        const eventGate = yield* Deferred.make<void>()
-        const patchHook = once((c) => c.verb === "patch" && c.resource === "ippools", () => Effect.zipRight(Deferred.succeed(patching, undefined), Deferred.await(patchGate)))
-        const eventHook = once((c) => c.verb === "create" && c.resource === "events", () => Effect.zipRight(Deferred.succeed(eventing, undefined), Deferred.await(eventGate)))
-        hooks.before = (c) => Effect.zipRight(patchHook(c), eventHook(c))
+        const patch = yield* gateOnce((c) => c.verb === "patch" && c.resource === "ippools")
+        const event = yield* gateOnce((c) => c.verb === "create" && c.resource === "events")
+        hooks.before = (c) => Effect.zipRight(patch.hook(c), event.hook(c))
         yield* deletePod(first)
-        yield* Deferred.await(patching)
+        yield* patch.entered
         yield* deletePod(second)
         yield* deletePod(third)
         const caches = yield* Caches
         yield* eventually(require(() => Option.isNone(caches.pods.get(`${NS}/third`)), "the informer saw the deletions"))
         yield* Effect.sleep("50 millis") // from the informer into the queue
-        yield* Deferred.succeed(patchGate, undefined)
-        yield* Deferred.await(eventing)
+        yield* patch.open
+        yield* event.entered
         // The only worker is writing first's Event: second and third wait, still held.
         yield* Effect.sleep("50 millis")
         expect(yield* podrefsOf("10.110.0.0-24")).toEqual([`${NS}/second`, `${NS}/third`])
         cluster.resetCalls()
-        yield* Deferred.succeed(eventGate, undefined)
+        yield* event.open
         yield* eventually(Effect.flatMap(podrefsOf("10.110.0.0-24"), (refs) => require(() => refs.length === 0, "second and third freed")))
         // ...in one batch: one pool write for both.
         expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(1)

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Either, Fiber } from "effect"
+import { Effect, Either, Fiber } from "effect"
 import { type Attachment, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
 import { memory } from "../../src/programs/layers.ts"
 import { RESERVATION_CONCURRENCY, listRecheckThreshold, reconcilePod, reconcilePods } from "../../src/programs/reconcile.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { eventually, require } from "../support/eventually.ts"
-import { ApiHooks, memoryWithHooks, once } from "../support/hooks.ts"
+import { ApiHooks, gateOnce, memoryWithHooks } from "../support/hooks.ts"
 import { InMemoryCluster } from "../../src/services/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
@@ -292,18 +292,14 @@ describe("reconcile: reservations and pools, at once or in order", () => {
       const hooks = yield* ApiHooks
       yield* createNad("default", "net1", { range: "10.53.0.0/24" })
       const { projection } = yield* leak("p", [on("net1")])
-      const held = yield* Deferred.make<void>()
-      const gate = yield* Deferred.make<void>()
-      hooks.before = once(
-        (c) => c.verb === "delete" && c.resource === "overlappingrangeipreservations",
-        () => Effect.zipRight(Deferred.succeed(held, undefined), Deferred.await(gate))
-      )
+      const reservationDelete = yield* gateOnce((c) => c.verb === "delete" && c.resource === "overlappingrangeipreservations")
+      hooks.before = reservationDelete.hook
       const run = yield* Effect.fork(reconcilePod(projection))
-      yield* Deferred.await(held)
+      yield* reservationDelete.entered
       // The address is free in its pool while the reservation delete waits.
       yield* eventually(Effect.flatMap(podrefsOf("10.53.0.0-24"), (refs) => require(() => refs.length === 0, "pool entry freed")))
       expect(yield* reservationNames).toEqual(["10.53.0.1"])
-      yield* Deferred.succeed(gate, undefined)
+      yield* reservationDelete.open
       expect(yield* Fiber.join(run)).toEqual({ _tag: "Freed", freed: [{ ip: "10.53.0.1", pool: "10.53.0.0-24", network: "net1" }], reservations: 1 })
       expect(yield* reservationNames).toEqual([])
     }).pipe(Effect.provide(memoryWithHooks())))

@@ -3,7 +3,7 @@
  * *between* two calls of the code under test (hold a write in flight, re-create a pod between a
  * list and a free, let a scheduler pick the order of calls).
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Deferred, Effect, Layer } from "effect"
 import { type memory, withKubeApi } from "../../src/programs/layers.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster, type MemoryClusterOptions, makeMemoryKubeApi } from "../../src/services/InMemoryCluster.ts"
@@ -81,3 +81,14 @@ export const once = (match: (call: ApiCallInfo) => boolean, action: (call: ApiCa
 }
 
 export type MemoryEnv = Layer.Layer.Success<ReturnType<typeof memory>>
+
+/**
+ * Holds the first call matching `match` until `open` runs: install `hook` (alone, or composed
+ * with others), then `entered` completes once that call is held.
+ */
+export const gateOnce = (match: (call: ApiCallInfo) => boolean) =>
+  Effect.map(Effect.all([Deferred.make<void>(), Deferred.make<void>()]), ([entered, gate]) => ({
+    hook: once(match, () => Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(gate))),
+    entered: Deferred.await(entered),
+    open: Deferred.succeed(gate, undefined)
+  }))
