@@ -223,7 +223,14 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun, 
       ])
     )
   )
-  return { rows, body: `${latency}\n\nHow loaded the server was meanwhile (a DELETE of a pod involves no contender at all; the baseline writes no reconcile histogram):\n\n${load}` }
+  const stepRows = [ours, baseline].flatMap((r) =>
+    Object.entries(r.steps ?? {}).map(([step, s]) => [r.kind, step, s.n, ms(s.mean), ms(s.p50), ms(s.p95), ms(s.p99)])
+  )
+  const steps =
+    stepRows.length === 0
+      ? ""
+      : `\n\nWhere the time went, from each contender's own histograms over the run (\`workqueue_queue_duration_seconds\`, \`reconcile_duration_seconds\`, \`api_request_duration_seconds\`; quantiles interpolated inside histogram buckets, so approximate):\n\n${table(["contender", "step", "n", "mean", "p50", "p95", "p99"], stepRows)}`
+  return { rows, body: `${latency}\n\nHow loaded the server was meanwhile (a DELETE of a pod involves no contender at all; the baseline writes no reconcile histogram):\n\n${load}${steps}` }
 }
 
 /** Rows and table of isolated-pod runs. */

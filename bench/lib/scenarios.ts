@@ -13,7 +13,7 @@ import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/
 import * as R from "../../src/services/resources.ts"
 import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from "./env.ts"
 import { countingApi, rateSampler } from "./live.ts"
-import { delta, type Sample, sum } from "./prom.ts"
+import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
 import { type Network, type RestReport, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
 
@@ -267,6 +267,42 @@ export interface SingleRun {
   readonly deleteCall?: Percentiles
   /** The contender's reconcile_duration_seconds over the run: batches and mean (ms). */
   readonly reconciles?: { readonly count: number; readonly meanMs: number }
+  /**
+   * Where the time went, from the contender's own histograms between the two scrapes: count, mean
+   * and interpolated p50/p95/p99 (ms) per step (queue wait, reconcile of a batch, each request).
+   */
+  readonly steps?: Readonly<Record<string, StepLatency>>
+}
+
+export interface StepLatency {
+  readonly n: number
+  readonly mean: number
+  readonly p50: number
+  readonly p95: number
+  readonly p99: number
+}
+
+const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, string>>]> = [
+  ["deletion event → a worker takes it", "whereabouts_controller_workqueue_queue_duration_seconds", {}],
+  ["reconcile of a batch (Events not included)", "whereabouts_controller_reconcile_duration_seconds", {}],
+  ["GET pod (re-check)", "whereabouts_controller_api_request_duration_seconds", { verb: "get", resource: "pods" }],
+  ["LIST pods (re-check of a large batch)", "whereabouts_controller_api_request_duration_seconds", { verb: "list", resource: "pods" }],
+  ["DELETE reservation", "whereabouts_controller_api_request_duration_seconds", { verb: "delete", resource: "overlappingrangeipreservations" }],
+  ["GET pool", "whereabouts_controller_api_request_duration_seconds", { verb: "get", resource: "ippools" }],
+  ["PATCH pool", "whereabouts_controller_api_request_duration_seconds", { verb: "patch", resource: "ippools" }],
+  ["POST Event", "whereabouts_controller_api_request_duration_seconds", { verb: "create", resource: "events" }]
+]
+
+/** The contender's step histograms between two scrapes (steps it never took are left out). */
+const stepLatencies = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, StepLatency> => {
+  const out: Record<string, StepLatency> = {}
+  for (const [label, name, labels] of STEPS) {
+    const h = histogramBetween(before, after, name, labels)
+    if (h === undefined) continue
+    const [p50, p95, p99] = h.quantiles.map((q) => q * 1000)
+    out[label] = { n: h.count, mean: h.mean * 1000, p50: p50!, p95: p95!, p99: p99! }
+  }
+  return out
 }
 
 /** Deletes pods one by one at a steady rate; per pod, delete → address free. */
@@ -338,7 +374,8 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
           cpu,
           rest,
           deleteCall: percentiles(answered),
-          reconciles: reconcileStats(m0, m1)
+          reconciles: reconcileStats(m0, m1),
+          steps: stepLatencies(m0, m1)
         } satisfies SingleRun
       })
     )
