@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Option, type Scope, TestClock } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
-import { GATHER_FROM, runDeletionLoop } from "../../src/programs/controller.ts"
+import { EVENT_SLOTS_PER_WORKER, GATHER_FROM, runDeletionLoop } from "../../src/programs/controller.ts"
 import { memory, withKubeApi } from "../../src/programs/layers.ts"
 import { sweepOnce } from "../../src/programs/sweep.ts"
 import { Caches } from "../../src/services/Caches.ts"
@@ -443,6 +443,33 @@ describe("deletion loop: shutdown", () => {
         yield* Fiber.join(stopping)
         expect((yield* eventsIn(NS)).map((e) => e.pod).sort()).toEqual(["first", "second"])
         expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(2)
+      })
+    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1 }))))
+
+  it.live(`at most ${EVENT_SLOTS_PER_WORKER} batches' Events per worker wait in the background; then the worker waits for them`, () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const hooks = yield* ApiHooks
+        yield* createNad(NS, "net1", { range: "10.113.0.0/24" })
+        yield* startDeletionLoop()
+        const pods: Array<RunningPod> = []
+        for (let i = 0; i < 4; i++) pods.push(yield* startPod(NS, `e${i}`, [on("net1")]))
+        yield* cachesCaughtUp
+        // Every Event is held until the gate opens.
+        const gate = yield* Deferred.make<void>()
+        hooks.before = (c) => (c.verb === "create" && c.resource === "events" ? Deferred.await(gate) : Effect.void)
+        const freed = (name: string) => Effect.map(podrefsOf("10.113.0.0-24"), (refs) => !refs.includes(`${NS}/${name}`))
+        // e0 and e1 take the two slots of the only worker; e2 is freed, but its Events wait for a slot.
+        for (const p of pods.slice(0, 3)) {
+          yield* deletePod(p)
+          yield* eventually(Effect.flatMap(freed(p.name), (ok) => require(() => ok, `${p.name} freed`)))
+        }
+        yield* deletePod(pods[3]!)
+        yield* Effect.sleep("200 millis")
+        expect(yield* freed("e3")).toBe(false)
+        yield* Deferred.succeed(gate, undefined)
+        yield* eventually(Effect.flatMap(freed("e3"), (ok) => require(() => ok, "e3 freed")))
+        yield* metricReaches("ips_freed_total", { trigger: "deletion" }, 4)
       })
     ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1 }))))
 
