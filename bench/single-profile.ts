@@ -20,7 +20,7 @@ import { summarize } from "./lib/cpuprofile.ts"
 import { apiserverEnv } from "./lib/env.ts"
 import { driverLayer } from "./lib/live.ts"
 import { histogramBetween, parseProm, type Sample } from "./lib/prom.ts"
-import { singleDeletions } from "./lib/scenarios.ts"
+import { STEPS, singleDeletions } from "./lib/scenarios.ts"
 import { ms } from "./lib/stats.ts"
 
 const pods = Number(process.env["SINGLE_PODS"] ?? 1_000)
@@ -94,15 +94,17 @@ try {
   const [c0, c1] = [scrapes.controller[0] ?? [], scrapes.controller[1] ?? []]
   const [s0, s1] = [scrapes.server[0] ?? [], scrapes.server[1] ?? []]
   log("latency by step (histograms between the two scrapes; quantiles interpolated inside buckets):")
-  log(`  controller: deletion event → worker takes it: ${q(histogramBetween(c0, c1, "whereabouts_controller_workqueue_queue_duration_seconds", {}))}`)
-  log(`  controller: reconcile of a batch: ${q(histogramBetween(c0, c1, "whereabouts_controller_reconcile_duration_seconds", {}))}`)
-  for (const [verb, resource] of [["get", "pods"], ["list", "pods"], ["delete", "overlappingrangeipreservations"], ["patch", "ippools"], ["create", "events"], ["patch", "events"]] as const) {
-    const client = histogramBetween(c0, c1, "whereabouts_controller_api_request_duration_seconds", { verb, resource })
-    const serverVerb = verb.toUpperCase()
-    const server = histogramBetween(s0, s1, "apiserver_request_duration_seconds", { verb: serverVerb === "CREATE" ? "POST" : serverVerb, resource })
+  for (const [label, name, labels] of STEPS) {
+    const client = histogramBetween(c0, c1, name, labels)
+    const { verb, resource } = labels
+    // A request step also as the API server served it (to every client), under its HTTP verb.
+    const server =
+      verb === undefined || resource === undefined
+        ? undefined
+        : histogramBetween(s0, s1, "apiserver_request_duration_seconds", { verb: verb === "create" ? "POST" : verb.toUpperCase(), resource })
     if (client === undefined && server === undefined) continue
-    log(`  ${verb} ${resource}: controller sees ${q(client)}`)
-    log(`  ${" ".repeat(verb.length + resource.length + 1)}  API server (all clients) ${q(server)}`)
+    log(`  ${label}: controller sees ${q(client)}`)
+    if (server !== undefined) log(`    API server (all clients) ${q(server)}`)
   }
   log(`  benchmark's pod DELETEs, API server: ${q(histogramBetween(s0, s1, "apiserver_request_duration_seconds", { verb: "DELETE", resource: "pods" }))}`)
   const files = fs.readdirSync(profDir).filter((f) => f.endsWith(".cpuprofile"))

@@ -282,7 +282,8 @@ export interface StepLatency {
   readonly p99: number
 }
 
-const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, string>>]> = [
+/** The contender's step histograms: label, metric, labels (for requests: `verb` and `resource`). */
+export const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, string>>]> = [
   ["deletion event → a worker takes it", "whereabouts_controller_workqueue_queue_duration_seconds", {}],
   ["reconcile of a batch (Events not included)", "whereabouts_controller_reconcile_duration_seconds", {}],
   ["GET pod (re-check)", "whereabouts_controller_api_request_duration_seconds", { verb: "get", resource: "pods" }],
@@ -290,7 +291,8 @@ const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, str
   ["DELETE reservation", "whereabouts_controller_api_request_duration_seconds", { verb: "delete", resource: "overlappingrangeipreservations" }],
   ["GET pool", "whereabouts_controller_api_request_duration_seconds", { verb: "get", resource: "ippools" }],
   ["PATCH pool", "whereabouts_controller_api_request_duration_seconds", { verb: "patch", resource: "ippools" }],
-  ["POST Event", "whereabouts_controller_api_request_duration_seconds", { verb: "create", resource: "events" }]
+  ["POST Event", "whereabouts_controller_api_request_duration_seconds", { verb: "create", resource: "events" }],
+  ["PATCH Event (a repeated one's count)", "whereabouts_controller_api_request_duration_seconds", { verb: "patch", resource: "events" }]
 ]
 
 /** The contender's step histograms between two scrapes (steps it never took are left out). */

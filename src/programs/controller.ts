@@ -94,8 +94,6 @@ const processBatch = (
     for (const [i, { pod, result }] of results.entries()) {
       const key = items[i]!.key
       const ref = podRef(pod)
-      // Addresses freed but a reservation left (see reconcileBatch): reported, then handled as its failure.
-      const pending = Either.isRight(result) && result.right._tag === "Freed" ? result.right.pending : undefined
       if (Either.isRight(result)) {
         const outcome = result.right
         // A retry may delete only the reservations an earlier attempt left: counted on their own.
@@ -109,7 +107,8 @@ const processBatch = (
           yield* Effect.logInfo("kept addresses of deleted pod").pipe(Effect.annotateLogs({ pod: ref, why: outcome.why }))
         }
       }
-      const failure = Either.isLeft(result) ? result.left : pending
+      // Addresses freed but a reservation left (see reconcileBatch): reported above, then handled as its failure.
+      const failure = Either.isLeft(result) ? result.left : result.right._tag === "Freed" ? result.right.pending : undefined
       if (failure === undefined) {
         yield* queue.forget(key)
       } else if (failure.retryable) {
@@ -140,6 +139,30 @@ const processBatch = (
       yield* FiberSet.run(background, writeAndCount.pipe(Effect.ensuring(eventSlots.release(1))))
     }
     for (const { key } of items) yield* queue.done(key)
+  })
+
+/**
+ * The next batch. One of at least GATHER_FROM pods is topped up with what arrives until it would
+ * be full, `windowMs` passes, or nothing arrived for GATHER_IDLE_MS.
+ */
+const takeGathered = <V>(queue: WorkQueue.WorkQueue<V>, windowMs: number) =>
+  Effect.gen(function* () {
+    const first = yield* queue.takeBatch(MAX_BATCH)
+    if (Option.isNone(first) || first.value.length < GATHER_FROM || first.value.length >= MAX_BATCH || windowMs <= 0) return first
+    const start = yield* Clock.currentTimeMillis
+    let seen = yield* queue.len
+    let lastGrowth = start
+    for (;;) {
+      const now = yield* Clock.currentTimeMillis
+      if (now - start >= windowMs || now - lastGrowth >= GATHER_IDLE_MS || first.value.length + seen >= MAX_BATCH) break
+      yield* Effect.sleep(Duration.millis(Math.min(GATHER_POLL_MS, start + windowMs - now)))
+      const len = yield* queue.len
+      if (len > seen) lastGrowth = yield* Clock.currentTimeMillis
+      seen = len
+    }
+    if (seen === 0) return first
+    const more = yield* queue.takeBatch(MAX_BATCH - first.value.length)
+    return Option.some([...first.value, ...Option.getOrElse(more, () => [])])
   })
 
 /**
@@ -174,28 +197,7 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
       yield* caches.awaitSynced
       // One worker gathers a batch at a time, so a gathering worker's batch is not taken from it piecemeal.
       const gathering = yield* Effect.makeSemaphore(1)
-      const gather = gathering.withPermits(1)(
-        Effect.gen(function* () {
-          const first = yield* queue.takeBatch(MAX_BATCH)
-          const window = Duration.toMillis(config.batchWindow)
-          if (Option.isNone(first) || first.value.length < GATHER_FROM || first.value.length >= MAX_BATCH || window <= 0) return first
-          // Until the batch would be full, the window ends, or deletions stop arriving for GATHER_IDLE.
-          const start = yield* Clock.currentTimeMillis
-          let seen = yield* queue.len
-          let lastGrowth = start
-          for (;;) {
-            const now = yield* Clock.currentTimeMillis
-            if (now - start >= window || now - lastGrowth >= GATHER_IDLE_MS || first.value.length + seen >= MAX_BATCH) break
-            yield* Effect.sleep(Duration.millis(Math.min(GATHER_POLL_MS, start + window - now)))
-            const len = yield* queue.len
-            if (len > seen) lastGrowth = yield* Clock.currentTimeMillis
-            seen = len
-          }
-          if (seen === 0) return first
-          const more = yield* queue.takeBatch(MAX_BATCH - first.value.length)
-          return Option.some([...first.value, ...Option.getOrElse(more, () => [])])
-        })
-      )
+      const gather = gathering.withPermits(1)(takeGathered(queue, Duration.toMillis(config.batchWindow)))
       const worker = Effect.gen(function* () {
         for (;;) {
           const batch = yield* gather

@@ -405,8 +405,8 @@ export const reconcileBatch = (batch: ReadonlyArray<PodProjection>): Effect.Effe
 
     // 6. The outcome of each pod, and the Events for what was actually freed (written by the caller).
     for (const p of toFree) {
-      const mine = freed.get(p.ref) ?? []
       if (results.has(p.ref)) continue
+      const mine = freed.get(p.ref) ?? []
       // Both at once: a reservation left to delete is retried; what was freed is reported now.
       const pending = together ? reservationFailed.get(p.ref) : undefined
       const reservationsDeleted = deletedReservations.get(p.ref)?.size ?? 0

@@ -63,6 +63,32 @@ const gcMessage = (ip: string, network: string) => `successful cleanup of IP add
 
 const firstIP = (p: RunningPod) => p.ips[0]!.ips[0]!
 
+/** NAD net1 on `range`, the deletion loop started, then these pods on net1, the caches caught up. */
+const loopWithPods = <const N extends ReadonlyArray<string>>(range: string, names: N) =>
+  Effect.gen(function* () {
+    yield* createNad(NS, "net1", { range })
+    const loop = yield* startDeletionLoop()
+    const pods: Array<RunningPod> = []
+    for (const name of names) pods.push(yield* startPod(NS, name, [on("net1")]))
+    yield* cachesCaughtUp
+    // One pod per name, in order (a tuple for literal names).
+    return { loop, pods: pods as unknown as { readonly [K in keyof N]: RunningPod } }
+  })
+
+/** `prefix0` … `prefix{n-1}`. */
+const named = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`)
+
+/**
+ * Deletes the pods on the cluster directly, in one go, as a namespace deletion or a node's
+ * eviction reaches a watcher: a burst of DELETED events (no CNI DEL), no fiber running in between.
+ */
+const deleteAtOnce = (pods: ReadonlyArray<RunningPod>) =>
+  Effect.flatMap(InMemoryCluster, (cluster) =>
+    Effect.sync(() => {
+      for (const p of pods) cluster.delete(R.Pods, NS, p.name, { gracePeriodSeconds: 0 })
+    })
+  )
+
 describe("deletion loop: end to end", () => {
   it.live("frees exactly the deleted pods' addresses, one Normal event per IP, counted in metrics", () =>
     inWorld()(
@@ -102,10 +128,7 @@ describe("deletion loop: end to end", () => {
     inWorld()(
       Effect.gen(function* () {
         const cluster = yield* InMemoryCluster
-        yield* createNad(NS, "net1", { range: "10.109.0.0/24" })
-        yield* startDeletionLoop()
-        const pod = yield* startPod(NS, "p", [on("net1")])
-        yield* cachesCaughtUp
+        const { pods: [pod] } = yield* loopWithPods("10.109.0.0/24", ["p"])
         cluster.injectFault({ verb: "delete", resource: "overlappingrangeipreservations" })
         yield* deletePod(pod)
         yield* eventually(Effect.flatMap(reservationNames, (names) => require(() => names.length === 0, "reservation deleted by the retry")))
@@ -292,17 +315,9 @@ describe("deletion loop: batching", () => {
     inWorld({ workers: 4 })(
       Effect.gen(function* () {
         const cluster = yield* InMemoryCluster
-        yield* createNad(NS, "net1", { range: "10.106.0.0/22" })
-        yield* startDeletionLoop()
-        const pods: Array<RunningPod> = []
-        for (let i = 0; i < 300; i++) pods.push(yield* startPod(NS, `m${i}`, [on("net1")]))
-        yield* cachesCaughtUp
+        const { pods } = yield* loopWithPods("10.106.0.0/22", named("m", 300))
         cluster.resetCalls()
-        // All at once, as a namespace deletion or a node's eviction reaches a watcher: a burst of
-        // DELETED events (no CNI DEL). Done on the cluster directly so no fiber runs in between.
-        yield* Effect.sync(() => {
-          for (const p of pods) cluster.delete(R.Pods, NS, p.name, { gracePeriodSeconds: 0 })
-        })
+        yield* deleteAtOnce(pods)
         yield* metricReaches("ips_freed_total", { trigger: "deletion" }, 300)
         expect(yield* podrefsOf("10.106.0.0-22")).toEqual([])
         const patches = cluster.count({ verb: "patch", resource: "ippools" })
@@ -317,21 +332,13 @@ describe("deletion loop: batching", () => {
       Effect.gen(function* () {
         const hooks = yield* ApiHooks
         const cluster = yield* InMemoryCluster
-        yield* createNad(NS, "net1", { range: "10.111.0.0/24" })
-        yield* startDeletionLoop()
-        const pods: Array<RunningPod> = []
-        for (let i = 0; i < 51; i++) pods.push(yield* startPod(NS, `g${i}`, [on("net1")]))
-        yield* cachesCaughtUp
+        const { pods } = yield* loopWithPods("10.111.0.0/24", named("g", 51))
         // g0 alone first; its re-check is held while 40 more are deleted behind it.
         const recheck = yield* gateOnce((c) => c.verb === "get" && c.resource === "pods")
         hooks.before = recheck.hook
-        const deleteAll = (ps: ReadonlyArray<RunningPod>) =>
-          Effect.sync(() => {
-            for (const p of ps) cluster.delete(R.Pods, NS, p.name, { gracePeriodSeconds: 0 })
-          })
-        yield* deleteAll(pods.slice(0, 1))
+        yield* deleteAtOnce(pods.slice(0, 1))
         yield* recheck.entered
-        yield* deleteAll(pods.slice(1, 41))
+        yield* deleteAtOnce(pods.slice(1, 41))
         const caches = yield* Caches
         yield* eventually(require(() => Option.isNone(caches.pods.get(`${NS}/g40`)), "the informer saw the deletions"))
         yield* Effect.sleep("50 millis") // from the informer into the queue
@@ -339,7 +346,7 @@ describe("deletion loop: batching", () => {
         yield* metricReaches("ips_freed_total", { trigger: "deletion" }, 1) // g0 done, its Event written
         cluster.resetCalls()
         // The worker has taken the 40 and is in its window: these 10 join its batch.
-        yield* deleteAll(pods.slice(41))
+        yield* deleteAtOnce(pods.slice(41))
         yield* eventually(Effect.flatMap(podrefsOf("10.111.0.0-24"), (refs) => require(() => refs.length === 0, "all freed")))
         expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(1)
         expect(cluster.count({ verb: "list", resource: "pods" })).toBe(1)
@@ -349,15 +356,8 @@ describe("deletion loop: batching", () => {
   it.live("gathering ends as soon as deletions stop arriving, long before a long window", () =>
     inWorld({ workers: 1, batchWindow: Duration.minutes(10) })(
       Effect.gen(function* () {
-        const cluster = yield* InMemoryCluster
-        yield* createNad(NS, "net1", { range: "10.112.0.0/24" })
-        yield* startDeletionLoop()
-        const pods: Array<RunningPod> = []
-        for (let i = 0; i < 40; i++) pods.push(yield* startPod(NS, `s${i}`, [on("net1")]))
-        yield* cachesCaughtUp
-        yield* Effect.sync(() => {
-          for (const p of pods) cluster.delete(R.Pods, NS, p.name, { gracePeriodSeconds: 0 })
-        })
+        const { pods } = yield* loopWithPods("10.112.0.0/24", named("s", 40))
+        yield* deleteAtOnce(pods)
         // eventually gives up after seconds; the window is ten minutes.
         yield* eventually(Effect.flatMap(podrefsOf("10.112.0.0-24"), (refs) => require(() => refs.length === 0, "all freed")))
       })
@@ -371,11 +371,7 @@ describe("deletion loop: shutdown", () => {
         const hooks = yield* ApiHooks
         const cluster = yield* InMemoryCluster
         const caches = yield* Caches
-        yield* createNad(NS, "net1", { range: "10.107.0.0/24" })
-        const loop = yield* startDeletionLoop()
-        const first = yield* startPod(NS, "first", [on("net1")])
-        const second = yield* startPod(NS, "second", [on("net1")])
-        yield* cachesCaughtUp
+        const { loop, pods: [first, second] } = yield* loopWithPods("10.107.0.0/24", ["first", "second"])
 
         // Hold the release of `first` in flight (the pool write waits on a gate).
         const release = yield* gateOnce((c) => c.verb === "patch" && c.resource === "ippools")
@@ -415,13 +411,9 @@ describe("deletion loop: shutdown", () => {
     Effect.scoped(
       Effect.gen(function* () {
         const hooks = yield* ApiHooks
-        yield* createNad(NS, "net1", { range: "10.108.0.0/24" })
         // One worker: were the Events written by it, the second pod would wait for the first's.
         // (Its two Event slots: the held Events take one, the second pod's the other.)
-        const loop = yield* startDeletionLoop()
-        const first = yield* startPod(NS, "first", [on("net1")])
-        const second = yield* startPod(NS, "second", [on("net1")])
-        yield* cachesCaughtUp
+        const { loop, pods: [first, second] } = yield* loopWithPods("10.108.0.0/24", ["first", "second"])
 
         const event = yield* gateOnce((c) => c.verb === "create" && c.resource === "events")
         hooks.before = event.hook
@@ -450,11 +442,7 @@ describe("deletion loop: shutdown", () => {
     Effect.scoped(
       Effect.gen(function* () {
         const hooks = yield* ApiHooks
-        yield* createNad(NS, "net1", { range: "10.113.0.0/24" })
-        yield* startDeletionLoop()
-        const pods: Array<RunningPod> = []
-        for (let i = 0; i < 4; i++) pods.push(yield* startPod(NS, `e${i}`, [on("net1")]))
-        yield* cachesCaughtUp
+        const { pods } = yield* loopWithPods("10.113.0.0/24", named("e", 4))
         // Every Event is held until the gate opens.
         const gate = yield* Deferred.make<void>()
         hooks.before = (c) => (c.verb === "create" && c.resource === "events" ? Deferred.await(gate) : Effect.void)
@@ -478,12 +466,7 @@ describe("deletion loop: shutdown", () => {
       Effect.gen(function* () {
         const hooks = yield* ApiHooks
         const cluster = yield* InMemoryCluster
-        yield* createNad(NS, "net1", { range: "10.110.0.0/24" })
-        yield* startDeletionLoop()
-        const pods: Array<RunningPod> = []
-        for (const name of ["first", "second", "third"]) pods.push(yield* startPod(NS, name, [on("net1")]))
-        yield* cachesCaughtUp
-        const [first, second, third] = pods as [RunningPod, RunningPod, RunningPod]
+        const { pods: [first, second, third] } = yield* loopWithPods("10.110.0.0/24", ["first", "second", "third"])
 
         // first's pool write is held until second is queued: its reconcile ends with a backlog.
         const patch = yield* gateOnce((c) => c.verb === "patch" && c.resource === "ippools")

@@ -24,6 +24,15 @@ const leak = (name: string, attachments: ReadonlyArray<Attachment>, namespace = 
     return { pod, projection }
   })
 
+/** NAD default/net1 on `range` and `n` pods on it leaked (`p0` …), as their projections. */
+const leakedOn = (range: string, n: number, prefix = "p") =>
+  Effect.gen(function* () {
+    yield* createNad("default", "net1", { range })
+    const projections: Array<PodProjection> = []
+    for (let i = 0; i < n; i++) projections.push((yield* leak(`${prefix}${i}`, [on("net1")])).projection)
+    return projections
+  })
+
 const gcEvent = (pod: string, ip: string, network: string) => ({
   type: "Normal",
   reason: "IPAddressGarbageCollected",
@@ -229,9 +238,7 @@ describe("reconcile: bad input", () => {
 describe("reconcile: batching", () => {
   it.live("N dead pods in one pool are freed with one pool write", () =>
     Effect.gen(function* () {
-      yield* createNad("default", "net1", { range: "10.50.0.0/16" })
-      const projections = []
-      for (let i = 0; i < 40; i++) projections.push((yield* leak(`p${i}`, [on("net1")])).projection)
+      const projections = yield* leakedOn("10.50.0.0/16", 40)
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
       const results = yield* reconcilePods(projections)
@@ -248,9 +255,7 @@ describe("reconcile: batching", () => {
 
   it.live("at QPS 500 a batch of 20 re-checks with 20 metadata-only GETs; a batch of 40 with one LIST", () =>
     Effect.gen(function* () {
-      yield* createNad("default", "net1", { range: "10.56.0.0/16" })
-      const projections = []
-      for (let i = 0; i < 60; i++) projections.push((yield* leak(`p${i}`, [on("net1")])).projection)
+      const projections = yield* leakedOn("10.56.0.0/16", 60)
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
       yield* reconcilePods(projections.slice(0, 20))
@@ -306,9 +311,7 @@ describe("reconcile: reservations and pools, at once or in order", () => {
 
   it.live(`a batch with more than ${RESERVATION_CONCURRENCY} reservations deletes every one before its pool patch`, () =>
     Effect.gen(function* () {
-      yield* createNad("default", "net1", { range: "10.54.0.0/24" })
-      const projections: Array<PodProjection> = []
-      for (let i = 0; i < RESERVATION_CONCURRENCY + 1; i++) projections.push((yield* leak(`p-${i}`, [on("net1")])).projection)
+      const projections = yield* leakedOn("10.54.0.0/24", RESERVATION_CONCURRENCY + 1, "p-")
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
       const results = yield* reconcilePods(projections)
