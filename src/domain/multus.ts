@@ -60,6 +60,36 @@ const decodeWith = <A>(
   )
 }
 
+/** The fields of a `network-status` entry that decide anything here (the rest only pass through `Unknown`). */
+const KEPT_STATUS_FIELDS = ["name", "interface", "ips", "default"] as const
+
+/**
+ * A shorter `network-status` that decodes to the same entries, for the pod cache: Multus writes
+ * it indented, with each interface's MAC address and DNS settings, which nothing here reads.
+ * Keeps name, interface, ips and default; drops dns, device-info and unknown fields (accepted as
+ * anything, or ignored, by the decoder) and the MAC when it is a string (kept otherwise, so that it
+ * is refused as before). Text that is not a JSON array of objects, or over the size limit, is
+ * returned as it is, so it fails to decode exactly as before.
+ */
+export const compactNetworkStatus = (text: string): string => {
+  if (text.length > MAX_ANNOTATION_BYTES) return text
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return text
+  }
+  if (!Array.isArray(parsed) || !parsed.every((e) => typeof e === "object" && e !== null && !Array.isArray(e))) return text
+  const compact = (parsed as Array<Record<string, unknown>>).map((e) => {
+    const kept: Record<string, unknown> = {}
+    for (const field of KEPT_STATUS_FIELDS) if (Object.hasOwn(e, field)) kept[field] = e[field]
+    if (Object.hasOwn(e, "mac") && typeof e["mac"] !== "string") kept["mac"] = e["mac"]
+    return kept
+  })
+  const out = JSON.stringify(compact)
+  return out.length < text.length ? out : text
+}
+
 /** Decodes a `network-status` (or legacy `networks-status`) annotation. */
 export const decodeNetworkStatus = (
   text: string,

@@ -3,6 +3,7 @@
  * and what it tells about the pod's secondary networks.
  */
 import { Either } from "effect"
+import { intern, internOptional } from "./intern.ts"
 import { type IPAddress, parseIP } from "./ip.ts"
 import {
   type AnnotationError,
@@ -10,6 +11,7 @@ import {
   LEGACY_NETWORK_STATUS_ANNOTATION,
   NETWORK_STATUS_ANNOTATION,
   NETWORKS_ANNOTATION,
+  compactNetworkStatus,
   decodeNetworkSelection,
   decodeNetworkStatus,
   statusAttachment
@@ -23,7 +25,7 @@ export interface PodProjection {
   readonly deletionTimestamp?: string | undefined
   readonly nodeName?: string | undefined
   readonly phase?: string | undefined
-  /** Raw `network-status` (or legacy `networks-status`) annotation. */
+  /** `network-status` (or legacy `networks-status`) annotation, compacted (`compactNetworkStatus`). */
   readonly networkStatus?: string | undefined
   /** Raw `networks` selection annotation. */
   readonly networks?: string | undefined
@@ -52,21 +54,25 @@ interface PodLike {
 }
 
 const nonEmpty = (s: string | undefined): string | undefined => (s === undefined || s === "" ? undefined : s)
+const compactOptional = (s: string | undefined): string | undefined => (s === undefined ? undefined : compactNetworkStatus(s))
 
-/** Projects a full pod (API object) to what the controller keeps. Strings are copied, not shared. */
+/**
+ * Projects a full pod (API object) to what the controller keeps. Strings are copied, not shared;
+ * those many pods repeat (namespace, node, phase) are interned.
+ */
 export const projectPod = (pod: PodLike): PodProjection => {
   const m = pod.metadata ?? {}
   const a = m.annotations ?? {}
   const ts = m.deletionTimestamp
   return {
-    namespace: m.namespace ?? "",
+    namespace: intern(m.namespace ?? ""),
     name: m.name ?? "",
     uid: m.uid ?? "",
     resourceVersion: m.resourceVersion,
     deletionTimestamp: ts === undefined ? undefined : ts instanceof Date ? ts.toISOString() : ts,
-    nodeName: nonEmpty(pod.spec?.nodeName),
-    phase: nonEmpty(pod.status?.phase),
-    networkStatus: nonEmpty(a[NETWORK_STATUS_ANNOTATION]) ?? nonEmpty(a[LEGACY_NETWORK_STATUS_ANNOTATION]),
+    nodeName: internOptional(nonEmpty(pod.spec?.nodeName)),
+    phase: internOptional(nonEmpty(pod.status?.phase)),
+    networkStatus: compactOptional(nonEmpty(a[NETWORK_STATUS_ANNOTATION]) ?? nonEmpty(a[LEGACY_NETWORK_STATUS_ANNOTATION])),
     networks: nonEmpty(a[NETWORKS_ANNOTATION])
   }
 }

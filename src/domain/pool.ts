@@ -4,6 +4,7 @@
  */
 import { Schema } from "effect"
 import { type Cidr, type IPAddress, addOffset, cidrAddress, formatIP, offsetOf, parseCidr, parseIP } from "./ip.ts"
+import { intern, internOptional } from "./intern.ts"
 
 export const GROUP = "whereabouts.cni.cncf.io"
 export const VERSION = "v1alpha1"
@@ -156,7 +157,8 @@ export const parsePool = (pool: {
       invalid.push({ key, reason: `offset leaves the address family of ${range}` })
       continue
     }
-    entries.push({ key, offset, ip, id: a.id, podref: a.podref, ifname: a.ifname })
+    // Podrefs and interface names repeat across pools, reservations and pods: keep one copy.
+    entries.push({ key, offset, ip, id: a.id, podref: intern(a.podref), ifname: internOptional(a.ifname) })
   }
   return { name, range, cidr, entries, invalid }
 }

@@ -4,6 +4,7 @@
  * allocations of one pod are found without scanning every pool.
  */
 import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
+import { intern } from "../domain/intern.ts"
 import { type ParsedPool, parsePool } from "../domain/pool.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
@@ -27,12 +28,14 @@ export interface PoolRecord {
   readonly pool: ParsedPool
 }
 
+/**
+ * What the controller keeps of a reservation: its name (the IP), version and owner. The container
+ * id and interface are not read anywhere, so they are not cached (50k reservations: ~4 MiB).
+ */
 export interface ReservationRecord {
   readonly name: string
   readonly resourceVersion: string | undefined
   readonly podref: string
-  readonly containerid: string | undefined
-  readonly ifname: string | undefined
 }
 
 export const PODREF_INDEX = "podref"
@@ -66,9 +69,7 @@ export const toReservationRecord = (o: KubeObject): ReservationRecord => {
   return {
     name: o.metadata.name,
     resourceVersion: o.metadata.resourceVersion,
-    podref: str(spec["podref"]) ?? "",
-    containerid: str(spec["containerid"]),
-    ifname: str(spec["ifname"])
+    podref: intern(str(spec["podref"]) ?? "")
   }
 }
 
@@ -96,7 +97,8 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
     const pods = yield* makeInformer<PodProjection>({
       resource: R.Pods,
       transform: projectPod,
-      keyOf: podRef,
+      // The cache's key is the podref pool entries and reservations hold: one shared copy.
+      keyOf: (p) => intern(podRef(p)),
       identityOf: (p) => p.uid,
       versionOf: (p) => p.resourceVersion,
       pageSize

@@ -1,9 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
+import { Either, FastCheck as fc } from "effect"
 import {
   LEGACY_NETWORK_STATUS_ANNOTATION,
   MAX_ANNOTATION_BYTES,
   NETWORK_STATUS_ANNOTATION,
   NETWORKS_ANNOTATION,
+  type NetworkStatusEntry,
+  compactNetworkStatus,
   decodeNetworkSelection,
   decodeNetworkStatus,
   statusAttachment
@@ -105,5 +108,79 @@ describe("statusAttachment", () => {
     [{ name: "macvlan" }, { namespace: "pods", name: "macvlan", interface: undefined }]
   ])("%j", (entry, expected) => {
     expect(statusAttachment(entry, "pods")).toStrictEqual(expected)
+  })
+})
+
+describe("compactNetworkStatus", () => {
+  // What Multus writes (json.MarshalIndent): indented, with MAC, DNS and device info.
+  const multus = JSON.stringify(
+    [
+      { name: "k8s-pod-network", interface: "eth0", ips: ["10.244.1.7"], mac: "0a:58:0a:f4:01:07", default: true, dns: {} },
+      {
+        name: "ns/macvlan",
+        interface: "net1",
+        ips: ["10.0.0.5", "fd00::5"],
+        mac: "5e:0c:1a:2b:3c:4d",
+        dns: { nameservers: ["10.0.0.1"] },
+        "device-info": { type: "pci", version: "1.1.0", pci: { "pci-address": "0000:03:02.4" } },
+        gateway: ["10.0.0.1"]
+      }
+    ],
+    null,
+    "    "
+  )
+  const kept = (text: string) =>
+    right(decodeNetworkStatus(text)).map((e) => ({ name: e.name, interface: e.interface, ips: e.ips, default: e.default }))
+
+  it("keeps what decides anything and drops the rest", () => {
+    const compact = compactNetworkStatus(multus)
+    expect(compact.length).toBeLessThan(multus.length / 2)
+    expect(JSON.parse(compact)).toStrictEqual([
+      { name: "k8s-pod-network", interface: "eth0", ips: ["10.244.1.7"], default: true },
+      { name: "ns/macvlan", interface: "net1", ips: ["10.0.0.5", "fd00::5"] }
+    ])
+    expect(kept(compact)).toStrictEqual(kept(multus))
+  })
+
+  it.each([
+    ["malformed JSON", '[{"name": "a"'],
+    ["not an array", '{"name":"a"}'],
+    ["an array with a non-object", '[{"name":"a","mac":"x"}, 3]'],
+    ["an array with an array", '[{"name":"a","mac":"x"}, []]'],
+    ["blank", "   "],
+    ["already compact", '[{"name":"a","interface":"net1"}]']
+  ])("returns %s as it is", (_, text) => {
+    expect(compactNetworkStatus(text)).toBe(text)
+  })
+
+  it("returns an annotation over the size limit as it is, so it is still refused", () => {
+    const big = JSON.stringify([{ name: "a", mac: "0a:58:00:00:00:01", dns: { search: ["x".repeat(MAX_ANNOTATION_BYTES)] } }])
+    expect(compactNetworkStatus(big)).toBe(big)
+    left(decodeNetworkStatus(compactNetworkStatus(big)))
+  })
+
+  it("keeps a MAC that is not a string, so the entry is refused as before", () => {
+    const text = JSON.stringify([{ name: "a", interface: "net1", mac: 7, dns: {} }])
+    left(decodeNetworkStatus(text))
+    left(decodeNetworkStatus(compactNetworkStatus(text)))
+  })
+
+  it("decodes to the same entries, or fails as the original does, for any JSON array of objects", () => {
+    const value = fc.oneof(fc.string(), fc.boolean(), fc.integer(), fc.constant(null), fc.array(fc.string(), { maxLength: 3 }), fc.dictionary(fc.string(), fc.string(), { maxKeys: 2 }))
+    const key = fc.constantFrom("name", "interface", "ips", "mac", "default", "dns", "device-info", "gateway", "extra")
+    const entries = fc.array(fc.dictionary(key, value, { maxKeys: 9 }), { maxLength: 5 })
+    fc.assert(
+      fc.property(entries, fc.boolean(), (list, indent) => {
+        const text = JSON.stringify(list, null, indent ? 2 : undefined)
+        const before = decodeNetworkStatus(text)
+        const after = decodeNetworkStatus(compactNetworkStatus(text))
+        expect(Either.isRight(after)).toBe(Either.isRight(before))
+        if (Either.isRight(before) && Either.isRight(after)) {
+          const pick = (e: NetworkStatusEntry) => ({ name: e.name, interface: e.interface, ips: e.ips, default: e.default })
+          expect(after.right.map(pick)).toStrictEqual(before.right.map(pick))
+        }
+      }),
+      { numRuns: 500 }
+    )
   })
 })

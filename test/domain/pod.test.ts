@@ -62,6 +62,18 @@ describe("projectPod", () => {
     expect(projectPod({ metadata: { annotations } }).networkStatus).toBe(expected)
   })
 
+  it("caches network-status compacted: MAC and DNS dropped, the same attachments and holdings", () => {
+    const written = JSON.stringify(
+      (JSON.parse(status) as Array<Record<string, unknown>>).map((e, i) => ({ ...e, mac: `0a:58:00:00:00:0${i}`, dns: {} })),
+      null,
+      4
+    )
+    const cached = projectPod({ metadata: { namespace: "ns", name: "p", annotations: { [STATUS]: written } }, status: { phase: "Running" } })
+    expect(cached.networkStatus).toBe(status)
+    expect(right(podAttachments(cached))).toStrictEqual(right(podAttachments(pod({ networkStatus: written }))))
+    expect(podHoldsIP(cached, ip("10.0.0.5"), "net1")).toBe("holds")
+  })
+
   it("tolerates a pod without metadata, spec or status", () => {
     expect(projectPod({})).toMatchObject({ namespace: "", name: "", uid: "", nodeName: undefined, phase: undefined, networks: undefined })
     expect(projectPod({ spec: { nodeName: "" }, metadata: { deletionTimestamp: "2026-01-01T00:00:00Z" } })).toMatchObject({
