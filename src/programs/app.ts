@@ -30,12 +30,17 @@ const logging = Effect.gen(function* () {
   return Layer.merge(format === "json" ? Logger.json : Logger.logFmt, Logger.minimumLogLevel(minimum))
 })
 
+/** From package.json: two levels up from src/programs/*.ts, one up from the bundle (dist/main.js). */
 const version = (): string => {
-  try {
-    return (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version
-  } catch {
-    return "unknown"
+  for (const relative of ["../../package.json", "../package.json"]) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(relative, import.meta.url), "utf8")) as { name?: string; version?: string }
+      if (pkg.name === "whereabouts-controller" && typeof pkg.version === "string") return pkg.version
+    } catch {
+      // not there: try the next place
+    }
   }
+  return "unknown"
 }
 
 const configLayers = Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)

@@ -33,7 +33,7 @@ const jsonArg = (stage: ReadonlyArray<string>, op: string): Array<string> => {
 }
 
 describe("Dockerfile", () => {
-  it("runs dist/programs/main.js, which the build emits from src/programs/main.ts", () => {
+  it("runs dist/main.js, the bundle `npm run build` makes of src/programs/main.ts", async () => {
     const entrypoint = jsonArg(runtime, "ENTRYPOINT")
     expect(entrypoint[0]).toMatch(/(^|\/)node$/)
     // node, its own flags, then the script.
@@ -41,13 +41,22 @@ describe("Dockerfile", () => {
     expect(scripts).toHaveLength(1)
     const script = scripts[0]!
     expect(entrypoint.at(-1)).toBe(script)
-    expect(script).toMatch(/^dist\/.+\.js$/)
-    const build = JSON.parse(read("tsconfig.build.json")) as { compilerOptions: { rootDir: string; outDir: string } }
-    const source = script.replace(new RegExp(`^${build.compilerOptions.outDir}/`), `${build.compilerOptions.rootDir}/`).replace(/\.js$/, ".ts")
-    expect(existsSync(join(ROOT, source)), source).toBe(true)
+    expect(script).toBe("dist/main.js")
     const pkg = JSON.parse(read("package.json")) as { bin: Record<string, string>; scripts: Record<string, string> }
     expect(Object.values(pkg.bin)).toContain(script)
-    expect(pkg.scripts["build"]).toBe("tsc -p tsconfig.build.json")
+    expect(pkg.scripts["build"]).toBe("node scripts/build.ts")
+    const { ENTRY } = await import("../../scripts/build.ts")
+    expect(ENTRY).toBe(join(ROOT, "src/programs/main.ts"))
+    expect(existsSync(ENTRY)).toBe(true)
+    // The runtime stage copies the bundle only: everything it needs is inside.
+    expect(runtime.some((l) => /node_modules/.test(l))).toBe(false)
+  })
+
+  it("sets glibc's allocator to return freed memory (two arenas, fixed mmap and trim thresholds)", () => {
+    const env = runtime.filter((l) => /^ENV\s/i.test(l)).join(" ")
+    expect(env).toContain("MALLOC_ARENA_MAX=2")
+    expect(env).toContain("MALLOC_MMAP_THRESHOLD_=131072")
+    expect(env).toContain("MALLOC_TRIM_THRESHOLD_=131072")
   })
 
   it("defaults to the `run` command, which the CLI accepts", () => {

@@ -9,9 +9,13 @@
  * One controller serves the scenarios (each in its own pod namespace, with its own ranges);
  * scenarios that need a restart stop it and start another.
  */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { afterAll, beforeAll, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
+import { bundle } from "../../scripts/build.ts"
 import { IPPoolStore } from "../../src/services/IPPoolStore.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import { Reservations } from "../../src/services/Reservations.ts"
@@ -413,4 +417,38 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         expect(yield* Effect.promise(() => paced.stop())).toEqual({ code: 0, signal: null })
       })
     ), 90_000)
+  it.live("the image's program: the bundle `npm run build` makes, under the image's allocator settings, frees a deleted pod's address and gives the start-up heap back", () =>
+    Effect.gen(function* () {
+      const pools = uniqueNamespace("e2e-bundle")
+      const inBundleWorld = <A, E>(body: Effect.Effect<A, E, LiveWorld>) => body.pipe(Effect.provide(liveWorld(pools)))
+      yield* inBundleWorld(ensureNamespace(pools))
+      const outdir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-bundle-"))
+      try {
+        const script = yield* Effect.promise(() => bundle(outdir))
+        const env = { MALLOC_ARENA_MAX: "2", MALLOC_MMAP_THRESHOLD_: "131072", MALLOC_TRIM_THRESHOLD_: "131072" }
+        const c = yield* launch({ kubeconfig: kubeconfig(), namespace: pools, identity: "e2e-bundle", script, env })
+        yield* awaitLeading(c, { timeout: "60 seconds" })
+        yield* inBundleWorld(
+          Effect.gen(function* () {
+            const ns = uniqueNamespace("bundle")
+            yield* ensureNamespace(ns)
+            yield* createNad(ns, "net", { range: "10.213.0.0/24" })
+            const a = yield* startPod(ns, "a", [on(ns, "net")])
+            const b = yield* startPod(ns, "b", [on(ns, "net")])
+            yield* deletePod(a)
+            yield* waitForValue("a's address is freed", poolView("10.213.0.0-24"), { "10.213.0.2": ref(b) })
+            yield* waitForValue("a's reservation is deleted", reservationsLike("10.213."), { "10.213.0.2": ref(b) })
+          })
+        )
+        // Once synced and after the start-up sweep, each with its pause.
+        for (const after of ["caches synced", "sweep"]) {
+          const lines = logsWith(c, "returned unused heap memory to the operating system", { after })
+          expect(lines.length, `${after}:\n${c.tail(40)}`).toBe(1)
+          expect(typeof lines[0]!.annotations["pauseMs"]).toBe("number")
+        }
+        expect(yield* Effect.promise(() => c.stop())).toEqual({ code: 0, signal: null })
+      } finally {
+        fs.rmSync(outdir, { recursive: true, force: true })
+      }
+    }), 90_000)
 })

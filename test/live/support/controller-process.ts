@@ -37,6 +37,10 @@ export interface ControllerOptions {
   readonly identity?: string
   /** Extra flags, e.g. ["--no-leader-elect"], ["--lease-duration", "3 seconds"]. */
   readonly args?: ReadonlyArray<string>
+  /** The program to run instead of src/programs/main.ts (the image's bundle, say). */
+  readonly script?: string
+  /** Extra environment variables. */
+  readonly env?: Readonly<Record<string, string>>
 }
 
 export interface ControllerProcess {
@@ -108,7 +112,7 @@ export const startController = async (options: ControllerOptions): Promise<Contr
   const [healthPort, metricsPort] = [await freePort(), await freePort()]
   const identity = options.identity ?? `ctl-${process.pid}-${++counter}`
   const args = [
-    MAIN,
+    options.script ?? MAIN,
     "run",
     "--kubeconfig",
     options.kubeconfig,
@@ -127,7 +131,7 @@ export const startController = async (options: ControllerOptions): Promise<Contr
   // process.execPath: the Node running vitest (the node@24 devDependency through npm), as `npm start`
   // uses. The preloaded watchdog only makes the child die with us should we be SIGKILLed (it is
   // then re-parented): no controller outlives its test run. The program itself runs unchanged.
-  const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: childEnv(identity), stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: { ...childEnv(identity), ...options.env }, stdio: ["ignore", "pipe", "pipe"] })
   const lines: Array<LogLine> = []
   const keep = (raw: string) => {
     if (raw.trim() === "") return
