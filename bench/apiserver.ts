@@ -9,7 +9,6 @@
  *   BENCH_FULL=1     also runs the baseline at full mass-deletion scale (5,000 pods: ~8 min alone)
  *   BENCH_SCALE=quick  a smoke test at small scale (results not written)
  */
-import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -29,13 +28,15 @@ import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, sec, si
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { makePhases } from "./lib/phases.ts"
+import { bundle } from "../scripts/build.ts"
 
 /**
- * The node flags of the image's ENTRYPOINT (Dockerfile), so the memory run is the deployed process:
- * --max-old-space-size-percentage is relative to the container's limit, which this machine has
- * not, so it becomes the --max-old-space-size it gives under deploy/deployment.yaml's limit.
+ * The node flags and environment of the image (Dockerfile ENTRYPOINT and ENV), so the memory run is
+ * the deployed process: --max-old-space-size-percentage is relative to the container's limit,
+ * which this machine has not, so it becomes the --max-old-space-size it gives under
+ * deploy/deployment.yaml's limit.
  */
-const imageNodeFlags = (): { readonly flags: ReadonlyArray<string>; readonly heapCap: string } => {
+const imageNodeFlags = (): { readonly flags: ReadonlyArray<string>; readonly heapCap: string; readonly env: Readonly<Record<string, string>> } => {
   const dockerfile = fs.readFileSync(path.join(ROOT, "Dockerfile"), "utf8")
   const entry = JSON.parse(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1] ?? "[]") as Array<string>
   const limitMi = Number(/limits:\s*\n(?:\s+\S.*\n)*?\s+memory:\s*(\d+)Mi/.exec(fs.readFileSync(path.join(ROOT, "deploy/deployment.yaml"), "utf8"))?.[1])
@@ -47,7 +48,16 @@ const imageNodeFlags = (): { readonly flags: ReadonlyArray<string>; readonly hea
     heapCap = `--max-old-space-size=${Math.floor((limitMi * Number(pct[1])) / 100)}`
     return heapCap
   })
-  return { flags, heapCap: heapCap === "" ? "(none)" : heapCap }
+  // ENV lines of the runtime stage (the last FROM), KEY=value pairs; NODE_ENV as the image sets it.
+  const runtime = dockerfile.slice(dockerfile.lastIndexOf("\nFROM "))
+  const env: Record<string, string> = {}
+  for (const line of runtime.split("\n").filter((l) => /^ENV\s/.test(l))) {
+    for (const pair of line.slice(4).trim().split(/\s+/)) {
+      const eq = pair.indexOf("=")
+      if (eq > 0) env[pair.slice(0, eq)] = pair.slice(eq + 1)
+    }
+  }
+  return { flags, heapCap: heapCap === "" ? "(none)" : heapCap, env }
 }
 
 const quick = process.env["BENCH_SCALE"] === "quick"
@@ -59,8 +69,8 @@ const RAISED = { qps: 500, burst: 1_000 }
 const DEFAULT = { qps: 20, burst: 30 }
 const { phase, log, finish } = makePhases("bench:apiserver")
 
-log("compiling the controller as the image does (tsc -p tsconfig.build.json) into bench/.build")
-execFileSync(path.join(ROOT, "node_modules/.bin/tsc"), ["-p", path.join(ROOT, "tsconfig.build.json"), "--outDir", path.join(ROOT, "bench/.build")], { cwd: ROOT, stdio: "inherit" })
+log("bundling the controller as the image's build does (scripts/build.ts) into bench/.build")
+const DIST = await bundle(path.join(ROOT, "bench/.build"))
 
 log("starting etcd + kube-apiserver (scripts/envtest-assets.sh; a cold build takes minutes)")
 const plane: BenchPlane = await startBenchPlane()
@@ -198,9 +208,9 @@ try {
   })
 
   // --- steady state: RSS and informer sync ----------------------------------------------------
-  const memoryOf = async (label: string, kind: "ours" | "baseline", script: string | undefined, nodeArgs: ReadonlyArray<string>) => {
+  const memoryOf = async (label: string, kind: "ours" | "baseline", script: string | undefined, nodeArgs: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) => {
     const t = performance.now()
-    const p = await spawnContender(kind, { kubeconfig: plane.kubeconfigPath, qps: DEFAULT.qps, burst: DEFAULT.burst, logDir, label, env: { LOG_LEVEL: "info" }, nodeArgs, ...(script === undefined ? {} : { script }) })
+    const p = await spawnContender(kind, { kubeconfig: plane.kubeconfigPath, qps: DEFAULT.qps, burst: DEFAULT.burst, logDir, label, env: { LOG_LEVEL: "info", ...env }, nodeArgs, ...(script === undefined ? {} : { script }) })
     try {
       await p.ready(300_000)
       const readyMs = performance.now() - t
@@ -215,15 +225,14 @@ try {
   }
   const image = imageNodeFlags()
   const HEAP_CAP = image.heapCap
-  const DIST = path.join(ROOT, "bench/.build/programs/main.js")
   phase("idle controller: RSS before the steady world exists")
-  const idle = await memoryOf("rss-ours-dist-idle", "ours", DIST, image.flags)
+  const idle = await memoryOf("rss-ours-dist-idle", "ours", DIST, image.flags, image.env)
   phase(`steady world: ${S.steadyPods} pods × ${S.perPod} networks (10 pools × ${(S.steadyPods * S.perPod) / 10} allocations, as many reservations), with status`)
   const world = await Effect.runPromise(buildSteadyWorld(plane, S.steadyPods, 10, S.perPod).pipe(Effect.provide(driver)))
   log(`  built in ${fmt(world.ms / 1000)} s`)
   const rss = [
-    await memoryOf("rss-ours-dist", "ours", DIST, image.flags),
-    await memoryOf("rss-ours-dist-v8-young", "ours", DIST, image.flags.filter((f) => !f.startsWith("--max-semi-space-size"))),
+    await memoryOf("rss-ours-dist", "ours", DIST, image.flags, image.env),
+    await memoryOf("rss-ours-dist-v8-young", "ours", DIST, image.flags.filter((f) => !f.startsWith("--max-semi-space-size")), image.env),
     await memoryOf("rss-ours-ts", "ours", undefined, []),
     await memoryOf("rss-baseline-ts", "baseline", undefined, [])
   ]
@@ -245,9 +254,9 @@ try {
     ...extra
   })
   rows.push(
-    memRow("controller process (compiled, as the image runs it), 10 s after sync and start-up sweep", dist, { target: "≤ 150 MiB", met: yesNo(dist.rss <= 150 * 2 ** 20) }),
+    memRow("controller process (the image's bundle, flags and environment), 10 s after sync and start-up sweep", dist, { target: "≤ 150 MiB", met: yesNo(dist.rss <= 150 * 2 ** 20) }),
     memRow("the same process idle, before the world exists (the fixed cost: runtime, libraries, code)", idle),
-    memRow("compiled, without the image's --max-semi-space-size (V8 sizes the young generation from the host)", v8young),
+    memRow("the same without the image's --max-semi-space-size (V8 sizes the young generation from the host)", v8young),
     memRow("both from TypeScript sources (node strips types), no node flags, for the comparison", oursTs, {
       baseline: `${MiB(baseTs.rss)} (peak ${MiB(baseTs.hwm)})`,
       ratio: ratio(baseTs.rss, oursTs.rss)
@@ -272,7 +281,7 @@ try {
   })
   sections.push({
     title: "Memory and informer sync (real API server)",
-    body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status), each attached to ${S.perPod} of 10 networks: 10 pools of ${(S.steadyPods * S.perPod) / 10} allocations and ${S.steadyPods * S.perPod} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The compiled run is \`node ${image.flags.join(" ")} bench/.build/programs/main.js run\`: the image's entry point (tsc -p tsconfig.build.json) with the node flags of its ENTRYPOINT, the heap percentage turned into the cap it gives under the deployment's memory limit (${HEAP_CAP}). \`rss-ours-dist-idle\` ran against the same API server just before the steady world was built. Where the memory goes: \`node bench/rss-probe.ts\` builds the same world and reports the V8 heap spaces and a heap-snapshot summary. Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at QPS 20/burst 30) in the benchmark process, three times each, alternating.\n\n${table(
+    body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status), each attached to ${S.perPod} of 10 networks: 10 pools of ${(S.steadyPods * S.perPod) / 10} allocations and ${S.steadyPods * S.perPod} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The image's run is \`${Object.entries(image.env).filter(([k]) => k.startsWith("MALLOC_")).map(([k, v]) => `${k}=${v}`).join(" ")} node ${image.flags.join(" ")} bench/.build/main.js run\`: the bundle the image's build makes (scripts/build.ts) with the environment and node flags of its ENV and ENTRYPOINT, the heap percentage turned into the cap it gives under the deployment's memory limit (${HEAP_CAP}). The controller gives unused heap back to the OS once its caches synced and after each sweep (src/programs/memory.ts); the RSS is read 10 s after the start-up sweep. \`rss-ours-dist-idle\` ran against the same API server just before the steady world was built. Where the memory goes: \`node bench/rss-probe.ts\` builds the same world and reports the V8 heap spaces and a heap-snapshot summary. Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at QPS 20/burst 30) in the benchmark process, three times each, alternating.\n\n${table(
       ["process", "start → ready", "RSS after sync", "RSS 10 s later", "peak RSS", "CPU s"],
       [idle, ...rss].map((r) => [r.label, ms(r.readyMs), MiB(r.rssAfterSync), MiB(r.rss), MiB(r.hwm), fmt(r.cpu)])
     )}\n\n${table(["cache", "sync runs (ms)"], [["projection (ours)", sync.ours.map((x) => fmt(x)).join(", ")], ["full objects (baseline)", sync.baseline.map((x) => fmt(x)).join(", ")]])}`

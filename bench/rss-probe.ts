@@ -6,7 +6,10 @@
  * (prom-client's nodejs_heap_* and process_* metrics) and a heap-snapshot summary (largest
  * constructors).
  *
- *   node bench/rss-probe.ts [variant ...]     variants: default, semi16, semi4 (node flags)
+ *   node bench/rss-probe.ts [variant ...]     variants: image (default), image-tsc, no-malloc-env,
+ *                                             v8-young, semi4, optimize-for-size
+ *   PROBE_SNAPSHOT=0 skips the heap snapshot; the RSS is also read 20 and 50 s later, with where
+ *   it lives (/proc/<pid>/smaps: V8's pages, glibc's arenas, the node binary).
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -20,21 +23,37 @@ import { driverLayer } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { spawnContender, waitMetric } from "./lib/proc.ts"
 import { sum } from "./lib/prom.ts"
+import { bundle } from "../scripts/build.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
+import { smapsSummary } from "./lib/smaps.ts"
 
-const VARIANTS: Record<string, ReadonlyArray<string>> = {
-  default: [],
-  semi16: ["--max-semi-space-size=16"],
-  semi4: ["--max-semi-space-size=4"],
-  optsize: ["--max-semi-space-size=4", "--optimize-for-size"]
+/** The image's glibc allocator settings (Dockerfile ENV). */
+const IMAGE_ENV = { MALLOC_ARENA_MAX: "2", MALLOC_MMAP_THRESHOLD_: "131072", MALLOC_TRIM_THRESHOLD_: "131072" }
+interface Variant {
+  readonly flags: ReadonlyArray<string>
+  readonly env?: Readonly<Record<string, string>>
+  /** The image's bundle (scripts/build.ts) or tsc's one file per module with node_modules. */
+  readonly program: "bundle" | "tsc"
 }
-const chosen = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ["default", "semi16"]
+const VARIANTS: Record<string, Variant> = {
+  image: { flags: ["--max-semi-space-size=16"], env: IMAGE_ENV, program: "bundle" },
+  "image-tsc": { flags: ["--max-semi-space-size=16"], env: IMAGE_ENV, program: "tsc" },
+  "no-malloc-env": { flags: ["--max-semi-space-size=16"], program: "bundle" },
+  "v8-young": { flags: [], env: IMAGE_ENV, program: "bundle" },
+  semi4: { flags: ["--max-semi-space-size=4"], env: IMAGE_ENV, program: "bundle" },
+  // Smaller still, but GC took a third of the controller's CPU and single deletions slowed ~6x
+  // (bench/single-profile.ts with PROFILE_NODE_ARGS=--optimize-for-size).
+  "optimize-for-size": { flags: ["--max-semi-space-size=16", "--optimize-for-size"], env: IMAGE_ENV, program: "bundle" }
+}
+const snapshot = process.env["PROBE_SNAPSHOT"] !== "0"
+const chosen = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ["image", "image-tsc"]
 for (const v of chosen) if (!(v in VARIANTS)) throw new Error(`unknown variant ${v}; known: ${Object.keys(VARIANTS).join(", ")}`)
 const pods = Number(process.env["PROBE_PODS"] ?? 10_000)
 const log = (line: string) => process.stderr.write(`[rss-probe] ${line}\n`)
 const MiB = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`
 
 execFileSync(path.join(ROOT, "node_modules/.bin/tsc"), ["-p", path.join(ROOT, "tsconfig.build.json"), "--outDir", path.join(ROOT, "bench/.build")], { cwd: ROOT, stdio: "inherit" })
+const BUNDLE = await bundle(path.join(ROOT, "bench/.build"))
 const plane = await startBenchPlane()
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
 try {
@@ -50,13 +69,16 @@ try {
       burst: 30,
       logDir,
       label: `probe-${variant}`,
-      env: { LOG_LEVEL: "info" },
-      nodeArgs: ["--max-old-space-size=205", ...VARIANTS[variant]!, "--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${snapDir}`],
-      script: path.join(ROOT, "bench/.build/programs/main.js")
+      env: { LOG_LEVEL: "info", ...VARIANTS[variant]!.env },
+      nodeArgs: ["--max-old-space-size=205", ...VARIANTS[variant]!.flags, "--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${snapDir}`],
+      script: VARIANTS[variant]!.program === "bundle" ? BUNDLE : path.join(ROOT, "bench/.build/programs/main.js")
     })
     try {
+      const started = Date.now()
       await p.ready(300_000)
+      log(`${variant}: ready after ${Date.now() - started} ms`)
       await waitMetric(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "start-up sweep", 300_000, 200)
+      log(`${variant}: VmRSS after the start-up sweep ${MiB(p.memory().rss)}`)
       await sleep(10_000)
       const rss = p.memory()
       const text = await p.metricsText()
@@ -68,6 +90,12 @@ try {
         const used = Number(new RegExp(`^nodejs_heap_space_size_used_bytes\\{space="${space}"\\} (\\S+)`, "m").exec(text)?.[1] ?? Number.NaN)
         if (Number.isFinite(total)) log(`  space ${space}: ${MiB(used)} used of ${MiB(total)}`)
       }
+      for (const wait of [20_000, 30_000]) {
+        await sleep(wait)
+        log(`${variant}: VmRSS ${MiB(p.memory().rss)} after another ${wait / 1000} s`)
+      }
+      for (const k of smapsSummary(p.pid).byKind.slice(0, 7)) log(`  mapped ${k.kind}: ${MiB(k.rss)} (${k.mappings} mappings)`)
+      if (!snapshot) continue
       process.kill(p.pid, "SIGUSR2")
       // V8 writes the snapshot in chunks: wait until the file stops growing and parses.
       let summary: ReturnType<typeof summarizeHeap> | undefined
@@ -91,6 +119,7 @@ try {
       log(`  heap snapshot ${MiB(summary.total)} live`)
       for (const t of summary.byType.slice(0, 8)) log(`    type ${t.type}: ${MiB(t.bytes)} (${t.count})`)
       for (const n of summary.byName.slice(0, 20)) log(`    ${n.name}: ${MiB(n.bytes)} (${n.count})`)
+      for (const k of summary.byStringKind) log(`    strings, ${k.kind}: ${MiB(k.bytes)} (${k.count})`)
     } finally {
       await p.stop()
     }

@@ -49,7 +49,9 @@ const apiserverProfile = (seconds: number, file: string): Promise<void> =>
 
 try {
   const profDir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-cpuprof-"))
-  const { env, logDir } = apiserverEnv(plane, { nodeArgs: ["--cpu-prof", `--cpu-prof-dir=${profDir}`] })
+  // PROFILE_NODE_ARGS: extra node flags for the controller (to compare V8 settings).
+  const extra = (process.env["PROFILE_NODE_ARGS"] ?? "").split(" ").filter((a) => a !== "")
+  const { env, logDir } = apiserverEnv(plane, { nodeArgs: [...extra, "--cpu-prof", `--cpu-prof-dir=${profDir}`] })
   log(`kube-apiserver ${plane.version}; logs in ${logDir}; profiles in ${profDir}`)
   // The API server's profile starts when the controller is ready (the world is built by then) and
   // lasts the deletion phase (pods/rate seconds) plus 3 s for the tracker's sync before it.
