@@ -10,6 +10,7 @@ import { ControllerConfig, type ControllerConfigShape } from "../services/Contro
 import { EventRecorder, REASON_GC_FAILED, gcFailedMessage } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import * as WorkQueue from "../services/WorkQueue.ts"
+import { reclaimMemory } from "./memory.ts"
 import { type ReconcileError, reconcileBatch } from "./reconcile.ts"
 
 /** Most deleted pods one worker reconciles together (one patch per pool for all of them). */
@@ -32,6 +33,16 @@ const GATHER_POLL_MS = 20
 
 /** Batches whose Events may be pending per worker before the worker waits for them. */
 export const EVENT_SLOTS_PER_WORKER = 2
+
+/**
+ * A mass deletion grows the heap (batches, Events, pool answers) and V8 keeps it: with 10k pods
+ * cached, 145 MiB after start-up became 245 MiB once 300 pods were freed, and stayed
+ * (bench/rss-probe.ts with PROBE_BURST). Once this many pods were processed and the queue then
+ * stayed empty, with no Event left to write, for RECLAIM_IDLE_MS, the heap is given back (memory.ts). Steady churn, which never
+ * leaves the queue idle that long, is left to V8.
+ */
+export const RECLAIM_AFTER_PODS = 100
+export const RECLAIM_IDLE_MS = 2_000
 
 /** Bounded, jittered exponential backoff between attempts; done after `retryAttempts` attempts. */
 export const retrySchedule = (c: Pick<ControllerConfigShape, "retryBaseDelay" | "retryMaxDelay" | "retryAttempts">) =>
@@ -198,11 +209,13 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
       // One worker gathers a batch at a time, so a gathering worker's batch is not taken from it piecemeal.
       const gathering = yield* Effect.makeSemaphore(1)
       const gather = gathering.withPermits(1)(takeGathered(queue, Duration.toMillis(config.batchWindow)))
+      let processedSinceReclaim = 0
       const worker = Effect.gen(function* () {
         for (;;) {
           const batch = yield* gather
           if (Option.isNone(batch)) return
           yield* processBatch(queue, batch.value, observedAt, background, eventSlots)
+          processedSinceReclaim += batch.value.length
         }
       })
       for (let i = 0; i < config.workers; i++) yield* Effect.forkScoped(worker)
@@ -210,6 +223,22 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
         Effect.repeat(
           Effect.flatMap(Effect.all([queue.len, queue.inFlight]), ([d, f]) => metrics.queue(d, f)),
           Schedule.spaced("1 second")
+        )
+      )
+      let idleSince: number | undefined
+      yield* Effect.forkScoped(
+        Effect.repeat(
+          Effect.gen(function* () {
+            // Background Events count: at the default QPS those of a mass deletion take a minute.
+            const busy = (yield* queue.len) + (yield* queue.inFlight) + (yield* FiberSet.size(background)) > 0
+            const now = yield* Clock.currentTimeMillis
+            if (busy) idleSince = undefined
+            else idleSince ??= now
+            if (idleSince === undefined || processedSinceReclaim < RECLAIM_AFTER_PODS || now - idleSince < RECLAIM_IDLE_MS) return
+            processedSinceReclaim = 0
+            yield* reclaimMemory("mass deletion")
+          }),
+          Schedule.spaced("500 millis")
         )
       )
       // Registered after the workers, so it runs before they are interrupted: stop intake, drain.

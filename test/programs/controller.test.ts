@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Option, type Scope, TestClock } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, HashMap, Layer, Logger, Option, type Scope, TestClock } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
-import { EVENT_SLOTS_PER_WORKER, GATHER_FROM, runDeletionLoop } from "../../src/programs/controller.ts"
+import { EVENT_SLOTS_PER_WORKER, GATHER_FROM, RECLAIM_AFTER_PODS, RECLAIM_IDLE_MS, runDeletionLoop } from "../../src/programs/controller.ts"
 import { memory, withKubeApi } from "../../src/programs/layers.ts"
 import { sweepOnce } from "../../src/programs/sweep.ts"
 import { Caches } from "../../src/services/Caches.ts"
@@ -326,6 +326,31 @@ describe("deletion loop: batching", () => {
         expect(yield* reservationNames).toEqual([])
       })
     ))
+
+  it.live(`after a mass deletion (${RECLAIM_AFTER_PODS} pods or more) the idle loop gives the heap back, once; a few deletions do not`, () => {
+    const reclaims: Array<unknown> = []
+    const logger = Logger.make(({ message, annotations }) => {
+      if ((Array.isArray(message) ? message : [message]).join(" ") === "returned unused heap memory to the operating system") {
+        reclaims.push(HashMap.get(annotations, "after").pipe(Option.getOrUndefined))
+      }
+    })
+    return inWorld({ workers: 4 })(
+      Effect.gen(function* () {
+        const { pods } = yield* loopWithPods("10.113.0.0/22", named("r", RECLAIM_AFTER_PODS + 10))
+        // A few deletions, then idle for longer than RECLAIM_IDLE_MS: nothing.
+        yield* deleteAtOnce(pods.slice(0, 10))
+        yield* metricReaches("ips_freed_total", { trigger: "deletion" }, 10)
+        yield* Effect.sleep(Duration.millis(RECLAIM_IDLE_MS + 1_000))
+        expect(reclaims).toEqual([])
+        // The rest at once: once the queue has stayed empty, one collection.
+        yield* deleteAtOnce(pods.slice(10))
+        yield* metricReaches("ips_freed_total", { trigger: "deletion" }, RECLAIM_AFTER_PODS + 10)
+        yield* eventually(Effect.filterOrFail(Effect.sync(() => reclaims.length), (n) => n === 1, (n) => `${n} reclaims so far`))
+        yield* Effect.sleep(Duration.millis(RECLAIM_IDLE_MS + 1_000))
+        expect(reclaims).toEqual(["mass deletion"])
+      }).pipe(Effect.provide(Logger.add(logger)))
+    )
+  })
 
   it.live(`a batch of ${GATHER_FROM} or more waits the batch window and takes in what arrives meanwhile`, () =>
     Effect.scoped(
