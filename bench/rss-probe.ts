@@ -8,6 +8,7 @@
  *
  *   node bench/rss-probe.ts [variant ...]     variants: image (default), image-tsc, no-malloc-env,
  *                                             v8-young, semi4, optimize-for-size
+ *   PROBE_BURST=n (one variant): then deletes n pods and reads the RSS once they are freed.
  *   PROBE_SNAPSHOT=0 skips the heap snapshot; the RSS is also read 20 and 50 s later, with where
  *   it lives (/proc/<pid>/smaps: V8's pages, glibc's arenas, the node binary).
  */
@@ -24,7 +25,8 @@ import { ROOT } from "./lib/paths.ts"
 import { spawnContender, waitMetric } from "./lib/proc.ts"
 import { sum } from "./lib/prom.ts"
 import { bundle } from "../scripts/build.ts"
-import { buildSteadyWorld } from "./lib/rssworld.ts"
+import { RSS_NAMESPACE, buildSteadyWorld } from "./lib/rssworld.ts"
+import { deleteAll } from "./lib/world.ts"
 import { smapsSummary } from "./lib/smaps.ts"
 
 /** The image's glibc allocator settings (Dockerfile ENV). */
@@ -46,7 +48,10 @@ const VARIANTS: Record<string, Variant> = {
   "optimize-for-size": { flags: ["--max-semi-space-size=16", "--optimize-for-size"], env: IMAGE_ENV, program: "bundle" }
 }
 const snapshot = process.env["PROBE_SNAPSHOT"] !== "0"
+/** PROBE_BURST=n: after the readings, delete n of the world's pods (one variant only) and read the RSS after the controller freed them. */
+const burst = Number(process.env["PROBE_BURST"] ?? 0)
 const chosen = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ["image", "image-tsc"]
+if (burst > 0 && chosen.length !== 1) throw new Error("PROBE_BURST deletes pods of the world: give one variant")
 for (const v of chosen) if (!(v in VARIANTS)) throw new Error(`unknown variant ${v}; known: ${Object.keys(VARIANTS).join(", ")}`)
 const pods = Number(process.env["PROBE_PODS"] ?? 10_000)
 const log = (line: string) => process.stderr.write(`[rss-probe] ${line}\n`)
@@ -95,6 +100,18 @@ try {
         log(`${variant}: VmRSS ${MiB(p.memory().rss)} after another ${wait / 1000} s`)
       }
       for (const k of smapsSummary(p.pid).byKind.slice(0, 7)) log(`  mapped ${k.kind}: ${MiB(k.rss)} (${k.mappings} mappings)`)
+      if (burst > 0) {
+        // A mass deletion with no sweep after it: how far the heap regrows, and whether it stays.
+        const freedBefore = sum(await p.scrape(), "whereabouts_controller_ips_freed_total")
+        const doomed = Array.from({ length: burst }, (_, i) => ({ namespace: RSS_NAMESPACE, name: `web-${i}` }))
+        await Effect.runPromise(deleteAll(doomed).pipe(Effect.provide(driverLayer(plane))))
+        await waitMetric(p, (m) => sum(m, "whereabouts_controller_ips_freed_total") >= freedBefore + burst * 5, `${burst} pods freed`, 300_000, 200)
+        log(`${variant}: ${burst} pods deleted and freed: VmRSS ${MiB(p.memory().rss)} (peak ${MiB(p.memory().hwm)})`)
+        for (const wait of [10_000, 50_000]) {
+          await sleep(wait)
+          log(`${variant}: VmRSS ${MiB(p.memory().rss)} ${wait / 1000} s later`)
+        }
+      }
       if (!snapshot) continue
       process.kill(p.pid, "SIGUSR2")
       // V8 writes the snapshot in chunks: wait until the file stops growing and parses.
