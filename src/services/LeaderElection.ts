@@ -261,7 +261,12 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
         }
       })
       // Runs when the last runWhenLeader leaves, after its work was interrupted.
-      return Effect.ensuring(loop, Effect.zipRight(SubscriptionRef.set(leader, false), release))
+      // The log line tells a shutdown that hangs before the campaign stops (never logged) from one
+      // that hangs in the release (logged, then neither "released" nor "failed to release").
+      return Effect.ensuring(
+        loop,
+        Effect.logInfo("leader election stopping").pipe(Effect.zipRight(SubscriptionRef.set(leader, false)), Effect.zipRight(release))
+      )
     }).pipe(Effect.annotateLogs({ identity, lease: objectKey(namespace, name) }))
 
     const running = yield* RcRef.make({ acquire: Effect.forkScoped(campaign) })
