@@ -27,38 +27,9 @@ import { type Row, type Section, machine, table, yesNo } from "./lib/results.ts"
 import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, sec, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { imageNodeFlags } from "./lib/image.ts"
 import { makePhases } from "./lib/phases.ts"
 import { bundle } from "../scripts/build.ts"
-
-/**
- * The node flags and environment of the image (Dockerfile ENTRYPOINT and ENV), so the memory run is
- * the deployed process: --max-old-space-size-percentage is relative to the container's limit,
- * which this machine has not, so it becomes the --max-old-space-size it gives under
- * deploy/deployment.yaml's limit.
- */
-const imageNodeFlags = (): { readonly flags: ReadonlyArray<string>; readonly heapCap: string; readonly env: Readonly<Record<string, string>> } => {
-  const dockerfile = fs.readFileSync(path.join(ROOT, "Dockerfile"), "utf8")
-  const entry = JSON.parse(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1] ?? "[]") as Array<string>
-  const limitMi = Number(/limits:\s*\n(?:\s+\S.*\n)*?\s+memory:\s*(\d+)Mi/.exec(fs.readFileSync(path.join(ROOT, "deploy/deployment.yaml"), "utf8"))?.[1])
-  if (entry.length < 2 || !Number.isFinite(limitMi)) throw new Error("cannot read the image's node flags (Dockerfile ENTRYPOINT) or the memory limit (deploy/deployment.yaml)")
-  let heapCap = ""
-  const flags = entry.slice(1).filter((a) => a.startsWith("--")).map((f) => {
-    const pct = /^--max-old-space-size-percentage=(\d+)$/.exec(f)
-    if (pct === null) return f
-    heapCap = `--max-old-space-size=${Math.floor((limitMi * Number(pct[1])) / 100)}`
-    return heapCap
-  })
-  // ENV lines of the runtime stage (the last FROM), KEY=value pairs; NODE_ENV as the image sets it.
-  const runtime = dockerfile.slice(dockerfile.lastIndexOf("\nFROM "))
-  const env: Record<string, string> = {}
-  for (const line of runtime.split("\n").filter((l) => /^ENV\s/.test(l))) {
-    for (const pair of line.slice(4).trim().split(/\s+/)) {
-      const eq = pair.indexOf("=")
-      if (eq > 0) env[pair.slice(0, eq)] = pair.slice(eq + 1)
-    }
-  }
-  return { flags, heapCap: heapCap === "" ? "(none)" : heapCap, env }
-}
 
 const quick = process.env["BENCH_SCALE"] === "quick"
 const full = process.env["BENCH_FULL"] === "1"

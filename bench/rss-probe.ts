@@ -19,6 +19,7 @@ import { setTimeout as sleep } from "node:timers/promises"
 import { Effect } from "effect"
 import { startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv } from "./lib/env.ts"
+import { imageNodeFlags } from "./lib/image.ts"
 import { summarizeHeap } from "./lib/heapsnapshot.ts"
 import { driverLayer } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
@@ -29,8 +30,10 @@ import { RSS_NAMESPACE, buildSteadyWorld } from "./lib/rssworld.ts"
 import { deleteAll } from "./lib/world.ts"
 import { smapsSummary } from "./lib/smaps.ts"
 
-/** The image's glibc allocator settings (Dockerfile ENV). */
-const IMAGE_ENV = { MALLOC_ARENA_MAX: "2", MALLOC_MMAP_THRESHOLD_: "131072", MALLOC_TRIM_THRESHOLD_: "131072" }
+/** The image's node flags (the heap cap left out: the probe sets its own) and glibc allocator settings. */
+const image = imageNodeFlags()
+const IMAGE_FLAGS = image.flags.filter((f) => !f.startsWith("--max-old-space-size"))
+const IMAGE_ENV = Object.fromEntries(Object.entries(image.env).filter(([k]) => k.startsWith("MALLOC_")))
 interface Variant {
   readonly flags: ReadonlyArray<string>
   readonly env?: Readonly<Record<string, string>>
@@ -38,14 +41,14 @@ interface Variant {
   readonly program: "bundle" | "tsc"
 }
 const VARIANTS: Record<string, Variant> = {
-  image: { flags: ["--max-semi-space-size=16"], env: IMAGE_ENV, program: "bundle" },
-  "image-tsc": { flags: ["--max-semi-space-size=16"], env: IMAGE_ENV, program: "tsc" },
-  "no-malloc-env": { flags: ["--max-semi-space-size=16"], program: "bundle" },
-  "v8-young": { flags: [], env: IMAGE_ENV, program: "bundle" },
+  image: { flags: IMAGE_FLAGS, env: IMAGE_ENV, program: "bundle" },
+  "image-tsc": { flags: IMAGE_FLAGS, env: IMAGE_ENV, program: "tsc" },
+  "no-malloc-env": { flags: IMAGE_FLAGS, program: "bundle" },
+  "v8-young": { flags: IMAGE_FLAGS.filter((f) => !f.startsWith("--max-semi-space-size")), env: IMAGE_ENV, program: "bundle" },
   semi4: { flags: ["--max-semi-space-size=4"], env: IMAGE_ENV, program: "bundle" },
   // Smaller still, but GC took a third of the controller's CPU and single deletions slowed ~6x
   // (bench/single-profile.ts with PROFILE_NODE_ARGS=--optimize-for-size).
-  "optimize-for-size": { flags: ["--max-semi-space-size=16", "--optimize-for-size"], env: IMAGE_ENV, program: "bundle" }
+  "optimize-for-size": { flags: [...IMAGE_FLAGS, "--optimize-for-size"], env: IMAGE_ENV, program: "bundle" }
 }
 const snapshot = process.env["PROBE_SNAPSHOT"] !== "0"
 /** PROBE_BURST=n: after the readings, delete n of the world's pods (one variant only) and read the RSS after the controller freed them. */

@@ -38,8 +38,8 @@ export const EVENT_SLOTS_PER_WORKER = 2
  * A mass deletion grows the heap (batches, Events, pool answers) and V8 keeps it: with 10k pods
  * cached, 145 MiB after start-up became 245 MiB once 300 pods were freed, and stayed
  * (bench/rss-probe.ts with PROBE_BURST). Once this many pods were processed and the queue then
- * stayed empty, with no Event left to write, for RECLAIM_IDLE_MS, the heap is given back (memory.ts). Steady churn, which never
- * leaves the queue idle that long, is left to V8.
+ * stayed empty, with no Event left to write, for RECLAIM_IDLE_MS, the heap is given back
+ * (memory.ts). Steady churn, which never leaves the queue idle that long, is left to V8.
  */
 export const RECLAIM_AFTER_PODS = 100
 export const RECLAIM_IDLE_MS = 2_000

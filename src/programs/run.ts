@@ -11,7 +11,7 @@ import { runDeletionLoop } from "./controller.ts"
 import { serveEndpoints } from "./http.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
 import { reclaimMemory } from "./memory.ts"
-import { onCron, sweepOnce, sweepSchedule } from "./sweep.ts"
+import { sweepOnSchedule, sweepOnce, sweepSchedule } from "./sweep.ts"
 
 /** Runs until interrupted (SIGTERM): then stops taking work, drains, releases the lease. */
 export const runController = Effect.scoped(
@@ -51,11 +51,10 @@ export const runController = Effect.scoped(
     )
     // Every replica lists everything at start: the heap it grew for that is given back once synced.
     yield* Effect.forkScoped(Effect.zipRight(caches.awaitSynced, reclaimMemory("caches synced")))
-    const sweep = sweepOnce({ dryRun: config.dryRun }).pipe(Effect.ensuring(reclaimMemory("sweep")))
     const sweeps = Effect.gen(function* () {
       yield* Effect.forkScoped(monitorPoolUsage())
-      if (config.sweepOnStart) yield* sweep
-      yield* Effect.forkScoped(onCron(cron, sweep))
+      if (config.sweepOnStart) yield* sweepOnce({ dryRun: config.dryRun })
+      yield* Effect.forkScoped(sweepOnSchedule(cron, { dryRun: config.dryRun }))
     })
     return yield* leader.runWhenLeader(runDeletionLoop(Effect.forkScoped(sweeps)))
   })

@@ -21,6 +21,7 @@ import { Metrics } from "../services/Metrics.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import { Pods } from "../services/Pods.ts"
 import { Reservations } from "../services/Reservations.ts"
+import { reclaimMemory } from "./memory.ts"
 import { livePodsByRef, restoreReservations } from "./reconcile.ts"
 
 export interface PoolReport {
@@ -214,7 +215,10 @@ export const runSweep = (
     return report
   })
 
-/** A sweep that logs and counts its failure instead of failing (the next one will try again). */
+/**
+ * A sweep that logs and counts its failure instead of failing (the next one will try again), then
+ * gives back the heap it grew (memory.ts).
+ */
 export const sweepOnce = (options: { readonly dryRun: boolean }) =>
   runSweep(options).pipe(
     Effect.tap(() => Effect.flatMap(Metrics, (m) => m.sweep("success"))),
@@ -224,7 +228,8 @@ export const sweepOnce = (options: { readonly dryRun: boolean }) =>
         Effect.logError("sweep failed; the next one will retry").pipe(Effect.annotateLogs({ error: e.message }))
       )
     ),
-    Effect.option
+    Effect.option,
+    Effect.ensuring(reclaimMemory("sweep"))
   )
 
 /**
