@@ -202,7 +202,7 @@ for (const c of ["v4-16-10k", "v6-64-100k"]) {
   lowest[`${c} ours-settled`] = settled
 }
 data["lowestFree"] = lowest
-// The floor under the cold numbers: the unavoidable steps, inline, on their first run.
+// Where the cold time goes: the steps of both searches, inline, on their first run.
 const floor: Record<string, Array<Record<string, unknown>>> = {}
 for (const n of [10_000, 100_000]) {
   floor[String(n)] = Array.from({ length: 3 }, () => child([path.join(ROOT, "bench/children/lowest-free-phases.ts"), String(n)]))
@@ -243,18 +243,19 @@ for (const [c, label, target] of [
 }
 sections.push({
   title: "Lowest free address",
-  body: `\`node bench/children/lowest-free.ts <case> <impl>\`, ${S.coldReps} fresh processes each. The pool is dense from its first address (the worst case: the answer lies past every allocation) and decoded from JSON as the plugin reads it. _ours_ is \`assignIP\` (idempotency scan, reserved offsets, lowest free offset; it returns the new entry, the caller adds it); _ours-settled_ is the same after two full GCs (\`--expose-gc\`), so the cold call does not pay for collecting the garbage of building and decoding the pool; _core_ is \`lowestFreeOffset\` over the reserved offsets only; _baseline_ is the anchors' search (every candidate formatted as text and looked up in a set of reserved IP strings). "cold" is the first call in the process (includes JIT compilation); "GC in cold" is the garbage-collection time (PerformanceObserver) that fell inside it; "best / median" are over up to 30 later calls (at most ~3 s of them).\n\n${table(
+  body: `\`node bench/children/lowest-free.ts <case> <impl>\`, ${S.coldReps} fresh processes each. The pool is dense from its first address (the worst case: the answer lies past every allocation) and decoded from JSON as the plugin reads it. _ours_ is \`assignIP\` (idempotency scan, reserved offsets, lowest free offset; it returns the new entry, the caller adds it); _ours-settled_ is the same after two full GCs (\`--expose-gc\`), so the cold call does not pay for collecting the garbage of building and decoding the pool; _core_ is \`lowestFreeOffset\`, the bitmap search over every key's offset (what \`assignIP\` falls back to when an offset could pass 2^53), without the scan; _baseline_ is the anchors' search (every candidate formatted as text and looked up in a set of reserved IP strings). "cold" is the first call in the process (includes JIT compilation); "GC in cold" is the garbage-collection time (PerformanceObserver) that fell inside it; "best / median" are over up to 30 later calls (at most ~3 s of them).\n\n${table(
     ["case", "impl", "cold (median of runs)", "cold (min–max)", "GC in cold (median)", "later: best", "later: median"],
     Object.keys(lowest).map((k) => {
       const [c, impl] = k.split(" ") as [string, string]
       const cold = lf(c, impl, "coldMs")
       return [c, impl, ms(cold.median), `${ms(cold.min)}–${ms(cold.max)}`, ms(lf(c, impl, "coldGcMs").median), ms(lf(c, impl, "warmMinMs").min), ms(lf(c, impl, "warmMedianMs").median)]
     })
-  )}\n\nThe floor under the cold numbers: \`node bench/children/lowest-free-phases.ts <allocations>\` times the steps no search over this format can skip, written inline and run once in a fresh process (3 processes each, median per step): making the key strings (V8 stores integer-like keys as elements, so \`Object.keys\` builds a string per key), reading the values, the idempotency scan, key → number, and the bitmap search.\n\n${table(
-    ["allocations", "Object.keys", "Object.values", "scan", "key → number", "lowestFreeOffset", "total"],
+  )}\n\nWhere the cold time goes: \`node bench/children/lowest-free-phases.ts <allocations>\` times the steps of two searches over this format, written inline and run once in a fresh process (3 processes each, median per step). _ours_: reading the values, the idempotency scan over every entry, and the probe (asking the pool for offset 1, 2, … until one is missing: V8 keeps integer-like keys as elements, so a numeric lookup makes no string). _over every key_ (what \`assignIP\` did before, and still does when an offset could pass 2^53): the values and the scan, then \`Object.keys\` (a string per key), key → number and the bitmap search.\n\n${table(
+    ["allocations", "Object.values", "scan", "probe", "total (ours)", "Object.keys", "key → number", "bitmap", "total (over every key)"],
     Object.entries(floor).map(([n, runs]) => {
       const phase = (k: string) => ms(spread(runs.map((r) => Number((r["phasesMs"] as Record<string, number>)[k]))).median)
-      return [n, phase("keys"), phase("values"), phase("scan"), phase("offsets"), phase("lowestFree"), ms(spread(runs.map((r) => Number(r["totalMs"]))).median)]
+      const total = (k: string) => ms(spread(runs.map((r) => Number(r[k]))).median)
+      return [n, phase("values"), phase("scan"), phase("probe"), total("probeTotalMs"), phase("keys"), phase("offsets"), phase("bitmap"), total("keysTotalMs")]
     })
   )}`
 })

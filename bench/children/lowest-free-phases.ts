@@ -1,13 +1,15 @@
 /**
- * Evidence for the cold lowest-free miss (BENCHMARKS.md): the unavoidable steps of a search over a
- * JSON-decoded pool of 100k allocations, timed one by one on their first run in a fresh process,
- * written inline (no function boundaries to compile):
+ * Evidence for the cold lowest-free numbers (BENCHMARKS.md): the steps of the two ways to search a
+ * JSON-decoded pool, timed one by one on their first run in a fresh process, written inline (no
+ * function boundaries to compile):
  *
  *   node bench/children/lowest-free-phases.ts [allocations]
  *
- * keys: Object.keys (V8 keeps integer-like keys as elements and makes a string of each);
- * values: Object.values; scan: the idempotency check over every entry; offsets: key → number;
- * lowestFree: `lowestFreeOffset` (bitmap) over those offsets.
+ * What assignIP does: values (Object.values), scan (the idempotency check over every entry),
+ * probe (ask the pool for offset 1, 2, … until one is missing: a numeric element lookup, no
+ * string made). What it did before, and still does for offsets past 2^53: keys (Object.keys:
+ * V8 keeps integer-like keys as elements and makes a string of each), offsets (key → number),
+ * bitmap (`lowestFreeOffset` over those offsets).
  */
 import { lowestFreeOffset } from "../../src/domain/allocate.ts"
 
@@ -22,8 +24,7 @@ const mark = (label: string) => {
   phases[label] = Math.round((now - since) * 100) / 100
   since = now
 }
-const keys = Object.keys(allocations)
-mark("keys")
+// The search assignIP makes.
 const values = Object.values(allocations)
 mark("values")
 let matches = 0
@@ -32,6 +33,12 @@ for (let i = 0; i < values.length; i++) {
   if (a.podref === "ns/new" && (a.ifname ?? "") === "net1") matches++
 }
 mark("scan")
+let probed = 0
+while (allocations[1 + probed] !== undefined) probed++
+mark("probe")
+// The search over every key (the fallback beyond 2^53).
+const keys = Object.keys(allocations)
+mark("keys")
 const offsets = new Float64Array(keys.length)
 let m = 0
 for (const key of keys) {
@@ -40,5 +47,8 @@ for (const key of keys) {
 }
 mark("offsets")
 const free = lowestFreeOffset((1n << 64n) - 3n, offsets.subarray(0, m), [])
-mark("lowestFree")
-process.stdout.write(`${JSON.stringify({ allocations: n, phasesMs: phases, totalMs: Object.values(phases).reduce((a, b) => a + b, 0), matches, free: String(free) })}\n`)
+mark("bitmap")
+const total = (...steps: ReadonlyArray<string>) => Math.round(steps.reduce((a, s) => a + phases[s]!, 0) * 100) / 100
+process.stdout.write(
+  `${JSON.stringify({ allocations: n, phasesMs: phases, probeTotalMs: total("values", "scan", "probe"), keysTotalMs: total("values", "scan", "keys", "offsets", "bitmap"), matches, free: String(free), probed })}\n`
+)

@@ -4,8 +4,9 @@
  *
  *   node [--expose-gc] bench/children/lowest-free.ts <v4-16-10k|v6-64-100k> <ours|core|baseline> [settled]
  *
- * ours: `assignIP`, what the CNI plugin runs (idempotency scan, reserved offsets, lowest free,
- * the new allocation map); core: `lowestFreeOffset` over the reserved offsets alone; baseline:
+ * ours: `assignIP`, what the CNI plugin runs (idempotency scan, then probing the pool for offset
+ * 1, 2, … until one is missing); core: `lowestFreeOffset`, the bitmap search over every key's
+ * offset (assignIP's fallback when an offset could pass 2^53), without the scan; baseline:
  * the anchors' search (format every candidate, look it up in a set of reserved IP strings).
  * The pool is dense from its first address (worst case: the answer is past every allocation).
  * Also reports the garbage-collection time that fell inside the cold call; "settled" (with

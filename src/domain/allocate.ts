@@ -149,6 +149,52 @@ const excludedIntervals = (exclude: ReadonlyArray<Cidr>, family: 4 | 6, first: b
     return lo <= hi ? [[lo - first, hi - first] as const] : []
   })
 
+const BEYOND_SAFE = Symbol("beyond 2^53")
+
+/**
+ * The lowest free offset (relative to `first`) by asking the pool for each candidate in turn:
+ * `allocations[n]` with a number n looks the element up without making a key string, and the
+ * walk stops at the first free address, so it makes at most one probe per allocation, reserved
+ * address and exclusion, plus one. BEYOND_SAFE when a candidate's pool offset could pass 2^53
+ * (a range starting that far from the pool's address, or exclusions reaching that far): the
+ * bitmap and BigInt search over every key handles those.
+ */
+const probeLowestFree = (
+  first: bigint,
+  last: bigint,
+  base: bigint,
+  allocations: Allocations,
+  count: number,
+  excluded: ReadonlyArray<Interval>,
+  alsoReserved: ReadonlyArray<IPAddress>
+): bigint | undefined | typeof BEYOND_SAFE => {
+  const delta = first - base
+  const reach = excluded.reduce((m, [, end]) => (end > m ? end : m), 0n) + BigInt(count + alsoReserved.length + 1)
+  if (delta < 0n || delta + reach > SAFE) return BEYOND_SAFE
+  const deltaNum = Number(delta)
+  const spanNum = last - first < SAFE ? Number(last - first) : Number.MAX_SAFE_INTEGER
+  const extra = new Set<number>()
+  for (const ip of alsoReserved) {
+    if (ip.value >= first && ip.value - first <= reach) extra.add(Number(ip.value - first))
+  }
+  const sorted = [...excluded].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+  const exStart = sorted.map(([s]) => Number(s))
+  const exEnd = sorted.map(([, e]) => Number(e))
+  let rel = 0
+  let j = 0
+  for (;;) {
+    while (j < exEnd.length && exEnd[j]! < rel) j++
+    if (j < exStart.length && exStart[j]! <= rel) rel = exEnd[j]! + 1
+    else if (allocations[deltaNum + rel] !== undefined) {
+      // The common run: consecutive allocations, nothing else to check between them.
+      do rel++
+      while (allocations[deltaNum + rel] !== undefined)
+    } else if (extra.has(rel)) rel++
+    else break
+  }
+  return rel <= spanNum ? BigInt(rel) : undefined
+}
+
 export type AssignResult = {
   readonly ip: IPAddress
   readonly key: string
@@ -172,14 +218,18 @@ export const assignIP = (
   alsoReserved: ReadonlyArray<IPAddress> = []
 ): Either.Either<AssignResult, AssignmentError> => {
   const base = cidrAddress(poolCidr).value
-  // Keys and values as two arrays (same order): pools decoded from JSON hold integer-like keys,
-  // and looking each one up again costs several times more than this, cold (BENCHMARKS.md).
-  const keys = Object.keys(allocations)
+  // The values alone: pools decoded from JSON hold integer-like keys, which V8 keeps as elements,
+  // so Object.keys would make a string of every one (the keys are read only on a match).
   const values = Object.values(allocations)
+  let keys: ReadonlyArray<string> | undefined
+  const { podref, ifname } = request
   for (let i = 0; i < values.length; i++) {
     const a = values[i]!
+    if (a.podref !== podref || (a.ifname ?? "") !== ifname) continue
+    // Same order as Object.values (integer-like keys ascending, then the rest as inserted).
+    keys ??= Object.keys(allocations)
     const key = keys[i]!
-    if (a.podref === request.podref && (a.ifname ?? "") === request.ifname && /^(0|[1-9][0-9]*)$/.test(key)) {
+    if (/^(0|[1-9][0-9]*)$/.test(key)) {
       const entry = a.id === request.id ? a : { ...a, id: request.id }
       return Either.right({ ip: { family: range.cidr.family, value: base + BigInt(key) }, key, entry, existing: true })
     }
@@ -189,13 +239,12 @@ export const assignIP = (
     Either.left(new AssignmentError({ range: range.range, message: `could not allocate IP in range ${range.range}: ${why}` }))
   if (bounds === undefined) return exhausted("the range has no usable addresses")
   const { first, last } = bounds
-  const reserved = relativeReserved(first, last, base, keys, alsoReserved)
-  const rel = lowestFreeOffset(
-    last - first,
-    reserved.near,
-    excludedIntervals(range.exclude, range.cidr.family, first, last),
-    reserved.far
-  )
+  const excluded = excludedIntervals(range.exclude, range.cidr.family, first, last)
+  let rel = probeLowestFree(first, last, base, allocations, values.length, excluded, alsoReserved)
+  if (rel === BEYOND_SAFE) {
+    const reserved = relativeReserved(first, last, base, keys ?? Object.keys(allocations), alsoReserved)
+    rel = lowestFreeOffset(last - first, reserved.near, excluded, reserved.far)
+  }
   if (rel === undefined) {
     return exhausted(`every address from ${formatIP({ family: range.cidr.family, value: first })} to ${formatIP({ family: range.cidr.family, value: last })} is reserved or excluded`)
   }

@@ -93,6 +93,33 @@ describe("assignIP: lowest free address", () => {
   })
 })
 
+describe("assignIP: keys as the pool holds them", () => {
+  const entry = (podref: string) => ({ id: `c-${podref}`, podref, ifname: "net1" })
+
+  it.each(["01", "1.0", "1e0", "+1", " 1", "-1", "0x1", "abc"])("the key %j is not offset 1: it reserves nothing", (key) => {
+    expect(assigned(ipRange("10.0.0.0/24"), { [key]: entry("ns/odd") })).toBe("10.0.0.1")
+  })
+
+  it("offsets past 2^32 (not array indices in JS) are read as reserved", () => {
+    // rangeStart 2^32 past the pool's address: every key is a plain string property, not an element.
+    const r = ipRange("fd00::/64", { start: "fd00::1:0:0" })
+    const allocations = { "4294967296": entry("ns/a"), "4294967297": entry("ns/b"), "4294967299": entry("ns/c") }
+    expect(assigned(r, allocations)).toBe("fd00::1:0:2")
+  })
+
+  it("a run of allocations, then an exclusion, then alsoReserved, then the answer", () => {
+    const r = ipRange("10.0.0.0/24", { exclude: ["10.0.0.8/30"] })
+    expect(assigned(r, taken(1, 7), [ip("10.0.0.12"), ip("10.0.0.14")], r.cidr)).toBe("10.0.0.13")
+  })
+
+  it("the pod's own entry under a key that is not an offset does not count as its address", () => {
+    const r = ipRange("10.0.0.0/24")
+    const allocations = { ...taken(1, 2), "07": { id: "old", podref: "ns/new", ifname: "net1" }, "9": { id: "old", podref: "ns/new", ifname: "net1" } }
+    expect(right(assignIP(r, r.cidr, allocations, request))).toMatchObject({ key: "9", existing: true })
+    expect(right(assignIP(r, r.cidr, { ...taken(1, 2), "07": allocations["07"] }, request))).toMatchObject({ key: "3", existing: false })
+  })
+})
+
 describe("assignIP: wide ranges (beyond 2^53)", () => {
   // 2001:db8::/68 covers offsets 0 … 2^60 - 1 of the /64; the sweep must continue in BigInt.
   const r = ipRange("2001:db8::/64", { exclude: ["2001:db8::/68"] })
