@@ -223,7 +223,7 @@ export const assignIP = (
   const values = Object.values(allocations)
   let keys: ReadonlyArray<string> | undefined
   const { podref, ifname } = request
-  for (let i = 0; i < values.length; i++) {
+  for (let i = 0, n = values.length; i < n; i++) {
     const a = values[i]!
     if (a.podref !== podref || (a.ifname ?? "") !== ifname) continue
     // Same order as Object.values (integer-like keys ascending, then the rest as inserted).
