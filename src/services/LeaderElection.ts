@@ -15,6 +15,7 @@ import {
   Duration,
   Effect,
   Either,
+  Fiber,
   Layer,
   Random,
   RcRef,
@@ -274,13 +275,28 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
     const awaitLeadership = (value: boolean) =>
       leader.changes.pipe(Stream.filter((v) => v === value), Stream.take(1), Stream.runDrain)
 
+    /**
+     * One term: the work in its own fiber until leadership is lost or the work fails, and, however
+     * the term ends (an interrupted shutdown too), not before that fiber has stopped. A race of the
+     * work against the loss would not do: when the racing fiber is interrupted, Effect signals the
+     * racers to stop without waiting for them, so the lease was released (and the servers and
+     * informers closed) while the work was still draining.
+     */
+    const term = <A, E, R>(work: Effect.Effect<A, E, R>): Effect.Effect<void, E, R> =>
+      Effect.acquireUseRelease(
+        // Forked from the acquire (uninterruptible): made interruptible, or it could never be stopped.
+        Effect.forkDaemon(Effect.interruptible(Effect.zipRight(work, Effect.never))),
+        (fiber) => Effect.raceFirst(Fiber.join(fiber), awaitLeadership(false)),
+        (fiber) => Fiber.interrupt(fiber)
+      )
+
     const runWhenLeader = <A, E, R>(work: Effect.Effect<A, E, R>): Effect.Effect<never, E, R> =>
       Effect.scoped(
         Effect.gen(function*() {
           yield* RcRef.get(running)
           while (true) {
             yield* awaitLeadership(true)
-            yield* Effect.raceFirst(Effect.zipRight(work, Effect.never), awaitLeadership(false))
+            yield* term(work)
           }
         })
       )

@@ -194,6 +194,30 @@ describe("LeaderElection: one candidate", () => {
       })
     ))
 
+  it.scoped("interrupted, it waits for the work to finish draining, and only then releases the lease", () =>
+    scoped(
+      Effect.gen(function*() {
+        const le = yield* elector("a")
+        const holderAfterDrain = yield* Ref.make<string | undefined>(undefined)
+        // A drain of 3 s, as the deletion loop's on SIGTERM: the lease must stay ours meanwhile.
+        const work = Effect.never.pipe(
+          Effect.onInterrupt(() => Effect.zipRight(Effect.sleep("3 seconds"), Effect.flatMap(leaseSpec, (l) => Ref.set(holderAfterDrain, l.holderIdentity))))
+        )
+        const fiber = yield* Effect.fork(le.runWhenLeader(work))
+        yield* settle
+        const stopping = yield* Effect.fork(Fiber.interrupt(fiber))
+        yield* advance("2 seconds")
+        expect(stopping.unsafePoll()).toBeNull()
+        expect(yield* le.isLeader).toBe(true)
+        expect((yield* leaseSpec).holderIdentity).toBe("a")
+        yield* advance("1 second")
+        yield* Fiber.join(stopping)
+        expect(yield* Ref.get(holderAfterDrain)).toBe("a")
+        expect((yield* leaseSpec).holderIdentity).toBe("")
+        expect(yield* le.isLeader).toBe(false)
+      })
+    ))
+
   it.scoped("a release that hangs gives up after renewDeadline, so shutdown is bounded", () =>
     scoped(
       Effect.gen(function*() {
