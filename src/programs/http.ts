@@ -38,6 +38,8 @@ export const serveEndpoints = (ready: Effect.Effect<boolean>) =>
     const config = yield* ControllerConfig
     const metrics = yield* Metrics
     const text = (status: number, body: string) => ({ status, type: "text/plain; charset=utf-8", body })
+    // Registered before the servers, so it runs once both have closed (a shutdown's progress).
+    yield* Effect.addFinalizer(() => Effect.logInfo("stopped serving probes and metrics"))
     if (config.healthPort > 0) {
       yield* serve(config.healthPort, config.bindAddress, {
         "/healthz": () => Effect.succeed(text(200, "ok\n")),

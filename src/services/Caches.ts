@@ -94,6 +94,8 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
   Effect.gen(function* () {
     const config = yield* ControllerConfig
     const pageSize = config.pageSize
+    // Registered first, so it runs once every informer below has stopped (a shutdown's progress).
+    yield* Effect.addFinalizer(() => Effect.logInfo("informers stopped"))
     const pods = yield* makeInformer<PodProjection>({
       resource: R.Pods,
       transform: projectPod,

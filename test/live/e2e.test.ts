@@ -331,6 +331,16 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
 
         expect(yield* Effect.promise(() => before.stop())).toEqual({ code: 0, signal: null })
         expect(logsWith(before, "released leadership")).toHaveLength(1)
+        // The shutdown's steps, in order: what a hang's last line is read against.
+        const steps = [
+          "deletion loop stopping: no new work, waiting for in-flight reconciles",
+          "deletion loop stopped",
+          "leader election stopping",
+          "released leadership",
+          "stopped serving probes and metrics",
+          "informers stopped"
+        ]
+        expect(before.logs().filter((l) => steps.includes(l.message)).map((l) => l.message)).toEqual(steps)
         expect(yield* leaseHolder(POOLS)).toBe("")
         yield* deletePod(pods[0]!)
         yield* deletePod(pods[2]!)
