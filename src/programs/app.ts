@@ -13,6 +13,7 @@ import { type ParsedCli, configProvider, helpText, parseCli } from "./cli.ts"
 import { demoLayer, story } from "./demo.ts"
 import { stores, withKubeApi } from "./layers.ts"
 import { runController } from "./run.ts"
+import { armShutdownDeadline } from "./shutdown.ts"
 
 const LEVELS: Record<string, LogLevel.LogLevel> = {
   debug: LogLevel.Debug,
@@ -49,7 +50,9 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
   Effect.gen(function* () {
     switch (cli.command) {
       case "run": {
-        yield* runController.pipe(Effect.provide(withKubeApi(layerLive, Metrics.layerWithProcess).pipe(Layer.provideMerge(configLayers))))
+        yield* Effect.scoped(Effect.zipRight(armShutdownDeadline(), runController)).pipe(
+          Effect.provide(withKubeApi(layerLive, Metrics.layerWithProcess).pipe(Layer.provideMerge(configLayers)))
+        )
         return 0
       }
       case "audit": {

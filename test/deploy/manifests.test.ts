@@ -14,6 +14,7 @@ import { describe, expect, it } from "vitest"
 import { parseAllDocuments } from "yaml"
 import { config } from "../../src/services/ControllerConfig.ts"
 import * as R from "../../src/services/resources.ts"
+import { TEARDOWN_MARGIN } from "../../src/programs/shutdown.ts"
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 const DEPLOY = join(ROOT, "deploy")
@@ -321,8 +322,10 @@ suite(title, () => {
     const ports = new Map((c["ports"] as Array<Obj>).map((p) => [p["name"], p["containerPort"]]))
     expect(cfg.healthPort).toBe(ports.get("health"))
     expect(cfg.metricsPort).toBe(ports.get("metrics"))
-    // SIGTERM → drain for at most SHUTDOWN_TIMEOUT → release the lease: the kubelet must wait longer.
-    expect(podSpec()["terminationGracePeriodSeconds"]).toBeGreaterThan(Duration.toSeconds(cfg.shutdownTimeout))
+    // SIGTERM → drain for at most SHUTDOWN_TIMEOUT → release the lease within RENEW_DEADLINE →
+    // the rest, or the controller's own exit at its deadline: the kubelet must wait longer.
+    const ownDeadline = Duration.sum(Duration.sum(cfg.shutdownTimeout, cfg.renewDeadline), TEARDOWN_MARGIN)
+    expect(podSpec()["terminationGracePeriodSeconds"]).toBeGreaterThan(Duration.toSeconds(ownDeadline))
     // The Role grants get/update on the Lease by name: it must be the one the controller uses.
     const role = one(objects, "Role")
     const named = (role["rules"] as Array<Obj>).filter((r) => r["resources"].includes("leases") && r["resourceNames"] !== undefined)
