@@ -39,7 +39,9 @@ export const EVENT_SLOTS_PER_WORKER = 2
  * cached, 145 MiB after start-up became 245 MiB once 300 pods were freed, and stayed
  * (bench/rss-probe.ts with PROBE_BURST). Once this many pods were processed and the queue then
  * stayed empty, with no Event left to write, for RECLAIM_IDLE_MS, the heap is given back
- * (memory.ts). Steady churn, which never leaves the queue idle that long, is left to V8.
+ * (memory.ts). Idle means no deletion arrived and no batch finished for that long, and the
+ * queue and the Events were empty at every check meanwhile. Steady churn, which never leaves the
+ * loop idle that long, is left to V8.
  */
 export const RECLAIM_AFTER_PODS = 100
 export const RECLAIM_IDLE_MS = 2_000
@@ -196,9 +198,12 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
       const eventSlots = yield* Effect.makeSemaphore(EVENT_SLOTS_PER_WORKER * config.workers)
       // When each deletion arrived, until a worker first takes it: the queue-wait histogram.
       const observedAt = new Map<string, number>()
+      // When a deletion last arrived or a batch last finished (ms): the idle time before a reclaim.
+      let lastActivity = 0
       yield* Effect.forkScoped(
         Stream.runForEach(deletions, (pod) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => {
+            lastActivity = now
             const key = queueKey(pod)
             if (!observedAt.has(key)) observedAt.set(key, now)
             return queue.add(key, pod)
@@ -216,6 +221,7 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
           if (Option.isNone(batch)) return
           yield* processBatch(queue, batch.value, observedAt, background, eventSlots)
           processedSinceReclaim += batch.value.length
+          lastActivity = yield* Clock.currentTimeMillis
         }
       })
       for (let i = 0; i < config.workers; i++) yield* Effect.forkScoped(worker)
@@ -234,7 +240,10 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
             const now = yield* Clock.currentTimeMillis
             if (busy) idleSince = undefined
             else idleSince ??= now
-            if (idleSince === undefined || processedSinceReclaim < RECLAIM_AFTER_PODS || now - idleSince < RECLAIM_IDLE_MS) return
+            // Sampled idleness alone is not enough: a steady stream handled in a few ms per pod looks
+            // idle at almost every sample, and collecting (0.1-0.2 s) in the middle of it is a pause.
+            const quiet = idleSince !== undefined && now - idleSince >= RECLAIM_IDLE_MS && now - lastActivity >= RECLAIM_IDLE_MS
+            if (!quiet || processedSinceReclaim < RECLAIM_AFTER_PODS) return
             processedSinceReclaim = 0
             yield* reclaimMemory("mass deletion")
           }),

@@ -352,6 +352,30 @@ describe("deletion loop: batching", () => {
     )
   })
 
+  it.live(`a steady stream of deletions is never paused for a reclaim; the reclaim comes once it stops for ${RECLAIM_IDLE_MS} ms`, () => {
+    const reclaims: Array<number> = []
+    const logger = Logger.make(({ message }) => {
+      if ((Array.isArray(message) ? message : [message]).join(" ") === "returned unused heap memory to the operating system") reclaims.push(Date.now())
+    })
+    const n = RECLAIM_AFTER_PODS + 50
+    return inWorld({ workers: 4 })(
+      Effect.gen(function* () {
+        const { pods } = yield* loopWithPods("10.114.0.0/22", named("s", n))
+        // One deletion every 60 ms: each is handled in a few ms, so the loop looks idle at most
+        // of its 500 ms checks, but it never is for 2 s. Past RECLAIM_AFTER_PODS, mid-stream.
+        for (const p of pods) {
+          yield* deleteAtOnce([p])
+          yield* Effect.sleep("60 millis")
+        }
+        const streamEnded = Date.now()
+        yield* metricReaches("ips_freed_total", { trigger: "deletion" }, n)
+        expect(reclaims).toEqual([])
+        yield* eventually(Effect.filterOrFail(Effect.sync(() => reclaims.length), (k) => k === 1, (k) => `${k} reclaims so far`))
+        expect(reclaims[0]! - streamEnded).toBeGreaterThanOrEqual(RECLAIM_IDLE_MS - 100)
+      }).pipe(Effect.provide(Logger.add(logger)))
+    )
+  }, 30_000)
+
   it.live(`a batch of ${GATHER_FROM} or more waits the batch window and takes in what arrives meanwhile`, () =>
     Effect.scoped(
       Effect.gen(function* () {
