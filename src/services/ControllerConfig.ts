@@ -4,7 +4,7 @@
  */
 import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
-import { Config, type ConfigError, Context, Duration, Layer, Option } from "effect"
+import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
 
 export interface ControllerConfigShape {
   /** Namespace of IPPools and OverlappingRangeIPReservations (`WHEREABOUTS_NAMESPACE`). */
@@ -92,8 +92,29 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   Config.map(({ leaseNamespaceOverride, podNamespace, ...rest }) => ({
     ...rest,
     leaseNamespace: Option.getOrElse(Option.orElse(leaseNamespaceOverride, () => podNamespace), () => rest.namespace)
-  }))
+  })),
+  // Refused at start-up, with the values, rather than when the elector is built.
+  Config.mapOrFail((c) => {
+    const problem = c.leaderElect ? leaseTimingsProblem(c) : undefined
+    return problem === undefined ? Either.right(c) : Either.left(ConfigError.InvalidData([], problem))
+  })
 )
+
+/** client-go's wait.JitterUntil factor: a candidate's retries are spread over up to 2.2 × retryPeriod. */
+export const JITTER_FACTOR = 1.2
+
+/**
+ * What client-go's leader election refuses: a leader must give up (renewDeadline) before anyone
+ * may take over (leaseDuration), and have had more than one jittered retry by then.
+ */
+export const leaseTimingsProblem = (c: Pick<ControllerConfigShape, "leaseDuration" | "renewDeadline" | "retryPeriod">): string | undefined => {
+  const [lease, renew, retry] = [c.leaseDuration, c.renewDeadline, c.retryPeriod].map(Duration.toMillis) as [number, number, number]
+  if (lease > renew && renew > JITTER_FACTOR * retry && retry > 0) return undefined
+  return (
+    "leader election needs LEASE_DURATION > RENEW_DEADLINE > 1.2 × RETRY_PERIOD > 0 " +
+    `(got ${Duration.format(c.leaseDuration)}, ${Duration.format(c.renewDeadline)}, ${Duration.format(c.retryPeriod)})`
+  )
+}
 
 /** Defaults for tests and the demo; override what matters. */
 export const defaults = (overrides: Partial<ControllerConfigShape> = {}): ControllerConfigShape => ({

@@ -24,7 +24,7 @@ import {
   Stream,
   SubscriptionRef
 } from "effect"
-import { ControllerConfig } from "./ControllerConfig.ts"
+import { ControllerConfig, JITTER_FACTOR, leaseTimingsProblem } from "./ControllerConfig.ts"
 import { KubeApi, type KubeObject, objectKey } from "./KubeApi.ts"
 import { Leases, apiVersionOf } from "./resources.ts"
 
@@ -47,7 +47,7 @@ export class LeaderElection extends Context.Tag("whereabouts-controller/LeaderEl
 >() {}
 
 /** client-go's wait.JitterUntil factor for retries while not leading. */
-export const JITTER_FACTOR = 1.2
+export { JITTER_FACTOR }
 
 /** metav1.MicroTime: "2006-01-02T15:04:05.000000Z". */
 export const formatMicroTime = (nanos: bigint): string => {
@@ -112,12 +112,9 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
     const leaseDurationMillis = Duration.toMillis(config.leaseDuration)
     const renewDeadlineMillis = Duration.toMillis(config.renewDeadline)
     const retryMillis = Duration.toMillis(config.retryPeriod)
-    if (leaseDurationMillis <= renewDeadlineMillis || renewDeadlineMillis <= JITTER_FACTOR * retryMillis || retryMillis <= 0) {
-      return yield* Effect.dieMessage(
-        "leader election needs leaseDuration > renewDeadline > 1.2 × retryPeriod > 0 " +
-          `(got ${Duration.format(config.leaseDuration)}, ${Duration.format(config.renewDeadline)}, ${Duration.format(config.retryPeriod)})`
-      )
-    }
+    // The configuration refuses these at start-up; a config built in code is checked here.
+    const problem = leaseTimingsProblem(config)
+    if (problem !== undefined) return yield* Effect.dieMessage(problem)
     const leaseDurationSeconds = Math.max(1, Math.floor(leaseDurationMillis / 1000))
     const leader = yield* SubscriptionRef.make(false)
 

@@ -35,6 +35,16 @@ describe("command line", () => {
     expect(JSON.stringify(bad)).toContain("WORKERS")
   })
 
+  it("refuses lease timings client-go refuses, at start-up, with the values; not without leader election", () => {
+    const read = (args: ReadonlyArray<string>) => Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli([...args]))))
+    const bad = read(["--lease-duration", "10 seconds", "--renew-deadline", "10 seconds"])
+    expect(bad._tag).toBe("Failure")
+    expect(JSON.stringify(bad)).toContain("LEASE_DURATION > RENEW_DEADLINE > 1.2 × RETRY_PERIOD > 0 (got 10s, 10s, 2s)")
+    expect(read(["--renew-deadline", "2 seconds"])._tag).toBe("Failure") // not above 1.2 × 2 s
+    expect(read(["--renew-deadline", "3 seconds"])._tag).toBe("Success")
+    expect(read(["--no-leader-elect", "--lease-duration", "1 second"])._tag).toBe("Success")
+  })
+
   it("--help documents every option with its environment variable", () => {
     const help = helpText()
     for (const o of OPTIONS) {
