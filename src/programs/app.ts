@@ -3,13 +3,13 @@
  * SIGTERM/SIGINT interrupt the program, which stops taking work, drains and releases its lease.
  */
 import { readFileSync } from "node:fs"
-import { Cause, Config, Effect, Exit, Fiber, Layer, Logger, LogLevel } from "effect"
+import { Cause, Config, ConfigError, Effect, Exit, Fiber, Layer, Logger, LogLevel } from "effect"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
 import { layerLive } from "../services/KubeApiLive.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import { type ParsedCli, configProvider, helpText, parseCli } from "./cli.ts"
+import { type ParsedCli, configProvider, describeConfigError, helpText, parseCli } from "./cli.ts"
 import { demoLayer, story } from "./demo.ts"
 import { stores, withKubeApi } from "./layers.ts"
 import { runController } from "./run.ts"
@@ -101,7 +101,14 @@ const main = (argv: ReadonlyArray<string>): void => {
     if (Exit.isSuccess(exit)) process.exit(exit.value)
     if (Cause.isInterruptedOnly(exit.cause)) process.exit(0)
     const failure = Cause.failureOption(exit.cause)
-    const message = failure._tag === "Some" ? (failure.value instanceof Error ? failure.value.message : String(failure.value)) : Cause.pretty(exit.cause)
+    const message =
+      failure._tag === "None"
+        ? Cause.pretty(exit.cause)
+        : ConfigError.isConfigError(failure.value)
+          ? `invalid configuration: ${describeConfigError(failure.value)}`
+          : failure.value instanceof Error
+            ? failure.value.message
+            : String(failure.value)
     process.stderr.write(`whereabouts-controller: ${message}\n`)
     process.exit(1)
   })

@@ -4,7 +4,7 @@
  * the environment, which wins over defaults.
  */
 import { parseArgs } from "node:util"
-import { ConfigProvider } from "effect"
+import { type ConfigError, ConfigProvider } from "effect"
 
 export interface OptionSpec {
   readonly flag: string
@@ -112,4 +112,28 @@ export const helpText = (command?: Command): string => {
     "",
     "Durations are written like \"500 millis\", \"30 seconds\", \"2 minutes\"."
   ].join("\n")
+}
+
+/**
+ * A configuration error as one line per key: "WORKERS: Expected an integer value but received
+ * "zero"". effect's own rendering also lists, for every option with a default, the "missing"
+ * alternative the default stands for, which reads as if the option were required.
+ */
+export const describeConfigError = (error: ConfigError.ConfigError): string => {
+  const leaves: Array<{ readonly key: string; readonly missing: boolean; readonly message: string }> = []
+  const walk = (e: ConfigError.ConfigError): void => {
+    switch (e._op) {
+      case "And":
+      case "Or":
+        walk(e.left)
+        walk(e.right)
+        return
+      default:
+        leaves.push({ key: e.path.join("."), missing: e._op === "MissingData", message: e.message })
+    }
+  }
+  walk(error)
+  const wrong = new Set(leaves.filter((l) => !l.missing).map((l) => l.key))
+  const lines = leaves.filter((l) => !(l.missing && wrong.has(l.key))).map((l) => (l.key === "" ? l.message : `${l.key}: ${l.message}`))
+  return [...new Set(lines)].join("; ")
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { OPTIONS, configProvider, helpText, parseCli } from "../../src/programs/cli.ts"
+import { OPTIONS, configProvider, describeConfigError, helpText, parseCli } from "../../src/programs/cli.ts"
 import { config } from "../../src/services/ControllerConfig.ts"
 
 describe("command line", () => {
@@ -43,6 +43,18 @@ describe("command line", () => {
     expect(read(["--renew-deadline", "2 seconds"])._tag).toBe("Failure") // not above 1.2 × 2 s
     expect(read(["--renew-deadline", "3 seconds"])._tag).toBe("Success")
     expect(read(["--no-leader-elect", "--lease-duration", "1 second"])._tag).toBe("Success")
+  })
+
+  it("a configuration error reads as one line per key, without the defaults' 'missing' alternatives", () => {
+    const error = (args: ReadonlyArray<string>) => {
+      const exit = Effect.runSyncExit(Effect.flip(Effect.withConfigProvider(config, configProvider(parseCli([...args])))))
+      if (exit._tag === "Failure") throw new Error("the configuration was read")
+      return describeConfigError(exit.value)
+    }
+    expect(error(["--workers", "zero", "--retry-base-delay", "soon"])).toBe(
+      'WORKERS: Expected an integer value but received "zero"; RETRY_BASE_DELAY: Expected a duration but received "soon"'
+    )
+    expect(error(["--renew-deadline", "20 seconds"])).toBe("leader election needs LEASE_DURATION > RENEW_DEADLINE > 1.2 × RETRY_PERIOD > 0 (got 15s, 20s, 2s)")
   })
 
   it("--help documents every option with its environment variable", () => {
