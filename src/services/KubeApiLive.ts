@@ -13,7 +13,7 @@ import { KubeApi, type KubeApiShape, type KubeObject, type ListResult, type Read
 import { KubeError } from "./KubeError.ts"
 import { type Resource, apiVersionOf, resourcePath } from "./resources.ts"
 import { type KubeConfigError, errorText, resolveKubeConfig, sourcesFrom } from "./live/kubeconfig.ts"
-import { type Transport, errorFromFailure, errorFromResponse, makeRateLimiter, makeTransport, targetOf } from "./live/transport.ts"
+import { type Transport, errorFromFailure, errorFromResponse, makeRateLimiter, makeTransport, retryAfterSeconds, targetOf } from "./live/transport.ts"
 import { isKubeObject, isObject, watchEvents } from "./live/watch.ts"
 
 export * from "./live/kubeconfig.ts"
@@ -42,6 +42,8 @@ const acceptFor = (options: ReadOptions | undefined, list = false): { readonly a
   options?.metadataOnly === true ? { accept: list ? ACCEPT_METADATA_LIST : ACCEPT_METADATA } : {}
 
 const USER_AGENT = "whereabouts-controller"
+/** Retries of one request the API server asked for with Retry-After (client-go allows 10). */
+export const MAX_RETRY_AFTER = 3
 
 const urlOf = (server: string, p: string, query: Request["query"] = {}): string => {
   const params = new URLSearchParams()
@@ -81,25 +83,45 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
       }))
     )
 
-  /** The parsed JSON body of a 2xx answer (undefined when empty). */
-  const send = (req: Request): Effect.Effect<unknown, KubeError> =>
+  /** One attempt, through the limiter: the answer's status, body and Retry-After. */
+  const attempt = (req: Request) =>
     limiter(
       Effect.gen(function* () {
         const url = urlOf(transport.server, req.path, req.query)
         const headers = yield* headersFor(req, url)
         const body = req.body === undefined ? {} : { body: JSON.stringify(req.body) }
-        const res = yield* Effect.tryPromise({
+        return yield* Effect.tryPromise({
           try: async (signal) => {
             const r = await fetch(url, { method: req.method, headers, ...body, dispatcher: transport.dispatcher, signal })
-            return { status: r.status, text: await r.text() }
+            return { status: r.status, text: await r.text(), retryAfter: r.headers.get("retry-after") }
           },
           catch: (e) => errorFromFailure(req.verb, req.target, e)
         }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => timedOut(req.verb, req.target) }))
-        if (res.status < 200 || res.status > 299) return yield* Effect.fail(errorFromResponse(req.verb, req.target, res.status, res.text))
-        if (res.text === "") return undefined
-        return yield* Effect.try({ try: () => JSON.parse(res.text) as unknown, catch: () => malformed(req.verb, req.target, "body is not JSON") })
       })
     )
+
+  /**
+   * The parsed JSON body of a 2xx answer (undefined when empty). A 429 or 5xx with Retry-After is
+   * tried again after that many seconds, up to MAX_RETRY_AFTER times, as client-go does: the
+   * server said when (API Priority and Fairness rejects before handling, so a write is safe to
+   * repeat). Without the header, or once the retries are spent, the error goes to the caller.
+   */
+  const send = (req: Request): Effect.Effect<unknown, KubeError> =>
+    Effect.gen(function* () {
+      for (let retries = 0; ; retries++) {
+        const res = yield* attempt(req)
+        if (res.status >= 200 && res.status <= 299) {
+          if (res.text === "") return undefined
+          return yield* Effect.try({ try: () => JSON.parse(res.text) as unknown, catch: () => malformed(req.verb, req.target, "body is not JSON") })
+        }
+        const wait = retryAfterSeconds(res.status, res.retryAfter)
+        if (wait === undefined || retries >= MAX_RETRY_AFTER || Duration.lessThan(timeout, Duration.seconds(wait))) {
+          return yield* Effect.fail(errorFromResponse(req.verb, req.target, res.status, res.text))
+        }
+        yield* Effect.logDebug(`${req.verb} ${req.target}: HTTP ${res.status}, retrying after ${wait} s as the API server asked`)
+        yield* Effect.sleep(Duration.seconds(wait))
+      }
+    })
 
   const object = (req: Request, r: Resource) =>
     Effect.flatMap(send(req), (u) =>

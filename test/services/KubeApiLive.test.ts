@@ -349,6 +349,44 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       expect(refused.detail).toContain("ECONNREFUSED")
     }).pipe(Effect.provide(fakeApi({ requestTimeout: Duration.millis(300) }))))
 
+  it.live("429 and 5xx with Retry-After: tried again after that many seconds (a create too), at most MAX_RETRY_AFTER times; without it, the error at once", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const status = (code: number, message: string) => ({ kind: "Status", status: "Failure", message, code })
+      let refusals = 1
+      serve((req, res, body) => {
+        if (req.url?.includes("/pods/bare")) return json(res, 429, status(429, "too many requests, no hint"))
+        if (req.url?.includes("/pods/always")) return res.writeHead(503, { "Retry-After": "0", "Content-Type": "application/json" }).end(JSON.stringify(status(503, "busy")))
+        if (refusals-- > 0) return res.writeHead(429, { "Retry-After": "1", "Content-Type": "application/json" }).end(JSON.stringify(status(429, "too many requests")))
+        return json(res, 201, { ...(JSON.parse(body || "{}") as object), metadata: { name: "p", namespace: "ns", resourceVersion: "1" } })
+      })
+      const started = Date.now()
+      const created = yield* api.create(R.IPPools, "ns", { metadata: { name: "p" }, spec: { range: "10.0.0.0/24", allocations: {} } })
+      expect(created.metadata.resourceVersion).toBe("1")
+      expect(fake.seen.map((r) => r.method)).toEqual(["POST", "POST"])
+      expect(Date.now() - started).toBeGreaterThanOrEqual(950)
+
+      serve(fake.handler!)
+      expect(yield* Effect.flip(api.get(R.Pods, "ns", "bare"))).toMatchObject({ reason: "TooManyRequests", status: 429 })
+      expect(fake.seen).toHaveLength(1)
+
+      serve(fake.handler!)
+      expect(yield* Effect.flip(api.get(R.Pods, "ns", "always"))).toMatchObject({ reason: "Unavailable", status: 503, detail: "busy" })
+      expect(fake.seen).toHaveLength(1 + live().MAX_RETRY_AFTER)
+    }).pipe(Effect.provide(fakeApi())))
+
+  it("Retry-After is read from 429 and 5xx answers, in whole seconds only", () => {
+    const { retryAfterSeconds } = live()
+    expect([retryAfterSeconds(429, "3"), retryAfterSeconds(503, " 0 "), retryAfterSeconds(500, "12")]).toEqual([3, 0, 12])
+    expect([retryAfterSeconds(409, "3"), retryAfterSeconds(429, null), retryAfterSeconds(429, "soon"), retryAfterSeconds(429, "-1"), retryAfterSeconds(503, "Wed, 21 Oct 2026 07:28:00 GMT")]).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined
+    ])
+  })
+
   const watchWith = (lines: ReadonlyArray<string>, end: "close" | "hang" = "close") =>
     serve((_req, res) => {
       res.writeHead(200, { "Content-Type": "application/json" })

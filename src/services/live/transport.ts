@@ -31,6 +31,17 @@ export const errorFromResponse = (verb: string, target: string, status: number, 
   return new KubeError({ reason: reasonForStatus(status, verb), verb, target, status, detail: detail.slice(0, MAX_DETAIL) })
 }
 
+/**
+ * How long the server asked us to wait before trying again: the Retry-After of a 429 or 5xx
+ * answer, in whole seconds (the form kube-apiserver sends, e.g. API Priority and Fairness's
+ * rejections), as client-go reads it; undefined when there is none or it is not a number.
+ */
+export const retryAfterSeconds = (status: number, header: string | null | undefined): number | undefined => {
+  if (status !== 429 && status < 500) return undefined
+  if (header === null || header === undefined || !/^\d{1,6}$/.test(header.trim())) return undefined
+  return Number(header.trim())
+}
+
 /** A request that got no HTTP answer: network and TLS failures are Unavailable, undici's timeouts Timeout. */
 export const errorFromFailure = (verb: string, target: string, failure: unknown): KubeError => {
   const messages: Array<string> = []
