@@ -9,6 +9,9 @@
  *   node bench/rss-probe.ts [variant ...]     variants: image (default), image-tsc, no-malloc-env,
  *                                             v8-young, semi4, optimize-for-size
  *   PROBE_BURST=n (one variant): then deletes n pods and reads the RSS once they are freed.
+ *   PROBE_CHURN=r (one variant): then deletes r pods a second, one at a time, for
+ *   PROBE_CHURN_SECONDS (300), reading the RSS every 30 s: steady churn, which never leaves the
+ *   deletion loop idle long enough for its reclaim after a mass deletion.
  *   PROBE_SNAPSHOT=0 skips the heap snapshot; the RSS is also read 20 and 50 s later, with where
  *   it lives (/proc/<pid>/smaps: V8's pages, glibc's arenas, the node binary).
  */
@@ -16,7 +19,7 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
-import { Effect } from "effect"
+import { Effect, ManagedRuntime } from "effect"
 import { startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
@@ -55,6 +58,10 @@ const snapshot = process.env["PROBE_SNAPSHOT"] !== "0"
 const burst = Number(process.env["PROBE_BURST"] ?? 0)
 const chosen = process.argv.slice(2).length > 0 ? process.argv.slice(2) : ["image", "image-tsc"]
 if (burst > 0 && chosen.length !== 1) throw new Error("PROBE_BURST deletes pods of the world: give one variant")
+/** PROBE_CHURN=r: deletions per second, one at a time, for PROBE_CHURN_SECONDS. */
+const churnRate = Number(process.env["PROBE_CHURN"] ?? 0)
+const churnSeconds = Number(process.env["PROBE_CHURN_SECONDS"] ?? 300)
+if (churnRate > 0 && chosen.length !== 1) throw new Error("PROBE_CHURN deletes pods of the world: give one variant")
 for (const v of chosen) if (!(v in VARIANTS)) throw new Error(`unknown variant ${v}; known: ${Object.keys(VARIANTS).join(", ")}`)
 const pods = Number(process.env["PROBE_PODS"] ?? 10_000)
 const log = (line: string) => process.stderr.write(`[rss-probe] ${line}\n`)
@@ -113,6 +120,34 @@ try {
         for (const wait of [10_000, 50_000]) {
           await sleep(wait)
           log(`${variant}: VmRSS ${MiB(p.memory().rss)} ${wait / 1000} s later`)
+        }
+      }
+      if (churnRate > 0) {
+        const n = Math.floor(churnRate * churnSeconds)
+        if (burst + n > pods) throw new Error(`PROBE_CHURN needs ${burst + n} pods; the world has ${pods}`)
+        const driver = ManagedRuntime.make(driverLayer(plane))
+        const freedBefore = sum(await p.scrape(), "whereabouts_controller_ips_freed_total")
+        const start = Date.now()
+        let nextReading = start + 30_000
+        log(`${variant}: churn, ${churnRate} deletions/s for ${churnSeconds} s: VmRSS ${MiB(p.memory().rss)} at the start`)
+        for (let i = 0; i < n; i++) {
+          await driver.runPromise(deleteAll([{ namespace: RSS_NAMESPACE, name: `web-${burst + i}` }]))
+          if (Date.now() >= nextReading) {
+            const freed = sum(await p.scrape(), "whereabouts_controller_ips_freed_total") - freedBefore
+            log(`${variant}: churn at ${((Date.now() - start) / 1000).toFixed(0)} s, ${i + 1} deleted, ${freed} addresses freed: VmRSS ${MiB(p.memory().rss)} (peak ${MiB(p.memory().hwm)})`)
+            nextReading += 30_000
+          }
+          await sleep(Math.max(0, start + ((i + 1) * 1000) / churnRate - Date.now()))
+        }
+        await driver.dispose()
+        await waitMetric(p, (m) => sum(m, "whereabouts_controller_ips_freed_total") >= freedBefore + n * 5, `${n} churned pods freed`, 300_000, 200)
+        log(`${variant}: churn done, all freed: VmRSS ${MiB(p.memory().rss)} (peak ${MiB(p.memory().hwm)})`)
+        for (const wait of [10_000, 50_000]) {
+          await sleep(wait)
+          const text = await p.metricsText()
+          const heap = (name: string) => MiB(Number(new RegExp(`^${name} (\\S+)`, "m").exec(text)?.[1] ?? Number.NaN))
+          log(`${variant}: VmRSS ${MiB(p.memory().rss)} ${wait / 1000} s later; heap ${heap("nodejs_heap_size_used_bytes")} used of ${heap("nodejs_heap_size_total_bytes")}`)
+          for (const k of smapsSummary(p.pid).byKind.slice(0, 4)) log(`  mapped ${k.kind}: ${MiB(k.rss)} (${k.mappings} mappings)`)
         }
       }
       if (!snapshot) continue
