@@ -127,10 +127,13 @@ const isAllocation = (u: unknown): u is IPAllocation => {
 }
 
 /** Turns a pool into its reservation list; bad offsets and entries are reported, never fatal. */
-export const parsePool = (pool: {
-  readonly metadata: { readonly name: string }
-  readonly spec: { readonly range: string; readonly allocations: Readonly<Record<string, unknown>> }
-}): ParsedPool => {
+export const parsePool = (
+  pool: {
+    readonly metadata: { readonly name: string }
+    readonly spec: { readonly range: string; readonly allocations: Readonly<Record<string, unknown>> }
+  },
+  previous?: ParsedPool
+): ParsedPool => {
   const { name } = pool.metadata
   const { range, allocations } = pool.spec
   const cidr = parseCidr(range)
@@ -141,6 +144,9 @@ export const parsePool = (pool: {
   const base = cidrAddress(cidr)
   const entries: Array<PoolEntry> = []
   const invalid: Array<InvalidEntry> = []
+  // A pool's update changes a few entries of thousands: the unchanged ones are the previous
+  // version's objects, so a cache that keeps the new version keeps no new copies of them.
+  const before = previous !== undefined && previous.range === range ? new Map(previous.entries.map((e) => [e.key, e] as const)) : undefined
   for (const key of keys) {
     const a = allocations[key]
     if (!decimal.test(key)) {
@@ -149,6 +155,11 @@ export const parsePool = (pool: {
     }
     if (!isAllocation(a)) {
       invalid.push({ key, reason: "allocation lacks a string id or a non-empty podref" })
+      continue
+    }
+    const same = before?.get(key)
+    if (same !== undefined && same.id === a.id && same.podref === a.podref && same.ifname === a.ifname) {
+      entries.push(same)
       continue
     }
     const offset = BigInt(key)

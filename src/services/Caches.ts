@@ -53,14 +53,17 @@ export const toNadRecord = (o: KubeObject): NadRecord => ({
 })
 
 /** Total: a pool whose spec is unreadable becomes a pool with no entries and every key reported. */
-export const toPoolRecord = (o: KubeObject): PoolRecord => {
+export const toPoolRecord = (o: KubeObject): PoolRecord => updatePoolRecord(o, undefined)
+
+/** toPoolRecord, with the unchanged entries taken from the cached version (see parsePool). */
+export const updatePoolRecord = (o: KubeObject, previous: PoolRecord | undefined): PoolRecord => {
   const spec = specOf(o)
   const allocations = typeof spec["allocations"] === "object" && spec["allocations"] !== null ? (spec["allocations"] as Record<string, unknown>) : {}
   return {
     name: o.metadata.name,
     uid: o.metadata.uid ?? "",
     resourceVersion: o.metadata.resourceVersion,
-    pool: parsePool({ metadata: { name: o.metadata.name }, spec: { range: str(spec["range"]) ?? "", allocations } })
+    pool: parsePool({ metadata: { name: o.metadata.name }, spec: { range: str(spec["range"]) ?? "", allocations } }, previous?.pool)
   }
 }
 
@@ -112,15 +115,18 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       versionOf: (n) => n.resourceVersion,
       pageSize
     })
-    const pools = yield* makeInformer<PoolRecord>({
+    // The pool's cached version, for updatePoolRecord to reuse its unchanged entries.
+    let cachedPool: (name: string) => PoolRecord | undefined = () => undefined
+    const pools: Informer<PoolRecord> = yield* makeInformer<PoolRecord>({
       resource: R.IPPools,
       namespace: config.namespace,
-      transform: toPoolRecord,
+      transform: (o) => updatePoolRecord(o, cachedPool(o.metadata.name)),
       keyOf: (p) => p.name,
       versionOf: (p) => p.resourceVersion,
       indexers: { [PODREF_INDEX]: (p) => [...new Set(p.pool.entries.map((e) => e.podref))] },
       pageSize
     })
+    cachedPool = (name) => Option.getOrUndefined(pools.get(name))
     const reservations = yield* makeInformer<ReservationRecord>({
       resource: R.OverlappingRangeIPReservations,
       namespace: config.namespace,

@@ -186,3 +186,44 @@ describe("toAllocations", () => {
     if (accepted) expect(Object.keys(allocations)).toStrictEqual([(x.value - base.value).toString()])
   })
 })
+
+describe("parsePool with the previous version", () => {
+  const v1 = { "1": alloc("ns/a", "net1"), "2": alloc("ns/b", "net1"), "3": alloc("ns/c"), x: alloc("ns/bad") }
+
+  it("keeps the previous version's objects for unchanged entries; changed, added and removed ones follow the new version", () => {
+    const before = pool("10.0.0.0/24", v1)
+    const v2 = { "1": alloc("ns/a", "net1"), "2": { ...alloc("ns/b", "net1"), id: "c-new" }, "4": alloc("ns/d"), x: alloc("ns/bad") }
+    const after = parsePool({ metadata: { name: "p" }, spec: { range: "10.0.0.0/24", allocations: v2 } }, before)
+    expect(after).toStrictEqual(pool("10.0.0.0/24", v2, "p"))
+    const byKey = (p: typeof after) => new Map(p.entries.map((e) => [e.key, e] as const))
+    expect(byKey(after).get("1")).toBe(byKey(before).get("1"))
+    expect(byKey(after).get("2")).not.toBe(byKey(before).get("2"))
+    expect(byKey(after).get("2")!.id).toBe("c-new")
+    expect(byKey(after).has("3")).toBe(false)
+  })
+
+  it("an interface name that appears or goes is a change; a new range reuses nothing", () => {
+    const before = pool("10.0.0.0/24", v1)
+    const ifnameGone = parsePool({ metadata: { name: "p" }, spec: { range: "10.0.0.0/24", allocations: { ...v1, "1": alloc("ns/a") } } }, before)
+    expect(ifnameGone.entries.find((e) => e.key === "1")!.ifname).toBeUndefined()
+    const moved = parsePool({ metadata: { name: "p" }, spec: { range: "10.0.1.0/24", allocations: v1 } }, before)
+    expect(moved.entries.find((e) => e.key === "1")!.ip).toEqual(ip("10.0.1.1"))
+    expect(moved.entries.some((e) => before.entries.includes(e))).toBe(false)
+  })
+
+  it("always equals parsing the new version alone", () => {
+    const entry = fc.record({ id: fc.constantFrom("c1", "c2"), podref: fc.constantFrom("ns/a", "ns/b"), ifname: fc.option(fc.constantFrom("net1", "net2"), { nil: undefined }) }).map((a) =>
+      a.ifname === undefined ? { id: a.id, podref: a.podref } : a
+    )
+    const allocations = fc.dictionary(fc.oneof(fc.integer({ min: 0, max: 20 }).map(String), fc.constantFrom("01", "x", "-1")), fc.oneof(entry, fc.constant({ podref: "" })), { maxKeys: 12 })
+    const range = fc.constantFrom("10.0.0.0/24", "10.0.0.0/28", "fd00::/120")
+    fc.assert(
+      fc.property(range, allocations, range, allocations, (r1, a1, r2, a2) => {
+        const before = parsePool({ metadata: { name: "p" }, spec: { range: r1, allocations: a1 } })
+        expect(parsePool({ metadata: { name: "p" }, spec: { range: r2, allocations: a2 } }, before)).toStrictEqual(
+          parsePool({ metadata: { name: "p" }, spec: { range: r2, allocations: a2 } })
+        )
+      })
+    )
+  })
+})

@@ -23,6 +23,25 @@ const start = Effect.gen(function* () {
 })
 
 describe("Caches on the in-memory cluster", () => {
+  it.scopedLive("a pool update keeps the cached version's objects for the entries it did not change", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const allocations = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [String(i + 1), { id: `c${i}`, podref: `ns/p${i}`, ifname: "net1" }]))
+      yield* api.create(R.IPPools, "kube-system", { metadata: { name: "10.0.0.0-24" }, spec: { range: "10.0.0.0/24", allocations } })
+      const { caches } = yield* start
+      const before = Option.getOrThrow(caches.pools.get("10.0.0.0-24"))
+      yield* api.patch(R.IPPools, "kube-system", "10.0.0.0-24", { type: "json", ops: [{ op: "remove", path: "/spec/allocations/7" }] })
+      const after = yield* eventually(
+        Effect.flatMap(Effect.sync(() => Option.getOrThrow(caches.pools.get("10.0.0.0-24"))), (p) =>
+          p.resourceVersion === before.resourceVersion ? Effect.fail("update not seen yet") : Effect.succeed(p)
+        )
+      )
+      expect(after.pool.entries).toHaveLength(49)
+      expect(after.pool.entries.filter((e) => before.pool.entries.includes(e))).toHaveLength(49)
+      expect(caches.pools.byIndex("podref", "ns/p6")).toEqual([])
+      expect(caches.pools.byIndex("podref", "ns/p7")).toEqual([after])
+    }).pipe(Effect.provide(world)))
+
   it.scopedLive("a relist after 410 reports the pods deleted while the watch was down", () =>
     Effect.gen(function* () {
       const api = yield* KubeApi
