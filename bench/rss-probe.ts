@@ -66,8 +66,13 @@ for (const v of chosen) if (!(v in VARIANTS)) throw new Error(`unknown variant $
 const pods = Number(process.env["PROBE_PODS"] ?? 10_000)
 const log = (line: string) => process.stderr.write(`[rss-probe] ${line}\n`)
 const MiB = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`
+/** One sample of a /metrics text; `series` is a regex of the name and labels. */
+const gauge = (text: string, series: string) => Number(new RegExp(`^${series} (\\S+)`, "m").exec(text)?.[1] ?? Number.NaN)
 
-execFileSync(path.join(ROOT, "node_modules/.bin/tsc"), ["-p", path.join(ROOT, "tsconfig.build.json"), "--outDir", path.join(ROOT, "bench/.build")], { cwd: ROOT, stdio: "inherit" })
+// tsc's output only for the variants that run it; the bundle for the rest.
+if (chosen.some((v) => VARIANTS[v]!.program === "tsc")) {
+  execFileSync(path.join(ROOT, "node_modules/.bin/tsc"), ["-p", path.join(ROOT, "tsconfig.build.json"), "--outDir", path.join(ROOT, "bench/.build")], { cwd: ROOT, stdio: "inherit" })
+}
 const BUNDLE = await bundle(path.join(ROOT, "bench/.build"))
 const plane = await startBenchPlane()
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
@@ -97,12 +102,11 @@ try {
       await sleep(10_000)
       const rss = p.memory()
       const text = await p.metricsText()
-      const metric = (name: string) => Number(new RegExp(`^${name} (\\S+)`, "m").exec(text)?.[1] ?? Number.NaN)
       log(`${variant}: VmRSS ${MiB(rss.rss)} (peak ${MiB(rss.hwm)})`)
-      for (const m of ["nodejs_heap_size_total_bytes", "nodejs_heap_size_used_bytes", "nodejs_external_memory_bytes"]) log(`  ${m} ${MiB(metric(m))}`)
+      for (const m of ["nodejs_heap_size_total_bytes", "nodejs_heap_size_used_bytes", "nodejs_external_memory_bytes"]) log(`  ${m} ${MiB(gauge(text, m))}`)
       for (const space of ["new", "old", "code", "large_object", "read_only", "trusted", "trusted_large_object"]) {
-        const total = Number(new RegExp(`^nodejs_heap_space_size_total_bytes\\{space="${space}"\\} (\\S+)`, "m").exec(text)?.[1] ?? Number.NaN)
-        const used = Number(new RegExp(`^nodejs_heap_space_size_used_bytes\\{space="${space}"\\} (\\S+)`, "m").exec(text)?.[1] ?? Number.NaN)
+        const total = gauge(text, `nodejs_heap_space_size_total_bytes\\{space="${space}"\\}`)
+        const used = gauge(text, `nodejs_heap_space_size_used_bytes\\{space="${space}"\\}`)
         if (Number.isFinite(total)) log(`  space ${space}: ${MiB(used)} used of ${MiB(total)}`)
       }
       for (const wait of [20_000, 30_000]) {
@@ -145,8 +149,7 @@ try {
         for (const wait of [10_000, 50_000]) {
           await sleep(wait)
           const text = await p.metricsText()
-          const heap = (name: string) => MiB(Number(new RegExp(`^${name} (\\S+)`, "m").exec(text)?.[1] ?? Number.NaN))
-          log(`${variant}: VmRSS ${MiB(p.memory().rss)} ${wait / 1000} s later; heap ${heap("nodejs_heap_size_used_bytes")} used of ${heap("nodejs_heap_size_total_bytes")}`)
+          log(`${variant}: VmRSS ${MiB(p.memory().rss)} ${wait / 1000} s later; heap ${MiB(gauge(text, "nodejs_heap_size_used_bytes"))} used of ${MiB(gauge(text, "nodejs_heap_size_total_bytes"))}`)
           for (const k of smapsSummary(p.pid).byKind.slice(0, 4)) log(`  mapped ${k.kind}: ${MiB(k.rss)} (${k.mappings} mappings)`)
         }
       }

@@ -198,7 +198,7 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
       const eventSlots = yield* Effect.makeSemaphore(EVENT_SLOTS_PER_WORKER * config.workers)
       // When each deletion arrived, until a worker first takes it: the queue-wait histogram.
       const observedAt = new Map<string, number>()
-      // When a deletion last arrived or a batch last finished (ms): the idle time before a reclaim.
+      // When a deletion last arrived, a batch last finished or a check found work (ms): the idle time before a reclaim.
       let lastActivity = 0
       yield* Effect.forkScoped(
         Stream.runForEach(deletions, (pod) =>
@@ -231,19 +231,17 @@ export const runDeletionLoop = <E, R>(onSynced: Effect.Effect<void, E, R> = Effe
           Schedule.spaced("1 second")
         )
       )
-      let idleSince: number | undefined
       yield* Effect.forkScoped(
         Effect.repeat(
           Effect.gen(function* () {
             // Background Events count: at the default QPS those of a mass deletion take a minute.
             const busy = (yield* queue.len) + (yield* queue.inFlight) + (yield* FiberSet.size(background)) > 0
             const now = yield* Clock.currentTimeMillis
-            if (busy) idleSince = undefined
-            else idleSince ??= now
-            // Sampled idleness alone is not enough: a steady stream handled in a few ms per pod looks
-            // idle at almost every sample, and collecting (0.1-0.2 s) in the middle of it is a pause.
-            const quiet = idleSince !== undefined && now - idleSince >= RECLAIM_IDLE_MS && now - lastActivity >= RECLAIM_IDLE_MS
-            if (!quiet || processedSinceReclaim < RECLAIM_AFTER_PODS) return
+            // A busy check is activity too. The checks alone are not enough: a steady stream handled
+            // in a few ms per pod looks idle at almost every one, and collecting (0.1-0.2 s) in the
+            // middle of it is a pause.
+            if (busy) lastActivity = now
+            if (busy || now - lastActivity < RECLAIM_IDLE_MS || processedSinceReclaim < RECLAIM_AFTER_PODS) return
             processedSinceReclaim = 0
             yield* reclaimMemory("mass deletion")
           }),

@@ -46,9 +46,6 @@ export class LeaderElection extends Context.Tag("whereabouts-controller/LeaderEl
   LeaderElectionShape
 >() {}
 
-/** client-go's wait.JitterUntil factor for retries while not leading. */
-export { JITTER_FACTOR }
-
 /** metav1.MicroTime: "2006-01-02T15:04:05.000000Z". */
 export const formatMicroTime = (nanos: bigint): string => {
   const seconds = new Date(Number(nanos / 1_000_000n)).toISOString().slice(0, 19)
