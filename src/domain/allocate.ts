@@ -204,11 +204,112 @@ export type AssignResult = {
 }
 
 /**
+ * One pass that usually does both jobs of an assignment: it asks the pool for offset 0, 1, 2, …
+ * from the range's first address (a numeric element lookup, no key string), checks every entry
+ * it meets against the request, and notes the first offset that is neither taken, excluded nor
+ * reserved elsewhere. It stops once it has met all `count` entries and found a free offset, or
+ * when the offsets it passed without an entry outnumber half the entries it met, plus 16 (a
+ * sparse pool: scanning the values is cheaper than walking on, and a lookup of a missing
+ * element is the slow kind). A pool filled lowest first (nothing below the range, up to a third
+ * of the addresses up to its last entry free again) is settled in one walk: `metAll` says no
+ * entry matches the request, `free` is the lowest free offset. Otherwise the caller scans the
+ * values (`metAll` false: an entry below the range or not a number, left unmet, or one that
+ * matches) and searches again (`free` undefined). Undefined when a lookup could pass 2^53.
+ */
+const walkPool = (
+  first: bigint,
+  last: bigint,
+  base: bigint,
+  allocations: Allocations,
+  count: number,
+  excluded: ReadonlyArray<Interval>,
+  alsoReserved: ReadonlyArray<IPAddress>,
+  request: AllocationRequest
+): { readonly metAll: boolean; readonly free: bigint | undefined } | undefined => {
+  const delta = first - base
+  // The walk never passes count entries plus half as many holes (and a few).
+  if (delta < 0n || delta + BigInt(count + Math.floor(count / 2) + 17) > SAFE) return undefined
+  const deltaNum = Number(delta)
+  const spanNum = last - first < SAFE ? Number(last - first) : Number.MAX_SAFE_INTEGER
+  const { podref, ifname } = request
+  let met = 0
+  let matched = false
+  let free = -1
+  let rel = 0
+  while (rel - met <= (met >> 1) + 16) {
+    // A run of taken offsets: the common case, kept to a lookup and a comparison per entry.
+    let at = deltaNum + rel
+    let a = allocations[at]
+    while (a !== undefined) {
+      if (a.podref === podref && (a.ifname ?? "") === ifname) matched = true
+      a = allocations[++at]
+    }
+    met += at - deltaNum - rel
+    rel = at - deltaNum
+    if (free < 0 && rel <= spanNum && !blockedAt(rel, first, excluded, alsoReserved)) free = rel
+    if (free >= 0 && met >= count) break
+    rel++
+  }
+  return { metAll: met === count && !matched, free: free < 0 ? undefined : BigInt(free) }
+}
+
+/** Whether an offset the pool leaves free is excluded or reserved elsewhere (both lists are short). */
+const blockedAt = (rel: number, first: bigint, excluded: ReadonlyArray<Interval>, alsoReserved: ReadonlyArray<IPAddress>): boolean => {
+  if (excluded.length === 0 && alsoReserved.length === 0) return false
+  const r = BigInt(rel)
+  return excluded.some(([lo, hi]) => lo <= r && r <= hi) || alsoReserved.some((ip) => ip.value === first + r)
+}
+
+/** The idempotency check over every entry: the first of this podref and ifname under a numeric key. */
+const findExisting = (
+  range: IpRange,
+  base: bigint,
+  allocations: Allocations,
+  values: ReadonlyArray<IPAllocation>,
+  request: AllocationRequest
+): AssignResult | undefined => {
+  let keys: ReadonlyArray<string> | undefined
+  const { podref, ifname } = request
+  for (let i = 0, n = values.length; i < n; i++) {
+    const a = values[i]!
+    if (a.podref !== podref || (a.ifname ?? "") !== ifname) continue
+    // Same order as Object.values (integer-like keys ascending, then the rest as inserted).
+    keys ??= Object.keys(allocations)
+    const key = keys[i]!
+    if (/^(0|[1-9][0-9]*)$/.test(key)) {
+      const entry = a.id === request.id ? a : { ...a, id: request.id }
+      return { ip: { family: range.cidr.family, value: base + BigInt(key) }, key, entry, existing: true }
+    }
+  }
+  return undefined
+}
+
+const exhausted = (range: IpRange, why: string) =>
+  Either.left(new AssignmentError({ range: range.range, message: `could not allocate IP in range ${range.range}: ${why}` }))
+
+/** The lowest free offset when the walk did not find it: the probe, or the search over every key. */
+const searchFree = (
+  first: bigint,
+  last: bigint,
+  base: bigint,
+  allocations: Allocations,
+  count: number,
+  excluded: ReadonlyArray<Interval>,
+  alsoReserved: ReadonlyArray<IPAddress>
+): bigint | undefined => {
+  const rel = probeLowestFree(first, last, base, allocations, count, excluded, alsoReserved)
+  if (rel !== BEYOND_SAFE) return rel
+  const reserved = relativeReserved(first, last, base, Object.keys(allocations), alsoReserved)
+  return lowestFreeOffset(last - first, reserved.near, excluded, reserved.far)
+}
+
+/**
  * Assigns an address from `range` into a pool whose `spec.range` is `poolCidr`:
  * the same podref+ifname gets its address back (id updated), else the lowest free one.
  * `alsoReserved` holds addresses taken elsewhere (overlapping-range reservations).
  * The pool is not copied: `withAssignment` builds the new allocation map for callers that
- * write the whole pool.
+ * write the whole pool. The rarer paths live in their own functions, so a first call compiles
+ * only what it runs.
  */
 export const assignIP = (
   range: IpRange,
@@ -221,32 +322,19 @@ export const assignIP = (
   // The values alone: pools decoded from JSON hold integer-like keys, which V8 keeps as elements,
   // so Object.keys would make a string of every one (the keys are read only on a match).
   const values = Object.values(allocations)
-  let keys: ReadonlyArray<string> | undefined
-  const { podref, ifname } = request
-  for (let i = 0, n = values.length; i < n; i++) {
-    const a = values[i]!
-    if (a.podref !== podref || (a.ifname ?? "") !== ifname) continue
-    // Same order as Object.values (integer-like keys ascending, then the rest as inserted).
-    keys ??= Object.keys(allocations)
-    const key = keys[i]!
-    if (/^(0|[1-9][0-9]*)$/.test(key)) {
-      const entry = a.id === request.id ? a : { ...a, id: request.id }
-      return Either.right({ ip: { family: range.cidr.family, value: base + BigInt(key) }, key, entry, existing: true })
-    }
-  }
   const bounds = allocatableBounds(range)
-  const exhausted = (why: string) =>
-    Either.left(new AssignmentError({ range: range.range, message: `could not allocate IP in range ${range.range}: ${why}` }))
-  if (bounds === undefined) return exhausted("the range has no usable addresses")
-  const { first, last } = bounds
-  const excluded = excludedIntervals(range.exclude, range.cidr.family, first, last)
-  let rel = probeLowestFree(first, last, base, allocations, values.length, excluded, alsoReserved)
-  if (rel === BEYOND_SAFE) {
-    const reserved = relativeReserved(first, last, base, keys ?? Object.keys(allocations), alsoReserved)
-    rel = lowestFreeOffset(last - first, reserved.near, excluded, reserved.far)
+  const excluded = bounds === undefined ? [] : excludedIntervals(range.exclude, range.cidr.family, bounds.first, bounds.last)
+  const walked = bounds === undefined ? undefined : walkPool(bounds.first, bounds.last, base, allocations, values.length, excluded, alsoReserved, request)
+  if (walked === undefined || !walked.metAll) {
+    const existing = findExisting(range, base, allocations, values, request)
+    if (existing !== undefined) return Either.right(existing)
   }
+  if (bounds === undefined) return exhausted(range, "the range has no usable addresses")
+  const { first, last } = bounds
+  const rel = walked?.free ?? searchFree(first, last, base, allocations, values.length, excluded, alsoReserved)
   if (rel === undefined) {
-    return exhausted(`every address from ${formatIP({ family: range.cidr.family, value: first })} to ${formatIP({ family: range.cidr.family, value: last })} is reserved or excluded`)
+    const at = (value: bigint) => formatIP({ family: range.cidr.family, value })
+    return exhausted(range, `every address from ${at(first)} to ${at(last)} is reserved or excluded`)
   }
   const ip = { family: range.cidr.family, value: first + rel }
   const key = (ip.value - base).toString()

@@ -165,7 +165,36 @@ const wideCase: fc.Arbitrary<Case> = fc
     }))
   })
 
+/** Pools whose entries belong to a few pods on two interfaces, and a request of one of them (or a new pod). */
+const ownedCase = smallCase.chain((c) =>
+  fc.record({
+    c: fc.constant(c),
+    owners: fc.array(fc.record({ pod: fc.integer({ min: 0, max: 3 }), ifname: fc.constantFrom<string | undefined>("net1", "net2", undefined) }), {
+      minLength: c.keys.length,
+      maxLength: c.keys.length
+    }),
+    request: fc.record({ pod: fc.integer({ min: 0, max: 4 }), ifname: fc.constantFrom("net1", "net2", "") })
+  })
+)
+
 describe("assignIP properties", () => {
+  it.prop("idempotent ADD: the first entry of the pod and ifname in Object.values order under a numeric key, else the lowest free address", [ownedCase], ([{ c, owners, request }]) => {
+    const allocations: Allocations = Object.fromEntries(
+      c.keys.map((k, i) => [k.toString(), { id: `c${k}`, podref: `ns/p${owners[i]!.pod}`, ...(owners[i]!.ifname === undefined ? {} : { ifname: owners[i]!.ifname }) }])
+    )
+    const wanted = { id: "new", podref: `ns/p${request.pod}`, ifname: request.ifname }
+    const result = assignIP(toRange(c), { family: c.family, address: c.base, prefix: c.prefix }, allocations, wanted, c.also.map((value) => ({ family: c.family, value })))
+    const own = Object.entries(allocations).find(([k, a]) => /^(0|[1-9][0-9]*)$/.test(k) && a.podref === wanted.podref && (a.ifname ?? "") === wanted.ifname)
+    if (own !== undefined) {
+      expect(Either.getOrThrow(result), show(c)).toMatchObject({ key: own[0], existing: true, ip: { value: c.base + BigInt(own[0]) }, entry: { ...own[1], id: "new" } })
+      return
+    }
+    const expected = bruteForce(c)
+    if (expected === undefined) expect(Either.isLeft(result), show(c)).toBe(true)
+    else expect(Either.getOrThrow(result), show(c)).toMatchObject({ existing: false, ip: { value: expected } })
+  }, { fastCheck: { numRuns: 1500 } })
+
+
   it.prop("small ranges: the brute-force lowest free address, or exhaustion exactly when none is free", [smallCase], ([c]) => {
     check(c, bruteForce(c))
   }, { fastCheck: { numRuns: 1500 } })

@@ -146,6 +146,44 @@ describe("assignIP: wide ranges (beyond 2^53)", () => {
   })
 })
 
+describe("assignIP: big pools (one walk, or the scan when the walk cannot settle)", () => {
+  const r = ipRange("10.20.0.0/16")
+  const own = (id: string) => ({ id, podref: "ns/new", ifname: "net1" })
+
+  it("a dense pool: the free address past every entry, or the pod's own entry deep inside", () => {
+    expect(assigned(r, taken(1, 5000))).toBe("10.20.19.137")
+    expect(right(assign(r, { ...taken(1, 5000), "4000": own("old") }))).toMatchObject({ key: "4000", existing: true })
+  })
+
+  it("a pool with many small holes: the lowest hole, and the pod's entry past the holes", () => {
+    const holey = Object.fromEntries(Object.entries(taken(1, 6000)).filter(([k]) => Number(k) % 4 !== 0))
+    expect(assigned(r, holey)).toBe("10.20.0.4")
+    expect(right(assign(r, { ...holey, "5999": own("old") }))).toMatchObject({ key: "5999", existing: true })
+  })
+
+  it("a sparse pool (the walk gives up): the lowest free address, and the pod's entry at the far end", () => {
+    const sparse = Object.fromEntries(Array.from({ length: 3000 }, (_, i) => [String(1 + i * 7), { id: `c${i}`, podref: `ns/p${i}`, ifname: "net1" }]))
+    expect(assigned(r, sparse)).toBe("10.20.0.2")
+    expect(right(assign(r, { ...sparse, "65000": own("old") }))).toMatchObject({ key: "65000", existing: true })
+  })
+
+  it("an entry below the range's first address is checked too (the walk starts at the range)", () => {
+    const below = ipRange("10.20.0.0/16", { start: "10.20.1.0" })
+    expect(right(assign(below, { "5": own("old"), ...taken(256, 3000) }))).toMatchObject({ key: "5", existing: true })
+    expect(assigned(below, { "5": { id: "x", podref: "ns/x", ifname: "net1" }, ...taken(256, 3000) })).toBe("10.20.12.184")
+  })
+
+  it("a hole that is excluded or reserved elsewhere is not the answer", () => {
+    const gap = { ...taken(1, 100), ...taken(102, 99), ...taken(202, 100) }
+    expect(assigned(ipRange("10.20.0.0/16", { exclude: ["10.20.0.101/32"] }), gap, [ip("10.20.0.201")])).toBe("10.20.1.46")
+  })
+
+  it("with two entries of the pod, the one under the lowest key wins (Object.values order)", () => {
+    const pool = { ...taken(1, 2000), "1500": own("a"), "1200": own("b") }
+    expect(right(assign(r, pool))).toMatchObject({ key: "1200", existing: true })
+  })
+})
+
 describe("assignIP: idempotent ADD", () => {
   const before: Allocations = { ...taken(1, 2), "7": { id: "old", podref: "ns/new", ifname: "net1" } }
 
