@@ -21,8 +21,8 @@ import { makePhases } from "./lib/phases.ts"
 
 const quick = process.env["BENCH_SCALE"] === "quick"
 const S = quick
-  ? { massPods: 500, reps: 1, conflictPods: 500, singlePods: 100, heapPods: 2_000, syncPods: 2_000, ratePods: 60, coldReps: 2 }
-  : { massPods: 5_000, reps: 3, conflictPods: 5_000, singlePods: 1_000, heapPods: 10_000, syncPods: 10_000, ratePods: 300, coldReps: 5 }
+  ? { massPods: 500, reps: 1, conflictPods: 500, singlePods: 100, heapPods: 2_000, syncPods: 2_000, ratePods: 60, coldReps: 2, lowestReps: 2 }
+  : { massPods: 5_000, reps: 3, conflictPods: 5_000, singlePods: 1_000, heapPods: 10_000, syncPods: 10_000, ratePods: 300, coldReps: 5, lowestReps: 9 }
 const LATENCY = "1 millis"
 const UNLIMITED = { qps: 0, burst: 1 }
 const RAISED = { qps: 500, burst: 1_000 }
@@ -188,29 +188,33 @@ sections.push({
 })
 
 // --- lowest free address ----------------------------------------------------------------------
-phase("lowest free address: /16 with 10k allocations, /64 with 100k")
+phase("lowest free address: /16 with 10k allocations (three shapes), /64 with 100k")
 const lowest: Record<string, Array<Record<string, unknown>>> = {}
+const lowestChild = (args: ReadonlyArray<string>) => Array.from({ length: S.lowestReps }, () => child(args))
 for (const c of ["v4-16-10k", "v6-64-100k"]) {
-  for (const impl of ["ours", "core", "baseline"]) {
-    const runs: Array<Record<string, unknown>> = []
-    for (let i = 0; i < S.coldReps; i++) runs.push(child([path.join(ROOT, "bench/children/lowest-free.ts"), c, impl]))
-    lowest[`${c} ${impl}`] = runs
-  }
+  for (const impl of ["ours", "core", "baseline"]) lowest[`${c} ${impl}`] = lowestChild([path.join(ROOT, "bench/children/lowest-free.ts"), c, impl])
   // Ours again with the pool-building garbage collected first: what the cold call costs by itself.
-  const settled: Array<Record<string, unknown>> = []
-  for (let i = 0; i < S.coldReps; i++) settled.push(child(["--expose-gc", path.join(ROOT, "bench/children/lowest-free.ts"), c, "ours", "settled"]))
-  lowest[`${c} ours-settled`] = settled
+  lowest[`${c} ours-settled`] = lowestChild(["--expose-gc", path.join(ROOT, "bench/children/lowest-free.ts"), c, "ours", "settled"])
+}
+// The other shapes of a /16 with 10k: after churn (every fourth address free again) and sparse.
+for (const c of ["v4-16-10k-holes", "v4-16-10k-sparse"]) {
+  for (const impl of ["ours", "baseline"]) lowest[`${c} ${impl}`] = lowestChild([path.join(ROOT, "bench/children/lowest-free.ts"), c, impl])
 }
 data["lowestFree"] = lowest
-// Where the cold time goes: the steps of both searches, inline, on their first run.
-const floor: Record<string, Array<Record<string, unknown>>> = {}
-for (const n of [10_000, 100_000]) {
-  floor[String(n)] = Array.from({ length: 3 }, () => child([path.join(ROOT, "bench/children/lowest-free-phases.ts"), String(n)]))
+// Where the cold time goes: each step of the searches on its first run, one process per step.
+const floorSteps = ["values", "walk", "scan", "probe", "keys", "offsets", "bitmap"] as const
+const floor: Record<string, Record<string, Array<Record<string, unknown>>>> = {}
+for (const [n, shape] of [[10_000, "dense"], [10_000, "sparse"], [100_000, "dense"]] as const) {
+  const bySteps: Record<string, Array<Record<string, unknown>>> = {}
+  for (const st of floorSteps) bySteps[st] = Array.from({ length: 3 }, () => child([path.join(ROOT, "bench/children/lowest-free-phases.ts"), String(n), shape, st]))
+  floor[`${n} ${shape}`] = bySteps
 }
 data["lowestFreeFloor"] = floor
 const lf = (c: string, impl: string, key: "coldMs" | "coldGcMs" | "warmMinMs" | "warmMedianMs") => spread((lowest[`${c} ${impl}`] ?? []).map((x) => Number(x[key])))
 for (const [c, label, target] of [
   ["v4-16-10k", "/16 with 10k allocations", 1],
+  ["v4-16-10k-holes", "/16 with 10k allocations, every fourth address free again", 1],
+  ["v4-16-10k-sparse", "/16 with 10k allocations, every sixth address taken", 1],
   ["v6-64-100k", "/64 with 100k allocations", 10]
 ] as const) {
   rows.push({
@@ -222,7 +226,7 @@ for (const [c, label, target] of [
     target: `≤ ${target} ms`,
     met: yesNo(lf(c, "ours", "coldMs").median <= target)
   })
-  rows.push({
+  if (lowest[`${c} ours-settled`] !== undefined) rows.push({
     scenario: `lowest free IP, ${label} (in memory)`,
     metric: "same, the pool's own garbage collected first (--expose-gc), median of runs",
     ours: ms(lf(c, "ours-settled", "coldMs").median),
@@ -243,19 +247,21 @@ for (const [c, label, target] of [
 }
 sections.push({
   title: "Lowest free address",
-  body: `\`node bench/children/lowest-free.ts <case> <impl>\`, ${S.coldReps} fresh processes each. The pool is dense from its first address (the worst case: the answer lies past every allocation) and decoded from JSON as the plugin reads it. _ours_ is \`assignIP\` (the idempotency scan over every entry, then the pool asked for offset 1, 2, … until one is free; it returns the new entry, the caller adds it); _ours-settled_ is the same after two full GCs (\`--expose-gc\`), so the cold call does not pay for collecting the garbage of building and decoding the pool; _core_ is \`lowestFreeOffset\`, the bitmap search over every key's offset (what \`assignIP\` falls back to when an offset could pass 2^53), without the scan; _baseline_ is the anchors' search (every candidate formatted as text and looked up in a set of reserved IP strings). "cold" is the first call in the process (includes JIT compilation); "GC in cold" is the garbage-collection time (PerformanceObserver) that fell inside it; "best / median" are over up to 30 later calls (at most ~3 s of them).\n\n${table(
+  body: `\`node bench/children/lowest-free.ts <case> <impl>\`, ${S.lowestReps} fresh processes each. The pool is decoded from JSON as the plugin reads it, in three shapes: dense from its first address (_v4-16-10k_, _v6-64-100k_: what lowest-first allocation makes, and the anchors' worst case: the answer lies past every allocation), every fourth address free again (_-holes_: a pool after churn) and every sixth address taken (_-sparse_: V8 keeps such an object's integer keys in a hash table, "dictionary elements"). _ours_ is \`assignIP\`: one walk asks the pool for offset 1, 2, … (a numeric element lookup, no key string), checks each entry it meets against the request and notes the first free offset; it settles both questions once it has met every entry, and gives up when the holes it passed outnumber half the entries it met (plus 16); then the idempotency scan over the values and a second search (asking for offset 1, 2, … until one is missing) decide. It returns the new entry, the caller adds it. _ours-settled_ is the same after two full GCs (\`--expose-gc\`), so the cold call does not pay for collecting the garbage of building and decoding the pool; _core_ is \`lowestFreeOffset\`, the bitmap search over every key's offset (what \`assignIP\` falls back to when an offset could pass 2^53), without the idempotency check; _baseline_ is the anchors' search (every candidate formatted as text and looked up in a set of reserved IP strings). "cold" is the first call in the process (includes JIT compilation); "GC in cold" is the garbage-collection time (PerformanceObserver) that fell inside it; "best / median" are over up to 30 later calls (at most ~3 s of them).\n\n${table(
     ["case", "impl", "cold (median of runs)", "cold (min–max)", "GC in cold (median)", "later: best", "later: median"],
     Object.keys(lowest).map((k) => {
       const [c, impl] = k.split(" ") as [string, string]
       const cold = lf(c, impl, "coldMs")
       return [c, impl, ms(cold.median), `${ms(cold.min)}–${ms(cold.max)}`, ms(lf(c, impl, "coldGcMs").median), ms(lf(c, impl, "warmMinMs").min), ms(lf(c, impl, "warmMedianMs").median)]
     })
-  )}\n\nWhere the cold time goes: \`node bench/children/lowest-free-phases.ts <allocations>\` times the steps of two searches over this format, written inline and run once in a fresh process (3 processes each, median per step). _ours_: reading the values, the idempotency scan over every entry, and the probe (asking the pool for offset 1, 2, … until one is missing: V8 keeps integer-like keys as elements, so a numeric lookup makes no string). _over every key_ (what \`assignIP\` did before, and still does when an offset could pass 2^53): the values and the scan, then \`Object.keys\` (a string per key), key → number and the bitmap search.\n\n${table(
-    ["allocations", "Object.values", "scan", "probe", "total (ours)", "Object.keys", "key → number", "bitmap", "total (over every key)"],
-    Object.entries(floor).map(([n, runs]) => {
-      const phase = (k: string) => ms(spread(runs.map((r) => Number((r["phasesMs"] as Record<string, number>)[k]))).median)
-      const total = (k: string) => ms(spread(runs.map((r) => Number(r[k]))).median)
-      return [n, phase("values"), phase("scan"), phase("probe"), total("probeTotalMs"), phase("keys"), phase("offsets"), phase("bitmap"), total("keysTotalMs")]
+  )}\n\nWhere the cold time goes: \`node bench/children/lowest-free-phases.ts <allocations> <dense|sparse> <step>\` times one step of the searches on its first run, one fresh process per step (3 each, median), so no step runs on code another step warmed up; a step's inputs are made first, untimed. _ours_ in a dense pool is Object.values (for the count) and the walk; in a sparse pool the walk gives up after a few offsets and the scan and the probe follow. _over every key_ (what \`assignIP\` did before it probed, and still does when an offset could pass 2^53): Object.values and the scan, then \`Object.keys\` (a string per key), key → number and the bitmap search. What the steps leave out of a whole cold \`assignIP\` is mostly compiling it: V8 parses and compiles a function on its first call (\`--log-function-events\`: assignIP and the helpers the walk needs, ~0.25 ms).\n\n${table(
+    ["allocations", "Object.values", "walk", "scan", "probe", "total (ours)", "Object.keys", "key → number", "bitmap", "total (over every key)"],
+    Object.entries(floor).map(([label, bySteps]) => {
+      const med = (st: string) => spread((bySteps[st] ?? []).map((r) => Number(r["ms"]))).median
+      const settled = (bySteps["walk"] ?? []).every((r) => (r["out"] as { settled?: boolean } | undefined)?.settled === true)
+      const ours = med("values") + med("walk") + (settled ? 0 : med("scan") + med("probe"))
+      const everyKey = med("values") + med("scan") + med("keys") + med("offsets") + med("bitmap")
+      return [label, ms(med("values")), `${ms(med("walk"))}${settled ? " (settles)" : " (gives up)"}`, ms(med("scan")), ms(med("probe")), ms(ours), ms(med("keys")), ms(med("offsets")), ms(med("bitmap")), ms(everyKey)]
     })
   )}`
 })

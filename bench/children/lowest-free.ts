@@ -2,13 +2,14 @@
  * The lowest free address of a big pool, cold (first call in this fresh process, JIT cold) and
  * warm (median of later calls):
  *
- *   node [--expose-gc] bench/children/lowest-free.ts <v4-16-10k|v6-64-100k> <ours|core|baseline> [settled]
+ *   node [--expose-gc] bench/children/lowest-free.ts <case> <ours|core|baseline> [settled]
  *
- * ours: `assignIP`, what the CNI plugin runs (idempotency scan, then probing the pool for offset
- * 1, 2, … until one is missing); core: `lowestFreeOffset`, the bitmap search over every key's
- * offset (assignIP's fallback when an offset could pass 2^53), without the scan; baseline:
- * the anchors' search (format every candidate, look it up in a set of reserved IP strings).
- * The pool is dense from its first address (worst case: the answer is past every allocation).
+ * ours: `assignIP`, what the CNI plugin runs (one walk asking the pool for offset 1, 2, … that
+ * checks each entry against the request and notes the first free offset; when the walk cannot
+ * settle both, the idempotency scan over the values and a second search); core:
+ * `lowestFreeOffset`, the bitmap search over every key's offset (assignIP's fallback when an
+ * offset could pass 2^53), without the idempotency check; baseline: the anchors' search (format
+ * every candidate, look it up in a set of reserved IP strings). The cases are below.
  * Also reports the garbage-collection time that fell inside the cold call; "settled" (with
  * --expose-gc) collects the garbage of building the pool first, so the cold call pays only its own.
  */
@@ -20,17 +21,22 @@ import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import type { IPAllocation } from "../../src/domain/pool.ts"
 import { naiveLowestFree } from "../baseline.ts"
 
+// Offsets of the allocations: dense from the first address (the worst case for the search: the
+// answer lies past every entry), every fourth left free (a pool after churn), or one in six
+// (sparse: the walk gives up and assignIP scans the values, then probes).
 const cases = {
-  "v4-16-10k": { range: "10.20.0.0/16", n: 10_000 },
-  "v6-64-100k": { range: "2001:db8:1::/64", n: 100_000 }
+  "v4-16-10k": { range: "10.20.0.0/16", n: 10_000, offset: (i: number) => i },
+  "v6-64-100k": { range: "2001:db8:1::/64", n: 100_000, offset: (i: number) => i },
+  "v4-16-10k-holes": { range: "10.20.0.0/16", n: 10_000, offset: (i: number) => i + Math.floor((i - 1) / 3) },
+  "v4-16-10k-sparse": { range: "10.20.0.0/16", n: 10_000, offset: (i: number) => 1 + (i - 1) * 6 }
 } as const
 const which = (process.argv[2] ?? "v4-16-10k") as keyof typeof cases
 const impl = process.argv[3] ?? "ours"
-const { range, n } = cases[which]
+const { range, n, offset } = cases[which]
 
 // The pool as the plugin reads it: JSON decoded from the API.
 const raw: Record<string, IPAllocation> = {}
-for (let i = 1; i <= n; i++) raw[String(i)] = { id: `c${i.toString(16).padStart(63, "0")}`, podref: `ns/pod-${i}`, ifname: "net1" }
+for (let i = 1; i <= n; i++) raw[String(offset(i))] = { id: `c${i.toString(16).padStart(63, "0")}`, podref: `ns/pod-${i}`, ifname: "net1" }
 const allocations = JSON.parse(JSON.stringify(raw)) as Record<string, IPAllocation>
 const decoded = decodeNadConfig(JSON.stringify({ cniVersion: "0.3.1", name: "n", type: "macvlan", ipam: { type: "whereabouts", range } }))
 if (Either.isLeft(decoded) || decoded.right._tag !== "Whereabouts") throw new Error("bad config")
