@@ -193,8 +193,6 @@ const lowest: Record<string, Array<Record<string, unknown>>> = {}
 const lowestChild = (args: ReadonlyArray<string>) => Array.from({ length: S.lowestReps }, () => child(args))
 for (const c of ["v4-16-10k", "v6-64-100k"]) {
   for (const impl of ["ours", "core", "baseline"]) lowest[`${c} ${impl}`] = lowestChild([path.join(ROOT, "bench/children/lowest-free.ts"), c, impl])
-  // Ours again with the pool-building garbage collected first: what the cold call costs by itself.
-  lowest[`${c} ours-settled`] = lowestChild(["--expose-gc", path.join(ROOT, "bench/children/lowest-free.ts"), c, "ours", "settled"])
 }
 // The other shapes of a /16 with 10k: after churn (every fourth address free again) and sparse.
 for (const c of ["v4-16-10k-holes", "v4-16-10k-sparse"]) {
@@ -226,15 +224,6 @@ for (const [c, label, target] of [
     target: `≤ ${target} ms`,
     met: yesNo(lf(c, "ours", "coldMs").median <= target)
   })
-  if (lowest[`${c} ours-settled`] !== undefined) rows.push({
-    scenario: `lowest free IP, ${label} (in memory)`,
-    metric: "same, the pool's own garbage collected first (--expose-gc), median of runs",
-    ours: ms(lf(c, "ours-settled", "coldMs").median),
-    baseline: "–",
-    ratio: "–",
-    target: `≤ ${target} ms`,
-    met: yesNo(lf(c, "ours-settled", "coldMs").median <= target)
-  })
   rows.push({
     scenario: `lowest free IP, ${label} (in memory)`,
     metric: "later calls (no state kept between calls), best / median",
@@ -247,7 +236,7 @@ for (const [c, label, target] of [
 }
 sections.push({
   title: "Lowest free address",
-  body: `\`node bench/children/lowest-free.ts <case> <impl>\`, ${S.lowestReps} fresh processes each. The pool is decoded from JSON as the plugin reads it, in three shapes: dense from its first address (_v4-16-10k_, _v6-64-100k_: what lowest-first allocation makes, and the anchors' worst case: the answer lies past every allocation), every fourth address free again (_-holes_: a pool after churn) and every sixth address taken (_-sparse_: V8 keeps such an object's integer keys in a hash table, "dictionary elements"). _ours_ is \`assignIP\`: one walk asks the pool for offset 1, 2, … (a numeric element lookup, no key string), checks each entry it meets against the request and notes the first free offset; it settles both questions once it has met every entry, and gives up when the holes it passed outnumber half the entries it met (plus 16); then the idempotency scan over the values and a second search (asking for offset 1, 2, … until one is missing) decide. It returns the new entry, the caller adds it. _ours-settled_ is the same after two full GCs (\`--expose-gc\`), so the cold call does not pay for collecting the garbage of building and decoding the pool; _core_ is \`lowestFreeOffset\`, the bitmap search over every key's offset (what \`assignIP\` falls back to when an offset could pass 2^53), without the idempotency check; _baseline_ is the anchors' search (every candidate formatted as text and looked up in a set of reserved IP strings). "cold" is the first call in the process (includes JIT compilation); "GC in cold" is the garbage-collection time (PerformanceObserver) that fell inside it; "best / median" are over up to 30 later calls (at most ~3 s of them).\n\n${table(
+  body: `\`node bench/children/lowest-free.ts <case> <impl>\`, ${S.lowestReps} fresh processes each. The pool is decoded from JSON as the plugin reads it, in three shapes: dense from its first address (_v4-16-10k_, _v6-64-100k_: what lowest-first allocation makes, and the anchors' worst case: the answer lies past every allocation), every fourth address free again (_-holes_: a pool after churn) and every sixth address taken (_-sparse_: V8 keeps such an object's integer keys in a hash table, "dictionary elements"). _ours_ is \`assignIP\`: one walk asks the pool for offset 1, 2, … (a numeric element lookup, no key string), checks each entry it meets against the request and notes the first free offset; it settles both questions once it has met every entry, and gives up when the holes it passed outnumber half the entries it met (plus 16); then the idempotency scan over the values and a second search (asking for offset 1, 2, … until one is missing) decide. It returns the new entry, the caller adds it. _core_ is \`lowestFreeOffset\`, the bitmap search over every key's offset (what \`assignIP\` falls back to when an offset could pass 2^53), without the idempotency check; _baseline_ is the anchors' search (every candidate formatted as text and looked up in a set of reserved IP strings). "cold" is the first call in the process (includes JIT compilation); "GC in cold" is the garbage-collection time (PerformanceObserver) that fell inside it; "best / median" are over up to 30 later calls (at most ~3 s of them). The cold call runs right after the pool is decoded, as in the plugin, which decodes the pool it has just read: its entries are still in the CPU's caches. Disturbing that costs more than the garbage of decoding it: an earlier round also ran ours after two full GCs (\`node --expose-gc bench/children/lowest-free.ts v4-16-10k ours settled\`), which turned out slower, not faster; after this round's change, 7 processes each: 0.77–0.86 ms plain; after the GCs 0.86–0.96 ms in 5 of 7 (4.1 and 4.8 ms in the other two); 1.20–1.35 ms when the process also idles 200 ms before the call (\`… settled 200\`). Not part of the run.\n\n${table(
     ["case", "impl", "cold (median of runs)", "cold (min–max)", "GC in cold (median)", "later: best", "later: median"],
     Object.keys(lowest).map((k) => {
       const [c, impl] = k.split(" ") as [string, string]

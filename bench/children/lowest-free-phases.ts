@@ -102,4 +102,6 @@ const steps: Record<string, () => { readonly ms: number; readonly out: unknown }
 const run = steps[step]
 if (run === undefined) throw new Error(`unknown step ${step}: one of ${Object.keys(steps).join(", ")}`)
 const { ms, out } = run()
-process.stdout.write(`${JSON.stringify({ allocations: n, shape, step, ms, out })}\n`)
+// What the step produced, small: the walk's verdict, a number, or a length.
+const summary = typeof out === "object" && out !== null && "length" in out ? { length: (out as { length: number }).length } : out
+process.stdout.write(`${JSON.stringify({ allocations: n, shape, step, ms, out: summary })}\n`)

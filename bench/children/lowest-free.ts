@@ -2,7 +2,7 @@
  * The lowest free address of a big pool, cold (first call in this fresh process, JIT cold) and
  * warm (median of later calls):
  *
- *   node [--expose-gc] bench/children/lowest-free.ts <case> <ours|core|baseline> [settled]
+ *   node [--expose-gc] bench/children/lowest-free.ts <case> <ours|core|baseline> [settled [pause-ms]]
  *
  * ours: `assignIP`, what the CNI plugin runs (one walk asking the pool for offset 1, 2, … that
  * checks each entry against the request and notes the first free offset; when the walk cannot
@@ -11,7 +11,8 @@
  * offset could pass 2^53), without the idempotency check; baseline: the anchors' search (format
  * every candidate, look it up in a set of reserved IP strings). The cases are below.
  * Also reports the garbage-collection time that fell inside the cold call; "settled" (with
- * --expose-gc) collects the garbage of building the pool first, so the cold call pays only its own.
+ * --expose-gc) collects the garbage of building the pool first, and a pause after that lets the
+ * process idle before the cold call (both disturb more than they remove: BENCHMARKS.md).
  */
 import { PerformanceObserver } from "node:perf_hooks"
 import { Either } from "effect"
@@ -69,6 +70,9 @@ if (process.argv[4] === "settled") {
   if (gc === undefined) throw new Error("settled needs --expose-gc")
   gc()
   gc()
+  // An optional pause after them (ms): the process idles before the cold call.
+  const pause = Number(process.argv[5] ?? 0)
+  if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause))
 }
 const t0 = performance.now()
 const answer = once()
