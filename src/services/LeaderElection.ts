@@ -232,7 +232,10 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
         })
 
       // Best effort, like client-go: an empty holder with a 1 s duration lets a standby take over
-      // at its next poll instead of after a full leaseDuration.
+      // at its next poll instead of after a full leaseDuration. One step further: a renewal cut
+      // short by the shutdown may still have been applied by the server, which makes our copy
+      // stale and the release conflict; then the lease is read again and, if it still names us,
+      // released from the fresh copy (never when someone else holds it).
       const release = Effect.suspend(() => {
         if (!leading(observed)) return Effect.void
         const lease = observed.lease
@@ -240,9 +243,23 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
           const now = formatMicroTime(yield* Clock.currentTimeNanos)
           const { leaseTransitions } = observed!.record
           const released = { holderIdentity: "", leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions }
-          yield* write(lease, released).pipe(Effect.interruptible, Effect.timeout(config.renewDeadline))
+          const first = yield* Effect.either(write(lease, released))
+          if (Either.isLeft(first)) {
+            if (first.left.reason !== "Conflict") return yield* Effect.fail(first.left)
+            const fresh = yield* api.get(Leases, namespace, name)
+            const record = recordOf(fresh)
+            if (Either.isLeft(record) || record.right.holderIdentity !== identity) {
+              yield* Effect.logInfo("lease changed hands before the release; left as it is")
+              return
+            }
+            yield* write(fresh, { ...released, leaseTransitions: record.right.leaseTransitions })
+          }
           yield* Effect.logInfo("released leadership")
-        }).pipe(Effect.catchAll((e) => Effect.logWarning(`failed to release lease: ${e.message}`)))
+        }).pipe(
+          Effect.interruptible,
+          Effect.timeout(config.renewDeadline),
+          Effect.catchAll((e) => Effect.logWarning(`failed to release lease: ${e.message}`))
+        )
       })
 
       const loop: Effect.Effect<never> = Effect.gen(function*() {

@@ -235,6 +235,38 @@ describe("LeaderElection: one candidate", () => {
       })
     ))
 
+  it.scoped("a release that conflicts (a renewal the server applied after all) reads the lease again and releases it", () =>
+    scoped(
+      Effect.gen(function*() {
+        const api = yield* KubeApi
+        const c = yield* InMemoryCluster
+        const le = yield* elector("a")
+        const fiber = yield* Effect.fork(le.runWhenLeader(Effect.never))
+        yield* settle
+        // What an interrupted renewal leaves behind: the lease still names us, at a newer version.
+        const lease = yield* api.get(R.Leases, NS, LEASE)
+        yield* api.replace(R.Leases, NS, { ...lease, spec: { ...(lease["spec"] as object), renewTime: at(500) } })
+        yield* Fiber.interrupt(fiber)
+        expect(yield* leaseSpec).toMatchObject({ holderIdentity: "", leaseDurationSeconds: 1, leaseTransitions: 0 })
+        // The test's write, the release that conflicted, the release from the fresh copy.
+        expect(c.count({ verb: "replace", resource: "leases" })).toBe(3)
+      })
+    ))
+
+  it.scoped("a release that conflicts because someone else took the lease leaves it to them", () =>
+    scoped(
+      Effect.gen(function*() {
+        const api = yield* KubeApi
+        const le = yield* elector("a")
+        const fiber = yield* Effect.fork(le.runWhenLeader(Effect.never))
+        yield* settle
+        const lease = yield* api.get(R.Leases, NS, LEASE)
+        yield* api.replace(R.Leases, NS, { ...lease, spec: { ...(lease["spec"] as object), holderIdentity: "b", leaseTransitions: 1 } })
+        yield* Fiber.interrupt(fiber)
+        expect(yield* leaseSpec).toMatchObject({ holderIdentity: "b", leaseDurationSeconds: 15, leaseTransitions: 1 })
+      })
+    ))
+
   it.effect("rejects timings client-go rejects", () =>
     Effect.gen(function*() {
       const exit = yield* Effect.exit(
