@@ -51,7 +51,7 @@ export const OPTIONS: ReadonlyArray<OptionSpec> = [
   { flag: "retry-period", env: "RETRY_PERIOD", kind: "string", default: "2 seconds", help: "interval of lease acquire/renew attempts", commands: runOnly },
   { flag: "metrics-port", env: "METRICS_PORT", kind: "string", default: "8080", help: "port of /metrics (0 disables)", commands: runOnly },
   { flag: "health-port", env: "HEALTH_PORT", kind: "string", default: "8081", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
-  { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", default: "0.0.0.0", help: "address the HTTP endpoints listen on", commands: runOnly },
+  { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", default: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
   { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", default: "30 seconds", help: "on SIGTERM, how long in-flight work may finish", commands: runOnly },
   { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", default: "0.9", help: "pool usage ratio that raises a Warning event and metric", commands: runOnly },
   { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", default: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },

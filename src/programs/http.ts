@@ -26,7 +26,9 @@ const serve = (port: number, host: string, routes: Readonly<Record<string, Handl
           )
         })
         server.once("error", (e) => resume(Effect.fail(e)))
-        server.listen(port, host, () => resume(Effect.succeed(server)))
+        // No host: Node listens on :: (IPv6 and IPv4) where the host has IPv6, else on 0.0.0.0.
+        if (host === "") server.listen(port, () => resume(Effect.succeed(server)))
+        else server.listen(port, host, () => resume(Effect.succeed(server)))
       })
     ),
     (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
@@ -40,18 +42,23 @@ export const serveEndpoints = (ready: Effect.Effect<boolean>) =>
     const text = (status: number, body: string) => ({ status, type: "text/plain; charset=utf-8", body })
     // Registered before the servers, so it runs once both have closed (a shutdown's progress).
     yield* Effect.addFinalizer(() => Effect.logInfo("stopped serving probes and metrics"))
+    const listening: Array<string> = []
+    const where = (server: ReturnType<typeof createServer>) => {
+      const a = server.address()
+      if (a !== null && typeof a === "object") listening.push(a.family === "IPv6" ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`)
+    }
     if (config.healthPort > 0) {
-      yield* serve(config.healthPort, config.bindAddress, {
+      yield* Effect.tap(serve(config.healthPort, config.bindAddress, {
         "/healthz": () => Effect.succeed(text(200, "ok\n")),
         "/readyz": () => Effect.map(ready, (ok) => (ok ? text(200, "ok\n") : text(503, "informers not synced\n")))
-      })
+      }), (server) => Effect.sync(() => where(server)))
     }
     if (config.metricsPort > 0) {
-      yield* serve(config.metricsPort, config.bindAddress, {
+      yield* Effect.tap(serve(config.metricsPort, config.bindAddress, {
         "/metrics": () => Effect.map(metrics.render, (m) => ({ status: 200, type: m.contentType, body: m.body }))
-      })
+      }), (server) => Effect.sync(() => where(server)))
     }
     yield* Effect.logInfo("serving probes and metrics").pipe(
-      Effect.annotateLogs({ healthPort: config.healthPort, metricsPort: config.metricsPort, bindAddress: config.bindAddress })
+      Effect.annotateLogs({ healthPort: config.healthPort, metricsPort: config.metricsPort, listening: listening.join(" ") })
     )
   })

@@ -33,6 +33,7 @@ export interface ControllerConfigShape {
   readonly retryPeriod: Duration.Duration
   readonly metricsPort: number
   readonly healthPort: number
+  /** Address of the HTTP endpoints; "" listens on every address (IPv6 and IPv4 where the host has IPv6). */
   readonly bindAddress: string
   readonly shutdownTimeout: Duration.Duration
   readonly poolUsageThreshold: number
@@ -80,7 +81,7 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   retryPeriod: duration("RETRY_PERIOD", "2 seconds"),
   metricsPort: integer("METRICS_PORT", 8080),
   healthPort: integer("HEALTH_PORT", 8081),
-  bindAddress: Config.string("BIND_ADDRESS").pipe(Config.withDefault("0.0.0.0")),
+  bindAddress: Config.string("BIND_ADDRESS").pipe(Config.withDefault("")),
   shutdownTimeout: duration("SHUTDOWN_TIMEOUT", "30 seconds"),
   poolUsageThreshold: Config.number("POOL_USAGE_THRESHOLD").pipe(
     Config.withDefault(0.9),

@@ -48,6 +48,37 @@ describe("HTTP endpoints", () => {
     }))
 })
 
+/** Whether this host can listen on IPv6 loopback (the test below needs it for its IPv6 half). */
+const hostHasIPv6 = await new Promise<boolean>((resolve) => {
+  const s = createServer()
+  s.once("error", () => resolve(false))
+  s.listen(0, "::1", () => s.close(() => resolve(true)))
+})
+
+describe("HTTP endpoints on every address (the default)", () => {
+  const answers = (hosts: ReadonlyArray<string>) =>
+    Effect.gen(function* () {
+      const [health, metricsPort] = [yield* freePort(), yield* freePort()]
+      return yield* Effect.gen(function* () {
+        yield* serveEndpoints(Effect.succeed(true))
+        const status = (host: string, port: number, path: string) =>
+          Effect.promise(async () => (await fetch(`http://${host}:${port}${path}`)).status)
+        const out: Array<number> = []
+        for (const host of hosts) out.push(yield* status(host, health, "/readyz"), yield* status(host, metricsPort, "/metrics"))
+        return out
+      }).pipe(Effect.provide(memory({ healthPort: health, metricsPort, bindAddress: "" })))
+    })
+
+  it.scopedLive("answer on IPv4 loopback", () =>
+    Effect.map(answers(["127.0.0.1"]), (statuses) => expect(statuses).toEqual([200, 200])))
+
+  // The kubelet probes the pod IP: in an IPv6-only cluster that is IPv6 (0.0.0.0 never answered it).
+  // it.skipIf is vitest's and knows no Effect: the test runs the scoped Effect itself.
+  it.skipIf(!hostHasIPv6)("answer on IPv6 loopback (hosts with IPv6)", async () => {
+    expect(await Effect.runPromise(Effect.scoped(answers(["[::1]"])))).toEqual([200, 200])
+  })
+})
+
 describe("process metrics", () => {
   it.effect("the deployed process's registry adds the runtime collectors; the default one stays ours only", () =>
     Effect.gen(function* () {
