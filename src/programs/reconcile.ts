@@ -79,6 +79,24 @@ export const RESERVATION_CONCURRENCY = 16
  */
 export const listRecheckThreshold = (apiQps: number): number => Math.min(32, Math.max(8, Math.floor(apiQps / 16)))
 
+/**
+ * How many pods a LIST reads, at most, for each re-checked pod before GETs are the cheaper choice
+ * for the server: a LIST reads and sends the whole namespace (a GET one pod), and in a namespace
+ * of thousands, lists for batches of ten made the API server the bottleneck (a deletion a second
+ * from a 10k-pod namespace: every backlog over 8 listed all 10k pods, 20 pages at a time, and
+ * batches took ~28 s; bench/rss-probe.ts with PROBE_CHURN).
+ */
+export const LIST_READS_PER_POD = 16
+
+/**
+ * Whether the re-check of `refs` pods of one namespace lists it instead of getting each pod: only
+ * above `listRecheckThreshold`, and then when the namespace is small for the batch (at most
+ * LIST_READS_PER_POD cached pods per re-checked pod) or the GETs would take more than two
+ * seconds of the client's budget (`2 × apiQps`), whatever the namespace's size.
+ */
+export const recheckByList = (refs: number, namespacePods: number, apiQps: number): boolean =>
+  refs > listRecheckThreshold(apiQps) && (refs * LIST_READS_PER_POD >= namespacePods || refs > 2 * apiQps)
+
 /** Re-check GETs in flight at once. */
 export const RECHECK_GET_CONCURRENCY = 16
 
@@ -167,30 +185,53 @@ const plan = (pod: PodProjection) =>
   })
 
 /**
- * The pods (by podref) that exist right now under these namespace/names: GETs, or LISTs per
- * namespace for many. `metadataOnly` when only existence matters (see Pods): the server sends
- * PartialObjectMetadata, a fraction of a pod.
+ * The pods (by podref) that exist right now under these namespace/names: per namespace, GETs, or
+ * one LIST for many (`recheckByList`; `namespacePods` tells how many pods the cache holds in the
+ * namespaces asked about, and without it a namespace counts as small). `metadataOnly` when only
+ * existence matters (see Pods): the server sends PartialObjectMetadata, a fraction of a pod.
  */
-export const livePodsByRef = (refs: ReadonlyArray<{ readonly namespace: string; readonly name: string }>, options: ReadOptions = {}) =>
+export const livePodsByRef = (
+  refs: ReadonlyArray<{ readonly namespace: string; readonly name: string }>,
+  options: ReadOptions = {},
+  namespacePods?: (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>
+) =>
   Effect.gen(function* () {
     const pods = yield* Pods
     const found = new Map<string, PodProjection>()
     const { apiQps } = yield* ControllerConfig
-    if (refs.length <= listRecheckThreshold(apiQps)) {
-      yield* Effect.forEach(
-        refs,
-        (r) => Effect.map(pods.get(r.namespace, r.name, options), Option.map((p) => found.set(podRef(p), p))),
-        { concurrency: RECHECK_GET_CONCURRENCY, discard: true }
-      )
-    } else {
-      const namespaces = [...new Set(refs.map((r) => r.namespace))]
-      yield* Effect.forEach(namespaces, (ns) => Effect.map(pods.list(ns, options), (list) => list.forEach((p) => found.set(podRef(p), p))), {
-        concurrency: 2,
-        discard: true
-      })
+    const byNamespace = new Map<string, Array<{ readonly namespace: string; readonly name: string }>>()
+    for (const r of refs) {
+      const list = byNamespace.get(r.namespace)
+      if (list === undefined) byNamespace.set(r.namespace, [r])
+      else list.push(r)
     }
+    // Sizes only matter for namespaces with enough refs to list at all.
+    const large = new Set([...byNamespace].filter(([, rs]) => rs.length > listRecheckThreshold(apiQps)).map(([ns]) => ns))
+    const sizes = large.size > 0 && namespacePods !== undefined ? namespacePods(large) : new Map<string, number>()
+    const listed = [...large].filter((ns) => recheckByList(byNamespace.get(ns)!.length, sizes.get(ns) ?? 0, apiQps))
+    const got = [...byNamespace].filter(([ns]) => !listed.includes(ns)).flatMap(([, rs]) => rs)
+    yield* Effect.all(
+      [
+        Effect.forEach(got, (r) => Effect.map(pods.get(r.namespace, r.name, options), Option.map((p) => found.set(podRef(p), p))), {
+          concurrency: RECHECK_GET_CONCURRENCY,
+          discard: true
+        }),
+        Effect.forEach(listed, (ns) => Effect.map(pods.list(ns, options), (list) => list.forEach((p) => found.set(podRef(p), p))), {
+          concurrency: 2,
+          discard: true
+        })
+      ],
+      { concurrency: 2, discard: true }
+    )
     return found
   })
+
+/** Pods the cache holds in each of these namespaces (one pass over the pod cache). */
+const cachedPodsIn = (caches: Caches["Type"]) => (namespaces: ReadonlySet<string>): ReadonlyMap<string, number> => {
+  const counts = new Map<string, number>()
+  for (const p of caches.pods.values()) if (namespaces.has(p.namespace)) counts.set(p.namespace, (counts.get(p.namespace) ?? 0) + 1)
+  return counts
+}
 
 /**
  * An entry we meant to free that now carries the same podref under another id was taken back by a
@@ -296,7 +337,7 @@ export const reconcileBatch = (batch: ReadonlyArray<PodProjection>): Effect.Effe
     const owned = new Map(plans.map((p) => [p.ref, caches.reservations.byIndex(PODREF_INDEX, p.ref).map((r) => r.name)] as const))
     const holders = plans.filter((p) => !results.has(p.ref) && (p.entries.size > 0 || (owned.get(p.ref)?.length ?? 0) > 0))
     // Existence is all this asks: metadata only.
-    const live = yield* Effect.either(livePodsByRef(holders.map((p) => p.pod), { metadataOnly: true }))
+    const live = yield* Effect.either(livePodsByRef(holders.map((p) => p.pod), { metadataOnly: true }, cachedPodsIn(caches)))
     if (Either.isLeft(live)) {
       for (const p of holders) fail(p.ref, apiError(p.ref, live.left))
     }

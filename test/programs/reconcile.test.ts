@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Fiber } from "effect"
 import { type Attachment, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
 import { memory } from "../../src/programs/layers.ts"
-import { RESERVATION_CONCURRENCY, listRecheckThreshold, reconcilePod, reconcilePods } from "../../src/programs/reconcile.ts"
+import { RESERVATION_CONCURRENCY, listRecheckThreshold, recheckByList, reconcilePod, reconcilePods } from "../../src/programs/reconcile.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { eventually, require } from "../support/eventually.ts"
 import { ApiHooks, gateOnce, memoryWithHooks } from "../support/hooks.ts"
@@ -265,6 +265,29 @@ describe("reconcile: batching", () => {
       expect([cluster.count({ verb: "get", resource: "pods" }), cluster.count({ verb: "list", resource: "pods" })]).toEqual([0, 1])
       expect(Object.keys(yield* allocationsOf("10.56.0.0-16"))).toEqual([])
     }).pipe(Effect.provide(memory({ apiQps: 500 }))))
+
+  it("above that size, it lists only a namespace small for the batch (16 pods per re-checked pod), or when GETs would take over 2 s of the budget", () => {
+    // QPS 20: threshold 8, two seconds of budget = 40 GETs.
+    expect(recheckByList(8, 0, 20)).toBe(false)
+    expect(recheckByList(9, 144, 20)).toBe(true)
+    expect(recheckByList(9, 145, 20)).toBe(false)
+    expect(recheckByList(40, 10_000, 20)).toBe(false)
+    expect(recheckByList(41, 10_000, 20)).toBe(true)
+    // QPS 500: threshold 31, a 1,000-pod namespace is listed for 63 pods and more.
+    expect([recheckByList(62, 1_000, 500), recheckByList(63, 1_000, 500)]).toEqual([false, true])
+  })
+
+  it.live("a batch of 12 dead pods in a namespace of 300 live ones re-checks with 12 GETs, not a LIST of the 300", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      for (let i = 0; i < 300; i++) yield* api.create(R.Pods, "default", podObject("default", `live${i}`, {}))
+      const projections = yield* leakedOn("10.57.0.0/16", 12)
+      const cluster = yield* InMemoryCluster
+      cluster.resetCalls()
+      yield* reconcilePods(projections)
+      expect([cluster.count({ verb: "get", resource: "pods" }), cluster.count({ verb: "list", resource: "pods" })]).toEqual([12, 0])
+      expect(Object.keys(yield* allocationsOf("10.57.0.0-16"))).toEqual([])
+    }).pipe(Effect.provide(memory())))
 
   it.live("an ordinary deletion (CNI DEL already freed everything) costs no API call", () =>
     Effect.gen(function* () {
