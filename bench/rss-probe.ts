@@ -7,12 +7,13 @@
  * constructors).
  *
  *   node bench/rss-probe.ts [variant ...]     variants: image (default), image-tsc, no-malloc-env,
- *                                             v8-young, semi4, optimize-for-size
+ *                                             v8-young, semi4, optimize-for-size, heap-growing-25
  *   PROBE_BURST=n (one variant): then deletes n pods and reads the RSS once they are freed.
  *   PROBE_CHURN=r (one variant): then deletes r pods a second, one at a time, for
  *   PROBE_CHURN_SECONDS (300), reading the RSS every 30 s: steady churn, which never leaves the
  *   deletion loop idle long enough for its reclaim after a mass deletion.
- *   PROBE_SNAPSHOT=0 skips the heap snapshot; the RSS is also read 20 and 50 s later, with where
+ *   PROBE_CHURN_SNAPSHOT=1 also takes one a minute into the churn. PROBE_WORKERS=n sets --workers.
+ *   PROBE_SNAPSHOT=0 skips the heap snapshot at the end; the RSS is also read 20 and 50 s later, with where
  *   it lives (/proc/<pid>/smaps: V8's pages, glibc's arenas, the node binary).
  */
 import { execFileSync } from "node:child_process"
@@ -27,7 +28,7 @@ import { summarizeHeap } from "./lib/heapsnapshot.ts"
 import { driverLayer } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { spawnContender, waitMetric } from "./lib/proc.ts"
-import { sum } from "./lib/prom.ts"
+import { delta, sum } from "./lib/prom.ts"
 import { bundle } from "../scripts/build.ts"
 import { RSS_NAMESPACE, buildSteadyWorld } from "./lib/rssworld.ts"
 import { deleteAll } from "./lib/world.ts"
@@ -51,7 +52,10 @@ const VARIANTS: Record<string, Variant> = {
   semi4: { flags: ["--max-semi-space-size=4"], env: IMAGE_ENV, program: "bundle" },
   // Smaller still, but GC took a third of the controller's CPU and single deletions slowed ~6x
   // (bench/single-profile.ts with PROFILE_NODE_ARGS=--optimize-for-size).
-  "optimize-for-size": { flags: [...IMAGE_FLAGS, "--optimize-for-size"], env: IMAGE_ENV, program: "bundle" }
+  "optimize-for-size": { flags: [...IMAGE_FLAGS, "--optimize-for-size"], env: IMAGE_ENV, program: "bundle" },
+  // The old generation may grow by a fixed 25 % over the live heap before the next full GC,
+  // instead of V8's own factor (up to 2x at this heap cap): for the churn RSS.
+  "heap-growing-25": { flags: [...IMAGE_FLAGS, "--heap-growing-percent=25"], env: IMAGE_ENV, program: "bundle" }
 }
 const snapshot = process.env["PROBE_SNAPSHOT"] !== "0"
 /** PROBE_BURST=n: after the readings, delete n of the world's pods (one variant only) and read the RSS after the controller freed them. */
@@ -61,13 +65,51 @@ if (burst > 0 && chosen.length !== 1) throw new Error("PROBE_BURST deletes pods 
 /** PROBE_CHURN=r: deletions per second, one at a time, for PROBE_CHURN_SECONDS. */
 const churnRate = Number(process.env["PROBE_CHURN"] ?? 0)
 const churnSeconds = Number(process.env["PROBE_CHURN_SECONDS"] ?? 300)
+/** PROBE_WORKERS=n: the controller's --workers (its default otherwise). */
+const workers = process.env["PROBE_WORKERS"]
+/** PROBE_CHURN_SNAPSHOT=1: one heap snapshot a minute into the churn (what is live while the RSS is up). */
+const churnSnapshot = process.env["PROBE_CHURN_SNAPSHOT"] === "1"
 if (churnRate > 0 && chosen.length !== 1) throw new Error("PROBE_CHURN deletes pods of the world: give one variant")
 for (const v of chosen) if (!(v in VARIANTS)) throw new Error(`unknown variant ${v}; known: ${Object.keys(VARIANTS).join(", ")}`)
 const pods = Number(process.env["PROBE_PODS"] ?? 10_000)
 const log = (line: string) => process.stderr.write(`[rss-probe] ${line}\n`)
 const MiB = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`
+/**
+ * Addresses held in the pools, as the controller's cache sees them: what the waits count freed
+ * addresses by. ips_freed_total can fall short: a patch that timed out although the server applied
+ * it is retried, finds the entries gone, and frees (and counts) nothing.
+ */
+const USED = "whereabouts_controller_pool_used"
 /** One sample of a /metrics text; `series` is a regex of the name and labels. */
 const gauge = (text: string, series: string) => Number(new RegExp(`^${series} (\\S+)`, "m").exec(text)?.[1] ?? Number.NaN)
+
+/** Has the controller write a heap snapshot (SIGUSR2), waits for it and logs what is live in it. */
+const heapSnapshot = async (pid: number, snapDir: string): Promise<void> => {
+  process.kill(pid, "SIGUSR2")
+  // V8 writes the snapshot in chunks: wait until the file stops growing and parses.
+  let summary: ReturnType<typeof summarizeHeap> | undefined
+  let lastSize = -1
+  for (let i = 0; i < 300 && summary === undefined; i++) {
+    await sleep(2_000)
+    const done = fs.readdirSync(snapDir).find((f) => f.endsWith(".heapsnapshot"))
+    if (done === undefined) continue
+    const size = fs.statSync(path.join(snapDir, done)).size
+    if (size === lastSize && size > 0) {
+      try {
+        summary = summarizeHeap(path.join(snapDir, done), 20)
+        fs.rmSync(path.join(snapDir, done))
+      } catch {
+        // not complete yet
+      }
+    }
+    lastSize = size
+  }
+  if (summary === undefined) throw new Error("no complete heap snapshot written")
+  log(`  heap snapshot ${MiB(summary.total)} live`)
+  for (const t of summary.byType.slice(0, 8)) log(`    type ${t.type}: ${MiB(t.bytes)} (${t.count})`)
+  for (const n of summary.byName.slice(0, 20)) log(`    ${n.name}: ${MiB(n.bytes)} (${n.count})`)
+  for (const k of summary.byStringKind) log(`    strings, ${k.kind}: ${MiB(k.bytes)} (${k.count})`)
+}
 
 // tsc's output only for the variants that run it; the bundle for the rest.
 if (chosen.some((v) => VARIANTS[v]!.program === "tsc")) {
@@ -89,7 +131,7 @@ try {
       burst: 30,
       logDir,
       label: `probe-${variant}`,
-      env: { LOG_LEVEL: "info", ...VARIANTS[variant]!.env },
+      env: { LOG_LEVEL: "info", ...VARIANTS[variant]!.env, ...(workers === undefined ? {} : { WORKERS: workers }) },
       nodeArgs: ["--max-old-space-size=205", ...VARIANTS[variant]!.flags, "--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${snapDir}`],
       script: VARIANTS[variant]!.program === "bundle" ? BUNDLE : path.join(ROOT, "bench/.build/programs/main.js")
     })
@@ -116,10 +158,10 @@ try {
       for (const k of smapsSummary(p.pid).byKind.slice(0, 7)) log(`  mapped ${k.kind}: ${MiB(k.rss)} (${k.mappings} mappings)`)
       if (burst > 0) {
         // A mass deletion with no sweep after it: how far the heap regrows, and whether it stays.
-        const freedBefore = sum(await p.scrape(), "whereabouts_controller_ips_freed_total")
+        const usedBefore = sum(await p.scrape(), USED)
         const doomed = Array.from({ length: burst }, (_, i) => ({ namespace: RSS_NAMESPACE, name: `web-${i}` }))
         await Effect.runPromise(deleteAll(doomed).pipe(Effect.provide(driverLayer(plane))))
-        await waitMetric(p, (m) => sum(m, "whereabouts_controller_ips_freed_total") >= freedBefore + burst * 5, `${burst} pods freed`, 300_000, 200)
+        await waitMetric(p, (m) => usedBefore - sum(m, USED) >= burst * 5, `${burst} pods freed`, 300_000, 200)
         log(`${variant}: ${burst} pods deleted and freed: VmRSS ${MiB(p.memory().rss)} (peak ${MiB(p.memory().hwm)})`)
         for (const wait of [10_000, 50_000]) {
           await sleep(wait)
@@ -130,22 +172,34 @@ try {
         const n = Math.floor(churnRate * churnSeconds)
         if (burst + n > pods) throw new Error(`PROBE_CHURN needs ${burst + n} pods; the world has ${pods}`)
         const driver = ManagedRuntime.make(driverLayer(plane))
-        const freedBefore = sum(await p.scrape(), "whereabouts_controller_ips_freed_total")
+        const churnBefore = await p.scrape()
+        const usedBefore = sum(churnBefore, USED)
         const start = Date.now()
         let nextReading = start + 30_000
+        let churnSnapshotTaken = false
         log(`${variant}: churn, ${churnRate} deletions/s for ${churnSeconds} s: VmRSS ${MiB(p.memory().rss)} at the start`)
         for (let i = 0; i < n; i++) {
           await driver.runPromise(deleteAll([{ namespace: RSS_NAMESPACE, name: `web-${burst + i}` }]))
           if (Date.now() >= nextReading) {
-            const freed = sum(await p.scrape(), "whereabouts_controller_ips_freed_total") - freedBefore
-            log(`${variant}: churn at ${((Date.now() - start) / 1000).toFixed(0)} s, ${i + 1} deleted, ${freed} addresses freed: VmRSS ${MiB(p.memory().rss)} (peak ${MiB(p.memory().hwm)})`)
+            const text = await p.metricsText()
+            const freed = usedBefore - sum(await p.scrape(), USED)
+            const heap = `heap ${MiB(gauge(text, "nodejs_heap_size_used_bytes"))} used of ${MiB(gauge(text, "nodejs_heap_size_total_bytes"))}`
+            log(`${variant}: churn at ${((Date.now() - start) / 1000).toFixed(0)} s, ${i + 1} deleted, ${freed} addresses freed: VmRSS ${MiB(p.memory().rss)} (peak ${MiB(p.memory().hwm)}), ${heap}`)
             nextReading += 30_000
+            if (churnSnapshot && !churnSnapshotTaken && Date.now() - start >= 60_000) {
+              churnSnapshotTaken = true
+              log(`${variant}: heap snapshot during the churn (the controller pauses while it is written)`)
+              await heapSnapshot(p.pid, snapDir)
+            }
           }
           await sleep(Math.max(0, start + ((i + 1) * 1000) / churnRate - Date.now()))
         }
         await driver.dispose()
-        await waitMetric(p, (m) => sum(m, "whereabouts_controller_ips_freed_total") >= freedBefore + n * 5, `${n} churned pods freed`, 300_000, 200)
+        await waitMetric(p, (m) => usedBefore - sum(m, USED) >= n * 5, `${n} churned pods freed`, 300_000, 200)
         log(`${variant}: churn done, all freed: VmRSS ${MiB(p.memory().rss)} (peak ${MiB(p.memory().hwm)})`)
+        // What the controller asked the API server for during the churn, by verb and resource.
+        const asked = delta(churnBefore, await p.scrape(), "whereabouts_controller_api_requests_total", ["verb", "resource"])
+        log(`${variant}: API requests during the churn: ${Object.entries(asked).map(([k, v]) => `${k} ${v}`).join(", ")}`)
         for (const wait of [10_000, 50_000]) {
           await sleep(wait)
           const text = await p.metricsText()
@@ -154,30 +208,7 @@ try {
         }
       }
       if (!snapshot) continue
-      process.kill(p.pid, "SIGUSR2")
-      // V8 writes the snapshot in chunks: wait until the file stops growing and parses.
-      let summary: ReturnType<typeof summarizeHeap> | undefined
-      let lastSize = -1
-      for (let i = 0; i < 300 && summary === undefined; i++) {
-        await sleep(2_000)
-        const done = fs.readdirSync(snapDir).find((f) => f.endsWith(".heapsnapshot"))
-        if (done === undefined) continue
-        const size = fs.statSync(path.join(snapDir, done)).size
-        if (size === lastSize && size > 0) {
-          try {
-            summary = summarizeHeap(path.join(snapDir, done), 20)
-            fs.rmSync(path.join(snapDir, done))
-          } catch {
-            // not complete yet
-          }
-        }
-        lastSize = size
-      }
-      if (summary === undefined) throw new Error("no complete heap snapshot written")
-      log(`  heap snapshot ${MiB(summary.total)} live`)
-      for (const t of summary.byType.slice(0, 8)) log(`    type ${t.type}: ${MiB(t.bytes)} (${t.count})`)
-      for (const n of summary.byName.slice(0, 20)) log(`    ${n.name}: ${MiB(n.bytes)} (${n.count})`)
-      for (const k of summary.byStringKind) log(`    strings, ${k.kind}: ${MiB(k.bytes)} (${k.count})`)
+      await heapSnapshot(p.pid, snapDir)
     } finally {
       await p.stop()
     }

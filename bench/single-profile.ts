@@ -7,7 +7,7 @@
  * per process and both profiles' top entries.
  *
  *   node bench/single-profile.ts                 1,000 pods at 50/s, QPS 500 (as the benchmark)
- *   SINGLE_PODS=500 SINGLE_RATE=50 node bench/single-profile.ts
+ *   SINGLE_PODS=500 SINGLE_RATE=50 SINGLE_WORKERS=2 node bench/single-profile.ts
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -25,6 +25,8 @@ import { ms } from "./lib/stats.ts"
 
 const pods = Number(process.env["SINGLE_PODS"] ?? 1_000)
 const rate = Number(process.env["SINGLE_RATE"] ?? 50)
+/** SINGLE_WORKERS=n: the controller's --workers (its default otherwise). */
+const workers = process.env["SINGLE_WORKERS"] === undefined ? undefined : Number(process.env["SINGLE_WORKERS"])
 const log = (line: string) => process.stderr.write(`[single-profile] ${line}\n`)
 
 const plane = await startBenchPlane()
@@ -71,7 +73,7 @@ try {
         {
           ...env,
           start: (kind, limits, label, config) =>
-            Effect.tap(env.start(kind, limits, label, config), (c) =>
+            Effect.tap(env.start(kind, limits, label, workers === undefined ? config : { ...config, workers }), (c) =>
               Effect.gen(function* () {
                 yield* scrapeBoth(c)
                 // Finalizers run last-in first-out: this one runs before the contender is stopped.
