@@ -13,7 +13,7 @@
  * environment variables: KUBECONFIG, API_QPS, API_BURST, WORKERS, METRICS_PORT, HEALTH_PORT, ...).
  */
 import { fileURLToPath } from "node:url"
-import { Effect, Either, Fiber, Layer, Logger, LogLevel, Option, Queue, type Scope } from "effect"
+import { Cause, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option, Queue, type Scope } from "effect"
 import { cidrContains, formatIP, parseCidr, parseIP } from "../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus, statusAttachment } from "../src/domain/multus.ts"
 import { poolName, reservationName } from "../src/domain/pool.ts"
@@ -194,7 +194,14 @@ const main = async () => {
   ).pipe(Effect.provide(env), Effect.provide(Logger.json), Logger.withMinimumLogLevel(LogLevel.Warning))
   const fiber = Effect.runFork(program as Effect.Effect<never, unknown>)
   process.on("SIGTERM", () => Effect.runFork(Fiber.interrupt(fiber)))
-  fiber.addObserver(() => process.exit(0))
+  // A failure (bad configuration, no API server) must show in the contender's log and exit code.
+  fiber.addObserver((exit) => {
+    if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) {
+      process.stderr.write(`baseline failed: ${Cause.pretty(exit.cause)}\n`)
+      process.exit(1)
+    }
+    process.exit(0)
+  })
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) void main()
