@@ -149,28 +149,32 @@ const excludedIntervals = (exclude: ReadonlyArray<Cidr>, family: 4 | 6, first: b
     return lo <= hi ? [[lo - first, hi - first] as const] : []
   })
 
-const BEYOND_SAFE = Symbol("beyond 2^53")
+/** What both searches of a free offset read: the window, the pool (its keys count from `base`), its entry count, what else is taken. */
+interface PoolSearch {
+  readonly first: bigint
+  readonly last: bigint
+  readonly base: bigint
+  readonly allocations: Allocations
+  readonly count: number
+  readonly excluded: ReadonlyArray<Interval>
+  readonly alsoReserved: ReadonlyArray<IPAddress>
+}
 
 /**
  * The lowest free offset (relative to `first`) by asking the pool for each candidate in turn:
  * `allocations[n]` with a number n looks the element up without making a key string, and the
  * walk stops at the first free address, so it makes at most one probe per allocation, reserved
- * address and exclusion, plus one. BEYOND_SAFE when a candidate's pool offset could pass 2^53
- * (a range starting that far from the pool's address, or exclusions reaching that far): the
- * bitmap and BigInt search over every key handles those.
+ * address and exclusion, plus one. When a candidate's pool offset could pass 2^53 (a range
+ * starting that far from the pool's address, or exclusions reaching that far), the bitmap and
+ * BigInt search over every key answers instead. Used when the walk did not find the answer.
  */
-const probeLowestFree = (
-  first: bigint,
-  last: bigint,
-  base: bigint,
-  allocations: Allocations,
-  count: number,
-  excluded: ReadonlyArray<Interval>,
-  alsoReserved: ReadonlyArray<IPAddress>
-): bigint | undefined | typeof BEYOND_SAFE => {
+const searchFree = ({ first, last, base, allocations, count, excluded, alsoReserved }: PoolSearch): bigint | undefined => {
   const delta = first - base
   const reach = excluded.reduce((m, [, end]) => (end > m ? end : m), 0n) + BigInt(count + alsoReserved.length + 1)
-  if (delta < 0n || delta + reach > SAFE) return BEYOND_SAFE
+  if (delta < 0n || delta + reach > SAFE) {
+    const reserved = relativeReserved(first, last, base, Object.keys(allocations), alsoReserved)
+    return lowestFreeOffset(last - first, reserved.near, excluded, reserved.far)
+  }
   const deltaNum = Number(delta)
   const spanNum = last - first < SAFE ? Number(last - first) : Number.MAX_SAFE_INTEGER
   const extra = new Set<number>()
@@ -217,13 +221,7 @@ export type AssignResult = {
  * matches) and searches again (`free` undefined). Undefined when a lookup could pass 2^53.
  */
 const walkPool = (
-  first: bigint,
-  last: bigint,
-  base: bigint,
-  allocations: Allocations,
-  count: number,
-  excluded: ReadonlyArray<Interval>,
-  alsoReserved: ReadonlyArray<IPAddress>,
+  { first, last, base, allocations, count, excluded, alsoReserved }: PoolSearch,
   request: AllocationRequest
 ): { readonly metAll: boolean; readonly free: bigint | undefined } | undefined => {
   const delta = first - base
@@ -287,22 +285,6 @@ const findExisting = (
 const exhausted = (range: IpRange, why: string) =>
   Either.left(new AssignmentError({ range: range.range, message: `could not allocate IP in range ${range.range}: ${why}` }))
 
-/** The lowest free offset when the walk did not find it: the probe, or the search over every key. */
-const searchFree = (
-  first: bigint,
-  last: bigint,
-  base: bigint,
-  allocations: Allocations,
-  count: number,
-  excluded: ReadonlyArray<Interval>,
-  alsoReserved: ReadonlyArray<IPAddress>
-): bigint | undefined => {
-  const rel = probeLowestFree(first, last, base, allocations, count, excluded, alsoReserved)
-  if (rel !== BEYOND_SAFE) return rel
-  const reserved = relativeReserved(first, last, base, Object.keys(allocations), alsoReserved)
-  return lowestFreeOffset(last - first, reserved.near, excluded, reserved.far)
-}
-
 /**
  * Assigns an address from `range` into a pool whose `spec.range` is `poolCidr`:
  * the same podref+ifname gets its address back (id updated), else the lowest free one.
@@ -323,15 +305,22 @@ export const assignIP = (
   // so Object.keys would make a string of every one (the keys are read only on a match).
   const values = Object.values(allocations)
   const bounds = allocatableBounds(range)
-  const excluded = bounds === undefined ? [] : excludedIntervals(range.exclude, range.cidr.family, bounds.first, bounds.last)
-  const walked = bounds === undefined ? undefined : walkPool(bounds.first, bounds.last, base, allocations, values.length, excluded, alsoReserved, request)
+  const search: PoolSearch | undefined = bounds === undefined ? undefined : {
+    ...bounds,
+    base,
+    allocations,
+    count: values.length,
+    excluded: excludedIntervals(range.exclude, range.cidr.family, bounds.first, bounds.last),
+    alsoReserved
+  }
+  const walked = search === undefined ? undefined : walkPool(search, request)
   if (walked === undefined || !walked.metAll) {
     const existing = findExisting(range, base, allocations, values, request)
     if (existing !== undefined) return Either.right(existing)
   }
-  if (bounds === undefined) return exhausted(range, "the range has no usable addresses")
-  const { first, last } = bounds
-  const rel = walked?.free ?? searchFree(first, last, base, allocations, values.length, excluded, alsoReserved)
+  if (search === undefined) return exhausted(range, "the range has no usable addresses")
+  const { first, last } = search
+  const rel = walked?.free ?? searchFree(search)
   if (rel === undefined) {
     const at = (value: bigint) => formatIP({ family: range.cidr.family, value })
     return exhausted(range, `every address from ${at(first)} to ${at(last)} is reserved or excluded`)
