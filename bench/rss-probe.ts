@@ -28,7 +28,7 @@ import { summarizeHeap } from "./lib/heapsnapshot.ts"
 import { driverLayer } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { spawnContender, waitMetric } from "./lib/proc.ts"
-import { delta, sum } from "./lib/prom.ts"
+import { delta, parseProm, sum } from "./lib/prom.ts"
 import { bundle } from "../scripts/build.ts"
 import { RSS_NAMESPACE, buildSteadyWorld } from "./lib/rssworld.ts"
 import { deleteAll } from "./lib/world.ts"
@@ -181,8 +181,9 @@ try {
         for (let i = 0; i < n; i++) {
           await driver.runPromise(deleteAll([{ namespace: RSS_NAMESPACE, name: `web-${burst + i}` }]))
           if (Date.now() >= nextReading) {
+            // One scrape for both readings.
             const text = await p.metricsText()
-            const freed = usedBefore - sum(await p.scrape(), USED)
+            const freed = usedBefore - sum(parseProm(text), USED)
             const heap = `heap ${MiB(gauge(text, "nodejs_heap_size_used_bytes"))} used of ${MiB(gauge(text, "nodejs_heap_size_total_bytes"))}`
             log(`${variant}: churn at ${((Date.now() - start) / 1000).toFixed(0)} s, ${i + 1} deleted, ${freed} addresses freed: VmRSS ${MiB(p.memory().rss)} (peak ${MiB(p.memory().hwm)}), ${heap}`)
             nextReading += 30_000

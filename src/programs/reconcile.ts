@@ -208,8 +208,8 @@ export const livePodsByRef = (
     // Sizes only matter for namespaces with enough refs to list at all.
     const large = new Set([...byNamespace].filter(([, rs]) => rs.length > listRecheckThreshold(apiQps)).map(([ns]) => ns))
     const sizes = large.size > 0 && namespacePods !== undefined ? namespacePods(large) : new Map<string, number>()
-    const listed = [...large].filter((ns) => recheckByList(byNamespace.get(ns)!.length, sizes.get(ns) ?? 0, apiQps))
-    const got = [...byNamespace].filter(([ns]) => !listed.includes(ns)).flatMap(([, rs]) => rs)
+    const listed = new Set([...large].filter((ns) => recheckByList(byNamespace.get(ns)!.length, sizes.get(ns) ?? 0, apiQps)))
+    const got = [...byNamespace].filter(([ns]) => !listed.has(ns)).flatMap(([, rs]) => rs)
     yield* Effect.all(
       [
         Effect.forEach(got, (r) => Effect.map(pods.get(r.namespace, r.name, options), Option.map((p) => found.set(podRef(p), p))), {
