@@ -89,7 +89,10 @@ const CONCURRENCY = 6
  * drain instead of after it (fixed in LeaderElection; not proven to be that hang's cause). The
  * controller now ends a shutdown itself at shutdown-timeout + renew-deadline + 2 s (11 s here)
  * with exit code 1 and the open handles in its last log line, so such a run fails with evidence
- * well before this outer bound.
+ * well before this outer bound. Stop 13 saw it once more (variant "Role ippools patch", clean-clone
+ * CI): the log ended at "leader election stopping", and in 45 s neither the release's own timeout
+ * nor that deadline wrote a line, so the event loop itself was stuck. Before the SIGKILL the
+ * harness now adds the process's /proc view to its log (busy or waiting, and on what).
  */
 const STOP_GRACE_MS = 45_000
 

@@ -6,6 +6,8 @@
  * test process is SIGKILLed, by a watchdog preloaded into the child.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { readdirSync, readFileSync } from "node:fs"
+import { setTimeout as sleep } from "node:timers/promises"
 import { fileURLToPath } from "node:url"
 import { OPTIONS } from "../../../src/programs/cli.ts"
 import { freePort } from "../cluster.ts"
@@ -182,7 +184,11 @@ export const startController = async (options: ControllerOptions): Promise<Contr
     const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), graceMs)))
     const first = await Promise.race([exited, late])
     clearTimeout(timer)
-    if (first === "late" && !done) child.kill("SIGKILL")
+    if (first === "late" && !done) {
+      // Before the SIGKILL, what the process is doing, into its log tail: evidence for a hang.
+      if (child.pid !== undefined) keep(`[harness] still running ${graceMs} ms after ${signal}: ${await procView(child.pid)}`)
+      if (!done) child.kill("SIGKILL")
+    }
     return exited
   }
 
@@ -206,6 +212,42 @@ export const startController = async (options: ControllerOptions): Promise<Contr
   children.add(handle)
   void exited.then(() => children.delete(handle))
   return handle
+}
+
+/**
+ * A process seen from /proc (Linux), needing nothing from it: its state, the CPU it used over one
+ * second (busy in a loop, or waiting) and where each thread waits in the kernel (wchan: a pipe
+ * write, a futex, epoll). For a controller that did not exit after SIGTERM: its own deadline did
+ * not fire once (stop 13), which points at a blocked event loop.
+ */
+export const procView = async (pid: number): Promise<string> => {
+  const fields = (file: string) => {
+    const stat = readFileSync(file, "utf8")
+    return { name: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")), rest: stat.slice(stat.lastIndexOf(")") + 2).split(" ") }
+  }
+  // After the name: [0] state, [11] utime, [12] stime (clock ticks).
+  const ticks = () => {
+    const { rest } = fields(`/proc/${pid}/stat`)
+    return Number(rest[11]) + Number(rest[12])
+  }
+  try {
+    const before = ticks()
+    await sleep(1_000)
+    const used = ticks() - before
+    const threads = readdirSync(`/proc/${pid}/task`).map((tid) => {
+      const { name, rest } = fields(`/proc/${pid}/task/${tid}/stat`)
+      let wchan = ""
+      try {
+        wchan = readFileSync(`/proc/${pid}/task/${tid}/wchan`, "utf8")
+      } catch {
+        // not readable here
+      }
+      return `${name}:${rest[0]}${wchan !== "" && wchan !== "0" ? `@${wchan}` : ""}`
+    })
+    return `state ${fields(`/proc/${pid}/stat`).rest[0]}, ${used} CPU ticks in 1 s, threads ${threads.join(" ")}`
+  } catch (e) {
+    return `no /proc view (${e instanceof Error ? e.message : String(e)})`
+  }
 }
 
 /** Stops every child still running (SIGTERM, then SIGKILL): for afterEach/afterAll. */
