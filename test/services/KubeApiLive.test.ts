@@ -8,6 +8,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as zlib from "node:zlib"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, ConfigProvider, Duration, Effect, Either, Fiber, Layer, Ref, Stream, TestClock } from "effect"
 import { afterAll, beforeAll, vi } from "vitest"
@@ -320,6 +321,19 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       // 26 requests over a few kept-alive connections, not one each (undici's pool may open a second
       // while the first is being released, and retires one after a DELETE with a body).
       expect(fake.connections - before).toBeLessThanOrEqual(4)
+    }).pipe(Effect.provide(fakeApi())))
+
+  it.live("asks for gzip and reads a gzipped answer (the API server compresses large ones)", () =>
+    Effect.gen(function* () {
+      const list = { kind: "PodList", metadata: { resourceVersion: "9" }, items: Array.from({ length: 50 }, (_, i) => ({ metadata: { name: `p${i}` } })) }
+      serve((req, res) => {
+        if (!/\bgzip\b/.test(String(req.headers["accept-encoding"]))) return json(res, 406, { kind: "Status", message: "no gzip asked for" })
+        res.writeHead(200, { "Content-Type": "application/json", "Content-Encoding": "gzip" }).end(zlib.gzipSync(JSON.stringify(list)))
+      })
+      const api = yield* KubeApi
+      const page = yield* api.list(R.Pods, "ns")
+      expect(page.items.map((p) => p.metadata.name)).toEqual(list.items.map((p) => p.metadata.name))
+      expect(page.resourceVersion).toBe("9")
     }).pipe(Effect.provide(fakeApi())))
 
   it.live("a Status body becomes the detail; no answer within requestTimeout is a Timeout; a closed port is Unavailable", () =>
