@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Either, Exit, Fiber, HashMap, Layer, Logger, Option, type Scope, TestClock } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
-import { EVENT_SLOTS_PER_WORKER, GATHER_FROM, RECLAIM_AFTER_PODS, RECLAIM_IDLE_MS, runDeletionLoop } from "../../src/programs/controller.ts"
+import { EVENT_SLOTS_PER_WORKER, GATHER_FROM, RECLAIM_AFTER_PODS, RECLAIM_IDLE_MS, STALLED_BATCH_MS, runDeletionLoop } from "../../src/programs/controller.ts"
 import { memory, withKubeApi } from "../../src/programs/layers.ts"
 import { sweepOnce } from "../../src/programs/sweep.ts"
 import { Caches } from "../../src/services/Caches.ts"
@@ -410,6 +410,66 @@ describe("deletion loop: batching", () => {
         // eventually gives up after seconds; the window is ten minutes.
         yield* eventually(Effect.flatMap(podrefsOf("10.112.0.0-24"), (refs) => require(() => refs.length === 0, "all freed")))
       })
+    ))
+})
+
+describe("deletion loop: one batch in flight (TestClock)", () => {
+  it.effect(`deletions wait for the batch in flight, then go in one batch; a batch out for ${STALLED_BATCH_MS} ms lets the next worker start`, () =>
+    Effect.zipRight(
+      TestClock.setTime(START),
+      Effect.scoped(
+        Effect.gen(function* () {
+          const hooks = yield* ApiHooks
+          const cluster = yield* InMemoryCluster
+          const caches = yield* Caches
+          const POOL = "10.114.0.0-24"
+          yield* createNad(NS, "net1", { range: "10.114.0.0/24" })
+          yield* startDeletionLoop()
+          const pods: Array<RunningPod> = []
+          for (const name of ["a", "b", "c", "d0", "d1"]) pods.push(yield* startPod(NS, name, [on("net1")]))
+          const [a, b, c, d0, d1] = pods as [RunningPod, RunningPod, RunningPod, RunningPod, RunningPod]
+          yield* settleUntil(() => Effect.sync(() => caches.pods.size() === 5), "the pods cached")
+          const gone = (...names: Array<string>) => () => Effect.sync(() => names.every((n) => Option.isNone(caches.pods.get(`${NS}/${n}`))))
+          const held = (names: Array<string>) => Effect.map(podrefsOf(POOL), (refs) => names.filter((n) => refs.includes(`${NS}/${n}`)))
+          const touched = (...names: Array<string>) => cluster.calls.filter((x) => names.includes(x.name ?? "") && !(x.verb === "delete" && x.resource === "pods"))
+          const entered = (gate: { readonly entered: Effect.Effect<void> }) =>
+            Effect.flatMap(Effect.fork(gate.entered), (f) => settleUntil(() => Effect.map(Fiber.poll(f), Option.isSome), "the pool write held"))
+
+          // a's pool write is held: b and c, deleted meanwhile, are not taken by the three idle workers...
+          const first = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
+          hooks.before = first.hook
+          yield* deletePod(a)
+          yield* entered(first)
+          cluster.resetCalls()
+          yield* deletePod(b)
+          yield* deletePod(c)
+          yield* settleUntil(gone("b", "c"), "the informer saw b and c deleted")
+          yield* settle
+          yield* TestClock.adjust(STALLED_BATCH_MS - 1)
+          yield* settle
+          expect(touched("b", "c")).toEqual([])
+          // ...until it ends; then both go in one batch: one pool write for the two.
+          yield* first.open
+          yield* settleUntil(() => Effect.map(held(["a", "b", "c"]), (h) => h.length === 0), "a, b and c freed")
+          expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(2)
+
+          // A batch that stalls holds the next deletion up for STALLED_BATCH_MS, no longer.
+          const stalled = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
+          hooks.before = stalled.hook
+          yield* deletePod(d0)
+          yield* entered(stalled)
+          yield* deletePod(d1)
+          yield* settleUntil(gone("d1"), "the informer saw d1 deleted")
+          yield* TestClock.adjust(STALLED_BATCH_MS - 1)
+          yield* settle
+          expect(touched("d1")).toEqual([])
+          yield* TestClock.adjust(1)
+          yield* settleUntil(() => Effect.map(held(["d1"]), (h) => h.length === 0), "d1 freed beside the stalled batch")
+          expect(yield* held(["d0", "d1"])).toEqual(["d0"])
+          yield* stalled.open
+          yield* settleUntil(() => Effect.map(held(["d0"]), (h) => h.length === 0), "d0 freed")
+        })
+      ).pipe(Effect.provide(memoryWithHooks(BASE)))
     ))
 })
 
