@@ -24,7 +24,7 @@ const runOnly: ReadonlyArray<Command> = ["run"]
 export const OPTIONS: ReadonlyArray<OptionSpec> = [
   { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", default: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
   { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", default: "kube-system", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
-  { flag: "workers", env: "WORKERS", kind: "string", default: "4", help: "concurrent reconcile workers", commands: runOnly },
+  { flag: "workers", env: "WORKERS", kind: "string", default: "4", help: "reconcile workers: one batch is reconciled at a time; another worker starts when every batch in flight has been out for 250 ms", commands: runOnly },
   {
     flag: "batch-window",
     env: "BATCH_WINDOW",
