@@ -37,7 +37,8 @@ const GATHER_POLL_MS = 20
  * (up to `--workers`), so a stalled API call holds up the others for this long at most. Measured
  * on the real API server (single deletions at 50/s, bench/single-profile.ts): four batches at once
  * sent four times the concurrent writes to a server that was already the bottleneck, and its
- * stalls became the p99 (845-954 ms); one batch at a time met the p99 target (393-446 ms).
+ * stalls became the p99 (845-954 ms); with this, 387-537 ms over three runs, the mass deletion no
+ * slower. 100 ms gave 567-937 ms (BENCHMARKS.md).
  */
 export const STALLED_BATCH_MS = 250
 
@@ -74,7 +75,7 @@ export const makeFlight = (stalledMs: number) =>
         yield* Effect.race(Deferred.await(signal), Effect.sleep(Duration.millis(wait)))
       }
     })
-    return { begin, end, turn, inFlight: Effect.sync(() => started.size) }
+    return { begin, end, turn }
   })
 
 /** Batches whose Events may be pending per worker before the worker waits for them. */
