@@ -23,9 +23,11 @@ const Live = supported ? await import("../../src/services/KubeApiLive.ts") : und
 const describeSupported = supported ? describe : describe.skip
 const live = () => Live!
 
-// Created only where the tests run: a skipped file runs no afterAll.
-const tmp = supported ? fs.mkdtempSync(path.join(os.tmpdir(), "kubeapilive-test-")) : ""
-afterAll(() => (tmp === "" ? undefined : fs.rmSync(tmp, { recursive: true, force: true })))
+// Created by the first test that writes a file: a file whose tests are all skipped or filtered
+// out (vitest -t) runs no afterAll, and a directory made at load time was left behind.
+let made = ""
+const tmp = (): string => (made === "" ? (made = fs.mkdtempSync(path.join(os.tmpdir(), "kubeapilive-test-"))) : made)
+afterAll(() => (made === "" ? undefined : fs.rmSync(made, { recursive: true, force: true })))
 
 const kubeconfigText = (server: string, extra: { readonly insecure?: boolean; readonly token?: string; readonly context?: string | null } = {}) =>
   [
@@ -48,7 +50,7 @@ const kubeconfigText = (server: string, extra: { readonly insecure?: boolean; re
   ].join("\n")
 
 const writeFile = (name: string, text: string): string => {
-  const file = path.join(tmp, name)
+  const file = path.join(tmp(), name)
   fs.mkdirSync(path.dirname(file), { recursive: true })
   fs.writeFileSync(file, text)
   return file
@@ -65,21 +67,21 @@ const resolveError = (sources: Parameters<NonNullable<typeof Live>["resolveKubeC
 describeSupported("KubeApiLive: kubeconfig resolution", () => {
   it.effect("with nothing to use, the error names every source tried and why it failed", () =>
     Effect.gen(function* () {
-      const message = yield* resolveError({ explicit: undefined, home: path.join(tmp, "nohome"), serviceHost: undefined })
+      const message = yield* resolveError({ explicit: undefined, home: path.join(tmp(), "nohome"), serviceHost: undefined })
       expect(message).toContain("(1) KUBECONFIG/--kubeconfig: not set")
-      expect(message).toContain(`(2) ~/.kube/config (${path.join(tmp, "nohome", ".kube", "config")}): no such file`)
+      expect(message).toContain(`(2) ~/.kube/config (${path.join(tmp(), "nohome", ".kube", "config")}): no such file`)
       expect(message).toContain("(3) in-cluster service account: KUBERNETES_SERVICE_HOST is not set")
-      const noToken = yield* resolveError({ explicit: undefined, home: undefined, serviceHost: "10.0.0.1", serviceAccountPrefix: tmp })
+      const noToken = yield* resolveError({ explicit: undefined, home: undefined, serviceHost: "10.0.0.1", serviceAccountPrefix: tmp() })
       expect(noToken).toContain("~/.kube/config: no home directory")
-      expect(noToken).toContain(`in-cluster service account: no token at ${tmp}/var/run/secrets/kubernetes.io/serviceaccount/token`)
+      expect(noToken).toContain(`in-cluster service account: no token at ${tmp()}/var/run/secrets/kubernetes.io/serviceaccount/token`)
     }))
 
   it.effect("an explicit kubeconfig that is missing or broken is an error, never a fallback", () =>
     Effect.gen(function* () {
-      const home = path.join(tmp, "home-ok")
+      const home = path.join(tmp(), "home-ok")
       writeFile("home-ok/.kube/config", kubeconfigText("https://10.9.9.9:6443"))
-      const missing = yield* resolveError({ explicit: path.join(tmp, "absent"), home, serviceHost: undefined })
-      expect(missing).toContain(`KUBECONFIG/--kubeconfig (${path.join(tmp, "absent")}): no such file`)
+      const missing = yield* resolveError({ explicit: path.join(tmp(), "absent"), home, serviceHost: undefined })
+      expect(missing).toContain(`KUBECONFIG/--kubeconfig (${path.join(tmp(), "absent")}): no such file`)
       expect(missing).toContain("were not tried")
       const broken = writeFile("broken.yaml", "clusters: [unclosed")
       expect(yield* resolveError({ explicit: broken, home, serviceHost: undefined })).toContain(`KUBECONFIG/--kubeconfig (${broken}):`)
@@ -99,7 +101,7 @@ describeSupported("KubeApiLive: kubeconfig resolution", () => {
       expect(listed.kc.getUsers()).toHaveLength(1)
       expect(listed.kc.getCurrentCluster()?.server).toBe("https://10.1.1.1:6443")
 
-      const home = path.join(tmp, "home-ok")
+      const home = path.join(tmp(), "home-ok")
       writeFile("home-ok/.kube/config", kubeconfigText("https://10.9.9.9:6443"))
       const fromHome = yield* live().resolveKubeConfig({ explicit: undefined, home, serviceHost: "10.0.0.1" })
       expect(fromHome.source).toBe(`~/.kube/config (${path.join(home, ".kube", "config")})`)
@@ -109,7 +111,7 @@ describeSupported("KubeApiLive: kubeconfig resolution", () => {
       vi.stubEnv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
       vi.stubEnv("KUBERNETES_SERVICE_PORT", "443")
       try {
-        const inCluster = yield* live().resolveKubeConfig({ explicit: undefined, home: undefined, serviceHost: "10.0.0.1", serviceAccountPrefix: path.join(tmp, "sa") })
+        const inCluster = yield* live().resolveKubeConfig({ explicit: undefined, home: undefined, serviceHost: "10.0.0.1", serviceAccountPrefix: path.join(tmp(), "sa") })
         expect(inCluster.source).toBe("in-cluster service account")
         expect(inCluster.kc.getCurrentCluster()?.server).toBe("https://10.0.0.1:443")
       } finally {
@@ -122,7 +124,7 @@ describeSupported("KubeApiLive: kubeconfig resolution", () => {
       const none = yield* Layer.build(live().layerLive).pipe(
         Effect.scoped,
         Effect.provide(layerWith({ kubeconfig: undefined })),
-        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["HOME", path.join(tmp, "nohome")]]))),
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["HOME", path.join(tmp(), "nohome")]]))),
         Effect.flip
       )
       expect(none._tag).toBe("KubeConfigError")
