@@ -8,6 +8,9 @@
  *
  *   node bench/single-profile.ts                 1,000 pods at 50/s, QPS 500 (as the benchmark)
  *   SINGLE_PODS=500 SINGLE_RATE=50 SINGLE_WORKERS=2 node bench/single-profile.ts
+ *   SINGLE_AFTER_MASS=5000 node bench/single-profile.ts   first a mass deletion of that many pods
+ *                                                         on the same API server (as the full
+ *                                                         benchmark runs it after its mass runs)
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -20,13 +23,15 @@ import { summarize } from "./lib/cpuprofile.ts"
 import { apiserverEnv } from "./lib/env.ts"
 import { driverLayer } from "./lib/live.ts"
 import { histogramBetween, parseProm, type Sample } from "./lib/prom.ts"
-import { STEPS, singleDeletions } from "./lib/scenarios.ts"
+import { STEPS, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { ms } from "./lib/stats.ts"
 
 const pods = Number(process.env["SINGLE_PODS"] ?? 1_000)
 const rate = Number(process.env["SINGLE_RATE"] ?? 50)
 /** SINGLE_WORKERS=n: the controller's --workers (its default otherwise). */
 const workers = process.env["SINGLE_WORKERS"] === undefined ? undefined : Number(process.env["SINGLE_WORKERS"])
+/** SINGLE_AFTER_MASS=n: a mass deletion of n pods (ours, QPS 500) on the same server first. */
+const afterMass = Number(process.env["SINGLE_AFTER_MASS"] ?? 0)
 const log = (line: string) => process.stderr.write(`[single-profile] ${line}\n`)
 
 const plane = await startBenchPlane()
@@ -57,6 +62,15 @@ try {
   log(`kube-apiserver ${plane.version}; logs in ${logDir}; profiles in ${profDir}`)
   // The API server's profile starts when the controller is ready (the world is built by then) and
   // lasts the deletion phase (pods/rate seconds) plus 3 s for the tracker's sync before it.
+  if (afterMass > 0) {
+    const mass = await Effect.runPromise(
+      Effect.scoped(massDeletion(apiserverEnv(plane).env, "ours", { pods: afterMass, pools: 10, limits: { qps: 500, burst: 1_000 }, label: "pre" })).pipe(
+        Effect.provide(driverLayer(plane)),
+        Effect.catchAllCause((cause) => Effect.die(new Error(Cause.pretty(cause))))
+      )
+    )
+    log(`mass deletion of ${afterMass} pods first: every pool entry free ${ms(mass.poolFreedMs)} after the last delete`)
+  }
   const goProfile = path.join(profDir, "kube-apiserver.pprof")
   let pprof: Promise<void> | undefined
   // Both sides' latency histograms, read when the controller is ready and again before it stops.
