@@ -1,7 +1,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Either, Exit, Fiber, HashMap, Layer, Logger, Option, type Scope, TestClock } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
-import { EVENT_SLOTS_PER_WORKER, GATHER_FROM, RECLAIM_AFTER_PODS, RECLAIM_IDLE_MS, STALLED_BATCH_MS, runDeletionLoop } from "../../src/programs/controller.ts"
+import {
+  EVENT_SLOTS_PER_WORKER,
+  GATHER_FROM,
+  GATHER_IDLE_MS,
+  GATHER_MIN_RATE,
+  RECLAIM_AFTER_PODS,
+  RECLAIM_IDLE_MS,
+  STALLED_BATCH_MS,
+  runDeletionLoop
+} from "../../src/programs/controller.ts"
 import { memory, withKubeApi } from "../../src/programs/layers.ts"
 import { sweepOnce } from "../../src/programs/sweep.ts"
 import { Caches } from "../../src/services/Caches.ts"
@@ -411,6 +420,73 @@ describe("deletion loop: batching", () => {
         yield* eventually(Effect.flatMap(podrefsOf("10.112.0.0-24"), (refs) => require(() => refs.length === 0, "all freed")))
       })
     ))
+})
+
+describe("deletion loop: gathering a mass deletion (TestClock)", () => {
+  /**
+   * 40 deletions queue behind a held batch, so the next is a mass deletion's and gathers; then
+   * `perStep` more are deleted every 20 ms. Returns how long after the gathering began the 40 were
+   * freed, and the pool patches of that batch.
+   */
+  const gatherWhileStreaming = (perStep: number) =>
+    Effect.zipRight(
+      TestClock.setTime(START),
+      Effect.scoped(
+        Effect.gen(function* () {
+          const hooks = yield* ApiHooks
+          const cluster = yield* InMemoryCluster
+          const caches = yield* Caches
+          const POOL = "10.115.0.0-24"
+          yield* createNad(NS, "net1", { range: "10.115.0.0/24" })
+          yield* startDeletionLoop()
+          const head = yield* startPod(NS, "head", [on("net1")])
+          const queued: Array<RunningPod> = []
+          for (let i = 0; i < 40; i++) queued.push(yield* startPod(NS, `q${i}`, [on("net1")]))
+          const stream: Array<RunningPod> = []
+          for (let i = 0; i < perStep * 30; i++) stream.push(yield* startPod(NS, `s${i}`, [on("net1")]))
+          yield* settleUntil(() => Effect.sync(() => caches.pods.size() === 41 + stream.length), "the pods cached")
+          const held = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
+          hooks.before = held.hook
+          yield* deletePod(head)
+          yield* Effect.flatMap(Effect.fork(held.entered), (f) => settleUntil(() => Effect.map(Fiber.poll(f), Option.isSome), "head's write held"))
+          yield* deleteAtOnce(queued)
+          yield* settleUntil(() => Effect.sync(() => Option.isNone(caches.pods.get(`${NS}/q39`))), "the 40 deletions seen")
+          yield* settle
+          yield* held.open
+          yield* settleUntil(() => Effect.map(podrefsOf(POOL), (refs) => !refs.includes(`${NS}/head`)), "head freed")
+          yield* settle
+          cluster.resetCalls()
+          const freed = () => Effect.map(podrefsOf(POOL), (refs) => !refs.includes(`${NS}/q0`))
+          let sent = 0
+          for (let step = 1; step <= 30; step++) {
+            yield* deleteAtOnce(stream.slice(sent, sent + perStep))
+            sent += perStep
+            yield* settle
+            yield* TestClock.adjust("20 millis")
+            yield* settle
+            if (yield* freed()) return { afterMs: step * 20, patches: cluster.count({ verb: "patch", resource: "ippools" }) }
+          }
+          return { afterMs: Infinity, patches: cluster.count({ verb: "patch", resource: "ippools" }) }
+        })
+      ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1, batchWindow: Duration.millis(500) })))
+    )
+
+  it.effect(`a stream slower than ${GATHER_MIN_RATE}/s ends the gathering after ${GATHER_IDLE_MS} ms, not the window`, () =>
+    Effect.gen(function* () {
+      // One deletion every 20 ms: 50/s.
+      const { afterMs } = yield* gatherWhileStreaming(1)
+      expect(afterMs).toBeGreaterThanOrEqual(GATHER_IDLE_MS)
+      expect(afterMs).toBeLessThanOrEqual(GATHER_IDLE_MS + 40)
+    }))
+
+  it.effect("a burst still arriving is gathered for the whole window, in one pool write", () =>
+    Effect.gen(function* () {
+      // Four every 20 ms: 200/s.
+      const { afterMs, patches } = yield* gatherWhileStreaming(4)
+      expect(afterMs).toBeGreaterThanOrEqual(500)
+      expect(afterMs).toBeLessThanOrEqual(540)
+      expect(patches).toBe(1)
+    }))
 })
 
 describe("deletion loop: one batch in flight (TestClock)", () => {
