@@ -30,7 +30,7 @@ export const OPTIONS: ReadonlyArray<OptionSpec> = [
     env: "BATCH_WINDOW",
     kind: "string",
     default: "1 second",
-    help: "when a worker takes 32 or more deleted pods at once (a mass deletion), how long it gathers more into the same batch; 0 to never wait",
+    help: "when a worker takes 32 or more deleted pods at once (a mass deletion), how long it gathers more into the same batch while they keep arriving at 100/s or more; 0 to never wait",
     commands: runOnly
   },
   { flag: "retry-attempts", env: "RETRY_ATTEMPTS", kind: "string", default: "5", help: "attempts per deleted pod before giving up with a Warning event", commands: runOnly },

@@ -62,6 +62,12 @@ const inTestWorld =
   <A, E>(body: Effect.Effect<A, E, Scope.Scope | MemoryEnv>) =>
     Effect.zipRight(TestClock.setTime(START), inWorld(config)(body))
 
+/** `inTestWorld` with ApiHooks (`memoryWithHooks`): TestClock at START, the body in its own scope. */
+const inHookedTestWorld =
+  (config: Partial<ControllerConfig.ControllerConfigShape> = {}) =>
+  <A, E>(body: Effect.Effect<A, E, Scope.Scope | Layer.Layer.Success<ReturnType<typeof memoryWithHooks>>>) =>
+    Effect.zipRight(TestClock.setTime(START), Effect.scoped(body).pipe(Effect.provide(memoryWithHooks({ ...BASE, ...config }))))
+
 const metric = (name: string, labels: Record<string, string> = {}) => Effect.flatMap(Metrics, (m) => m.value(name, labels))
 
 /** Real time: waits until the metric reaches `n`. */
@@ -429,46 +435,43 @@ describe("deletion loop: gathering a mass deletion (TestClock)", () => {
    * freed, and the pool patches of that batch.
    */
   const gatherWhileStreaming = (perStep: number) =>
-    Effect.zipRight(
-      TestClock.setTime(START),
-      Effect.scoped(
-        Effect.gen(function* () {
-          const hooks = yield* ApiHooks
-          const cluster = yield* InMemoryCluster
-          const caches = yield* Caches
-          const POOL = "10.115.0.0-24"
-          yield* createNad(NS, "net1", { range: "10.115.0.0/24" })
-          yield* startDeletionLoop()
-          const head = yield* startPod(NS, "head", [on("net1")])
-          const queued: Array<RunningPod> = []
-          for (let i = 0; i < 40; i++) queued.push(yield* startPod(NS, `q${i}`, [on("net1")]))
-          const stream: Array<RunningPod> = []
-          for (let i = 0; i < perStep * 30; i++) stream.push(yield* startPod(NS, `s${i}`, [on("net1")]))
-          yield* settleUntil(() => Effect.sync(() => caches.pods.size() === 41 + stream.length), "the pods cached")
-          const held = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
-          hooks.before = held.hook
-          yield* deletePod(head)
-          yield* Effect.flatMap(Effect.fork(held.entered), (f) => settleUntil(() => Effect.map(Fiber.poll(f), Option.isSome), "head's write held"))
-          yield* deleteAtOnce(queued)
-          yield* settleUntil(() => Effect.sync(() => Option.isNone(caches.pods.get(`${NS}/q39`))), "the 40 deletions seen")
+    inHookedTestWorld({ workers: 1, batchWindow: Duration.millis(500) })(
+      Effect.gen(function* () {
+        const hooks = yield* ApiHooks
+        const cluster = yield* InMemoryCluster
+        const caches = yield* Caches
+        const POOL = "10.115.0.0-24"
+        yield* createNad(NS, "net1", { range: "10.115.0.0/24" })
+        yield* startDeletionLoop()
+        const head = yield* startPod(NS, "head", [on("net1")])
+        const queued: Array<RunningPod> = []
+        for (let i = 0; i < 40; i++) queued.push(yield* startPod(NS, `q${i}`, [on("net1")]))
+        const stream: Array<RunningPod> = []
+        for (let i = 0; i < perStep * 30; i++) stream.push(yield* startPod(NS, `s${i}`, [on("net1")]))
+        yield* settleUntil(() => Effect.sync(() => caches.pods.size() === 41 + stream.length), "the pods cached")
+        const held = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
+        hooks.before = held.hook
+        yield* deletePod(head)
+        yield* Effect.flatMap(Effect.fork(held.entered), (f) => settleUntil(() => Effect.map(Fiber.poll(f), Option.isSome), "head's write held"))
+        yield* deleteAtOnce(queued)
+        yield* settleUntil(() => Effect.sync(() => Option.isNone(caches.pods.get(`${NS}/q39`))), "the 40 deletions seen")
+        yield* settle
+        yield* held.open
+        yield* settleUntil(() => Effect.map(podrefsOf(POOL), (refs) => !refs.includes(`${NS}/head`)), "head freed")
+        yield* settle
+        cluster.resetCalls()
+        const freed = () => Effect.map(podrefsOf(POOL), (refs) => !refs.includes(`${NS}/q0`))
+        let sent = 0
+        for (let step = 1; step <= 30; step++) {
+          yield* deleteAtOnce(stream.slice(sent, sent + perStep))
+          sent += perStep
           yield* settle
-          yield* held.open
-          yield* settleUntil(() => Effect.map(podrefsOf(POOL), (refs) => !refs.includes(`${NS}/head`)), "head freed")
+          yield* TestClock.adjust("20 millis")
           yield* settle
-          cluster.resetCalls()
-          const freed = () => Effect.map(podrefsOf(POOL), (refs) => !refs.includes(`${NS}/q0`))
-          let sent = 0
-          for (let step = 1; step <= 30; step++) {
-            yield* deleteAtOnce(stream.slice(sent, sent + perStep))
-            sent += perStep
-            yield* settle
-            yield* TestClock.adjust("20 millis")
-            yield* settle
-            if (yield* freed()) return { afterMs: step * 20, patches: cluster.count({ verb: "patch", resource: "ippools" }) }
-          }
-          return { afterMs: Infinity, patches: cluster.count({ verb: "patch", resource: "ippools" }) }
-        })
-      ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1, batchWindow: Duration.millis(500) })))
+          if (yield* freed()) return { afterMs: step * 20, patches: cluster.count({ verb: "patch", resource: "ippools" }) }
+        }
+        return { afterMs: Infinity, patches: cluster.count({ verb: "patch", resource: "ippools" }) }
+      })
     )
 
   it.effect(`a stream slower than ${GATHER_MIN_RATE}/s ends the gathering after ${GATHER_IDLE_MS} ms, not the window`, () =>
@@ -491,61 +494,58 @@ describe("deletion loop: gathering a mass deletion (TestClock)", () => {
 
 describe("deletion loop: one batch in flight (TestClock)", () => {
   it.effect(`deletions wait for the batch in flight, then go in one batch; a batch out for ${STALLED_BATCH_MS} ms lets the next worker start`, () =>
-    Effect.zipRight(
-      TestClock.setTime(START),
-      Effect.scoped(
-        Effect.gen(function* () {
-          const hooks = yield* ApiHooks
-          const cluster = yield* InMemoryCluster
-          const caches = yield* Caches
-          const POOL = "10.114.0.0-24"
-          yield* createNad(NS, "net1", { range: "10.114.0.0/24" })
-          yield* startDeletionLoop()
-          const pods: Array<RunningPod> = []
-          for (const name of ["a", "b", "c", "d0", "d1"]) pods.push(yield* startPod(NS, name, [on("net1")]))
-          const [a, b, c, d0, d1] = pods as [RunningPod, RunningPod, RunningPod, RunningPod, RunningPod]
-          yield* settleUntil(() => Effect.sync(() => caches.pods.size() === 5), "the pods cached")
-          const gone = (...names: Array<string>) => () => Effect.sync(() => names.every((n) => Option.isNone(caches.pods.get(`${NS}/${n}`))))
-          const held = (names: Array<string>) => Effect.map(podrefsOf(POOL), (refs) => names.filter((n) => refs.includes(`${NS}/${n}`)))
-          const touched = (...names: Array<string>) => cluster.calls.filter((x) => names.includes(x.name ?? "") && !(x.verb === "delete" && x.resource === "pods"))
-          const entered = (gate: { readonly entered: Effect.Effect<void> }) =>
-            Effect.flatMap(Effect.fork(gate.entered), (f) => settleUntil(() => Effect.map(Fiber.poll(f), Option.isSome), "the pool write held"))
+    inHookedTestWorld()(
+      Effect.gen(function* () {
+        const hooks = yield* ApiHooks
+        const cluster = yield* InMemoryCluster
+        const caches = yield* Caches
+        const POOL = "10.114.0.0-24"
+        yield* createNad(NS, "net1", { range: "10.114.0.0/24" })
+        yield* startDeletionLoop()
+        const pods: Array<RunningPod> = []
+        for (const name of ["a", "b", "c", "d0", "d1"]) pods.push(yield* startPod(NS, name, [on("net1")]))
+        const [a, b, c, d0, d1] = pods as [RunningPod, RunningPod, RunningPod, RunningPod, RunningPod]
+        yield* settleUntil(() => Effect.sync(() => caches.pods.size() === 5), "the pods cached")
+        const gone = (...names: Array<string>) => () => Effect.sync(() => names.every((n) => Option.isNone(caches.pods.get(`${NS}/${n}`))))
+        const held = (names: Array<string>) => Effect.map(podrefsOf(POOL), (refs) => names.filter((n) => refs.includes(`${NS}/${n}`)))
+        const touched = (...names: Array<string>) => cluster.calls.filter((x) => names.includes(x.name ?? "") && !(x.verb === "delete" && x.resource === "pods"))
+        const entered = (gate: { readonly entered: Effect.Effect<void> }) =>
+          Effect.flatMap(Effect.fork(gate.entered), (f) => settleUntil(() => Effect.map(Fiber.poll(f), Option.isSome), "the pool write held"))
 
-          // a's pool write is held: b and c, deleted meanwhile, are not taken by the three idle workers...
-          const first = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
-          hooks.before = first.hook
-          yield* deletePod(a)
-          yield* entered(first)
-          cluster.resetCalls()
-          yield* deletePod(b)
-          yield* deletePod(c)
-          yield* settleUntil(gone("b", "c"), "the informer saw b and c deleted")
-          yield* settle
-          yield* TestClock.adjust(STALLED_BATCH_MS - 1)
-          yield* settle
-          expect(touched("b", "c")).toEqual([])
-          // ...until it ends; then both go in one batch: one pool write for the two.
-          yield* first.open
-          yield* settleUntil(() => Effect.map(held(["a", "b", "c"]), (h) => h.length === 0), "a, b and c freed")
-          expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(2)
+        // a's pool write is held: b and c, deleted meanwhile, are not taken by the three idle workers...
+        const first = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
+        hooks.before = first.hook
+        yield* deletePod(a)
+        yield* entered(first)
+        cluster.resetCalls()
+        yield* deletePod(b)
+        yield* deletePod(c)
+        yield* settleUntil(gone("b", "c"), "the informer saw b and c deleted")
+        yield* settle
+        yield* TestClock.adjust(STALLED_BATCH_MS - 1)
+        yield* settle
+        expect(touched("b", "c")).toEqual([])
+        // ...until it ends; then both go in one batch: one pool write for the two.
+        yield* first.open
+        yield* settleUntil(() => Effect.map(held(["a", "b", "c"]), (h) => h.length === 0), "a, b and c freed")
+        expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(2)
 
-          // A batch that stalls holds the next deletion up for STALLED_BATCH_MS, no longer.
-          const stalled = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
-          hooks.before = stalled.hook
-          yield* deletePod(d0)
-          yield* entered(stalled)
-          yield* deletePod(d1)
-          yield* settleUntil(gone("d1"), "the informer saw d1 deleted")
-          yield* TestClock.adjust(STALLED_BATCH_MS - 1)
-          yield* settle
-          expect(touched("d1")).toEqual([])
-          yield* TestClock.adjust(1)
-          yield* settleUntil(() => Effect.map(held(["d1"]), (h) => h.length === 0), "d1 freed beside the stalled batch")
-          expect(yield* held(["d0", "d1"])).toEqual(["d0"])
-          yield* stalled.open
-          yield* settleUntil(() => Effect.map(held(["d0"]), (h) => h.length === 0), "d0 freed")
-        })
-      ).pipe(Effect.provide(memoryWithHooks(BASE)))
+        // A batch that stalls holds the next deletion up for STALLED_BATCH_MS, no longer.
+        const stalled = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
+        hooks.before = stalled.hook
+        yield* deletePod(d0)
+        yield* entered(stalled)
+        yield* deletePod(d1)
+        yield* settleUntil(gone("d1"), "the informer saw d1 deleted")
+        yield* TestClock.adjust(STALLED_BATCH_MS - 1)
+        yield* settle
+        expect(touched("d1")).toEqual([])
+        yield* TestClock.adjust(1)
+        yield* settleUntil(() => Effect.map(held(["d1"]), (h) => h.length === 0), "d1 freed beside the stalled batch")
+        expect(yield* held(["d0", "d1"])).toEqual(["d0"])
+        yield* stalled.open
+        yield* settleUntil(() => Effect.map(held(["d0"]), (h) => h.length === 0), "d0 freed")
+      })
     ))
 })
 
