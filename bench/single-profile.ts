@@ -60,9 +60,8 @@ try {
   const extra = (process.env["PROFILE_NODE_ARGS"] ?? "").split(" ").filter((a) => a !== "")
   const { env, logDir } = apiserverEnv(plane, { nodeArgs: [...extra, "--cpu-prof", `--cpu-prof-dir=${profDir}`] })
   log(`kube-apiserver ${plane.version}; logs in ${logDir}; profiles in ${profDir}`)
-  // The API server's profile starts when the controller is ready (the world is built by then) and
-  // lasts the deletion phase (pods/rate seconds) plus 3 s for the tracker's sync before it.
   if (afterMass > 0) {
+    // Its own env: that controller is not profiled (only the profiled run's profile is summarised).
     const mass = await Effect.runPromise(
       Effect.scoped(massDeletion(apiserverEnv(plane).env, "ours", { pods: afterMass, pools: 10, limits: { qps: 500, burst: 1_000 }, label: "pre" })).pipe(
         Effect.provide(driverLayer(plane)),
@@ -71,6 +70,8 @@ try {
     )
     log(`mass deletion of ${afterMass} pods first: every pool entry free ${ms(mass.poolFreedMs)} after the last delete`)
   }
+  // The API server's profile starts when the controller is ready (the world is built by then) and
+  // lasts the deletion phase (pods/rate seconds) plus 3 s for the tracker's sync before it.
   const goProfile = path.join(profDir, "kube-apiserver.pprof")
   let pprof: Promise<void> | undefined
   // Both sides' latency histograms, read when the controller is ready and again before it stops.

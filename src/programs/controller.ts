@@ -147,7 +147,8 @@ const processBatch = (
   observedAt: Map<string, number>,
   background: FiberSet.FiberSet,
   eventSlots: Effect.Semaphore,
-  reconciled: Effect.Effect<void> = Effect.void
+  /** Runs once the batch is reconciled (before its Events): the batch leaves the flight. */
+  reconciled: Effect.Effect<void>
 ) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
