@@ -10,7 +10,6 @@ import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
 import { type ParsedCli, configProvider, describeConfigError, helpText, parseCli } from "./cli.ts"
-import { demoLayer, story } from "./demo.ts"
 import { stores, withKubeApi } from "./layers.ts"
 import { runController } from "./run.ts"
 import { armShutdownDeadline } from "./shutdown.ts"
@@ -44,6 +43,16 @@ const version = (): string => {
   return "unknown"
 }
 
+/**
+ * The demo and the in-memory cluster it runs on live in src/testing, which the image's bundle
+ * leaves out (scripts/build.ts): they are loaded only for `demo`, from a source checkout.
+ */
+const DEMO_MODULE = "../testing/demo.ts"
+const loadDemo = Effect.tryPromise({
+  try: () => import(DEMO_MODULE) as Promise<typeof import("../testing/demo.ts")>,
+  catch: () => new Error("the demo is not part of this build: run `npm run demo` from a source checkout")
+})
+
 const configLayers = Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)
 
 const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
@@ -64,6 +73,7 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
       }
       case "demo": {
         // The narration is the output; controller logs only when asked for (--log-level info).
+        const { demoLayer, story } = yield* loadDemo
         return yield* story((line) => process.stdout.write(`${line}\n`)).pipe(Effect.provide(demoLayer))
       }
     }

@@ -256,9 +256,7 @@ export const restoreReservations = (
       if (now === undefined || now.podref !== s.podref || now.id === s.id) continue
       const name = reservationName(now.ip, network)
       if (deletedFor(s.key)?.has(name) !== true) continue
-      yield* reservations
-        .create(name, { podref: now.podref, containerid: now.id, ...(now.ifname === undefined ? {} : { ifname: now.ifname }) })
-        .pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void))
+      yield* reservations.restore(name, { podref: now.podref, containerid: now.id, ...(now.ifname === undefined ? {} : { ifname: now.ifname }) })
     }
   }).pipe(
     Effect.catchAll((e) =>

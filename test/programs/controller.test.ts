@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Either, Exit, Fiber, HashMap, Layer, Logger, Option, type Scope, TestClock } from "effect"
-import { type RunningPod, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
+import { type RunningPod, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import {
   EVENT_SLOTS_PER_WORKER,
   GATHER_FROM,
@@ -11,11 +11,13 @@ import {
   STALLED_BATCH_MS,
   runDeletionLoop
 } from "../../src/programs/controller.ts"
-import { memory, withKubeApi } from "../../src/programs/layers.ts"
+import { withKubeApi } from "../../src/programs/layers.ts"
+import { memory } from "../../src/testing/layers.ts"
+import * as PluginStore from "../../src/testing/PluginStore.ts"
 import { sweepOnce } from "../../src/programs/sweep.ts"
 import { Caches } from "../../src/services/Caches.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
-import { InMemoryCluster, MemoryClusterState, layerMemory as memoryKubeApi } from "../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster, MemoryClusterState, layerMemory as memoryKubeApi } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import { LeaderElection } from "../../src/services/LeaderElection.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
@@ -681,7 +683,8 @@ describe("deletion loop: shutdown", () => {
 
 /** One controller instance (its own config, caches, queue, metrics, elector) over a shared cluster. */
 const instance = (state: MemoryClusterState, identity: string) =>
-  withKubeApi(memoryKubeApi).pipe(
+  PluginStore.layer.pipe(
+    Layer.provideMerge(withKubeApi(memoryKubeApi)),
     Layer.provideMerge(Layer.mergeAll(ControllerConfig.layerWith({ ...BASE, workers: 2, identity }), NadConfigs.layerMemory())),
     Layer.provideMerge(Layer.succeed(InMemoryCluster, state))
   )

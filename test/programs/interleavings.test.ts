@@ -8,13 +8,13 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, FastCheck as fc, Fiber } from "effect"
-import { type RunningPod, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
+import { type RunningPod, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { reconcilePods } from "../../src/programs/reconcile.ts"
 import { runSweep } from "../../src/programs/sweep.ts"
 import { type PodProjection, projectPod } from "../../src/domain/pod.ts"
 import * as R from "../../src/services/resources.ts"
 import { on } from "../support/controller.ts"
-import { MemoryClusterState } from "../../src/services/InMemoryCluster.ts"
+import { MemoryClusterState } from "../../src/testing/InMemoryCluster.ts"
 import { HookSlots } from "../support/hooks.ts"
 import {
   interleavingWorld,

@@ -4,13 +4,13 @@
  * ("no live pod loses its address, no dead pod keeps one, no address is shared") at rest.
  */
 import { Deferred, Effect, Either, type Fiber, TestClock } from "effect"
-import { type Attachment, type RunningPod, addAttachments, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
+import { type Attachment, type RunningPod, addAttachments, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { runDeletionLoop } from "../../src/programs/controller.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
 import { parsePool } from "../../src/domain/pool.ts"
 import { ControllerConfig } from "../../src/services/ControllerConfig.ts"
-import { InMemoryCluster } from "../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { CLEAN, type Violations, violations } from "./invariants.ts"

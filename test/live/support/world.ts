@@ -7,7 +7,7 @@
 import * as fs from "node:fs"
 import { Duration, Effect, Either, Layer } from "effect"
 import { parse as parseYaml } from "yaml"
-import type { Attachment } from "../../../src/programs/cni-plugin.ts"
+import type { Attachment } from "../../../src/testing/cni-plugin.ts"
 import { formatIP } from "../../../src/domain/ip.ts"
 import { parsePool } from "../../../src/domain/pool.ts"
 import { ControllerConfig, layerWith } from "../../../src/services/ControllerConfig.ts"
@@ -18,6 +18,7 @@ import * as R from "../../../src/services/resources.ts"
 import { liveKubeApi, runningEnvtest } from "../../support/live.ts"
 import { adminRequest } from "../cluster.ts"
 import { nadObject, namespaceObject, whereaboutsConfig } from "../../support/objects.ts"
+import { simulationStores } from "../../../src/testing/layers.ts"
 
 // ---------------------------------------------------------------------------------------------
 // Layers
@@ -29,7 +30,7 @@ import { nadObject, namespaceObject, whereaboutsConfig } from "../../support/obj
 export const liveWorld = (namespace: string, kubeconfig?: string) => {
   const overrides = { namespace, apiQps: 0, apiBurst: 1_000, requestTimeout: Duration.seconds(20), ...(kubeconfig === undefined ? {} : { kubeconfig }) }
   const config = layerWith({ kubeconfig: runningEnvtest().kubeconfigPath, ...overrides })
-  return Layer.mergeAll(IPPoolStore.layer, Reservations.layer).pipe(Layer.provideMerge(liveKubeApi(overrides)), Layer.provideMerge(config))
+  return simulationStores.pipe(Layer.provideMerge(liveKubeApi(overrides)), Layer.provideMerge(config))
 }
 
 export type LiveWorld = Layer.Layer.Success<ReturnType<typeof liveWorld>>

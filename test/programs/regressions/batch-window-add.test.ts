@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { type RunningPod, deletePod, startPod } from "../../../src/programs/cni-plugin.ts"
+import { type RunningPod, deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import { reconcilePods } from "../../../src/programs/reconcile.ts"
 import type { PodProjection } from "../../../src/domain/pod.ts"
 import { on } from "../../support/controller.ts"

@@ -10,9 +10,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { type RunningPod, deletePod, startPod } from "../../../src/programs/cni-plugin.ts"
+import { type RunningPod, deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import { reconcilePods } from "../../../src/programs/reconcile.ts"
-import { InMemoryCluster } from "../../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import * as R from "../../../src/services/resources.ts"
 import { on } from "../../support/controller.ts"
 import { ApiHooks, type MemoryEnv, memoryWithHooks, once } from "../../support/hooks.ts"

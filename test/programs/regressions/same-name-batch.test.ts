@@ -7,10 +7,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { deletePod, startPod } from "../../../src/programs/cni-plugin.ts"
-import { memory } from "../../../src/programs/layers.ts"
+import { deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
+import { memory } from "../../../src/testing/layers.ts"
 import { reconcilePods } from "../../../src/programs/reconcile.ts"
-import { InMemoryCluster } from "../../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import { on } from "../../support/controller.ts"
 import { cachesCaughtUp, createNad, eventsIn, podrefsOf, projectionOf, reservationNames } from "../../support/world.ts"
 

@@ -8,9 +8,9 @@
 import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Layer, Stream } from "effect"
 import fastJsonPatch from "fast-json-patch"
-import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, objectKey, partialObjectMetadata } from "./KubeApi.ts"
-import { KubeError, type KubeErrorReason } from "./KubeError.ts"
-import { type Resource, apiVersionOf } from "./resources.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, objectKey, partialObjectMetadata } from "../services/KubeApi.ts"
+import { KubeError, type KubeErrorReason } from "../services/KubeError.ts"
+import { type Resource, apiVersionOf } from "../services/resources.ts"
 
 export type Verb = "get" | "list" | "create" | "replace" | "patch" | "delete" | "watch"
 
