@@ -23,8 +23,8 @@ const LEVELS: Record<string, LogLevel.LogLevel> = {
 }
 
 const logging = Effect.gen(function* () {
-  const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault("info"))
-  const format = yield* Config.literal("json", "logfmt")("LOG_FORMAT").pipe(Config.withDefault("json" as const))
+  const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(ControllerConfig.DEFAULTS.logLevel))
+  const format = yield* Config.literal("json", "logfmt")("LOG_FORMAT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.logFormat))
   const minimum = LEVELS[level.toLowerCase()]
   if (minimum === undefined) return yield* Effect.fail(new Error(`LOG_LEVEL must be debug, info, warning or error (got "${level}")`))
   return Layer.merge(format === "json" ? Logger.json : Logger.logFmt, Logger.minimumLogLevel(minimum))
@@ -65,7 +65,7 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
         return 0
       }
       case "audit": {
-        const output = yield* Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault("table" as const))
+        const output = yield* Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
         const env = stores.pipe(Layer.provideMerge(layerLive), Layer.provideMerge(Metrics.layer), Layer.provideMerge(configLayers))
         const result = yield* audit(output).pipe(Effect.provide(env))
         process.stdout.write(`${result.text}\n`)
