@@ -60,3 +60,33 @@ describe("the image's bundle", () => {
     }
   })
 })
+
+/** Every function-like node of a file with its length in lines (a function nested in another counts on its own too). */
+const functionLengths = (file: string): Array<{ readonly name: string; readonly lines: number }> => {
+  const sf = parse(file)
+  const out: Array<{ readonly name: string; readonly lines: number }> = []
+  const visit = (node: ts.Node): void => {
+    if (ts.isFunctionDeclaration(node) || ts.isFunctionExpression(node) || ts.isArrowFunction(node) || ts.isMethodDeclaration(node)) {
+      const start = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line
+      const end = sf.getLineAndCharacterOfPosition(node.getEnd()).line
+      const owner = ts.isVariableDeclaration(node.parent) ? node.parent.name.getText(sf) : (node as { name?: ts.Node }).name?.getText(sf) ?? "(anonymous)"
+      out.push({ name: `${file}:${start + 1} ${owner}`, lines: end - start + 1 })
+    }
+    ts.forEachChild(node, visit)
+  }
+  visit(sf)
+  return out
+}
+
+describe("src/programs", () => {
+  it("has no function longer than 80 lines", () => {
+    const all = sources("src/programs").flatMap(functionLengths)
+    expect(all.length).toBeGreaterThan(50)
+    expect(all.filter((f) => f.lines > 80).map((f) => `${f.name}: ${f.lines} lines`)).toEqual([])
+  })
+
+  it("calls the pool store's release in one module only, the executor", () => {
+    const callers = sources("src/programs").filter((f) => /\bstore\s*\.\s*release\s*\(|IPPoolStore[\s\S]*\.release\s*\(/.test(fs.readFileSync(path.join(ROOT, f), "utf8")))
+    expect(callers).toEqual(["src/programs/executor.ts"])
+  })
+})

@@ -180,7 +180,7 @@ const callsInCode = (): Map<string, Set<string>> => {
 }
 
 /** Deployed programs that may create reservations: only to restore one a reborn pod took back. */
-const RESTORES_RESERVATIONS: ReadonlySet<string> = new Set(["src/programs/reconcile.ts", "src/programs/sweep.ts"])
+const RESTORES_RESERVATIONS: ReadonlySet<string> = new Set(["src/programs/executor.ts"])
 
 // --- the tests ---------------------------------------------------------------------------------
 
