@@ -1,4 +1,10 @@
+/**
+ * Capacity: the issue's examples as tables, and brute force against the allocator we simulate
+ * (assignIP, called for new pods until it refuses) on small IPv4 and IPv6 ranges.
+ */
 import { describe, expect, it } from "@effect/vitest"
+import { Either, FastCheck as fc } from "effect"
+import { assignIP } from "../../src/domain/allocate.ts"
 import {
   allocatableIntervals,
   capacityToNumber,
@@ -9,9 +15,10 @@ import {
   sliceCapacity,
   sliceRange
 } from "../../src/domain/capacity.ts"
-import { formatIP } from "../../src/domain/ip.ts"
-import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
-import { cidr, ip, ipRange, right } from "./helpers.ts"
+import { type Cidr, type Family, type IPAddress, bitsOf, formatCidr, formatIP, toNetworkForm, usableRange } from "../../src/domain/ip.ts"
+import { type IpRange, decodeNadConfig } from "../../src/domain/ipam-config.ts"
+import type { IPAllocation } from "../../src/domain/pool.ts"
+import { cidr, ip, ipRange, right, show } from "./helpers.ts"
 
 /** Intervals as readable text. */
 const view = (intervals: ReturnType<typeof allocatableIntervals>) =>
@@ -130,4 +137,101 @@ describe("countWithin and capacityToNumber", () => {
     expect(capacityToNumber(2n ** 53n - 1n)).toBe(Number.MAX_SAFE_INTEGER)
     expect(capacityToNumber(rangeCapacity(ipRange("2001:db8::/64")))).toBe(18446744073709552000)
   })
+})
+
+/** Brute force: the addresses assignIP hands out to one new pod after another, until it refuses. */
+const handedOut = (range: IpRange, pool: Cidr = range.cidr): Set<bigint> => {
+  // Mutated in place: assignIP reads the pool without copying it, and a copy per ADD would make this quadratic.
+  const allocations: Record<string, IPAllocation> = {}
+  const seen = new Set<bigint>()
+  const usable = usableRange(range.cidr)
+  const limit = usable === undefined ? 0n : usable.last - usable.first + 1n
+  for (let n = 0; ; n++) {
+    const result = assignIP(range, pool, allocations, { id: `c${n}`, podref: `ns/p${n}`, ifname: "net1" })
+    if (Either.isLeft(result)) return seen
+    const { ip: got, key, entry, existing } = result.right
+    if (existing || seen.has(got.value)) throw new Error(`handed out ${formatIP(got)} twice for ${show(range)}`)
+    if (BigInt(n) >= limit) throw new Error(`more addresses than the CIDR has usable for ${show(range)}`)
+    seen.add(got.value)
+    allocations[key] = entry
+  }
+}
+
+const expand = (intervals: ReturnType<typeof allocatableIntervals>): Set<bigint> => {
+  const out = new Set<bigint>()
+  for (const i of intervals) for (let v = i.first; v <= i.last; v++) out.add(v)
+  return out
+}
+
+const top = (family: Family): bigint => (1n << BigInt(bitsOf(family))) - 1n
+const otherFamily = (family: Family): Family => (family === 4 ? 6 : 4)
+
+/** A small network: IPv4 /24–/30 or IPv6 /120–/126, anywhere in the family's space. */
+const smallNetwork: fc.Arbitrary<Cidr> = fc
+  .oneof(
+    fc.tuple(fc.constant<Family>(4), fc.bigInt({ min: 0n, max: top(4) }), fc.integer({ min: 24, max: 30 })),
+    // Low IPv6 networks too, where an IPv4 value of the same number exists (a family mix-up would show).
+    fc.tuple(fc.constant<Family>(6), fc.oneof(fc.bigInt({ min: 0n, max: top(6) }), fc.bigInt({ min: 0n, max: top(4) })), fc.integer({ min: 120, max: 126 }))
+  )
+  .map(([family, address, prefix]) => toNetworkForm({ family, address, prefix }))
+
+/**
+ * A config's range over `net`: bounds and excludes mostly near it (inside, on its network and
+ * broadcast addresses, just outside), sometimes of the other family; excludes are CIDRs from one
+ * bit wider than the network down to bare IPs.
+ */
+const rangeOver = (net: Cidr): fc.Arbitrary<IpRange> => {
+  const { family, prefix } = net
+  const bits = bitsOf(family)
+  const size = 1 << (bits - prefix)
+  const near = fc.integer({ min: -3, max: size + 2 }).map((o) => net.address + BigInt(o)).filter((v) => v >= 0n && v <= top(family))
+  // The other family's addresses: anywhere, or the same numbers as near ones (what a family mix-up would confuse).
+  const anywhere = fc.bigInt({ min: 0n, max: top(otherFamily(family)) })
+  const foreign = net.address + BigInt(size) + 2n <= top(otherFamily(family)) ? fc.oneof(anywhere, near) : anywhere
+  const address = fc.oneof(
+    { weight: 8, arbitrary: near.map((value): IPAddress => ({ family, value })) },
+    { weight: 1, arbitrary: foreign.map((value): IPAddress => ({ family: otherFamily(family), value })) }
+  )
+  const bound = fc.option(address, { nil: undefined, freq: 3 })
+  const exclude = fc.oneof(
+    { weight: 2, arbitrary: near.map((address): Cidr => ({ family, address, prefix: bits })) },
+    { weight: 3, arbitrary: fc.tuple(near, fc.integer({ min: prefix - 1, max: bits })).map(([address, p]) => toNetworkForm({ family, address, prefix: p })) },
+    { weight: 1, arbitrary: fc.tuple(foreign, fc.integer({ min: 0, max: 8 })).map(([address, wider]) => toNetworkForm({ family: otherFamily(family), address, prefix: bitsOf(otherFamily(family)) - wider })) }
+  )
+  return fc.record({ rangeStart: bound, rangeEnd: bound, exclude: fc.array(exclude, { maxLength: 4 }) }).map(({ rangeStart, rangeEnd, exclude }) => ({
+    range: formatCidr(net),
+    cidr: net,
+    ...(rangeStart === undefined ? {} : { rangeStart }),
+    ...(rangeEnd === undefined ? {} : { rangeEnd }),
+    exclude
+  }))
+}
+
+describe("capacity against the allocator (brute force)", () => {
+  it.prop("rangeCapacity is the number of distinct addresses assignIP hands out before it refuses, and the intervals are those addresses", [smallNetwork.chain(rangeOver)], ([range]) => {
+    const got = handedOut(range)
+    expect(rangeCapacity(range), show(range)).toBe(BigInt(got.size))
+    expect(expand(allocatableIntervals(range)), show(range)).toStrictEqual(got)
+  }, { fastCheck: { numRuns: 1000 } })
+
+  it.prop("poolCapacity is the union of what each NAD's allocator hands out", [smallNetwork.chain((net) => fc.array(rangeOver(net), { minLength: 1, maxLength: 3 }))], ([ranges]) => {
+    const union = new Set(ranges.flatMap((r) => [...handedOut(r)]))
+    expect(poolCapacity(ranges), show(ranges)).toBe(BigInt(union.size))
+    expect(expand(poolIntervals(ranges)), show(ranges)).toStrictEqual(union)
+  }, { fastCheck: { numRuns: 300 } })
+
+  it.prop("sliceCapacity is what assignIP hands out from the slice, whatever the NAD's bounds and excludes", [
+    smallNetwork.chain((net) =>
+      fc.record({
+        range: rangeOver(net),
+        slice: fc.tuple(fc.integer({ min: net.prefix, max: bitsOf(net.family) }), fc.integer({ min: 0, max: 255 })).map(([p, i]): Cidr =>
+          toNetworkForm({ family: net.family, address: net.address + BigInt(i % (1 << (p - net.prefix))) * (1n << BigInt(bitsOf(net.family) - p)), prefix: p }))
+      })
+    )
+  ], ([{ range, slice }]) => {
+    const r = sliceRange(range, slice)
+    const usable = usableRange(slice)
+    expect(sliceCapacity(range, slice), show({ range, slice })).toBe(usable === undefined ? 0n : usable.last - usable.first + 1n)
+    expect(r === undefined ? 0 : handedOut(r, slice).size, show({ range, slice })).toBe(Number(sliceCapacity(range, slice)))
+  }, { fastCheck: { numRuns: 300 } })
 })
