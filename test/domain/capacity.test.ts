@@ -58,10 +58,16 @@ describe("rangeCapacity", () => {
     expect(rangeCapacity(range)).toBe(expected)
   })
 
-  it("reads the <start>-<cidr> form as decoded from a NAD", () => {
-    const decoded = right(decodeNadConfig(JSON.stringify({ type: "macvlan", ipam: { type: "whereabouts", range: "192.168.1.5-192.168.1.25/24" } })))
+  // The CIDR's written address is the end (upstream config.go), so the bounds rule applies to it too.
+  it.each([
+    ["192.168.1.5-192.168.1.25/24", 21n],
+    ["192.168.1.20-192.168.1.5/24: an end below the start is ignored", 235n],
+    ["192.168.1.5-192.168.1.0/24: an end on the network address is ignored", 250n]
+  ])("reads the <start>-<cidr> form as decoded from a NAD: %s", (text, expected) => {
+    const range = text.split(":")[0]!
+    const decoded = right(decodeNadConfig(JSON.stringify({ type: "macvlan", ipam: { type: "whereabouts", range } })))
     if (decoded._tag !== "Whereabouts") throw new Error("expected a whereabouts config")
-    expect(rangeCapacity(decoded.config.ranges[0]!)).toBe(21n)
+    expect(rangeCapacity(decoded.config.ranges[0]!)).toBe(expected)
   })
 
   it("the intervals are sorted and disjoint, excludes cut out", () => {
