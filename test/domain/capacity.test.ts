@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
-import { assignIP } from "../../src/domain/allocate.ts"
+import { assignIP } from "../../src/testing/allocate.ts"
 import {
   allocatableIntervals,
   capacityToNumber,

@@ -155,7 +155,7 @@ const RUNS = Number(process.env["INTERLEAVING_RUNS"] ?? 300)
  * 300 runs take a few seconds; on a starved machine fast-check stops early rather than let vitest
  * time out (a counter-example found before then still fails the test).
  */
-const fastCheck = { numRuns: RUNS, interruptAfterTimeLimit: 90_000, markInterruptAsFailure: false, ...(process.env["IL_SEED"] ? { seed: Number(process.env["IL_SEED"]), path: process.env["IL_PATH"] } : {}) }
+const fastCheck = { numRuns: RUNS, interruptAfterTimeLimit: 90_000, markInterruptAsFailure: false }
 
 /** Runs one scenario under the scheduler and asserts every invariant, with the scheduler's order in the message. */
 const property = (scenario: Scenario, s: fc.Scheduler, options: { readonly sweeps?: number } = {}) =>
