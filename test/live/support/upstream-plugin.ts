@@ -103,7 +103,6 @@ const PLUGIN_TIMEOUT_MS = 60_000
 
 const exec = (binary: string, env: NodeJS.ProcessEnv, stdin: string): Effect.Effect<Exit> =>
   Effect.async<Exit>((resume) => {
-    // Only what a runtime passes: the plugin must not pick up this process's proxies or NODENAME.
     const child = spawn(binary, [], { env, stdio: ["pipe", "pipe", "pipe"] })
     let stdout = ""
     let stderr = ""
@@ -144,6 +143,7 @@ const invoke = (command: "ADD" | "DEL", req: PluginRequest) =>
       `K8S_POD_INFRA_CONTAINER_ID=${req.containerId}`,
       ...(req.podUid === undefined ? [] : [`K8S_POD_UID=${req.podUid}`])
     ].join(";")
+    // Only what a runtime passes: the plugin must not pick up this process's proxies or NODENAME.
     const env: NodeJS.ProcessEnv = {
       PATH: process.env["PATH"] ?? "/usr/bin:/bin",
       CNI_COMMAND: command,
