@@ -5,6 +5,7 @@
  * pools, reservations, Events and Leases, and bounded polling.
  */
 import * as fs from "node:fs"
+import { isDeepStrictEqual } from "node:util"
 import { Duration, Effect, Either, Layer } from "effect"
 import { parse as parseYaml } from "yaml"
 import type { Attachment } from "../../../src/testing/cni-plugin.ts"
@@ -131,6 +132,25 @@ export const reservationView = Effect.gen(function* () {
   return Object.fromEntries(items.map((o) => [o.metadata.name, (o["spec"] as { podref: string }).podref] as const).sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true })))
 })
 
+const byAddress = <V>(entries: Iterable<readonly [string, V]>): Record<string, V> =>
+  Object.fromEntries([...entries].sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true })))
+
+/** `ip → {podref, id, ifname}` of a pool: every field of every entry, for exact end states. */
+export const poolEntries = (pool: string) =>
+  Effect.map(poolIPs(pool), (m) =>
+    byAddress([...m].map(([ip, a]) => [ip, { podref: a.podref, id: a.id, ...(a.ifname === undefined ? {} : { ifname: a.ifname }) }] as const))
+  )
+
+/** Reservation name → its whole spec (as written: upstream's carry no containerid), names starting with `prefix`. */
+export const reservationSpecs = (prefix = "") =>
+  Effect.gen(function* () {
+    const { namespace } = yield* ControllerConfig
+    const { items } = yield* listAll(R.OverlappingRangeIPReservations, namespace)
+    return byAddress(
+      items.filter((o) => o.metadata.name.startsWith(prefix)).map((o) => [o.metadata.name, o["spec"] as Readonly<Record<string, string>>] as const)
+    )
+  })
+
 export interface SeenEvent {
   readonly type: string
   readonly reason: string
@@ -231,6 +251,10 @@ export const waitUntil = <A, E, R>(
       yield* Effect.sleep(options.interval ?? "200 millis")
     }
   })
+
+/** Waits until `probe` yields a value deep-equal to `expected` (key order aside). */
+export const waitForEqual = <A, E, R>(what: string, probe: Effect.Effect<A, E, R>, expected: A, options: Parameters<typeof waitUntil>[3] = {}) =>
+  waitUntil(what, probe, (a) => isDeepStrictEqual(a, expected), options)
 
 /** Waits until `probe` yields a value deep-equal (as JSON) to `expected`. */
 export const waitForValue = <A, E, R>(what: string, probe: Effect.Effect<A, E, R>, expected: A, options: Parameters<typeof waitUntil>[3] = {}) => {
