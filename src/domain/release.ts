@@ -139,9 +139,11 @@ const planOwner = (holding: Holding, live: PodProjection | undefined): OwnerPlan
     if (verdict !== undefined) kept.push({ what: `${held.pool} ${formatIP(held.entry.ip)}`, why: verdict })
     else entries.push({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held) })
   }
+  // A reservation stays with its entry: an address kept must stay reserved.
+  const keptNames = new Set(holding.entries.filter((h) => !entries.some((p) => p.held === h)).flatMap((h) => h.reservation ?? []))
   const reservations: Array<HeldReservation> = []
   for (const r of holding.reservations) {
-    const verdict = reservationVerdict(live, r)
+    const verdict = keptNames.has(r.name) ? "its address stays allocated" : reservationVerdict(live, r)
     if (verdict !== undefined) kept.push({ what: `reservation ${r.name}`, why: verdict })
     else reservations.push(r)
   }
