@@ -5,7 +5,7 @@
  * V8 keeps the source text of every loaded module in the heap, and a module with a single
  * non-ASCII character (a "’" in a comment) is kept at two bytes per character; the bundle has
  * whitespace and comments removed, escapes non-ASCII, and holds only the modules reached from
- * main.ts. With 10k pods the controller's RSS fell from 165 to 145 MiB (BENCHMARKS.md "RSS").
+ * main.ts (the resident memory it saves is in BENCHMARKS.md's Decisions table).
  * Identifiers are kept, so stack traces still name functions. Licence comments go to
  * dist/main.js.LEGAL.txt.
  *
@@ -39,7 +39,7 @@ export const bundleWithInputs = async (outdir: string): Promise<{ readonly outfi
     bundle: true,
     platform: "node",
     format: "esm",
-    target: "node22",
+    target: "node24",
     minifyWhitespace: true,
     minifySyntax: true,
     legalComments: "external",

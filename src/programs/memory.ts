@@ -1,10 +1,9 @@
 /**
  * Gives memory back to the operating system after the bursts that need it: the first list of
- * every pod, pool and reservation, and each sweep. V8 sizes its heap for the peak of the work it
- * last did and keeps the pages afterwards: with 10k pods the heap holds ~70 MiB of live objects
- * but ~140 MiB of pages once the caches are synced (BENCHMARKS.md "RSS"). A full, compacting
- * collection right after such a burst returns the rest; it pauses the process for ~0.1 s
- * (measured with 10k pods), which a burst that took seconds hides.
+ * every pod, pool and reservation, each sweep, and a mass deletion. V8 sizes its heap for the peak
+ * of the work it last did and keeps the pages afterwards, about twice what the live objects need
+ * once the caches are synced. A full, compacting collection right after such a burst returns the
+ * rest; its pause is short next to the burst (BENCHMARKS.md's Decisions table).
  *
  * Node exposes that collection only through `gc()`, behind --expose-gc; the flag can be set at
  * run time and the function taken from a fresh context (as Jest's --logHeapUsage does), so no

@@ -6,8 +6,8 @@
  *
  * Writes of one event (same object, type, reason and message) are serialised, so two workers
  * recording the same event at once produce one Event with count 2, not two Events. Distinct events
- * are written in parallel: a single global lock made every worker wait behind every other
- * worker's Events (a mass deletion writes one per freed IP), measured in BENCHMARKS.md.
+ * are written in parallel: a single global lock would make every worker wait behind every other
+ * worker's Events (a mass deletion writes one per freed IP).
  */
 import { Cause, Clock, Context, Duration, Effect, Layer } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
