@@ -7,9 +7,10 @@
 import { Either } from "effect"
 import { type EventIntent, REASON_BAD_ANNOTATION, REASON_BAD_CONFIG, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
 import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
+import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode, slicePoolName } from "./node-slices.ts"
 import type { Orphans } from "./orphans.ts"
 import { type PodProjection, podAttachments, podRef, splitPodRef } from "./pod.ts"
-import { type ParsedPool, type ReservationRecord, poolName, poolNetworkName, reservationName } from "./pool.ts"
+import { type ParsedPool, type ReservationRecord, poolName, reservationName } from "./pool.ts"
 import { type HeldEntry, type HeldReservation, type Holding, ReleaseError } from "./release.ts"
 
 /** What the planner may look up; every function answers from one consistent view. */
@@ -22,31 +23,62 @@ export interface Snapshot {
   /** A NAD's decoded config; undefined when there is no such NAD. */
   readonly nad: (namespace: string, name: string) => Either.Either<NadConfigResult, IpamConfigError> | undefined
   /** A NAD whose config writes this pool (one in `podNamespace` preferred), for an Event's network name. */
-  readonly nadOfPool: (pool: string, podNamespace: string) => string | undefined
+  readonly nadOfPool: (pool: ParsedPool, podNamespace: string) => string | undefined
+  /** Which network (and, for a node slice, node and slice) a pool belongs to. */
+  readonly origin: (pool: ParsedPool) => PoolOrigin
+  /** The slice a NodeSlicePool gives a node, if any. */
+  readonly nodeSlice: (nodeSlicePool: string, node: string) => string | undefined
 }
 
-/** The network a pool's reservations are named with, when no NAD says: the one its name encodes. */
-export const networkOfPool = (pool: ParsedPool): string | undefined => poolNetworkName(pool.name, pool.range)
+/** What an Event names for an address of a pool: the NAD that writes it, else its network, else the pool. */
+export const eventNetwork = (pool: ParsedPool, origin: PoolOrigin, nad: string | undefined): string =>
+  nad ?? (origin._tag === "Slice" ? origin.nodeSlicePool : origin.network || pool.name)
 
-/** What an Event names for an address of `pool`: the NAD that writes it, else its network, else the pool. */
-export const eventNetwork = (pool: ParsedPool, nad: string | undefined): string => nad ?? (networkOfPool(pool) || pool.name)
+type NadRef = { readonly namespace: string; readonly name: string }
 
-/** Pool name → NADs (namespace/name) whose whereabouts config writes it, from every NAD's decoded config. */
-export const poolNadIndex = (
-  nads: Iterable<{ readonly namespace: string; readonly name: string; readonly config: Either.Either<NadConfigResult, IpamConfigError> }>
-): ReadonlyMap<string, ReadonlyArray<{ readonly namespace: string; readonly name: string }>> => {
-  const out = new Map<string, Array<{ readonly namespace: string; readonly name: string }>>()
+/** The NADs that write each pool: whole-range pools by pool name, node-slice networks by NodeSlicePool name. */
+export interface NadIndex {
+  readonly rangePools: ReadonlyMap<string, ReadonlyArray<NadRef>>
+  readonly slicePools: ReadonlyMap<string, ReadonlyArray<NadRef>>
+}
+
+const push = <K, V>(m: Map<K, Array<V>>, k: K, v: V) => {
+  const list = m.get(k)
+  if (list === undefined) m.set(k, [v])
+  else list.push(v)
+}
+
+/** Indexes every NAD's decoded whereabouts config by the pools it writes. */
+export const nadIndex = (nads: Iterable<NadRef & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }>): NadIndex => {
+  const rangePools = new Map<string, Array<NadRef>>()
+  const slicePools = new Map<string, Array<NadRef>>()
   for (const nad of nads) {
     if (Either.isLeft(nad.config) || nad.config.right._tag !== "Whereabouts") continue
-    const { networkName, ranges } = nad.config.right.config
-    for (const range of ranges) {
-      const name = poolName(range.range, networkName)
-      const list = out.get(name)
-      if (list === undefined) out.set(name, [{ namespace: nad.namespace, name: nad.name }])
-      else list.push({ namespace: nad.namespace, name: nad.name })
-    }
+    const config = nad.config.right.config
+    const ref = { namespace: nad.namespace, name: nad.name }
+    if (config.nodeSliceSize !== undefined) push(slicePools, nodeSlicePoolName(config), ref)
+    else for (const range of config.ranges) push(rangePools, poolName(range.range, config.networkName), ref)
   }
-  return out
+  return { rangePools, slicePools }
+}
+
+/** The naming half of a Snapshot, from every NAD's decoded config and every NodeSlicePool. */
+export const poolNaming = (
+  nads: ReadonlyArray<NadRef & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }>,
+  nodeSlicePools: ReadonlyArray<NodeSlicePoolRecord>
+): Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice"> => {
+  const index = nadIndex(nads)
+  const configs = nads.flatMap((n) => (Either.isRight(n.config) && n.config.right._tag === "Whereabouts" ? [n.config.right.config] : []))
+  const origin = poolOrigins(sliceNetworks(configs, nodeSlicePools), (name) => index.rangePools.has(name))
+  const byName = new Map(nodeSlicePools.map((p) => [p.name, p] as const))
+  return {
+    origin,
+    nadOfPool: (pool, podNamespace) => {
+      const o = origin(pool)
+      return pickNad(o._tag === "Slice" ? index.slicePools.get(o.nodeSlicePool) : index.rangePools.get(pool.name), podNamespace)
+    },
+    nodeSlice: (nodeSlicePool, node) => sliceOfNode(byName.get(nodeSlicePool), node)
+  }
 }
 
 /** The NAD an index names for a pool: one in the pod's namespace first, else the first by namespace/name. */
@@ -122,8 +154,12 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
     if (decoded.right._tag === "NotWhereabouts") continue
     const config = decoded.right.config
     if (!config.enableOverlappingRanges) noReservations.add(config.networkName)
-    for (const range of config.ranges) {
-      const name = poolName(range.range, config.networkName)
+    const names =
+      config.nodeSliceSize === undefined
+        ? config.ranges.map((r) => poolName(r.range, config.networkName))
+        : // Node slices: the pool of the slice the pod's node owns; none when it owns none (the podref index still finds the pod's entries).
+          [snapshot.nodeSlice(nodeSlicePoolName(config), pod.nodeName ?? "")].flatMap((slice) => (slice === undefined ? [] : [slicePoolName(slice, pod.nodeName!, config.networkName)]))
+    for (const name of names) {
       const cached = snapshot.pool(name)
       // A cached pool without this pod's entries was almost always freed by CNI DEL already: the
       // allocation was written long before the pod's status and deletion, and reading the pool
@@ -135,7 +171,8 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
   }
   // Whatever else carries this podref: NAD deleted first, status missing, range changed since.
   for (const pool of snapshot.poolsHeldBy(ref)) {
-    add(pool, eventNetwork(pool, snapshot.nadOfPool(pool.name, pod.namespace)), networkOfPool(pool))
+    const origin = snapshot.origin(pool)
+    add(pool, eventNetwork(pool, origin, snapshot.nadOfPool(pool, pod.namespace)), origin.network)
     liveReads.delete(pool.name)
   }
   return found
@@ -194,12 +231,7 @@ export const deletedPodHolding = (f: PodFindings, livePools: ReadonlyMap<string,
 }
 
 /** The sweep's orphans as holdings, one per podref; Events name the NAD that writes each pool where one does. */
-export const orphanHoldings = (
-  orphans: Orphans,
-  pools: ReadonlyMap<string, ParsedPool>,
-  listed: ReadonlyMap<string, ReservationRecord>,
-  nadOfPool: (pool: string, podNamespace: string) => string | undefined
-): ReadonlyArray<Holding> => {
+export const orphanHoldings = (orphans: Orphans, pools: ReadonlyMap<string, ParsedPool>, listed: ReadonlyMap<string, ReservationRecord>, snapshot: Snapshot): ReadonlyArray<Holding> => {
   const byRef = new Map<string, { entries: Array<HeldEntry>; reservations: Array<HeldReservation> }>()
   const of = (podref: string) => {
     let h = byRef.get(podref)
@@ -208,12 +240,13 @@ export const orphanHoldings = (
   }
   for (const o of orphans.allocations) {
     const pool = pools.get(o.pool)
-    const network = pool === undefined ? undefined : networkOfPool(pool)
+    const origin = pool === undefined ? undefined : snapshot.origin(pool)
+    const network = origin?.network
     const namespace = splitPodRef(o.entry.podref)?.namespace ?? ""
     of(o.entry.podref).entries.push({
       pool: o.pool,
       entry: o.entry,
-      network: pool === undefined ? o.pool : eventNetwork(pool, nadOfPool(o.pool, namespace)),
+      network: pool === undefined || origin === undefined ? o.pool : eventNetwork(pool, origin, snapshot.nadOfPool(pool, namespace)),
       reservation: network === undefined ? undefined : reservationName(o.entry.ip, network)
     })
   }

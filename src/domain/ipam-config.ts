@@ -57,6 +57,8 @@ export interface IpamConfig {
   readonly reconcilerCronExpression: string | undefined
   /** Set when the config asks for node-sliced pools (named per node; not resolved here). */
   readonly nodeSliceSize: string | undefined
+  /** The CNI network config's own `name`: a node-slice network's NodeSlicePool is named so when it has no `network_name`. */
+  readonly configName: string
 }
 
 export type NadConfigResult =
@@ -189,7 +191,7 @@ const normaliseRange = (
 }
 
 /** Normalises a decoded `ipam` object into pool-ready ranges. */
-export const normaliseIpam = (raw: IpamRaw): Either.Either<IpamConfig, IpamConfigError> =>
+export const normaliseIpam = (raw: IpamRaw, configName = ""): Either.Either<IpamConfig, IpamConfigError> =>
   Either.gen(function* () {
     const entries: Array<{ entry: typeof RangeEntry.Type; lenient: boolean }> = []
     // Top-level bounds that do not parse are dropped silently, as upstream's sanitizer does.
@@ -203,7 +205,8 @@ export const normaliseIpam = (raw: IpamRaw): Either.Either<IpamConfig, IpamConfi
       ranges,
       enableOverlappingRanges: raw.enable_overlapping_ranges ?? true,
       reconcilerCronExpression: raw.reconciler_cron_expression || undefined,
-      nodeSliceSize: raw.node_slice_size || undefined
+      nodeSliceSize: raw.node_slice_size || undefined,
+      configName
     }
   })
 
@@ -234,6 +237,7 @@ export const decodeNadConfig = (
       decodeIpamRaw(merged),
       (e) => new IpamConfigError({ reason: "BadSchema", message: ParseResult.TreeFormatter.formatErrorSync(e) })
     )
-    const config = yield* normaliseIpam(raw)
+    const name = (json as Record<string, unknown>)["name"]
+    const config = yield* normaliseIpam(raw, typeof name === "string" ? name : "")
     return { _tag: "Whereabouts", config } as const
   })

@@ -49,17 +49,20 @@ export const allocationOrphanReason = (
 /**
  * Finds orphaned allocations and reservations. Pass reservations listed *before* the pools
  * were, so a reservation created by a concurrent CNI ADD always finds its allocation.
+ * `networkOf` tells the network a pool's reservations are named with (node-slice pools do not
+ * encode it in their names the usual way).
  */
 export const findOrphans = (
   pools: ReadonlyArray<ParsedPool>,
   livePods: ReadonlyMap<string, PodProjection>,
-  reservations: ReadonlyArray<OverlappingRangeIPReservation> = []
+  reservations: ReadonlyArray<OverlappingRangeIPReservation> = [],
+  networkOf: (pool: ParsedPool) => string | undefined = (pool) => poolNetworkName(pool.name, pool.range)
 ): Orphans => {
   const allocations: Array<OrphanAllocation> = []
   // network name → ip → podref → orphan reason of that allocation (undefined = held)
   const holders = new Map<string, Map<string, Map<string, AllocationOrphanReason | undefined>>>()
   for (const pool of pools) {
-    const network = poolNetworkName(pool.name, pool.range) ?? pool.name
+    const network = networkOf(pool) ?? pool.name
     let byIp = holders.get(network)
     if (byIp === undefined) holders.set(network, (byIp = new Map()))
     for (const entry of pool.entries) {

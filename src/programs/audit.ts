@@ -13,10 +13,16 @@ const percent = (used: number, size: number) => (size === 0 ? "-" : `${((used / 
 
 /** Human-readable report. */
 export const renderTable = (r: SweepReport): string => {
+  // A NODE column only where node-slice pools exist.
+  const sliced = r.pools.some((p) => p.node !== undefined)
   const pools = table(
-    ["POOL", "RANGE", "NETWORK", "SIZE", "USED", "FREE", "USED%", "ORPHANS"],
-    r.pools.map((p) => [p.name, p.range, p.network || "-", String(p.size), String(p.used), String(p.free), percent(p.used, p.size), String(p.orphans)])
+    ["POOL", "RANGE", "NETWORK", ...(sliced ? ["NODE"] : []), "SIZE", "USED", "FREE", "USED%", "ORPHANS"],
+    r.pools.map((p) => [p.name, p.range, p.network || "-", ...(sliced ? [p.node ?? "-"] : []), String(p.size), String(p.used), String(p.free), percent(p.used, p.size), String(p.orphans)])
   )
+  const stale =
+    r.staleSlicePools.length === 0
+      ? []
+      : ["", "Node-slice pools no node owns (their NodeSlicePool gives the slice to no node, or to another; --prune-slice-pools deletes them once empty):", table(["POOL", "NODE", "USED"], r.staleSlicePools.map((p) => [p.name, p.node, String(p.used)]))]
   const allocations =
     r.orphanAllocations.length === 0
       ? "No orphaned allocations."
@@ -31,7 +37,7 @@ export const renderTable = (r: SweepReport): string => {
           ["RESERVATION", "IP", "PODREF", "REASON"],
           r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, ORPHAN_REASON_TEXT[o.reason]])
         )
-  return [pools, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ""].join("\n")
+  return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ""].join("\n")
 }
 
 /** Machine-readable report. */
@@ -39,6 +45,7 @@ export const renderJson = (r: SweepReport): string =>
   JSON.stringify(
     {
       pools: r.pools,
+      staleSlicePools: r.staleSlicePools,
       orphanedAllocations: r.orphanAllocations.map((o) => ({
         pool: o.pool,
         ip: formatIP(o.entry.ip),

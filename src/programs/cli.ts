@@ -78,6 +78,14 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", note: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
   { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", key: "shutdownTimeout", help: "on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + --renew-deadline + 2 s, then the process exits 1", commands: runOnly },
   { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric", commands: runOnly },
+  {
+    flag: "prune-slice-pools",
+    env: "PRUNE_SLICE_POOLS",
+    kind: "boolean",
+    key: "pruneSlicePools",
+    help: "sweeps delete empty node-slice pools of nodes that no longer own their slice (audit lists them either way)",
+    commands: runOnly
+  },
   { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
   { flag: "log-level", env: "LOG_LEVEL", kind: "string", key: "logLevel", help: "debug, info, warning or error", commands: all },
   { flag: "log-format", env: "LOG_FORMAT", kind: "string", key: "logFormat", help: "json or logfmt", commands: all },

@@ -4,18 +4,21 @@
  * NadConfigs (memoised per NAD version, flat-file defaults merged).
  */
 import { Effect, Option } from "effect"
-import { type Snapshot, pickNad, poolNadIndex } from "../domain/holdings.ts"
+import { type Snapshot, poolNaming } from "../domain/holdings.ts"
+import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import type { ParsedPool, ReservationRecord } from "../domain/pool.ts"
 import { Caches, type NadRecord, PODREF_INDEX } from "../services/Caches.ts"
 import { NadConfigs, type NadConfigsShape } from "../services/NadConfigs.ts"
 
-/** Pool → NADs that write it, built on first use (only a pool found through the podref index needs it). */
-const lazyNadOfPool = (nads: () => Iterable<NadRecord>, decoder: NadConfigsShape) => {
-  let index: ReturnType<typeof poolNadIndex> | undefined
-  return (pool: string, podNamespace: string): string | undefined => {
-    index ??= poolNadIndex([...nads()].map((n) => ({ namespace: n.namespace, name: n.name, config: decoder.decode(n) })))
-    return pickNad(index.get(pool), podNamespace)
-  }
+/** Pool naming (NADs and NodeSlicePools), built on first use: a batch may need none of it. */
+const lazyNaming = (nads: () => Iterable<NadRecord>, nodeSlicePools: () => ReadonlyArray<NodeSlicePoolRecord>, decoder: NadConfigsShape) => {
+  let naming: ReturnType<typeof poolNaming> | undefined
+  const get = () => (naming ??= poolNaming([...nads()].map((n) => ({ namespace: n.namespace, name: n.name, config: decoder.decode(n) })), nodeSlicePools()))
+  return {
+    nadOfPool: (pool, podNamespace) => get().nadOfPool(pool, podNamespace),
+    origin: (pool) => get().origin(pool),
+    nodeSlice: (nodeSlicePool, node) => get().nodeSlice(nodeSlicePool, node)
+  } satisfies Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice">
 }
 
 /** The caches as a snapshot; read it for one batch (it follows the informers as they update). */
@@ -28,7 +31,7 @@ export const cacheSnapshot: Effect.Effect<Snapshot, never, Caches | NadConfigs> 
     reservation: (name) => Option.getOrUndefined(caches.reservations.get(name)),
     reservationsHeldBy: (ref) => caches.reservations.byIndex(PODREF_INDEX, ref),
     nad: (namespace, name) => Option.getOrUndefined(Option.map(caches.nads.get(`${namespace}/${name}`), decoder.decode)),
-    nadOfPool: lazyNadOfPool(() => caches.nads.values(), decoder)
+    ...lazyNaming(() => caches.nads.values(), () => caches.nodeSlicePools.values(), decoder)
   } satisfies Snapshot
 })
 
@@ -36,7 +39,8 @@ export const cacheSnapshot: Effect.Effect<Snapshot, never, Caches | NadConfigs> 
 export const listingSnapshot = (
   pools: ReadonlyArray<ParsedPool>,
   reservations: ReadonlyArray<ReservationRecord>,
-  nads: ReadonlyArray<NadRecord>
+  nads: ReadonlyArray<NadRecord>,
+  nodeSlicePools: ReadonlyArray<NodeSlicePoolRecord>
 ): Effect.Effect<Snapshot, never, NadConfigs> =>
   Effect.map(NadConfigs, (decoder) => {
     const poolsByName = new Map(pools.map((p) => [p.name, p] as const))
@@ -51,6 +55,6 @@ export const listingSnapshot = (
         const nad = nadsByKey.get(`${namespace}/${name}`)
         return nad === undefined ? undefined : decoder.decode(nad)
       },
-      nadOfPool: lazyNadOfPool(() => nads, decoder)
+      ...lazyNaming(() => nads, () => nodeSlicePools, decoder)
     } satisfies Snapshot
   })

@@ -10,9 +10,10 @@ import { type Cidr, bitsOf } from "../domain/ip.ts"
 import { DEFAULT_RECONCILER_CRON } from "../domain/ipam-config.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
 import { podRef } from "../domain/pod.ts"
-import { poolNetworkName } from "../domain/pool.ts"
+import type { PoolOrigin } from "../domain/node-slices.ts"
+import type { ParsedPool } from "../domain/pool.ts"
 import { type Holding, type ReleaseError, planRelease, recheckTargets } from "../domain/release.ts"
-import { toNadRecord } from "../services/Caches.ts"
+import { toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import type { EventRecorder } from "../services/EventRecorder.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
@@ -31,7 +32,11 @@ import { listingSnapshot } from "./snapshot.ts"
 export interface PoolReport {
   readonly name: string
   readonly range: string
+  /** Its network's name ("" unnamed); a node-slice pool of an unnamed network: its NodeSlicePool's name. */
   readonly network: string
+  /** Node-slice pools only: the node, and whether its NodeSlicePool still gives it this slice. */
+  readonly node?: string
+  readonly owner?: "current" | "stale" | "unknown"
   readonly size: number
   readonly used: number
   readonly free: number
@@ -44,6 +49,10 @@ export interface SweepReport {
   readonly pools: ReadonlyArray<PoolReport>
   readonly orphanAllocations: ReadonlyArray<OrphanAllocation>
   readonly orphanReservations: ReadonlyArray<OrphanReservation>
+  /** Node-slice pools whose NodeSlicePool gives their slice to no node, or to another. */
+  readonly staleSlicePools: ReadonlyArray<{ readonly name: string; readonly node: string; readonly used: number }>
+  /** Empty stale node-slice pools deleted (with --prune-slice-pools). */
+  readonly prunedPools: number
   /** What was actually freed / deleted (0 in dry-run). */
   readonly freed: number
   readonly reservationsDeleted: number
@@ -72,6 +81,7 @@ export const sweepSchedule = Effect.gen(function* () {
 
 /** Everything a sweep looks at, listed fresh (never the caches, which may lag). */
 const listWorld = Effect.gen(function* () {
+  const config = yield* ControllerConfig
   const store = yield* IPPoolStore
   const reservations = yield* Reservations
   const pods = yield* Pods
@@ -81,7 +91,11 @@ const listWorld = Effect.gen(function* () {
   const poolList = yield* store.list
   const podList = yield* pods.list()
   const { items: nads } = yield* listProjected(R.NetworkAttachmentDefinitions, undefined, toNadRecord)
-  return { reservationList, poolList, podList, nads }
+  // Optional: whereabouts before 0.8 has no NodeSlicePool CRD.
+  const { items: nodeSlicePools } = yield* listProjected(R.NodeSlicePools, config.namespace, toNodeSlicePoolRecord).pipe(
+    Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed({ items: [] }))
+  )
+  return { reservationList, poolList, podList, nads, nodeSlicePools }
 })
 
 type World = Effect.Effect.Success<typeof listWorld>
@@ -91,11 +105,28 @@ const sweepHoldings = (world: World) =>
   Effect.gen(function* () {
     const live = new Map(world.podList.map((p) => [podRef(p), p] as const))
     const pools = world.poolList.map((p) => p.pool)
-    const orphans = findOrphans(pools, live, world.reservationList.map((r) => ({ metadata: { name: r.name }, spec: { podref: r.podref } })))
-    const snapshot = yield* listingSnapshot(pools, world.reservationList, world.nads)
+    const snapshot = yield* listingSnapshot(pools, world.reservationList, world.nads, world.nodeSlicePools)
+    const networkOf = (pool: ParsedPool) => snapshot.origin(pool).network
+    const orphans = findOrphans(pools, live, world.reservationList.map((r) => ({ metadata: { name: r.name }, spec: { podref: r.podref } })), networkOf)
     const listed = new Map(world.reservationList.map((r) => [r.name, r] as const))
-    const holdings = orphanHoldings(orphans, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot.nadOfPool)
-    return { orphans, holdings }
+    const holdings = orphanHoldings(orphans, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot)
+    return { orphans, holdings, origin: snapshot.origin }
+  })
+
+/** Deletes the stale node-slice pools that were empty when listed, each only if unchanged since. */
+const pruneSlicePools = (world: World, origin: (pool: ParsedPool) => PoolOrigin) =>
+  Effect.gen(function* () {
+    const store = yield* IPPoolStore
+    let pruned = 0
+    for (const p of world.poolList) {
+      const o = origin(p.pool)
+      if (o._tag !== "Slice" || o.owner !== "stale" || p.pool.entries.length > 0 || p.pool.invalid.length > 0) continue
+      if ((yield* store.deleteIfUnchanged(p.name, p.resourceVersion)) === "deleted") {
+        pruned++
+        yield* Effect.logInfo("deleted an empty node-slice pool no node owns").pipe(Effect.annotateLogs({ pool: p.name, node: o.node, slice: o.slice }))
+      }
+    }
+    return pruned
   })
 
 /** Re-checks the candidates live, frees what is still an orphan, writes its Events; fails after that if any write failed. */
@@ -118,15 +149,16 @@ const freeOrphans = (holdings: ReadonlyArray<Holding>) =>
     return execution.counts
   })
 
-const poolReports = (world: World, orphans: ReadonlyArray<OrphanAllocation>): ReadonlyArray<PoolReport> => {
+const poolReports = (world: World, orphans: ReadonlyArray<OrphanAllocation>, origin: (pool: ParsedPool) => PoolOrigin): ReadonlyArray<PoolReport> => {
   const orphansByPool = new Map<string, number>()
   for (const o of orphans) orphansByPool.set(o.pool, (orphansByPool.get(o.pool) ?? 0) + 1)
   return world.poolList.map((p): PoolReport => {
     const size = poolSize(p.pool.cidr)
+    const o = origin(p.pool)
     return {
       name: p.name,
       range: p.pool.range,
-      network: poolNetworkName(p.name, p.pool.range) ?? "",
+      ...(o._tag === "Slice" ? { network: o.network || o.nodeSlicePool, node: o.node, owner: o.owner } : { network: o.network ?? "" }),
       size,
       used: p.pool.entries.length,
       free: Math.max(0, size - p.pool.entries.length),
@@ -168,14 +200,19 @@ export const runSweep = (
   options: { readonly dryRun: boolean }
 ): Effect.Effect<SweepReport, KubeError | ReleaseError, IPPoolStore | Reservations | Pods | Metrics | ControllerConfig | KubeApi | NadConfigs | EventRecorder> =>
   Effect.gen(function* () {
+    const config = yield* ControllerConfig
     const world = yield* listWorld
-    const { orphans, holdings } = yield* sweepHoldings(world)
+    const { orphans, holdings, origin } = yield* sweepHoldings(world)
     const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings)
+    const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world, origin) : 0
+    const pools = poolReports(world, orphans.allocations, origin)
     const report: SweepReport = {
       dryRun: options.dryRun,
-      pools: poolReports(world, orphans.allocations),
+      pools,
       orphanAllocations: orphans.allocations,
       orphanReservations: orphans.reservations,
+      staleSlicePools: pools.flatMap((p) => (p.owner === "stale" ? [{ name: p.name, node: p.node ?? "", used: p.used }] : [])),
+      prunedPools,
       ...done
     }
     yield* reportSweep(world, report)

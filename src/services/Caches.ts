@@ -1,10 +1,12 @@
 /**
  * The controller's informers: pods (as small projections), NetworkAttachmentDefinitions,
- * IPPools and OverlappingRangeIPReservations, the last two indexed by podref so the
- * allocations of one pod are found without scanning every pool.
+ * IPPools and OverlappingRangeIPReservations (both indexed by podref, so the allocations of one
+ * pod are found without scanning every pool), and NodeSlicePools (optional: whereabouts before
+ * 0.8 has no such CRD).
  */
 import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
 import { intern } from "../domain/intern.ts"
+import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import { type ParsedPool, type ReservationRecord, parsePool } from "../domain/pool.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
@@ -28,7 +30,7 @@ export interface PoolRecord {
   readonly pool: ParsedPool
 }
 
-export type { ReservationRecord }
+export type { NodeSlicePoolRecord, ReservationRecord }
 
 export const PODREF_INDEX = "podref"
 
@@ -68,11 +70,33 @@ export const toReservationRecord = (o: KubeObject): ReservationRecord => {
   }
 }
 
+/** A NodeSlicePool as the planner reads it; unreadable fields become empty (nothing is then mapped through it). */
+export const toNodeSlicePoolRecord = (o: KubeObject): NodeSlicePoolRecord => {
+  const spec = specOf(o)
+  const status = typeof o["status"] === "object" && o["status"] !== null ? (o["status"] as Record<string, unknown>) : {}
+  const allocations = Array.isArray(status["allocations"]) ? (status["allocations"] as Array<unknown>) : []
+  return {
+    name: o.metadata.name,
+    resourceVersion: o.metadata.resourceVersion,
+    range: str(spec["range"]) ?? "",
+    sliceSize: str(spec["sliceSize"]) ?? "",
+    allocations: allocations.flatMap((a) => {
+      const r = typeof a === "object" && a !== null ? (a as Record<string, unknown>) : {}
+      const sliceRange = str(r["sliceRange"])
+      return sliceRange === undefined ? [] : [{ nodeName: intern(str(r["nodeName"]) ?? ""), sliceRange }]
+    })
+  }
+}
+
+/** How often a cluster without the NodeSlicePool CRD (whereabouts before 0.8) is looked at again. */
+export const ABSENT_RESOURCE_RETRY = "1 minute"
+
 export interface CachesShape {
   readonly pods: Informer<PodProjection>
   readonly nads: Informer<NadRecord>
   readonly pools: Informer<PoolRecord>
   readonly reservations: Informer<ReservationRecord>
+  readonly nodeSlicePools: Informer<NodeSlicePoolRecord>
   readonly awaitSynced: Effect.Effect<void>
   readonly isSynced: Effect.Effect<boolean>
   /** Deleted pods from now on (watch deletions and those a relist discovers). */
@@ -128,12 +152,22 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       indexers: { [PODREF_INDEX]: (r) => [r.podref] },
       pageSize
     })
-    const all = [pods, nads, pools, reservations] as const
+    const nodeSlicePools = yield* makeInformer<NodeSlicePoolRecord>({
+      resource: R.NodeSlicePools,
+      namespace: config.namespace,
+      transform: toNodeSlicePoolRecord,
+      keyOf: (p) => p.name,
+      versionOf: (p) => p.resourceVersion,
+      pageSize,
+      optional: { absentRetry: ABSENT_RESOURCE_RETRY }
+    })
+    const all = [pods, nads, pools, reservations, nodeSlicePools] as const
     return {
       pods,
       nads,
       pools,
       reservations,
+      nodeSlicePools,
       awaitSynced: Effect.forEach(all, (i) => i.awaitSynced, { discard: true, concurrency: "unbounded" }),
       isSynced: Effect.map(Effect.forEach(all, (i) => i.isSynced), (done) => done.every(Boolean)),
       podDeletions: Effect.map(pods.subscribe, (queue) =>

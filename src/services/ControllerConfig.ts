@@ -39,6 +39,8 @@ export interface ControllerConfigShape {
   readonly poolUsageThreshold: number
   /** Extra flat-file path tried first (whereabouts.conf defaults for NADs). */
   readonly flatConfigPath: string | undefined
+  /** Sweeps delete empty node-slice pools whose NodeSlicePool gives their slice to no node, or to another. */
+  readonly pruneSlicePools: boolean
 }
 
 export class ControllerConfig extends Context.Tag("whereabouts-controller/ControllerConfig")<
@@ -73,6 +75,7 @@ export const DEFAULTS = {
   bindAddress: "",
   shutdownTimeout: Duration.seconds(30),
   poolUsageThreshold: 0.9,
+  pruneSlicePools: false,
   // Read by the command line itself (logging, audit's output), not part of the shape.
   logLevel: "info",
   logFormat: "json",
@@ -122,7 +125,8 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
     Config.withDefault(D.poolUsageThreshold),
     Config.validate({ message: "POOL_USAGE_THRESHOLD must be in (0, 1]", validation: (n) => n > 0 && n <= 1 })
   ),
-  flatConfigPath: optionalString("FLAT_CONFIG_PATH")
+  flatConfigPath: optionalString("FLAT_CONFIG_PATH"),
+  pruneSlicePools: Config.boolean("PRUNE_SLICE_POOLS").pipe(Config.withDefault(D.pruneSlicePools))
 }).pipe(
   // The lease lives where the controller runs (POD_NAMESPACE) unless told otherwise.
   Config.map(({ leaseNamespaceOverride, podNamespace, ...rest }) => ({

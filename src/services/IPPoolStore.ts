@@ -39,6 +39,8 @@ export interface IPPoolStoreShape {
   readonly list: Effect.Effect<ReadonlyArray<PoolRecord>, KubeError>
   /** Frees entries with one JSON patch per ≤3,333 entries, each guarded by `test` ops on its podref and id. */
   readonly release: (name: string, entries: ReadonlyArray<ReleaseEntry>) => Effect.Effect<ReleaseResult, KubeError>
+  /** Deletes a pool only if it is still the version seen (one written since is kept): "changed" then, "absent" when gone. */
+  readonly deleteIfUnchanged: (name: string, resourceVersion: string | undefined) => Effect.Effect<"deleted" | "changed" | "absent", KubeError>
 }
 
 export class IPPoolStore extends Context.Tag("whereabouts-controller/IPPoolStore")<IPPoolStore, IPPoolStoreShape>() {}
@@ -104,8 +106,16 @@ export const make = Effect.gen(function* () {
       return { released, skipped, patches }
     })
 
+  const deleteIfUnchanged = (name: string, resourceVersion: string | undefined) =>
+    api.delete(R.IPPools, namespace, name, { preconditions: { resourceVersion } }).pipe(
+      Effect.as("deleted" as const),
+      Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed("absent" as const)),
+      Effect.catchIf((e) => e.reason === "Conflict", () => Effect.succeed("changed" as const))
+    )
+
   return {
     get,
+    deleteIfUnchanged,
     list: listProjected(R.IPPools, namespace, toPoolRecord, { pageSize }).pipe(
       Effect.map(({ items }) => items),
       Effect.provideService(KubeApi, api)

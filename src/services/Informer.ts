@@ -30,6 +30,11 @@ export interface InformerOptions<A> {
   readonly backoff?: Schedule.Schedule<unknown, unknown>
   /** Server-side watch timeout; the watch is then resumed from the last version. */
   readonly watchTimeoutSeconds?: number
+  /**
+   * The resource may not be served (its CRD not installed): a list answered 404 makes the cache
+   * empty and synced, and the list is tried again every `absentRetry` (not counted as a restart).
+   */
+  readonly optional?: { readonly absentRetry: Duration.DurationInput }
 }
 
 export interface Informer<A> {
@@ -73,6 +78,8 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
     const synced = yield* Deferred.make<void>()
     const pubsub = yield* Effect.acquireRelease(PubSub.unbounded<InformerEvent<A>>(), PubSub.shutdown)
     let restarts = 0
+    /** An optional resource found not served (until a list succeeds again). */
+    let absent = false
 
     const unindex = (key: string, a: A) => {
       for (const [name, fn] of indexers) {
@@ -128,6 +135,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       for (const [key, old] of [...cache]) if (!seen.has(key)) events.push(...remove(old))
       yield* publish(events)
       yield* Deferred.succeed(synced, undefined)
+      absent = false
       return resourceVersion
     })
 
@@ -175,9 +183,26 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       }
     })
 
+    // Not served at all: nothing to cache, and synced so the controller runs without it.
+    const whileAbsent = (e: KubeError) =>
+      Effect.gen(function* () {
+        if (!absent) {
+          absent = true
+          yield* Effect.logWarning(`${resource.plural} are not served (their CRD is not installed?): running without them, looking again periodically`).pipe(
+            Effect.annotateLogs({ resource: resource.plural, error: e.message })
+          )
+        }
+        const events: Array<InformerEvent<A>> = []
+        for (const old of [...cache.values()]) events.push(...remove(old))
+        yield* publish(events)
+        yield* Deferred.succeed(synced, undefined)
+        yield* Effect.sleep(options.optional!.absentRetry)
+      })
+
     const backoff = yield* Schedule.driver(options.backoff ?? defaultBackoff)
     const supervised = Effect.forever(
       run.pipe(
+        Effect.catchIf((e) => options.optional !== undefined && e.reason === "NotFound", whileAbsent),
         Effect.catchAll((e) =>
           Effect.gen(function* () {
             restarts++

@@ -42,4 +42,11 @@ export const OverlappingRangeIPReservations: Resource = {
   kind: "OverlappingRangeIPReservation",
   namespaced: true
 }
+export const NodeSlicePools: Resource = {
+  group: "whereabouts.cni.cncf.io",
+  version: "v1alpha1",
+  plural: "nodeslicepools",
+  kind: "NodeSlicePool",
+  namespaced: true
+}
 export const Namespaces: Resource = { group: "", version: "v1", plural: "namespaces", kind: "Namespace", namespaced: false }

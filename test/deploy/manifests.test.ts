@@ -123,7 +123,8 @@ const EXPECTED_RBAC: ReadonlyArray<string> = [
   "ClusterRole whereabouts-controller | k8s.cni.cncf.io/network-attachment-definitions | list,watch",
   "ClusterRole whereabouts-controller | core/events | create,patch",
   // Role in kube-system: the pools, their reservations and the leader Lease.
-  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/ippools | get,list,patch,watch",
+  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/ippools | delete,get,list,patch,watch",
+  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/nodeslicepools | list,watch",
   "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/overlappingrangeipreservations | create,delete,get,list,watch",
   "Role kube-system/whereabouts-controller | coordination.k8s.io/leases | create",
   "Role kube-system/whereabouts-controller | coordination.k8s.io/leases[whereabouts-controller] | get,update"
@@ -199,6 +200,7 @@ suite(title, () => {
       [
         "CustomResourceDefinition//ippools.whereabouts.cni.cncf.io",
         "CustomResourceDefinition//overlappingrangeipreservations.whereabouts.cni.cncf.io",
+        "CustomResourceDefinition//nodeslicepools.whereabouts.cni.cncf.io",
         `ServiceAccount/${NAMESPACE}/whereabouts-controller`,
         "ClusterRole//whereabouts-controller",
         "ClusterRoleBinding//whereabouts-controller",

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
-import { type Snapshot, deletedPodHolding, eventNetwork, findPodHoldings, mergeFindings, orphanHoldings, pickNad, poolNadIndex } from "../../src/domain/holdings.ts"
+import { type Snapshot, deletedPodHolding, eventNetwork, findPodHoldings, mergeFindings, nadIndex, orphanHoldings, pickNad, poolNaming } from "../../src/domain/holdings.ts"
+import type { NodeSlicePoolRecord } from "../../src/domain/node-slices.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import { findOrphans } from "../../src/domain/orphans.ts"
@@ -13,6 +14,7 @@ interface World {
   readonly pools?: ReadonlyArray<ParsedPool>
   readonly reservations?: ReadonlyArray<ReservationRecord>
   readonly nads?: Readonly<Record<string, string>>
+  readonly nodeSlicePools?: ReadonlyArray<NodeSlicePoolRecord>
 }
 
 const snapshotOf = (w: World): Snapshot => {
@@ -22,14 +24,13 @@ const snapshotOf = (w: World): Snapshot => {
     const [namespace, name] = key.split("/") as [string, string]
     return { namespace, name, config: decodeNadConfig(spec) }
   })
-  const index = poolNadIndex(nads)
   return {
     pool: (name) => pools.find((p) => p.name === name),
     poolsHeldBy: (ref) => pools.filter((p) => p.entries.some((e) => e.podref === ref)),
     reservation: (name) => reservations.find((r) => r.name === name),
     reservationsHeldBy: (ref) => reservations.filter((r) => r.podref === ref),
     nad: (namespace, name) => nads.find((n) => n.namespace === namespace && n.name === name)?.config,
-    nadOfPool: (pool, ns) => pickNad(index.get(pool), ns)
+    ...poolNaming(nads, w.nodeSlicePools ?? [])
   }
 }
 
@@ -91,8 +92,8 @@ describe("findPodHoldings + deletedPodHolding", () => {
 
   it("with no NAD writing the pool any more, the Event names the pool's network, or the pool", () => {
     const named = pool("10.2.0.0/24", { "1": { id: "c", podref: "ns/web" } }, "storage")
-    expect(eventNetwork(named, undefined)).toBe("storage")
-    expect(eventNetwork(P1, undefined)).toBe("10.1.0.0-24")
+    expect(eventNetwork(named, { _tag: "Range", network: "storage" }, undefined)).toBe("storage")
+    expect(eventNetwork(P1, { _tag: "Range", network: "" }, undefined)).toBe("10.1.0.0-24")
     expect(view(deleted("web", "[]"), { pools: [named] }).entries).toEqual(["storage-10.2.0.0-24 10.2.0.1 storage storage-10.2.0.1"])
   })
 
@@ -144,8 +145,7 @@ describe("orphanHoldings", () => {
     const pools = [P1]
     const orphans = findOrphans(pools, new Map(), [{ metadata: { name: "10.1.0.5" }, spec: { podref: "ns/web" } }])
     const listed = new Map([["10.1.0.5", { name: "10.1.0.5", resourceVersion: "3", podref: "ns/web" }]])
-    const index = poolNadIndex([{ namespace: "ns", name: "net1", config: decodeNadConfig(NET1["ns/net1"]) }])
-    const holdings = orphanHoldings(orphans, new Map([[P1.name, P1]]), listed, (p, ns) => pickNad(index.get(p), ns))
+    const holdings = orphanHoldings(orphans, new Map([[P1.name, P1]]), listed, snapshotOf({ pools, nads: NET1 }))
     expect(holdings.map((h) => [h.podref, h.claim, h.entries.map((e) => `${formatIP(e.entry.ip)} ${e.network} ${e.reservation}`), h.reservations.map((r) => `${r.name} ${r.orphan} ${r.listed?.resourceVersion}`)])).toEqual([
       ["ns/web", "Orphan", ["10.1.0.5 net1 10.1.0.5"], ["10.1.0.5 PodGone 3"]],
       ["ns/other", "Orphan", ["10.1.0.6 net1 10.1.0.6"], []]
@@ -162,8 +162,8 @@ describe("pickNad", () => {
   })
 
   it("the index maps every range of a whereabouts NAD, named networks included", () => {
-    const index = poolNadIndex([{ namespace: "ns", name: "dual", config: decodeNadConfig(config({ type: "whereabouts", network_name: "n", ipRanges: [{ range: "10.0.0.0/24" }, { range: "fd00::/120" }] })) }])
-    expect([...index.keys()]).toEqual(["n-10.0.0.0-24", "n-fd00---120"])
+    const index = nadIndex([{ namespace: "ns", name: "dual", config: decodeNadConfig(config({ type: "whereabouts", network_name: "n", ipRanges: [{ range: "10.0.0.0/24" }, { range: "fd00::/120" }] })) }])
+    expect([...index.rangePools.keys()]).toEqual(["n-10.0.0.0-24", "n-fd00---120"])
     expect(Either.isRight(decodeNadConfig(config({ type: "whereabouts", range: "10.0.0.0/24" })))).toBe(true)
   })
 })

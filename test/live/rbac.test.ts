@@ -3,7 +3,8 @@
  * TokenRequest token) with exactly the ClusterRole and Role of deploy/, and the core end-to-end
  * scenario passes — a deletion freed with its reservation, Events written (one of them repeated,
  * so patched), the Lease taken and renewed, the start-up sweep freeing an orphan and its
- * reservation, a pool the cache has never seen read live, and not one 403. A second phase plays
+ * reservation, a pool the cache has never seen read live, an empty node-slice pool no node owns
+ * deleted (--prune-slice-pools), and not one 403. A second phase plays
  * the #182 race (support/reborn.ts) for the one verb only that race needs: giving a reborn pod's
  * reservation back.
  *
@@ -61,7 +62,8 @@ const CHECKS = [
   "repeatedEvent",
   "noFailures",
   "no403",
-  "reservationRestored"
+  "reservationRestored",
+  "stalePruned"
 ] as const
 type Check = (typeof CHECKS)[number]
 
@@ -158,13 +160,21 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       const twin = yield* startPod(podNs, "twin", [on(podNs, "twin-net", "net1"), on(podNs, "twin-net", "net2")])
       const api = yield* KubeApi
       yield* api.create(R.Pods, podNs, podObject(podNs, "unborn", { networks: `${podNs}/late@net1`, nodeName: "node-1" }))
+      // A node-slice network whose only slice no node owns any more (its node was deleted), and
+      // that node's pool, empty: --prune-slice-pools deletes it (the start-up sweep).
+      yield* api.create(R.NodeSlicePools, poolNs, {
+        metadata: { name: "rbac-slices", namespace: poolNs },
+        spec: { range: "10.224.0.0/24", sliceSize: "/28" },
+        status: { allocations: [{ nodeName: "", sliceRange: "10.224.0.0/28" }] }
+      })
+      yield* api.create(R.IPPools, poolNs, { metadata: { name: "gone-node-10.224.0.0-28", namespace: poolNs }, spec: { range: "10.224.0.0/28", allocations: {} } })
       yield* deletePod(ghost)
       yield* api.delete(R.NetworkAttachmentDefinitions, podNs, "twin-net")
       yield* api.delete(R.OverlappingRangeIPReservations, poolNs, "10.220.0.4")
 
       const identity = `rbac-${label.replace(/[^\w]+/g, "-").toLowerCase()}`.slice(0, 60)
       // Stopped with the scenario's scope, also when the test is interrupted (a timeout).
-      const ctl: ControllerProcess = yield* Effect.acquireRelease(launch({ kubeconfig, namespace: poolNs, identity }), (c) =>
+      const ctl: ControllerProcess = yield* Effect.acquireRelease(launch({ kubeconfig, namespace: poolNs, identity, args: ["--prune-slice-pools"] }), (c) =>
         Effect.promise(() => c.stop(STOP_GRACE_MS))
       )
       const refused = Effect.map(
@@ -199,6 +209,7 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
         // (pods are watched cluster-wide) and report the missing NAD on them as well.
         const events = (yield* eventsIn(podNs)).filter((e) => e.reportingInstance === identity)
         const lease = yield* Effect.either(api.get(R.Leases, poolNs, "whereabouts-controller"))
+        const stalePool = yield* Effect.either(api.get(R.IPPools, poolNs, "gone-node-10.224.0.0-28"))
         const spec = lease._tag === "Right" ? (lease.right["spec"] as { holderIdentity?: string; acquireTime?: string; renewTime?: string }) : {}
         const forbidden = metrics
           .split("\n")
@@ -221,7 +232,8 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
             sampleOf(metrics, "whereabouts_controller_sweeps_total", { result: "success" }) === 1,
           no403: forbidden.length === 0 && forbiddenLines(ctl).length === 0,
           // Judged by the race phase below (when it runs).
-          reservationRestored: true
+          reservationRestored: true,
+          stalePruned: stalePool._tag === "Left" && stalePool.left.reason === "NotFound"
         }
         const keeperKept = pool["10.220.0.2"] === `${podNs}/keeper` && reservations["10.220.0.2"] === `${podNs}/keeper`
         const state = JSON.stringify({ pool, twinPool, reservations, gc, lease: spec })
@@ -335,8 +347,11 @@ const MUST_FAIL: Readonly<Record<string, ReadonlyArray<Check>>> = {
   "Role ippools list": ["ready"],
   "Role ippools watch": ["no403"],
   "Role ippools patch": ["deletionFreed", "orphanSwept"], // the release itself
-  // One the cache never saw is read before it is deleted; the pool entry is freed at the same time
-  // (a small batch does both at once), so what fails is the pod's reconcile, reported.
+  "Role ippools delete": ["stalePruned"], // an empty node-slice pool no node owns (--prune-slice-pools)
+  "Role nodeslicepools list": ["ready"], // the NodeSlicePool informer never syncs
+  "Role nodeslicepools watch": ["no403"],
+  // One the cache never saw is read before it is deleted; without it the pod's reconcile fails
+  // before its pool write (reservations go first), and is reported.
   "Role overlappingrangeipreservations get": ["noFailures"],
   "Role overlappingrangeipreservations list": ["ready"],
   "Role overlappingrangeipreservations watch": ["no403"],

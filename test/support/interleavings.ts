@@ -9,6 +9,7 @@ import { projectPod, type PodProjection } from "../../src/domain/pod.ts"
 import { formatIP, parseIP } from "../../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
 import { parsePool, reservationName } from "../../src/domain/pool.ts"
+import type { NodeSlicePoolRecord } from "../../src/domain/node-slices.ts"
 import {
   Caches,
   type CachesShape,
@@ -83,6 +84,7 @@ export const snapshotCaches = (state: MemoryClusterState) => {
     nads: nads.informer,
     pools: pools.informer,
     reservations: reservations.informer,
+    nodeSlicePools: snapshotInformer(R.NodeSlicePools, (p: NodeSlicePoolRecord) => p.name).informer,
     awaitSynced: Effect.void,
     isSynced: Effect.succeed(true),
     podDeletions: Effect.dieMessage("snapshot caches publish no deletions")

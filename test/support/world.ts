@@ -71,6 +71,13 @@ export const cachesCaughtUp = Effect.gen(function* () {
   yield* eventually(require(() => res.items.every((r) => Option.isSome(caches.reservations.get(r.metadata.name))), "reservation cache behind"))
   const nads = yield* api.list(R.NetworkAttachmentDefinitions, undefined)
   yield* eventually(require(() => nads.items.every((n) => Option.isSome(caches.nads.get(`${n.metadata.namespace}/${n.metadata.name}`))), "nad cache behind"))
+  const slices = yield* api.list(R.NodeSlicePools, namespace).pipe(Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed({ items: [] })))
+  yield* eventually(
+    require(
+      () => slices.items.every((p) => Option.exists(caches.nodeSlicePools.get(p.metadata.name), (c) => Number(c.resourceVersion) >= Number(p.metadata.resourceVersion))),
+      "node slice pool cache behind"
+    )
+  )
 })
 
 export type { PodProjection }
