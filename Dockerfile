@@ -30,13 +30,12 @@ USER 65532:65532
 EXPOSE 8080 8081
 # Distroless keeps node at /nodejs/bin/node, off PATH, so the path is spelled out.
 # The heap is sized from the container's memory limit: by default V8 takes about a quarter of
-# it, and with 10k pods a relist needs more (measured: a 128 MB heap dies, 160 MB is enough).
-# At 40 % the rest of the process (~100-190 MB of code, new space and buffers) stays under the limit.
-# V8 sizes the young generation from the machine, not the container: 2 x 64 MiB semi-spaces here.
-# 16 MiB each took 88 MiB off the RSS with 10k pods (bench/rss-probe.ts, BENCHMARKS.md).
-# glibc's allocator: an arena per thread, and large blocks kept after the first is freed (its
-# mmap threshold adapts upwards), so the buffers of the first full lists stay resident. Two
-# arenas and a fixed 128 KiB threshold and trim took 15-33 MiB off the RSS with 10k pods.
+# it, and a relist of a large cluster needs more; at 40 % the rest of the process (code, new
+# space and buffers) stays under the limit. V8 sizes the young generation from the machine, not
+# the container; 16 MiB semi-spaces keep it small. glibc's allocator keeps an arena per thread
+# and large blocks after the first is freed (its mmap threshold adapts upwards), so the buffers
+# of the first full lists stay resident: two arenas and a fixed 128 KiB threshold and trim give
+# them back. What each of these saved is in BENCHMARKS.md's Decisions table.
 ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072
 ENTRYPOINT ["/nodejs/bin/node", "--max-old-space-size-percentage=40", "--max-semi-space-size=16", "dist/main.js"]
 CMD ["run"]

@@ -5,7 +5,7 @@
  * V8 keeps the source text of every loaded module in the heap, and a module with a single
  * non-ASCII character (a "’" in a comment) is kept at two bytes per character; the bundle has
  * whitespace and comments removed, escapes non-ASCII, and holds only the modules reached from
- * main.ts. With 10k pods the controller's RSS fell from 165 to 145 MiB (BENCHMARKS.md "RSS").
+ * main.ts (the resident memory it saves is in BENCHMARKS.md's Decisions table).
  * Identifiers are kept, so stack traces still name functions. Licence comments go to
  * dist/main.js.LEGAL.txt.
  *
@@ -24,21 +24,28 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url))
 export const ENTRY = path.join(ROOT, "src/programs/main.ts")
 const SLIM = path.join(ROOT, "src/services/live/client-node-gen.ts")
 
-/** Bundles the controller into `<outdir>/main.js`; returns that path. */
-export const bundle = async (outdir: string): Promise<string> => {
+/**
+ * What the image must not carry: the simulation, the in-memory API server and the demo
+ * (src/testing), reached only from the demo, tests and benchmarks.
+ */
+const TESTING = path.join(ROOT, "src/testing")
+
+/** Bundles the controller into `<outdir>/main.js`; returns that path and the source files inside. */
+export const bundleWithInputs = async (outdir: string): Promise<{ readonly outfile: string; readonly inputs: ReadonlyArray<string> }> => {
   const outfile = path.join(outdir, "main.js")
-  await esbuild.build({
+  const result = await esbuild.build({
     entryPoints: [ENTRY],
     outfile,
     bundle: true,
     platform: "node",
     format: "esm",
-    target: "node22",
+    target: "node24",
     minifyWhitespace: true,
     minifySyntax: true,
     legalComments: "external",
     charset: "ascii",
     logLevel: "warning",
+    metafile: true,
     // CommonJS dependencies (undici, prom-client) call require() for Node's own modules.
     banner: { js: 'import { createRequire as __whereaboutsRequire } from "node:module"; const require = __whereaboutsRequire(import.meta.url);' },
     plugins: [
@@ -49,11 +56,24 @@ export const bundle = async (outdir: string): Promise<string> => {
             /[\\/]@kubernetes[\\/]client-node[\\/]dist[\\/]config\.js$/.test(args.importer) ? { path: SLIM } : undefined
           )
         }
+      },
+      {
+        // app.ts loads the demo with a dynamic import; a static one from production code fails the build.
+        name: "no-testing",
+        setup: (build) => {
+          build.onResolve({ filter: /testing[\\/]/ }, (args) => {
+            const target = path.resolve(args.resolveDir, args.path)
+            return target.startsWith(TESTING) ? { errors: [{ text: `${path.relative(ROOT, args.importer)} imports ${path.relative(ROOT, target)}: src/testing is not part of the image` }] } : undefined
+          })
+        }
       }
     ]
   })
-  return outfile
+  return { outfile, inputs: Object.keys(result.metafile.inputs) }
 }
+
+/** Bundles the controller into `<outdir>/main.js`; returns that path. */
+export const bundle = async (outdir: string): Promise<string> => (await bundleWithInputs(outdir)).outfile
 
 if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   execFileSync(path.join(ROOT, "node_modules/.bin/tsc"), ["-p", path.join(ROOT, "tsconfig.build.json"), "--noEmit"], { cwd: ROOT, stdio: "inherit" })

@@ -14,7 +14,7 @@
  * offsets (key → number) and bitmap (`lowestFreeOffset`). Steps a step needs are done first,
  * untimed.
  */
-import { lowestFreeOffset } from "../../src/domain/allocate.ts"
+import { lowestFreeOffset } from "../../src/testing/allocate.ts"
 
 type Entry = { readonly podref: string; readonly ifname?: string }
 const n = Number(process.argv[2] ?? 10_000)

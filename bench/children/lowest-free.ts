@@ -16,7 +16,7 @@
  */
 import { PerformanceObserver } from "node:perf_hooks"
 import { Either } from "effect"
-import { assignIP, lowestFreeOffset } from "../../src/domain/allocate.ts"
+import { assignIP, lowestFreeOffset } from "../../src/testing/allocate.ts"
 import { parseCidr } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import type { IPAllocation } from "../../src/domain/pool.ts"

@@ -5,8 +5,8 @@
  */
 import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope } from "effect"
 import { podRef, projectPod } from "../../src/domain/pod.ts"
-import { deletePod, startPod } from "../../src/programs/cni-plugin.ts"
-import { stores } from "../../src/programs/layers.ts"
+import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
+import { simulationStores } from "../../src/testing/layers.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
@@ -56,7 +56,7 @@ const waitFreedMetric = (c: Contender, target: number, timeoutMs: number) =>
   })
 
 /** The CNI simulation's services over the driver's KubeApi. */
-const cniLayer = (api: KubeApiShape) => stores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
+const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
 
 export interface AllocatorStats {
   readonly started: number

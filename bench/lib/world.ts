@@ -4,7 +4,7 @@
  * invariant check at rest.
  */
 import { Effect, Either, Queue, type Scope } from "effect"
-import { assignIP, withAssignment } from "../../src/domain/allocate.ts"
+import { assignIP, withAssignment } from "../../src/testing/allocate.ts"
 import { formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"

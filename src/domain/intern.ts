@@ -1,8 +1,7 @@
 /**
  * One copy of each repeated string in the caches. The same podref is written in a pool entry per
  * interface, in a reservation per address and as the pod cache's key; a node name and a namespace
- * in thousands of pods. Parsed from separate API answers, every occurrence is its own string
- * (10k pods on 5 networks: 110k podref strings, 3.4 MiB; BENCHMARKS.md "RSS").
+ * in thousands of pods. Parsed from separate API answers, every occurrence is its own string.
  *
  * V8 keeps one internalized copy of every property name, in a table that does not keep its strings
  * alive, and a name read back from an object's keys is that copy. So equal strings passed through

@@ -44,6 +44,13 @@ export const parseIP = (text: string): IPAddress | undefined => {
   }
 }
 
+/**
+ * Parses as Go's net.ParseIP does since Go 1.17: an IPv4 octet with a leading zero ("010") is
+ * refused rather than read as decimal. whereabouts parses excludes and `ipRanges` bounds so.
+ */
+export const parseIPStrict = (text: string): IPAddress | undefined =>
+  text.includes(".") && !text.includes(":") && text.split(".").some((o) => o.length > 1 && o.startsWith("0")) ? undefined : parseIP(text)
+
 /** Formats like Go's net.IP.String(): dotted quad, or RFC 5952 compressed lowercase IPv6. */
 export const formatIP = (ip: IPAddress): string => {
   if (ip.family === 4) {

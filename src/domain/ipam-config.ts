@@ -11,6 +11,7 @@ import {
   formatCidr,
   parseCidr,
   parseIP,
+  parseIPStrict,
   toNetworkForm
 } from "./ip.ts"
 
@@ -123,10 +124,13 @@ export const mergeFlatFile = (
   return merged
 }
 
+/** An exclude, read strictly as upstream reads it (net.ParseCIDR / net.ParseIP: no leading zeros). */
 const parseExclude = (text: string): Cidr | undefined => {
+  const slash = text.indexOf("/")
+  if (slash >= 0 && parseIPStrict(text.slice(0, slash)) === undefined) return undefined
   const cidr = parseCidr(text)
   if (cidr !== undefined) return toNetworkForm(cidr)
-  const ip = parseIP(text)
+  const ip = parseIPStrict(text)
   return ip === undefined ? undefined : { family: ip.family, address: ip.value, prefix: bitsOf(ip.family) }
 }
 
@@ -163,9 +167,11 @@ const normaliseRange = (
   const cidr = parseCidr(text)
   if (cidr === undefined) return fail("InvalidRange", `invalid CIDR ${JSON.stringify(text)}`)
   const net = toNetworkForm(cidr)
+  // Top-level bounds are read leniently (leading zeros as decimal, garbage dropped); an
+  // ipRanges entry's bounds strictly, and a bad one fails the whole config, as upstream does.
   const bound = (name: string, value: string | undefined): Either.Either<IPAddress | undefined, IpamConfigError> => {
     if (value === undefined || value === "") return Either.right(undefined)
-    const ip = parseIP(value)
+    const ip = lenientBounds ? parseIP(value) : parseIPStrict(value)
     if (ip !== undefined || lenientBounds) return Either.right(ip)
     return fail("InvalidIP", `invalid ${name} IP address: ${value}`)
   }

@@ -3,7 +3,8 @@
  * A live pod whose status cannot prove anything keeps its addresses.
  */
 import { type IPAddress, ipKey } from "./ip.ts"
-import { type PodProjection, podHoldsIP } from "./pod.ts"
+import { type AllocationOrphanReason, type ReservationOrphanReason, allocationOrphanReason as orphanReasonOf } from "./liveness.ts"
+import type { PodProjection } from "./pod.ts"
 import {
   type OverlappingRangeIPReservation,
   type ParsedPool,
@@ -12,8 +13,7 @@ import {
   poolNetworkName
 } from "./pool.ts"
 
-export type AllocationOrphanReason = "PodGone" | "IPNotOnPod"
-export type ReservationOrphanReason = AllocationOrphanReason | "NoAllocation"
+export type { AllocationOrphanReason, ReservationOrphanReason }
 
 export interface OrphanAllocation {
   readonly pool: string
@@ -44,11 +44,7 @@ export const ORPHAN_REASON_TEXT: Record<ReservationOrphanReason, string> = {
 export const allocationOrphanReason = (
   entry: PoolEntry,
   livePods: ReadonlyMap<string, PodProjection>
-): AllocationOrphanReason | undefined => {
-  const pod = livePods.get(entry.podref)
-  if (pod === undefined) return "PodGone"
-  return podHoldsIP(pod, entry.ip, entry.ifname) === "not-held" ? "IPNotOnPod" : undefined
-}
+): AllocationOrphanReason | undefined => orphanReasonOf(livePods.get(entry.podref), entry.ip, entry.ifname)
 
 /**
  * Finds orphaned allocations and reservations. Pass reservations listed *before* the pools

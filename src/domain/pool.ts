@@ -89,6 +89,16 @@ export const poolNetworkName = (name: string, range: string): string | undefined
   return name.endsWith(`-${suffix}`) ? name.slice(0, name.length - suffix.length - 1) : undefined
 }
 
+/**
+ * What the controller keeps of a reservation: its name (the IP), version and owner. The container
+ * id and interface are not read anywhere, so they are not cached.
+ */
+export interface ReservationRecord {
+  readonly name: string
+  readonly resourceVersion: string | undefined
+  readonly podref: string
+}
+
 export interface PoolEntry {
   readonly key: string
   readonly offset: bigint

@@ -10,7 +10,6 @@ import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
 import { type ParsedCli, configProvider, describeConfigError, helpText, parseCli } from "./cli.ts"
-import { demoLayer, story } from "./demo.ts"
 import { stores, withKubeApi } from "./layers.ts"
 import { runController } from "./run.ts"
 import { armShutdownDeadline } from "./shutdown.ts"
@@ -24,8 +23,8 @@ const LEVELS: Record<string, LogLevel.LogLevel> = {
 }
 
 const logging = Effect.gen(function* () {
-  const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault("info"))
-  const format = yield* Config.literal("json", "logfmt")("LOG_FORMAT").pipe(Config.withDefault("json" as const))
+  const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(ControllerConfig.DEFAULTS.logLevel))
+  const format = yield* Config.literal("json", "logfmt")("LOG_FORMAT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.logFormat))
   const minimum = LEVELS[level.toLowerCase()]
   if (minimum === undefined) return yield* Effect.fail(new Error(`LOG_LEVEL must be debug, info, warning or error (got "${level}")`))
   return Layer.merge(format === "json" ? Logger.json : Logger.logFmt, Logger.minimumLogLevel(minimum))
@@ -44,6 +43,16 @@ const version = (): string => {
   return "unknown"
 }
 
+/**
+ * The demo and the in-memory cluster it runs on live in src/testing, which the image's bundle
+ * leaves out (scripts/build.ts): they are loaded only for `demo`, from a source checkout.
+ */
+const DEMO_MODULE = "../testing/demo.ts"
+const loadDemo = Effect.tryPromise({
+  try: () => import(DEMO_MODULE) as Promise<typeof import("../testing/demo.ts")>,
+  catch: () => new Error("the demo is not part of this build: run `npm run demo` from a source checkout")
+})
+
 const configLayers = Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)
 
 const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
@@ -56,7 +65,7 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
         return 0
       }
       case "audit": {
-        const output = yield* Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault("table" as const))
+        const output = yield* Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
         const env = stores.pipe(Layer.provideMerge(layerLive), Layer.provideMerge(Metrics.layer), Layer.provideMerge(configLayers))
         const result = yield* audit(output).pipe(Effect.provide(env))
         process.stdout.write(`${result.text}\n`)
@@ -64,6 +73,7 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
       }
       case "demo": {
         // The narration is the output; controller logs only when asked for (--log-level info).
+        const { demoLayer, story } = yield* loadDemo
         return yield* story((line) => process.stdout.write(`${line}\n`)).pipe(Effect.provide(demoLayer))
       }
     }

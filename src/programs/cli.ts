@@ -4,15 +4,39 @@
  * the environment, which wins over defaults.
  */
 import { parseArgs } from "node:util"
-import { type ConfigError, ConfigProvider } from "effect"
+import { type ConfigError, ConfigProvider, Duration } from "effect"
+import { DEFAULTS, type DefaultedKey } from "../services/ControllerConfig.ts"
 
-export interface OptionSpec {
+interface OptionRow {
   readonly flag: string
   readonly env: string
   readonly kind: "string" | "boolean"
-  readonly default: string
+  /** The option's default in DEFAULTS; without one, `note` says what applies when it is unset. */
+  readonly key?: DefaultedKey
+  readonly note?: string
   readonly help: string
   readonly commands: ReadonlyArray<Command>
+}
+
+export interface OptionSpec extends OptionRow {
+  /** The default as `--help` and the README show it. */
+  readonly default: string
+}
+
+/** A duration as the flags take it: "500 millis", "1 second", "2 minutes". */
+export const showDuration = (d: Duration.Duration): string => {
+  const ms = Duration.toMillis(d)
+  const unit = (n: number, name: string) => `${n} ${name}${n === 1 ? "" : "s"}`
+  if (ms % 60_000 === 0 && ms >= 60_000) return unit(ms / 60_000, "minute")
+  if (ms % 1000 === 0) return unit(ms / 1000, "second")
+  return `${ms} millis`
+}
+
+const shown = (row: OptionRow): string => {
+  if (row.note !== undefined) return row.note
+  if (row.key === undefined) throw new Error(`option --${row.flag} has neither a default nor a note`)
+  const value: unknown = DEFAULTS[row.key]
+  return Duration.isDuration(value) ? showDuration(value) : String(value)
 }
 
 export type Command = "run" | "audit" | "demo"
@@ -21,44 +45,47 @@ const all: ReadonlyArray<Command> = ["run", "audit", "demo"]
 const live: ReadonlyArray<Command> = ["run", "audit"]
 const runOnly: ReadonlyArray<Command> = ["run"]
 
-export const OPTIONS: ReadonlyArray<OptionSpec> = [
-  { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", default: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
-  { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", default: "kube-system", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
-  { flag: "workers", env: "WORKERS", kind: "string", default: "4", help: "reconcile workers: one batch is reconciled at a time; another worker starts when every batch in flight has been out for 250 ms", commands: runOnly },
+const ROWS: ReadonlyArray<OptionRow> = [
+  { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", note: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
+  { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", key: "namespace", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
+  { flag: "workers", env: "WORKERS", kind: "string", key: "workers", help: "most batches of deleted pods reconciled at once; more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server", commands: runOnly },
   {
     flag: "batch-window",
     env: "BATCH_WINDOW",
     kind: "string",
-    default: "1 second",
-    help: "when a worker takes 32 or more deleted pods at once (a mass deletion), how long it gathers more into the same batch while they keep arriving at 100/s or more; 0 to never wait",
+    key: "batchWindow",
+    help: "how long a mass deletion that keeps arriving is gathered into one batch: fewer, larger pool writes, against a later first free; 0 never waits",
     commands: runOnly
   },
-  { flag: "retry-attempts", env: "RETRY_ATTEMPTS", kind: "string", default: "5", help: "attempts per deleted pod before giving up with a Warning event", commands: runOnly },
-  { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", kind: "string", default: "500 millis", help: "first retry delay (doubles, jittered)", commands: runOnly },
-  { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", kind: "string", default: "30 seconds", help: "longest retry delay", commands: runOnly },
-  { flag: "api-qps", env: "API_QPS", kind: "string", default: "20", help: "client-side rate limit of API requests per second", commands: live },
-  { flag: "api-burst", env: "API_BURST", kind: "string", default: "30", help: "API requests allowed at once above the rate", commands: live },
-  { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", default: "30 seconds", help: "timeout of one API request, once sent (not counting the wait for the client rate limiter)", commands: live },
-  { flag: "page-size", env: "PAGE_SIZE", kind: "string", default: "500", help: "objects per page of full lists", commands: live },
-  { flag: "reconcile-schedule", env: "RECONCILE_SCHEDULE", kind: "string", default: "flat file's reconciler_cron_expression, else 30 4 * * *", help: "cron (UTC) of the full orphan sweep", commands: runOnly },
-  { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", default: "true", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
-  { flag: "dry-run", env: "DRY_RUN", kind: "boolean", default: "false", help: "sweeps report orphans but free nothing", commands: runOnly },
-  { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", default: "true", help: "elect a leader through a Lease (run 2 replicas safely)", commands: runOnly },
-  { flag: "lease-name", env: "LEASE_NAME", kind: "string", default: "whereabouts-controller", help: "name of the leader Lease", commands: runOnly },
-  { flag: "lease-namespace", env: "LEASE_NAMESPACE", kind: "string", default: "$POD_NAMESPACE, else --namespace", help: "namespace of the leader Lease", commands: runOnly },
-  { flag: "lease-duration", env: "LEASE_DURATION", kind: "string", default: "15 seconds", help: "how long a lease is valid without renewal", commands: runOnly },
-  { flag: "renew-deadline", env: "RENEW_DEADLINE", kind: "string", default: "10 seconds", help: "the leader gives up if it cannot renew for this long", commands: runOnly },
-  { flag: "retry-period", env: "RETRY_PERIOD", kind: "string", default: "2 seconds", help: "interval of lease acquire/renew attempts", commands: runOnly },
-  { flag: "metrics-port", env: "METRICS_PORT", kind: "string", default: "8080", help: "port of /metrics (0 disables)", commands: runOnly },
-  { flag: "health-port", env: "HEALTH_PORT", kind: "string", default: "8081", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
-  { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", default: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
-  { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", default: "30 seconds", help: "on SIGTERM, how long in-flight work may finish", commands: runOnly },
-  { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", default: "0.9", help: "pool usage ratio that raises a Warning event and metric", commands: runOnly },
-  { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", default: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
-  { flag: "log-level", env: "LOG_LEVEL", kind: "string", default: "info", help: "debug, info, warning or error", commands: all },
-  { flag: "log-format", env: "LOG_FORMAT", kind: "string", default: "json", help: "json or logfmt", commands: all },
-  { flag: "output", env: "OUTPUT", kind: "string", default: "table", help: "audit output: table or json", commands: ["audit"] }
+  { flag: "retry-attempts", env: "RETRY_ATTEMPTS", kind: "string", key: "retryAttempts", help: "attempts per deleted pod before giving up with a Warning event", commands: runOnly },
+  { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", kind: "string", key: "retryBaseDelay", help: "first retry delay (doubles each attempt, jittered)", commands: runOnly },
+  { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", kind: "string", key: "retryMaxDelay", help: "longest retry delay", commands: runOnly },
+  { flag: "api-qps", env: "API_QPS", kind: "string", key: "apiQps", help: "client-side cap on API requests per second: lower spares a small or shared API server, higher frees a mass deletion sooner", commands: live },
+  { flag: "api-burst", env: "API_BURST", kind: "string", key: "apiBurst", help: "API requests allowed at once above --api-qps", commands: live },
+  { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", key: "requestTimeout", help: "timeout of one API request once sent (the wait for --api-qps not counted); a 429 or 5xx that names a Retry-After is sent again after it, up to 3 times", commands: live },
+  { flag: "page-size", env: "PAGE_SIZE", kind: "string", key: "pageSize", help: "objects per page of full lists: fewer requests, against more memory per page", commands: live },
+  { flag: "reconcile-schedule", env: "RECONCILE_SCHEDULE", kind: "string", note: "flat file's reconciler_cron_expression, else 30 4 * * *", help: "cron (UTC) of the full orphan sweep", commands: runOnly },
+  { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", key: "sweepOnStart", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
+  { flag: "dry-run", env: "DRY_RUN", kind: "boolean", key: "dryRun", help: "sweeps report orphans but free nothing", commands: runOnly },
+  { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", key: "leaderElect", help: "elect a leader through a Lease (run 2 replicas safely)", commands: runOnly },
+  { flag: "lease-name", env: "LEASE_NAME", kind: "string", key: "leaseName", help: "name of the leader Lease", commands: runOnly },
+  { flag: "lease-namespace", env: "LEASE_NAMESPACE", kind: "string", note: "$POD_NAMESPACE, else --namespace", help: "namespace of the leader Lease", commands: runOnly },
+  { flag: "lease-duration", env: "LEASE_DURATION", kind: "string", key: "leaseDuration", help: "how long a lease is valid without renewal", commands: runOnly },
+  { flag: "renew-deadline", env: "RENEW_DEADLINE", kind: "string", key: "renewDeadline", help: "the leader gives up if it cannot renew for this long", commands: runOnly },
+  { flag: "retry-period", env: "RETRY_PERIOD", kind: "string", key: "retryPeriod", help: "interval of lease acquire/renew attempts", commands: runOnly },
+  { flag: "metrics-port", env: "METRICS_PORT", kind: "string", key: "metricsPort", help: "port of /metrics (0 disables)", commands: runOnly },
+  { flag: "health-port", env: "HEALTH_PORT", kind: "string", key: "healthPort", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
+  { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", note: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
+  { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", key: "shutdownTimeout", help: "on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + --renew-deadline + 2 s, then the process exits 1", commands: runOnly },
+  { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric", commands: runOnly },
+  { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
+  { flag: "log-level", env: "LOG_LEVEL", kind: "string", key: "logLevel", help: "debug, info, warning or error", commands: all },
+  { flag: "log-format", env: "LOG_FORMAT", kind: "string", key: "logFormat", help: "json or logfmt", commands: all },
+  { flag: "output", env: "OUTPUT", kind: "string", key: "output", help: "audit output: table or json", commands: ["audit"] }
 ]
+
+/** Every option, with its default as shown. */
+export const OPTIONS: ReadonlyArray<OptionSpec> = ROWS.map((row) => ({ ...row, default: shown(row) }))
 
 export interface ParsedCli {
   readonly command: Command

@@ -1,10 +1,9 @@
 /**
  * Gives memory back to the operating system after the bursts that need it: the first list of
- * every pod, pool and reservation, and each sweep. V8 sizes its heap for the peak of the work it
- * last did and keeps the pages afterwards: with 10k pods the heap holds ~70 MiB of live objects
- * but ~140 MiB of pages once the caches are synced (BENCHMARKS.md "RSS"). A full, compacting
- * collection right after such a burst returns the rest; it pauses the process for ~0.1 s
- * (measured with 10k pods), which a burst that took seconds hides.
+ * every pod, pool and reservation, each sweep, and a mass deletion. V8 sizes its heap for the peak
+ * of the work it last did and keeps the pages afterwards, about twice what the live objects need
+ * once the caches are synced. A full, compacting collection right after such a burst returns the
+ * rest; its pause is short next to the burst (BENCHMARKS.md's Decisions table).
  *
  * Node exposes that collection only through `gc()`, behind --expose-gc; the flag can be set at
  * run time and the function taken from a fresh context (as Jest's --logHeapUsage does), so no
@@ -12,7 +11,7 @@
  */
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
-import { Effect } from "effect"
+import { Clock, Effect, Schedule } from "effect"
 
 type CollectGarbage = (options?: { readonly type?: "major" | "minor"; readonly execution?: "sync" | "async"; readonly flavor?: "regular" | "last-resort" }) => void
 
@@ -49,3 +48,45 @@ export const reclaimMemory = (after: string): Effect.Effect<void> =>
       Effect.annotateLogs({ after, pauseMs, heapMiB: `${MiB(before.heapTotal)} -> ${MiB(now.heapTotal)}`, rssMiB: `${MiB(before.rss)} -> ${MiB(now.rss)}` })
     )
   })
+
+/**
+ * A mass deletion grows the heap (batches, Events, pool answers) and V8 keeps it. Once this many
+ * pods were processed and the loop then stayed idle for RECLAIM_IDLE_MS — no deletion arrived, no
+ * batch finished, and the queue and the Events were empty at every check meanwhile — the heap is
+ * given back. Steady churn, which never leaves the loop idle that long, is left to V8: a
+ * collection in the middle of it is a pause.
+ */
+export const RECLAIM_AFTER_PODS = 100
+export const RECLAIM_IDLE_MS = 2_000
+
+/** How the deletion loop tells the reclaim monitor about its work. */
+export interface LoopActivity {
+  /** A deletion arrived. */
+  readonly arrived: Effect.Effect<void>
+  /** A batch of this many pods was processed. */
+  readonly finished: (pods: number) => Effect.Effect<void>
+  /** Whether anything is queued, in flight or still writing Events; set by the loop while it runs. */
+  readonly setBusy: (busy: Effect.Effect<boolean>) => Effect.Effect<void>
+}
+
+/** The activity the loop reports, and the monitor that reclaims after bursts (run it beside the loop). */
+export const makeReclaimMonitor = Effect.sync(() => {
+  let lastActivity = 0
+  let processed = 0
+  let busy: Effect.Effect<boolean> = Effect.succeed(false)
+  const touch = Effect.map(Clock.currentTimeMillis, (now) => void (lastActivity = now))
+  const activity: LoopActivity = {
+    arrived: touch,
+    finished: (pods) => Effect.zipRight(Effect.sync(() => void (processed += pods)), touch),
+    setBusy: (probe) => Effect.sync(() => void (busy = probe))
+  }
+  const check = Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis
+    // A busy check is activity too: a steady stream handled in a few ms per pod looks idle at almost every check.
+    if (yield* busy) lastActivity = now
+    if (now - lastActivity < RECLAIM_IDLE_MS || processed < RECLAIM_AFTER_PODS) return
+    processed = 0
+    yield* reclaimMemory("mass deletion")
+  })
+  return { activity, monitor: Effect.repeat(check, Schedule.spaced("500 millis")) }
+})

@@ -7,10 +7,10 @@ import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { LeaderElection } from "../services/LeaderElection.ts"
 import { Metrics } from "../services/Metrics.ts"
-import { runDeletionLoop } from "./controller.ts"
+import { runDeletionLoop } from "./deletion-loop.ts"
 import { serveEndpoints } from "./http.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
-import { reclaimMemory } from "./memory.ts"
+import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
 import { sweepOnSchedule, sweepOnce, sweepSchedule } from "./sweep.ts"
 
 /** Runs until interrupted (SIGTERM): then stops taking work, drains, releases the lease. */
@@ -49,13 +49,16 @@ export const runController = Effect.scoped(
         shutdownTimeout: Duration.format(config.shutdownTimeout)
       })
     )
-    // Every replica lists everything at start: the heap it grew for that is given back once synced.
+    // Every replica lists everything at start: the heap it grew for that is given back once synced,
+    // and again after each burst of deletions.
     yield* Effect.forkScoped(Effect.zipRight(caches.awaitSynced, reclaimMemory("caches synced")))
+    const reclaim = yield* makeReclaimMonitor
+    yield* Effect.forkScoped(reclaim.monitor)
     const sweeps = Effect.gen(function* () {
       yield* Effect.forkScoped(monitorPoolUsage())
       if (config.sweepOnStart) yield* sweepOnce({ dryRun: config.dryRun })
       yield* Effect.forkScoped(sweepOnSchedule(cron, { dryRun: config.dryRun }))
     })
-    return yield* leader.runWhenLeader(runDeletionLoop(Effect.forkScoped(sweeps)))
+    return yield* leader.runWhenLeader(runDeletionLoop({ onSynced: Effect.forkScoped(sweeps), activity: reclaim.activity }))
   })
 )

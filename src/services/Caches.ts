@@ -5,7 +5,7 @@
  */
 import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
 import { intern } from "../domain/intern.ts"
-import { type ParsedPool, parsePool } from "../domain/pool.ts"
+import { type ParsedPool, type ReservationRecord, parsePool } from "../domain/pool.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { type Informer, makeInformer } from "./Informer.ts"
@@ -28,15 +28,7 @@ export interface PoolRecord {
   readonly pool: ParsedPool
 }
 
-/**
- * What the controller keeps of a reservation: its name (the IP), version and owner. The container
- * id and interface are not read anywhere, so they are not cached (50k reservations: ~4 MiB).
- */
-export interface ReservationRecord {
-  readonly name: string
-  readonly resourceVersion: string | undefined
-  readonly podref: string
-}
+export type { ReservationRecord }
 
 export const PODREF_INDEX = "podref"
 

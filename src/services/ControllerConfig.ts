@@ -46,45 +46,80 @@ export class ControllerConfig extends Context.Tag("whereabouts-controller/Contro
   ControllerConfigShape
 >() {}
 
-const duration = (key: string, fallback: Duration.DurationInput) =>
-  Config.duration(key).pipe(Config.withDefault(Duration.decode(fallback)))
+/**
+ * The default of every option that has one: Config, the tests' layer and `--help` are derived from
+ * this object, and a test checks the README's options table against it.
+ */
+export const DEFAULTS = {
+  namespace: "kube-system",
+  workers: 4,
+  batchWindow: Duration.seconds(1),
+  retryAttempts: 5,
+  retryBaseDelay: Duration.millis(500),
+  retryMaxDelay: Duration.seconds(30),
+  apiQps: 20,
+  apiBurst: 30,
+  requestTimeout: Duration.seconds(30),
+  pageSize: 500,
+  sweepOnStart: true,
+  dryRun: false,
+  leaderElect: true,
+  leaseName: "whereabouts-controller",
+  leaseDuration: Duration.seconds(15),
+  renewDeadline: Duration.seconds(10),
+  retryPeriod: Duration.seconds(2),
+  metricsPort: 8080,
+  healthPort: 8081,
+  bindAddress: "",
+  shutdownTimeout: Duration.seconds(30),
+  poolUsageThreshold: 0.9,
+  // Read by the command line itself (logging, audit's output), not part of the shape.
+  logLevel: "info",
+  logFormat: "json",
+  output: "table"
+} as const satisfies Partial<ControllerConfigShape> & { readonly logLevel: string; readonly logFormat: "json" | "logfmt"; readonly output: "table" | "json" }
+
+export type DefaultedKey = keyof typeof DEFAULTS
+
+const duration = (key: string, fallback: Duration.Duration) => Config.duration(key).pipe(Config.withDefault(fallback))
 const integer = (key: string, fallback: number, min = 0) =>
   Config.integer(key).pipe(
     Config.withDefault(fallback),
     Config.validate({ message: `${key} must be an integer ≥ ${min}`, validation: (n) => n >= min })
   )
 const optionalString = (key: string) => Config.option(Config.nonEmptyString(key)).pipe(Config.map(Option.getOrUndefined))
+const D = DEFAULTS
 
 /** Reads the configuration; keys are the environment variable names documented in the README. */
 export const config: Config.Config<ControllerConfigShape> = Config.all({
-  namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault("kube-system")),
+  namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault(D.namespace)),
   kubeconfig: optionalString("KUBECONFIG"),
-  workers: integer("WORKERS", 4, 1),
-  batchWindow: duration("BATCH_WINDOW", "1 second"),
-  retryAttempts: integer("RETRY_ATTEMPTS", 5, 1),
-  retryBaseDelay: duration("RETRY_BASE_DELAY", "500 millis"),
-  retryMaxDelay: duration("RETRY_MAX_DELAY", "30 seconds"),
-  apiQps: Config.number("API_QPS").pipe(Config.withDefault(20)),
-  apiBurst: integer("API_BURST", 30, 1),
-  requestTimeout: duration("REQUEST_TIMEOUT", "30 seconds"),
-  pageSize: integer("PAGE_SIZE", 500, 1),
+  workers: integer("WORKERS", D.workers, 1),
+  batchWindow: duration("BATCH_WINDOW", D.batchWindow),
+  retryAttempts: integer("RETRY_ATTEMPTS", D.retryAttempts, 1),
+  retryBaseDelay: duration("RETRY_BASE_DELAY", D.retryBaseDelay),
+  retryMaxDelay: duration("RETRY_MAX_DELAY", D.retryMaxDelay),
+  apiQps: Config.number("API_QPS").pipe(Config.withDefault(D.apiQps)),
+  apiBurst: integer("API_BURST", D.apiBurst, 1),
+  requestTimeout: duration("REQUEST_TIMEOUT", D.requestTimeout),
+  pageSize: integer("PAGE_SIZE", D.pageSize, 1),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
-  sweepOnStart: Config.boolean("SWEEP_ON_START").pipe(Config.withDefault(true)),
-  dryRun: Config.boolean("DRY_RUN").pipe(Config.withDefault(false)),
-  leaderElect: Config.boolean("LEADER_ELECT").pipe(Config.withDefault(true)),
-  leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault("whereabouts-controller")),
+  sweepOnStart: Config.boolean("SWEEP_ON_START").pipe(Config.withDefault(D.sweepOnStart)),
+  dryRun: Config.boolean("DRY_RUN").pipe(Config.withDefault(D.dryRun)),
+  leaderElect: Config.boolean("LEADER_ELECT").pipe(Config.withDefault(D.leaderElect)),
+  leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault(D.leaseName)),
   leaseNamespaceOverride: Config.option(Config.nonEmptyString("LEASE_NAMESPACE")),
   podNamespace: Config.option(Config.nonEmptyString("POD_NAMESPACE")),
   identity: Config.nonEmptyString("POD_NAME").pipe(Config.withDefault(`${hostname()}_${randomUUID().slice(0, 8)}`)),
-  leaseDuration: duration("LEASE_DURATION", "15 seconds"),
-  renewDeadline: duration("RENEW_DEADLINE", "10 seconds"),
-  retryPeriod: duration("RETRY_PERIOD", "2 seconds"),
-  metricsPort: integer("METRICS_PORT", 8080),
-  healthPort: integer("HEALTH_PORT", 8081),
-  bindAddress: Config.string("BIND_ADDRESS").pipe(Config.withDefault("")),
-  shutdownTimeout: duration("SHUTDOWN_TIMEOUT", "30 seconds"),
+  leaseDuration: duration("LEASE_DURATION", D.leaseDuration),
+  renewDeadline: duration("RENEW_DEADLINE", D.renewDeadline),
+  retryPeriod: duration("RETRY_PERIOD", D.retryPeriod),
+  metricsPort: integer("METRICS_PORT", D.metricsPort),
+  healthPort: integer("HEALTH_PORT", D.healthPort),
+  bindAddress: Config.string("BIND_ADDRESS").pipe(Config.withDefault(D.bindAddress)),
+  shutdownTimeout: duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout),
   poolUsageThreshold: Config.number("POOL_USAGE_THRESHOLD").pipe(
-    Config.withDefault(0.9),
+    Config.withDefault(D.poolUsageThreshold),
     Config.validate({ message: "POOL_USAGE_THRESHOLD must be in (0, 1]", validation: (n) => n > 0 && n <= 1 })
   ),
   flatConfigPath: optionalString("FLAT_CONFIG_PATH")
@@ -117,37 +152,23 @@ export const leaseTimingsProblem = (c: Pick<ControllerConfigShape, "leaseDuratio
   )
 }
 
-/** Defaults for tests and the demo; override what matters. */
-export const defaults = (overrides: Partial<ControllerConfigShape> = {}): ControllerConfigShape => ({
-  namespace: "kube-system",
-  kubeconfig: undefined,
-  workers: 4,
-  batchWindow: Duration.seconds(1),
-  retryAttempts: 5,
-  retryBaseDelay: Duration.millis(500),
-  retryMaxDelay: Duration.seconds(30),
-  apiQps: 20,
-  apiBurst: 30,
-  requestTimeout: Duration.seconds(30),
-  pageSize: 500,
-  reconcileSchedule: undefined,
-  sweepOnStart: true,
-  dryRun: false,
-  leaderElect: true,
-  leaseName: "whereabouts-controller",
-  leaseNamespace: "kube-system",
-  identity: "test-controller",
-  leaseDuration: Duration.seconds(15),
-  renewDeadline: Duration.seconds(10),
-  retryPeriod: Duration.seconds(2),
-  metricsPort: 8080,
-  healthPort: 8081,
-  bindAddress: "127.0.0.1",
-  shutdownTimeout: Duration.seconds(30),
-  poolUsageThreshold: 0.9,
-  flatConfigPath: undefined,
-  ...overrides
-})
+/**
+ * DEFAULTS for tests and the demo, with what an environment would supply (no kubeconfig, a fixed
+ * identity, the lease beside the pools) and loopback endpoints; override what matters.
+ */
+export const defaults = (overrides: Partial<ControllerConfigShape> = {}): ControllerConfigShape => {
+  const { logLevel: _l, logFormat: _f, output: _o, ...shape } = DEFAULTS
+  return {
+    ...shape,
+    kubeconfig: undefined,
+    reconcileSchedule: undefined,
+    leaseNamespace: DEFAULTS.namespace,
+    identity: "test-controller",
+    bindAddress: "127.0.0.1",
+    flatConfigPath: undefined,
+    ...overrides
+  }
+}
 
 /** Configuration from the environment (or the CLI's ConfigProvider). */
 export const layer: Layer.Layer<ControllerConfig, ConfigError.ConfigError> = Layer.effect(ControllerConfig, config)

@@ -6,31 +6,28 @@
  *
  * Writes of one event (same object, type, reason and message) are serialised, so two workers
  * recording the same event at once produce one Event with count 2, not two Events. Distinct events
- * are written in parallel: a single global lock made every worker wait behind every other
- * worker's Events (a mass deletion writes one per freed IP), measured in BENCHMARKS.md.
+ * are written in parallel: a single global lock would make every worker wait behind every other
+ * worker's Events (a mass deletion writes one per freed IP).
  */
 import { Cause, Clock, Context, Duration, Effect, Layer } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeObject } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import { Events } from "./resources.ts"
+import type { EventType, InvolvedObject } from "../domain/events.ts"
 
-/** Successful release of one address. Message: `garbageCollectedMessage`. */
-export const REASON_GARBAGE_COLLECTED = "IPAddressGarbageCollected"
-/** Giving up on a pod's addresses. Message: `gcFailedMessage`. */
-export const REASON_GC_FAILED = "IPAddressGarbageCollectionFailed"
-export const REASON_NAD_MISSING = "NetworkAttachmentDefinitionNotFound"
-export const REASON_BAD_CONFIG = "InvalidIPAMConfig"
-export const REASON_BAD_ANNOTATION = "InvalidNetworkAnnotation"
-export const REASON_POOL_NEARLY_FULL = "IPPoolNearlyFull"
+export type { EventType, InvolvedObject }
 
-/** Message of `REASON_GARBAGE_COLLECTED` (whereabouts' exact wording). */
-export const garbageCollectedMessage = (ip: string, network: string): string =>
-  `successful cleanup of IP address [${ip}] from network ${network}`
-
-/** Message of `REASON_GC_FAILED` (whereabouts' exact wording). */
-export const gcFailedMessage = (namespace: string, name: string): string =>
-  `failed to garbage collect addresses for pod ${namespace}/${name}`
+export {
+  REASON_BAD_ANNOTATION,
+  REASON_BAD_CONFIG,
+  REASON_GARBAGE_COLLECTED,
+  REASON_GC_FAILED,
+  REASON_NAD_MISSING,
+  REASON_POOL_NEARLY_FULL,
+  garbageCollectedMessage,
+  gcFailedMessage
+} from "../domain/events.ts"
 
 /** `source.component` and `reportingComponent` of every Event we write. */
 export const COMPONENT = "whereabouts-controller"
@@ -39,17 +36,7 @@ export const DEFAULT_AGGREGATION_WINDOW: Duration.Duration = Duration.minutes(10
 /** Distinct events remembered for aggregation (client-go's maxLruCacheEntries). */
 export const DEFAULT_CACHE_SIZE = 4096
 
-export interface InvolvedObject {
-  /** Pods, or the IPPools whose usage crosses the threshold. */
-  readonly kind: "Pod" | "IPPool"
-  readonly namespace: string
-  readonly name: string
-  readonly uid: string
-}
-
 const apiVersionOfKind = (kind: InvolvedObject["kind"]): string => (kind === "Pod" ? "v1" : "whereabouts.cni.cncf.io/v1alpha1")
-
-export type EventType = "Normal" | "Warning"
 
 export interface EventRecorderShape {
   /** Records an event about the object; failures are logged as warnings, never returned. */

@@ -1,6 +1,6 @@
 /**
- * IPPool storage: live reads, the batched release used by the controller, and the
- * resourceVersion-guarded update the CNI plugin does (played by tests, demo and benchmarks).
+ * IPPool storage as the controller uses it: live reads and the batched, guarded release. (The
+ * plugin's own writes, for the simulation that plays it, are in src/testing/PluginStore.ts.)
  */
 import { Context, Effect, Either, Layer } from "effect"
 import type { IPAddress } from "../domain/ip.ts"
@@ -8,7 +8,7 @@ import type { IPAllocation } from "../domain/pool.ts"
 import { type PoolRecord, toPoolRecord } from "./Caches.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type JsonPatchOp, listProjected } from "./KubeApi.ts"
-import { KubeError } from "./KubeError.ts"
+import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
 /** The API server refuses JSON patches of 10,000 operations or more. */
@@ -39,27 +39,18 @@ export interface IPPoolStoreShape {
   readonly list: Effect.Effect<ReadonlyArray<PoolRecord>, KubeError>
   /** Frees entries with one JSON patch per ≤3,333 entries, each guarded by `test` ops on its podref and id. */
   readonly release: (name: string, entries: ReadonlyArray<ReleaseEntry>) => Effect.Effect<ReleaseResult, KubeError>
-  /** Creates an empty pool; an existing one is returned as is. */
-  readonly create: (name: string, range: string) => Effect.Effect<PoolRecord, KubeError>
-  /**
-   * Read-modify-write of `spec.allocations` guarded by the pool's resourceVersion, as the CNI
-   * plugin writes: Conflict (422 on the `test`) when anything changed since the read.
-   */
-  readonly update: <E>(
-    name: string,
-    f: (allocations: Readonly<Record<string, IPAllocation>>, pool: PoolRecord) => Either.Either<Readonly<Record<string, IPAllocation>>, E>
-  ) => Effect.Effect<PoolRecord, KubeError | E>
 }
 
 export class IPPoolStore extends Context.Tag("whereabouts-controller/IPPoolStore")<IPPoolStore, IPPoolStoreShape>() {}
 
-const pointer = (key: string) => `/spec/allocations/${key.replaceAll("~", "~0").replaceAll("/", "~1")}`
+/** The JSON pointer of one allocation (offsets are decimal, but escape as RFC 6901 asks). */
+export const allocationPointer = (key: string) => `/spec/allocations/${key.replaceAll("~", "~0").replaceAll("/", "~1")}`
 
 const releaseOps = (entries: ReadonlyArray<ReleaseEntry>): Array<JsonPatchOp> =>
   entries.flatMap((e) => [
-    { op: "test", path: `${pointer(e.key)}/podref`, value: e.podref } as const,
-    { op: "test", path: `${pointer(e.key)}/id`, value: e.id } as const,
-    { op: "remove", path: pointer(e.key) } as const
+    { op: "test", path: `${allocationPointer(e.key)}/podref`, value: e.podref } as const,
+    { op: "test", path: `${allocationPointer(e.key)}/id`, value: e.id } as const,
+    { op: "remove", path: allocationPointer(e.key) } as const
   ])
 
 const chunks = <A>(as: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
@@ -113,41 +104,13 @@ export const make = Effect.gen(function* () {
       return { released, skipped, patches }
     })
 
-  const create = (name: string, range: string) =>
-    api.create(R.IPPools, namespace, { metadata: { name, namespace }, spec: { range, allocations: {} } }).pipe(
-      Effect.map(toPoolRecord),
-      Effect.catchIf((e) => e.reason === "AlreadyExists", () => get(name))
-    )
-
-  const update: IPPoolStoreShape["update"] = (name, f) =>
-    Effect.gen(function* () {
-      const current = yield* api.get(R.IPPools, namespace, name)
-      const before = rawAllocations(current)
-      const after = yield* f(before, toPoolRecord(current))
-      const ops: Array<JsonPatchOp> = [{ op: "test", path: "/metadata/resourceVersion", value: current.metadata.resourceVersion }]
-      for (const key of Object.keys(before)) if (!(key in after)) ops.push({ op: "remove", path: pointer(key) })
-      for (const [key, a] of Object.entries(after)) {
-        const old = before[key]
-        if (old === undefined) ops.push({ op: "add", path: pointer(key), value: a })
-        else if (old.id !== a.id || old.podref !== a.podref || old.ifname !== a.ifname) ops.push({ op: "replace", path: pointer(key), value: a })
-      }
-      if (ops.length === 1) return toPoolRecord(current)
-      const written = yield* api.patch(R.IPPools, namespace, name, { type: "json", ops }).pipe(
-        // A failed resourceVersion test is a conflict: the caller re-reads and retries.
-        Effect.mapError((e) => (e.reason === "Invalid" ? new KubeError({ ...e, reason: "Conflict", detail: e.detail }) : e))
-      )
-      return toPoolRecord(written)
-    })
-
   return {
     get,
     list: listProjected(R.IPPools, namespace, toPoolRecord, { pageSize }).pipe(
       Effect.map(({ items }) => items),
       Effect.provideService(KubeApi, api)
     ),
-    release,
-    create,
-    update
+    release
   } satisfies IPPoolStoreShape
 })
 

@@ -116,7 +116,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       events.length === 0 ? Effect.void : PubSub.publishAll(pubsub, events)
 
     const relist = Effect.gen(function* () {
-      // Projected page by page: full objects never pile up (10k pods would be hundreds of MB).
+      // Projected page by page: full objects never pile up.
       const { items, resourceVersion } = yield* listProjected(resource, namespace, transform, { pageSize: options.pageSize ?? 500 })
       const seen = new Set<string>()
       const events: Array<InformerEvent<A>> = []

@@ -85,10 +85,9 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
       }))
     )
 
-  // Requests use undici's own request API, watches fetch (their body is read as a web stream).
-  // fetch costs several times the CPU per request (WHATWG Request/Response/stream objects): on the
-  // real API server, single deletions at 50/s spent ~1.8 of the controller's 10 CPU-seconds in it
-  // (bench/single-profile.ts). fetch decompressed by itself; request needs the interceptor.
+  // Requests use undici's own request API, watches fetch (their body is read as a web stream):
+  // fetch costs several times the CPU per request (WHATWG Request/Response/stream objects).
+  // fetch decompressed by itself; request needs the interceptor.
   const requests = transport.dispatcher.compose(interceptors.decompress())
 
   /** One attempt, through the limiter: the answer's status, body and Retry-After. */

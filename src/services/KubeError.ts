@@ -42,6 +42,23 @@ const RETRYABLE: ReadonlySet<KubeErrorReason> = new Set([
 /** Transient failures worth retrying; everything else needs a change in the world first. */
 export const isRetryableKubeError = (e: KubeError): boolean => RETRYABLE.has(e.reason)
 
+/** The status an API server answers with for a reason (the inverse of `reasonForStatus`), for emulations. */
+export const statusForReason = (reason: KubeErrorReason): number | undefined => STATUS[reason]
+
+const STATUS: Partial<Record<KubeErrorReason, number>> = {
+  BadRequest: 400,
+  Unauthorized: 401,
+  Forbidden: 403,
+  NotFound: 404,
+  AlreadyExists: 409,
+  Conflict: 409,
+  Gone: 410,
+  Invalid: 422,
+  TooManyRequests: 429,
+  Unavailable: 503,
+  Timeout: 504
+}
+
 /** HTTP status → reason, the single place this mapping lives. */
 export const reasonForStatus = (status: number, verb: string): KubeErrorReason => {
   switch (status) {

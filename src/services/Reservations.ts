@@ -25,8 +25,11 @@ export interface ReservationsShape {
    * and re-created since — by a pod reborn under the same name, say — is left alone ("reassigned").
    */
   readonly deleteListed: (listed: ReservationRecord) => Effect.Effect<DeleteOutcome, KubeError>
-  /** What the CNI plugin writes on ADD (tests, demo and benchmarks play the plugin). */
-  readonly create: (name: string, spec: { readonly podref: string; readonly containerid?: string; readonly ifname?: string }) => Effect.Effect<ReservationRecord, KubeError>
+  /**
+   * Gives back a reservation the controller deleted for an address a pod reborn under the same
+   * name took back; one that exists already (the reborn pod's re-ADD wrote it) is left as it is.
+   */
+  readonly restore: (name: string, spec: { readonly podref: string; readonly containerid: string; readonly ifname?: string }) => Effect.Effect<void, KubeError>
 }
 
 export class Reservations extends Context.Tag("whereabouts-controller/Reservations")<Reservations, ReservationsShape>() {}
@@ -73,10 +76,11 @@ export const make = Effect.gen(function* () {
       deleteAt(listed.name, listed.resourceVersion).pipe(
         Effect.catchIf((e) => e.reason === "Conflict", () => Effect.succeed("reassigned" as const))
       ),
-    create: (name, spec) =>
-      api
-        .create(R.OverlappingRangeIPReservations, namespace, { metadata: { name, namespace }, spec })
-        .pipe(Effect.map(toReservationRecord))
+    restore: (name, spec) =>
+      api.create(R.OverlappingRangeIPReservations, namespace, { metadata: { name, namespace }, spec }).pipe(
+        Effect.asVoid,
+        Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void)
+      )
   } satisfies ReservationsShape
 })
 

@@ -21,6 +21,7 @@ import {
   ScheduleIntervals,
   type Scope
 } from "effect"
+import { makeTokenBucket } from "./TokenBucket.ts"
 
 /** Overall requeue rate (client-go's default controller rate limiter). */
 export const DEFAULT_QPS = 10
@@ -101,7 +102,7 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
     const takers: Array<Deferred.Deferred<void>> = []
     const idlers: Array<Deferred.Deferred<void>> = []
     const backoffs = new Map<string, Backoff>()
-    const bucket = { tokens: burst, at: yield* Clock.currentTimeMillis }
+    const bucket = makeTokenBucket(qps, burst, yield* Clock.currentTimeMillis)
     let shuttingDown = false
 
     const wakeOne = (waiters: Array<Deferred.Deferred<void>>): void => {
@@ -187,14 +188,6 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
       ).pipe(Effect.asVoid)
     }
 
-    // Token bucket refilled continuously; the reservation always succeeds, and a negative balance
-    // is the time until this caller's token exists (golang.org/x/time/rate's Reserve().Delay()).
-    const reserveToken = (now: number): number => {
-      bucket.tokens = Math.min(burst, bucket.tokens + ((now - bucket.at) * qps) / 1000) - 1
-      bucket.at = now
-      return bucket.tokens >= 0 ? 0 : (-bucket.tokens * 1000) / qps
-    }
-
     // Steps the schedule directly instead of through a Schedule.driver: driver.next fuses the
     // decision with the sleep, and the caller must learn "given up" now, not after the delay.
     const addRateLimited = (key: string, value: V) =>
@@ -205,7 +198,7 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
         const [state, , decision] = yield* backoff.step(now, undefined, current.state)
         if (ScheduleDecision.isDone(decision)) return false
         backoffs.set(key, { state, requeues: current.requeues + 1 })
-        const wait = Math.max(ScheduleIntervals.start(decision.intervals) - now, reserveToken(now))
+        const wait = Math.max(ScheduleIntervals.start(decision.intervals) - now, bucket.reserve(now).waitMillis)
         yield* addAfter(key, value, Duration.millis(wait))
         return true
       })

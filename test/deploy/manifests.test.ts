@@ -145,11 +145,8 @@ const rbacRows = (objects: ReadonlyArray<Obj>): Array<string> =>
     })
     .toSorted()
 
-/** Files of the deployed controller. Not deployed: the in-memory API server, and the CNI plugin and demo that run on it. */
-const NOT_DEPLOYED = new Set(["src/services/InMemoryCluster.ts", "src/programs/cni-plugin.ts", "src/programs/demo.ts"])
-
 /**
- * API calls on a known resource in the deployed code, as `group/plural verb` (PUT is RBAC's
+ * API calls on a known resource in the deployed code (src/testing, the simulation, is not deployed), as `group/plural verb` (PUT is RBAC's
  * `update`; an informer is `list` + `watch`). A static scan: it sees the calls written as
  * `api.<verb>(R.X | X, ...)`, `listAll(R.X, ...)` and informers' `resource: R.X`.
  */
@@ -168,7 +165,6 @@ const callsInCode = (): Map<string, Set<string>> => {
   for (const dir of ["src/services", "src/programs"]) {
     for (const f of readdirSync(join(ROOT, dir)).filter((n) => n.endsWith(".ts"))) {
       const file = `${dir}/${f}`
-      if (NOT_DEPLOYED.has(file)) continue
       const src = readFileSync(join(ROOT, file), "utf8")
       for (const m of src.matchAll(/\bapi\s*\.\s*(get|list|watch|create|replace|patch|delete)\s*\(\s*(?:R\.)?([A-Z]\w*)/g)) {
         add(file, m[2]!, m[1] === "replace" ? "update" : m[1]!)
@@ -183,16 +179,8 @@ const callsInCode = (): Map<string, Set<string>> => {
   return calls
 }
 
-/**
- * Calls the deployed controller never makes although the code for them sits in a deployed file:
- * the CNI plugin's writes, kept in the stores so tests, demo and benchmarks write as the plugin does.
- */
-const CNI_ONLY: ReadonlyArray<{ readonly call: string; readonly file: string; readonly method: string }> = [
-  { call: "whereabouts.cni.cncf.io/ippools create", file: "src/services/IPPoolStore.ts", method: "create" }
-]
-
 /** Deployed programs that may create reservations: only to restore one a reborn pod took back. */
-const RESTORES_RESERVATIONS: ReadonlySet<string> = new Set(["src/programs/reconcile.ts", "src/programs/sweep.ts"])
+const RESTORES_RESERVATIONS: ReadonlySet<string> = new Set(["src/programs/executor.ts"])
 
 // --- the tests ---------------------------------------------------------------------------------
 
@@ -375,21 +363,16 @@ suite(title, () => {
         return verbs!.split(",").map((v) => `${res!.replace(/\[.*\]$/, "")} ${v}`)
       })
     )
-    const exempt = new Set(CNI_ONLY.map((e) => e.call))
-    const missing = [...calls.keys()].filter((k) => !granted.has(k) && !exempt.has(k))
+    const missing = [...calls.keys()].filter((k) => !granted.has(k))
     expect(missing, "calls without an RBAC grant").toEqual([])
     const unused = [...granted].filter((g) => !calls.has(g))
     expect(unused, "grants no call needs").toEqual([])
-    // The exemptions hold: each is made only by its store method, and no deployed program calls it.
-    for (const e of CNI_ONLY) expect([...(calls.get(e.call) ?? [])]).toEqual([e.file])
+    // A reservation is created only to give back one a reborn pod took back, and only there.
+    expect([...(calls.get("whereabouts.cni.cncf.io/overlappingrangeipreservations create") ?? [])]).toEqual(["src/services/Reservations.ts"])
     for (const f of readdirSync(join(ROOT, "src/programs")).filter((n) => n.endsWith(".ts"))) {
-      if (NOT_DEPLOYED.has(`src/programs/${f}`)) continue
       const src = readFileSync(join(ROOT, "src/programs", f), "utf8")
-      const receivers = [...src.matchAll(/const\s+(\w+)\s*=\s*yield\*\s*(IPPoolStore|Reservations)\b/g)].map((m) => m[1]!)
-      for (const r of receivers) {
-        const verbs = RESTORES_RESERVATIONS.has(`src/programs/${f}`) && r === "reservations" ? "update" : "create|update"
-        expect(src, `src/programs/${f} writes pools/reservations as the CNI plugin does`).not.toMatch(new RegExp(`\\b${r}\\s*\\.\\s*(${verbs})\\s*\\(`))
-      }
+      if (RESTORES_RESERVATIONS.has(`src/programs/${f}`)) continue
+      expect(src, `src/programs/${f} restores reservations`).not.toMatch(/\.\s*restore\s*\(/)
     }
   })
 })

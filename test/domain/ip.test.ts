@@ -12,6 +12,7 @@ import {
   offsetOf,
   parseCidr,
   parseIP,
+  parseIPStrict,
   toNetworkForm,
   usableRange
 } from "../../src/domain/ip.ts"
@@ -229,5 +230,20 @@ describe("ipEquals / ipKey", () => {
     expect(ipEquals(ip("0.0.0.1"), ip("::1"))).toBe(false)
     expect(ipKey(ip("0.0.0.1"))).not.toBe(ipKey(ip("::1")))
     expect(ipKey(ip("2001:db8::1"))).toBe(ipKey(ip("2001:db8:0:0:0:0:0:1")))
+  })
+})
+
+describe("parseIPStrict (Go's net.ParseIP)", () => {
+  it.each([
+    ["10.0.0.10", "10.0.0.10"],
+    ["0.0.0.0", "0.0.0.0"],
+    ["fd00::10", "fd00::10"],
+    ["2001:0db8::1", "2001:db8::1"]
+  ])("accepts %s", (text, formatted) => {
+    const parsed = parseIPStrict(text)
+    expect(parsed === undefined ? undefined : formatIP(parsed)).toBe(formatted)
+  })
+  it.each(["10.0.0.010", "010.0.0.1", "10.00.0.1", "bogus"])("refuses %s (parseIP reads the leading zeros as decimal)", (text) => {
+    expect(parseIPStrict(text)).toBeUndefined()
   })
 })

@@ -89,7 +89,11 @@ describe("decodeNadConfig: errors by reason", () => {
     ["InvalidIP", nad({ ipRanges: [{ range: "10.0.0.0/24", range_end: "nope" }] })],
     ["BadExclude", nad({ range: "10.0.0.0/24", exclude: ["10.0.0.0/33"] })],
     ["BadExclude", nad({ range: "10.0.0.0/24", exclude: ["10.0.0.1", "bogus"] })],
-    ["BadExclude", nad({ ipRanges: [{ range: "fd00::/64", exclude: ["fd00::/200"] }] })]
+    ["BadExclude", nad({ ipRanges: [{ range: "fd00::/64", exclude: ["fd00::/200"] }] })],
+    // Upstream reads excludes and ipRanges bounds with Go's strict parser: a leading zero is refused.
+    ["BadExclude", nad({ range: "10.0.0.0/24", exclude: ["10.0.0.01"] })],
+    ["BadExclude", nad({ range: "10.0.0.0/24", exclude: ["10.0.0.010/30"] })],
+    ["InvalidIP", nad({ ipRanges: [{ range: "10.0.0.0/24", range_start: "10.0.0.010" }] })]
   ])("%s: %j", (reason, text) => {
     const error = left(decodeNadConfig(text))
     expect(error._tag).toBe("IpamConfigError")

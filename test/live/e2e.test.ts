@@ -9,12 +9,13 @@
  * One controller serves the scenarios (each in its own pod namespace, with its own ranges);
  * scenarios that need a restart stop it and start another.
  */
+import { PluginStore } from "../../src/testing/PluginStore.ts"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { type RunningPod, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
+import { type RunningPod, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { bundle } from "../../scripts/build.ts"
 import { IPPoolStore } from "../../src/services/IPPoolStore.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
@@ -297,9 +298,9 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         expect(ipOf(p)).toBe("10.208.0.1")
         // The same podref allocated again at offset 7 (an ADD that was retried after a lost write),
         // with its reservation: the pod's network-status lists only .1.
-        const store = yield* IPPoolStore
-        yield* store.update("10.208.0.0-24", (a) => Either.right({ ...a, "7": { id: p.containerId, podref: ref(p), ifname: "net1" } }))
-        yield* (yield* Reservations).create("10.208.0.7", { podref: ref(p), containerid: p.containerId, ifname: "net1" })
+        const writer = yield* PluginStore
+        yield* writer.updatePool("10.208.0.0-24", (a) => Either.right({ ...a, "7": { id: p.containerId, podref: ref(p), ifname: "net1" } }))
+        yield* writer.createReservation("10.208.0.7", { podref: ref(p), containerid: p.containerId, ifname: "net1" })
         expect(yield* poolView("10.208.0.0-24")).toEqual({ "10.208.0.1": ref(p), "10.208.0.7": ref(p) })
 
         // The sweep runs when a controller becomes leader: restart it.

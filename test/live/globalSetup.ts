@@ -6,6 +6,10 @@
  *   WHEREABOUTS_ENVTEST=require  run it or fail the whole run
  *   (unset)                      run it when scripts/envtest-assets.sh can provide the binaries
  *                                (KUBEBUILDER_ASSETS, its cache, or a Go toolchain to build them)
+ *
+ * The files that allocate with the upstream CNI plugin also need scripts/whereabouts-plugin.sh to
+ * provide it (WHEREABOUTS_PLUGIN, its cache, or Go): without it they skip, or, under require, the
+ * run fails.
  */
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
@@ -14,7 +18,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { TestProject } from "vitest/node"
-import type { EnvtestInfo } from "../support/live.ts"
+import type { EnvtestInfo, PluginInfo } from "../support/live.ts"
 import { type ControlPlane, DIR_PREFIX, installCrds, reapOrphans, startControlPlane } from "./cluster.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
@@ -32,6 +36,29 @@ const assetsDir = (): Promise<string> =>
       reject(new Error(last.replace(/^envtest-assets: (ERROR: )?/, "")))
     })
     // A cold build takes minutes: show its progress lines rather than hanging silently.
+    child.stderr?.on("data", (chunk: Buffer) => {
+      for (const line of chunk.toString().split("\n")) if (/building|built|done in/.test(line)) log(line)
+    })
+  })
+
+/**
+ * The whereabouts plugin from scripts/whereabouts-plugin.sh (it honours WHEREABOUTS_PLUGIN and caches
+ * builds), with the version line it prints when run without a CNI command.
+ */
+const pluginInfo = (): Promise<Extract<PluginInfo, { status: "available" }>> =>
+  new Promise((resolve, reject) => {
+    const child = execFile("bash", [path.join(root, "scripts/whereabouts-plugin.sh")], { cwd: root, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      const bin = stdout.trim()
+      if (err !== null || bin === "") {
+        const last = stderr.trim().split("\n").filter((l) => l !== "").at(-1) ?? err?.message ?? "no output"
+        return reject(new Error(last.replace(/^whereabouts-plugin: (ERROR: )?/, "")))
+      }
+      execFile(bin, [], { env: { PATH: process.env["PATH"] ?? "" }, timeout: 10_000 }, (vErr, _out, about) => {
+        const version = about.split("\n")[0]?.trim() ?? ""
+        if (vErr !== null || !version.startsWith("whereabouts ")) return reject(new Error(`${bin} does not run as the whereabouts plugin: ${vErr?.message ?? about}`))
+        resolve({ status: "available", path: bin, version })
+      })
+    })
     child.stderr?.on("data", (chunk: Buffer) => {
       for (const line of chunk.toString().split("\n")) if (/building|built|done in/.test(line)) log(line)
     })
@@ -93,13 +120,23 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     if (mode === "require") throw new Error(`WHEREABOUTS_ENVTEST=require, but ${tooOld}`)
     return skip(tooOld)
   }
-  let assets: string
-  try {
-    assets = await assetsDir()
-  } catch (e) {
-    const why = e instanceof Error ? e.message : String(e)
+  // Both may build from the Go module proxy on a cold cache: side by side, not one after the other.
+  const [found, plugin] = await Promise.allSettled([assetsDir(), pluginInfo()])
+  if (found.status === "rejected") {
+    const why = found.reason instanceof Error ? found.reason.message : String(found.reason)
     if (mode === "require") throw new Error(`WHEREABOUTS_ENVTEST=require, but no kube-apiserver/etcd: ${why}`)
     return skip(`no kube-apiserver/etcd (${why})`, HOW_TO)
+  }
+  const assets = found.value
+  let pluginProvided: PluginInfo
+  if (plugin.status === "fulfilled") {
+    pluginProvided = plugin.value
+    log(`envtest: upstream CNI plugin ${plugin.value.path} (${plugin.value.version})`)
+  } else {
+    const why = plugin.reason instanceof Error ? plugin.reason.message : String(plugin.reason)
+    if (mode === "require") throw new Error(`WHEREABOUTS_ENVTEST=require, but no upstream whereabouts CNI plugin: ${why}`)
+    log(`upstream-plugin tests skipped: no whereabouts CNI plugin (${why}); set WHEREABOUTS_PLUGIN or install Go (scripts/whereabouts-plugin.sh); ${INSIST}`)
+    pluginProvided = { status: "missing", reason: `no whereabouts CNI plugin (${why})` }
   }
 
   for (const dir of reapOrphans()) log(`envtest: removed ${dir} and its processes, left by a killed run`)
@@ -118,6 +155,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     throw new Error(message)
   }
   project.provide("envtest", { status: "running", kubeconfigPath: plane.kubeconfigPath, server: plane.server, controlUrl: control.url } satisfies EnvtestInfo)
+  project.provide("whereaboutsPlugin", pluginProvided)
   return async () => {
     await control?.close()
     await plane.stop()

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { OPTIONS, configProvider, describeConfigError, helpText, parseCli } from "../../src/programs/cli.ts"
+import { OPTIONS, configProvider, describeConfigError, helpText, parseCli, showDuration } from "../../src/programs/cli.ts"
 import { config } from "../../src/services/ControllerConfig.ts"
 
 describe("command line", () => {
@@ -66,11 +66,24 @@ describe("command line", () => {
     expect(helpText("demo")).not.toContain("--workers")
   })
 
-  it("the README's option table lists every flag and environment variable", () => {
+  it("the README's options table has one row per option, with its flag, variable and default as --help shows them", () => {
     const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8")
-    for (const o of OPTIONS) {
-      expect(readme).toContain(`\`--${o.flag}\``)
-      expect(readme).toContain(`\`${o.env}\``)
-    }
+    const section = readme.slice(readme.indexOf("## Options"), readme.indexOf("\n## ", readme.indexOf("## Options") + 1))
+    const plain = (cell: string) => cell.trim().replaceAll("`", "").replace(/ \(audit\)$/, "")
+    const rows = section
+      .split("\n")
+      .filter((l) => l.startsWith("| `--"))
+      .map((l) => l.split(" | ").slice(0, 3).map((c) => plain(c.replace(/^\| /, ""))))
+    expect(rows).toEqual(OPTIONS.map((o) => [`--${o.flag}`, o.env, o.default]))
+  })
+
+  it("--help shows the defaults Config applies", () => {
+    const applied = Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([]))))
+    const shownFor = (flag: string) => OPTIONS.find((o) => o.flag === flag)!.default
+    expect(shownFor("workers")).toBe(String(applied.workers))
+    expect(shownFor("retry-base-delay")).toBe(showDuration(applied.retryBaseDelay))
+    expect(shownFor("batch-window")).toBe("1 second")
+    expect(shownFor("api-qps")).toBe(String(applied.apiQps))
+    expect(shownFor("sweep-on-start")).toBe(String(applied.sweepOnStart))
   })
 })

@@ -1,12 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Fiber } from "effect"
-import { type Attachment, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
-import { memory } from "../../src/programs/layers.ts"
-import { RESERVATION_CONCURRENCY, listRecheckThreshold, recheckByList, reconcilePod, reconcilePods } from "../../src/programs/reconcile.ts"
+import { type Attachment, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
+import { memory } from "../../src/testing/layers.ts"
+import { RESERVATION_CONCURRENCY } from "../../src/programs/executor.ts"
+import { listRecheckThreshold, recheckByList } from "../../src/programs/recheck.ts"
+import { reconcilePod, reconcilePods } from "../../src/programs/reconcile.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { eventually, require } from "../support/eventually.ts"
 import { ApiHooks, gateOnce, memoryWithHooks } from "../support/hooks.ts"
-import { InMemoryCluster } from "../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { networkStatus, podObject } from "../support/objects.ts"
@@ -242,7 +244,7 @@ describe("reconcile: batching", () => {
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
       const results = yield* reconcilePods(projections)
-      expect(results.every((r) => Either.isRight(r.result) && r.result.right._tag === "Freed" && r.result.right.freed.length === 1)).toBe(true)
+      expect(results.every((r) => r.outcome._tag === "Freed" && r.outcome.freed.length === 1)).toBe(true)
       expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(1)
       expect(cluster.count({ verb: "get", resource: "ippools" })).toBe(0)
       expect(cluster.count({ verb: "list", resource: "pods" })).toBe(1)
@@ -314,23 +316,18 @@ describe("reconcile: batching", () => {
     }).pipe(Effect.provide(memory())))
 })
 
-describe("reconcile: reservations and pools, at once or in order", () => {
-  it.live("a small batch patches the pool while its reservation delete is still in flight", () =>
+describe("reconcile: reservations before the pool entries they guard", () => {
+  it.live("a single pod's reservation is deleted before its pool patch", () =>
     Effect.gen(function* () {
-      const hooks = yield* ApiHooks
       yield* createNad("default", "net1", { range: "10.53.0.0/24" })
       const { projection } = yield* leak("p", [on("net1")])
-      const reservationDelete = yield* gateOnce((c) => c.verb === "delete" && c.resource === "overlappingrangeipreservations")
-      hooks.before = reservationDelete.hook
-      const run = yield* Effect.fork(reconcilePod(projection))
-      yield* reservationDelete.entered
-      // The address is free in its pool while the reservation delete waits.
-      yield* eventually(Effect.flatMap(podrefsOf("10.53.0.0-24"), (refs) => require(() => refs.length === 0, "pool entry freed")))
-      expect(yield* reservationNames).toEqual(["10.53.0.1"])
-      yield* reservationDelete.open
-      expect(yield* Fiber.join(run)).toEqual({ _tag: "Freed", freed: [{ ip: "10.53.0.1", pool: "10.53.0.0-24", network: "net1" }], reservations: 1 })
+      const cluster = yield* InMemoryCluster
+      cluster.resetCalls()
+      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [{ ip: "10.53.0.1", pool: "10.53.0.0-24", network: "net1" }], reservations: 1 })
+      const writes = cluster.calls.filter((c) => c.verb === "delete" || c.verb === "patch").map((c) => `${c.verb} ${c.resource}`)
+      expect(writes).toEqual(["delete overlappingrangeipreservations", "patch ippools"])
       expect(yield* reservationNames).toEqual([])
-    }).pipe(Effect.provide(memoryWithHooks())))
+    }).pipe(Effect.provide(memory())))
 
   it.live(`a batch with more than ${RESERVATION_CONCURRENCY} reservations deletes every one before its pool patch`, () =>
     Effect.gen(function* () {
@@ -338,28 +335,52 @@ describe("reconcile: reservations and pools, at once or in order", () => {
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
       const results = yield* reconcilePods(projections)
-      expect(results.every((r) => Either.isRight(r.result) && r.result.right._tag === "Freed" && r.result.right.freed.length === 1)).toBe(true)
+      expect(results.every((r) => r.outcome._tag === "Freed" && r.outcome.freed.length === 1)).toBe(true)
       const writes = cluster.calls.filter((c) => c.verb === "delete" || c.verb === "patch").map((c) => `${c.verb} ${c.resource}`)
       expect(writes).toEqual([...Array.from({ length: RESERVATION_CONCURRENCY + 1 }, () => "delete overlappingrangeipreservations"), "patch ippools"])
       expect(yield* podrefsOf("10.54.0.0-24")).toEqual([])
       expect(yield* reservationNames).toEqual([])
     }).pipe(Effect.provide(memory())))
 
-  it.live("at once, a failed reservation delete still frees and reports the address, and leaves the pod to retry", () =>
+  it.live("a failed reservation delete frees nothing and leaves the pod to retry; the retry frees it once", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.55.0.0/24" })
       const { projection } = yield* leak("p", [on("net1")])
       const cluster = yield* InMemoryCluster
       cluster.injectFault({ verb: "delete", resource: "overlappingrangeipreservations" })
-      const first = yield* reconcilePod(projection)
-      expect(first).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.55.0.1" }], reservations: 0, pending: { reason: "ApiError", retryable: true } })
-      expect(yield* podrefsOf("10.55.0.0-24")).toEqual([])
+      const first = yield* Effect.either(reconcilePod(projection))
+      expect(Either.isLeft(first) && first.left).toMatchObject({ reason: "ApiError", retryable: true })
+      expect(yield* podrefsOf("10.55.0.0-24")).toEqual(["default/p"])
       expect(yield* reservationNames).toEqual(["10.55.0.1"])
-      expect(yield* eventsIn("default")).toEqual([gcEvent("p", "10.55.0.1", "net1")])
-      // The retry deletes the reservation and frees nothing twice.
+      expect(yield* eventsIn("default")).toEqual([])
       yield* cachesCaughtUp
-      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 1 })
+      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [{ ip: "10.55.0.1", pool: "10.55.0.0-24", network: "net1" }], reservations: 1 })
+      expect(yield* podrefsOf("10.55.0.0-24")).toEqual([])
       expect(yield* reservationNames).toEqual([])
-      expect(yield* eventsIn("default")).toHaveLength(1)
+      expect(yield* eventsIn("default")).toEqual([gcEvent("p", "10.55.0.1", "net1")])
     }).pipe(Effect.provide(memory())))
+
+  it.live("a pool patch that fails after the reservations went: the pod is retried, and what another pool freed is reported now", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.56.0.0/24" })
+      yield* createNad("default", "net2", { range: "10.57.0.0/24" })
+      const { projection } = yield* leak("p", [on("net1"), on("net2", "net2")])
+      const cluster = yield* InMemoryCluster
+      const hooks = yield* ApiHooks
+      const env = yield* Effect.context<InMemoryCluster>()
+      hooks.before = (c) =>
+        c.verb === "patch" && c.name === "10.57.0.0-24" ? Effect.sync(() => cluster.injectFault({ verb: "patch", resource: "ippools" })).pipe(Effect.provide(env)) : Effect.void
+      const results = yield* reconcilePods([projection])
+      hooks.clear()
+      expect(results[0]!.outcome).toMatchObject({
+        _tag: "PartlyFreed",
+        freed: [{ ip: "10.56.0.1", pool: "10.56.0.0-24", network: "net1" }],
+        error: { reason: "ApiError", retryable: true }
+      })
+      expect(yield* podrefsOf("10.56.0.0-24")).toEqual([])
+      expect(yield* podrefsOf("10.57.0.0-24")).toEqual(["default/p"])
+      yield* cachesCaughtUp
+      expect(yield* reconcilePod(projection)).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.57.0.1" }] })
+      expect(yield* podrefsOf("10.57.0.0-24")).toEqual([])
+    }).pipe(Effect.provide(memoryWithHooks())))
 })

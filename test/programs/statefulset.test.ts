@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
-import { memory } from "../../src/programs/layers.ts"
+import { memory } from "../../src/testing/layers.ts"
 import { CLEAN, on, poolState, restReport, startDeletionLoop, statefulSet } from "../support/controller.ts"
 import { eventually, require } from "../support/eventually.ts"
 import { createNad } from "../support/world.ts"

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Layer, Stream } from "effect"
-import { InMemoryCluster, layerMemory } from "../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster, layerMemory } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { podObject, poolObject } from "../support/objects.ts"

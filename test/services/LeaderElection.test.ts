@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Duration, Effect, Exit, Fiber, Layer, Ref, type Scope, Stream, TestClock } from "effect"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
-import { InMemoryCluster, layerMemory } from "../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster, layerMemory } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as LeaderElection from "../../src/services/LeaderElection.ts"
 import * as R from "../../src/services/resources.ts"

@@ -4,13 +4,14 @@
  * ("no live pod loses its address, no dead pod keeps one, no address is shared") at rest.
  */
 import { Deferred, Effect, Either, type Fiber, TestClock } from "effect"
-import { type Attachment, type RunningPod, addAttachments, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
-import { runDeletionLoop } from "../../src/programs/controller.ts"
+import { type Attachment, type RunningPod, addAttachments, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
+import { runDeletionLoop } from "../../src/programs/deletion-loop.ts"
+import { makeReclaimMonitor } from "../../src/programs/memory.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
 import { parsePool } from "../../src/domain/pool.ts"
 import { ControllerConfig } from "../../src/services/ControllerConfig.ts"
-import { InMemoryCluster } from "../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { CLEAN, type Violations, violations } from "./invariants.ts"
@@ -18,13 +19,16 @@ import { CLEAN, type Violations, violations } from "./invariants.ts"
 export const on = (name: string, ifname = "net1", namespace = "default"): Attachment => ({ nad: { namespace, name }, ifname })
 
 /**
- * Forks the deletion loop in the current scope and returns once it listens for deletions and its
- * workers are up (`onSynced` has run), so a deletion made afterwards cannot be missed.
+ * Forks the deletion loop in the current scope, with the heap reclaim beside it as run.ts starts
+ * it, and returns once it listens for deletions and its workers are up (`onSynced` has run), so a
+ * deletion made afterwards cannot be missed.
  */
 export const startDeletionLoop = <E = never, R = never>(onSynced: Effect.Effect<void, E, R> = Effect.void as Effect.Effect<void, E, R>) =>
   Effect.gen(function* () {
     const ready = yield* Deferred.make<void>()
-    const fiber = yield* Effect.forkScoped(runDeletionLoop(Effect.zipRight(onSynced, Deferred.succeed(ready, undefined))))
+    const reclaim = yield* makeReclaimMonitor
+    yield* Effect.forkScoped(reclaim.monitor)
+    const fiber = yield* Effect.forkScoped(runDeletionLoop({ onSynced: Effect.zipRight(onSynced, Deferred.succeed(ready, undefined)), activity: reclaim.activity }))
     yield* Deferred.await(ready)
     return fiber as Fiber.RuntimeFiber<never, E>
   })

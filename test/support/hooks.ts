@@ -4,9 +4,11 @@
  * list and a free, let a scheduler pick the order of calls).
  */
 import { Context, Deferred, Effect, Layer } from "effect"
-import { type memory, withKubeApi } from "../../src/programs/layers.ts"
+import { withKubeApi } from "../../src/programs/layers.ts"
+import type { memory } from "../../src/testing/layers.ts"
+import * as PluginStore from "../../src/testing/PluginStore.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
-import { InMemoryCluster, type MemoryClusterOptions, makeMemoryKubeApi } from "../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster, type MemoryClusterOptions, makeMemoryKubeApi } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi, type KubeApiShape } from "../../src/services/KubeApi.ts"
 import type { KubeError } from "../../src/services/KubeError.ts"
 import * as NadConfigs from "../../src/services/NadConfigs.ts"
@@ -63,7 +65,8 @@ export const memoryWithHooks = (
   config: Partial<ControllerConfig.ControllerConfigShape> = {},
   options: { readonly cluster?: MemoryClusterOptions } = {}
 ) =>
-  withKubeApi(hookedMemoryKubeApi).pipe(
+  PluginStore.layer.pipe(
+    Layer.provideMerge(withKubeApi(hookedMemoryKubeApi)),
     Layer.provideMerge(Layer.mergeAll(ControllerConfig.layerWith(config), NadConfigs.layerMemory())),
     Layer.provideMerge(InMemoryCluster.layer(options.cluster)),
     Layer.provideMerge(Layer.sync(ApiHooks, () => new HookSlots()))

@@ -19,7 +19,7 @@ import {
 } from "../../src/services/Caches.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import * as EventRecorder from "../../src/services/EventRecorder.ts"
-import { type MemoryClusterState, makeMemoryKubeApi } from "../../src/services/InMemoryCluster.ts"
+import { type MemoryClusterState, makeMemoryKubeApi } from "../../src/testing/InMemoryCluster.ts"
 import type { Informer } from "../../src/services/Informer.ts"
 import * as IPPoolStore from "../../src/services/IPPoolStore.ts"
 import * as Metrics from "../../src/services/Metrics.ts"
@@ -30,6 +30,7 @@ import * as Reservations from "../../src/services/Reservations.ts"
 import * as R from "../../src/services/resources.ts"
 import type { Resource } from "../../src/services/resources.ts"
 import { type ApiCallInfo, type HookSlots, hooked } from "./hooks.ts"
+import { simulationStores } from "../../src/testing/layers.ts"
 import { nadObject, whereaboutsConfig } from "./objects.ts"
 
 export const POOL_NS = "kube-system"
@@ -94,7 +95,7 @@ export const SCHEDULED = new Set(["pods", "ippools", "overlappingrangeipreservat
 
 /** The environment of one interleaving run. */
 export const interleavingWorld = (state: MemoryClusterState, slots: HookSlots, caches: CachesShape) =>
-  Layer.mergeAll(IPPoolStore.layer, Reservations.layer, Pods.layer, EventRecorder.layer).pipe(
+  Layer.mergeAll(simulationStores).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         Layer.succeed(KubeApi, hooked(makeMemoryKubeApi(state), slots)),

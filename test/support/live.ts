@@ -18,9 +18,21 @@ export type EnvtestInfo =
     }
   | { readonly status: "skipped"; readonly reason: string }
 
+/** The upstream whereabouts CNI plugin, from scripts/whereabouts-plugin.sh (provided only when the tier runs). */
+export type PluginInfo =
+  | {
+      readonly status: "available"
+      /** Absolute path of the `whereabouts` executable. */
+      readonly path: string
+      /** What it says it is, e.g. `whereabouts v0.9.2 linux/amd64`. */
+      readonly version: string
+    }
+  | { readonly status: "missing"; readonly reason: string }
+
 declare module "vitest" {
   export interface ProvidedContext {
     envtest: EnvtestInfo
+    whereaboutsPlugin: PluginInfo
   }
 }
 
@@ -39,6 +51,26 @@ export const describeLive = (name: string, body: () => void): void => {
   const info = envtest()
   if (info.status === "skipped") describe.skip(`${name} (skipped: ${info.reason})`, body)
   else describe(name, body)
+}
+
+/**
+ * describeLive for files that allocate with the upstream CNI plugin: skipped with the reason when the
+ * tier is skipped or the plugin could not be had. Under WHEREABOUTS_ENVTEST=require a missing plugin
+ * fails globalSetup instead.
+ */
+export const describeWithPlugin = (name: string, body: () => void): void => {
+  const info = envtest()
+  const plugin = info.status === "running" ? inject("whereaboutsPlugin") : undefined
+  if (info.status === "skipped") describe.skip(`${name} (skipped: ${info.reason})`, body)
+  else if (plugin?.status !== "available") describe.skip(`${name} (skipped: ${plugin?.reason ?? "no plugin info from globalSetup"})`, body)
+  else describe(name, body)
+}
+
+/** The plugin executable; only meaningful inside describeWithPlugin. */
+export const pluginBinary = (): string => {
+  const plugin = inject("whereaboutsPlugin")
+  if (plugin?.status !== "available") throw new Error(`the upstream whereabouts plugin is not available: ${plugin?.reason ?? "no plugin info"}`)
+  return plugin.path
 }
 
 /** Only meaningful inside describeLive. */

@@ -2,7 +2,7 @@
  * Keeps client-node's generated API out of the process. The controller uses client-node for
  * kubeconfig handling only (KubeConfig: contexts, TLS files, exec and token-file credentials), but
  * dist/config.js imports two names from dist/gen/index.js, which loads every generated API class
- * and model: about 50 MiB of resident memory (BENCHMARKS.md). A synchronous module hook answers
+ * and model, a large share of the process's resident memory. A synchronous module hook answers
  * that one import with ./client-node-gen, which exports just those two names.
  *
  * It must be registered before anything imports client-node, so the entry point (main.ts) calls it

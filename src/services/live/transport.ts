@@ -4,11 +4,12 @@
  * client-side token bucket.
  */
 import { type HttpMethod, RequestContext } from "@kubernetes/client-node/dist/gen/http/http.js"
-import { Clock, Duration, Effect, type RateLimiter, type Scope } from "effect"
+import { Effect, type RateLimiter, type Scope } from "effect"
 import { Agent, type Dispatcher, ProxyAgent } from "undici"
 import { objectKey } from "../KubeApi.ts"
 import { KubeError, type KubeErrorReason, reasonForStatus } from "../KubeError.ts"
 import type { Resource } from "../resources.ts"
+import { rateLimiter } from "../TokenBucket.ts"
 import { KubeConfigError, type ResolvedKubeConfig, errorText } from "./kubeconfig.ts"
 
 export const MAX_DETAIL = 1_000
@@ -125,43 +126,8 @@ export const makeTransport = (resolved: ResolvedKubeConfig): Effect.Effect<Trans
     return { server, dispatcher, headers }
   })
 
-/**
- * client-go's token bucket (golang.org/x/time/rate): `burst` at once, then `qps` per second;
- * qps ≤ 0 turns limiting off. Each request reserves a token (the bucket may go below zero) and
- * waits exactly until that token exists, so the rate holds however late timers fire. (effect's
- * RateLimiter refills one token per timer tick: at QPS 500 it gave 360/s on an idle event loop,
- * less on a busy one; see BENCHMARKS.md.)
- */
-export const makeRateLimiter = (qps: number, burst: number): Effect.Effect<RateLimiter.RateLimiter, never, Scope.Scope> => {
-  if (!(qps > 0) || !Number.isFinite(qps)) return Effect.succeed((effect) => effect)
-  const capacity = Math.max(1, Math.floor(burst))
-  const nowMillis = Effect.map(Clock.currentTimeNanos, (n) => Number(n / 1000n) / 1000)
-  return Effect.map(nowMillis, (start) => {
-    let tokens = capacity
-    let last = start
-    // Reservations made so far; an interrupted wait gives its token back only when no later
-    // reservation was made (as x/time/rate's Cancel): a later one already counted on its slot, so
-    // giving it back then would let one request more through than the limit allows.
-    let reservations = 0
-    const take = Effect.flatMap(nowMillis, (now) => {
-      tokens = Math.min(capacity, tokens + (Math.max(0, now - last) * qps) / 1000)
-      last = Math.max(last, now)
-      tokens -= 1
-      if (tokens >= 0) return Effect.void
-      const mine = ++reservations
-      return Effect.sleep(Duration.millis((-tokens * 1000) / qps)).pipe(
-        Effect.onInterrupt(() =>
-          Effect.sync(() => {
-            if (mine !== reservations) return
-            tokens += 1
-            reservations--
-          })
-        )
-      )
-    })
-    return <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.zipRight(take, effect)
-  })
-}
+/** The client-side limit of API requests: the shared token bucket (TokenBucket.ts). */
+export const makeRateLimiter = (qps: number, burst: number): Effect.Effect<RateLimiter.RateLimiter, never, Scope.Scope> => rateLimiter(qps, burst)
 
 // ---------------------------------------------------------------------------------------------
 // Requests

@@ -2,6 +2,7 @@
  * Many pods at once, and the invariants of a whole namespace at rest — read back from the API
  * server: no live pod lost its address, no dead pod kept one, no address is held twice.
  */
+import { PluginStore } from "../../../src/testing/PluginStore.ts"
 import { randomUUID } from "node:crypto"
 import { Effect, Either } from "effect"
 import { addOffset, cidrAddress, formatIP, parseCidr } from "../../../src/domain/ip.ts"
@@ -31,8 +32,7 @@ export const poolOf = (net: Net) => poolName(net.range, "")
 export const seedRunningPods = (namespace: string, prefix: string, nets: ReadonlyArray<Net>, count: number) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
-    const store = yield* IPPoolStore
-    const reservations = yield* Reservations
+    const writer = yield* PluginStore
     const pods = Array.from({ length: count }, (_, i) => {
       const net = nets[i % nets.length]!
       const base = cidrAddress(parseCidr(net.range)!)
@@ -40,9 +40,9 @@ export const seedRunningPods = (namespace: string, prefix: string, nets: Readonl
       return { name: `${prefix}-${i}`, net, ip, key: String(Math.floor(i / nets.length) + 1), containerId: randomUUID().replaceAll("-", "") }
     })
     for (const net of nets) {
-      yield* store.create(poolOf(net), net.range)
+      yield* writer.createPool(poolOf(net), net.range)
       const mine = pods.filter((p) => p.net === net)
-      yield* store.update(poolOf(net), (a) =>
+      yield* writer.updatePool(poolOf(net), (a) =>
         Either.right({ ...a, ...Object.fromEntries(mine.map((p) => [p.key, { id: p.containerId, podref: `${namespace}/${p.name}`, ifname: "net1" }])) })
       )
     }
@@ -55,7 +55,7 @@ export const seedRunningPods = (namespace: string, prefix: string, nets: Readonl
             { name: `${namespace}/${p.net.nad}`, interface: "net1", ips: [formatIP(p.ip)] }
           ])
           yield* api.create(R.Pods, namespace, podObject(namespace, p.name, { networks: `${namespace}/${p.net.nad}@net1`, status, nodeName: "node-1" }))
-          yield* reservations.create(reservationName(p.ip, ""), { podref: `${namespace}/${p.name}`, containerid: p.containerId, ifname: "net1" })
+          yield* writer.createReservation(reservationName(p.ip, ""), { podref: `${namespace}/${p.name}`, containerid: p.containerId, ifname: "net1" })
         }),
       { concurrency: 16, discard: true }
     )

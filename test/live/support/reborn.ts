@@ -8,7 +8,7 @@
  * and the test acts as soon as /metrics shows the controller's re-check came back 404.
  */
 import { Effect } from "effect"
-import { type RunningPod, deletePod, startPod } from "../../../src/programs/cni-plugin.ts"
+import { type RunningPod, deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import type { ControllerProcess } from "./controller-process.ts"
 import { metricOf } from "./controller.ts"
 import { on, poolIPs, reservationView, waitUntil } from "./world.ts"

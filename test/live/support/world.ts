@@ -5,9 +5,10 @@
  * pools, reservations, Events and Leases, and bounded polling.
  */
 import * as fs from "node:fs"
+import { isDeepStrictEqual } from "node:util"
 import { Duration, Effect, Either, Layer } from "effect"
 import { parse as parseYaml } from "yaml"
-import type { Attachment } from "../../../src/programs/cni-plugin.ts"
+import type { Attachment } from "../../../src/testing/cni-plugin.ts"
 import { formatIP } from "../../../src/domain/ip.ts"
 import { parsePool } from "../../../src/domain/pool.ts"
 import { ControllerConfig, layerWith } from "../../../src/services/ControllerConfig.ts"
@@ -18,6 +19,7 @@ import * as R from "../../../src/services/resources.ts"
 import { liveKubeApi, runningEnvtest } from "../../support/live.ts"
 import { adminRequest } from "../cluster.ts"
 import { nadObject, namespaceObject, whereaboutsConfig } from "../../support/objects.ts"
+import { simulationStores } from "../../../src/testing/layers.ts"
 
 // ---------------------------------------------------------------------------------------------
 // Layers
@@ -29,7 +31,7 @@ import { nadObject, namespaceObject, whereaboutsConfig } from "../../support/obj
 export const liveWorld = (namespace: string, kubeconfig?: string) => {
   const overrides = { namespace, apiQps: 0, apiBurst: 1_000, requestTimeout: Duration.seconds(20), ...(kubeconfig === undefined ? {} : { kubeconfig }) }
   const config = layerWith({ kubeconfig: runningEnvtest().kubeconfigPath, ...overrides })
-  return Layer.mergeAll(IPPoolStore.layer, Reservations.layer).pipe(Layer.provideMerge(liveKubeApi(overrides)), Layer.provideMerge(config))
+  return simulationStores.pipe(Layer.provideMerge(liveKubeApi(overrides)), Layer.provideMerge(config))
 }
 
 export type LiveWorld = Layer.Layer.Success<ReturnType<typeof liveWorld>>
@@ -129,6 +131,25 @@ export const reservationView = Effect.gen(function* () {
   const { items } = yield* listAll(R.OverlappingRangeIPReservations, namespace)
   return Object.fromEntries(items.map((o) => [o.metadata.name, (o["spec"] as { podref: string }).podref] as const).sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true })))
 })
+
+const byAddress = <V>(entries: Iterable<readonly [string, V]>): Record<string, V> =>
+  Object.fromEntries([...entries].sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true })))
+
+/** `ip → {podref, id, ifname}` of a pool: every field of every entry, for exact end states. */
+export const poolEntries = (pool: string) =>
+  Effect.map(poolIPs(pool), (m) =>
+    byAddress([...m].map(([ip, a]) => [ip, { podref: a.podref, id: a.id, ...(a.ifname === undefined ? {} : { ifname: a.ifname }) }] as const))
+  )
+
+/** Reservation name → its whole spec (as written: upstream's carry no containerid), names starting with `prefix`. */
+export const reservationSpecs = (prefix = "") =>
+  Effect.gen(function* () {
+    const { namespace } = yield* ControllerConfig
+    const { items } = yield* listAll(R.OverlappingRangeIPReservations, namespace)
+    return byAddress(
+      items.filter((o) => o.metadata.name.startsWith(prefix)).map((o) => [o.metadata.name, o["spec"] as Readonly<Record<string, string>>] as const)
+    )
+  })
 
 export interface SeenEvent {
   readonly type: string
@@ -230,6 +251,10 @@ export const waitUntil = <A, E, R>(
       yield* Effect.sleep(options.interval ?? "200 millis")
     }
   })
+
+/** Waits until `probe` yields a value deep-equal to `expected` (key order aside). */
+export const waitForEqual = <A, E, R>(what: string, probe: Effect.Effect<A, E, R>, expected: A, options: Parameters<typeof waitUntil>[3] = {}) =>
+  waitUntil(what, probe, (a) => isDeepStrictEqual(a, expected), options)
 
 /** Waits until `probe` yields a value deep-equal (as JSON) to `expected`. */
 export const waitForValue = <A, E, R>(what: string, probe: Effect.Effect<A, E, R>, expected: A, options: Parameters<typeof waitUntil>[3] = {}) => {

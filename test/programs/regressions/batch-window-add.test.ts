@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { type RunningPod, deletePod, startPod } from "../../../src/programs/cni-plugin.ts"
+import { type RunningPod, deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import { reconcilePods } from "../../../src/programs/reconcile.ts"
 import type { PodProjection } from "../../../src/domain/pod.ts"
 import { on } from "../../support/controller.ts"
@@ -55,7 +55,7 @@ describe("regression: a CNI ADD during a batch reconcile", () => {
 
       expect(started).toHaveLength(3)
       for (const r of started) expect(Either.isRight(r), JSON.stringify(r)).toBe(true)
-      expect(results.every((r) => Either.isRight(r.result) && r.result.right._tag === "Freed" && r.result.right.freed.length === 1)).toBe(true)
+      expect(results.every((r) => r.outcome._tag === "Freed" && r.outcome.freed.length === 1)).toBe(true)
       expect(yield* podrefsOf("10.212.0.0-24")).toEqual(["default/newcomer-0", "default/newcomer-1", "default/newcomer-2"])
       const ips = started.flatMap((r) => (Either.isRight(r) ? r.right.ips[0]!.ips : []))
       expect(yield* reservationNames).toEqual([...ips].sort())

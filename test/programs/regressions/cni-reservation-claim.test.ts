@@ -7,13 +7,14 @@
  * for good when the other pod's DEL finished. Upstream fails such an ADD; the plugin now gives the
  * address back and takes the next one.
  */
+import { PluginStore } from "../../../src/testing/PluginStore.ts"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { cniAdd } from "../../../src/programs/cni-plugin.ts"
-import { releaseById } from "../../../src/domain/allocate.ts"
-import { memory } from "../../../src/programs/layers.ts"
+import { cniAdd } from "../../../src/testing/cni-plugin.ts"
+import { releaseById } from "../../../src/testing/allocate.ts"
+import { memory } from "../../../src/testing/layers.ts"
 import { IPPoolStore } from "../../../src/services/IPPoolStore.ts"
-import { InMemoryCluster } from "../../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import { Reservations } from "../../../src/services/Reservations.ts"
 import * as R from "../../../src/services/resources.ts"
 import { ApiHooks, type MemoryEnv, memoryWithHooks, once } from "../../support/hooks.ts"
@@ -44,8 +45,8 @@ describe("regression: the CNI plugin never runs a pod on an address reserved for
         () =>
           Effect.gen(function* () {
             yield* cniAdd(req("a", "a1"))
-            const store = yield* IPPoolStore
-            yield* store.update("10.213.0.0-28", (allocations) => Either.right(releaseById(allocations, "a1", "net1").allocations))
+            const writer = yield* PluginStore
+            yield* writer.updatePool("10.213.0.0-28", (allocations) => Either.right(releaseById(allocations, "a1", "net1").allocations))
           }).pipe(Effect.provide(env), Effect.orDie)
       )
       const b = yield* cniAdd(req("b", "b1"))

@@ -10,9 +10,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { type RunningPod, deletePod, startPod } from "../../../src/programs/cni-plugin.ts"
+import { type RunningPod, deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import { reconcilePods } from "../../../src/programs/reconcile.ts"
-import { InMemoryCluster } from "../../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import * as R from "../../../src/services/resources.ts"
 import { on } from "../../support/controller.ts"
 import { ApiHooks, type MemoryEnv, memoryWithHooks, once } from "../../support/hooks.ts"
@@ -49,7 +49,7 @@ const rebornDuring = (
     )
     const [result] = yield* reconcilePods([old])
     hooks.clear()
-    return { first, reborn: reborn!, result: result!.result }
+    return { first, reborn: reborn!, result: result!.outcome }
   })
 
 describe("regression: a pod reborn while its old incarnation is being freed keeps address and reservation", () => {
@@ -57,7 +57,7 @@ describe("regression: a pod reborn while its old incarnation is being freed keep
     Effect.gen(function* () {
       const { first, reborn, result } = yield* rebornDuring((c) => c.verb === "delete" && c.resource === "overlappingrangeipreservations")
       expect(reborn.ips[0]!.ips).toEqual(first.ips[0]!.ips)
-      expect(Either.isRight(result) && result.right).toMatchObject({ _tag: "Freed", freed: [] })
+      expect(result).toMatchObject({ _tag: "Freed", freed: [] })
       expect(yield* allocations).toEqual({ "1": { id: reborn.containerId, podref: "default/web-0", ifname: "net1" } })
       expect(yield* reservations).toEqual([{ name: "10.211.0.1", podref: "default/web-0", containerid: reborn.containerId, ifname: "net1" }])
       expect(yield* eventsIn("default")).toEqual([])
@@ -67,7 +67,7 @@ describe("regression: a pod reborn while its old incarnation is being freed keep
     Effect.gen(function* () {
       const { first, reborn, result } = yield* rebornDuring((c) => c.verb === "patch" && c.resource === "ippools")
       expect(reborn.ips[0]!.ips).toEqual(first.ips[0]!.ips)
-      expect(Either.isRight(result) && result.right).toMatchObject({ _tag: "Freed", freed: [] })
+      expect(result).toMatchObject({ _tag: "Freed", freed: [] })
       expect(yield* allocations).toEqual({ "1": { id: reborn.containerId, podref: "default/web-0", ifname: "net1" } })
       expect(yield* reservations).toEqual([{ name: "10.211.0.1", podref: "default/web-0", containerid: reborn.containerId, ifname: "net1" }])
     }).pipe(Effect.provide(memoryWithHooks())))
@@ -79,7 +79,7 @@ describe("regression: a pod reborn while its old incarnation is being freed keep
         Effect.sync(() => cluster.injectFault({ verb: "patch", resource: "ippools", times: 1 }))
       )
       expect(reborn.ips[0]!.ips).toEqual(first.ips[0]!.ips)
-      expect(Either.isLeft(result) && result.left).toMatchObject({ reason: "ApiError", retryable: true })
+      expect(result).toMatchObject({ _tag: "Failed", error: { reason: "ApiError", retryable: true } })
       expect(yield* allocations).toEqual({ "1": { id: reborn.containerId, podref: "default/web-0", ifname: "net1" } })
       expect(yield* reservations).toEqual([{ name: "10.211.0.1", podref: "default/web-0", containerid: reborn.containerId, ifname: "net1" }])
     }).pipe(Effect.provide(memoryWithHooks())))
@@ -87,7 +87,7 @@ describe("regression: a pod reborn while its old incarnation is being freed keep
   it.live("reborn after the pool write: it gets an address and a reservation of its own", () =>
     Effect.gen(function* () {
       const { reborn, result } = yield* rebornDuring((c) => c.verb === "create" && c.resource === "events")
-      expect(Either.isRight(result) && result.right).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.211.0.1" }] })
+      expect(result).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.211.0.1" }] })
       const ip = reborn.ips[0]!.ips[0]!
       expect(yield* reservations).toEqual([{ name: ip, podref: "default/web-0", containerid: reborn.containerId, ifname: "net1" }])
     }).pipe(Effect.provide(memoryWithHooks())))

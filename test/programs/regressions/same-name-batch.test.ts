@@ -7,10 +7,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { deletePod, startPod } from "../../../src/programs/cni-plugin.ts"
-import { memory } from "../../../src/programs/layers.ts"
+import { deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
+import { memory } from "../../../src/testing/layers.ts"
 import { reconcilePods } from "../../../src/programs/reconcile.ts"
-import { InMemoryCluster } from "../../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import { on } from "../../support/controller.ts"
 import { cachesCaughtUp, createNad, eventsIn, podrefsOf, projectionOf, reservationNames } from "../../support/world.ts"
 
@@ -33,7 +33,7 @@ describe("regression: two incarnations of one pod in one batch", () => {
       cluster.resetCalls()
       const results = yield* reconcilePods([old, reborn])
       // Reported once (the loop counts ips_freed_total from these results), not once per incarnation.
-      expect(results.map((r) => Either.isRight(r.result) && r.result.right)).toEqual([
+      expect(results.map((r) => r.outcome)).toEqual([
         { _tag: "Freed", freed: [{ ip: "10.210.0.1", pool: "10.210.0.0-28", network: "net1" }], reservations: 1 },
         { _tag: "Freed", freed: [], reservations: 0 }
       ])

@@ -7,13 +7,14 @@
  * deleted only if the pod's status, read then, proves it lacks the address; and the sweep deletes
  * exactly the reservation it listed (resourceVersion precondition), never one re-created since.
  */
+import { PluginStore } from "../../../src/testing/PluginStore.ts"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import { type RunningPod, startPod } from "../../../src/programs/cni-plugin.ts"
-import { releaseById } from "../../../src/domain/allocate.ts"
+import { type RunningPod, startPod } from "../../../src/testing/cni-plugin.ts"
+import { releaseById } from "../../../src/testing/allocate.ts"
 import { runSweep } from "../../../src/programs/sweep.ts"
 import { IPPoolStore } from "../../../src/services/IPPoolStore.ts"
-import { InMemoryCluster } from "../../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../../src/services/KubeApi.ts"
 import { Reservations } from "../../../src/services/Reservations.ts"
 import * as R from "../../../src/services/resources.ts"
@@ -29,8 +30,8 @@ describe("regression: the sweep and a reservation its listing calls stale", () =
       yield* createNad("default", "net1", { range: "10.214.0.0/28" })
       const first = yield* startPod("default", "web-0", [on("net1")])
       // web-0's CNI DEL, half done: the pool entry is gone, the reservation not yet.
-      const store = yield* IPPoolStore
-      yield* store.update("10.214.0.0-28", (a) => Either.right(releaseById(a, first.containerId, "net1").allocations))
+      const writer = yield* PluginStore
+      yield* writer.updatePool("10.214.0.0-28", (a) => Either.right(releaseById(a, first.containerId, "net1").allocations))
 
       // Once the sweep has listed everything, the DEL finishes and web-0 comes back on the same address.
       let reborn: RunningPod | undefined
@@ -61,8 +62,8 @@ describe("regression: the sweep and a reservation its listing calls stale", () =
       const env = yield* Effect.context<MemoryEnv>()
       yield* createNad("default", "net1", { range: "10.216.0.0/28" })
       const first = yield* startPod("default", "web-0", [on("net1")])
-      const store = yield* IPPoolStore
-      yield* store.update("10.216.0.0-28", (a) => Either.right(releaseById(a, first.containerId, "net1").allocations))
+      const writer = yield* PluginStore
+      yield* writer.updatePool("10.216.0.0-28", (a) => Either.right(releaseById(a, first.containerId, "net1").allocations))
       // Listed with web-0 alive (NoAllocation); then its DEL finishes and the pod is deleted, so the
       // re-check finds it gone; just before the sweep's delete, web-0 is back with a new reservation.
       let reborn: RunningPod | undefined
@@ -94,7 +95,7 @@ describe("regression: the sweep and a reservation its listing calls stale", () =
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.215.0.0/28" })
       yield* startPod("default", "web-0", [on("net1")])
-      yield* Effect.flatMap(Reservations, (r) => r.create("10.215.0.9", { podref: "default/web-0" }))
+      yield* Effect.flatMap(PluginStore, (w) => w.createReservation("10.215.0.9", { podref: "default/web-0" }))
       const report = yield* runSweep({ dryRun: false })
       expect(report.orphanReservations.map((o) => `${o.name} ${o.reason}`)).toEqual(["10.215.0.9 NoAllocation"])
       expect(report).toMatchObject({ reservationsDeleted: 1, spared: 0 })

@@ -1,4 +1,4 @@
-/** IPPool store and reservation store behaviour, written once for memory and live. */
+/** IPPool store and reservation store behaviour (and the simulation's writer), written once for memory and live. */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Layer, Option } from "effect"
 import { parseIP } from "../../../src/domain/ip.ts"
@@ -7,6 +7,7 @@ import { IPPoolStore, type ReleaseEntry, layer as poolsLayer } from "../../../sr
 import { KubeApi } from "../../../src/services/KubeApi.ts"
 import { Reservations, layer as reservationsLayer } from "../../../src/services/Reservations.ts"
 import * as R from "../../../src/services/resources.ts"
+import { PluginStore, layer as pluginLayer } from "../../../src/testing/PluginStore.ts"
 import { namespaceObject, poolObject } from "../../support/objects.ts"
 import type { ContractTarget } from "./KubeApi.contract.ts"
 
@@ -22,10 +23,10 @@ export const storesContract = (target: ContractTarget) =>
   describe(`IPPoolStore and Reservations contract (${target.name})`, () => {
     const ns = target.namespace
     const env = Layer.provideMerge(
-      Layer.merge(poolsLayer, reservationsLayer),
+      Layer.mergeAll(poolsLayer, reservationsLayer, pluginLayer),
       Layer.merge(target.layer, layerWith({ namespace: ns, pageSize: 2 }))
     )
-    const run = <A, E>(name: string, body: (api: typeof KubeApi.Service) => Effect.Effect<A, E, IPPoolStore | Reservations | KubeApi>) =>
+    const run = <A, E>(name: string, body: (api: typeof KubeApi.Service) => Effect.Effect<A, E, IPPoolStore | Reservations | PluginStore | KubeApi>) =>
       Effect.gen(function* () {
         const api = yield* KubeApi
         yield* api.create(R.Namespaces, undefined, namespaceObject(ns)).pipe(Effect.ignore)
@@ -62,8 +63,9 @@ export const storesContract = (target: ContractTarget) =>
             })
           )
           const store = yield* IPPoolStore
+          const writer = yield* PluginStore
           // The CNI plugin re-assigns offset 2 to a new pod and adds offset 3, after we looked.
-          yield* store.update("10.7.1.0-24", (a) =>
+          yield* writer.updatePool("10.7.1.0-24", (a) =>
             Either.right({ ...a, "2": { id: "new", podref: `${ns}/alive`, ifname: "net1" }, "3": { id: "c3", podref: `${ns}/p3`, ifname: "net1" } })
           )
           const result = yield* store.release("10.7.1.0-24", [entry("1", `${ns}/dead1`, "c1"), entry("2", `${ns}/dead2`, "c2")])
@@ -76,19 +78,20 @@ export const storesContract = (target: ContractTarget) =>
             ["3", `${ns}/p3`]
           ])
           // An unrelated concurrent write (offset 4) doesn't make a release of offset 3 conflict.
-          yield* store.update("10.7.1.0-24", (a) => Either.right({ ...a, "4": { id: "c4", podref: `${ns}/p4`, ifname: "net1" } }))
+          yield* writer.updatePool("10.7.1.0-24", (a) => Either.right({ ...a, "4": { id: "c4", podref: `${ns}/p4`, ifname: "net1" } }))
           const second = yield* store.release("10.7.1.0-24", [entry("3", `${ns}/p3`, "c3")])
           expect(second).toMatchObject({ patches: 1, skipped: [] })
         })
       ))
 
-    it.live("create is idempotent; releasing from a missing pool skips", () =>
+    it.live("the simulation's pool create is idempotent; releasing from a missing pool skips", () =>
       run("10.7.2.0-24", () =>
         Effect.gen(function* () {
           const store = yield* IPPoolStore
-          const created = yield* store.create("10.7.2.0-24", "10.7.2.0/24")
+          const writer = yield* PluginStore
+          const created = yield* writer.createPool("10.7.2.0-24", "10.7.2.0/24")
           expect(created.pool.range).toBe("10.7.2.0/24")
-          const again = yield* store.create("10.7.2.0-24", "10.7.2.0/24")
+          const again = yield* writer.createPool("10.7.2.0-24", "10.7.2.0/24")
           expect(again.name).toBe("10.7.2.0-24")
           const gone = yield* store.release("no-such-pool", [entry("1", `${ns}/x`, "y")])
           expect(gone.skipped).toHaveLength(1)
@@ -99,14 +102,29 @@ export const storesContract = (target: ContractTarget) =>
       run("unused", () =>
         Effect.gen(function* () {
           const reservations = yield* Reservations
-          yield* reservations.create("10.7.3.1", { podref: `${ns}/a`, ifname: "net1" })
-          yield* reservations.create("10.7.3.2", { podref: `${ns}/b`, ifname: "net1" })
+          const writer = yield* PluginStore
+          yield* writer.createReservation("10.7.3.1", { podref: `${ns}/a`, ifname: "net1" })
+          yield* writer.createReservation("10.7.3.2", { podref: `${ns}/b`, ifname: "net1" })
           expect(yield* reservations.deleteFor("10.7.3.1", `${ns}/a`)).toBe("deleted")
           expect(yield* reservations.deleteFor("10.7.3.1", `${ns}/a`)).toBe("absent")
           expect(yield* reservations.deleteFor("10.7.3.2", `${ns}/a`)).toBe("reassigned")
           expect(Option.isSome(yield* reservations.get("10.7.3.2"))).toBe(true)
           const listed = yield* reservations.list
           expect(listed.map((r) => r.name)).toContain("10.7.3.2")
+        })
+      ))
+
+    it.live("reservations: restore creates a deleted one again and leaves one that exists as it is", () =>
+      run("unused", (api) =>
+        Effect.gen(function* () {
+          const reservations = yield* Reservations
+          const writer = yield* PluginStore
+          yield* reservations.restore("10.7.4.1", { podref: `${ns}/a`, containerid: "c1", ifname: "net1" })
+          expect(Option.map(yield* reservations.get("10.7.4.1"), (r) => r.podref)).toEqual(Option.some(`${ns}/a`))
+          yield* writer.createReservation("10.7.4.2", { podref: `${ns}/b`, containerid: "new", ifname: "net1" })
+          yield* reservations.restore("10.7.4.2", { podref: `${ns}/b`, containerid: "old", ifname: "net1" })
+          const kept = yield* api.get(R.OverlappingRangeIPReservations, ns, "10.7.4.2")
+          expect(kept["spec"]).toEqual({ podref: `${ns}/b`, containerid: "new", ifname: "net1" })
         })
       ))
   })

@@ -6,12 +6,13 @@
  */
 import { randomUUID } from "node:crypto"
 import { Data, Effect, Either, Option } from "effect"
-import { assignIP, releaseById, withAssignment } from "../domain/allocate.ts"
+import { assignIP, releaseById, withAssignment } from "./allocate.ts"
 import { type IPAddress, formatIP, ipEquals } from "../domain/ip.ts"
 import { type IpamConfig, decodeNadConfig } from "../domain/ipam-config.ts"
 import { NETWORK_STATUS_ANNOTATION } from "../domain/multus.ts"
 import { poolName, reservationName } from "../domain/pool.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
+import { PluginStore } from "./PluginStore.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
 import type { KubeError } from "../services/KubeError.ts"
 import { Reservations } from "../services/Reservations.ts"
@@ -49,8 +50,9 @@ const backoff = Effect.suspend(() => Effect.sleep(`${1 + Math.floor(Math.random(
 const claimReservation = (name: string, spec: { readonly podref: string; readonly containerid: string; readonly ifname: string }) =>
   Effect.gen(function* () {
     const reservations = yield* Reservations
+    const writer = yield* PluginStore
     for (let attempt = 0; attempt < 3; attempt++) {
-      const created = yield* Effect.either(reservations.create(name, spec))
+      const created = yield* Effect.either(writer.createReservation(name, spec))
       if (Either.isRight(created)) return true
       if (created.left.reason !== "AlreadyExists") return yield* Effect.fail(created.left)
       const held = yield* reservations.get(name)
@@ -64,6 +66,7 @@ const claimReservation = (name: string, spec: { readonly podref: string; readonl
 export const cniAdd = (req: CniRequest) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
+    const writer = yield* PluginStore
     const reservations = yield* Reservations
     const config = yield* whereabouts(req.config)
     const podref = `${req.podNamespace}/${req.podName}`
@@ -76,7 +79,7 @@ export const cniAdd = (req: CniRequest) =>
       for (let attempt = 0; assigned === undefined; attempt++) {
         if (attempt >= DATASTORE_RETRIES) return yield* new CniError({ message: `pool ${name} stayed contended` })
         const pool = yield* store.get(name).pipe(
-          Effect.catchIf((e) => e.reason === "NotFound", () => store.create(name, range.range))
+          Effect.catchIf((e) => e.reason === "NotFound", () => writer.createPool(name, range.range))
         )
         const cidr = pool.pool.cidr
         if (cidr === undefined) return yield* new CniError({ message: `pool ${name} has an invalid range` })
@@ -92,7 +95,7 @@ export const cniAdd = (req: CniRequest) =>
           }
         }
         const written = yield* Effect.either(
-          store.update(name, (allocations) => {
+          writer.updatePool(name, (allocations) => {
             const again = assignIP(range, cidr, allocations, request, taken)
             return Either.isRight(again) && ipEquals(again.right.ip, ip) ? Either.right(withAssignment(allocations, again.right)) : Either.left(new Retry())
           })
@@ -109,8 +112,8 @@ export const cniAdd = (req: CniRequest) =>
           // Another pod's reservation still stands (checked free above; its owner's DEL freed the pool
           // entry but not yet the reservation). Upstream fails such an ADD; give the address back and
           // try the next one, so no pod ever holds an address without its own reservation.
-          yield* store
-            .update(name, (allocations) => Either.right(releaseById(allocations, req.containerId, req.ifname).allocations))
+          yield* writer
+            .updatePool(name, (allocations) => Either.right(releaseById(allocations, req.containerId, req.ifname).allocations))
             .pipe(Effect.retry({ times: DATASTORE_RETRIES, while: (e) => e.reason === "Conflict" }))
           taken.push(ip)
           continue
@@ -125,13 +128,13 @@ export const cniAdd = (req: CniRequest) =>
 /** CNI DEL: frees by container id and ifname; no match is not an error. */
 export const cniDel = (req: CniRequest) =>
   Effect.gen(function* () {
-    const store = yield* IPPoolStore
+    const writer = yield* PluginStore
     const reservations = yield* Reservations
     const config = yield* whereabouts(req.config)
     for (const range of config.ranges) {
       const name = poolName(range.range, config.networkName)
       let freed: IPAddress | undefined
-      const write = store.update(name, (allocations, pool) => {
+      const write = writer.updatePool(name, (allocations, pool) => {
         const out = releaseById(allocations, req.containerId, req.ifname)
         freed = out.freed === undefined || pool.pool.cidr === undefined ? undefined : { family: pool.pool.cidr.family, value: pool.pool.cidr.address + BigInt(out.freed) }
         return Either.right(out.allocations)

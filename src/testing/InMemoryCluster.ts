@@ -8,9 +8,9 @@
 import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Layer, Stream } from "effect"
 import fastJsonPatch from "fast-json-patch"
-import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, objectKey, partialObjectMetadata } from "./KubeApi.ts"
-import { KubeError, type KubeErrorReason } from "./KubeError.ts"
-import { type Resource, apiVersionOf } from "./resources.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, objectKey, partialObjectMetadata } from "../services/KubeApi.ts"
+import { KubeError, type KubeErrorReason, statusForReason } from "../services/KubeError.ts"
+import { type Resource, apiVersionOf } from "../services/resources.ts"
 
 export type Verb = "get" | "list" | "create" | "replace" | "patch" | "delete" | "watch"
 
@@ -138,7 +138,7 @@ export class MemoryClusterState {
   }
 
   err(reason: KubeErrorReason, verb: Verb, r: Resource, ns: string | undefined, name: string | undefined, detail: string) {
-    const status = { NotFound: 404, AlreadyExists: 409, Conflict: 409, Invalid: 422, Gone: 410, BadRequest: 400 }[reason as string]
+    const status = statusForReason(reason)
     return new KubeError({ reason, verb, target: name === undefined ? r.plural : `${r.plural} ${objectKey(ns, name)}`, status, detail })
   }
 
@@ -156,7 +156,7 @@ export class MemoryClusterState {
     this.faults = this.faults.filter((f) => f.remaining > 0)
     if (fault.reason === "stall") return "stall"
     const reason = fault.reason ?? "Unavailable"
-    return new KubeError({ reason, verb, target: r.plural, status: reason === "Unavailable" ? 503 : undefined, detail: "injected fault" })
+    return new KubeError({ reason, verb, target: r.plural, status: statusForReason(reason), detail: "injected fault" })
   }
 
   injectFault(fault: Fault): void {

@@ -4,10 +4,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
-import { type Allocations, assignIP, withAssignment } from "../../src/domain/allocate.ts"
+import { type Allocations, assignIP, withAssignment } from "../../src/testing/allocate.ts"
 import { type Cidr, type Family, type IPAddress, bitsOf, toNetworkForm } from "../../src/domain/ip.ts"
 import type { IpRange } from "../../src/domain/ipam-config.ts"
-import { show } from "./helpers.ts"
+import { show } from "../domain/helpers.ts"
 
 interface Case {
   readonly family: Family

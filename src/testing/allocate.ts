@@ -3,9 +3,9 @@
  * tests, the demo and benchmarks, and to know which addresses a range can hand out.
  */
 import { Data, Either } from "effect"
-import { type Cidr, type IPAddress, cidrAddress, formatIP, lastOf, networkOf, offsetOf, usableRange } from "./ip.ts"
-import type { IpRange } from "./ipam-config.ts"
-import type { IPAllocation } from "./pool.ts"
+import { type Cidr, type IPAddress, cidrAddress, formatIP, lastOf, networkOf, offsetOf, usableRange } from "../domain/ip.ts"
+import type { IpRange } from "../domain/ipam-config.ts"
+import type { IPAllocation } from "../domain/pool.ts"
 
 export class AssignmentError extends Data.TaggedError("AssignmentError")<{
   readonly range: string

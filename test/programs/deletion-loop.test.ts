@@ -1,21 +1,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Either, Exit, Fiber, HashMap, Layer, Logger, Option, type Scope, TestClock } from "effect"
-import { type RunningPod, deletePod, startPod } from "../../src/programs/cni-plugin.ts"
-import {
-  EVENT_SLOTS_PER_WORKER,
-  GATHER_FROM,
-  GATHER_IDLE_MS,
-  GATHER_MIN_RATE,
-  RECLAIM_AFTER_PODS,
-  RECLAIM_IDLE_MS,
-  STALLED_BATCH_MS,
-  runDeletionLoop
-} from "../../src/programs/controller.ts"
-import { memory, withKubeApi } from "../../src/programs/layers.ts"
+import { type RunningPod, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
+import { EVENT_SLOTS_PER_WORKER, runDeletionLoop } from "../../src/programs/deletion-loop.ts"
+import { RECLAIM_AFTER_PODS, RECLAIM_IDLE_MS } from "../../src/programs/memory.ts"
+import { DEFAULT_BATCHING } from "../../src/services/Batcher.ts"
+import { withKubeApi } from "../../src/programs/layers.ts"
+import { memory } from "../../src/testing/layers.ts"
+import * as PluginStore from "../../src/testing/PluginStore.ts"
 import { sweepOnce } from "../../src/programs/sweep.ts"
 import { Caches } from "../../src/services/Caches.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
-import { InMemoryCluster, MemoryClusterState, layerMemory as memoryKubeApi } from "../../src/services/InMemoryCluster.ts"
+import { InMemoryCluster, MemoryClusterState, layerMemory as memoryKubeApi } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import { LeaderElection } from "../../src/services/LeaderElection.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
@@ -36,6 +31,7 @@ import { ApiHooks, type MemoryEnv, gateOnce, memoryWithHooks } from "../support/
 import { cachesCaughtUp, createNad, eventsIn, podrefsOf, reservationNames } from "../support/world.ts"
 
 const NS = "default"
+const { gatherFrom: GATHER_FROM, gatherSpanMs: GATHER_IDLE_MS, gatherMinRate: GATHER_MIN_RATE, stalledMs: STALLED_BATCH_MS } = DEFAULT_BATCHING
 const BASE: Partial<ControllerConfig.ControllerConfigShape> = {
   workers: 4,
   retryBaseDelay: Duration.millis(100),
@@ -681,13 +677,14 @@ describe("deletion loop: shutdown", () => {
 
 /** One controller instance (its own config, caches, queue, metrics, elector) over a shared cluster. */
 const instance = (state: MemoryClusterState, identity: string) =>
-  withKubeApi(memoryKubeApi).pipe(
+  PluginStore.layer.pipe(
+    Layer.provideMerge(withKubeApi(memoryKubeApi)),
     Layer.provideMerge(Layer.mergeAll(ControllerConfig.layerWith({ ...BASE, workers: 2, identity }), NadConfigs.layerMemory())),
     Layer.provideMerge(Layer.succeed(InMemoryCluster, state))
   )
 
 /** What main runs: the deletion loop (start-up sweep first) while this instance leads. */
-const leaderLoop = Effect.flatMap(LeaderElection, (le) => le.runWhenLeader(runDeletionLoop(Effect.asVoid(sweepOnce({ dryRun: false })))))
+const leaderLoop = Effect.flatMap(LeaderElection, (le) => le.runWhenLeader(runDeletionLoop({ onSynced: Effect.asVoid(sweepOnce({ dryRun: false })) })))
 
 const reportedBy = (state: MemoryClusterState) =>
   state

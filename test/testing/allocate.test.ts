@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { type Allocations, assignIP, releaseById, releaseByPodref, withAssignment } from "../../src/domain/allocate.ts"
+import { type Allocations, assignIP, releaseById, releaseByPodref, withAssignment } from "../../src/testing/allocate.ts"
 import { type Cidr, type IPAddress, formatIP } from "../../src/domain/ip.ts"
 import type { IpRange } from "../../src/domain/ipam-config.ts"
-import { cidr, ip, ipRange, left, right } from "./helpers.ts"
+import { cidr, ip, ipRange, left, right } from "../domain/helpers.ts"
 
 const request = { id: "new-container", podref: "ns/new", ifname: "net1" }
 

@@ -1,0 +1,137 @@
+/**
+ * How many addresses a whereabouts range can hand out, as the 0.9 plugin allocates: the usable
+ * range narrowed by the bounds it honours, minus the excluded subnets. Sets are sorted, disjoint
+ * bigint intervals, so an IPv6 /64 (2^64 − 2 addresses) costs as little as a /30; no address is
+ * ever enumerated. The rules follow upstream 0.9.2 `iphelpers.GetIPRange` and
+ * `allocate.IterateForAssignment`; test/domain/capacity.test.ts pins them to our allocator.
+ */
+import { type Cidr, type Family, type IPAddress, lastOf, networkOf, usableRange } from "./ip.ts"
+import type { IpRange } from "./ipam-config.ts"
+
+/** An inclusive run of addresses of one family. */
+export interface AddressInterval {
+  readonly family: Family
+  readonly first: bigint
+  readonly last: bigint
+}
+
+const max = (a: bigint, b: bigint): bigint => (a > b ? a : b)
+const min = (a: bigint, b: bigint): bigint => (a < b ? a : b)
+
+const within = (ip: IPAddress | undefined, family: Family, first: bigint, last: bigint): ip is IPAddress =>
+  ip !== undefined && ip.family === family && ip.value >= first && ip.value <= last
+
+/** First and last address the plugin may hand out from `range` (upstream's GetIPRange); undefined for /31 /32 /127 /128. */
+export const allocationWindow = (range: IpRange): { readonly first: bigint; readonly last: bigint } | undefined => {
+  const usable = usableRange(range.cidr)
+  if (usable === undefined) return undefined
+  let { first, last } = usable
+  // A bound outside the usable range is ignored, not an error (upstream keeps old configs working);
+  // the end is checked against the already narrowed start, so an end below the start is ignored too.
+  if (within(range.rangeStart, range.cidr.family, first, last)) first = range.rangeStart.value
+  if (within(range.rangeEnd, range.cidr.family, first, last)) last = range.rangeEnd.value
+  return { first, last }
+}
+
+const byStart = (a: AddressInterval, b: AddressInterval): number =>
+  a.family !== b.family ? a.family - b.family : a.first < b.first ? -1 : a.first > b.first ? 1 : 0
+
+/** `[first, last]` minus the excluded subnets: one sweep over the excludes clipped to the window and sorted. */
+const subtractExcludes = (family: Family, first: bigint, last: bigint, exclude: ReadonlyArray<Cidr>): Array<AddressInterval> => {
+  const cuts = exclude
+    .filter((c) => c.family === family)
+    .map((c): AddressInterval => ({ family, first: max(networkOf(c), first), last: min(lastOf(c), last) }))
+    .filter((c) => c.first <= c.last)
+    .sort(byStart)
+  const out: Array<AddressInterval> = []
+  let cursor = first
+  for (const cut of cuts) {
+    if (cut.first > cursor) out.push({ family, first: cursor, last: cut.first - 1n })
+    // Overlapping or nested excludes only ever move the cursor forward: each address is cut once.
+    if (cut.last + 1n > cursor) cursor = cut.last + 1n
+  }
+  if (cursor <= last) out.push({ family, first: cursor, last })
+  return out
+}
+
+/** The addresses `range` can hand out, as sorted disjoint intervals. */
+export const allocatableIntervals = (range: IpRange): ReadonlyArray<AddressInterval> => {
+  const window = allocationWindow(range)
+  return window === undefined ? [] : subtractExcludes(range.cidr.family, window.first, window.last, range.exclude)
+}
+
+/** Sorted, disjoint, non-adjacent intervals covering exactly the addresses of `intervals`. */
+export const unionIntervals = (intervals: ReadonlyArray<AddressInterval>): ReadonlyArray<AddressInterval> => {
+  const out: Array<AddressInterval> = []
+  for (const next of [...intervals].sort(byStart)) {
+    const prev = out[out.length - 1]
+    if (prev !== undefined && prev.family === next.family && next.first <= prev.last + 1n) {
+      if (next.last > prev.last) out[out.length - 1] = { ...prev, last: next.last }
+    } else out.push(next)
+  }
+  return out
+}
+
+/** Number of addresses in disjoint intervals. */
+export const intervalsSize = (intervals: ReadonlyArray<AddressInterval>): bigint =>
+  intervals.reduce((sum, i) => sum + (i.last - i.first + 1n), 0n)
+
+/** Distinct addresses the plugin can hand out from one range. */
+export const rangeCapacity = (range: IpRange): bigint => intervalsSize(allocatableIntervals(range))
+
+/** Addresses of one IPPool that any of the ranges writing to it (one per NAD) may hand out. */
+export const poolIntervals = (ranges: ReadonlyArray<IpRange>): ReadonlyArray<AddressInterval> =>
+  unionIntervals(ranges.flatMap(allocatableIntervals))
+
+/** Distinct addresses of one IPPool that any of its ranges may hand out (the union, each address once). */
+export const poolCapacity = (ranges: ReadonlyArray<IpRange>): bigint => intervalsSize(poolIntervals(ranges))
+
+/**
+ * The range the plugin allocates from on a node that owns `slice` (upstream 0.9.2
+ * storage/kubernetes/ipam.go, IPManagementKubernetesUpdate): the NAD's CIDR bounded by the slice's
+ * first and last usable address. The NAD's range_start, range_end and exclude are dropped there.
+ * Undefined when the slice has no usable address: the plugin's ADD fails.
+ */
+export const sliceRange = (range: IpRange, slice: Cidr): IpRange | undefined => {
+  const usable = usableRange(slice)
+  if (usable === undefined) return undefined
+  return {
+    range: range.range,
+    cidr: range.cidr,
+    rangeStart: { family: slice.family, value: usable.first },
+    rangeEnd: { family: slice.family, value: usable.last },
+    exclude: []
+  }
+}
+
+/** Addresses the plugin can hand out from a node slice of `range`'s network. */
+export const sliceCapacity = (range: IpRange, slice: Cidr): bigint => {
+  const r = sliceRange(range, slice)
+  return r === undefined ? 0n : rangeCapacity(r)
+}
+
+/** How many of `ips` lie in sorted disjoint `intervals`; an address given twice counts twice (a pool's offsets are distinct). */
+export const countWithin = (intervals: ReadonlyArray<AddressInterval>, ips: Iterable<IPAddress>): number => {
+  let count = 0
+  for (const ip of ips) {
+    let lo = 0
+    let hi = intervals.length - 1
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1
+      const i = intervals[mid]!
+      if (ip.family < i.family || (ip.family === i.family && ip.value < i.first)) hi = mid - 1
+      else if (ip.family > i.family || ip.value > i.last) lo = mid + 1
+      else {
+        count++
+        break
+      }
+    }
+  }
+  return count
+}
+
+/**
+ * A capacity as a gauge value or a ratio's denominator: exact up to 2^53, the nearest double
+ * beyond (a /64 reads 1.8446744073709552e19). Compare and print capacities as bigint.
+ */
+export const capacityToNumber = (capacity: bigint): number => Number(capacity)

@@ -1,0 +1,234 @@
+/**
+ * What a candidate holds, found from a snapshot of pools, reservations and NAD configs: for a
+ * deleted pod, through its Multus annotations and NADs and through the podref index (a NAD deleted
+ * first, a missing status, a range changed since); for the sweep, its orphans grouped by podref.
+ * Pure: the programs supply the snapshot (caches or a fresh listing) and read what it lacks.
+ */
+import { Either } from "effect"
+import { type EventIntent, REASON_BAD_ANNOTATION, REASON_BAD_CONFIG, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
+import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
+import type { Orphans } from "./orphans.ts"
+import { type PodProjection, podAttachments, podRef, splitPodRef } from "./pod.ts"
+import { type ParsedPool, type ReservationRecord, poolName, poolNetworkName, reservationName } from "./pool.ts"
+import { type HeldEntry, type HeldReservation, type Holding, ReleaseError } from "./release.ts"
+
+/** What the planner may look up; every function answers from one consistent view. */
+export interface Snapshot {
+  readonly pool: (name: string) => ParsedPool | undefined
+  /** Pools with an entry of this podref (the podref index). */
+  readonly poolsHeldBy: (podref: string) => ReadonlyArray<ParsedPool>
+  readonly reservation: (name: string) => ReservationRecord | undefined
+  readonly reservationsHeldBy: (podref: string) => ReadonlyArray<ReservationRecord>
+  /** A NAD's decoded config; undefined when there is no such NAD. */
+  readonly nad: (namespace: string, name: string) => Either.Either<NadConfigResult, IpamConfigError> | undefined
+  /** A NAD whose config writes this pool (one in `podNamespace` preferred), for an Event's network name. */
+  readonly nadOfPool: (pool: string, podNamespace: string) => string | undefined
+}
+
+/** The network a pool's reservations are named with, when no NAD says: the one its name encodes. */
+export const networkOfPool = (pool: ParsedPool): string | undefined => poolNetworkName(pool.name, pool.range)
+
+/** What an Event names for an address of `pool`: the NAD that writes it, else its network, else the pool. */
+export const eventNetwork = (pool: ParsedPool, nad: string | undefined): string => nad ?? (networkOfPool(pool) || pool.name)
+
+/** Pool name → NADs (namespace/name) whose whereabouts config writes it, from every NAD's decoded config. */
+export const poolNadIndex = (
+  nads: Iterable<{ readonly namespace: string; readonly name: string; readonly config: Either.Either<NadConfigResult, IpamConfigError> }>
+): ReadonlyMap<string, ReadonlyArray<{ readonly namespace: string; readonly name: string }>> => {
+  const out = new Map<string, Array<{ readonly namespace: string; readonly name: string }>>()
+  for (const nad of nads) {
+    if (Either.isLeft(nad.config) || nad.config.right._tag !== "Whereabouts") continue
+    const { networkName, ranges } = nad.config.right.config
+    for (const range of ranges) {
+      const name = poolName(range.range, networkName)
+      const list = out.get(name)
+      if (list === undefined) out.set(name, [{ namespace: nad.namespace, name: nad.name }])
+      else list.push({ namespace: nad.namespace, name: nad.name })
+    }
+  }
+  return out
+}
+
+/** The NAD an index names for a pool: one in the pod's namespace first, else the first by namespace/name. */
+export const pickNad = (candidates: ReadonlyArray<{ readonly namespace: string; readonly name: string }> | undefined, podNamespace: string): string | undefined => {
+  if (candidates === undefined || candidates.length === 0) return undefined
+  const own = candidates.find((c) => c.namespace === podNamespace)
+  if (own !== undefined) return own.name
+  return [...candidates].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`))[0]!.name
+}
+
+/** A pool a pod's NAD names that the snapshot has not seen: to be read live. */
+export interface LiveRead {
+  readonly pool: string
+  /** The NAD's name, for Events. */
+  readonly network: string
+  /** The network its reservations are named with. */
+  readonly reservationNetwork: string
+}
+
+interface FoundPool {
+  readonly pool: ParsedPool
+  readonly network: string
+  readonly reservationNetwork: string | undefined
+}
+
+/** What a deleted pod holds according to the snapshot, before live reads and reservations. */
+export interface PodFindings {
+  readonly ref: string
+  readonly pod: PodProjection
+  readonly pools: ReadonlyMap<string, FoundPool>
+  readonly liveReads: ReadonlyMap<string, LiveRead>
+  /** Networks whose NAD turns overlapping-range reservations off. */
+  readonly noReservations: ReadonlySet<string>
+  readonly missingNads: ReadonlyArray<string>
+  readonly warnings: ReadonlyArray<EventIntent>
+  readonly error: ReleaseError | undefined
+}
+
+const badInput = (pod: PodProjection, reason: "BadAnnotation" | "BadNadConfig", detail: string, warning: string, cause: unknown): Pick<PodFindings, "warnings" | "error"> => ({
+  warnings: [{ regarding: podObject(pod), type: "Warning", reason: reason === "BadAnnotation" ? REASON_BAD_ANNOTATION : REASON_BAD_CONFIG, message: warning }],
+  error: new ReleaseError({ reason, pod: podRef(pod), retryable: false, detail, cause })
+})
+
+/** Finds, from the snapshot only, what a deleted pod holds; unreadable annotations and NAD configs are errors. */
+export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFindings => {
+  const ref = podRef(pod)
+  const pools = new Map<string, FoundPool>()
+  const liveReads = new Map<string, LiveRead>()
+  const noReservations = new Set<string>()
+  const missingNads: Array<string> = []
+  const found: PodFindings = { ref, pod, pools, liveReads, noReservations, missingNads, warnings: [], error: undefined }
+  const attachments = podAttachments(pod)
+  if (Either.isLeft(attachments)) {
+    const e = attachments.left
+    return { ...found, ...badInput(pod, "BadAnnotation", e.message, `cannot read ${e.annotation}: ${e.message}; no address freed`, e) }
+  }
+  const add = (pool: ParsedPool, network: string, reservationNetwork: string | undefined) => {
+    if (!pools.has(pool.name) && pool.entries.some((e) => e.podref === ref)) pools.set(pool.name, { pool, network, reservationNetwork })
+  }
+  for (const att of attachments.right.attachments) {
+    const nadKey = `${att.namespace}/${att.name}`
+    const decoded = snapshot.nad(att.namespace, att.name)
+    if (decoded === undefined) {
+      missingNads.push(nadKey)
+      continue
+    }
+    if (Either.isLeft(decoded)) {
+      // A NAD without any ipam is simply not ours.
+      if (decoded.left.reason === "MissingIpam") continue
+      const why = `${decoded.left.reason}: ${decoded.left.message}`
+      return { ...found, ...badInput(pod, "BadNadConfig", `NAD ${nadKey}: ${decoded.left.message}`, `network-attachment-definition ${nadKey} has an invalid whereabouts config (${why}); no address freed`, decoded.left) }
+    }
+    if (decoded.right._tag === "NotWhereabouts") continue
+    const config = decoded.right.config
+    if (!config.enableOverlappingRanges) noReservations.add(config.networkName)
+    for (const range of config.ranges) {
+      const name = poolName(range.range, config.networkName)
+      const cached = snapshot.pool(name)
+      // A cached pool without this pod's entries was almost always freed by CNI DEL already: the
+      // allocation was written long before the pod's status and deletion, and reading the pool
+      // again for every ordinary deletion would cost a GET of a large object. Only a pool the
+      // snapshot has never seen is read live; the sweep covers the rest.
+      if (cached === undefined) liveReads.set(name, { pool: name, network: att.name, reservationNetwork: config.networkName })
+      else add(cached, att.name, config.networkName)
+    }
+  }
+  // Whatever else carries this podref: NAD deleted first, status missing, range changed since.
+  for (const pool of snapshot.poolsHeldBy(ref)) {
+    add(pool, eventNetwork(pool, snapshot.nadOfPool(pool.name, pod.namespace)), networkOfPool(pool))
+    liveReads.delete(pool.name)
+  }
+  return found
+}
+
+/** Two incarnations of one pod (same name, other uid) share the podref, so they own the same entries: one finding for both. */
+export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
+  if (a.error !== undefined) return a
+  if (b.error !== undefined) return { ...b, pod: a.pod }
+  const pools = new Map(a.pools)
+  for (const [name, p] of b.pools) if (!pools.has(name)) pools.set(name, p)
+  const liveReads = new Map(a.liveReads)
+  for (const [name, r] of b.liveReads) if (!pools.has(name) && !liveReads.has(name)) liveReads.set(name, r)
+  return {
+    ...a,
+    pools,
+    liveReads,
+    noReservations: new Set([...a.noReservations, ...b.noReservations]),
+    missingNads: [...new Set([...a.missingNads, ...b.missingNads])],
+    warnings: [...a.warnings, ...b.warnings]
+  }
+}
+
+/**
+ * The holding of a deleted pod: its entries in the pools found (those read live included) and the
+ * reservations it owns — named by the podref index, and those of its entries' addresses. Pass the
+ * snapshot as it was before the live re-check: a reservation created after it can only be a
+ * reborn pod's. One the snapshot shows under another podref was re-created for that pod: not ours.
+ */
+export const deletedPodHolding = (f: PodFindings, livePools: ReadonlyMap<string, ParsedPool>, snapshot: Snapshot): Holding => {
+  const base = { podref: f.ref, pod: { namespace: f.pod.namespace, name: f.pod.name, uid: f.pod.uid }, claim: "Deleted", trigger: "deletion" } as const
+  if (f.error !== undefined) return { ...base, entries: [], reservations: [], warnings: f.warnings, ifFreed: [], error: f.error }
+  const found: Array<FoundPool> = [...f.pools.values()]
+  for (const read of f.liveReads.values()) {
+    const pool = livePools.get(read.pool)
+    if (pool !== undefined && !f.pools.has(read.pool)) found.push({ pool, network: read.network, reservationNetwork: read.reservationNetwork })
+  }
+  const entries: Array<HeldEntry> = []
+  const names = new Set(snapshot.reservationsHeldBy(f.ref).map((r) => r.name))
+  for (const { pool, network, reservationNetwork } of found) {
+    const keeps = reservationNetwork !== undefined && !f.noReservations.has(reservationNetwork)
+    for (const entry of pool.entries) {
+      if (entry.podref !== f.ref) continue
+      const reservation = keeps ? reservationName(entry.ip, reservationNetwork) : undefined
+      if (reservation !== undefined) names.add(reservation)
+      entries.push({ pool: pool.name, entry, network, reservation })
+    }
+  }
+  const reservations: Array<HeldReservation> = []
+  for (const name of names) {
+    const listed = snapshot.reservation(name)
+    if (listed === undefined || listed.podref === f.ref) reservations.push({ name, listed, ip: undefined, orphan: undefined })
+  }
+  const ifFreed = f.missingNads.map((nad): EventIntent => ({ regarding: podObject(f.pod), type: "Warning", reason: REASON_NAD_MISSING, message: nadMissingMessage(nad) }))
+  return { ...base, entries, reservations, warnings: f.warnings, ifFreed, error: undefined }
+}
+
+/** The sweep's orphans as holdings, one per podref; Events name the NAD that writes each pool where one does. */
+export const orphanHoldings = (
+  orphans: Orphans,
+  pools: ReadonlyMap<string, ParsedPool>,
+  listed: ReadonlyMap<string, ReservationRecord>,
+  nadOfPool: (pool: string, podNamespace: string) => string | undefined
+): ReadonlyArray<Holding> => {
+  const byRef = new Map<string, { entries: Array<HeldEntry>; reservations: Array<HeldReservation> }>()
+  const of = (podref: string) => {
+    let h = byRef.get(podref)
+    if (h === undefined) byRef.set(podref, (h = { entries: [], reservations: [] }))
+    return h
+  }
+  for (const o of orphans.allocations) {
+    const pool = pools.get(o.pool)
+    const network = pool === undefined ? undefined : networkOfPool(pool)
+    const namespace = splitPodRef(o.entry.podref)?.namespace ?? ""
+    of(o.entry.podref).entries.push({
+      pool: o.pool,
+      entry: o.entry,
+      network: pool === undefined ? o.pool : eventNetwork(pool, nadOfPool(o.pool, namespace)),
+      reservation: network === undefined ? undefined : reservationName(o.entry.ip, network)
+    })
+  }
+  for (const o of orphans.reservations) of(o.podref).reservations.push({ name: o.name, listed: listed.get(o.name), ip: o.ip, orphan: o.reason })
+  return [...byRef].map(([podref, h]): Holding => {
+    const pod = splitPodRef(podref)
+    return {
+      podref,
+      pod: pod === undefined ? undefined : { ...pod, uid: "" },
+      claim: "Orphan",
+      trigger: "sweep",
+      ...h,
+      warnings: [],
+      ifFreed: [],
+      error: undefined
+    }
+  })
+}

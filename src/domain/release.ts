@@ -1,0 +1,213 @@
+/**
+ * The release planner: what may be freed, decided in one place for every path (the deletion
+ * loop, the sweep, audit). Pure: from what each candidate holds (`Holding`, found by holdings.ts)
+ * and what the live re-check saw of its podref, to a `ReleasePlan` — per pool the entries to
+ * remove with their guards, the reservations to delete, the Events to write, and for everything
+ * kept, why. The executor (src/programs/executor.ts) carries a plan out.
+ *
+ * The safety rules, each stated once:
+ * 1. An entry is freed only while the live re-check finds no pod of its podref, or (the sweep)
+ *    finds the live pod's status proving it does not hold the address. A deleted pod's namesake
+ *    that exists — reborn under the same name, or still terminating — keeps everything.
+ * 2. Every removal is guarded by `test` ops on the entry's podref and id: an entry rewritten since
+ *    (a reborn pod's idempotent re-ADD changes the id) is skipped, never freed.
+ * 3. Reservations go before the pool entries they guard, so a CNI ADD never meets a free address
+ *    still reserved by a dead pod; a reservation changed since it was seen belongs to whoever
+ *    changed it and is left alone.
+ * 4. A reservation deleted for an entry the release then skipped (taken back by a reborn pod) is
+ *    given back.
+ * 5. The Normal Event is written only for an entry actually removed.
+ */
+import { Data } from "effect"
+import { type EventIntent, REASON_GARBAGE_COLLECTED, garbageCollectedMessage, podObject } from "./events.ts"
+import { type IPAddress, formatIP } from "./ip.ts"
+import { type ReservationOrphanReason, entryVerdict, reservationVerdict } from "./liveness.ts"
+import type { PodProjection } from "./pod.ts"
+import type { PoolEntry, ReservationRecord } from "./pool.ts"
+
+/** What found a candidate, as `ips_freed_total{trigger}` counts it. */
+export type FreeTrigger = "deletion" | "sweep"
+
+/** Why a candidate's addresses are thought free: its pod was deleted, or the sweep found nobody holding them. */
+export type Claim = "Deleted" | "Orphan"
+
+export type ReleaseErrorReason = "ApiError" | "BadAnnotation" | "BadNadConfig"
+
+/** Why a candidate could not be (fully) released. */
+export class ReleaseError extends Data.TaggedError("ReleaseError")<{
+  readonly reason: ReleaseErrorReason
+  readonly pod: string
+  readonly retryable: boolean
+  readonly detail: string
+  readonly cause?: unknown
+}> {
+  override get message(): string {
+    return `pod ${this.pod}: ${this.reason}: ${this.detail}`
+  }
+}
+
+/** A pool entry a candidate holds. */
+export interface HeldEntry {
+  readonly pool: string
+  readonly entry: PoolEntry
+  /** What its Event names: the NAD's name, else the pool's network, else the pool. */
+  readonly network: string
+  /** The reservation of its address, when its network keeps reservations. */
+  readonly reservation: string | undefined
+}
+
+/** A reservation a candidate holds. */
+export interface HeldReservation {
+  readonly name: string
+  /** As the cache or the listing saw it: then deleted only if unchanged since (its resourceVersion). */
+  readonly listed: ReservationRecord | undefined
+  readonly ip: IPAddress | undefined
+  /** The sweep's finding from its listing; undefined for a deleted pod's. */
+  readonly orphan: ReservationOrphanReason | undefined
+}
+
+/** Everything one podref holds, as the caches or the sweep's listing show it. */
+export interface Holding {
+  readonly podref: string
+  /**
+   * The pod its Events are about; uid "" when unknown (the sweep's pods are usually gone).
+   * Undefined for a podref that is not namespace/name: nothing to write an Event on.
+   */
+  readonly pod: { readonly namespace: string; readonly name: string; readonly uid: string } | undefined
+  readonly claim: Claim
+  readonly trigger: FreeTrigger
+  readonly entries: ReadonlyArray<HeldEntry>
+  readonly reservations: ReadonlyArray<HeldReservation>
+  /** Written whatever happens (bad input the operator must see). */
+  readonly warnings: ReadonlyArray<EventIntent>
+  /** Written only when something of this podref was freed (a NAD gone, but its addresses found). */
+  readonly ifFreed: ReadonlyArray<EventIntent>
+  /** Set when the holding cannot be released at all; nothing of it is planned. */
+  readonly error: ReleaseError | undefined
+}
+
+/** One entry to remove, guarded by its podref and id, with the Event its removal writes. */
+export interface PlannedEntry {
+  readonly owner: string
+  readonly held: HeldEntry
+  readonly event: EventIntent | undefined
+}
+
+/** One candidate in the plan. */
+export interface OwnerPlan {
+  readonly holding: Holding
+  /** "release": something to do; "kept": a live pod holds it all; "failed": not plannable; "nothing": held nothing. */
+  readonly decision: "release" | "kept" | "failed" | "nothing"
+  readonly entries: ReadonlyArray<PlannedEntry>
+  readonly reservations: ReadonlyArray<HeldReservation>
+  /** What stays, and why. */
+  readonly kept: ReadonlyArray<{ readonly what: string; readonly why: string }>
+}
+
+export interface ReleasePlan {
+  readonly owners: ReadonlyArray<OwnerPlan>
+}
+
+/** What the live re-check found: the pod now named by each re-checked podref (absent: no such pod). */
+export type LivePods = ReadonlyMap<string, PodProjection>
+
+/** The podrefs worth a live re-check: those that hold something and can be planned. */
+export const recheckTargets = (holdings: ReadonlyArray<Holding>): ReadonlyArray<Holding> =>
+  holdings.filter((h) => h.error === undefined && (h.entries.length > 0 || h.reservations.length > 0))
+
+const keptAll = (holding: Holding, why: string): OwnerPlan => ({
+  holding,
+  decision: "kept",
+  entries: [],
+  reservations: [],
+  kept: [
+    ...holding.entries.map((e) => ({ what: `${e.pool} ${formatIP(e.entry.ip)}`, why })),
+    ...holding.reservations.map((r) => ({ what: `reservation ${r.name}`, why }))
+  ]
+})
+
+const planOwner = (holding: Holding, live: PodProjection | undefined): OwnerPlan => {
+  if (holding.error !== undefined) return { holding, decision: "failed", entries: [], reservations: [], kept: [] }
+  if (holding.entries.length === 0 && holding.reservations.length === 0) return { holding, decision: "nothing", entries: [], reservations: [], kept: [] }
+  if (holding.claim === "Deleted" && live !== undefined) return keptAll(holding, `pod ${holding.podref} exists again (uid ${live.uid}) and holds these addresses`)
+  const kept: Array<{ readonly what: string; readonly why: string }> = []
+  const pod = holding.pod
+  const regarding = pod === undefined ? undefined : podObject({ ...pod, uid: pod.uid === "" ? (live?.uid ?? "") : pod.uid })
+  const entries: Array<PlannedEntry> = []
+  for (const held of holding.entries) {
+    const verdict = entryVerdict(live, held.entry.ip, held.entry.ifname)
+    if (verdict !== undefined) kept.push({ what: `${held.pool} ${formatIP(held.entry.ip)}`, why: verdict })
+    else entries.push({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held) })
+  }
+  // A reservation stays with its entry: an address kept must stay reserved.
+  const keptNames = new Set(holding.entries.filter((h) => !entries.some((p) => p.held === h)).flatMap((h) => h.reservation ?? []))
+  const reservations: Array<HeldReservation> = []
+  for (const r of holding.reservations) {
+    const verdict = keptNames.has(r.name) ? "its address stays allocated" : reservationVerdict(live, r)
+    if (verdict !== undefined) kept.push({ what: `reservation ${r.name}`, why: verdict })
+    else reservations.push(r)
+  }
+  return { holding, decision: entries.length + reservations.length > 0 ? "release" : "kept", entries, reservations, kept }
+}
+
+const gcEvent = (regarding: EventIntent["regarding"], held: HeldEntry): EventIntent => ({
+  regarding,
+  type: "Normal",
+  reason: REASON_GARBAGE_COLLECTED,
+  message: garbageCollectedMessage(formatIP(held.entry.ip), held.network)
+})
+
+/** Plans the release of every holding against what the live re-check found. */
+export const planRelease = (holdings: ReadonlyArray<Holding>, live: LivePods): ReleasePlan => ({
+  owners: holdings.map((h) => planOwner(h, live.get(h.podref)))
+})
+
+/** The plan's entries per pool (one guarded patch each), in the order pools first appear. */
+export const entriesByPool = (entries: Iterable<PlannedEntry>): ReadonlyMap<string, ReadonlyArray<PlannedEntry>> => {
+  const out = new Map<string, Array<PlannedEntry>>()
+  for (const e of entries) {
+    const list = out.get(e.held.pool)
+    if (list === undefined) out.set(e.held.pool, [e])
+    else list.push(e)
+  }
+  return out
+}
+
+/** An address the executor freed. */
+export interface FreedIP {
+  readonly ip: string
+  readonly pool: string
+  /** What the Event names: the NAD's name, or the pool's network when no NAD maps to the pool. */
+  readonly network: string
+}
+
+/** How a candidate ended. */
+export type Outcome = Data.TaggedEnum<{
+  /** Everything planned went through (an entry changed under us counts as done: it is not the dead pod's any more). */
+  Freed: { readonly freed: ReadonlyArray<FreedIP>; readonly reservations: number }
+  /** Some of it was freed, then a write failed: the rest is retried. */
+  PartlyFreed: { readonly freed: ReadonlyArray<FreedIP>; readonly reservations: number; readonly error: ReleaseError }
+  /** A live pod holds it. */
+  Kept: { readonly why: string }
+  /** Nothing freed. */
+  Failed: { readonly error: ReleaseError }
+}>
+export const Outcome = Data.taggedEnum<Outcome>()
+
+/** What the work queue does with a candidate after its outcome. */
+export type NextStep =
+  | { readonly _tag: "Forget" }
+  | { readonly _tag: "Requeue"; readonly error: ReleaseError }
+  | { readonly _tag: "GiveUp"; readonly error: ReleaseError }
+  | { readonly _tag: "Drop"; readonly error: ReleaseError }
+
+/**
+ * Done, or retried while attempts remain (a retryable error), or given up (retries spent), or
+ * dropped (bad input: retrying cannot help until the object changes).
+ */
+export const nextStep = (outcome: Outcome, attempt: number, maxAttempts: number): NextStep => {
+  if (outcome._tag === "Freed" || outcome._tag === "Kept") return { _tag: "Forget" }
+  const { error } = outcome
+  if (!error.retryable) return { _tag: "Drop", error }
+  return attempt < maxAttempts ? { _tag: "Requeue", error } : { _tag: "GiveUp", error }
+}

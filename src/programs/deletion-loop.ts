@@ -1,0 +1,193 @@
+/**
+ * The deletion-driven loop: pod deletions → keyed work queue → batches (Batcher) → workers that
+ * reconcile them (reconcile.ts) → forget, a scheduled retry, or a visible give-up. Runs for one
+ * leadership term; when the term ends (lost lease or SIGTERM) it stops taking work and lets
+ * in-flight work finish.
+ */
+import { Clock, Duration, Effect, FiberSet, Option, Schedule, Stream } from "effect"
+import { REASON_GC_FAILED, gcFailedMessage } from "../domain/events.ts"
+import { type PodProjection, podRef } from "../domain/pod.ts"
+import { type Outcome, type ReleaseError, nextStep } from "../domain/release.ts"
+import * as Batcher from "../services/Batcher.ts"
+import { Caches } from "../services/Caches.ts"
+import { ControllerConfig, type ControllerConfigShape } from "../services/ControllerConfig.ts"
+import { EventRecorder } from "../services/EventRecorder.ts"
+import { Metrics } from "../services/Metrics.ts"
+import * as WorkQueue from "../services/WorkQueue.ts"
+import type { LoopActivity } from "./memory.ts"
+import { reconcileBatch } from "./reconcile.ts"
+
+/** Batches whose Events may be pending per worker before the worker waits for them: bounds the memory of a backlog of Events. */
+export const EVENT_SLOTS_PER_WORKER = 2
+
+/** Bounded, jittered exponential backoff between attempts; done after `retryAttempts` attempts. */
+export const retrySchedule = (c: Pick<ControllerConfigShape, "retryBaseDelay" | "retryMaxDelay" | "retryAttempts">) =>
+  Schedule.exponential(c.retryBaseDelay).pipe(
+    Schedule.union(Schedule.spaced(c.retryMaxDelay)),
+    Schedule.jittered,
+    Schedule.intersect(Schedule.recurs(c.retryAttempts - 1))
+  )
+
+/** Queue key: one deletion per pod incarnation. */
+export const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid}`
+
+type Queue = WorkQueue.WorkQueue<PodProjection>
+
+const giveUp = (pod: PodProjection, error: ReleaseError) =>
+  Effect.gen(function* () {
+    const events = yield* EventRecorder
+    const metrics = yield* Metrics
+    yield* Effect.logError("giving up on deleted pod: retries exhausted").pipe(
+      Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, reason: error.reason, error: error.message })
+    )
+    yield* metrics.failure("RetriesExhausted")
+    yield* events.record({ kind: "Pod", namespace: pod.namespace, name: pod.name, uid: pod.uid }, "Warning", REASON_GC_FAILED, gcFailedMessage(pod.namespace, pod.name))
+  })
+
+const logOutcome = (pod: PodProjection, outcome: Outcome) => {
+  const ref = podRef(pod)
+  if ((outcome._tag === "Freed" || outcome._tag === "PartlyFreed") && outcome.freed.length > 0) {
+    return Effect.logInfo("freed addresses of deleted pod").pipe(
+      Effect.annotateLogs({ pod: ref, uid: pod.uid, ips: outcome.freed.map((f) => f.ip).join(","), reservations: outcome.reservations })
+    )
+  }
+  if (outcome._tag === "Kept") return Effect.logInfo("kept addresses of deleted pod").pipe(Effect.annotateLogs({ pod: ref, why: outcome.why }))
+  return Effect.void
+}
+
+/** What the queue does with one pod after its outcome (nextStep): forget it, retry it later, or give up visibly. */
+const settle = (queue: Queue, key: string, pod: PodProjection, outcome: Outcome) =>
+  Effect.gen(function* () {
+    const metrics = yield* Metrics
+    const { retryAttempts } = yield* ControllerConfig
+    yield* logOutcome(pod, outcome)
+    const step = nextStep(outcome, (yield* queue.numRequeues(key)) + 1, retryAttempts)
+    if (step._tag === "Forget") return yield* queue.forget(key)
+    if (step._tag === "Requeue" && (yield* queue.addRateLimited(key, pod))) {
+      yield* metrics.retry()
+      return yield* Effect.logWarning("reconcile failed, will retry").pipe(
+        Effect.annotateLogs({ pod: podRef(pod), attempt: yield* queue.numRequeues(key), error: step.error.message })
+      )
+    }
+    yield* queue.forget(key)
+    if (step._tag === "Drop") {
+      // Bad input: a Warning naming the object was recorded; retrying cannot help.
+      yield* metrics.failure(step.error.reason)
+      return yield* Effect.logWarning("cannot reconcile deleted pod").pipe(Effect.annotateLogs({ pod: podRef(pod), reason: step.error.reason, error: step.error.message }))
+    }
+    yield* giveUp(pod, step.error)
+  })
+
+/** Where a worker's Events go, and how many batches' Events may wait in the background. */
+interface EventSink {
+  readonly background: FiberSet.FiberSet
+  readonly slots: Effect.Semaphore
+}
+
+/**
+ * The Events of a batch whose addresses are free already. Nothing else queued: written in the
+ * background (drained at shutdown), so the worker is free at once for the next deletion. A
+ * backlog: the worker writes them itself, and meanwhile deletions pile up into its next batch,
+ * which keeps a mass deletion at one patch per pool per round.
+ */
+const handOffEvents = (queue: Queue, events: Effect.Effect<void>, sink: EventSink) =>
+  Effect.gen(function* () {
+    if ((yield* queue.len) > 0) return yield* events
+    yield* sink.slots.take(1)
+    yield* FiberSet.run(sink.background, events.pipe(Effect.ensuring(sink.slots.release(1))))
+  })
+
+/** One batch: reconcile, then settle each pod, then its Events; the keys are done last. */
+const processBatch = (queue: Queue, batch: Batcher.Batch<PodProjection>, observedAt: Map<string, number>, sink: EventSink) =>
+  Effect.gen(function* () {
+    const metrics = yield* Metrics
+    const start = yield* Clock.currentTimeMillis
+    for (const { key } of batch.items) {
+      const at = observedAt.get(key)
+      if (at === undefined) continue
+      observedAt.delete(key)
+      yield* metrics.queueWait((start - at) / 1000)
+    }
+    const { results, events } = yield* Effect.ensuring(reconcileBatch(batch.items.map((i) => i.value)), batch.landed)
+    yield* metrics.reconcileDuration(((yield* Clock.currentTimeMillis) - start) / 1000)
+    for (const [i, { pod, outcome }] of results.entries()) yield* settle(queue, batch.items[i]!.key, pod, outcome)
+    // Handed over before the keys are done: a shutdown waiting for an idle queue then finds the Events in `background`.
+    yield* handOffEvents(queue, events, sink)
+    for (const { key } of batch.items) yield* queue.done(key)
+  })
+
+/** Deletions into the queue; when each arrived, for the queue-wait histogram. */
+const feed = (queue: Queue, observedAt: Map<string, number>, activity: LoopActivity | undefined) =>
+  Effect.gen(function* () {
+    const deletions = yield* (yield* Caches).podDeletions
+    yield* Effect.forkScoped(
+      Stream.runForEach(deletions, (pod) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const key = queueKey(pod)
+          if (!observedAt.has(key)) observedAt.set(key, now)
+          return Effect.zipRight(activity?.arrived ?? Effect.void, queue.add(key, pod))
+        })
+      )
+    )
+  })
+
+/** Stop intake, then wait (up to the shutdown timeout) for in-flight batches and their Events. */
+const drain = (queue: Queue, background: FiberSet.FiberSet) =>
+  Effect.gen(function* () {
+    const { shutdownTimeout } = yield* ControllerConfig
+    yield* Effect.logInfo("deletion loop stopping: no new work, waiting for in-flight reconciles").pipe(
+      Effect.annotateLogs({ queued: yield* queue.len, inFlight: yield* queue.inFlight })
+    )
+    yield* queue.shutdown
+    const drained = yield* Effect.zipRight(queue.awaitIdle, FiberSet.awaitEmpty(background)).pipe(Effect.timeoutOption(shutdownTimeout))
+    if (Option.isNone(drained)) {
+      yield* Effect.logWarning("in-flight work did not finish before the shutdown deadline").pipe(Effect.annotateLogs({ deadline: Duration.format(shutdownTimeout) }))
+    }
+  })
+
+export interface DeletionLoopOptions<E, R> {
+  /** Runs once the workers are up (the start-up sweep catches what happened before). */
+  readonly onSynced?: Effect.Effect<void, E, R>
+  /** Told of the loop's work, for the heap reclaim after a burst (memory.ts). */
+  readonly activity?: LoopActivity
+}
+
+/**
+ * One leadership term of the deletion loop; never returns. Subscribes to deletions before waiting
+ * for the caches, so nothing deleted after the term starts is missed.
+ */
+export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptions<E, R> = {}) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const caches = yield* Caches
+      const config = yield* ControllerConfig
+      const metrics = yield* Metrics
+      // Registered first, so it runs last: the end of a shutdown (or of a leadership term) in the log.
+      yield* Effect.addFinalizer(() => Effect.logInfo("deletion loop stopped"))
+      const queue = yield* WorkQueue.make<PodProjection>({ backoff: retrySchedule(config) })
+      const observedAt = new Map<string, number>()
+      // Before the workers, so it outlives them at shutdown.
+      const sink: EventSink = { background: yield* FiberSet.make(), slots: yield* Effect.makeSemaphore(EVENT_SLOTS_PER_WORKER * config.workers) }
+      yield* feed(queue, observedAt, options.activity)
+      yield* caches.awaitSynced
+      const batcher = yield* Batcher.make(queue, { ...Batcher.DEFAULT_BATCHING, windowMs: Duration.toMillis(config.batchWindow) })
+      const worker = Effect.gen(function* () {
+        for (;;) {
+          const batch = yield* batcher.next
+          if (Option.isNone(batch)) return
+          yield* processBatch(queue, batch.value, observedAt, sink)
+          yield* options.activity?.finished(batch.value.items.length) ?? Effect.void
+        }
+      })
+      for (let i = 0; i < config.workers; i++) yield* Effect.forkScoped(worker)
+      yield* options.activity?.setBusy(
+        Effect.map(Effect.all([queue.len, queue.inFlight, FiberSet.size(sink.background)]), ([q, f, e]) => q + f + e > 0)
+      ) ?? Effect.void
+      yield* Effect.forkScoped(Effect.repeat(Effect.flatMap(Effect.all([queue.len, queue.inFlight]), ([d, f]) => metrics.queue(d, f)), Schedule.spaced("1 second")))
+      // Registered after the workers, so it runs before they are interrupted: stop intake, drain.
+      yield* Effect.addFinalizer(() => drain(queue, sink.background))
+      yield* Effect.logInfo("deletion loop started").pipe(Effect.annotateLogs({ workers: config.workers }))
+      yield* options.onSynced ?? Effect.void
+      return yield* Effect.never
+    })
+  )

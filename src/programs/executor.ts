@@ -1,0 +1,225 @@
+/**
+ * The executor: carries out a ReleasePlan (src/domain/release.ts) for every path — the deletion
+ * loop, the sweep — in the order the plan's rules demand: reservations, then one guarded patch
+ * per pool, then giving back reservations of entries a reborn pod took back; then (in `finish`,
+ * which the caller may run in the background) the Events of what was actually done and the
+ * metrics. The only module that calls the pool store's release.
+ */
+import { Effect, Either } from "effect"
+import type { EventIntent } from "../domain/events.ts"
+import { formatIP } from "../domain/ip.ts"
+import {
+  type FreeTrigger,
+  type FreedIP,
+  type HeldReservation,
+  Outcome,
+  type OwnerPlan,
+  type PlannedEntry,
+  ReleaseError,
+  type ReleasePlan,
+  entriesByPool
+} from "../domain/release.ts"
+import { EventRecorder } from "../services/EventRecorder.ts"
+import { IPPoolStore } from "../services/IPPoolStore.ts"
+import { type KubeError, isRetryableKubeError } from "../services/KubeError.ts"
+import { Metrics } from "../services/Metrics.ts"
+import { Reservations } from "../services/Reservations.ts"
+
+/** Owners whose reservations are deleted at once (each owner's one after another). */
+export const RESERVATION_CONCURRENCY = 16
+/** Pools patched at once. */
+export const POOL_CONCURRENCY = 4
+/** Owners whose Events are written at once. */
+const EVENT_CONCURRENCY = 16
+
+/** A KubeError as the error of the candidate it stopped. */
+export const apiError = (pod: string, e: KubeError): ReleaseError =>
+  new ReleaseError({ reason: "ApiError", pod, retryable: isRetryableKubeError(e), detail: e.message, cause: e })
+
+/** What deleting one owner's reservations did. */
+interface ReservationsDone {
+  readonly deleted: ReadonlySet<string>
+  /** Changed since they were seen (re-created for someone else): left alone. */
+  readonly reassigned: number
+  readonly error: ReleaseError | undefined
+}
+
+const deleteOne = (owner: string, r: HeldReservation) =>
+  Effect.flatMap(Reservations, (reservations) =>
+    r.listed === undefined ? reservations.deleteFor(r.name, owner) : reservations.deleteListed(r.listed)
+  )
+
+/** Deletes an owner's reservations one after another; stops at the first failure. */
+const deleteReservationsOf = (plan: OwnerPlan) =>
+  Effect.gen(function* () {
+    const deleted = new Set<string>()
+    let reassigned = 0
+    for (const r of plan.reservations) {
+      const outcome = yield* Effect.either(deleteOne(plan.holding.podref, r))
+      if (Either.isLeft(outcome)) return { deleted, reassigned, error: apiError(plan.holding.podref, outcome.left) } satisfies ReservationsDone
+      if (outcome.right === "deleted") deleted.add(r.name)
+      else if (outcome.right === "reassigned") reassigned++
+    }
+    return { deleted, reassigned, error: undefined } satisfies ReservationsDone
+  })
+
+/** What releasing the pools did. */
+interface PoolsDone {
+  readonly released: ReadonlyArray<PlannedEntry>
+  /** Changed or gone under us: not freed. */
+  readonly skipped: ReadonlyArray<PlannedEntry>
+  /** Entries of pools whose patch failed, with the failure. */
+  readonly failed: ReadonlyArray<{ readonly entry: PlannedEntry; readonly error: KubeError }>
+}
+
+const releasePool = (pool: string, planned: ReadonlyArray<PlannedEntry>) =>
+  Effect.gen(function* () {
+    const store = yield* IPPoolStore
+    const byKey = new Map(planned.map((p) => [p.held.entry.key, p] as const))
+    const out = yield* Effect.either(store.release(pool, planned.map((p) => p.held.entry)))
+    if (Either.isLeft(out)) return { released: [], skipped: [], failed: planned.map((entry) => ({ entry, error: out.left })) } satisfies PoolsDone
+    const back = (keys: ReadonlyArray<{ readonly key: string }>) => keys.flatMap((e) => byKey.get(e.key) ?? [])
+    return { released: back(out.right.released), skipped: back(out.right.skipped), failed: [] } satisfies PoolsDone
+  })
+
+/** One guarded patch per pool (several for a pool with thousands of entries), a few pools at once. */
+const releasePools = (entries: Iterable<PlannedEntry>) =>
+  Effect.map(
+    Effect.forEach([...entriesByPool(entries)], ([pool, planned]) => releasePool(pool, planned), { concurrency: POOL_CONCURRENCY }),
+    (done): PoolsDone => ({
+      released: done.flatMap((d) => d.released),
+      skipped: done.flatMap((d) => d.skipped),
+      failed: done.flatMap((d) => d.failed)
+    })
+  )
+
+/**
+ * An entry we meant to free that now carries the same podref under another id was taken back by a
+ * reborn pod of that name (its idempotent re-ADD writes the new container id but leaves the
+ * reservation as it found it): give back the reservation deleted before the release. Best effort;
+ * until it runs, the reborn pod is briefly without its reservation.
+ */
+export const restoreReservations = (pool: string, entries: ReadonlyArray<PlannedEntry>, deletedFor: (owner: string) => ReadonlySet<string> | undefined) =>
+  Effect.gen(function* () {
+    const store = yield* IPPoolStore
+    const reservations = yield* Reservations
+    const current = yield* store.get(pool)
+    for (const { owner, held } of entries) {
+      const now = current.pool.entries.find((e) => e.key === held.entry.key)
+      // Still the dead pod's (same id), someone else's, or gone: nothing to give back.
+      if (now === undefined || now.podref !== held.entry.podref || now.id === held.entry.id) continue
+      const name = held.reservation
+      if (name === undefined || deletedFor(owner)?.has(name) !== true) continue
+      yield* reservations.restore(name, { podref: now.podref, containerid: now.id, ...(now.ifname === undefined ? {} : { ifname: now.ifname }) })
+    }
+  }).pipe(
+    Effect.catchAll((e) =>
+      Effect.logWarning("could not restore the reservation of an address a reborn pod took back").pipe(Effect.annotateLogs({ pool, error: e.message }))
+    )
+  )
+
+/** How the plan went for each owner, what it counted, and the Events and metrics still to write. */
+export interface Execution {
+  readonly outcomes: ReadonlyMap<string, Outcome>
+  readonly counts: { readonly freed: number; readonly reservationsDeleted: number; readonly spared: number }
+  /**
+   * Writes the Events of what was done, then counts it in the metrics (so `ips_freed_total` moves
+   * only once the Events exist). Not yet run: the addresses are free already, so the deletion
+   * loop writes them in the background and takes the next batch.
+   */
+  readonly finish: Effect.Effect<void>
+}
+
+const freedIP = (p: PlannedEntry): FreedIP => ({ ip: formatIP(p.held.entry.ip), pool: p.held.pool, network: p.held.network })
+
+const outcomeOf = (plan: OwnerPlan, reservations: ReservationsDone | undefined, released: ReadonlyArray<PlannedEntry>, poolError: ReleaseError | undefined): Outcome => {
+  switch (plan.decision) {
+    case "failed":
+      return Outcome.Failed({ error: plan.holding.error! })
+    case "nothing":
+      return Outcome.Freed({ freed: [], reservations: 0 })
+    case "kept":
+      return Outcome.Kept({ why: plan.kept[0]?.why ?? "nothing to free" })
+    case "release": {
+      const freed = released.map(freedIP)
+      const deleted = reservations?.deleted.size ?? 0
+      const error = reservations?.error ?? poolError
+      if (error === undefined) return Outcome.Freed({ freed, reservations: deleted })
+      return freed.length > 0 ? Outcome.PartlyFreed({ freed, reservations: deleted, error }) : Outcome.Failed({ error })
+    }
+  }
+}
+
+const groupBy = <A>(as: ReadonlyArray<A>, key: (a: A) => string): Map<string, Array<A>> => {
+  const out = new Map<string, Array<A>>()
+  for (const a of as) {
+    const k = key(a)
+    const list = out.get(k)
+    if (list === undefined) out.set(k, [a])
+    else list.push(a)
+  }
+  return out
+}
+
+/** The Events of one owner: its warnings, and for what was freed its Normal Events (and the Warnings that wait for a free). */
+const eventsOf = (plan: OwnerPlan, released: ReadonlyArray<PlannedEntry>): ReadonlyArray<EventIntent> => [
+  ...plan.holding.warnings,
+  ...(released.length > 0 ? plan.holding.ifFreed : []),
+  ...released.flatMap((p) => p.event ?? [])
+]
+
+const finishing = (plan: ReleasePlan, released: ReadonlyMap<string, ReadonlyArray<PlannedEntry>>, outcomes: ReadonlyMap<string, Outcome>) =>
+  Effect.gen(function* () {
+    const events = yield* EventRecorder
+    const metrics = yield* Metrics
+    yield* Effect.forEach(plan.owners, (o) => Effect.forEach(eventsOf(o, released.get(o.holding.podref) ?? []), (e) => events.record(e.regarding, e.type, e.reason, e.message), { discard: true }), {
+      concurrency: EVENT_CONCURRENCY,
+      discard: true
+    })
+    const totals = new Map<FreeTrigger, { freed: number; reservations: number }>()
+    for (const o of plan.owners) {
+      const outcome = outcomes.get(o.holding.podref)
+      if (outcome === undefined || (outcome._tag !== "Freed" && outcome._tag !== "PartlyFreed")) continue
+      const t = totals.get(o.holding.trigger) ?? { freed: 0, reservations: 0 }
+      totals.set(o.holding.trigger, { freed: t.freed + outcome.freed.length, reservations: t.reservations + outcome.reservations })
+    }
+    for (const [trigger, t] of totals) {
+      if (t.freed > 0) yield* metrics.ipsFreed(trigger, t.freed)
+      if (t.reservations > 0) yield* metrics.reservationsDeleted(trigger, t.reservations)
+    }
+  })
+
+/** Carries out the plan; never fails as a whole: each owner gets its outcome. */
+export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPoolStore | Reservations | EventRecorder | Metrics> =>
+  Effect.gen(function* () {
+    const releasing = plan.owners.filter((o) => o.decision === "release")
+    // Reservations first, while the pool still holds their entries (rule 3); an owner whose delete failed keeps its entries for the retry.
+    const reservations = new Map<string, ReservationsDone>()
+    yield* Effect.forEach(releasing, (o) => Effect.map(deleteReservationsOf(o), (done) => void reservations.set(o.holding.podref, done)), {
+      concurrency: RESERVATION_CONCURRENCY,
+      discard: true
+    })
+    const ready = releasing.filter((o) => reservations.get(o.holding.podref)?.error === undefined)
+    const pools = yield* releasePools(ready.flatMap((o) => o.entries))
+    // Rule 4: give back what a reborn pod took back, for skipped entries and those of failed pools (the retry will find the pod alive).
+    const deletedFor = (owner: string) => reservations.get(owner)?.deleted
+    const toRestore = [...pools.skipped, ...pools.failed.map((f) => f.entry)]
+    for (const [pool, entries] of groupBy(toRestore, (p) => p.held.pool)) yield* restoreReservations(pool, entries, deletedFor)
+
+    const released = groupBy(pools.released, (p) => p.owner)
+    const poolErrors = new Map<string, ReleaseError>()
+    for (const f of pools.failed) if (!poolErrors.has(f.entry.owner)) poolErrors.set(f.entry.owner, apiError(f.entry.owner, f.error))
+    const outcomes = new Map<string, Outcome>()
+    for (const o of plan.owners) {
+      const ref = o.holding.podref
+      outcomes.set(ref, outcomeOf(o, reservations.get(ref), released.get(ref) ?? [], poolErrors.get(ref)))
+    }
+    const doneReservations = [...reservations.values()]
+    const counts = {
+      freed: pools.released.length,
+      reservationsDeleted: doneReservations.reduce((n, r) => n + r.deleted.size, 0),
+      spared: plan.owners.reduce((n, o) => n + o.kept.length, 0) + pools.skipped.length + doneReservations.reduce((n, r) => n + r.reassigned, 0)
+    }
+    const services = yield* Effect.context<EventRecorder | Metrics>()
+    return { outcomes, counts, finish: Effect.provide(finishing(plan, released, outcomes), services) } satisfies Execution
+  })

@@ -1,0 +1,92 @@
+/**
+ * The shape of the code, checked rather than hoped for: the layering (domain pure, services
+ * below programs, the simulation outside production), the image's bundle without the simulation,
+ * one module that writes releases, and short functions in src/programs.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import ts from "typescript"
+import { describe, expect, it } from "vitest"
+import { bundleWithInputs } from "../scripts/build.ts"
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url))
+
+const sources = (dir: string): Array<string> =>
+  fs
+    .readdirSync(path.join(ROOT, dir), { recursive: true, encoding: "utf8" })
+    .filter((f) => f.endsWith(".ts"))
+    .map((f) => path.join(dir, f))
+
+const parse = (file: string): ts.SourceFile =>
+  ts.createSourceFile(file, fs.readFileSync(path.join(ROOT, file), "utf8"), ts.ScriptTarget.ES2022, true)
+
+/** Relative module specifiers a file imports statically (import/export ... from), resolved to repo paths. */
+const staticImports = (file: string): Array<string> => {
+  const out: Array<string> = []
+  for (const node of parse(file).statements) {
+    const spec = (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier !== undefined ? node.moduleSpecifier : undefined
+    if (spec === undefined || !ts.isStringLiteral(spec) || !spec.text.startsWith(".")) continue
+    if (ts.isImportDeclaration(node) && node.importClause?.isTypeOnly === true) continue
+    out.push(path.normalize(path.join(path.dirname(file), spec.text)))
+  }
+  return out
+}
+
+const layerOf = (file: string): string => file.split(path.sep).slice(0, 2).join("/")
+
+describe("layering", () => {
+  const cases: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
+    ["src/domain", ["src/domain"]],
+    ["src/services", ["src/domain", "src/services"]],
+    ["src/programs", ["src/domain", "src/services", "src/programs"]]
+  ]
+  it.each(cases)("%s imports only from %j (statically)", (dir, allowed) => {
+    const offending = sources(dir).flatMap((f) => staticImports(f).filter((i) => !allowed.includes(layerOf(i))).map((i) => `${f} -> ${i}`))
+    expect(offending).toEqual([])
+  })
+})
+
+describe("the image's bundle", () => {
+  it("holds no in-memory API server, CNI simulation, demo or fast-json-patch", async () => {
+    const outdir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-arch-"))
+    try {
+      const { inputs } = await bundleWithInputs(outdir)
+      expect(inputs.some((i) => i.startsWith("src/programs/main.ts"))).toBe(true)
+      expect(inputs.filter((i) => i.startsWith("src/testing/") || i.includes("node_modules/fast-json-patch/"))).toEqual([])
+    } finally {
+      fs.rmSync(outdir, { recursive: true, force: true })
+    }
+  })
+})
+
+/** Every function-like node of a file with its length in lines (a function nested in another counts on its own too). */
+const functionLengths = (file: string): Array<{ readonly name: string; readonly lines: number }> => {
+  const sf = parse(file)
+  const out: Array<{ readonly name: string; readonly lines: number }> = []
+  const visit = (node: ts.Node): void => {
+    if (ts.isFunctionDeclaration(node) || ts.isFunctionExpression(node) || ts.isArrowFunction(node) || ts.isMethodDeclaration(node)) {
+      const start = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line
+      const end = sf.getLineAndCharacterOfPosition(node.getEnd()).line
+      const owner = ts.isVariableDeclaration(node.parent) ? node.parent.name.getText(sf) : (node as { name?: ts.Node }).name?.getText(sf) ?? "(anonymous)"
+      out.push({ name: `${file}:${start + 1} ${owner}`, lines: end - start + 1 })
+    }
+    ts.forEachChild(node, visit)
+  }
+  visit(sf)
+  return out
+}
+
+describe("src/programs", () => {
+  it("has no function longer than 80 lines", () => {
+    const all = sources("src/programs").flatMap(functionLengths)
+    expect(all.length).toBeGreaterThan(50)
+    expect(all.filter((f) => f.lines > 80).map((f) => `${f.name}: ${f.lines} lines`)).toEqual([])
+  })
+
+  it("calls the pool store's release in one module only, the executor", () => {
+    const callers = sources("src/programs").filter((f) => /\bstore\s*\.\s*release\s*\(|IPPoolStore[\s\S]*\.release\s*\(/.test(fs.readFileSync(path.join(ROOT, f), "utf8")))
+    expect(callers).toEqual(["src/programs/executor.ts"])
+  })
+})

@@ -1,0 +1,169 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Either } from "effect"
+import { type Snapshot, deletedPodHolding, eventNetwork, findPodHoldings, mergeFindings, orphanHoldings, pickNad, poolNadIndex } from "../../src/domain/holdings.ts"
+import { formatIP } from "../../src/domain/ip.ts"
+import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
+import { findOrphans } from "../../src/domain/orphans.ts"
+import type { PodProjection } from "../../src/domain/pod.ts"
+import { type ParsedPool, type ReservationRecord, parsePool, poolName } from "../../src/domain/pool.ts"
+
+const config = (ipam: Record<string, unknown>, type = "macvlan") => JSON.stringify({ cniVersion: "0.3.1", name: "x", type, ipam })
+
+interface World {
+  readonly pools?: ReadonlyArray<ParsedPool>
+  readonly reservations?: ReadonlyArray<ReservationRecord>
+  readonly nads?: Readonly<Record<string, string>>
+}
+
+const snapshotOf = (w: World): Snapshot => {
+  const pools = w.pools ?? []
+  const reservations = w.reservations ?? []
+  const nads = Object.entries(w.nads ?? {}).map(([key, spec]) => {
+    const [namespace, name] = key.split("/") as [string, string]
+    return { namespace, name, config: decodeNadConfig(spec) }
+  })
+  const index = poolNadIndex(nads)
+  return {
+    pool: (name) => pools.find((p) => p.name === name),
+    poolsHeldBy: (ref) => pools.filter((p) => p.entries.some((e) => e.podref === ref)),
+    reservation: (name) => reservations.find((r) => r.name === name),
+    reservationsHeldBy: (ref) => reservations.filter((r) => r.podref === ref),
+    nad: (namespace, name) => nads.find((n) => n.namespace === namespace && n.name === name)?.config,
+    nadOfPool: (pool, ns) => pickNad(index.get(pool), ns)
+  }
+}
+
+const pool = (range: string, allocations: Record<string, { id: string; podref: string; ifname?: string }>, network = "") =>
+  parsePool({ metadata: { name: poolName(range, network) }, spec: { range, allocations } })
+
+const deleted = (name: string, status: ReadonlyArray<{ name: string; interface: string; ips: ReadonlyArray<string> }> | string, extra: Partial<PodProjection> = {}): PodProjection => ({
+  namespace: "ns",
+  name,
+  uid: `uid-${name}`,
+  networkStatus: typeof status === "string" ? status : JSON.stringify([{ name: "cluster", interface: "eth0", ips: ["10.244.0.1"], default: true }, ...status]),
+  ...extra
+})
+
+/** The holding as plain text. */
+const view = (pod: PodProjection, w: World, live: ReadonlyMap<string, ParsedPool> = new Map()) => {
+  const s = snapshotOf(w)
+  const f = findPodHoldings(pod, s)
+  const h = deletedPodHolding(f, live, s)
+  return {
+    liveReads: [...f.liveReads.keys()],
+    entries: h.entries.map((e) => `${e.pool} ${formatIP(e.entry.ip)} ${e.network} ${e.reservation ?? "-"}`),
+    reservations: h.reservations.map((r) => `${r.name}${r.listed === undefined ? "" : " (listed)"}`),
+    warnings: h.warnings.map((e) => `${e.type} ${e.reason}: ${e.message}`),
+    ifFreed: h.ifFreed.map((e) => `${e.type} ${e.reason}: ${e.message}`),
+    error: h.error === undefined ? undefined : `${h.error.reason} retryable=${h.error.retryable}`
+  }
+}
+
+const NET1 = { "ns/net1": config({ type: "whereabouts", range: "10.1.0.0/24" }) }
+const P1 = pool("10.1.0.0/24", { "5": { id: "c", podref: "ns/web", ifname: "net1" }, "6": { id: "d", podref: "ns/other", ifname: "net1" } })
+
+describe("findPodHoldings + deletedPodHolding", () => {
+  it("through the pod's NAD: its entries, named by the NAD, and their reservations", () => {
+    const w: World = { pools: [P1], nads: NET1, reservations: [{ name: "10.1.0.5", resourceVersion: "7", podref: "ns/web" }] }
+    expect(view(deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }]), w)).toEqual({
+      liveReads: [],
+      entries: ["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"],
+      reservations: ["10.1.0.5 (listed)"],
+      warnings: [],
+      ifFreed: [],
+      error: undefined
+    })
+  })
+
+  it("a pool the snapshot has not seen is to be read live, and its entries join once read", () => {
+    const pod = deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }])
+    expect(view(pod, { nads: NET1 })).toMatchObject({ liveReads: ["10.1.0.0-24"], entries: [], reservations: [] })
+    expect(view(pod, { nads: NET1 }, new Map([["10.1.0.0-24", P1]]))).toMatchObject({ entries: ["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"], reservations: ["10.1.0.5"] })
+  })
+
+  it("a NAD deleted first: found through the podref index, the Event names a NAD that writes the pool, and a Warning waits for a free", () => {
+    const w: World = { pools: [P1], nads: { "other/net1": NET1["ns/net1"] } }
+    expect(view(deleted("web", [{ name: "ns/gone", interface: "net1", ips: ["10.1.0.5"] }]), w)).toMatchObject({
+      entries: ["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"],
+      ifFreed: ["Warning NetworkAttachmentDefinitionNotFound: network-attachment-definition ns/gone not found; freeing the pod's addresses found by podref"]
+    })
+  })
+
+  it("with no NAD writing the pool any more, the Event names the pool's network, or the pool", () => {
+    const named = pool("10.2.0.0/24", { "1": { id: "c", podref: "ns/web" } }, "storage")
+    expect(eventNetwork(named, undefined)).toBe("storage")
+    expect(eventNetwork(P1, undefined)).toBe("10.1.0.0-24")
+    expect(view(deleted("web", "[]"), { pools: [named] }).entries).toEqual(["storage-10.2.0.0-24 10.2.0.1 storage storage-10.2.0.1"])
+  })
+
+  it("enable_overlapping_ranges false: no reservation is looked for", () => {
+    const w: World = { pools: [P1], nads: { "ns/net1": config({ type: "whereabouts", range: "10.1.0.0/24", enable_overlapping_ranges: false }) } }
+    expect(view(deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }]), w)).toMatchObject({ entries: ["10.1.0.0-24 10.1.0.5 net1 -"], reservations: [] })
+  })
+
+  it("a reservation the snapshot shows under another podref was re-created for that pod: not ours", () => {
+    const w: World = { pools: [P1], nads: NET1, reservations: [{ name: "10.1.0.5", resourceVersion: "9", podref: "ns/someone" }] }
+    expect(view(deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }]), w).reservations).toEqual([])
+  })
+
+  it("non-whereabouts NADs and NADs without ipam are not ours: skipped silently", () => {
+    const w: World = { pools: [P1], nads: { ...NET1, "ns/host": config({ type: "host-local", subnet: "10.9.0.0/24" }), "ns/bare": JSON.stringify({ cniVersion: "0.3.1", type: "bridge" }) } }
+    const pod = deleted("web", [{ name: "ns/host", interface: "h", ips: ["10.9.0.2"] }, { name: "ns/bare", interface: "b", ips: [] }, { name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }])
+    expect(view(pod, w)).toMatchObject({ entries: ["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"], warnings: [], error: undefined })
+  })
+
+  it("an unreadable annotation: a one-Warning failure, not retryable", () => {
+    expect(view(deleted("web", "[{not json"), { pools: [P1] })).toMatchObject({ entries: [], error: "BadAnnotation retryable=false", warnings: [expect.stringMatching(/^Warning InvalidNetworkAnnotation: cannot read k8s.v1.cni.cncf.io\/network-status: [\s\S]*; no address freed$/)] })
+  })
+
+  it("a broken whereabouts NAD config: a Warning naming the NAD, not retryable", () => {
+    const w: World = { pools: [P1], nads: { "ns/net1": "{not json" } }
+    expect(view(deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }]), w)).toMatchObject({
+      error: "BadNadConfig retryable=false",
+      warnings: [expect.stringMatching(/^Warning InvalidIPAMConfig: network-attachment-definition ns\/net1 has an invalid whereabouts config \(BadJson: /)]
+    })
+  })
+
+  it("two incarnations of one pod merge into one finding: the union of what each names", () => {
+    const s = snapshotOf({ pools: [P1], nads: { ...NET1, "ns/net2": config({ type: "whereabouts", range: "10.3.0.0/24" }) } })
+    const a = findPodHoldings(deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }]), s)
+    const b = findPodHoldings(deleted("web", [{ name: "ns/net2", interface: "net2", ips: ["10.3.0.1"] }], { uid: "uid-2" }), s)
+    const merged = mergeFindings(a, b)
+    expect([...merged.pools.keys()]).toEqual(["10.1.0.0-24"])
+    expect([...merged.liveReads.keys()]).toEqual(["10.3.0.0-24"])
+  })
+
+  it("without network-status, the networks request names the NADs", () => {
+    const pod = { ...deleted("web", "[]"), networkStatus: undefined, networks: "net1@net1" }
+    expect(view(pod, { pools: [P1], nads: NET1 }).entries).toEqual(["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"])
+  })
+})
+
+describe("orphanHoldings", () => {
+  it("groups the sweep's orphans by podref, names Events by the NAD that writes the pool, and keeps the listed reservation", () => {
+    const pools = [P1]
+    const orphans = findOrphans(pools, new Map(), [{ metadata: { name: "10.1.0.5" }, spec: { podref: "ns/web" } }])
+    const listed = new Map([["10.1.0.5", { name: "10.1.0.5", resourceVersion: "3", podref: "ns/web" }]])
+    const index = poolNadIndex([{ namespace: "ns", name: "net1", config: decodeNadConfig(NET1["ns/net1"]) }])
+    const holdings = orphanHoldings(orphans, new Map([[P1.name, P1]]), listed, (p, ns) => pickNad(index.get(p), ns))
+    expect(holdings.map((h) => [h.podref, h.claim, h.entries.map((e) => `${formatIP(e.entry.ip)} ${e.network} ${e.reservation}`), h.reservations.map((r) => `${r.name} ${r.orphan} ${r.listed?.resourceVersion}`)])).toEqual([
+      ["ns/web", "Orphan", ["10.1.0.5 net1 10.1.0.5"], ["10.1.0.5 PodGone 3"]],
+      ["ns/other", "Orphan", ["10.1.0.6 net1 10.1.0.6"], []]
+    ])
+  })
+})
+
+describe("pickNad", () => {
+  it("prefers a NAD in the pod's namespace, else the first by namespace/name", () => {
+    const candidates = [{ namespace: "b", name: "z" }, { namespace: "a", name: "y" }, { namespace: "ns", name: "x" }]
+    expect(pickNad(candidates, "ns")).toBe("x")
+    expect(pickNad(candidates, "other")).toBe("y")
+    expect(pickNad(undefined, "ns")).toBeUndefined()
+  })
+
+  it("the index maps every range of a whereabouts NAD, named networks included", () => {
+    const index = poolNadIndex([{ namespace: "ns", name: "dual", config: decodeNadConfig(config({ type: "whereabouts", network_name: "n", ipRanges: [{ range: "10.0.0.0/24" }, { range: "fd00::/120" }] })) }])
+    expect([...index.keys()]).toEqual(["n-10.0.0.0-24", "n-fd00---120"])
+    expect(Either.isRight(decodeNadConfig(config({ type: "whereabouts", range: "10.0.0.0/24" })))).toBe(true)
+  })
+})

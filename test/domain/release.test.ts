@@ -1,0 +1,217 @@
+import { describe, expect, it } from "@effect/vitest"
+import { FastCheck as fc } from "effect"
+import { formatIP } from "../../src/domain/ip.ts"
+import type { ReservationOrphanReason } from "../../src/domain/liveness.ts"
+import { type PodProjection, podHoldsIP } from "../../src/domain/pod.ts"
+import type { PoolEntry } from "../../src/domain/pool.ts"
+import {
+  type Claim,
+  type HeldEntry,
+  type HeldReservation,
+  type Holding,
+  Outcome,
+  ReleaseError,
+  entriesByPool,
+  nextStep,
+  planRelease,
+  recheckTargets
+} from "../../src/domain/release.ts"
+import { ip } from "./helpers.ts"
+
+const entry = (pool: string, key: string, address: string, podref: string, ifname: string | undefined = "net1", id = `c-${podref}`): HeldEntry => ({
+  pool,
+  entry: { key, offset: BigInt(key), ip: ip(address), id, podref, ifname } satisfies PoolEntry,
+  network: "net1",
+  reservation: address
+})
+const reservation = (name: string, extra: Partial<HeldReservation> = {}): HeldReservation => ({ name, listed: undefined, ip: ip(name), orphan: undefined, ...extra })
+
+const holding = (podref: string, claim: Claim, entries: ReadonlyArray<HeldEntry>, reservations: ReadonlyArray<HeldReservation>, extra: Partial<Holding> = {}): Holding => {
+  const [namespace, name] = podref.split("/") as [string, string]
+  return { podref, pod: { namespace, name, uid: "old" }, claim, trigger: claim === "Deleted" ? "deletion" : "sweep", entries, reservations, warnings: [], ifFreed: [], error: undefined, ...extra }
+}
+
+/** A live pod whose network-status lists these IPs on net1. */
+const livePod = (podref: string, ips: ReadonlyArray<string>, extra: Partial<PodProjection> = {}): PodProjection => {
+  const [namespace, name] = podref.split("/") as [string, string]
+  const networkStatus = JSON.stringify([
+    { name: "cluster", interface: "eth0", ips: ["10.244.0.9"], default: true },
+    { name: `${namespace}/net1`, interface: "net1", ips }
+  ])
+  return { namespace, name, uid: "new", phase: "Running", networkStatus, ...extra }
+}
+
+const planned = (h: Holding, live: ReadonlyMap<string, PodProjection>) => {
+  const [o] = planRelease([h], live).owners
+  return {
+    decision: o!.decision,
+    entries: o!.entries.map((p) => formatIP(p.held.entry.ip)),
+    reservations: o!.reservations.map((r) => r.name),
+    kept: o!.kept.map((k) => `${k.what}: ${k.why}`)
+  }
+}
+
+describe("planRelease: a deleted pod", () => {
+  const dead = holding("ns/web-0", "Deleted", [entry("p", "1", "10.0.0.1", "ns/web-0")], [reservation("10.0.0.1")])
+
+  it("gone at the re-check: its entries and reservations, each entry with its Normal Event", () => {
+    const [o] = planRelease([dead], new Map()).owners
+    expect(o!.decision).toBe("release")
+    expect(o!.entries.map((p) => p.event)).toEqual([
+      { regarding: { kind: "Pod", namespace: "ns", name: "web-0", uid: "old" }, type: "Normal", reason: "IPAddressGarbageCollected", message: "successful cleanup of IP address [10.0.0.1] from network net1" }
+    ])
+    expect(o!.reservations.map((r) => r.name)).toEqual(["10.0.0.1"])
+  })
+
+  it("a namesake exists (reborn, or still terminating): everything kept, and why", () => {
+    expect(planned(dead, new Map([["ns/web-0", livePod("ns/web-0", [])]]))).toEqual({
+      decision: "kept",
+      entries: [],
+      reservations: [],
+      kept: ["p 10.0.0.1: pod ns/web-0 exists again (uid new) and holds these addresses", "reservation 10.0.0.1: pod ns/web-0 exists again (uid new) and holds these addresses"]
+    })
+  })
+
+  it("held nothing: nothing to do, and no re-check needed", () => {
+    const empty = holding("ns/x", "Deleted", [], [])
+    expect(planned(empty, new Map()).decision).toBe("nothing")
+    expect(recheckTargets([empty, dead]).map((h) => h.podref)).toEqual(["ns/web-0"])
+  })
+
+  it("bad input: failed, nothing planned, not re-checked", () => {
+    const error = new ReleaseError({ reason: "BadAnnotation", pod: "ns/web-0", retryable: false, detail: "x" })
+    const bad = { ...dead, error }
+    expect(planned(bad, new Map()).decision).toBe("failed")
+    expect(recheckTargets([bad])).toEqual([])
+  })
+})
+
+describe("planRelease: the sweep's orphans", () => {
+  it("each entry on its own: the one the live pod lists stays, the other goes", () => {
+    const h = holding("ns/p", "Orphan", [entry("p", "4", "10.0.0.4", "ns/p"), entry("p", "5", "10.0.0.5", "ns/p")], [])
+    expect(planned(h, new Map([["ns/p", livePod("ns/p", ["10.0.0.5"])]]))).toMatchObject({ decision: "release", entries: ["10.0.0.4"], kept: ["p 10.0.0.5: the live pod (uid new) may hold it"] })
+  })
+
+  it("a pending pod, or one whose status is unreadable, keeps everything", () => {
+    const h = holding("ns/p", "Orphan", [entry("p", "4", "10.0.0.4", "ns/p")], [reservation("10.0.0.4", { orphan: "IPNotOnPod" })])
+    expect(planned(h, new Map([["ns/p", livePod("ns/p", [], { phase: "Pending" })]])).decision).toBe("kept")
+    expect(planned(h, new Map([["ns/p", { ...livePod("ns/p", []), networkStatus: "[{not json" }]])).decision).toBe("kept")
+  })
+
+  it("a reservation the listing found without a pod, whose pod exists now, stays (re-created since)", () => {
+    const h = holding("ns/p", "Orphan", [], [reservation("10.0.0.9", { orphan: "PodGone" })])
+    expect(planned(h, new Map([["ns/p", livePod("ns/p", ["10.0.0.1"])]]))).toMatchObject({ decision: "kept", kept: ["reservation 10.0.0.9: the pod was re-created (uid new) since the listing"] })
+  })
+
+  it("a reservation stays with its entry: an entry kept because its interface is not up yet keeps its reservation too", () => {
+    const h = holding("ns/p", "Orphan", [entry("p", "7", "10.0.0.7", "ns/p", "net2")], [reservation("10.0.0.7", { orphan: "IPNotOnPod" })])
+    // The status lists net1 only: net2 may still be coming up, so the entry is not proven free...
+    const live = new Map([["ns/p", livePod("ns/p", ["10.0.0.1"])]])
+    expect(podHoldsIP(live.get("ns/p")!, ip("10.0.0.7"), "net2")).toBe("unknown")
+    // ...while the reservation alone (no interface) would be: it must stay with the entry.
+    expect(podHoldsIP(live.get("ns/p")!, ip("10.0.0.7"), undefined)).toBe("not-held")
+    expect(planned(h, live)).toMatchObject({ decision: "kept", reservations: [], kept: ["p 10.0.0.7: the live pod (uid new) may hold it", "reservation 10.0.0.7: its address stays allocated"] })
+  })
+
+  it("the Event is on the live pod's uid when the re-check found one, else on an empty uid", () => {
+    const h = holding("ns/p", "Orphan", [entry("p", "4", "10.0.0.4", "ns/p")], [], { pod: { namespace: "ns", name: "p", uid: "" } })
+    const [gone] = planRelease([h], new Map()).owners
+    expect(gone!.entries[0]!.event?.regarding.uid).toBe("")
+    const [live] = planRelease([h], new Map([["ns/p", livePod("ns/p", ["10.0.0.9"])]])).owners
+    expect(live!.entries[0]!.event?.regarding.uid).toBe("new")
+  })
+
+  it("a podref that is not namespace/name gets its entries freed, with no Event to write", () => {
+    const h = holding("junk", "Orphan", [entry("p", "4", "10.0.0.4", "junk")], [], { pod: undefined })
+    const [o] = planRelease([h], new Map()).owners
+    expect(o!.entries.map((p) => p.event)).toEqual([undefined])
+  })
+})
+
+describe("entriesByPool", () => {
+  it("one list per pool, in the order pools first appear", () => {
+    const h = holding("ns/p", "Deleted", [entry("b", "1", "10.0.1.1", "ns/p"), entry("a", "1", "10.0.0.1", "ns/p"), entry("b", "2", "10.0.1.2", "ns/p")], [])
+    const [o] = planRelease([h], new Map()).owners
+    expect([...entriesByPool(o!.entries)].map(([pool, es]) => [pool, es.map((e) => e.held.entry.key)])).toEqual([
+      ["b", ["1", "2"]],
+      ["a", ["1"]]
+    ])
+  })
+})
+
+describe("nextStep", () => {
+  const retryable = new ReleaseError({ reason: "ApiError", pod: "ns/p", retryable: true, detail: "503" })
+  const permanent = new ReleaseError({ reason: "BadNadConfig", pod: "ns/p", retryable: false, detail: "bad json" })
+  it.each([
+    ["Freed", Outcome.Freed({ freed: [], reservations: 0 }), 1, "Forget"],
+    ["Kept", Outcome.Kept({ why: "alive" }), 1, "Forget"],
+    ["Failed, retryable, attempts left", Outcome.Failed({ error: retryable }), 1, "Requeue"],
+    ["Failed, retryable, last attempt", Outcome.Failed({ error: retryable }), 5, "GiveUp"],
+    ["PartlyFreed, retryable", Outcome.PartlyFreed({ freed: [], reservations: 1, error: retryable }), 2, "Requeue"],
+    ["Failed, bad input", Outcome.Failed({ error: permanent }), 1, "Drop"]
+  ] as const)("%s → %s", (_, outcome, attempt, step) => {
+    expect(nextStep(outcome, attempt, 5)._tag).toBe(step)
+  })
+})
+
+describe("planRelease: properties", () => {
+  const octet = fc.integer({ min: 1, max: 12 })
+  const holdingArb = fc.record({
+    name: fc.constantFrom("a", "b", "c"),
+    claim: fc.constantFrom<Claim>("Deleted", "Orphan"),
+    lasts: fc.uniqueArray(octet, { maxLength: 4 }),
+    ifnames: fc.array(fc.constantFrom("net1", "net2", undefined), { minLength: 4, maxLength: 4 }),
+    extraReservations: fc.uniqueArray(octet, { maxLength: 3 }),
+    orphan: fc.constantFrom<ReservationOrphanReason | undefined>("PodGone", "IPNotOnPod", "NoAllocation", undefined)
+  }).map(({ name, claim, lasts, ifnames, extraReservations, orphan }) => {
+    const podref = `ns/${name}`
+    const entries = lasts.map((last, i) => entry("p", String(last), `10.0.0.${last}`, podref, ifnames[i]))
+    const names = [...new Set([...lasts, ...extraReservations])].map((last) => `10.0.0.${last}`)
+    return holding(podref, claim, entries, names.map((n) => reservation(n, { orphan: claim === "Orphan" ? (orphan ?? "NoAllocation") : undefined })))
+  })
+  const liveArb = fc.option(
+    fc.record({
+      ips: fc.uniqueArray(octet, { maxLength: 4 }),
+      phase: fc.constantFrom("Running", "Pending", "Succeeded"),
+      garbled: fc.boolean()
+    }),
+    { nil: undefined }
+  )
+  const worldArb = fc.record({ holdings: fc.uniqueArray(holdingArb, { selector: (h) => h.podref, maxLength: 3 }), live: fc.array(liveArb, { minLength: 3, maxLength: 3 }) }).map(({ holdings, live }) => {
+    const pods = new Map<string, PodProjection>()
+    holdings.forEach((h, i) => {
+      const l = live[i]
+      if (l === undefined) return
+      const pod = livePod(h.podref, l.ips.map((n) => `10.0.0.${n}`), { phase: l.phase })
+      pods.set(h.podref, l.garbled ? { ...pod, networkStatus: "{" } : pod)
+    })
+    return { holdings, pods }
+  })
+
+  it.prop("never plans an entry a live pod may hold, nor anything of a deleted pod whose namesake lives", [worldArb], ([{ holdings, pods }]) => {
+    for (const o of planRelease(holdings, pods).owners) {
+      const live = pods.get(o.holding.podref)
+      if (live === undefined) continue
+      if (o.holding.claim === "Deleted") expect(o.entries.length + o.reservations.length).toBe(0)
+      for (const p of o.entries) expect(podHoldsIP(live, p.held.entry.ip, p.held.entry.ifname)).toBe("not-held")
+    }
+  })
+
+  it.prop("never plans a reservation whose allocation stays", [worldArb], ([{ holdings, pods }]) => {
+    for (const o of planRelease(holdings, pods).owners) {
+      const freed = new Set(o.entries.map((p) => p.held))
+      const staying = new Set(o.holding.entries.filter((h) => !freed.has(h)).flatMap((h) => h.reservation ?? []))
+      for (const r of o.reservations) expect(staying.has(r.name)).toBe(false)
+    }
+  })
+
+  it.prop("total: one plan per holding, and every held entry and reservation either planned or kept with a reason", [worldArb], ([{ holdings, pods }]) => {
+    const plan = planRelease(holdings, pods)
+    expect(plan.owners.map((o) => o.holding)).toEqual(holdings)
+    for (const o of plan.owners) {
+      if (o.decision === "nothing" || o.decision === "failed") continue
+      expect(o.entries.length + o.reservations.length + o.kept.length).toBe(o.holding.entries.length + o.holding.reservations.length)
+      for (const k of o.kept) expect(k.why.length).toBeGreaterThan(0)
+    }
+  })
+})
