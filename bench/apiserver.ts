@@ -8,6 +8,9 @@
  *
  *   BENCH_FULL=1     also runs the baseline at full mass-deletion scale (5,000 pods: ~8 min alone)
  *   BENCH_SCALE=quick  a smoke test at small scale (results not written)
+ *   UPSTREAM_PODS=n  pods per run of the comparison with upstream's pod controller (bench/lib/upstream.ts)
+ *   BENCH_UPSTREAM=0 leaves that comparison out (it is also left out, with a log line, when its
+ *                    binary cannot be had: scripts/upstream-controlloop.sh)
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -30,12 +33,14 @@ import { type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions 
 import { imageNodeFlags } from "./lib/image.ts"
 import { makePhases } from "./lib/phases.ts"
 import { bundle } from "../scripts/build.ts"
+import { upstreamComparison } from "./lib/upstream.ts"
 
 const quick = process.env["BENCH_SCALE"] === "quick"
 const full = process.env["BENCH_FULL"] === "1"
 const S = quick
-  ? { mass: 500, reps: 1, same: 200, sameReps: 1, conflict: 200, single: 100, singleDefault: 50, defaultPods: 60, steadyPods: 1_000, perPod: 5 }
-  : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleDefault: 150, defaultPods: 200, steadyPods: 10_000, perPod: 5 }
+  ? { mass: 500, reps: 1, same: 200, sameReps: 1, conflict: 200, single: 100, singleDefault: 50, defaultPods: 60, steadyPods: 1_000, perPod: 5, upstream: 20 }
+  : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleDefault: 150, defaultPods: 200, steadyPods: 10_000, perPod: 5, upstream: 100 }
+if (process.env["UPSTREAM_PODS"] !== undefined) S.upstream = Number(process.env["UPSTREAM_PODS"])
 const RAISED = { qps: 500, burst: 1_000 }
 const DEFAULT = { qps: 20, burst: 30 }
 const { phase, log, finish } = makePhases("bench:apiserver")
@@ -177,6 +182,18 @@ try {
     title: "One isolated pod (real API server)",
     body: `A pod started by the CNI simulation (\`startPod\`, one interface) among 50 others, deleted alone a second after it started; three samples. Calls counted by the contender's \`api_requests_total\`.\n\n${iso.body}`
   })
+
+  // --- upstream's own pod controller on the same API server -----------------------------------
+  if (process.env["BENCH_UPSTREAM"] !== "0") {
+    phase(`upstream whereabouts pod controller and the controller: ${S.upstream} pods / 10 pools on one node, as released and at QPS ${RAISED.qps}`)
+    const up = await upstreamComparison(env, plane, logDir, run, { pods: S.upstream, pools: 10, reps: 1, defaults: DEFAULT, raised: RAISED, log })
+    if (typeof up === "string") log(`  left out: ${up}`)
+    else {
+      data["upstream"] = { binary: up.binary, runs: up.runs }
+      rows.push(...up.rows)
+      sections.push(up.section)
+    }
+  }
 
   // --- steady state: RSS and informer sync ----------------------------------------------------
   const memoryOf = async (label: string, kind: "ours" | "baseline", script: string | undefined, nodeArgs: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) => {

@@ -47,7 +47,7 @@ export const render = (r: Results): string => {
 }
 
 /** Replaces the block of each result that exists; appends blocks whose markers are missing. */
-export const regenerate = (names: ReadonlyArray<string> = ["memory", "apiserver"]): void => {
+export const regenerate = (names: ReadonlyArray<string> = ["memory", "apiserver", "upstream"]): void => {
   let text = fs.existsSync(FILE) ? fs.readFileSync(FILE, "utf8") : "# Benchmarks\n"
   for (const name of names) {
     const r = readResults(name)

@@ -74,7 +74,11 @@ const containerId = (i: number) => {
  * server: pods are created first (with their final annotations), then one guarded patch per
  * pool, then the reservations. Same pool contents as starting the pods one by one.
  */
-export const bulkStart = (namespace: string, pods: ReadonlyArray<BulkPod>, options: { readonly concurrency?: number; readonly firstIndex?: number } = {}) =>
+export const bulkStart = (
+  namespace: string,
+  pods: ReadonlyArray<BulkPod>,
+  options: { readonly concurrency?: number; readonly firstIndex?: number; /** every pod's spec.nodeName (default: spread over node-0..49) */ readonly nodeName?: string } = {}
+) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const concurrency = options.concurrency ?? 16
@@ -111,7 +115,8 @@ export const bulkStart = (namespace: string, pods: ReadonlyArray<BulkPod>, optio
       (s, i) => {
         const networks = s.ips.map((x) => `${x.net.namespace}/${x.net.nad}@${x.ifname}`).join(",")
         const status = networkStatusFor(first + i, s.ips.map((x) => ({ network: `${x.net.namespace}/${x.net.nad}`, ifname: x.ifname, ips: [x.ip] })))
-        return api.create(R.Pods, namespace, realisticPod(namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true }))
+        const pod = realisticPod(namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true, ...(options.nodeName === undefined ? {} : { nodeName: options.nodeName }) })
+        return api.create(R.Pods, namespace, pod)
       },
       { concurrency, discard: true }
     )

@@ -1,0 +1,416 @@
+/**
+ * whereabouts' own pod controller as a contender on the real API server: the program in
+ * bench/upstream/controlloop (our main around upstream's pkg/controlloop, built by
+ * scripts/upstream-controlloop.sh), and the mass deletion that runs it and the controller on the
+ * same pods, one after the other.
+ *
+ * What upstream needs to see the bench's pods, and what that changes for both contenders:
+ * - it watches only pods whose spec.nodeName is its NODENAME, and that Node must exist: the pods
+ *   of this scenario all sit on one Node object the benchmark creates (in a cluster it runs once
+ *   per node, as a DaemonSet; one instance sees one node's pods);
+ * - it refuses a network whose IPAM config has no flat file (whereabouts.conf naming the
+ *   kubeconfig): the NADs carry `configuration_path` to one the benchmark writes, naming the
+ *   bench's kubeconfig. The controller reads the same file (a flat file is part of the contract).
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { setTimeout as sleep } from "node:timers/promises"
+import { Effect, Either, type Scope } from "effect"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import type { Resource } from "../../src/services/resources.ts"
+import { type BenchPlane, cpuSeconds } from "./controlplane.ts"
+import { type BenchEnv, cpuDelta, type Limits } from "./env.ts"
+import { ROOT } from "./paths.ts"
+import { freePort } from "./proc.ts"
+import { delta, parseProm, type Sample, sum } from "./prom.ts"
+import { type Row, type Section, table, yesNo } from "./results.ts"
+import { fmt, ms, ratio, spread } from "./rows.ts"
+import { callsBetween, count, serverCallsBetween } from "./scenarios.ts"
+import { type Network, type RestReport, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
+
+/** The Node every pod of this scenario is bound to, and upstream's NODENAME. */
+export const NODE = "bench-upstream-node"
+
+const Nodes: Resource = { group: "", version: "v1", plural: "nodes", kind: "Node", namespaced: false }
+const UPSTREAM_API = "controlloop_api_requests_total"
+const FREED = "whereabouts_controller_ips_freed_total"
+
+export interface UpstreamBinary {
+  readonly path: string
+  /** What the binary says it links, e.g. `github.com/k8snetworkplumbingwg/whereabouts v0.9.2`. */
+  readonly version: string
+}
+
+/** The binary from scripts/upstream-controlloop.sh (UPSTREAM_CONTROLLOOP, the cache, or a build), or why there is none. */
+export const upstreamBinary = (): Either.Either<UpstreamBinary, string> => {
+  try {
+    const bin = execFileSync("bash", [path.join(ROOT, "scripts/upstream-controlloop.sh")], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim()
+    if (bin === "") return Either.left("scripts/upstream-controlloop.sh printed no path")
+    const version = execFileSync(bin, ["-version"], { encoding: "utf8" }).trim()
+    return Either.right({ path: bin, version })
+  } catch (e) {
+    const status = (e as { status?: number }).status
+    return Either.left(status === 3 ? "not cached and UPSTREAM_CONTROLLOOP_NO_BUILD is set" : `scripts/upstream-controlloop.sh failed: ${(e as Error).message.split("\n")[0]}`)
+  }
+}
+
+// Contenders still running when the benchmark exits (an error, Ctrl-C) go with it.
+const running = new Set<ChildProcess>()
+let hooked = false
+
+interface Handle {
+  readonly pid: number
+  readonly scrape: () => Promise<ReadonlyArray<Sample>>
+  /** Requests between two scrapes, "verb resource code", without watches. */
+  readonly callsBetween: (a: ReadonlyArray<Sample>, b: ReadonlyArray<Sample>) => Record<string, number>
+  /** Freed IPs (ours: its counter, bumped after the Events) or Events written (upstream) so far. */
+  readonly done: (s: ReadonlyArray<Sample>) => number
+}
+
+/** Starts the upstream program for the scope; resolves once its caches synced. */
+const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly limits: Limits | undefined; readonly logDir: string; readonly label: string }) =>
+  Effect.acquireRelease(
+    Effect.tryPromise({
+      try: async () => {
+        const port = await freePort()
+        const logFile = path.join(o.logDir, `${o.label}.log`)
+        const fd = fs.openSync(logFile, "w")
+        const child = spawn(bin, [], {
+          stdio: ["ignore", fd, fd],
+          env: {
+            PATH: process.env["PATH"] ?? "",
+            HOME: process.env["HOME"] ?? "",
+            KUBECONFIG: o.kubeconfig,
+            NODENAME: NODE,
+            WHEREABOUTS_NAMESPACE: "kube-system",
+            METRICS_ADDR: `127.0.0.1:${port}`,
+            ...(o.limits === undefined ? {} : { API_QPS: String(o.limits.qps), API_BURST: String(o.limits.burst) })
+          }
+        })
+        fs.closeSync(fd)
+        if (!hooked) {
+          hooked = true
+          process.on("exit", () => running.forEach((c) => c.kill("SIGKILL")))
+        }
+        running.add(child)
+        let exited = false
+        const exit = new Promise<void>((resolve) => child.once("exit", () => ((exited = true), running.delete(child), resolve())))
+        const tail = () => fs.readFileSync(logFile, "utf8").trimEnd().split("\n").slice(-20).join("\n")
+        const url = (p: string) => `http://127.0.0.1:${port}${p}`
+        for (const deadline = Date.now() + 120_000; ; await sleep(50)) {
+          if (exited) throw new Error(`${o.label} exited before its caches synced:\n${tail()}`)
+          if ((await fetch(url("/readyz")).then((r) => r.status, () => 0)) === 200) break
+          if (Date.now() > deadline) throw new Error(`${o.label} not ready within 120 s:\n${tail()}`)
+        }
+        return {
+          pid: child.pid!,
+          scrape: async () => parseProm(await (await fetch(url("/metrics"))).text(), (n) => n === UPSTREAM_API),
+          stop: async () => {
+            if (exited) return
+            child.kill("SIGTERM")
+            if (await Promise.race([exit.then(() => false), sleep(20_000).then(() => true)])) child.kill("SIGKILL")
+            await exit
+          }
+        }
+      },
+      catch: (e) => (e instanceof Error ? e : new Error(String(e)))
+    }),
+    (p) => Effect.promise(() => p.stop())
+  ).pipe(
+    Effect.map(
+      (p): Handle => ({
+        pid: p.pid,
+        scrape: p.scrape,
+        callsBetween: (a, b) => Object.fromEntries(Object.entries(delta(a, b, UPSTREAM_API, ["verb", "resource", "code"])).filter(([k]) => !k.startsWith("watch "))),
+        done: (s) => sum(s, UPSTREAM_API, (l) => l["resource"] === "events" && (l["verb"] === "create" || l["verb"] === "patch") && (l["code"] ?? "").startsWith("2"))
+      })
+    )
+  )
+
+const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
+  Effect.map(
+    env.start("ours", limits, label),
+    (c): Handle => ({
+      pid: c.proc!.pid,
+      scrape: () => Effect.runPromise(c.scrape),
+      callsBetween,
+      done: (s) => sum(s, FREED)
+    })
+  )
+
+export type UpstreamKind = "ours" | "upstream"
+
+export interface UpstreamRun {
+  readonly kind: UpstreamKind
+  readonly label: string
+  readonly pods: number
+  readonly pools: number
+  /** undefined: client-go's defaults (upstream as released). */
+  readonly limits: Limits | undefined
+  readonly setupMs: number
+  readonly startMs: number
+  readonly deleteWindowMs: number
+  /** Last delete returned → every pool entry of the deleted pods gone (NaN: not within the timeout). */
+  readonly poolFreedMs: number
+  readonly reservationsFreedMs: number
+  /** Last delete returned → ours: its freed-IP counter reached the count; upstream: as many Events written. */
+  readonly eventsMs: number
+  /** The contender's own count, "verb resource code" (ours: no leader-election leases). */
+  readonly calls: Record<string, number>
+  /** apiserver_request_total over the same window (no watches, no pod deletions of the benchmark). */
+  readonly serverCalls: Record<string, number>
+  readonly cpu: Record<string, number>
+  readonly rest: RestReport
+}
+
+export interface UpstreamOptions {
+  readonly pods: number
+  readonly pools: number
+  readonly limits: Limits | undefined
+  readonly label: string
+  readonly binary: string
+  /** The flat file the NADs name (written by `upstreamComparison`). */
+  readonly flatFile: string
+  readonly serverCounts: () => Promise<ReadonlyArray<Sample>>
+  readonly timeoutMs: number
+}
+
+const withFlatFile = (n: Network, flatFile: string): Network => {
+  const config = JSON.parse(n.config) as { ipam: Record<string, unknown> }
+  return { ...n, config: JSON.stringify({ ...config, ipam: { ...config.ipam, configuration_path: flatFile } }) }
+}
+
+const ensureNode = Effect.flatMap(KubeApi, (api) =>
+  api.create(Nodes, undefined, { metadata: { name: NODE, labels: { "kubernetes.io/hostname": NODE } } }).pipe(
+    Effect.asVoid,
+    Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void)
+  )
+)
+
+const waitUntil = async (read: () => Promise<number>, target: number, timeoutMs: number): Promise<number> => {
+  for (const deadline = Date.now() + timeoutMs; Date.now() <= deadline; await sleep(50)) {
+    if ((await read().catch(() => -1)) >= target) return performance.now()
+  }
+  return Number.NaN
+}
+
+/** Every pod of a fresh namespace named `o.label` (all on NODE) deleted at once without CNI DEL; times until all their addresses are free. */
+export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, kind: UpstreamKind, o: UpstreamOptions): Effect.Effect<UpstreamRun, Error, KubeApi | Scope.Scope> =>
+  Effect.gen(function* () {
+    const ns = o.label
+    const nets = networks(ns, o.pools).map((n) => withFlatFile(n, o.flatFile))
+    yield* createNetworks(nets)
+    yield* ensureNode
+    const t0 = performance.now()
+    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets), { nodeName: NODE })
+    const setupMs = performance.now() - t0
+    const refs = started.map((p) => `${p.namespace}/${p.name}`)
+    const run = yield* Effect.scoped(
+      Effect.gen(function* () {
+        const t1 = performance.now()
+        const c =
+          kind === "ours"
+            ? yield* startOurs(env, o.limits ?? { qps: 20, burst: 30 }, o.label)
+            : yield* startUpstream(o.binary, { kubeconfig: plane.kubeconfigPath, limits: o.limits, logDir, label: o.label })
+        const startMs = performance.now() - t1
+        const tracker = yield* makeTracker()
+        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods, "the tracker sees every allocation", 60_000)
+        const m0 = yield* Effect.promise(c.scrape)
+        const s0 = yield* Effect.promise(o.serverCounts)
+        const cpuOf = () => ({ ...env.cpu(), contender: cpuSeconds(c.pid) })
+        const cpu0 = cpuOf()
+        const del = yield* deleteAll(started)
+        const freed = yield* Effect.either(
+          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", o.timeoutMs)
+        )
+        const last = (at: (r: string) => number | undefined) => (Either.isLeft(freed) ? Number.NaN : Math.max(...refs.map((r) => at(r) ?? del.lastReturned)) - del.lastReturned)
+        const eventsAt = yield* Effect.promise(() => waitUntil(async () => c.done(await c.scrape()) - c.done(m0), o.pods, Either.isLeft(freed) ? 1 : 120_000))
+        // Let the last writes (Events, a lease release) land before counting.
+        yield* Effect.sleep("1 second")
+        const m1 = yield* Effect.promise(c.scrape)
+        const s1 = yield* Effect.promise(o.serverCounts)
+        const cpu = cpuDelta(cpu0, cpuOf())
+        const rest = yield* restCheck([ns])
+        return {
+          kind,
+          label: o.label,
+          pods: o.pods,
+          pools: o.pools,
+          limits: o.limits,
+          setupMs,
+          startMs,
+          deleteWindowMs: del.lastReturned - del.firstIssued,
+          poolFreedMs: last(tracker.poolFreedAt),
+          reservationsFreedMs: last(tracker.reservationsFreedAt),
+          eventsMs: eventsAt - del.lastReturned,
+          calls: c.callsBetween(m0, m1),
+          serverCalls: serverCallsBetween(s0, s1),
+          cpu,
+          rest
+        } satisfies UpstreamRun
+      })
+    )
+    yield* clearPools
+    return run
+  })
+
+export interface ComparisonOptions {
+  readonly pods: number
+  readonly pools: number
+  readonly reps: number
+  /** The controller's own default limit (what it runs with as released). */
+  readonly defaults: Limits
+  /** One raised limit both run at in a second pair of runs. */
+  readonly raised: Limits
+  readonly timeoutMs?: number
+  readonly log: (line: string) => void
+}
+
+export interface Comparison {
+  readonly binary: UpstreamBinary
+  readonly flatFile: string
+  readonly runs: ReadonlyArray<UpstreamRun>
+  readonly rows: Array<Row>
+  readonly section: Section
+}
+
+type Runner = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>) => Promise<A>
+
+const fullyFreed = (r: UpstreamRun) => Math.max(r.poolFreedMs, r.reservationsFreedMs)
+const total = (c: Record<string, number>) => Object.values(c).reduce((a, n) => a + n, 0)
+const writes = (c: Record<string, number>) =>
+  Object.entries(c)
+    .filter(([k]) => ["create", "replace", "patch", "delete"].includes(k.split(" ")[0]!))
+    .reduce((a, [, n]) => a + n, 0)
+const limitText = (l: Limits | undefined) => (l === undefined ? "client-go default (QPS 5/burst 10 per API group client)" : `QPS ${l.qps}/burst ${l.burst}`)
+const secs = (x: number) => (Number.isFinite(x) ? `${fmt(x / 1000)} s` : "not within timeout")
+const medianOf = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => number) => spread(runs.map(f))
+const medText = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => number, unit: (x: number) => string) => {
+  if (runs.length === 0) return "–"
+  const s = medianOf(runs, f)
+  return runs.length === 1 ? unit(s.median) : `${unit(s.median)} (${unit(s.min)}–${unit(s.max)})`
+}
+
+/**
+ * The upstream pod controller and the controller on the same kind of world (`pods` pods on one
+ * node, `pools` pools, deleted at once), each as released and then both at `raised`; `reps`
+ * times, alternating. A string when the upstream binary cannot be had.
+ */
+export const upstreamComparison = async (env: BenchEnv, plane: BenchPlane, logDir: string, run: Runner, o: ComparisonOptions): Promise<Comparison | string> => {
+  const binary = upstreamBinary()
+  if (Either.isLeft(binary)) return binary.left
+  const flatFile = path.join(logDir, "whereabouts.conf")
+  fs.writeFileSync(flatFile, `${JSON.stringify({ datastore: "kubernetes", kubernetes: { kubeconfig: plane.kubeconfigPath } }, null, 2)}\n`)
+  const settings = [
+    { name: "released", upstream: undefined, ours: o.defaults },
+    { name: "raised", upstream: o.raised, ours: o.raised }
+  ] as const
+  const runs: Array<UpstreamRun & { readonly setting: string }> = []
+  for (let i = 0; i < o.reps; i++) {
+    for (const s of settings) {
+      for (const kind of ["upstream", "ours"] as const) {
+        const limits = kind === "ours" ? s.ours : s.upstream
+        const label = `up-${kind}-${s.name}-${i}`
+        const r = await run((e) =>
+          upstreamMass(e, plane, logDir, kind, { pods: o.pods, pools: o.pools, limits, label, binary: binary.right.path, flatFile, serverCounts: serverCounts(plane), timeoutMs: o.timeoutMs ?? 30 * 60_000 })
+        )
+        runs.push({ ...r, setting: s.name })
+        o.log(`  ${kind} (${limitText(limits)}) #${i + 1}: all free ${secs(fullyFreed(r))} after the last delete; requests: ${breakdown(r.calls)}`)
+      }
+    }
+  }
+  return { binary: binary.right, flatFile, runs, ...report(binary.right, runs, o) }
+}
+
+const breakdown = (c: Record<string, number>) =>
+  Object.entries(c)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, n]) => `${k}: ${n}`)
+    .join(", ")
+
+const serverCounts = (plane: BenchPlane) => async () => parseProm(await plane.metrics(), (n) => n === "apiserver_request_total")
+
+const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { readonly setting: string }>, o: ComparisonOptions): { rows: Array<Row>; section: Section } => {
+  const pick = (setting: string, kind: UpstreamKind) => runs.filter((r) => r.setting === setting && r.kind === kind)
+  const rows: Array<Row> = []
+  const version = binary.version.split(" ").slice(-1)[0] ?? "?"
+  for (const [setting, text] of [
+    ["released", `each as released: upstream at ${limitText(undefined)}, ours at QPS ${o.defaults.qps}/burst ${o.defaults.burst}`],
+    ["raised", `both at QPS ${o.raised.qps}/burst ${o.raised.burst}`]
+  ] as const) {
+    const ours = pick(setting, "ours")
+    const up = pick(setting, "upstream")
+    if (ours.length === 0 && up.length === 0) continue
+    const scenario = `mass deletion, ${o.pods} pods / ${o.pools} pools on one node; baseline column: upstream whereabouts ${version} pod controller; ${text}`
+    const per = (rs: ReadonlyArray<UpstreamRun>, f: (c: Record<string, number>) => number) => medianOf(rs, (r) => f(r.calls) / r.pods).median
+    rows.push(
+      {
+        scenario,
+        metric: "last delete → every address and reservation free, median (min–max)",
+        ours: medText(ours, fullyFreed, secs),
+        baseline: medText(up, fullyFreed, secs),
+        ratio: ratio(medianOf(up, fullyFreed).median, medianOf(ours, fullyFreed).median),
+        target: "–",
+        met: "–"
+      },
+      {
+        scenario,
+        metric: "API requests per freed IP, the contender's own count (no watches; upstream's Lease calls are its per-IP lock)",
+        ours: fmt(per(ours, total)),
+        baseline: fmt(per(up, total)),
+        ratio: ratio(per(up, total), per(ours, total)),
+        target: "–",
+        met: "–"
+      },
+      {
+        scenario,
+        metric: "API writes per freed IP (same count)",
+        ours: fmt(per(ours, writes)),
+        baseline: fmt(per(up, writes)),
+        ratio: ratio(per(up, writes), per(ours, writes)),
+        target: "–",
+        met: "–"
+      },
+      {
+        scenario,
+        metric: "wrong / lost frees at rest (invariants), all runs",
+        ours: ours.map((r) => `${r.rest.liveNotHeld.length + r.rest.shared.length + r.rest.reservationMissing.length} / ${r.rest.deadHeld.length + r.rest.reservationDead.length}`).join(", "),
+        baseline: up.map((r) => `${r.rest.liveNotHeld.length + r.rest.shared.length + r.rest.reservationMissing.length} / ${r.rest.deadHeld.length + r.rest.reservationDead.length}`).join(", "),
+        ratio: "–",
+        target: "0 / 0",
+        met: yesNo(ours.every((r) => violations(r.rest) === 0))
+      }
+    )
+  }
+  const detail = table(
+    ["run", "limit", "pods / pools", "setup", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "requests (contender)", "per freed IP", "requests (API server)", "pool patches (422)", "CPU s (by process)", "invariants at rest"],
+    runs.map((r) => [
+      `${r.kind} ${r.setting}`,
+      limitText(r.limits),
+      `${r.pods} / ${r.pools}`,
+      ms(r.setupMs),
+      ms(r.deleteWindowMs),
+      secs(r.poolFreedMs),
+      secs(r.reservationsFreedMs),
+      secs(r.eventsMs),
+      total(r.calls),
+      fmt(total(r.calls) / r.pods),
+      total(r.serverCalls),
+      `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
+      Object.entries(r.cpu)
+        .map(([k, v]) => `${k} ${fmt(v)}`)
+        .join(", "),
+      violations(r.rest) === 0 ? "ok" : `${violations(r.rest)} violations`
+    ])
+  )
+  const calls = table(
+    ["run", "the contender's requests, verb resource code"],
+    runs.map((r) => [`${r.kind} ${r.setting}`, breakdown(r.calls)])
+  )
+  const section: Section = {
+    title: `Upstream's pod controller (whereabouts ${version}) on the same API server`,
+    body: `The pod controller of the whereabouts release itself (package \`pkg/controlloop\`, ${binary.version}), run by our small main in \`bench/upstream/controlloop\` (built by \`scripts/upstream-controlloop.sh\`) with the informer factories, clientsets and event recorder its own binary builds, from the bench's kubeconfig instead of the in-cluster config; its cron reconciler is not started. It frees only pods of its own node (\`NODENAME\`; in a cluster one instance runs per node), so the ${o.pods} pods of each run sit on one Node object, and its NADs name a flat file (\`configuration_path\`) giving the kubeconfig, which upstream requires. Both contenders get the same world: pods started by \`bulkStart\` over ${o.pools} pools, then all deleted at once (grace 0, no CNI DEL), timed by the benchmark's own watch. "→ Events written": ours, when its \`ips_freed_total\` reached the count; upstream, when it had written as many Events. Requests are each contender's own count over the run (upstream's from a counting transport under client-go's rate limiters); watches are left out, and so are the controller's leader-election lease renewals, while upstream's Lease reads and writes are its per-IP lock and count. "Requests (API server)" is \`apiserver_request_total\` over the same window, everything but watches and the benchmark's pod deletions. Upstream as released runs at client-go's default limit, since its binary sets none: then every API group's client gets a token bucket of its own, QPS 5/burst 10 (core, coordination for the Lease, whereabouts, NADs); with \`API_QPS\`/\`API_BURST\` our main sets the limit, and client-go shares one bucket per clientset.\n\n${detail}\n\n${calls}`
+  }
+  return { rows, section }
+}
