@@ -27,7 +27,10 @@ const logging = Effect.gen(function* () {
   const format = yield* Config.literal("json", "logfmt")("LOG_FORMAT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.logFormat))
   const minimum = LEVELS[level.toLowerCase()]
   if (minimum === undefined) return yield* Effect.fail(new Error(`LOG_LEVEL must be debug, info, warning or error (got "${level}")`))
-  return Layer.merge(format === "json" ? Logger.json : Logger.logFmt, Logger.minimumLogLevel(minimum))
+  // Logs go to stderr, for every command: stdout carries only what a command prints (audit's report), so
+  // `audit -o json > report.json` is one JSON document; a container runtime collects both streams.
+  const logger = Logger.withConsoleError(format === "json" ? Logger.jsonLogger : Logger.logfmtLogger)
+  return Layer.merge(Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(minimum))
 })
 
 /** From package.json: two levels up from src/programs/*.ts, one up from the bundle (dist/main.js). */

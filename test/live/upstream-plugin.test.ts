@@ -16,7 +16,9 @@ import { Effect, Either, Layer } from "effect"
 import type { Attachment, RunningPod } from "../../src/testing/cni-plugin.ts"
 import { PluginStore } from "../../src/testing/PluginStore.ts"
 import { describeWithPlugin, pluginBinary, runningEnvtest, uniqueNamespace } from "../support/live.ts"
-import { type ControllerProcess, stopAllControllers } from "./support/controller-process.ts"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
+import { type ControllerProcess, runCommand, stopAllControllers } from "./support/controller-process.ts"
 import { awaitLeading, awaitMetric, launch, logsWith, metricOf } from "./support/controller.ts"
 import { PluginNode, deletePod, newContainerId, pluginNode, retrySandbox, startPod, statefulSet } from "./support/upstream-plugin.ts"
 import {
@@ -473,4 +475,102 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         ])
       })
     ), 90_000)
+
+  it.live("node slices (unnamed and named networks, two nodes): the plugin writes per-node pools; the cluster audits clean; a deletion and a sweep free exactly the dead pods' entries and reservations", () =>
+    world(
+      Effect.gen(function* () {
+        const c = yield* controller
+        const api = yield* KubeApi
+        const ns = uniqueNamespace("up-slice")
+        yield* ensureNamespace(ns)
+        // Two node-slice networks: "slices" (unnamed: its NodeSlicePool is named after the config)
+        // and "storage-sl" (network_name). Their NodeSlicePools are written here as upstream's
+        // node-slice controller writes them.
+        yield* createNad(ns, "slices", { range: "10.244.0.0/24", node_slice_size: "/28" })
+        yield* createNad(ns, "storage-nad", { range: "10.245.0.0/24", node_slice_size: "/28", network_name: "storage-sl" })
+        const nodeSlicePool = (name: string, range: string, allocations: ReadonlyArray<[string, string]>) =>
+          api.create(R.NodeSlicePools, POOLS, {
+            metadata: { name, namespace: POOLS },
+            spec: { range, sliceSize: "/28" },
+            status: { allocations: allocations.map(([nodeName, sliceRange]) => ({ nodeName, sliceRange })) }
+          })
+        yield* nodeSlicePool("slices", "10.244.0.0/24", [["node-a", "10.244.0.0/28"], ["node-b", "10.244.0.16/28"], ["", "10.244.0.32/28"]])
+        yield* nodeSlicePool("storage-sl", "10.245.0.0/24", [["node-a", "10.245.0.0/28"], ["node-b", "10.245.0.16/28"]])
+        const onNode = <A, E, R>(node: string, effect: Effect.Effect<A, E, R>) =>
+          effect.pipe(Effect.provide(pluginNode({ binary: pluginBinary(), kubeconfig: kubeconfig(), namespace: POOLS, nodeName: node })))
+        const both = [on(ns, "slices"), on(ns, "storage-nad", "net2")]
+        const a1 = yield* onNode("node-a", startPod(ns, "a1", both, "node-a"))
+        const a2 = yield* onNode("node-a", startPod(ns, "a2", both, "node-a"))
+        const b1 = yield* onNode("node-b", startPod(ns, "b1", both, "node-b"))
+        const b2 = yield* onNode("node-b", startPod(ns, "b2", both, "node-b"))
+        expect([a1, a2, b1, b2].map(ipsOf)).toEqual([
+          [["10.244.0.1"], ["10.245.0.1"]],
+          [["10.244.0.2"], ["10.245.0.2"]],
+          [["10.244.0.17"], ["10.245.0.17"]],
+          [["10.244.0.18"], ["10.245.0.18"]]
+        ])
+        const pools = Effect.all([
+          poolEntries("node-a-10.244.0.0-28"),
+          poolEntries("node-b-10.244.0.16-28"),
+          poolEntries("storage-sl-node-a-10.245.0.0-28"),
+          poolEntries("storage-sl-node-b-10.245.0.16-28")
+        ])
+        const all = (p: ReadonlyArray<RunningPod>, ip: (x: RunningPod) => string, ifname: string) => Object.fromEntries(p.map((x) => [ip(x), entry(x, ifname)]))
+        expect(yield* pools).toEqual([
+          all([a1, a2], (x) => x.ips[0]!.ips[0]!, "net1"),
+          all([b1, b2], (x) => x.ips[0]!.ips[0]!, "net1"),
+          all([a1, a2], (x) => x.ips[1]!.ips[0]!, "net2"),
+          all([b1, b2], (x) => x.ips[1]!.ips[0]!, "net2")
+        ])
+        // Reservations carry no node: <ip> and <network_name>-<ip>.
+        const reservationsOf = Effect.all([reservationSpecs("10.244."), reservationSpecs("storage-sl-")])
+        expect(yield* reservationsOf).toEqual([
+          { "10.244.0.1": reserved(a1), "10.244.0.17": reserved(b1), "10.244.0.18": reserved(b2), "10.244.0.2": reserved(a2) },
+          { "storage-sl-10.245.0.1": reserved(a1, "net2"), "storage-sl-10.245.0.17": reserved(b1, "net2"), "storage-sl-10.245.0.18": reserved(b2, "net2"), "storage-sl-10.245.0.2": reserved(a2, "net2") }
+        ])
+
+        // Healthy: audit exits 0, every pool under its network with its node.
+        const audited = yield* Effect.promise(() => runCommand("audit", { kubeconfig: kubeconfig(), namespace: POOLS, args: ["--output", "json"] }))
+        const report = JSON.parse(audited.stdout) as { pools: Array<Record<string, unknown>>; orphanedAllocations: ReadonlyArray<unknown>; orphanedReservations: ReadonlyArray<unknown> }
+        expect(report.orphanedAllocations).toEqual([])
+        expect(report.orphanedReservations).toEqual([])
+        expect(audited.code).toBe(0)
+        expect(report.pools.filter((p) => String(p["name"]).includes("node-")).map((p) => [p["name"], p["network"], p["node"], p["size"], p["used"]])).toEqual([
+          ["node-a-10.244.0.0-28", "slices", "node-a", 14, 2],
+          ["node-b-10.244.0.16-28", "slices", "node-b", 14, 2],
+          ["storage-sl-node-a-10.245.0.0-28", "storage-sl", "node-a", 14, 2],
+          ["storage-sl-node-b-10.245.0.16-28", "storage-sl", "node-b", 14, 2]
+        ])
+
+        // A deletion: a2's two slice entries and reservations, Events naming the NADs.
+        yield* deletePod(a2)
+        yield* waitForEqual("a2's slice entries freed", pools, [
+          all([a1], (x) => x.ips[0]!.ips[0]!, "net1"),
+          all([b1, b2], (x) => x.ips[0]!.ips[0]!, "net1"),
+          all([a1], (x) => x.ips[1]!.ips[0]!, "net2"),
+          all([b1, b2], (x) => x.ips[1]!.ips[0]!, "net2")
+        ])
+        yield* waitForEqual("and its reservations", reservationsOf, [
+          { "10.244.0.1": reserved(a1), "10.244.0.17": reserved(b1), "10.244.0.18": reserved(b2) },
+          { "storage-sl-10.245.0.1": reserved(a1, "net2"), "storage-sl-10.245.0.17": reserved(b1, "net2"), "storage-sl-10.245.0.18": reserved(b2, "net2") }
+        ])
+        yield* waitForEqual("two events naming the NADs", eventLines(ns), [gcLine("a2", "10.244.0.2", "slices"), gcLine("a2", "10.245.0.2", "storage-nad")])
+
+        // Downtime: b2 deleted while no controller runs; the start-up sweep frees it.
+        yield* stopController
+        yield* deletePod(b2)
+        yield* controller
+        yield* waitForEqual("the sweep freed b2's slice entries", pools, [
+          all([a1], (x) => x.ips[0]!.ips[0]!, "net1"),
+          all([b1], (x) => x.ips[0]!.ips[0]!, "net1"),
+          all([a1], (x) => x.ips[1]!.ips[0]!, "net2"),
+          all([b1], (x) => x.ips[1]!.ips[0]!, "net2")
+        ])
+        yield* waitForEqual("and its reservations", reservationsOf, [
+          { "10.244.0.1": reserved(a1), "10.244.0.17": reserved(b1) },
+          { "storage-sl-10.245.0.1": reserved(a1, "net2"), "storage-sl-10.245.0.17": reserved(b1, "net2") }
+        ])
+        void c
+      })
+    ), 120_000)
 })

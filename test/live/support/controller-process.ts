@@ -254,3 +254,16 @@ export const procView = async (pid: number): Promise<string> => {
 export const stopAllControllers = async (graceMs = 10_000): Promise<void> => {
   await Promise.all([...children].map((c) => c.stop(graceMs)))
 }
+
+/** A one-shot command of the program (`audit`, …) as a user runs it: its exit code and both streams, kept apart. */
+export const runCommand = (command: string, options: { readonly kubeconfig: string; readonly namespace: string; readonly args?: ReadonlyArray<string> }) =>
+  new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resolve, reject) => {
+    const args = [MAIN, command, "--kubeconfig", options.kubeconfig, "--namespace", options.namespace, ...(options.args ?? [])]
+    const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: childEnv(`cmd-${process.pid}-${++counter}`), stdio: ["ignore", "pipe", "pipe"] })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (b: Buffer) => void (stdout += b.toString()))
+    child.stderr.on("data", (b: Buffer) => void (stderr += b.toString()))
+    child.on("error", reject)
+    child.on("close", (code) => resolve({ code, stdout, stderr }))
+  })
