@@ -202,8 +202,13 @@ export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
  * snapshot as it was before the live re-check: a reservation created after it can only be a
  * reborn pod's. One the snapshot shows under another podref was re-created for that pod: not ours.
  */
-export const deletedPodHolding = (f: PodFindings, livePools: ReadonlyMap<string, ParsedPool>, snapshot: Snapshot): Holding => {
-  const base = { podref: f.ref, pod: { namespace: f.pod.namespace, name: f.pod.name, uid: f.pod.uid }, claim: "Deleted", trigger: "deletion" } as const
+export const deletedPodHolding = (
+  f: PodFindings,
+  livePools: ReadonlyMap<string, ParsedPool>,
+  snapshot: Snapshot,
+  as: Pick<Holding, "claim" | "trigger"> = { claim: "Deleted", trigger: "deletion" }
+): Holding => {
+  const base = { podref: f.ref, pod: { namespace: f.pod.namespace, name: f.pod.name, uid: f.pod.uid }, ...as }
   if (f.error !== undefined) return { ...base, entries: [], reservations: [], warnings: f.warnings, ifFreed: [], error: f.error }
   const found: Array<FoundPool> = [...f.pools.values()]
   for (const read of f.liveReads.values()) {
@@ -230,8 +235,17 @@ export const deletedPodHolding = (f: PodFindings, livePools: ReadonlyMap<string,
   return { ...base, entries, reservations, warnings: f.warnings, ifFreed, error: undefined }
 }
 
-/** The sweep's orphans as holdings, one per podref; Events name the NAD that writes each pool where one does. */
-export const orphanHoldings = (orphans: Orphans, pools: ReadonlyMap<string, ParsedPool>, listed: ReadonlyMap<string, ReservationRecord>, snapshot: Snapshot): ReadonlyArray<Holding> => {
+/**
+ * The sweep's orphans as holdings, one per podref; Events name the NAD that writes each pool where
+ * one does. The orphans of a pod that exists but will never run again are that incarnation's.
+ */
+export const orphanHoldings = (
+  orphans: Orphans,
+  pools: ReadonlyMap<string, ParsedPool>,
+  listed: ReadonlyMap<string, ReservationRecord>,
+  snapshot: Snapshot,
+  livePods: ReadonlyMap<string, PodProjection> = new Map()
+): ReadonlyArray<Holding> => {
   const byRef = new Map<string, { entries: Array<HeldEntry>; reservations: Array<HeldReservation> }>()
   const of = (podref: string) => {
     let h = byRef.get(podref)
@@ -251,12 +265,17 @@ export const orphanHoldings = (orphans: Orphans, pools: ReadonlyMap<string, Pars
     })
   }
   for (const o of orphans.reservations) of(o.podref).reservations.push({ name: o.name, listed: listed.get(o.name), ip: o.ip, orphan: o.reason })
+  const ended = new Set([
+    ...orphans.allocations.flatMap((o) => (o.reason === "NeverRunsAgain" ? [o.entry.podref] : [])),
+    ...orphans.reservations.flatMap((o) => (o.reason === "NeverRunsAgain" ? [o.podref] : []))
+  ])
   return [...byRef].map(([podref, h]): Holding => {
     const pod = splitPodRef(podref)
+    const neverRunsAgain = ended.has(podref)
     return {
       podref,
-      pod: pod === undefined ? undefined : { ...pod, uid: "" },
-      claim: "Orphan",
+      pod: pod === undefined ? undefined : { ...pod, uid: neverRunsAgain ? (livePods.get(podref)?.uid ?? "") : "" },
+      claim: neverRunsAgain ? "NeverRunsAgain" : "Orphan",
       trigger: "sweep",
       ...h,
       warnings: [],

@@ -6,7 +6,8 @@
 import type { IPAddress } from "./ip.ts"
 import { type PodProjection, podHoldsIP } from "./pod.ts"
 
-export type AllocationOrphanReason = "PodGone" | "IPNotOnPod"
+/** PodGone: no pod of the podref; IPNotOnPod: the live pod's status does not list it; NeverRunsAgain: the live pod will not run again. */
+export type AllocationOrphanReason = "PodGone" | "IPNotOnPod" | "NeverRunsAgain"
 export type ReservationOrphanReason = AllocationOrphanReason | "NoAllocation"
 
 /** Why an allocation is an orphan given the pod now named by its podref, or undefined when that pod (maybe) holds it. */

@@ -4,6 +4,7 @@
  */
 import { type IPAddress, ipKey } from "./ip.ts"
 import { type AllocationOrphanReason, type ReservationOrphanReason, allocationOrphanReason as orphanReasonOf } from "./liveness.ts"
+import type { NeverRunsAgain } from "./never-runs-again.ts"
 import type { PodProjection } from "./pod.ts"
 import {
   type OverlappingRangeIPReservation,
@@ -19,6 +20,8 @@ export interface OrphanAllocation {
   readonly pool: string
   readonly entry: PoolEntry
   readonly reason: AllocationOrphanReason
+  /** Why its pod will never run again ("pod Succeeded", …), for NeverRunsAgain. */
+  readonly detail?: string
 }
 
 export interface OrphanReservation {
@@ -27,6 +30,7 @@ export interface OrphanReservation {
   readonly ip: IPAddress | undefined
   readonly networkName: string | undefined
   readonly reason: ReservationOrphanReason
+  readonly detail?: string
 }
 
 export interface Orphans {
@@ -37,7 +41,15 @@ export interface Orphans {
 export const ORPHAN_REASON_TEXT: Record<ReservationOrphanReason, string> = {
   PodGone: "no live pod has this podref",
   IPNotOnPod: "the live pod's network-status does not list this IP",
-  NoAllocation: "no IPPool allocation of this pod holds this IP"
+  NoAllocation: "no IPPool allocation of this pod holds this IP",
+  NeverRunsAgain: "the pod still exists but will never run again"
+}
+
+export interface FindOrphansOptions {
+  /** The network a pool's reservations are named with (node-slice pools do not encode it in their names the usual way). */
+  readonly networkOf?: (pool: ParsedPool) => string | undefined
+  /** The never-run-again rule: a live pod it names holds nothing any more. */
+  readonly neverRunsAgain?: (pod: PodProjection) => NeverRunsAgain | undefined
 }
 
 /** Why an allocation is an orphan, or undefined when its pod (maybe) holds it. */
@@ -49,15 +61,21 @@ export const allocationOrphanReason = (
 /**
  * Finds orphaned allocations and reservations. Pass reservations listed *before* the pools
  * were, so a reservation created by a concurrent CNI ADD always finds its allocation.
- * `networkOf` tells the network a pool's reservations are named with (node-slice pools do not
- * encode it in their names the usual way).
  */
 export const findOrphans = (
   pools: ReadonlyArray<ParsedPool>,
   livePods: ReadonlyMap<string, PodProjection>,
   reservations: ReadonlyArray<OverlappingRangeIPReservation> = [],
-  networkOf: (pool: ParsedPool) => string | undefined = (pool) => poolNetworkName(pool.name, pool.range)
+  options: FindOrphansOptions = {}
 ): Orphans => {
+  const networkOf = options.networkOf ?? ((pool: ParsedPool) => poolNetworkName(pool.name, pool.range))
+  const ended = new Map<string, NeverRunsAgain>()
+  if (options.neverRunsAgain !== undefined) {
+    for (const [ref, pod] of livePods) {
+      const why = options.neverRunsAgain(pod)
+      if (why !== undefined) ended.set(ref, why)
+    }
+  }
   const allocations: Array<OrphanAllocation> = []
   // network name → ip → podref → orphan reason of that allocation (undefined = held)
   const holders = new Map<string, Map<string, Map<string, AllocationOrphanReason | undefined>>>()
@@ -66,8 +84,9 @@ export const findOrphans = (
     let byIp = holders.get(network)
     if (byIp === undefined) holders.set(network, (byIp = new Map()))
     for (const entry of pool.entries) {
-      const reason = allocationOrphanReason(entry, livePods)
-      if (reason !== undefined) allocations.push({ pool: pool.name, entry, reason })
+      const why = ended.get(entry.podref)
+      const reason = why !== undefined ? "NeverRunsAgain" : allocationOrphanReason(entry, livePods)
+      if (reason !== undefined) allocations.push({ pool: pool.name, entry, reason, ...(why === undefined ? {} : { detail: why.detail }) })
       const k = ipKey(entry.ip)
       let byPod = byIp.get(k)
       if (byPod === undefined) byIp.set(k, (byPod = new Map()))
@@ -87,6 +106,11 @@ export const findOrphans = (
     const base = { name: r.metadata.name, podref, ip: parsed?.ip, networkName: parsed?.networkName }
     if (!livePods.has(podref)) {
       orphanReservations.push({ ...base, reason: "PodGone" })
+      continue
+    }
+    const why = ended.get(podref)
+    if (why !== undefined) {
+      orphanReservations.push({ ...base, reason: "NeverRunsAgain", detail: why.detail })
       continue
     }
     // A name we cannot read is never deleted while its pod lives.

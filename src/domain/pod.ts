@@ -25,6 +25,10 @@ export interface PodProjection {
   readonly deletionTimestamp?: string | undefined
   readonly nodeName?: string | undefined
   readonly phase?: string | undefined
+  /** `status.reason` ("Evicted" for a pod the kubelet evicted). */
+  readonly phaseReason?: string | undefined
+  /** The reason of a true DisruptionTarget condition ("DeletionByTaintManager", …). */
+  readonly disruption?: string | undefined
   /** `network-status` (or legacy `networks-status`) annotation, compacted (`compactNetworkStatus`). */
   readonly networkStatus?: string | undefined
   /** Raw `networks` selection annotation. */
@@ -50,7 +54,13 @@ interface PodLike {
     readonly annotations?: Readonly<Record<string, string>> | undefined
   } | undefined
   readonly spec?: { readonly nodeName?: string | undefined } | undefined
-  readonly status?: { readonly phase?: string | undefined } | undefined
+  readonly status?:
+    | {
+        readonly phase?: string | undefined
+        readonly reason?: string | undefined
+        readonly conditions?: ReadonlyArray<{ readonly type?: string | undefined; readonly status?: string | undefined; readonly reason?: string | undefined }> | undefined
+      }
+    | undefined
 }
 
 const nonEmpty = (s: string | undefined): string | undefined => (s === undefined || s === "" ? undefined : s)
@@ -72,6 +82,8 @@ export const projectPod = (pod: PodLike): PodProjection => {
     deletionTimestamp: ts === undefined ? undefined : ts instanceof Date ? ts.toISOString() : ts,
     nodeName: internOptional(nonEmpty(pod.spec?.nodeName)),
     phase: internOptional(nonEmpty(pod.status?.phase)),
+    phaseReason: internOptional(nonEmpty(pod.status?.reason)),
+    disruption: internOptional(nonEmpty(pod.status?.conditions?.find((c) => c.type === "DisruptionTarget" && c.status === "True")?.reason)),
     networkStatus: compactOptional(nonEmpty(a[NETWORK_STATUS_ANNOTATION]) ?? nonEmpty(a[LEGACY_NETWORK_STATUS_ANNOTATION])),
     networks: nonEmpty(a[NETWORKS_ANNOTATION])
   }

@@ -22,14 +22,18 @@ import { Data } from "effect"
 import { type EventIntent, REASON_GARBAGE_COLLECTED, garbageCollectedMessage, podObject } from "./events.ts"
 import { type IPAddress, formatIP } from "./ip.ts"
 import { type ReservationOrphanReason, entryVerdict, reservationVerdict } from "./liveness.ts"
+import type { NeverRunsAgain, NeverRunsAgainReason } from "./never-runs-again.ts"
 import type { PodProjection } from "./pod.ts"
 import type { PoolEntry, ReservationRecord } from "./pool.ts"
 
-/** What found a candidate, as `ips_freed_total{trigger}` counts it. */
-export type FreeTrigger = "deletion" | "sweep"
+/** Why a candidate was freed, as `ips_freed_total{trigger}` counts it: what found it, or why its pod will never run again. */
+export type FreeTrigger = "deletion" | "sweep" | NeverRunsAgainReason
 
-/** Why a candidate's addresses are thought free: its pod was deleted, or the sweep found nobody holding them. */
-export type Claim = "Deleted" | "Orphan"
+/**
+ * Why a candidate's addresses are thought free: its pod was deleted; the sweep found nobody
+ * holding them; or its pod (this incarnation, by uid) exists but will never run again.
+ */
+export type Claim = "Deleted" | "Orphan" | "NeverRunsAgain"
 
 export type ReleaseErrorReason = "ApiError" | "BadAnnotation" | "BadNadConfig"
 
@@ -96,6 +100,8 @@ export interface PlannedEntry {
 /** One candidate in the plan. */
 export interface OwnerPlan {
   readonly holding: Holding
+  /** What its frees count under (for a pod that will never run again: why, as the re-check found it). */
+  readonly trigger: FreeTrigger
   /** "release": something to do; "kept": a live pod holds it all; "failed": not plannable; "nothing": held nothing. */
   readonly decision: "release" | "kept" | "failed" | "nothing"
   readonly entries: ReadonlyArray<PlannedEntry>
@@ -111,12 +117,20 @@ export interface ReleasePlan {
 /** What the live re-check found: the pod now named by each re-checked podref (absent: no such pod). */
 export type LivePods = ReadonlyMap<string, PodProjection>
 
+/** What the planner judges with: the live pods, and the never-run-again rule on freshly read facts (nodes, the time). */
+export interface LivenessFacts {
+  readonly live: LivePods
+  /** Absent: no pod is taken to never run again. */
+  readonly neverRunsAgain?: ((pod: PodProjection) => NeverRunsAgain | undefined) | undefined
+}
+
 /** The podrefs worth a live re-check: those that hold something and can be planned. */
 export const recheckTargets = (holdings: ReadonlyArray<Holding>): ReadonlyArray<Holding> =>
   holdings.filter((h) => h.error === undefined && (h.entries.length > 0 || h.reservations.length > 0))
 
 const keptAll = (holding: Holding, why: string): OwnerPlan => ({
   holding,
+  trigger: holding.trigger,
   decision: "kept",
   entries: [],
   reservations: [],
@@ -126,10 +140,32 @@ const keptAll = (holding: Holding, why: string): OwnerPlan => ({
   ]
 })
 
-const planOwner = (holding: Holding, live: PodProjection | undefined): OwnerPlan => {
-  if (holding.error !== undefined) return { holding, decision: "failed", entries: [], reservations: [], kept: [] }
-  if (holding.entries.length === 0 && holding.reservations.length === 0) return { holding, decision: "nothing", entries: [], reservations: [], kept: [] }
+/** Everything of a pod that will never run again (or is gone): each entry with its Event saying why. */
+const releaseAll = (holding: Holding, live: PodProjection | undefined, why: NeverRunsAgain | undefined): OwnerPlan => {
+  const regarding = holding.pod === undefined ? undefined : podObject(holding.pod)
+  return {
+    holding,
+    trigger: why?.reason ?? holding.trigger,
+    decision: "release",
+    entries: holding.entries.map((held) => ({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held, why?.detail) })),
+    reservations: holding.reservations,
+    kept: []
+  }
+}
+
+/** A pod seen to never run again: freed only if the live pod is that incarnation and still never runs again. */
+const planNeverRunsAgain = (holding: Holding, live: PodProjection | undefined, facts: LivenessFacts): OwnerPlan => {
+  if (live === undefined) return releaseAll(holding, live, undefined)
+  if (live.uid !== holding.pod?.uid) return keptAll(holding, `pod ${holding.podref} exists again (uid ${live.uid}) and holds these addresses`)
+  const why = facts.neverRunsAgain?.(live)
+  return why === undefined ? keptAll(holding, `pod ${holding.podref} may run again`) : releaseAll(holding, live, why)
+}
+
+const planOwner = (holding: Holding, live: PodProjection | undefined, facts: LivenessFacts): OwnerPlan => {
+  if (holding.error !== undefined) return { holding, trigger: holding.trigger, decision: "failed", entries: [], reservations: [], kept: [] }
+  if (holding.entries.length === 0 && holding.reservations.length === 0) return { holding, trigger: holding.trigger, decision: "nothing", entries: [], reservations: [], kept: [] }
   if (holding.claim === "Deleted" && live !== undefined) return keptAll(holding, `pod ${holding.podref} exists again (uid ${live.uid}) and holds these addresses`)
+  if (holding.claim === "NeverRunsAgain") return planNeverRunsAgain(holding, live, facts)
   const kept: Array<{ readonly what: string; readonly why: string }> = []
   const pod = holding.pod
   const regarding = pod === undefined ? undefined : podObject({ ...pod, uid: pod.uid === "" ? (live?.uid ?? "") : pod.uid })
@@ -137,7 +173,7 @@ const planOwner = (holding: Holding, live: PodProjection | undefined): OwnerPlan
   for (const held of holding.entries) {
     const verdict = entryVerdict(live, held.entry.ip, held.entry.ifname)
     if (verdict !== undefined) kept.push({ what: `${held.pool} ${formatIP(held.entry.ip)}`, why: verdict })
-    else entries.push({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held) })
+    else entries.push({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held, undefined) })
   }
   // A reservation stays with its entry: an address kept must stay reserved.
   const keptNames = new Set(holding.entries.filter((h) => !entries.some((p) => p.held === h)).flatMap((h) => h.reservation ?? []))
@@ -147,19 +183,20 @@ const planOwner = (holding: Holding, live: PodProjection | undefined): OwnerPlan
     if (verdict !== undefined) kept.push({ what: `reservation ${r.name}`, why: verdict })
     else reservations.push(r)
   }
-  return { holding, decision: entries.length + reservations.length > 0 ? "release" : "kept", entries, reservations, kept }
+  return { holding, trigger: holding.trigger, decision: entries.length + reservations.length > 0 ? "release" : "kept", entries, reservations, kept }
 }
 
-const gcEvent = (regarding: EventIntent["regarding"], held: HeldEntry): EventIntent => ({
+/** Upstream's Normal Event; for a pod that still exists, why its address went (existing greps still match). */
+const gcEvent = (regarding: EventIntent["regarding"], held: HeldEntry, detail: string | undefined): EventIntent => ({
   regarding,
   type: "Normal",
   reason: REASON_GARBAGE_COLLECTED,
-  message: garbageCollectedMessage(formatIP(held.entry.ip), held.network)
+  message: `${garbageCollectedMessage(formatIP(held.entry.ip), held.network)}${detail === undefined ? "" : ` (${detail})`}`
 })
 
 /** Plans the release of every holding against what the live re-check found. */
-export const planRelease = (holdings: ReadonlyArray<Holding>, live: LivePods): ReleasePlan => ({
-  owners: holdings.map((h) => planOwner(h, live.get(h.podref)))
+export const planRelease = (holdings: ReadonlyArray<Holding>, facts: LivenessFacts): ReleasePlan => ({
+  owners: holdings.map((h) => planOwner(h, facts.live.get(h.podref), facts))
 })
 
 /** The plan's entries per pool (one guarded patch each), in the order pools first appear. */

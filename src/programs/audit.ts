@@ -9,6 +9,10 @@ const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<
   return [line(header), ...rows.map(line)].join("\n")
 }
 
+/** The reason in words, with why a pod that still exists will never run again. */
+const explain = (o: { readonly reason: keyof typeof ORPHAN_REASON_TEXT; readonly detail?: string | undefined }) =>
+  o.detail === undefined ? ORPHAN_REASON_TEXT[o.reason] : `${ORPHAN_REASON_TEXT[o.reason]} (${o.detail})`
+
 const percent = (used: number, size: number) => (size === 0 ? "-" : `${((used / size) * 100).toFixed(1)}%`)
 
 /** Human-readable report. */
@@ -28,14 +32,14 @@ export const renderTable = (r: SweepReport): string => {
       ? "No orphaned allocations."
       : table(
           ["POOL", "IP", "OFFSET", "PODREF", "IFNAME", "REASON"],
-          r.orphanAllocations.map((o) => [o.pool, formatIP(o.entry.ip), o.entry.key, o.entry.podref, o.entry.ifname ?? "", ORPHAN_REASON_TEXT[o.reason]])
+          r.orphanAllocations.map((o) => [o.pool, formatIP(o.entry.ip), o.entry.key, o.entry.podref, o.entry.ifname ?? "", explain(o)])
         )
   const reservations =
     r.orphanReservations.length === 0
       ? "No orphaned reservations."
       : table(
           ["RESERVATION", "IP", "PODREF", "REASON"],
-          r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, ORPHAN_REASON_TEXT[o.reason]])
+          r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, explain(o)])
         )
   return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ""].join("\n")
 }
@@ -54,7 +58,8 @@ export const renderJson = (r: SweepReport): string =>
         containerId: o.entry.id,
         ifname: o.entry.ifname ?? null,
         reason: o.reason,
-        explanation: ORPHAN_REASON_TEXT[o.reason]
+        ...(o.detail === undefined ? {} : { detail: o.detail }),
+        explanation: explain(o)
       })),
       orphanedReservations: r.orphanReservations.map((o) => ({
         name: o.name,
@@ -62,7 +67,8 @@ export const renderJson = (r: SweepReport): string =>
         network: o.networkName ?? null,
         podref: o.podref,
         reason: o.reason,
-        explanation: ORPHAN_REASON_TEXT[o.reason]
+        ...(o.detail === undefined ? {} : { detail: o.detail }),
+        explanation: explain(o)
       }))
     },
     null,

@@ -86,6 +86,32 @@ const ROWS: ReadonlyArray<OptionRow> = [
     help: "sweeps delete empty node-slice pools of nodes that no longer own their slice (audit lists them either way)",
     commands: runOnly
   },
+  { flag: "free-terminal-pods", env: "FREE_TERMINAL_PODS", kind: "boolean", key: "freeTerminalPods", help: "free the addresses of pods that finished (phase Succeeded or Failed) while their objects remain", commands: runOnly },
+  {
+    flag: "free-evicted-pods",
+    env: "FREE_EVICTED_PODS",
+    kind: "boolean",
+    key: "freeEvictedPods",
+    help: "free the addresses of evicted pods: by the kubelet, or by the taint manager from an unreachable node (upstream's reconciler does the latter)",
+    commands: runOnly
+  },
+  { flag: "free-on-out-of-service", env: "FREE_ON_OUT_OF_SERVICE", kind: "boolean", key: "freeOnOutOfService", help: "free the addresses of terminating pods on a node tainted node.kubernetes.io/out-of-service", commands: runOnly },
+  {
+    flag: "terminating-grace",
+    env: "TERMINATING_GRACE",
+    kind: "string",
+    key: "terminatingGrace",
+    help: "how long past a terminating pod's grace period its node's state (gone, out of service, not ready) counts: longer is safer against a node that comes back",
+    commands: runOnly
+  },
+  {
+    flag: "free-on-notready-after",
+    env: "FREE_ON_NOTREADY_AFTER",
+    kind: "string",
+    note: "off",
+    help: "opt-in: free a terminating pod's addresses once its node has been NotReady or Unknown this long (a partitioned node may still run its pods)",
+    commands: runOnly
+  },
   { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
   { flag: "log-level", env: "LOG_LEVEL", kind: "string", key: "logLevel", help: "debug, info, warning or error", commands: all },
   { flag: "log-format", env: "LOG_FORMAT", kind: "string", key: "logFormat", help: "json or logfmt", commands: all },

@@ -1,12 +1,13 @@
 /**
- * The deletion-driven loop: pod deletions → keyed work queue → batches (Batcher) → workers that
- * reconcile them (reconcile.ts) → forget, a scheduled retry, or a visible give-up. Runs for one
+ * The release loop: deleted pods, and pods that will never run again (triggers.ts) → keyed work
+ * queue → batches (Batcher) → workers that reconcile them (reconcile.ts) → forget, a scheduled
+ * retry, or a visible give-up. Runs for one
  * leadership term; when the term ends (lost lease or SIGTERM) it stops taking work and lets
  * in-flight work finish.
  */
-import { Clock, Duration, Effect, FiberSet, Option, Schedule, Stream } from "effect"
+import { Clock, Duration, Effect, FiberSet, Option, Schedule } from "effect"
 import { REASON_GC_FAILED, gcFailedMessage } from "../domain/events.ts"
-import { type PodProjection, podRef } from "../domain/pod.ts"
+import { podRef } from "../domain/pod.ts"
 import { type Outcome, type ReleaseError, nextStep } from "../domain/release.ts"
 import * as Batcher from "../services/Batcher.ts"
 import { Caches } from "../services/Caches.ts"
@@ -15,7 +16,8 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import * as WorkQueue from "../services/WorkQueue.ts"
 import type { LoopActivity } from "./memory.ts"
-import { reconcileBatch } from "./reconcile.ts"
+import { type Candidate, reconcileBatch } from "./reconcile.ts"
+import { feed } from "./triggers.ts"
 
 /** Batches whose Events may be pending per worker before the worker waits for them: bounds the memory of a backlog of Events. */
 export const EVENT_SLOTS_PER_WORKER = 2
@@ -28,42 +30,43 @@ export const retrySchedule = (c: Pick<ControllerConfigShape, "retryBaseDelay" | 
     Schedule.intersect(Schedule.recurs(c.retryAttempts - 1))
   )
 
-/** Queue key: one deletion per pod incarnation. */
-export const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid}`
+type Queue = WorkQueue.WorkQueue<Candidate>
 
-type Queue = WorkQueue.WorkQueue<PodProjection>
+const what = (c: Candidate) => (c.claim === "Deleted" ? "deleted pod" : "pod that will never run again")
 
-const giveUp = (pod: PodProjection, error: ReleaseError) =>
+const giveUp = (candidate: Candidate, error: ReleaseError) =>
   Effect.gen(function* () {
     const events = yield* EventRecorder
     const metrics = yield* Metrics
-    yield* Effect.logError("giving up on deleted pod: retries exhausted").pipe(
+    const pod = candidate.pod
+    yield* Effect.logError(`giving up on ${what(candidate)}: retries exhausted`).pipe(
       Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, reason: error.reason, error: error.message })
     )
     yield* metrics.failure("RetriesExhausted")
     yield* events.record({ kind: "Pod", namespace: pod.namespace, name: pod.name, uid: pod.uid }, "Warning", REASON_GC_FAILED, gcFailedMessage(pod.namespace, pod.name))
   })
 
-const logOutcome = (pod: PodProjection, outcome: Outcome) => {
-  const ref = podRef(pod)
+const logOutcome = (c: Candidate, outcome: Outcome) => {
+  const ref = podRef(c.pod)
   if ((outcome._tag === "Freed" || outcome._tag === "PartlyFreed") && outcome.freed.length > 0) {
-    return Effect.logInfo("freed addresses of deleted pod").pipe(
-      Effect.annotateLogs({ pod: ref, uid: pod.uid, ips: outcome.freed.map((f) => f.ip).join(","), reservations: outcome.reservations })
+    return Effect.logInfo(`freed addresses of ${what(c)}`).pipe(
+      Effect.annotateLogs({ pod: ref, uid: c.pod.uid, ips: outcome.freed.map((f) => f.ip).join(","), reservations: outcome.reservations, ...(c.claim === "Deleted" ? {} : { why: c.reason }) })
     )
   }
-  if (outcome._tag === "Kept") return Effect.logInfo("kept addresses of deleted pod").pipe(Effect.annotateLogs({ pod: ref, why: outcome.why }))
+  if (outcome._tag === "Kept") return Effect.logInfo(`kept addresses of ${what(c)}`).pipe(Effect.annotateLogs({ pod: ref, why: outcome.why }))
   return Effect.void
 }
 
 /** What the queue does with one pod after its outcome (nextStep): forget it, retry it later, or give up visibly. */
-const settle = (queue: Queue, key: string, pod: PodProjection, outcome: Outcome) =>
+const settle = (queue: Queue, key: string, candidate: Candidate, outcome: Outcome) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
     const { retryAttempts } = yield* ControllerConfig
-    yield* logOutcome(pod, outcome)
+    const pod = candidate.pod
+    yield* logOutcome(candidate, outcome)
     const step = nextStep(outcome, (yield* queue.numRequeues(key)) + 1, retryAttempts)
     if (step._tag === "Forget") return yield* queue.forget(key)
-    if (step._tag === "Requeue" && (yield* queue.addRateLimited(key, pod))) {
+    if (step._tag === "Requeue" && (yield* queue.addRateLimited(key, candidate))) {
       yield* metrics.retry()
       return yield* Effect.logWarning("reconcile failed, will retry").pipe(
         Effect.annotateLogs({ pod: podRef(pod), attempt: yield* queue.numRequeues(key), error: step.error.message })
@@ -73,9 +76,9 @@ const settle = (queue: Queue, key: string, pod: PodProjection, outcome: Outcome)
     if (step._tag === "Drop") {
       // Bad input: a Warning naming the object was recorded; retrying cannot help.
       yield* metrics.failure(step.error.reason)
-      return yield* Effect.logWarning("cannot reconcile deleted pod").pipe(Effect.annotateLogs({ pod: podRef(pod), reason: step.error.reason, error: step.error.message }))
+      return yield* Effect.logWarning(`cannot reconcile ${what(candidate)}`).pipe(Effect.annotateLogs({ pod: podRef(pod), reason: step.error.reason, error: step.error.message }))
     }
-    yield* giveUp(pod, step.error)
+    yield* giveUp(candidate, step.error)
   })
 
 /** Where a worker's Events go, and how many batches' Events may wait in the background. */
@@ -98,7 +101,7 @@ const handOffEvents = (queue: Queue, events: Effect.Effect<void>, sink: EventSin
   })
 
 /** One batch: reconcile, then settle each pod, then its Events; the keys are done last. */
-const processBatch = (queue: Queue, batch: Batcher.Batch<PodProjection>, observedAt: Map<string, number>, sink: EventSink) =>
+const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>, sink: EventSink) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
     const start = yield* Clock.currentTimeMillis
@@ -110,25 +113,10 @@ const processBatch = (queue: Queue, batch: Batcher.Batch<PodProjection>, observe
     }
     const { results, events } = yield* Effect.ensuring(reconcileBatch(batch.items.map((i) => i.value)), batch.landed)
     yield* metrics.reconcileDuration(((yield* Clock.currentTimeMillis) - start) / 1000)
-    for (const [i, { pod, outcome }] of results.entries()) yield* settle(queue, batch.items[i]!.key, pod, outcome)
+    for (const [i, { outcome }] of results.entries()) yield* settle(queue, batch.items[i]!.key, batch.items[i]!.value, outcome)
     // Handed over before the keys are done: a shutdown waiting for an idle queue then finds the Events in `background`.
     yield* handOffEvents(queue, events, sink)
     for (const { key } of batch.items) yield* queue.done(key)
-  })
-
-/** Deletions into the queue; when each arrived, for the queue-wait histogram. */
-const feed = (queue: Queue, observedAt: Map<string, number>, activity: LoopActivity | undefined) =>
-  Effect.gen(function* () {
-    const deletions = yield* (yield* Caches).podDeletions
-    yield* Effect.forkScoped(
-      Stream.runForEach(deletions, (pod) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const key = queueKey(pod)
-          if (!observedAt.has(key)) observedAt.set(key, now)
-          return Effect.zipRight(activity?.arrived ?? Effect.void, queue.add(key, pod))
-        })
-      )
-    )
   })
 
 /** Stop intake, then wait (up to the shutdown timeout) for in-flight batches and their Events. */
@@ -164,11 +152,17 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       const metrics = yield* Metrics
       // Registered first, so it runs last: the end of a shutdown (or of a leadership term) in the log.
       yield* Effect.addFinalizer(() => Effect.logInfo("deletion loop stopped"))
-      const queue = yield* WorkQueue.make<PodProjection>({ backoff: retrySchedule(config) })
+      const queue = yield* WorkQueue.make<Candidate>({ backoff: retrySchedule(config) })
+      // When each candidate was queued, until a worker first takes it: the queue-wait histogram.
       const observedAt = new Map<string, number>()
       // Before the workers, so it outlives them at shutdown.
       const sink: EventSink = { background: yield* FiberSet.make(), slots: yield* Effect.makeSemaphore(EVENT_SLOTS_PER_WORKER * config.workers) }
-      yield* feed(queue, observedAt, options.activity)
+      yield* feed(queue, (key, now) =>
+        Effect.zipRight(
+          Effect.sync(() => void (observedAt.has(key) || observedAt.set(key, now))),
+          options.activity?.arrived ?? Effect.void
+        )
+      )
       yield* caches.awaitSynced
       const batcher = yield* Batcher.make(queue, { ...Batcher.DEFAULT_BATCHING, windowMs: Duration.toMillis(config.batchWindow) })
       const worker = Effect.gen(function* () {

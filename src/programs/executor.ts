@@ -180,8 +180,8 @@ const finishing = (plan: ReleasePlan, released: ReadonlyMap<string, ReadonlyArra
     for (const o of plan.owners) {
       const outcome = outcomes.get(o.holding.podref)
       if (outcome === undefined || (outcome._tag !== "Freed" && outcome._tag !== "PartlyFreed")) continue
-      const t = totals.get(o.holding.trigger) ?? { freed: 0, reservations: 0 }
-      totals.set(o.holding.trigger, { freed: t.freed + outcome.freed.length, reservations: t.reservations + outcome.reservations })
+      const t = totals.get(o.trigger) ?? { freed: 0, reservations: 0 }
+      totals.set(o.trigger, { freed: t.freed + outcome.freed.length, reservations: t.reservations + outcome.reservations })
     }
     for (const [trigger, t] of totals) {
       if (t.freed > 0) yield* metrics.ipsFreed(trigger, t.freed)

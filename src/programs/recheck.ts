@@ -3,12 +3,16 @@
  * plan would free, read from the API server (never the cache). Per namespace, GETs, or one LIST
  * when a namespace has many candidates and listing it costs the server less.
  */
-import { Effect, Option } from "effect"
+import { Clock, Effect, Either, Option } from "effect"
+import { type NodeFact, neverRunsAgain } from "../domain/never-runs-again.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
+import { type Holding, type LivePods, type LivenessFacts, recheckTargets } from "../domain/release.ts"
 import type { Caches } from "../services/Caches.ts"
-import { ControllerConfig } from "../services/ControllerConfig.ts"
+import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
+import type { KubeError } from "../services/KubeError.ts"
 import type { ReadOptions } from "../services/KubeApi.ts"
 import { Pods } from "../services/Pods.ts"
+import { apiError } from "./executor.ts"
 
 /**
  * Above this many pods of one namespace the re-check may list the namespace instead of getting
@@ -76,6 +80,44 @@ export const livePodsByRef = (
     })
     yield* Effect.all([getEach, listEach], { concurrency: 2, discard: true })
     return found as ReadonlyMap<string, PodProjection>
+  })
+
+const failAll = (holdings: ReadonlyArray<Holding>, refs: ReadonlySet<string>, e: KubeError) =>
+  holdings.map((h) => (refs.has(h.podref) ? { ...h, error: apiError(h.podref, e) } : h))
+
+/**
+ * The live re-check of a plan's candidates: whether a pod of each name exists now (for a deletion,
+ * existence is all that counts, so metadata only) and, for the sweep's orphans and pods that would
+ * never run again, the pod's state, and for the latter its node's, read fresh. A failed read fails
+ * every holding it was for.
+ */
+export const recheckHoldings = (holdings: ReadonlyArray<Holding>, namespacePods?: (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>) =>
+  Effect.gen(function* () {
+    const targets = recheckTargets(holdings)
+    const [deleted, full] = [targets.filter((h) => h.claim === "Deleted"), targets.filter((h) => h.claim !== "Deleted")]
+    const byName = yield* Effect.either(livePodsByRef(deleted.flatMap((h) => h.pod ?? []), { metadataOnly: true }, namespacePods))
+    const byState = yield* Effect.either(livePodsByRef(full.flatMap((h) => h.pod ?? []), {}, namespacePods))
+    let checked = holdings
+    if (Either.isLeft(byName)) checked = failAll(checked, new Set(deleted.map((h) => h.podref)), byName.left)
+    if (Either.isLeft(byState)) checked = failAll(checked, new Set(full.map((h) => h.podref)), byState.left)
+    const live: LivePods = new Map([...Either.getOrElse(byName, () => new Map()), ...Either.getOrElse(byState, () => new Map())])
+    const ended = new Set(full.filter((h) => h.claim === "NeverRunsAgain").map((h) => h.podref))
+    const judge = yield* Effect.either(nodeFacts([...live.values()].filter((p) => ended.has(podRef(p)))))
+    if (Either.isLeft(judge)) return { holdings: failAll(checked, ended, judge.left), facts: { live } satisfies LivenessFacts }
+    return { holdings: checked, facts: { live, neverRunsAgain: judge.right } satisfies LivenessFacts }
+  })
+
+/** The never-run-again rule for these live pods, their nodes read live (only a terminating pod is judged by its node). */
+const nodeFacts = (pods: ReadonlyArray<PodProjection>) =>
+  Effect.gen(function* () {
+    const live = yield* Pods
+    const config = yield* ControllerConfig
+    const names = [...new Set(pods.flatMap((p) => (p.deletionTimestamp !== undefined && p.nodeName !== undefined ? [p.nodeName] : [])))]
+    const nodes = new Map<string, NodeFact>()
+    yield* Effect.forEach(names, (name) => Effect.map(live.node(name), (n) => void nodes.set(name, n)), { concurrency: RECHECK_GET_CONCURRENCY, discard: true })
+    const now = yield* Clock.currentTimeMillis
+    const policy = neverRunsAgainPolicy(config)
+    return (pod: PodProjection) => neverRunsAgain(pod, nodes.get(pod.nodeName ?? "") ?? { _tag: "Unknown" }, now, policy)
   })
 
 /** Pods the cache holds in each of these namespaces (one pass over the pod cache). */

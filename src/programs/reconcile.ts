@@ -1,16 +1,18 @@
 /**
- * The deletion path: for a batch of deleted pods, find what each held (caches first, pools the
- * cache has not seen read live), re-check live that no pod of the same name exists, plan the
- * release and carry it out (src/domain/release.ts, executor.ts).
+ * The release path for pods: for a batch of deleted pods (and pods that will never run again), find
+ * what each held (caches first, pools the cache has not seen read live), re-check live that no pod
+ * of the same name exists (or that the pod, that same incarnation, still never runs again), plan
+ * the release and carry it out (src/domain/release.ts, executor.ts).
  *
  * A mass deletion becomes one patch per pool instead of one per pod, and the re-check one LIST
  * per namespace instead of one GET per pod (recheck.ts).
  */
 import { Effect, Either } from "effect"
+import type { NeverRunsAgainReason } from "../domain/never-runs-again.ts"
 import { type PodFindings, type Snapshot, deletedPodHolding, findPodHoldings, mergeFindings } from "../domain/holdings.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import type { ParsedPool } from "../domain/pool.ts"
-import { type Holding, type LivePods, Outcome, type ReleaseError, planRelease, recheckTargets } from "../domain/release.ts"
+import { type Holding, Outcome, type ReleaseError, planRelease } from "../domain/release.ts"
 import { Caches } from "../services/Caches.ts"
 import type { ControllerConfig } from "../services/ControllerConfig.ts"
 import type { EventRecorder } from "../services/EventRecorder.ts"
@@ -21,7 +23,7 @@ import type { NadConfigs } from "../services/NadConfigs.ts"
 import type { Pods } from "../services/Pods.ts"
 import type { Reservations } from "../services/Reservations.ts"
 import { apiError, execute } from "./executor.ts"
-import { cachedPodsIn, livePodsByRef } from "./recheck.ts"
+import { cachedPodsIn, recheckHoldings } from "./recheck.ts"
 import { cacheSnapshot } from "./snapshot.ts"
 
 export { Outcome }
@@ -44,16 +46,33 @@ export interface BatchOutcome {
   readonly events: Effect.Effect<void>
 }
 
-/** What each podref of the batch holds, incarnations of one pod merged. */
-const findAll = (batch: ReadonlyArray<PodProjection>, snapshot: Snapshot): Map<string, PodFindings> => {
-  const out = new Map<string, PodFindings>()
-  for (const pod of batch) {
-    const found = findPodHoldings(pod, snapshot)
+/**
+ * A pod to release: deleted, or still there but never to run again (why, as the caches saw it;
+ * the live re-check decides).
+ */
+export type Candidate =
+  | { readonly claim: "Deleted"; readonly pod: PodProjection }
+  | { readonly claim: "NeverRunsAgain"; readonly pod: PodProjection; readonly reason: NeverRunsAgainReason }
+
+type Found = { readonly findings: PodFindings; readonly candidate: Candidate }
+
+/**
+ * What each podref of the batch holds, incarnations of one pod merged. A deleted incarnation
+ * makes the podref a deletion: then a live namesake keeps everything, whatever its state.
+ */
+const findAll = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot): Map<string, Found> => {
+  const out = new Map<string, Found>()
+  for (const candidate of batch) {
+    const found = findPodHoldings(candidate.pod, snapshot)
     const same = out.get(found.ref)
-    out.set(found.ref, same === undefined ? found : mergeFindings(same, found))
+    if (same === undefined) out.set(found.ref, { findings: found, candidate })
+    else out.set(found.ref, { findings: mergeFindings(same.findings, found), candidate: same.candidate.claim === "Deleted" ? same.candidate : candidate })
   }
   return out
 }
+
+const claimOf = (c: Candidate): Pick<Holding, "claim" | "trigger"> =>
+  c.claim === "Deleted" ? { claim: "Deleted", trigger: "deletion" } : { claim: "NeverRunsAgain", trigger: c.reason }
 
 /** Pools the cache has not seen yet (a pool event may still be on its way), read live; one that does not exist holds nothing. */
 const readLivePools = (names: ReadonlySet<string>) =>
@@ -70,47 +89,31 @@ const readLivePools = (names: ReadonlySet<string>) =>
   })
 
 /** The holdings of the batch: findings, with the live reads they need, as holdings (failed where a read failed). */
-const holdingsOf = (batch: ReadonlyArray<PodProjection>, snapshot: Snapshot) =>
+const holdingsOf = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot) =>
   Effect.gen(function* () {
-    const findings = findAll(batch, snapshot)
-    const reads = new Set([...findings.values()].flatMap((f) => (f.error === undefined ? [...f.liveReads.keys()] : [])))
+    const found = [...findAll(batch, snapshot).values()]
+    const reads = new Set(found.flatMap(({ findings: f }) => (f.error === undefined ? [...f.liveReads.keys()] : [])))
     const { pools, errors } = yield* readLivePools(reads)
-    return [...findings.values()].map((f): Holding => {
+    return found.map(({ findings: f, candidate }): Holding => {
       const failedRead = [...f.liveReads.keys()].map((name) => errors.get(name)).find((e) => e !== undefined)
-      const holding = deletedPodHolding(f, pools, snapshot)
+      const holding = deletedPodHolding(f, pools, snapshot, claimOf(candidate))
       return failedRead === undefined || holding.error !== undefined ? holding : { ...holding, error: apiError(f.ref, failedRead) }
     })
-  })
-
-/**
- * Whether a pod of each name exists now. Existence is all a deletion asks (a namesake keeps
- * everything), so metadata only. A failed re-check fails every holding it was for.
- */
-const recheck = (holdings: ReadonlyArray<Holding>) =>
-  Effect.gen(function* () {
-    const caches = yield* Caches
-    const targets = recheckTargets(holdings)
-    const live = yield* Effect.either(livePodsByRef(targets.flatMap((h) => h.pod ?? []), { metadataOnly: true }, cachedPodsIn(caches)))
-    if (Either.isRight(live)) return { holdings, live: live.right }
-    const failed = new Set(targets.map((h) => h.podref))
-    return {
-      holdings: holdings.map((h) => (failed.has(h.podref) ? { ...h, error: apiError(h.podref, live.left) } : h)),
-      live: new Map() as LivePods
-    }
   })
 
 /**
  * Reconciles a batch of deleted pods. Never fails as a whole: each pod gets its own outcome, so
  * one bad annotation or a failed write for one pool does not hold back the others.
  */
-export const reconcileBatch = (batch: ReadonlyArray<PodProjection>): Effect.Effect<BatchOutcome, never, ReconcileRequirements> =>
+export const reconcileBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<BatchOutcome, never, ReconcileRequirements> =>
   Effect.gen(function* () {
     const snapshot = yield* cacheSnapshot
-    const { holdings, live } = yield* recheck(yield* holdingsOf(batch, snapshot))
-    const execution = yield* execute(planRelease(holdings, live))
+    const caches = yield* Caches
+    const { holdings, facts } = yield* recheckHoldings(yield* holdingsOf(batch, snapshot), cachedPodsIn(caches))
+    const execution = yield* execute(planRelease(holdings, facts))
     // Incarnations of one pod shared one holding: what it freed is reported once, not once per incarnation.
     const reported = new Set<string>()
-    const results = batch.map((pod): PodResult => {
+    const results = batch.map(({ pod }): PodResult => {
       const ref = podRef(pod)
       const outcome = execution.outcomes.get(ref) ?? Outcome.Freed({ freed: [], reservations: 0 })
       const twin = reported.has(ref) && outcome._tag === "Freed"
@@ -121,7 +124,10 @@ export const reconcileBatch = (batch: ReadonlyArray<PodProjection>): Effect.Effe
   })
 
 /** `reconcileBatch` with its Events written before it returns. */
-export const reconcilePods = (batch: ReadonlyArray<PodProjection>) => Effect.flatMap(reconcileBatch(batch), ({ events, results }) => Effect.as(events, results))
+export const reconcileCandidates = (batch: ReadonlyArray<Candidate>) => Effect.flatMap(reconcileBatch(batch), ({ events, results }) => Effect.as(events, results))
+
+/** Deleted pods, reconciled with their Events written. */
+export const reconcilePods = (batch: ReadonlyArray<PodProjection>) => reconcileCandidates(batch.map((pod) => ({ claim: "Deleted", pod }) as const))
 
 /** One deleted pod, as a typed Effect: its outcome, or a ReleaseError when nothing could be freed. Its Events are written. */
 export const reconcilePod = (pod: PodProjection): Effect.Effect<Exclude<Outcome, { readonly _tag: "Failed" }>, ReleaseError, ReconcileRequirements> =>

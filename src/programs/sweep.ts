@@ -9,12 +9,13 @@ import { orphanHoldings } from "../domain/holdings.ts"
 import { type Cidr, bitsOf } from "../domain/ip.ts"
 import { DEFAULT_RECONCILER_CRON } from "../domain/ipam-config.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
-import { podRef } from "../domain/pod.ts"
+import { type PodProjection, podRef } from "../domain/pod.ts"
 import type { PoolOrigin } from "../domain/node-slices.ts"
 import type { ParsedPool } from "../domain/pool.ts"
-import { type Holding, type ReleaseError, planRelease, recheckTargets } from "../domain/release.ts"
+import { neverRunsAgain } from "../domain/never-runs-again.ts"
+import { type Holding, type ReleaseError, planRelease } from "../domain/release.ts"
 import { toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
-import { ControllerConfig } from "../services/ControllerConfig.ts"
+import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
 import type { EventRecorder } from "../services/EventRecorder.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
 import { type KubeApi, listProjected } from "../services/KubeApi.ts"
@@ -26,7 +27,7 @@ import { Reservations } from "../services/Reservations.ts"
 import * as R from "../services/resources.ts"
 import { execute } from "./executor.ts"
 import { reclaimMemory } from "./memory.ts"
-import { livePodsByRef } from "./recheck.ts"
+import { recheckHoldings } from "./recheck.ts"
 import { listingSnapshot } from "./snapshot.ts"
 
 export interface PoolReport {
@@ -90,12 +91,13 @@ const listWorld = Effect.gen(function* () {
   const reservationList = yield* reservations.list
   const poolList = yield* store.list
   const podList = yield* pods.list()
+  const nodes = yield* pods.nodes
   const { items: nads } = yield* listProjected(R.NetworkAttachmentDefinitions, undefined, toNadRecord)
   // Optional: whereabouts before 0.8 has no NodeSlicePool CRD.
   const { items: nodeSlicePools } = yield* listProjected(R.NodeSlicePools, config.namespace, toNodeSlicePoolRecord).pipe(
     Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed({ items: [] }))
   )
-  return { reservationList, poolList, podList, nads, nodeSlicePools }
+  return { reservationList, poolList, podList, nads, nodeSlicePools, nodes }
 })
 
 type World = Effect.Effect.Success<typeof listWorld>
@@ -107,9 +109,17 @@ const sweepHoldings = (world: World) =>
     const pools = world.poolList.map((p) => p.pool)
     const snapshot = yield* listingSnapshot(pools, world.reservationList, world.nads, world.nodeSlicePools)
     const networkOf = (pool: ParsedPool) => snapshot.origin(pool).network
-    const orphans = findOrphans(pools, live, world.reservationList.map((r) => ({ metadata: { name: r.name }, spec: { podref: r.podref } })), networkOf)
+    const nodes = new Map(world.nodes.map((n) => [n.name, n] as const))
+    const now = yield* Clock.currentTimeMillis
+    const policy = neverRunsAgainPolicy(yield* ControllerConfig)
+    const ended = (pod: PodProjection) => {
+      const node = pod.nodeName === undefined ? undefined : nodes.get(pod.nodeName)
+      return neverRunsAgain(pod, node === undefined ? { _tag: "Gone" } : { _tag: "Present", node }, now, policy)
+    }
+    const reservations = world.reservationList.map((r) => ({ metadata: { name: r.name }, spec: { podref: r.podref } }))
+    const orphans = findOrphans(pools, live, reservations, { networkOf, neverRunsAgain: ended })
     const listed = new Map(world.reservationList.map((r) => [r.name, r] as const))
-    const holdings = orphanHoldings(orphans, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot)
+    const holdings = orphanHoldings(orphans, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
     return { orphans, holdings, origin: snapshot.origin }
   })
 
@@ -133,9 +143,9 @@ const pruneSlicePools = (world: World, origin: (pool: ParsedPool) => PoolOrigin)
 const freeOrphans = (holdings: ReadonlyArray<Holding>) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
-    // Re-check live right before freeing: a pod may have been (re)created since the list.
-    const live = yield* livePodsByRef(recheckTargets(holdings).flatMap((h) => h.pod ?? []))
-    const execution = yield* execute(planRelease(holdings, live))
+    // Re-check live right before freeing: a pod may have been (re)created since the list, or run again.
+    const checked = yield* recheckHoldings(holdings)
+    const execution = yield* execute(planRelease(checked.holdings, checked.facts))
     for (const [podref, outcome] of execution.outcomes) {
       if (outcome._tag !== "Freed" && outcome._tag !== "PartlyFreed") continue
       for (const f of outcome.freed) yield* Effect.logInfo("sweep freed orphaned allocation").pipe(Effect.annotateLogs({ pool: f.pool, ip: f.ip, podref }))

@@ -6,6 +6,7 @@
  */
 import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
 import { intern } from "../domain/intern.ts"
+import { type NodeRecord, OUT_OF_SERVICE_TAINT } from "../domain/never-runs-again.ts"
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import { type ParsedPool, type ReservationRecord, parsePool } from "../domain/pool.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
@@ -30,9 +31,11 @@ export interface PoolRecord {
   readonly pool: ParsedPool
 }
 
-export type { NodeSlicePoolRecord, ReservationRecord }
+export type { NodeRecord, NodeSlicePoolRecord, ReservationRecord }
 
 export const PODREF_INDEX = "podref"
+/** Pods by the node they run on. */
+export const NODE_INDEX = "node"
 
 const str = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
 const specOf = (o: KubeObject): Record<string, unknown> =>
@@ -88,6 +91,21 @@ export const toNodeSlicePoolRecord = (o: KubeObject): NodeSlicePoolRecord => {
   }
 }
 
+/** What the never-run-again rule needs of a Node: its Ready condition and whether it is declared out of service. */
+export const toNodeRecord = (o: KubeObject): NodeRecord => {
+  const status = typeof o["status"] === "object" && o["status"] !== null ? (o["status"] as Record<string, unknown>) : {}
+  const conditions = Array.isArray(status["conditions"]) ? (status["conditions"] as Array<Record<string, unknown>>) : []
+  const ready = conditions.find((c) => typeof c === "object" && c !== null && c["type"] === "Ready")
+  const taints = Array.isArray(specOf(o)["taints"]) ? (specOf(o)["taints"] as Array<Record<string, unknown>>) : []
+  return {
+    name: o.metadata.name,
+    resourceVersion: o.metadata.resourceVersion,
+    ready: ready === undefined ? undefined : str(ready["status"]),
+    readySince: ready === undefined ? undefined : str(ready["lastTransitionTime"]),
+    outOfService: taints.some((t) => typeof t === "object" && t !== null && t["key"] === OUT_OF_SERVICE_TAINT)
+  }
+}
+
 /** How often a cluster without the NodeSlicePool CRD (whereabouts before 0.8) is looked at again. */
 export const ABSENT_RESOURCE_RETRY = "1 minute"
 
@@ -97,6 +115,7 @@ export interface CachesShape {
   readonly pools: Informer<PoolRecord>
   readonly reservations: Informer<ReservationRecord>
   readonly nodeSlicePools: Informer<NodeSlicePoolRecord>
+  readonly nodes: Informer<NodeRecord>
   readonly awaitSynced: Effect.Effect<void>
   readonly isSynced: Effect.Effect<boolean>
   /** Deleted pods from now on (watch deletions and those a relist discovers). */
@@ -122,6 +141,7 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       keyOf: (p) => intern(podRef(p)),
       identityOf: (p) => p.uid,
       versionOf: (p) => p.resourceVersion,
+      indexers: { [NODE_INDEX]: (p) => (p.nodeName === undefined ? [] : [p.nodeName]) },
       pageSize
     })
     const nads = yield* makeInformer<NadRecord>({
@@ -161,13 +181,21 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       pageSize,
       optional: { absentRetry: ABSENT_RESOURCE_RETRY }
     })
-    const all = [pods, nads, pools, reservations, nodeSlicePools] as const
+    const nodes = yield* makeInformer<NodeRecord>({
+      resource: R.Nodes,
+      transform: toNodeRecord,
+      keyOf: (n) => n.name,
+      versionOf: (n) => n.resourceVersion,
+      pageSize
+    })
+    const all = [pods, nads, pools, reservations, nodeSlicePools, nodes] as const
     return {
       pods,
       nads,
       pools,
       reservations,
       nodeSlicePools,
+      nodes,
       awaitSynced: Effect.forEach(all, (i) => i.awaitSynced, { discard: true, concurrency: "unbounded" }),
       isSynced: Effect.map(Effect.forEach(all, (i) => i.isSynced), (done) => done.every(Boolean)),
       podDeletions: Effect.map(pods.subscribe, (queue) =>

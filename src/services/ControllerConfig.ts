@@ -5,6 +5,7 @@
 import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
 import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
+import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
 
 export interface ControllerConfigShape {
   /** Namespace of IPPools and OverlappingRangeIPReservations (`WHEREABOUTS_NAMESPACE`). */
@@ -41,6 +42,16 @@ export interface ControllerConfigShape {
   readonly flatConfigPath: string | undefined
   /** Sweeps delete empty node-slice pools whose NodeSlicePool gives their slice to no node, or to another. */
   readonly pruneSlicePools: boolean
+  /** Free the addresses of pods in phase Succeeded or Failed. */
+  readonly freeTerminalPods: boolean
+  /** Free the addresses of evicted pods (by the kubelet, or by the taint manager from an unreachable node). */
+  readonly freeEvictedPods: boolean
+  /** Free the addresses of terminating pods on a node with the out-of-service taint. */
+  readonly freeOnOutOfService: boolean
+  /** Extra wait after a terminating pod's grace period before its node's state counts. */
+  readonly terminatingGrace: Duration.Duration
+  /** Free a terminating pod's addresses once its node has been NotReady/Unknown this long; undefined: never. */
+  readonly freeOnNotReadyAfter: Duration.Duration | undefined
 }
 
 export class ControllerConfig extends Context.Tag("whereabouts-controller/ControllerConfig")<
@@ -76,6 +87,10 @@ export const DEFAULTS = {
   shutdownTimeout: Duration.seconds(30),
   poolUsageThreshold: 0.9,
   pruneSlicePools: false,
+  freeTerminalPods: true,
+  freeEvictedPods: true,
+  freeOnOutOfService: true,
+  terminatingGrace: Duration.seconds(30),
   // Read by the command line itself (logging, audit's output), not part of the shape.
   logLevel: "info",
   logFormat: "json",
@@ -126,7 +141,12 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
     Config.validate({ message: "POOL_USAGE_THRESHOLD must be in (0, 1]", validation: (n) => n > 0 && n <= 1 })
   ),
   flatConfigPath: optionalString("FLAT_CONFIG_PATH"),
-  pruneSlicePools: Config.boolean("PRUNE_SLICE_POOLS").pipe(Config.withDefault(D.pruneSlicePools))
+  pruneSlicePools: Config.boolean("PRUNE_SLICE_POOLS").pipe(Config.withDefault(D.pruneSlicePools)),
+  freeTerminalPods: Config.boolean("FREE_TERMINAL_PODS").pipe(Config.withDefault(D.freeTerminalPods)),
+  freeEvictedPods: Config.boolean("FREE_EVICTED_PODS").pipe(Config.withDefault(D.freeEvictedPods)),
+  freeOnOutOfService: Config.boolean("FREE_ON_OUT_OF_SERVICE").pipe(Config.withDefault(D.freeOnOutOfService)),
+  terminatingGrace: duration("TERMINATING_GRACE", D.terminatingGrace),
+  freeOnNotReadyAfter: Config.option(Config.duration("FREE_ON_NOTREADY_AFTER")).pipe(Config.map(Option.getOrUndefined))
 }).pipe(
   // The lease lives where the controller runs (POD_NAMESPACE) unless told otherwise.
   Config.map(({ leaseNamespaceOverride, podNamespace, ...rest }) => ({
@@ -139,6 +159,15 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
     return problem === undefined ? Either.right(c) : Either.left(ConfigError.InvalidData([], problem))
   })
 )
+
+/** The never-run-again rule's settings. */
+export const neverRunsAgainPolicy = (c: ControllerConfigShape): NeverRunsAgainPolicy => ({
+  freeTerminalPods: c.freeTerminalPods,
+  freeEvictedPods: c.freeEvictedPods,
+  freeOnOutOfService: c.freeOnOutOfService,
+  terminatingGraceMs: Duration.toMillis(c.terminatingGrace),
+  freeOnNotReadyAfterMs: c.freeOnNotReadyAfter === undefined ? undefined : Duration.toMillis(c.freeOnNotReadyAfter)
+})
 
 /** client-go's wait.JitterUntil factor: a candidate's retries are spread over up to 2.2 × retryPeriod. */
 export const JITTER_FACTOR = 1.2
@@ -170,6 +199,7 @@ export const defaults = (overrides: Partial<ControllerConfigShape> = {}): Contro
     identity: "test-controller",
     bindAddress: "127.0.0.1",
     flatConfigPath: undefined,
+    freeOnNotReadyAfter: undefined,
     ...overrides
   }
 }

@@ -6,7 +6,9 @@
 import { Context, Effect, Layer } from "effect"
 import * as prom from "prom-client"
 
-export type FreeTrigger = "deletion" | "sweep"
+import type { FreeTrigger } from "../domain/release.ts"
+
+export type { FreeTrigger }
 
 export interface PoolUsage {
   readonly pool: string

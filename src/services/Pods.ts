@@ -1,5 +1,7 @@
-/** Live pod reads (never the cache): the same-name re-check before freeing, and the sweep's list. */
+/** Live pod and node reads (never the cache): the re-check before freeing, and the sweep's lists. */
 import { Context, Effect, Layer, Option } from "effect"
+import type { NodeRecord } from "../domain/never-runs-again.ts"
+import { toNodeRecord } from "./Caches.ts"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type ReadOptions, listProjected } from "./KubeApi.ts"
@@ -16,9 +18,16 @@ export interface PodsShape {
   readonly get: (namespace: string, name: string, options?: ReadOptions) => Effect.Effect<Option.Option<PodProjection>, KubeError>
   /** Every pod of a namespace (or of the cluster), paginated. */
   readonly list: (namespace?: string, options?: ReadOptions) => Effect.Effect<ReadonlyArray<PodProjection>, KubeError>
+  /** The node named so right now (the never-run-again rule judges a terminating pod by it). */
+  readonly node: (name: string) => Effect.Effect<LiveNode, KubeError>
+  /** Every node, paginated. */
+  readonly nodes: Effect.Effect<ReadonlyArray<NodeRecord>, KubeError>
 }
 
 export class Pods extends Context.Tag("whereabouts-controller/Pods")<Pods, PodsShape>() {}
+
+/** A node read live: present, or gone. */
+export type LiveNode = { readonly _tag: "Present"; readonly node: NodeRecord } | { readonly _tag: "Gone" }
 
 export const make = Effect.gen(function* () {
   const api = yield* KubeApi
@@ -33,7 +42,16 @@ export const make = Effect.gen(function* () {
       listProjected(R.Pods, namespace, projectPod, { pageSize, metadataOnly: options.metadataOnly === true }).pipe(
         Effect.map(({ items }) => items),
         Effect.provideService(KubeApi, api)
-      )
+      ),
+    node: (name) =>
+      api.get(R.Nodes, undefined, name).pipe(
+        Effect.map((o): LiveNode => ({ _tag: "Present", node: toNodeRecord(o) })),
+        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed<LiveNode>({ _tag: "Gone" }))
+      ),
+    nodes: listProjected(R.Nodes, undefined, toNodeRecord, { pageSize }).pipe(
+      Effect.map(({ items }) => items),
+      Effect.provideService(KubeApi, api)
+    )
   } satisfies PodsShape
 })
 

@@ -49,4 +49,5 @@ export const NodeSlicePools: Resource = {
   kind: "NodeSlicePool",
   namespaced: true
 }
+export const Nodes: Resource = { group: "", version: "v1", plural: "nodes", kind: "Node", namespaced: false }
 export const Namespaces: Resource = { group: "", version: "v1", plural: "namespaces", kind: "Namespace", namespaced: false }

@@ -231,7 +231,16 @@ export class MemoryClusterState {
     // Identity fields are the server's, whatever the client sent.
     const { name, uid, creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds } = current.metadata
     const metadata = { ...next.metadata, name, uid, creationTimestamp, deletionTimestamp, deletionGracePeriodSeconds }
-    return this.store(r, ns, { ...next, metadata }, "MODIFIED")
+    const stored = this.store(r, ns, { ...next, metadata }, "MODIFIED")
+    // The last finalizer of an object being deleted with no grace left: the API server removes it.
+    const finalizers = (next.metadata as Record<string, unknown>)["finalizers"]
+    if (deletionTimestamp !== undefined && deletionGracePeriodSeconds === 0 && !(Array.isArray(finalizers) && finalizers.length > 0)) {
+      const key = objectKey(ns, name)
+      const last = this.table(r.plural).get(key)!
+      this.table(r.plural).delete(key)
+      this.record(r.plural, "DELETED", { ...last, metadata: { ...last.metadata, resourceVersion: String(++this.rv) } })
+    }
+    return stored
   }
 
   replace(r: Resource, ns: string | undefined, object: KubeObject): KubeObject | KubeError {
@@ -272,15 +281,20 @@ export class MemoryClusterState {
     }
     const spec = current["spec"] as { nodeName?: string } | undefined
     const grace = options.gracePeriodSeconds
-    // Like the API server: a scheduled pod deleted with a grace period only starts terminating.
-    if (r.plural === "pods" && grace !== 0 && spec?.nodeName !== undefined) {
+    const finalizers = current.metadata["finalizers"]
+    const held = Array.isArray(finalizers) && finalizers.length > 0
+    // Like the API server: a scheduled pod deleted with a grace period only starts terminating
+    // (its deletionTimestamp is when the grace period ends), and an object with finalizers stays
+    // until they are removed.
+    if (held || (r.plural === "pods" && grace !== 0 && spec?.nodeName !== undefined)) {
       if (current.metadata.deletionTimestamp !== undefined) return
+      const seconds = r.plural === "pods" ? (grace ?? 30) : 0
       const stamped: Stored = {
         ...current,
         metadata: {
           ...current.metadata,
-          deletionTimestamp: this.now().toISOString(),
-          deletionGracePeriodSeconds: grace ?? 30,
+          deletionTimestamp: new Date(this.now().getTime() + seconds * 1000).toISOString(),
+          deletionGracePeriodSeconds: seconds,
           resourceVersion: String(++this.rv)
         }
       }

@@ -120,6 +120,7 @@ const resolveEnv = (pod: Obj, container: Obj, podName: string): Map<string, stri
 const EXPECTED_RBAC: ReadonlyArray<string> = [
   // ClusterRole: cluster-wide reads of pods and NADs, Events next to the pods.
   "ClusterRole whereabouts-controller | core/pods | get,list,watch",
+  "ClusterRole whereabouts-controller | core/nodes | get,list,watch",
   "ClusterRole whereabouts-controller | k8s.cni.cncf.io/network-attachment-definitions | list,watch",
   "ClusterRole whereabouts-controller | core/events | create,patch",
   // Role in kube-system: the pools, their reservations and the leader Lease.

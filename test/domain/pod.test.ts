@@ -38,7 +38,14 @@ describe("projectPod", () => {
         annotations: { [STATUS]: status, [NETWORKS]: "macvlan@net1", unrelated: "x" }
       },
       spec: { nodeName: "node-a" },
-      status: { phase: "Running" }
+      status: {
+        phase: "Failed",
+        reason: "Evicted",
+        conditions: [
+          { type: "Ready", status: "False", reason: "PodFailed" },
+          { type: "DisruptionTarget", status: "True", reason: "DeletionByTaintManager" }
+        ]
+      }
     })
     expect(projected).toStrictEqual({
       namespace: "ns",
@@ -47,7 +54,9 @@ describe("projectPod", () => {
       resourceVersion: "42",
       deletionTimestamp: "2026-11-30T01:02:03.000Z",
       nodeName: "node-a",
-      phase: "Running",
+      phase: "Failed",
+      phaseReason: "Evicted",
+      disruption: "DeletionByTaintManager",
       networkStatus: status,
       networks: "macvlan@net1"
     })
@@ -140,5 +149,13 @@ describe("podHoldsIP", () => {
     ["empty status", pod({ networkStatus: "[]" }), "10.0.0.5", "net1", "unknown"]
   ] as const)("%s → %s", (_, p, address, ifname, expected) => {
     expect(podHoldsIP(p, ip(address), ifname)).toBe(expected)
+  })
+})
+
+describe("projectPod: what the never-run-again rule reads", () => {
+  it("a DisruptionTarget condition counts only while true", () => {
+    const pod = (status: string) => projectPod({ metadata: { name: "p" }, status: { conditions: [{ type: "DisruptionTarget", status, reason: "DeletionByTaintManager" }] } })
+    expect(pod("True").disruption).toBe("DeletionByTaintManager")
+    expect(pod("False").disruption).toBeUndefined()
   })
 })

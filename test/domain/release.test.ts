@@ -42,7 +42,7 @@ const livePod = (podref: string, ips: ReadonlyArray<string>, extra: Partial<PodP
 }
 
 const planned = (h: Holding, live: ReadonlyMap<string, PodProjection>) => {
-  const [o] = planRelease([h], live).owners
+  const [o] = planRelease([h], { live: live }).owners
   return {
     decision: o!.decision,
     entries: o!.entries.map((p) => formatIP(p.held.entry.ip)),
@@ -55,7 +55,7 @@ describe("planRelease: a deleted pod", () => {
   const dead = holding("ns/web-0", "Deleted", [entry("p", "1", "10.0.0.1", "ns/web-0")], [reservation("10.0.0.1")])
 
   it("gone at the re-check: its entries and reservations, each entry with its Normal Event", () => {
-    const [o] = planRelease([dead], new Map()).owners
+    const [o] = planRelease([dead], { live: new Map() }).owners
     expect(o!.decision).toBe("release")
     expect(o!.entries.map((p) => p.event)).toEqual([
       { regarding: { kind: "Pod", namespace: "ns", name: "web-0", uid: "old" }, type: "Normal", reason: "IPAddressGarbageCollected", message: "successful cleanup of IP address [10.0.0.1] from network net1" }
@@ -115,15 +115,15 @@ describe("planRelease: the sweep's orphans", () => {
 
   it("the Event is on the live pod's uid when the re-check found one, else on an empty uid", () => {
     const h = holding("ns/p", "Orphan", [entry("p", "4", "10.0.0.4", "ns/p")], [], { pod: { namespace: "ns", name: "p", uid: "" } })
-    const [gone] = planRelease([h], new Map()).owners
+    const [gone] = planRelease([h], { live: new Map() }).owners
     expect(gone!.entries[0]!.event?.regarding.uid).toBe("")
-    const [live] = planRelease([h], new Map([["ns/p", livePod("ns/p", ["10.0.0.9"])]])).owners
+    const [live] = planRelease([h], { live: new Map([["ns/p", livePod("ns/p", ["10.0.0.9"])]]) }).owners
     expect(live!.entries[0]!.event?.regarding.uid).toBe("new")
   })
 
   it("a podref that is not namespace/name gets its entries freed, with no Event to write", () => {
     const h = holding("junk", "Orphan", [entry("p", "4", "10.0.0.4", "junk")], [], { pod: undefined })
-    const [o] = planRelease([h], new Map()).owners
+    const [o] = planRelease([h], { live: new Map() }).owners
     expect(o!.entries.map((p) => p.event)).toEqual([undefined])
   })
 })
@@ -131,7 +131,7 @@ describe("planRelease: the sweep's orphans", () => {
 describe("entriesByPool", () => {
   it("one list per pool, in the order pools first appear", () => {
     const h = holding("ns/p", "Deleted", [entry("b", "1", "10.0.1.1", "ns/p"), entry("a", "1", "10.0.0.1", "ns/p"), entry("b", "2", "10.0.1.2", "ns/p")], [])
-    const [o] = planRelease([h], new Map()).owners
+    const [o] = planRelease([h], { live: new Map() }).owners
     expect([...entriesByPool(o!.entries)].map(([pool, es]) => [pool, es.map((e) => e.held.entry.key)])).toEqual([
       ["b", ["1", "2"]],
       ["a", ["1"]]
@@ -189,7 +189,7 @@ describe("planRelease: properties", () => {
   })
 
   it.prop("never plans an entry a live pod may hold, nor anything of a deleted pod whose namesake lives", [worldArb], ([{ holdings, pods }]) => {
-    for (const o of planRelease(holdings, pods).owners) {
+    for (const o of planRelease(holdings, { live: pods }).owners) {
       const live = pods.get(o.holding.podref)
       if (live === undefined) continue
       if (o.holding.claim === "Deleted") expect(o.entries.length + o.reservations.length).toBe(0)
@@ -198,7 +198,7 @@ describe("planRelease: properties", () => {
   })
 
   it.prop("never plans a reservation whose allocation stays", [worldArb], ([{ holdings, pods }]) => {
-    for (const o of planRelease(holdings, pods).owners) {
+    for (const o of planRelease(holdings, { live: pods }).owners) {
       const freed = new Set(o.entries.map((p) => p.held))
       const staying = new Set(o.holding.entries.filter((h) => !freed.has(h)).flatMap((h) => h.reservation ?? []))
       for (const r of o.reservations) expect(staying.has(r.name)).toBe(false)
@@ -206,7 +206,7 @@ describe("planRelease: properties", () => {
   })
 
   it.prop("total: one plan per holding, and every held entry and reservation either planned or kept with a reason", [worldArb], ([{ holdings, pods }]) => {
-    const plan = planRelease(holdings, pods)
+    const plan = planRelease(holdings, { live: pods })
     expect(plan.owners.map((o) => o.holding)).toEqual(holdings)
     for (const o of plan.owners) {
       if (o.decision === "nothing" || o.decision === "failed") continue

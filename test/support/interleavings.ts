@@ -10,6 +10,7 @@ import { formatIP, parseIP } from "../../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
 import { parsePool, reservationName } from "../../src/domain/pool.ts"
 import type { NodeSlicePoolRecord } from "../../src/domain/node-slices.ts"
+import type { NodeRecord } from "../../src/domain/never-runs-again.ts"
 import {
   Caches,
   type CachesShape,
@@ -85,6 +86,7 @@ export const snapshotCaches = (state: MemoryClusterState) => {
     pools: pools.informer,
     reservations: reservations.informer,
     nodeSlicePools: snapshotInformer(R.NodeSlicePools, (p: NodeSlicePoolRecord) => p.name).informer,
+    nodes: snapshotInformer(R.Nodes, (n: NodeRecord) => n.name).informer,
     awaitSynced: Effect.void,
     isSynced: Effect.succeed(true),
     podDeletions: Effect.dieMessage("snapshot caches publish no deletions")

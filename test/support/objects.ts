@@ -48,3 +48,15 @@ export const poolObject = (namespace: string, name: string, range: string, alloc
 })
 
 export const namespaceObject = (name: string): KubeObject => ({ apiVersion: "v1", kind: "Namespace", metadata: { name } })
+
+/** A Node with its Ready condition and taints, as the kubelet and the node lifecycle controller write them. */
+export const nodeObject = (
+  name: string,
+  options: { readonly ready?: "True" | "False" | "Unknown"; readonly readySince?: string; readonly taints?: ReadonlyArray<{ readonly key: string; readonly effect: string }> } = {}
+): KubeObject => ({
+  apiVersion: "v1",
+  kind: "Node",
+  metadata: { name },
+  spec: options.taints === undefined ? {} : { taints: options.taints },
+  status: { conditions: [{ type: "Ready", status: options.ready ?? "True", lastTransitionTime: options.readySince ?? "2026-01-01T00:00:00Z", reason: "KubeletReady" }] }
+})

@@ -33,7 +33,7 @@ export const cachesContract = (target: ContractTarget) =>
         const p0 = Option.getOrThrow(caches.pods.get(`${ns}/p0`))
         expect(p0.networkStatus).toContain("10.5.0.1")
         expect(Object.keys(p0).sort()).toEqual(
-          ["deletionTimestamp", "name", "namespace", "networkStatus", "networks", "nodeName", "phase", "resourceVersion", "uid"].sort()
+          ["deletionTimestamp", "disruption", "name", "namespace", "networkStatus", "networks", "nodeName", "phase", "phaseReason", "resourceVersion", "uid"].sort()
         )
         expect(caches.pods.values().filter((p) => p.namespace === ns)).toHaveLength(5)
         expect(Option.isSome(caches.nads.get(`${ns}/net`))).toBe(true)

@@ -1,0 +1,98 @@
+/**
+ * Pods that still exist but will never run again, so their addresses can be freed while their
+ * objects remain: finished pods (phase Succeeded or Failed, final by the API's contract), pods the
+ * taint manager evicted from an unreachable node (upstream whereabouts' reconciler frees these),
+ * and terminating pods whose node is gone, declared out of service, or (opt-in) not ready for
+ * long. Every other live pod keeps its addresses. The rule is pure: the caller brings the node
+ * facts and the time.
+ */
+import type { PodProjection } from "./pod.ts"
+
+/** The taint that declares a node dead (non-graceful node shutdown): its pods will not run again. */
+export const OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
+/** The DisruptionTarget reason of a pod the taint manager evicted. */
+export const TAINT_MANAGER_EVICTION = "DeletionByTaintManager"
+
+/** What the controller keeps of a Node. */
+export interface NodeRecord {
+  readonly name: string
+  readonly resourceVersion: string | undefined
+  /** Status of the Ready condition ("True", "False", "Unknown"), and since when (RFC 3339). */
+  readonly ready: string | undefined
+  readonly readySince: string | undefined
+  /** Carries the out-of-service taint. */
+  readonly outOfService: boolean
+}
+
+/** What is known of a pod's node: present, gone (the node cache is synced and has no such node), or unknown. */
+export type NodeFact = { readonly _tag: "Present"; readonly node: NodeRecord } | { readonly _tag: "Gone" } | { readonly _tag: "Unknown" }
+
+export interface NeverRunsAgainPolicy {
+  readonly freeTerminalPods: boolean
+  readonly freeEvictedPods: boolean
+  readonly freeOnOutOfService: boolean
+  /** Extra wait after a terminating pod's grace period ends before its node's state counts. */
+  readonly terminatingGraceMs: number
+  /** Opt-in: a terminating pod's node NotReady or Unknown for this long; undefined turns it off. */
+  readonly freeOnNotReadyAfterMs: number | undefined
+}
+
+/** The trigger label of `ips_freed_total`. */
+export type NeverRunsAgainReason = "terminal" | "evicted" | "node-gone" | "out-of-service" | "not-ready"
+
+export interface NeverRunsAgain {
+  readonly reason: NeverRunsAgainReason
+  /** Why, as Events and logs say it: "pod Succeeded", "node gone", … */
+  readonly detail: string
+}
+
+const time = (text: string | undefined): number | undefined => {
+  if (text === undefined) return undefined
+  const t = Date.parse(text)
+  return Number.isNaN(t) ? undefined : t
+}
+
+/** A terminating pod's node, judged once its grace (and ours) has passed; when that is not yet, the time it will be. */
+const byNode = (pod: PodProjection, node: NodeFact, now: number, p: NeverRunsAgainPolicy): NeverRunsAgain | number | undefined => {
+  const deletion = time(pod.deletionTimestamp)
+  if (deletion === undefined || pod.nodeName === undefined) return undefined
+  if (node._tag === "Unknown") return undefined
+  const from = deletion + p.terminatingGraceMs
+  const gone = node._tag === "Gone"
+  const outOfService = node._tag === "Present" && node.node.outOfService && p.freeOnOutOfService
+  let at = from
+  let notReady = false
+  if (!gone && !outOfService && node._tag === "Present" && p.freeOnNotReadyAfterMs !== undefined && node.node.ready !== "True") {
+    const since = time(node.node.readySince)
+    if (since === undefined) return undefined
+    notReady = true
+    at = Math.max(from, since + p.freeOnNotReadyAfterMs)
+  }
+  if (!gone && !outOfService && !notReady) return undefined
+  if (now < at) return at
+  if (gone) return { reason: "node-gone", detail: "node gone" }
+  if (outOfService) return { reason: "out-of-service", detail: "node out of service" }
+  return { reason: "not-ready", detail: "node not ready" }
+}
+
+/** Why the pod will never run again, or undefined when it may (or when that is not known). */
+export const neverRunsAgain = (pod: PodProjection, node: NodeFact, now: number, p: NeverRunsAgainPolicy): NeverRunsAgain | undefined => {
+  if (pod.phase === "Failed" && pod.phaseReason === "Evicted") return p.freeEvictedPods ? { reason: "evicted", detail: "pod evicted" } : undefined
+  if (pod.phase === "Succeeded" || pod.phase === "Failed") return p.freeTerminalPods ? { reason: "terminal", detail: `pod ${pod.phase}` } : undefined
+  if (pod.deletionTimestamp !== undefined && pod.disruption === TAINT_MANAGER_EVICTION) {
+    return p.freeEvictedPods ? { reason: "evicted", detail: "pod evicted by the taint manager" } : undefined
+  }
+  const verdict = byNode(pod, node, now, p)
+  return typeof verdict === "object" ? verdict : undefined
+}
+
+/**
+ * When the rule will hold for this pod if nothing else changes (its grace, or its node's
+ * NotReady time, running out), so the caller can look again then; undefined when it holds now
+ * or never will on the facts at hand.
+ */
+export const neverRunsAgainAt = (pod: PodProjection, node: NodeFact, now: number, p: NeverRunsAgainPolicy): number | undefined => {
+  if (neverRunsAgain(pod, node, now, p) !== undefined) return undefined
+  const verdict = byNode(pod, node, now, p)
+  return typeof verdict === "number" ? verdict : undefined
+}

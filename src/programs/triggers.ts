@@ -1,0 +1,67 @@
+/**
+ * What puts a pod in the release loop's queue: its deletion; an update after which it will never
+ * run again (phase, conditions, deletionTimestamp); a change of its node (deleted, tainted out of
+ * service, Ready changed); and the moment a terminating pod's grace runs out. The rule is judged
+ * here on the caches; the live re-check before the write decides (reconcile.ts).
+ */
+import { Clock, Effect, type Scope, Stream } from "effect"
+import { type NodeFact, type NodeRecord, neverRunsAgain, neverRunsAgainAt } from "../domain/never-runs-again.ts"
+import type { PodProjection } from "../domain/pod.ts"
+import { Caches, NODE_INDEX } from "../services/Caches.ts"
+import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
+import type * as WorkQueue from "../services/WorkQueue.ts"
+import type { Candidate } from "./reconcile.ts"
+
+/** Queue key: one candidate per pod incarnation. */
+export const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid}`
+
+/** Tells the loop a candidate was queued (for the queue-wait histogram and the heap reclaim). */
+export type OnQueued = (key: string, now: number) => Effect.Effect<void>
+
+const sameFacts = (a: NodeRecord, b: NodeRecord) => a.ready === b.ready && a.readySince === b.readySince && a.outOfService === b.outOfService
+
+/** Queues a live pod that will never run again, now or (its grace running out) later. */
+const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
+  Effect.gen(function* () {
+    const caches = yield* Caches
+    const policy = neverRunsAgainPolicy(yield* ControllerConfig)
+    return (pod: PodProjection) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const cached = pod.nodeName === undefined ? undefined : caches.nodes.get(pod.nodeName)
+        const node: NodeFact =
+          cached === undefined || cached._tag === "None" ? ((yield* caches.nodes.isSynced) ? { _tag: "Gone" } : { _tag: "Unknown" }) : { _tag: "Present", node: cached.value }
+        const key = queueKey(pod)
+        const why = neverRunsAgain(pod, node, now, policy)
+        if (why !== undefined) {
+          yield* onQueued(key, now)
+          return yield* queue.add(key, { claim: "NeverRunsAgain", pod, reason: why.reason })
+        }
+        const at = neverRunsAgainAt(pod, node, now, policy)
+        const later = at === undefined ? undefined : neverRunsAgain(pod, node, at, policy)
+        if (at !== undefined && later !== undefined) yield* queue.addAfter(key, { claim: "NeverRunsAgain", pod, reason: later.reason }, at - now)
+      })
+  })
+
+/** Feeds the queue from the pod and node informers for as long as the scope lives. */
+export const feed = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued): Effect.Effect<void, never, Caches | ControllerConfig | Scope.Scope> =>
+  Effect.gen(function* () {
+    const caches = yield* Caches
+    const check = yield* judge(queue, onQueued)
+    const pods = yield* caches.pods.subscribe
+    const nodes = yield* caches.nodes.subscribe
+    yield* Effect.forkScoped(
+      Stream.runForEach(Stream.fromQueue(pods), (e) => {
+        if (e.type !== "delete") return check(e.object)
+        return Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.zipRight(onQueued(queueKey(e.object), now), queue.add(queueKey(e.object), { claim: "Deleted", pod: e.object })))
+      })
+    )
+    yield* Effect.forkScoped(
+      Stream.runForEach(Stream.fromQueue(nodes), (e) =>
+        e.type === "update" && sameFacts(e.old, e.object) ? Effect.void : Effect.forEach(caches.pods.byIndex(NODE_INDEX, e.object.name), check, { discard: true })
+      )
+    )
+    // What the caches held before this subscription: judged once they are synced, so a pod whose
+    // grace runs out later gets its timer too (the start-up sweep sees only what holds now).
+    yield* Effect.forkScoped(Effect.zipRight(caches.awaitSynced, Effect.forEach(caches.pods.values(), check, { discard: true })))
+  })
