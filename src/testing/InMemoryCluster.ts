@@ -341,6 +341,25 @@ export class MemoryClusterState {
     }
   }
 
+  /**
+   * What the taint manager does to a pod of an unreachable node once its toleration runs out: it
+   * marks the pod (DisruptionTarget, DeletionByTaintManager) and deletes it; with no kubelet to
+   * confirm, the pod stays Terminating.
+   */
+  taintManagerEvict(ns: string, name: string, pods: Resource): void {
+    const key = objectKey(ns, name)
+    const current = this.table(pods.plural).get(key)
+    if (current === undefined) return
+    const status = (current["status"] ?? {}) as { conditions?: ReadonlyArray<unknown> }
+    const marked: Stored = {
+      ...current,
+      status: { ...status, conditions: [...(status.conditions ?? []), { type: "DisruptionTarget", status: "True", reason: "DeletionByTaintManager", message: "Taint manager: deleting due to NoExecute taint" }] },
+      metadata: { ...current.metadata, deletionTimestamp: new Date(this.now().getTime() + 30_000).toISOString(), deletionGracePeriodSeconds: 30, resourceVersion: String(++this.rv) }
+    }
+    this.table(pods.plural).set(key, marked)
+    this.record(pods.plural, "MODIFIED", marked)
+  }
+
   /** What a kubelet does when a terminating pod's containers are gone: remove the object. */
   finishPodTermination(ns: string, name: string, pods: Resource): void {
     const key = objectKey(ns, name)

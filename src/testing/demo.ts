@@ -1,12 +1,14 @@
 /**
  * `demo`: the real controller program on the embedded in-memory cluster, replaying the classic
  * failure — a full pool, a pod deleted without CNI DEL, a new pod stuck in ContainerCreating —
- * and its repair: by the start-up sweep, then by the deletion loop.
+ * and its repair: by the start-up sweep, then on a deletion, then for a pod the taint manager
+ * evicted from a dead node, still Terminating.
  */
 import { Effect, Either, Fiber, Schedule } from "effect"
 import { formatIP } from "../domain/ip.ts"
 import { parseCidr } from "../domain/ip.ts"
 import { KubeApi } from "../services/KubeApi.ts"
+import { InMemoryCluster } from "./InMemoryCluster.ts"
 import { Metrics } from "../services/Metrics.ts"
 import * as R from "../services/resources.ts"
 import { audit } from "../programs/audit.ts"
@@ -114,16 +116,29 @@ export const story = (say: (line: string) => void) =>
     say(`\n   kubectl get events -n ${NS}`)
     say(yield* eventsTable(NS))
 
+    say("\n8. node-1 loses power. Once the unreachable toleration runs out, the taint manager marks db-0 and")
+    say("   deletes it, but with no kubelet to confirm, db-0 stays Terminating: it will never run again,")
+    say("   and the controller frees its address while the object still exists:")
+    const cluster = yield* InMemoryCluster
+    cluster.taintManagerEvict(NS, "db-0", R.Pods)
+    yield* until("db-0's address is freed", Effect.map(holder(db0.ips[0]!.ips[0]!), (h) => h === undefined))
+    const terminating = yield* api.get(R.Pods, NS, "db-0")
+    say(`     pod ${NS}/db-0 still exists, Terminating (deletionTimestamp ${terminating.metadata.deletionTimestamp})`)
+    say(yield* poolTable)
+    say(`\n   kubectl get events -n ${NS}`)
+    say(yield* eventsTable(NS))
+
     const metrics = yield* Metrics
     const bySweep = (yield* metrics.value("ips_freed_total", { trigger: "sweep" })) ?? 0
     const byDeletion = (yield* metrics.value("ips_freed_total", { trigger: "deletion" })) ?? 0
+    const byEviction = (yield* metrics.value("ips_freed_total", { trigger: "evicted" })) ?? 0
     const report = yield* audit("table")
     yield* Fiber.interrupt(controller)
     say("\nSummary")
-    say(`   freed by the start-up sweep: ${bySweep}, by the deletion loop: ${byDeletion}`)
-    say(`   untouched: ${NS}/db-0 keeps ${db0.ips[0]!.ips[0]} (live pods are never freed)`)
+    say(`   freed by the start-up sweep: ${bySweep}, on deletion: ${byDeletion}, of an evicted pod still Terminating: ${byEviction}`)
+    say(`   untouched while it ran: ${NS}/db-0 kept ${db0.ips[0]!.ips[0]} (live pods are never freed)`)
     say(`   audit: ${report.exitCode === 0 ? "no orphaned allocations or reservations" : "ORPHANS LEFT"}`)
-    return report.exitCode === 0 && bySweep === 1 && byDeletion === 1 ? 0 : 1
+    return report.exitCode === 0 && bySweep === 1 && byDeletion === 1 && byEviction === 1 ? 0 : 1
   })
 
 /** The demo environment: in-memory cluster, no HTTP ports, quick leader election. */

@@ -128,6 +128,36 @@ describe("planRelease: the sweep's orphans", () => {
   })
 })
 
+describe("planRelease: a pod that will never run again", () => {
+  const ended = holding("ns/job", "NeverRunsAgain", [entry("p", "1", "10.0.0.1", "ns/job")], [reservation("10.0.0.1")], { trigger: "terminal" })
+  const finished = livePod("ns/job", ["10.0.0.1"], { uid: "old", phase: "Succeeded" })
+  const judge = (pod: PodProjection) => (pod.phase === "Succeeded" ? ({ reason: "terminal", detail: "pod Succeeded" } as const) : undefined)
+
+  it("the same incarnation, still finished: everything, counted under its reason, the Event saying why", () => {
+    const [o] = planRelease([ended], { live: new Map([["ns/job", finished]]), neverRunsAgain: judge }).owners
+    expect(o).toMatchObject({ decision: "release", trigger: "terminal", reservations: [{ name: "10.0.0.1" }] })
+    expect(o!.entries.map((e) => e.event?.message)).toEqual(["successful cleanup of IP address [10.0.0.1] from network net1 (pod Succeeded)"])
+  })
+
+  it("running again at the re-check: kept", () => {
+    expect(planned(ended, new Map([["ns/job", { ...finished, phase: "Running" }]])).decision).toBe("kept")
+    const [o] = planRelease([ended], { live: new Map([["ns/job", { ...finished, phase: "Running" }]]), neverRunsAgain: judge }).owners
+    expect(o!.kept.map((k) => k.why)).toEqual(["pod ns/job may run again", "pod ns/job may run again"])
+  })
+
+  it("another incarnation under the name: kept", () => {
+    const [o] = planRelease([ended], { live: new Map([["ns/job", { ...finished, uid: "new" }]]), neverRunsAgain: judge }).owners
+    expect(o!.decision).toBe("kept")
+    expect(o!.kept[0]!.why).toContain("exists again (uid new)")
+  })
+
+  it("gone at the re-check: freed as a deletion would be", () => {
+    const [o] = planRelease([ended], { live: new Map(), neverRunsAgain: judge }).owners
+    expect(o).toMatchObject({ decision: "release", trigger: "terminal" })
+    expect(o!.entries[0]!.event?.message).toBe("successful cleanup of IP address [10.0.0.1] from network net1")
+  })
+})
+
 describe("entriesByPool", () => {
   it("one list per pool, in the order pools first appear", () => {
     const h = holding("ns/p", "Deleted", [entry("b", "1", "10.0.1.1", "ns/p"), entry("a", "1", "10.0.0.1", "ns/p"), entry("b", "2", "10.0.1.2", "ns/p")], [])

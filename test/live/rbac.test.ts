@@ -4,7 +4,8 @@
  * scenario passes — a deletion freed with its reservation, Events written (one of them repeated,
  * so patched), the Lease taken and renewed, the start-up sweep freeing an orphan and its
  * reservation, a pool the cache has never seen read live, an empty node-slice pool no node owns
- * deleted (--prune-slice-pools), and not one 403. A second phase plays
+ * deleted (--prune-slice-pools), a pod stranded on an out-of-service node freed while its object
+ * remains, and not one 403. A second phase plays
  * the #182 race (support/reborn.ts) for the one verb only that race needs: giving a reborn pod's
  * reservation back.
  *
@@ -21,7 +22,7 @@ import { Effect } from "effect"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
-import { podObject } from "../support/objects.ts"
+import { nodeObject, podObject } from "../support/objects.ts"
 import { describeLive, uniqueNamespace } from "../support/live.ts"
 import { type ControllerProcess, sampleOf, stopAllControllers } from "./support/controller-process.ts"
 import { awaitLeading, forbiddenLines, launch } from "./support/controller.ts"
@@ -63,7 +64,8 @@ const CHECKS = [
   "noFailures",
   "no403",
   "reservationRestored",
-  "stalePruned"
+  "stalePruned",
+  "strandedFreed"
 ] as const
 type Check = (typeof CHECKS)[number]
 
@@ -153,12 +155,20 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       yield* createNad(podNs, "net", { range: "10.220.0.0/24" })
       yield* createNad(podNs, "twin-net", { range: "10.221.0.0/24" })
       yield* createNad(podNs, "late", { range: "10.222.0.0/24" })
+      const api = yield* KubeApi
+      // A pod held Terminating on a node declared dead (out-of-service taint): it will never run
+      // again, and its address is freed while its object remains (the node read live first).
+      const deadNode = `${poolNs}-dead`.slice(0, 63)
+      yield* api.create(R.Nodes, undefined, nodeObject(deadNode, { ready: "Unknown", taints: [{ key: "node.kubernetes.io/out-of-service", effect: "NoExecute" }] })).pipe(Effect.ignore)
+      yield* createNad(podNs, "stranded-net", { range: "10.225.0.0/24" })
+      yield* startPod(podNs, "stranded", [on(podNs, "stranded-net")], deadNode)
+      yield* api.patch(R.Pods, podNs, "stranded", { type: "merge", body: { metadata: { finalizers: ["test.example/held"] } } })
+      yield* api.delete(R.Pods, podNs, "stranded", { gracePeriodSeconds: 0 })
       const ghost = yield* startPod(podNs, "ghost", [on(podNs, "net")])
       const keeper = yield* startPod(podNs, "keeper", [on(podNs, "net")])
       const victim = yield* startPod(podNs, "victim", [on(podNs, "net")])
       const unreserved = yield* startPod(podNs, "unreserved", [on(podNs, "net")])
       const twin = yield* startPod(podNs, "twin", [on(podNs, "twin-net", "net1"), on(podNs, "twin-net", "net2")])
-      const api = yield* KubeApi
       yield* api.create(R.Pods, podNs, podObject(podNs, "unborn", { networks: `${podNs}/late@net1`, nodeName: "node-1" }))
       // A node-slice network whose only slice no node owns any more (its node was deleted), and
       // that node's pool, empty: --prune-slice-pools deletes it (the start-up sweep).
@@ -174,7 +184,7 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
 
       const identity = `rbac-${label.replace(/[^\w]+/g, "-").toLowerCase()}`.slice(0, 60)
       // Stopped with the scenario's scope, also when the test is interrupted (a timeout).
-      const ctl: ControllerProcess = yield* Effect.acquireRelease(launch({ kubeconfig, namespace: poolNs, identity, args: ["--prune-slice-pools"] }), (c) =>
+      const ctl: ControllerProcess = yield* Effect.acquireRelease(launch({ kubeconfig, namespace: poolNs, identity, args: ["--prune-slice-pools", "--terminating-grace", "1 second"] }), (c) =>
         Effect.promise(() => c.stop(STOP_GRACE_MS))
       )
       const refused = Effect.map(
@@ -197,9 +207,10 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
         `${GC} ghost ${gcMessage("10.220.0.1", "net")}`,
         `${GC} twin ${gcMessage("10.221.0.1", "10.221.0.0-24")}`,
         `${GC} twin ${gcMessage("10.221.0.2", "10.221.0.0-24")}`,
+        `${GC} stranded ${gcMessage("10.225.0.1", "stranded-net")} (node out of service)`,
         `${GC} unreserved ${gcMessage("10.220.0.4", "net")}`,
         `${GC} victim ${gcMessage("10.220.0.3", "net")}`
-      ]
+      ].sort()
       const observe = Effect.gen(function* () {
         const metrics = yield* Effect.promise(() => ctl.metrics())
         const pool = yield* poolView("10.220.0.0-24")
@@ -210,6 +221,7 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
         const events = (yield* eventsIn(podNs)).filter((e) => e.reportingInstance === identity)
         const lease = yield* Effect.either(api.get(R.Leases, poolNs, "whereabouts-controller"))
         const stalePool = yield* Effect.either(api.get(R.IPPools, poolNs, "gone-node-10.224.0.0-28"))
+        const strandedPool = yield* poolView("10.225.0.0-24")
         const spec = lease._tag === "Right" ? (lease.right["spec"] as { holderIdentity?: string; acquireTime?: string; renewTime?: string }) : {}
         const forbidden = metrics
           .split("\n")
@@ -233,7 +245,8 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
           no403: forbidden.length === 0 && forbiddenLines(ctl).length === 0,
           // Judged by the race phase below (when it runs).
           reservationRestored: true,
-          stalePruned: stalePool._tag === "Left" && stalePool.left.reason === "NotFound"
+          stalePruned: stalePool._tag === "Left" && stalePool.left.reason === "NotFound",
+          strandedFreed: Object.keys(strandedPool).length === 0 && reservations["10.225.0.1"] === undefined
         }
         const keeperKept = pool["10.220.0.2"] === `${podNs}/keeper` && reservations["10.220.0.2"] === `${podNs}/keeper`
         const state = JSON.stringify({ pool, twinPool, reservations, gc, lease: spec })
@@ -339,6 +352,9 @@ const MUST_FAIL: Readonly<Record<string, ReadonlyArray<Check>>> = {
   "ClusterRole pods get": ["deletionFreed", "orphanSwept"], // the live same-name re-check before freeing
   "ClusterRole pods list": ["ready"], // the pod informer never syncs
   "ClusterRole pods watch": ["no403"],
+  "ClusterRole nodes get": ["strandedFreed"], // the node read live before a stranded pod's address is freed
+  "ClusterRole nodes list": ["ready"], // the node informer never syncs
+  "ClusterRole nodes watch": ["no403"],
   "ClusterRole network-attachment-definitions list": ["ready"],
   "ClusterRole network-attachment-definitions watch": ["no403"],
   "ClusterRole events create": ["gcEvents"],

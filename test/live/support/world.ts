@@ -92,8 +92,12 @@ export const createNad = (namespace: string, name: string, ipam: Record<string, 
 export const on = (namespace: string, name: string, ifname = "net1"): Attachment => ({ nad: { namespace, name }, ifname })
 
 /** Sets `status.phase` as a kubelet would (through the status subresource). */
-export const setPhase = (namespace: string, name: string, phase: "Running" | "Pending") =>
+export const setPhase = (namespace: string, name: string, phase: "Running" | "Pending" | "Succeeded" | "Failed") =>
   restOk(adminCredentials(), "PATCH", `/api/v1/namespaces/${namespace}/pods/${name}/status`, { status: { phase } }, [200], "application/merge-patch+json")
+
+/** Merges into a pod's status as the kubelet or a controller would (the status subresource). */
+export const patchPodStatus = (namespace: string, name: string, status: Record<string, unknown>) =>
+  restOk(adminCredentials(), "PATCH", `/api/v1/namespaces/${namespace}/pods/${name}/status`, { status }, [200], "application/merge-patch+json")
 
 // ---------------------------------------------------------------------------------------------
 // Reading the world back (always from the API server)
