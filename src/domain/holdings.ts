@@ -5,13 +5,13 @@
  * Pure: the programs supply the snapshot (caches or a fresh listing) and read what it lacks.
  */
 import { Either } from "effect"
-import { type EventIntent, REASON_BAD_ANNOTATION, REASON_BAD_CONFIG, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
+import { type EventIntent, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
 import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode, slicePoolName } from "./node-slices.ts"
 import type { Orphans } from "./orphans.ts"
 import { type PodProjection, podAttachments, podRef, splitPodRef } from "./pod.ts"
 import { type ParsedPool, type ReservationRecord, poolName, reservationName } from "./pool.ts"
-import { type HeldEntry, type HeldReservation, type Holding, ReleaseError } from "./release.ts"
+import { type HeldEntry, type HeldReservation, type Holding, type Problem, type ReleaseError } from "./release.ts"
 
 /** What the planner may look up; every function answers from one consistent view. */
 export interface Snapshot {
@@ -113,32 +113,30 @@ export interface PodFindings {
   /** Networks whose NAD turns overlapping-range reservations off. */
   readonly noReservations: ReadonlySet<string>
   readonly missingNads: ReadonlyArray<string>
-  readonly warnings: ReadonlyArray<EventIntent>
+  /** Bad input met on the way: it skips only what it describes. */
+  readonly problems: ReadonlyArray<Problem>
   readonly error: ReleaseError | undefined
 }
 
-const badInput = (pod: PodProjection, reason: "BadAnnotation" | "BadNadConfig", detail: string, warning: string, cause: unknown): Pick<PodFindings, "warnings" | "error"> => ({
-  warnings: [{ regarding: podObject(pod), type: "Warning", reason: reason === "BadAnnotation" ? REASON_BAD_ANNOTATION : REASON_BAD_CONFIG, message: warning }],
-  error: new ReleaseError({ reason, pod: podRef(pod), retryable: false, detail, cause })
-})
-
-/** Finds, from the snapshot only, what a deleted pod holds; unreadable annotations and NAD configs are errors. */
+/**
+ * Finds, from the snapshot only, what a pod holds. An unreadable annotation or NAD config skips
+ * only what it describes (and is reported): the podref index still finds the pod's entries.
+ */
 export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFindings => {
   const ref = podRef(pod)
   const pools = new Map<string, FoundPool>()
   const liveReads = new Map<string, LiveRead>()
   const noReservations = new Set<string>()
   const missingNads: Array<string> = []
-  const found: PodFindings = { ref, pod, pools, liveReads, noReservations, missingNads, warnings: [], error: undefined }
-  const attachments = podAttachments(pod)
-  if (Either.isLeft(attachments)) {
-    const e = attachments.left
-    return { ...found, ...badInput(pod, "BadAnnotation", e.message, `cannot read ${e.annotation}: ${e.message}; no address freed`, e) }
-  }
+  const problems: Array<Problem> = []
+  const found: PodFindings = { ref, pod, pools, liveReads, noReservations, missingNads, problems, error: undefined }
+  const decoded = podAttachments(pod)
+  if (Either.isLeft(decoded)) problems.push({ reason: "BadAnnotation", text: `cannot read ${decoded.left.annotation}: ${decoded.left.message}` })
+  const attachments = Either.isRight(decoded) ? decoded.right.attachments : []
   const add = (pool: ParsedPool, network: string, reservationNetwork: string | undefined) => {
     if (!pools.has(pool.name) && pool.entries.some((e) => e.podref === ref)) pools.set(pool.name, { pool, network, reservationNetwork })
   }
-  for (const att of attachments.right.attachments) {
+  for (const att of attachments) {
     const nadKey = `${att.namespace}/${att.name}`
     const decoded = snapshot.nad(att.namespace, att.name)
     if (decoded === undefined) {
@@ -146,10 +144,10 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
       continue
     }
     if (Either.isLeft(decoded)) {
-      // A NAD without any ipam is simply not ours.
-      if (decoded.left.reason === "MissingIpam") continue
-      const why = `${decoded.left.reason}: ${decoded.left.message}`
-      return { ...found, ...badInput(pod, "BadNadConfig", `NAD ${nadKey}: ${decoded.left.message}`, `network-attachment-definition ${nadKey} has an invalid whereabouts config (${why}); no address freed`, decoded.left) }
+      // A NAD without any ipam, or whose config lives on the nodes' disks, is not ours to judge.
+      if (decoded.left.reason === "MissingIpam" || decoded.left.reason === "EmptyConfig") continue
+      problems.push({ reason: "BadNadConfig", text: `cannot read network-attachment-definition ${nadKey}: ${decoded.left.message}` })
+      continue
     }
     if (decoded.right._tag === "NotWhereabouts") continue
     const config = decoded.right.config
@@ -180,8 +178,6 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
 
 /** Two incarnations of one pod (same name, other uid) share the podref, so they own the same entries: one finding for both. */
 export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
-  if (a.error !== undefined) return a
-  if (b.error !== undefined) return { ...b, pod: a.pod }
   const pools = new Map(a.pools)
   for (const [name, p] of b.pools) if (!pools.has(name)) pools.set(name, p)
   const liveReads = new Map(a.liveReads)
@@ -192,7 +188,7 @@ export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
     liveReads,
     noReservations: new Set([...a.noReservations, ...b.noReservations]),
     missingNads: [...new Set([...a.missingNads, ...b.missingNads])],
-    warnings: [...a.warnings, ...b.warnings]
+    problems: [...a.problems, ...b.problems.filter((p) => !a.problems.some((q) => q.text === p.text))]
   }
 }
 
@@ -209,7 +205,7 @@ export const deletedPodHolding = (
   as: Pick<Holding, "claim" | "trigger"> = { claim: "Deleted", trigger: "deletion" }
 ): Holding => {
   const base = { podref: f.ref, pod: { namespace: f.pod.namespace, name: f.pod.name, uid: f.pod.uid }, ...as }
-  if (f.error !== undefined) return { ...base, entries: [], reservations: [], warnings: f.warnings, ifFreed: [], error: f.error }
+  if (f.error !== undefined) return { ...base, entries: [], reservations: [], problems: f.problems, ifFreed: [], error: f.error }
   const found: Array<FoundPool> = [...f.pools.values()]
   for (const read of f.liveReads.values()) {
     const pool = livePools.get(read.pool)
@@ -232,7 +228,7 @@ export const deletedPodHolding = (
     if (listed === undefined || listed.podref === f.ref) reservations.push({ name, listed, ip: undefined, orphan: undefined })
   }
   const ifFreed = f.missingNads.map((nad): EventIntent => ({ regarding: podObject(f.pod), type: "Warning", reason: REASON_NAD_MISSING, message: nadMissingMessage(nad) }))
-  return { ...base, entries, reservations, warnings: f.warnings, ifFreed, error: undefined }
+  return { ...base, entries, reservations, problems: f.problems, ifFreed, error: undefined }
 }
 
 /**
@@ -278,7 +274,7 @@ export const orphanHoldings = (
       claim: neverRunsAgain ? "NeverRunsAgain" : "Orphan",
       trigger: "sweep",
       ...h,
-      warnings: [],
+      problems: [],
       ifFreed: [],
       error: undefined
     }

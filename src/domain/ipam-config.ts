@@ -2,7 +2,8 @@
  * The whereabouts IPAM config carried in a NetworkAttachmentDefinition's `spec.config`,
  * decoded with Schema and normalised the way whereabouts 0.9 does before it names pools.
  */
-import { Data, Either, ParseResult, Schema } from "effect"
+import { Data, Either, Schema } from "effect"
+import { oneLine } from "./multus.ts"
 import {
   type Cidr,
   type IPAddress,
@@ -235,7 +236,7 @@ export const decodeNadConfig = (
     const merged = mergeFlatFile(found.ipam, readFlatFile(flatFilePaths(found.ipam)))
     const raw = yield* Either.mapLeft(
       decodeIpamRaw(merged),
-      (e) => new IpamConfigError({ reason: "BadSchema", message: ParseResult.TreeFormatter.formatErrorSync(e) })
+      (e) => new IpamConfigError({ reason: "BadSchema", message: `ipam.${oneLine(e)}` })
     )
     const name = (json as Record<string, unknown>)["name"]
     const config = yield* normaliseIpam(raw, typeof name === "string" ? name : "")

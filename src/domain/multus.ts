@@ -54,10 +54,24 @@ const decodeWith = <A>(
   if (text.length > MAX_ANNOTATION_BYTES) {
     return Either.left(new AnnotationError({ annotation, message: `annotation is ${text.length} bytes, over ${MAX_ANNOTATION_BYTES}` }))
   }
-  return Either.mapLeft(
-    Schema.decodeUnknownEither(schema, options)(text),
-    (e) => new AnnotationError({ annotation, message: ParseResult.TreeFormatter.formatErrorSync(e) })
-  )
+  return Either.mapLeft(Schema.decodeUnknownEither(schema, options)(text), (e) => new AnnotationError({ annotation, message: oneLine(e) }))
+}
+
+const shorten = (text: string, max = 60): string => (text.length <= max ? text : `${text.slice(0, max)}…`)
+
+/**
+ * A decode failure as one line an operator reads in `kubectl get events`: where, and what was
+ * wrong — not Schema's tree with the whole type signature.
+ */
+export const oneLine = (e: ParseResult.ParseError): string => {
+  const [first] = ParseResult.ArrayFormatter.formatErrorSync(e)
+  if (first === undefined) return "cannot be decoded"
+  if (first._tag === "Transformation" && first.path.length === 0) return `not valid JSON (${first.message})`
+  const where = first.path.map((k) => (typeof k === "number" ? `[${k}]` : `.${String(k)}`)).join("").replace(/^\./, "")
+  const m = /^Expected (.*), actual (.*)$/s.exec(first.message)
+  const expected = m === null ? undefined : m[1]!.startsWith("ReadonlyArray<") ? "a JSON array" : m[1]!.startsWith("{") ? "a JSON object" : m[1]!
+  const what = m === null ? first.message : `expected ${expected}, got ${shorten(m[2]!)}`
+  return where === "" ? what : `${where}: ${what}`
 }
 
 /** The fields of a `network-status` entry that decide anything here (the rest only pass through `Unknown`). */

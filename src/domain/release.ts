@@ -50,6 +50,13 @@ export class ReleaseError extends Data.TaggedError("ReleaseError")<{
   }
 }
 
+/** Bad input that skipped what it describes: an unreadable annotation, an unreadable NAD config. */
+export interface Problem {
+  readonly reason: "BadAnnotation" | "BadNadConfig"
+  /** One line naming the object, the field and what was wrong. */
+  readonly text: string
+}
+
 /** A pool entry a candidate holds. */
 export interface HeldEntry {
   readonly pool: string
@@ -82,8 +89,8 @@ export interface Holding {
   readonly trigger: FreeTrigger
   readonly entries: ReadonlyArray<HeldEntry>
   readonly reservations: ReadonlyArray<HeldReservation>
-  /** Written whatever happens (bad input the operator must see). */
-  readonly warnings: ReadonlyArray<EventIntent>
+  /** Bad input met finding it (a Warning each, saying what was freed anyway). */
+  readonly problems: ReadonlyArray<Problem>
   /** Written only when something of this podref was freed (a NAD gone, but its addresses found). */
   readonly ifFreed: ReadonlyArray<EventIntent>
   /** Set when the holding cannot be released at all; nothing of it is planned. */

@@ -6,7 +6,7 @@
  * metrics. The only module that calls the pool store's release.
  */
 import { Effect, Either } from "effect"
-import type { EventIntent } from "../domain/events.ts"
+import { type EventIntent, REASON_BAD_ANNOTATION, REASON_BAD_CONFIG, podObject } from "../domain/events.ts"
 import { formatIP } from "../domain/ip.ts"
 import {
   type FreeTrigger,
@@ -161,21 +161,36 @@ const groupBy = <A>(as: ReadonlyArray<A>, key: (a: A) => string): Map<string, Ar
   return out
 }
 
-/** The Events of one owner: its warnings, and for what was freed its Normal Events (and the Warnings that wait for a free). */
-const eventsOf = (plan: OwnerPlan, released: ReadonlyArray<PlannedEntry>): ReadonlyArray<EventIntent> => [
-  ...plan.holding.warnings,
-  ...(released.length > 0 ? plan.holding.ifFreed : []),
-  ...released.flatMap((p) => p.event ?? [])
-]
+/** What became of a pod's addresses, after a Warning about bad input met finding them. */
+const despite = (plan: OwnerPlan, freed: number, outcome: Outcome | undefined): string => {
+  if (freed > 0) return `freed its ${freed} address${freed === 1 ? "" : "es"} found by podref`
+  if (outcome?._tag === "Failed") return "freeing its addresses failed (retried)"
+  if (plan.decision === "kept") return "a pod of that name holds its addresses: none freed"
+  return "no address of it found by podref"
+}
+
+/** The Events of one owner: Warnings about its bad input, and for what was freed its Normal Events (and the Warnings that wait for a free). */
+const eventsOf = (plan: OwnerPlan, released: ReadonlyArray<PlannedEntry>, outcome: Outcome | undefined): ReadonlyArray<EventIntent> => {
+  const pod = plan.holding.pod
+  const problems = pod === undefined ? [] : plan.holding.problems.map((p): EventIntent => ({
+    regarding: podObject(pod),
+    type: "Warning",
+    reason: p.reason === "BadAnnotation" ? REASON_BAD_ANNOTATION : REASON_BAD_CONFIG,
+    message: `${p.text}; ${despite(plan, released.length, outcome)}`
+  }))
+  return [...problems, ...(released.length > 0 ? plan.holding.ifFreed : []), ...released.flatMap((p) => p.event ?? [])]
+}
 
 const finishing = (plan: ReleasePlan, released: ReadonlyMap<string, ReadonlyArray<PlannedEntry>>, outcomes: ReadonlyMap<string, Outcome>) =>
   Effect.gen(function* () {
     const events = yield* EventRecorder
     const metrics = yield* Metrics
-    yield* Effect.forEach(plan.owners, (o) => Effect.forEach(eventsOf(o, released.get(o.holding.podref) ?? []), (e) => events.record(e.regarding, e.type, e.reason, e.message), { discard: true }), {
+    const intents = (o: OwnerPlan) => eventsOf(o, released.get(o.holding.podref) ?? [], outcomes.get(o.holding.podref))
+    yield* Effect.forEach(plan.owners, (o) => Effect.forEach(intents(o), (e) => events.record(e.regarding, e.type, e.reason, e.message), { discard: true }), {
       concurrency: EVENT_CONCURRENCY,
       discard: true
     })
+    for (const o of plan.owners) for (const p of o.holding.problems) yield* metrics.failure(p.reason)
     const totals = new Map<FreeTrigger, { freed: number; reservations: number }>()
     for (const o of plan.owners) {
       const outcome = outcomes.get(o.holding.podref)

@@ -54,7 +54,7 @@ const view = (pod: PodProjection, w: World, live: ReadonlyMap<string, ParsedPool
     liveReads: [...f.liveReads.keys()],
     entries: h.entries.map((e) => `${e.pool} ${formatIP(e.entry.ip)} ${e.network} ${e.reservation ?? "-"}`),
     reservations: h.reservations.map((r) => `${r.name}${r.listed === undefined ? "" : " (listed)"}`),
-    warnings: h.warnings.map((e) => `${e.type} ${e.reason}: ${e.message}`),
+    problems: h.problems.map((p) => `${p.reason}: ${p.text}`),
     ifFreed: h.ifFreed.map((e) => `${e.type} ${e.reason}: ${e.message}`),
     error: h.error === undefined ? undefined : `${h.error.reason} retryable=${h.error.retryable}`
   }
@@ -70,7 +70,7 @@ describe("findPodHoldings + deletedPodHolding", () => {
       liveReads: [],
       entries: ["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"],
       reservations: ["10.1.0.5 (listed)"],
-      warnings: [],
+      problems: [],
       ifFreed: [],
       error: undefined
     })
@@ -110,19 +110,31 @@ describe("findPodHoldings + deletedPodHolding", () => {
   it("non-whereabouts NADs and NADs without ipam are not ours: skipped silently", () => {
     const w: World = { pools: [P1], nads: { ...NET1, "ns/host": config({ type: "host-local", subnet: "10.9.0.0/24" }), "ns/bare": JSON.stringify({ cniVersion: "0.3.1", type: "bridge" }) } }
     const pod = deleted("web", [{ name: "ns/host", interface: "h", ips: ["10.9.0.2"] }, { name: "ns/bare", interface: "b", ips: [] }, { name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }])
-    expect(view(pod, w)).toMatchObject({ entries: ["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"], warnings: [], error: undefined })
+    expect(view(pod, w)).toMatchObject({ entries: ["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"], problems: [], error: undefined })
   })
 
-  it("an unreadable annotation: a one-Warning failure, not retryable", () => {
-    expect(view(deleted("web", "[{not json"), { pools: [P1] })).toMatchObject({ entries: [], error: "BadAnnotation retryable=false", warnings: [expect.stringMatching(/^Warning InvalidNetworkAnnotation: cannot read k8s.v1.cni.cncf.io\/network-status: [\s\S]*; no address freed$/)] })
-  })
-
-  it("a broken whereabouts NAD config: a Warning naming the NAD, not retryable", () => {
-    const w: World = { pools: [P1], nads: { "ns/net1": "{not json" } }
-    expect(view(deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }]), w)).toMatchObject({
-      error: "BadNadConfig retryable=false",
-      warnings: [expect.stringMatching(/^Warning InvalidIPAMConfig: network-attachment-definition ns\/net1 has an invalid whereabouts config \(BadJson: /)]
+  it("an unreadable annotation skips only itself: one line saying what was wrong, and the podref index still finds the pod's entries", () => {
+    expect(view(deleted("web", "[{not json"), { pools: [P1] })).toMatchObject({
+      entries: ["10.1.0.0-24 10.1.0.5 10.1.0.0-24 10.1.0.5"],
+      error: undefined,
+      problems: ["BadAnnotation: cannot read k8s.v1.cni.cncf.io/network-status: not valid JSON (Expected property name or '}' in JSON at position 2 (line 1 column 3))"]
     })
+    expect(view(deleted("web", '[{"name":5}]'), { pools: [P1] }).problems).toEqual(["BadAnnotation: cannot read k8s.v1.cni.cncf.io/network-status: [0].name: expected string, got 5"])
+  })
+
+  it("a broken NAD config skips only that NAD: the pod's other networks and the podref index still count", () => {
+    const w: World = { pools: [P1, pool("10.3.0.0/24", { "1": { id: "c", podref: "ns/web" } })], nads: { "ns/net1": "{not json", "ns/net3": config({ type: "whereabouts", range: "10.3.0.0/24" }) } }
+    const pod = deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }, { name: "ns/net3", interface: "net3", ips: ["10.3.0.1"] }])
+    expect(view(pod, w)).toMatchObject({
+      entries: ["10.3.0.0-24 10.3.0.1 net3 10.3.0.1", "10.1.0.0-24 10.1.0.5 10.1.0.0-24 10.1.0.5"],
+      error: undefined,
+      problems: [expect.stringMatching(/^BadNadConfig: cannot read network-attachment-definition ns\/net1: spec.config is not valid JSON: /)]
+    })
+  })
+
+  it("a NAD whose config is empty (it lives on the nodes) or has no ipam is not ours: no problem reported", () => {
+    const w: World = { pools: [P1], nads: { "ns/disk": "", "ns/bare": JSON.stringify({ cniVersion: "0.3.1", type: "bridge" }) } }
+    expect(view(deleted("web", [{ name: "ns/disk", interface: "d", ips: [] }, { name: "ns/bare", interface: "b", ips: [] }]), w)).toMatchObject({ problems: [], entries: ["10.1.0.0-24 10.1.0.5 10.1.0.0-24 10.1.0.5"] })
   })
 
   it("two incarnations of one pod merge into one finding: the union of what each names", () => {

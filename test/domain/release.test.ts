@@ -28,7 +28,7 @@ const reservation = (name: string, extra: Partial<HeldReservation> = {}): HeldRe
 
 const holding = (podref: string, claim: Claim, entries: ReadonlyArray<HeldEntry>, reservations: ReadonlyArray<HeldReservation>, extra: Partial<Holding> = {}): Holding => {
   const [namespace, name] = podref.split("/") as [string, string]
-  return { podref, pod: { namespace, name, uid: "old" }, claim, trigger: claim === "Deleted" ? "deletion" : "sweep", entries, reservations, warnings: [], ifFreed: [], error: undefined, ...extra }
+  return { podref, pod: { namespace, name, uid: "old" }, claim, trigger: claim === "Deleted" ? "deletion" : "sweep", entries, reservations, problems: [], ifFreed: [], error: undefined, ...extra }
 }
 
 /** A live pod whose network-status lists these IPs on net1. */

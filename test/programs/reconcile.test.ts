@@ -209,31 +209,51 @@ describe("reconcile: never free what a live pod holds", () => {
 })
 
 describe("reconcile: bad input", () => {
-  it.live("a malformed network-status → Warning naming it, nothing freed, permanent error", () =>
+  it.live("a malformed network-status never blocks freeing: the podref index finds the addresses, and one Warning line says what was wrong and what was freed", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.40.0.0/24" })
-      const { projection } = yield* leak("p", [on("net1")])
-      const out = yield* Effect.either(reconcilePod({ ...projection, networkStatus: "[{not json" }))
-      expect(Either.isLeft(out) && out.left).toMatchObject({ reason: "BadAnnotation", retryable: false })
-      expect(yield* podrefsOf("10.40.0.0-24")).toEqual(["default/p"])
-      const [event] = yield* eventsIn("default")
-      expect(event).toMatchObject({ type: "Warning", reason: "InvalidNetworkAnnotation", pod: "p" })
-      expect(event!.message).toContain("k8s.v1.cni.cncf.io/network-status")
+      const { projection } = yield* leak("p", [on("net1"), on("net1", "net2")])
+      const out = yield* reconcilePod({ ...projection, networkStatus: "[{not json" })
+      expect(out).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.40.0.1" }, { ip: "10.40.0.2" }], reservations: 2 })
+      expect(yield* podrefsOf("10.40.0.0-24")).toEqual([])
+      expect(yield* reservationNames).toEqual([])
+      const warning = (yield* eventsIn("default")).find((e) => e.type === "Warning")
+      expect(warning).toEqual({
+        type: "Warning",
+        reason: "InvalidNetworkAnnotation",
+        pod: "p",
+        count: 1,
+        message: "cannot read k8s.v1.cni.cncf.io/network-status: not valid JSON (Expected property name or '}' in JSON at position 2 (line 1 column 3)); freed its 2 addresses found by podref"
+      })
+      expect(warning!.message).not.toContain("\n")
     }).pipe(Effect.provide(memory())))
 
-  it.live("a broken NAD config → Warning naming the NAD, nothing freed, permanent error", () =>
+  it.live("a broken NAD config blocks nothing: its pod's addresses are freed through the podref index, with a one-line Warning naming the NAD", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.41.0.0/24" })
       const { projection } = yield* leak("p", [on("net1")])
       const api = yield* KubeApi
       yield* api.patch(R.NetworkAttachmentDefinitions, "default", "net1", { type: "merge", body: { spec: { config: "{\"ipam\": {\"type\": \"whereabouts\", \"range\": \"10.41.0.0/33\"}}" } } })
       yield* cachesCaughtUp
-      const caught = yield* Effect.either(reconcilePod(projection))
-      expect(Either.isLeft(caught) && caught.left).toMatchObject({ reason: "BadNadConfig", retryable: false })
-      expect(yield* podrefsOf("10.41.0.0-24")).toEqual(["default/p"])
-      const [event] = yield* eventsIn("default")
-      expect(event).toMatchObject({ type: "Warning", reason: "InvalidIPAMConfig", pod: "p" })
-      expect(event!.message).toContain("default/net1")
+      expect(yield* reconcilePod(projection)).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.41.0.1" }] })
+      expect(yield* podrefsOf("10.41.0.0-24")).toEqual([])
+      const warning = (yield* eventsIn("default")).find((e) => e.type === "Warning")
+      expect(warning).toMatchObject({ reason: "InvalidIPAMConfig", pod: "p" })
+      expect(warning!.message).toBe('cannot read network-attachment-definition default/net1: invalid CIDR "10.41.0.0/33"; freed its 1 address found by podref')
+    }).pipe(Effect.provide(memory())))
+
+  it.live("a non-whereabouts NAD with an empty config beside a good one blocks nothing and is not reported", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.42.0.0/24" })
+      yield* createNad("default", "ondisk", "")
+      yield* createNad("default", "host", JSON.stringify({ cniVersion: "0.3.1", name: "host", type: "macvlan", ipam: { type: "host-local", subnet: "10.99.0.0/24" } }))
+      yield* cachesCaughtUp
+      const { projection } = yield* leak("p", [on("net1")])
+      // The pod is also on a NAD whose config lives on the nodes and on one with another IPAM.
+      const status = JSON.parse(projection.networkStatus!) as Array<Record<string, unknown>>
+      const networkStatus = JSON.stringify([...status, { name: "default/ondisk", interface: "eth9", ips: ["192.0.2.9"] }, { name: "default/host", interface: "eth8", ips: ["10.99.0.2"] }])
+      expect(yield* reconcilePod({ ...projection, networkStatus })).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.42.0.1" }] })
+      expect((yield* eventsIn("default")).filter((e) => e.type === "Warning")).toEqual([])
     }).pipe(Effect.provide(memory())))
 })
 
