@@ -116,16 +116,19 @@ export const podAttachments = (
 export type Holding = "holds" | "not-held" | "unknown"
 
 /**
- * Whether a live pod holds `ip` on `ifname`, judged from its `network-status` alone.
+ * Whether a live pod holds `ip` on `ifname`, judged from its `network-status` alone (every entry,
+ * the default network's included).
  * "unknown" (pending, no or unreadable status) means: not sure, so keep the address.
  */
 export const podHoldsIP = (pod: PodProjection, ip: IPAddress, ifname: string | undefined): Holding => {
   if (pod.phase === "Pending" || pod.networkStatus === undefined) return "unknown"
   const decoded = decodeNetworkStatus(pod.networkStatus)
   if (Either.isLeft(decoded)) return "unknown"
-  const secondary = decoded.right.filter((e) => e.default !== true)
-  if (secondary.length === 0) return "unknown"
-  const holds = secondary.some((e) =>
+  // Default-network entries count too: whereabouts can be the IPAM of the pod network itself (a
+  // KubeVirt VM's, say), and a live pod's address there is held like any other.
+  const listed = decoded.right
+  if (listed.length === 0) return "unknown"
+  const holds = listed.some((e) =>
     (e.ips ?? []).some((text) => {
       const parsed = parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
       return parsed !== undefined && parsed.family === ip.family && parsed.value === ip.value
@@ -133,6 +136,6 @@ export const podHoldsIP = (pod: PodProjection, ip: IPAddress, ifname: string | u
   )
   if (holds) return "holds"
   // An interface the status does not list may still be coming up: only a listed one is proof.
-  if (ifname !== undefined && ifname !== "" && !secondary.some((e) => e.interface === ifname)) return "unknown"
+  if (ifname !== undefined && ifname !== "" && !listed.some((e) => e.interface === ifname)) return "unknown"
   return "not-held"
 }

@@ -139,7 +139,9 @@ describe("podHoldsIP", () => {
     ["listed, no ifname asked", pod({ networkStatus: status }), "10.0.0.5", undefined, "holds"],
     ["not listed, interface listed", pod({ networkStatus: status }), "10.0.0.6", "net1", "not-held"],
     ["not listed, no ifname", pod({ networkStatus: status }), "10.0.0.6", undefined, "not-held"],
-    ["only on the default network", pod({ networkStatus: status }), "10.244.0.5", "net1", "not-held"],
+    // whereabouts as the pod network's own IPAM (a KubeVirt VM's; upstream #638): a live pod holds its default-network address.
+    ["on the default network", pod({ networkStatus: status }), "10.244.0.5", "eth0", "holds"],
+    ["on the default network, an entry without ifname (before whereabouts 0.8), several networks", pod({ networkStatus: status }), "10.244.0.5", undefined, "holds"],
     ["interface not listed (may be coming up)", pod({ networkStatus: status }), "10.0.0.6", "net3", "unknown"],
     ["pending without status", pod({ phase: "Pending" }), "10.0.0.5", "net1", "unknown"],
     ["pending with a status that lacks the IP", pod({ phase: "Pending", networkStatus: status }), "10.0.0.6", "net1", "unknown"],

@@ -246,6 +246,31 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
     }).pipe(Effect.provide(memory())))
 })
 
+describe("sweep: default-network addresses", () => {
+  it.live("whereabouts as the pod network's IPAM (default: true in network-status, upstream #638): the live pod keeps it, with or without ifname", () =>
+    Effect.gen(function* () {
+      yield* createPool("10.33.0.0-24", "10.33.0.0/24", {
+        "1": { id: "c1", podref: "default/vm", ifname: "eth0" },
+        "2": { id: "c2", podref: "default/old-vm" }
+      })
+      yield* api((k) => k.create(R.Pods, NS, podObject(NS, "vm", { nodeName: "node-1", status: networkStatus([{ name: "kubevirt-net", interface: "eth0", ips: ["10.33.0.1"], default: true }]) })))
+      yield* api((k) =>
+        k.create(
+          R.Pods,
+          NS,
+          podObject(NS, "old-vm", {
+            nodeName: "node-1",
+            status: networkStatus([{ name: "kubevirt-net", interface: "eth0", ips: ["10.33.0.2"], default: true }, { name: `${NS}/other`, interface: "net1", ips: ["10.99.0.1"] }])
+          })
+        )
+      )
+      const report = yield* runSweep({ dryRun: false })
+      expect(report.orphanAllocations).toEqual([])
+      expect(report.freed).toBe(0)
+      expect(Object.keys(yield* rawAllocations("10.33.0.0-24"))).toEqual(["1", "2"])
+    }).pipe(Effect.provide(memory())))
+})
+
 describe("sweep: the live re-check", () => {
   it.live("a candidate whose pod was re-created between the list and the free is spared", () =>
     Effect.gen(function* () {
