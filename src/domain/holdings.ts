@@ -6,7 +6,9 @@
  */
 import { Either } from "effect"
 import { type EventIntent, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
-import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
+import { capacityToNumber, countWithin, intervalsSize, poolIntervals, sliceRange } from "./capacity.ts"
+import { parseCidr, usableRange } from "./ip.ts"
+import type { IpamConfigError, IpRange, NadConfigResult } from "./ipam-config.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode, slicePoolName } from "./node-slices.ts"
 import type { Orphans } from "./orphans.ts"
 import { type PodProjection, podAttachments, podRef, splitPodRef } from "./pod.ts"
@@ -28,6 +30,8 @@ export interface Snapshot {
   readonly origin: (pool: ParsedPool) => PoolOrigin
   /** The slice a NodeSlicePool gives a node, if any. */
   readonly nodeSlice: (nodeSlicePool: string, node: string) => string | undefined
+  /** How many addresses a pool can hand out. */
+  readonly capacity: (pool: ParsedPool) => PoolCapacity
 }
 
 /** What an Event names for an address of a pool: the NAD that writes it, else its network, else the pool. */
@@ -36,10 +40,13 @@ export const eventNetwork = (pool: ParsedPool, origin: PoolOrigin, nad: string |
 
 type NadRef = { readonly namespace: string; readonly name: string }
 
+/** A NAD and the range of its config that writes a pool. */
+type Writer = NadRef & { readonly range: IpRange }
+
 /** The NADs that write each pool: whole-range pools by pool name, node-slice networks by NodeSlicePool name. */
 export interface NadIndex {
-  readonly rangePools: ReadonlyMap<string, ReadonlyArray<NadRef>>
-  readonly slicePools: ReadonlyMap<string, ReadonlyArray<NadRef>>
+  readonly rangePools: ReadonlyMap<string, ReadonlyArray<Writer>>
+  readonly slicePools: ReadonlyMap<string, ReadonlyArray<Writer>>
 }
 
 const push = <K, V>(m: Map<K, Array<V>>, k: K, v: V) => {
@@ -50,23 +57,50 @@ const push = <K, V>(m: Map<K, Array<V>>, k: K, v: V) => {
 
 /** Indexes every NAD's decoded whereabouts config by the pools it writes. */
 export const nadIndex = (nads: Iterable<NadRef & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }>): NadIndex => {
-  const rangePools = new Map<string, Array<NadRef>>()
-  const slicePools = new Map<string, Array<NadRef>>()
+  const rangePools = new Map<string, Array<Writer>>()
+  const slicePools = new Map<string, Array<Writer>>()
   for (const nad of nads) {
     if (Either.isLeft(nad.config) || nad.config.right._tag !== "Whereabouts") continue
     const config = nad.config.right.config
     const ref = { namespace: nad.namespace, name: nad.name }
-    if (config.nodeSliceSize !== undefined) push(slicePools, nodeSlicePoolName(config), ref)
-    else for (const range of config.ranges) push(rangePools, poolName(range.range, config.networkName), ref)
+    // Node slices are cut from the first range only (upstream's node-slice controller).
+    if (config.nodeSliceSize !== undefined) config.ranges.slice(0, 1).forEach((range) => push(slicePools, nodeSlicePoolName(config), { ...ref, range }))
+    else for (const range of config.ranges) push(rangePools, poolName(range.range, config.networkName), { ...ref, range })
   }
   return { rangePools, slicePools }
+}
+
+/** How many addresses a pool can hand out, and whether its NADs' configs said so or only its range is known. */
+export interface PoolCapacity {
+  readonly size: number
+  /** Allocations inside what the configs allow (all of them when only the range is known). */
+  readonly usedWithin: number
+  readonly from: "config" | "range"
+}
+
+/**
+ * A pool's capacity: the union of what the configs of the NADs writing it allow (range_start,
+ * range_end, exclude; within the slice for a node-slice pool, where upstream applies none of
+ * those), else the usable addresses of its range.
+ */
+export const capacityOf = (pool: ParsedPool, origin: PoolOrigin, index: NadIndex): PoolCapacity => {
+  const writers = origin._tag === "Slice" ? (index.slicePools.get(origin.nodeSlicePool) ?? []) : (index.rangePools.get(pool.name) ?? [])
+  const slice = origin._tag === "Slice" ? parseCidr(origin.slice) : undefined
+  const ranges = writers.flatMap((w) => (origin._tag !== "Slice" ? [w.range] : slice === undefined ? [] : [sliceRange(w.range, slice) ?? []].flat()))
+  if (ranges.length === 0 || pool.cidr === undefined) {
+    const usable = pool.cidr === undefined ? undefined : usableRange(pool.cidr)
+    const size = usable === undefined ? 0 : capacityToNumber(usable.last - usable.first + 1n)
+    return { size, usedWithin: pool.entries.length, from: "range" }
+  }
+  const intervals = poolIntervals(ranges)
+  return { size: capacityToNumber(intervalsSize(intervals)), usedWithin: countWithin(intervals, pool.entries.map((e) => e.ip)), from: "config" }
 }
 
 /** The naming half of a Snapshot, from every NAD's decoded config and every NodeSlicePool. */
 export const poolNaming = (
   nads: ReadonlyArray<NadRef & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }>,
   nodeSlicePools: ReadonlyArray<NodeSlicePoolRecord>
-): Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice"> => {
+): Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity"> => {
   const index = nadIndex(nads)
   const configs = nads.flatMap((n) => (Either.isRight(n.config) && n.config.right._tag === "Whereabouts" ? [n.config.right.config] : []))
   const origin = poolOrigins(sliceNetworks(configs, nodeSlicePools), (name) => index.rangePools.has(name))
@@ -77,7 +111,8 @@ export const poolNaming = (
       const o = origin(pool)
       return pickNad(o._tag === "Slice" ? index.slicePools.get(o.nodeSlicePool) : index.rangePools.get(pool.name), podNamespace)
     },
-    nodeSlice: (nodeSlicePool, node) => sliceOfNode(byName.get(nodeSlicePool), node)
+    nodeSlice: (nodeSlicePool, node) => sliceOfNode(byName.get(nodeSlicePool), node),
+    capacity: (pool) => capacityOf(pool, origin(pool), index)
   }
 }
 

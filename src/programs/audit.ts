@@ -20,8 +20,19 @@ export const renderTable = (r: SweepReport): string => {
   // A NODE column only where node-slice pools exist.
   const sliced = r.pools.some((p) => p.node !== undefined)
   const pools = table(
-    ["POOL", "RANGE", "NETWORK", ...(sliced ? ["NODE"] : []), "SIZE", "USED", "FREE", "USED%", "ORPHANS"],
-    r.pools.map((p) => [p.name, p.range, p.network || "-", ...(sliced ? [p.node ?? "-"] : []), String(p.size), String(p.used), String(p.free), percent(p.used, p.size), String(p.orphans)])
+    ["POOL", "RANGE", "NETWORK", ...(sliced ? ["NODE"] : []), "SIZE", "USED", "FREE", "USED%", "ORPHANS", "SIZE FROM"],
+    r.pools.map((p) => [
+      p.name,
+      p.range,
+      p.network || "-",
+      ...(sliced ? [p.node ?? "-"] : []),
+      String(p.size),
+      String(p.used),
+      String(p.free),
+      percent(p.size - p.free, p.size),
+      String(p.orphans),
+      p.sizeFrom === "config" ? "NAD config" : "range only"
+    ])
   )
   const stale =
     r.staleSlicePools.length === 0

@@ -7,7 +7,7 @@ import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder, REASON_POOL_NEARLY_FULL } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
-import { poolSize } from "./sweep.ts"
+import { cacheSnapshot } from "./snapshot.ts"
 
 export const poolNearlyFullMessage = (pool: string, used: number, size: number, threshold: number): string =>
   `IPPool ${pool} is ${Math.round((used / size) * 100)}% used (${used} of ${size} addresses), at or over the ${Math.round(threshold * 100)}% threshold`
@@ -21,17 +21,22 @@ export const monitorPoolUsage = (interval: Schedule.Schedule<unknown> = Schedule
     const events = yield* EventRecorder
     const over = new Set<string>()
     const check = Effect.gen(function* () {
-      const usage = caches.pools.values().map((p) => ({ record: p, pool: p.name, size: poolSize(p.pool.cidr), used: p.pool.entries.length }))
+      // Capacity from the IPAM configs of the NADs that write each pool (range_start, range_end, exclude), else from its range.
+      const snapshot = yield* cacheSnapshot
+      const usage = caches.pools.values().map((p) => {
+        const capacity = snapshot.capacity(p.pool)
+        return { record: p, pool: p.name, size: capacity.size, used: p.pool.entries.length, free: Math.max(0, capacity.size - capacity.usedWithin) }
+      })
       yield* metrics.pools(usage, threshold)
       for (const u of usage) {
-        const isOver = u.size > 0 && u.used / u.size >= threshold
+        const isOver = u.size > 0 && (u.size - u.free) / u.size >= threshold
         if (isOver && !over.has(u.pool)) {
           over.add(u.pool)
           yield* events.record(
             { kind: "IPPool", namespace, name: u.pool, uid: u.record.uid },
             "Warning",
             REASON_POOL_NEARLY_FULL,
-            poolNearlyFullMessage(u.pool, u.used, u.size, threshold)
+            poolNearlyFullMessage(u.pool, u.size - u.free, u.size, threshold)
           )
         } else if (!isOver) over.delete(u.pool)
       }

@@ -17,8 +17,9 @@ const lazyNaming = (nads: () => Iterable<NadRecord>, nodeSlicePools: () => Reado
   return {
     nadOfPool: (pool, podNamespace) => get().nadOfPool(pool, podNamespace),
     origin: (pool) => get().origin(pool),
-    nodeSlice: (nodeSlicePool, node) => get().nodeSlice(nodeSlicePool, node)
-  } satisfies Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice">
+    nodeSlice: (nodeSlicePool, node) => get().nodeSlice(nodeSlicePool, node),
+    capacity: (pool) => get().capacity(pool)
+  } satisfies Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity">
 }
 
 /** The caches as a snapshot; read it for one batch (it follows the informers as they update). */

@@ -5,8 +5,7 @@
  * (`audit`) it only plans and reports. Runs once after start-up and then on a cron schedule (UTC).
  */
 import { Clock, Cron, Duration, Effect, Either } from "effect"
-import { orphanHoldings } from "../domain/holdings.ts"
-import { type Cidr, bitsOf } from "../domain/ip.ts"
+import { type Snapshot, orphanHoldings } from "../domain/holdings.ts"
 import { DEFAULT_RECONCILER_CRON } from "../domain/ipam-config.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
@@ -38,7 +37,9 @@ export interface PoolReport {
   /** Node-slice pools only: the node, and whether its NodeSlicePool still gives it this slice. */
   readonly node?: string
   readonly owner?: "current" | "stale" | "unknown"
+  /** Addresses it can hand out: from its NADs' configs (range_start, range_end, exclude), else from its range. */
   readonly size: number
+  readonly sizeFrom: "config" | "range"
   readonly used: number
   readonly free: number
   readonly orphans: number
@@ -59,13 +60,6 @@ export interface SweepReport {
   readonly reservationsDeleted: number
   /** Candidates the live re-check (or a changed entry) saved. */
   readonly spared: number
-}
-
-/** Addresses a pool's CIDR can hand out (network and broadcast excluded); ranges' own bounds live in NADs. */
-export const poolSize = (cidr: Cidr | undefined): number => {
-  if (cidr === undefined) return 0
-  const hostBits = bitsOf(cidr.family) - cidr.prefix
-  return hostBits <= 1 ? 0 : 2 ** hostBits - 2
 }
 
 /** The sweep's cron: flag/env, else the flat file's `reconciler_cron_expression`, else upstream's default. */
@@ -120,7 +114,7 @@ const sweepHoldings = (world: World) =>
     const orphans = findOrphans(pools, live, reservations, { networkOf, neverRunsAgain: ended })
     const listed = new Map(world.reservationList.map((r) => [r.name, r] as const))
     const holdings = orphanHoldings(orphans, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
-    return { orphans, holdings, origin: snapshot.origin }
+    return { orphans, holdings, snapshot }
   })
 
 /** Deletes the stale node-slice pools that were empty when listed, each only if unchanged since. */
@@ -159,19 +153,20 @@ const freeOrphans = (holdings: ReadonlyArray<Holding>) =>
     return execution.counts
   })
 
-const poolReports = (world: World, orphans: ReadonlyArray<OrphanAllocation>, origin: (pool: ParsedPool) => PoolOrigin): ReadonlyArray<PoolReport> => {
+const poolReports = (world: World, orphans: ReadonlyArray<OrphanAllocation>, snapshot: Snapshot): ReadonlyArray<PoolReport> => {
   const orphansByPool = new Map<string, number>()
   for (const o of orphans) orphansByPool.set(o.pool, (orphansByPool.get(o.pool) ?? 0) + 1)
   return world.poolList.map((p): PoolReport => {
-    const size = poolSize(p.pool.cidr)
-    const o = origin(p.pool)
+    const capacity = snapshot.capacity(p.pool)
+    const o = snapshot.origin(p.pool)
     return {
       name: p.name,
       range: p.pool.range,
       ...(o._tag === "Slice" ? { network: o.network || o.nodeSlicePool, node: o.node, owner: o.owner } : { network: o.network ?? "" }),
-      size,
+      size: capacity.size,
+      sizeFrom: capacity.from,
       used: p.pool.entries.length,
-      free: Math.max(0, size - p.pool.entries.length),
+      free: Math.max(0, capacity.size - capacity.usedWithin),
       orphans: orphansByPool.get(p.name) ?? 0,
       invalid: p.pool.invalid.length
     }
@@ -188,7 +183,7 @@ const reportSweep = (world: World, report: SweepReport) =>
         yield* Effect.logWarning("pool has an unreadable allocation; left as is").pipe(Effect.annotateLogs({ pool: p.name, key: bad.key, reason: bad.reason }))
       }
     }
-    yield* metrics.pools(report.pools.map((p) => ({ pool: p.name, size: p.size, used: p.used })), config.poolUsageThreshold)
+    yield* metrics.pools(report.pools.map((p) => ({ pool: p.name, size: p.size, used: p.used, free: p.free })), config.poolUsageThreshold)
     yield* metrics.orphans("allocation", report.orphanAllocations.length, report.dryRun)
     yield* metrics.orphans("reservation", report.orphanReservations.length, report.dryRun)
     yield* Effect.logInfo(report.dryRun ? "sweep finished (dry run: nothing freed)" : "sweep finished").pipe(
@@ -212,10 +207,10 @@ export const runSweep = (
   Effect.gen(function* () {
     const config = yield* ControllerConfig
     const world = yield* listWorld
-    const { orphans, holdings, origin } = yield* sweepHoldings(world)
+    const { orphans, holdings, snapshot } = yield* sweepHoldings(world)
     const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings)
-    const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world, origin) : 0
-    const pools = poolReports(world, orphans.allocations, origin)
+    const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world, snapshot.origin) : 0
+    const pools = poolReports(world, orphans.allocations, snapshot)
     const report: SweepReport = {
       dryRun: options.dryRun,
       pools,

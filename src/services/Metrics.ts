@@ -14,6 +14,8 @@ export interface PoolUsage {
   readonly pool: string
   readonly size: number
   readonly used: number
+  /** Addresses the pool can still hand out. */
+  readonly free: number
 }
 
 export interface MetricsShape {
@@ -83,9 +85,9 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
     registers: [registry]
   })
   const leader = gauge("leader", "1 while this instance holds the leader lease.")
-  const poolSize = gauge("pool_size", "Addresses a pool's range can hold.", ["pool"])
+  const poolSize = gauge("pool_size", "Addresses a pool can hand out: from the IPAM configs of the NADs that write it, else from its range.", ["pool"])
   const poolUsed = gauge("pool_used", "Allocations in a pool.", ["pool"])
-  const poolFree = gauge("pool_free", "Free addresses in a pool.", ["pool"])
+  const poolFree = gauge("pool_free", "Addresses a pool can still hand out.", ["pool"])
   const poolOver = gauge("pool_usage_over_threshold", "1 when a pool's usage is at or over the threshold.", ["pool"])
   const orphans = gauge("orphans", "Orphans found by the last sweep (in dry-run: what would be freed).", ["kind", "dry_run"])
   const sweeps = counter("sweeps_total", "Full orphan sweeps, by result.", ["result"])
@@ -115,8 +117,8 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
         for (const u of usage) {
           poolSize.set({ pool: u.pool }, u.size)
           poolUsed.set({ pool: u.pool }, u.used)
-          poolFree.set({ pool: u.pool }, Math.max(0, u.size - u.used))
-          poolOver.set({ pool: u.pool }, u.size > 0 && u.used / u.size >= threshold ? 1 : 0)
+          poolFree.set({ pool: u.pool }, u.free)
+          poolOver.set({ pool: u.pool }, u.size > 0 && (u.size - u.free) / u.size >= threshold ? 1 : 0)
         }
       }),
     orphans: (kind, n, dryRun) => Effect.sync(() => orphans.set({ kind, dry_run: String(dryRun) }, n)),

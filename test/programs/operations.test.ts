@@ -9,6 +9,9 @@ import { monitorPoolUsage, poolNearlyFullMessage } from "../../src/programs/pool
 import { Metrics } from "../../src/services/Metrics.ts"
 import * as MetricsModule from "../../src/services/Metrics.ts"
 import { eventually } from "../support/eventually.ts"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
+import { poolObject } from "../support/objects.ts"
 import { cachesCaughtUp, createNad, eventsIn } from "../support/world.ts"
 
 const freePort = () =>
@@ -112,6 +115,46 @@ describe("pool usage", () => {
       ])
       expect(events[0]!.message).toBe("IPPool 10.60.0.0-29 is 100% used (6 of 6 addresses), at or over the 90% threshold")
       expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.60.0.0-29" })).toBe(1)
+    }).pipe(Effect.provide(memory())))
+})
+
+describe("pool capacity from the IPAM config", () => {
+  it.scopedLive("range_start/range_end and exclude size the pool (a /28 limited to ten reads as ten); the alert fires when those are used up", () =>
+    Effect.gen(function* () {
+      // 10.63.0.0/28: 14 usable; range .1-.12 minus the excluded .4-.5 = ten.
+      yield* createNad("default", "narrow", { range: "10.63.0.0/28", range_start: "10.63.0.1", range_end: "10.63.0.12", exclude: ["10.63.0.4/31"] })
+      // range_start = range_end: one address.
+      yield* createNad("default", "single", { range: "10.64.0.0/24", range_start: "10.64.0.7", range_end: "10.64.0.7" })
+      for (let i = 0; i < 8; i++) yield* startPod("default", `n${i}`, on("narrow"))
+      yield* startPod("default", "s0", on("single"))
+      yield* cachesCaughtUp
+      yield* Effect.forkScoped(monitorPoolUsage(Schedule.spaced("20 millis")))
+      const metrics = yield* Metrics
+      yield* eventually(Effect.flatMap(metrics.value("pool_used", { pool: "10.63.0.0-28" }), (v) => (v === 8 ? Effect.void : Effect.fail("not yet"))))
+      expect(yield* metrics.value("pool_size", { pool: "10.63.0.0-28" })).toBe(10)
+      expect(yield* metrics.value("pool_free", { pool: "10.63.0.0-28" })).toBe(2)
+      expect(yield* metrics.value("pool_size", { pool: "10.64.0.0-24" })).toBe(1)
+      expect(yield* metrics.value("pool_free", { pool: "10.64.0.0-24" })).toBe(0)
+      expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.64.0.0-24" })).toBe(1)
+      yield* startPod("default", "n8", on("narrow"))
+      yield* eventually(
+        Effect.flatMap(eventsIn("kube-system"), (e) => (e.some((x) => x.pod === "10.63.0.0-28") ? Effect.void : Effect.fail("no event")))
+      )
+      expect((yield* eventsIn("kube-system")).find((e) => e.pod === "10.63.0.0-28")!.message).toBe(
+        "IPPool 10.63.0.0-28 is 90% used (9 of 10 addresses), at or over the 90% threshold"
+      )
+      const report = JSON.parse((yield* audit("json")).text) as { pools: Array<{ name: string; size: number; sizeFrom: string }> }
+      expect(report.pools.map((p) => [p.name, p.size, p.sizeFrom])).toEqual([
+        ["10.63.0.0-28", 10, "config"],
+        ["10.64.0.0-24", 1, "config"]
+      ])
+    }).pipe(Effect.provide(memory())))
+
+  it.live("a pool no NAD writes any more is sized by its range, and audit says so", () =>
+    Effect.gen(function* () {
+      yield* Effect.flatMap(KubeApi, (k) => k.create(R.IPPools, "kube-system", poolObject("kube-system", "10.65.0.0-28", "10.65.0.0/28", {})))
+      const report = yield* audit("table")
+      expect(report.text).toMatch(/10\.65\.0\.0-28\s+10\.65\.0\.0\/28\s+-\s+14\s+0\s+14\s+0\.0%\s+0\s+range only/)
     }).pipe(Effect.provide(memory())))
 })
 

@@ -65,7 +65,7 @@ describe("sweep: upstream reconciler cases", () => {
       expect(yield* rawAllocations("10.30.0.0-24")).toEqual({ "1": { id: "c1", podref: "default/live", ifname: "net1" } })
       expect(yield* eventsIn(NS)).toEqual([gc("dead", "10.30.0.2", "net1")])
       expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(1)
-      expect(report.pools).toEqual([{ name: "10.30.0.0-24", range: "10.30.0.0/24", network: "", size: 254, used: 2, free: 252, orphans: 1, invalid: 0 }])
+      expect(report.pools).toEqual([{ name: "10.30.0.0-24", range: "10.30.0.0/24", network: "", size: 254, sizeFrom: "config", used: 2, free: 252, orphans: 1, invalid: 0 }])
     }).pipe(Effect.provide(memory())))
 
   it.live("the same podref under two offsets, the pod holding one: only the other is freed", () =>
@@ -222,7 +222,7 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
         "10.38.0.0-24 3 default/dead2 PodGone"
       ])
       expect(report.orphanReservations.map((o) => `${o.name} ${o.podref} ${o.reason}`)).toEqual(["10.38.0.2 default/dead PodGone"])
-      expect(report.pools).toEqual([{ name: "10.38.0.0-24", range: "10.38.0.0/24", network: "", size: 254, used: 3, free: 251, orphans: 2, invalid: 0 }])
+      expect(report.pools).toEqual([{ name: "10.38.0.0-24", range: "10.38.0.0/24", network: "", size: 254, sizeFrom: "range", used: 3, free: 251, orphans: 2, invalid: 0 }])
       expect(yield* rawAllocations("10.38.0.0-24")).toEqual(before)
       expect(yield* reservationNames).toEqual(["10.38.0.2"])
       expect(yield* eventsIn(NS)).toEqual([])
@@ -236,7 +236,7 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
       const junk = { abc: { id: "x", podref: "default/dead" }, "-1": { id: "y", podref: "default/dead" }, "007": { id: "z", podref: "default/dead" } }
       yield* createPool("10.39.0.0-24", "10.39.0.0/24", { ...junk, "2": { id: "w", podref: "default/dead", ifname: "net1" } })
       const report = yield* runSweep({ dryRun: false })
-      expect(report.pools).toEqual([{ name: "10.39.0.0-24", range: "10.39.0.0/24", network: "", size: 254, used: 1, free: 253, orphans: 1, invalid: 3 }])
+      expect(report.pools).toEqual([{ name: "10.39.0.0-24", range: "10.39.0.0/24", network: "", size: 254, sizeFrom: "range", used: 1, free: 253, orphans: 1, invalid: 3 }])
       expect(report.freed).toBe(1)
       expect(yield* rawAllocations("10.39.0.0-24")).toEqual(junk)
       // And again: still there, still reported, nothing else to do.
