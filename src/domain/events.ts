@@ -12,6 +12,8 @@ export const REASON_NAD_MISSING = "NetworkAttachmentDefinitionNotFound"
 export const REASON_BAD_CONFIG = "InvalidIPAMConfig"
 export const REASON_BAD_ANNOTATION = "InvalidNetworkAnnotation"
 export const REASON_POOL_NEARLY_FULL = "IPPoolNearlyFull"
+/** A schedule in the ConfigMap that does not parse; the previous one stays. */
+export const REASON_BAD_SCHEDULE = "InvalidReconcileSchedule"
 
 /** Message of `REASON_GARBAGE_COLLECTED` (whereabouts' exact wording). */
 export const garbageCollectedMessage = (ip: string, network: string): string => `successful cleanup of IP address [${ip}] from network ${network}`
@@ -23,8 +25,8 @@ export const gcFailedMessage = (namespace: string, name: string): string => `fai
 export const nadMissingMessage = (nad: string): string => `network-attachment-definition ${nad} not found; freeing the pod's addresses found by podref`
 
 export interface InvolvedObject {
-  /** Pods, or the IPPools whose usage crosses the threshold. */
-  readonly kind: "Pod" | "IPPool"
+  /** Pods; the IPPools whose usage crosses the threshold; the ConfigMap of a schedule that does not parse. */
+  readonly kind: "Pod" | "IPPool" | "ConfigMap"
   readonly namespace: string
   readonly name: string
   readonly uid: string

@@ -64,7 +64,24 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "api-burst", env: "API_BURST", kind: "string", key: "apiBurst", help: "API requests allowed at once above --api-qps", commands: live },
   { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", key: "requestTimeout", help: "timeout of one API request once sent (the wait for --api-qps not counted); a 429 or 5xx that names a Retry-After is sent again after it, up to 3 times", commands: live },
   { flag: "page-size", env: "PAGE_SIZE", kind: "string", key: "pageSize", help: "objects per page of full lists: fewer requests, against more memory per page", commands: live },
-  { flag: "reconcile-schedule", env: "RECONCILE_SCHEDULE", kind: "string", note: "flat file's reconciler_cron_expression, else 30 4 * * *", help: "cron (UTC) of the full orphan sweep", commands: runOnly },
+  {
+    flag: "reconcile-schedule",
+    env: "RECONCILE_SCHEDULE",
+    kind: "string",
+    note: "the ConfigMap's, the file's, the flat file's reconciler_cron_expression, else 30 4 * * *",
+    help: "schedule of the full orphan sweep, in whereabouts' syntax (robfig/cron: five fields, @daily, @every 1h, ?, CRON_TZ=); first of the sources listed here wins",
+    commands: runOnly
+  },
+  {
+    flag: "reconcile-schedule-configmap",
+    env: "RECONCILE_SCHEDULE_CONFIGMAP",
+    kind: "string",
+    key: "scheduleConfigMap",
+    help: "ConfigMap in --namespace whose key holds the schedule, watched: a change takes effect without a restart (\"\" to not look)",
+    commands: runOnly
+  },
+  { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", kind: "string", key: "scheduleConfigMapKey", help: "the key of that ConfigMap", commands: runOnly },
+  { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", kind: "string", key: "scheduleFile", help: "file holding the schedule, read when it exists and looked at again every minute", commands: runOnly },
   { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", key: "sweepOnStart", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
   { flag: "dry-run", env: "DRY_RUN", kind: "boolean", key: "dryRun", help: "sweeps report orphans but free nothing", commands: runOnly },
   { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", key: "leaderElect", help: "elect a leader through a Lease (run 2 replicas safely)", commands: runOnly },

@@ -2,7 +2,7 @@
  * The controller as deployed: probes and metrics, leader election, and while leader the
  * deletion loop, the start-up sweep, the cron sweep and the pool-usage monitor.
  */
-import { Duration, Effect, Schedule, Stream } from "effect"
+import { Duration, Effect, Schedule, Stream, SubscriptionRef } from "effect"
 import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { LeaderElection } from "../services/LeaderElection.ts"
@@ -11,7 +11,8 @@ import { runDeletionLoop } from "./deletion-loop.ts"
 import { serveEndpoints } from "./http.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
 import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
-import { sweepOnSchedule, sweepOnce, sweepSchedule } from "./sweep.ts"
+import { onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
+import { sweepOnce } from "./sweep.ts"
 
 /** Runs until interrupted (SIGTERM): then stops taking work, drains, releases the lease. */
 export const runController = Effect.scoped(
@@ -20,7 +21,7 @@ export const runController = Effect.scoped(
     const caches = yield* Caches
     const leader = yield* LeaderElection
     const metrics = yield* Metrics
-    const { expression, cron } = yield* sweepSchedule
+    const scheduleSources = yield* startupSchedule
     yield* serveEndpoints(caches.isSynced)
     yield* Effect.forkScoped(Stream.runForEach(leader.changes, metrics.leader))
     // Informers count their own restarts; carry the increments into the counter.
@@ -42,7 +43,7 @@ export const runController = Effect.scoped(
         namespace: config.namespace,
         workers: config.workers,
         leaderElect: config.leaderElect,
-        reconcileSchedule: `${expression} (UTC)`,
+        reconcileSchedule: scheduleSources.flag?.schedule.expression ?? "from the ConfigMap, file, flat file or default once synced",
         dryRun: config.dryRun,
         apiQps: config.apiQps,
         apiBurst: config.apiBurst,
@@ -57,7 +58,9 @@ export const runController = Effect.scoped(
     const sweeps = Effect.gen(function* () {
       yield* Effect.forkScoped(monitorPoolUsage())
       if (config.sweepOnStart) yield* sweepOnce({ dryRun: config.dryRun })
-      yield* Effect.forkScoped(sweepOnSchedule(cron, { dryRun: config.dryRun }))
+      const schedule = yield* watchSchedule(scheduleSources)
+      yield* Effect.logInfo("sweeps scheduled").pipe(Effect.annotateLogs(yield* Effect.map(SubscriptionRef.get(schedule), (a) => ({ schedule: a.schedule.expression, source: a.source }))))
+      yield* Effect.forkScoped(onSchedule(schedule, sweepOnce({ dryRun: config.dryRun })))
     })
     return yield* leader.runWhenLeader(runDeletionLoop({ onSynced: Effect.forkScoped(sweeps), activity: reclaim.activity }))
   })

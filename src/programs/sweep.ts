@@ -2,11 +2,10 @@
  * The full orphan sweep: lists reservations, pools, pods and NADs (fresh, paginated), finds what no
  * live pod holds with the domain's orphan detection, re-checks every candidate live right before
  * freeing, and frees through the same planner and executor as the deletion loop. In dry-run
- * (`audit`) it only plans and reports. Runs once after start-up and then on a cron schedule (UTC).
+ * (`audit`) it only plans and reports. Runs once after start-up and then on its schedule (schedule.ts).
  */
-import { Clock, Cron, Duration, Effect, Either } from "effect"
+import { Clock, Effect } from "effect"
 import { type Snapshot, orphanHoldings } from "../domain/holdings.ts"
-import { DEFAULT_RECONCILER_CRON } from "../domain/ipam-config.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import type { PoolOrigin } from "../domain/node-slices.ts"
@@ -61,18 +60,6 @@ export interface SweepReport {
   /** Candidates the live re-check (or a changed entry) saved. */
   readonly spared: number
 }
-
-/** The sweep's cron: flag/env, else the flat file's `reconciler_cron_expression`, else upstream's default. */
-export const sweepSchedule = Effect.gen(function* () {
-  const config = yield* ControllerConfig
-  const nadConfigs = yield* NadConfigs
-  const expression = config.reconcileSchedule ?? nadConfigs.flatFileCron() ?? DEFAULT_RECONCILER_CRON
-  const parsed = Cron.parse(expression, "UTC")
-  if (Either.isLeft(parsed)) {
-    return yield* Effect.fail(new Error(`invalid reconcile schedule "${expression}": ${parsed.left.message}`))
-  }
-  return { expression, cron: parsed.right }
-})
 
 /** Everything a sweep looks at, listed fresh (never the caches, which may lag). */
 const listWorld = Effect.gen(function* () {
@@ -240,24 +227,5 @@ export const sweepOnce = (options: { readonly dryRun: boolean }) =>
     Effect.option,
     Effect.ensuring(reclaimMemory("sweep"))
   )
-
-/**
- * The longest single sleep: effect treats a sleep beyond setTimeout's limit (2^31 - 1 ms, about
- * 24.8 days) as infinite, so a monthly cron expression slept in one piece would never fire.
- */
-export const MAX_SLEEP = Duration.days(24)
-
-/** Sleeps until the clock reads `target` (milliseconds since the epoch), in steps of ≤ MAX_SLEEP. */
-export const sleepUntil = (target: number): Effect.Effect<void> =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) =>
-    target <= now ? Effect.void : Effect.zipRight(Effect.sleep(Duration.min(Duration.millis(target - now), MAX_SLEEP)), Effect.suspend(() => sleepUntil(target)))
-  )
-
-/** Runs `effect` at every match of the cron expression, forever (the first run at the next match). */
-export const onCron = <A, E, R>(cron: Cron.Cron, effect: Effect.Effect<A, E, R>): Effect.Effect<never, E, R> =>
-  Effect.forever(Effect.flatMap(Clock.currentTimeMillis, (now) => sleepUntil(Cron.next(cron, new Date(now)).getTime())).pipe(Effect.zipRight(effect)))
-
-/** Sweeps at every match of the cron expression, forever (the first one at the next match). */
-export const sweepOnSchedule = (cron: Cron.Cron, options: { readonly dryRun: boolean }) => onCron(cron, sweepOnce(options))
 
 export { ORPHAN_REASON_TEXT }

@@ -24,6 +24,26 @@ export interface NadRecord {
   readonly config: string | undefined
 }
 
+/** A ConfigMap, as the schedule source reads it. */
+export interface ConfigMapRecord {
+  readonly namespace: string
+  readonly name: string
+  readonly uid: string
+  readonly resourceVersion: string | undefined
+  readonly data: Readonly<Record<string, string>>
+}
+
+export const toConfigMapRecord = (o: KubeObject): ConfigMapRecord => {
+  const data = typeof o["data"] === "object" && o["data"] !== null ? (o["data"] as Record<string, unknown>) : {}
+  return {
+    namespace: o.metadata.namespace ?? "",
+    name: o.metadata.name,
+    uid: o.metadata.uid ?? "",
+    resourceVersion: o.metadata.resourceVersion,
+    data: Object.fromEntries(Object.entries(data).flatMap(([k, v]) => (typeof v === "string" ? [[k, v] as const] : [])))
+  }
+}
+
 export interface PoolRecord {
   readonly name: string
   readonly uid: string
@@ -116,6 +136,8 @@ export interface CachesShape {
   readonly reservations: Informer<ReservationRecord>
   readonly nodeSlicePools: Informer<NodeSlicePoolRecord>
   readonly nodes: Informer<NodeRecord>
+  /** The ConfigMap holding the sweep's schedule (`--reconcile-schedule-configmap`; watched by name only); undefined when off. */
+  readonly scheduleConfigMap: Informer<ConfigMapRecord> | undefined
   readonly awaitSynced: Effect.Effect<void>
   readonly isSynced: Effect.Effect<boolean>
   /** Deleted pods from now on (watch deletions and those a relist discovers). */
@@ -188,8 +210,21 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       versionOf: (n) => n.resourceVersion,
       pageSize
     })
-    const all = [pods, nads, pools, reservations, nodeSlicePools, nodes] as const
+    const scheduleConfigMap =
+      config.scheduleConfigMap === ""
+        ? undefined
+        : yield* makeInformer<ConfigMapRecord>({
+            resource: R.ConfigMaps,
+            namespace: config.namespace,
+            fieldSelector: `metadata.name=${config.scheduleConfigMap}`,
+            transform: toConfigMapRecord,
+            keyOf: (c) => c.name,
+            versionOf: (c) => c.resourceVersion,
+            pageSize
+          })
+    const all = [pods, nads, pools, reservations, nodeSlicePools, nodes, ...(scheduleConfigMap === undefined ? [] : [scheduleConfigMap])] as const
     return {
+      scheduleConfigMap,
       pods,
       nads,
       pools,

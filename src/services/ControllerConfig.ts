@@ -21,8 +21,13 @@ export interface ControllerConfigShape {
   readonly apiBurst: number
   readonly requestTimeout: Duration.Duration
   readonly pageSize: number
-  /** Cron of the full orphan sweep; undefined = the flat file's, else the default. */
+  /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   readonly reconcileSchedule: string | undefined
+  /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
+  readonly scheduleConfigMap: string
+  readonly scheduleConfigMapKey: string
+  /** File holding the schedule (whereabouts mounts that ConfigMap there); read when it exists. */
+  readonly scheduleFile: string
   readonly sweepOnStart: boolean
   readonly dryRun: boolean
   readonly leaderElect: boolean
@@ -86,6 +91,9 @@ export const DEFAULTS = {
   bindAddress: "",
   shutdownTimeout: Duration.seconds(30),
   poolUsageThreshold: 0.9,
+  scheduleConfigMap: "whereabouts-config",
+  scheduleConfigMapKey: "cron-expression",
+  scheduleFile: "/cron-schedule/config",
   pruneSlicePools: false,
   freeTerminalPods: true,
   freeEvictedPods: true,
@@ -122,6 +130,9 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   requestTimeout: duration("REQUEST_TIMEOUT", D.requestTimeout),
   pageSize: integer("PAGE_SIZE", D.pageSize, 1),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
+  scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
+  scheduleConfigMapKey: Config.nonEmptyString("RECONCILE_SCHEDULE_CONFIGMAP_KEY").pipe(Config.withDefault(D.scheduleConfigMapKey)),
+  scheduleFile: Config.string("RECONCILE_SCHEDULE_FILE").pipe(Config.withDefault(D.scheduleFile)),
   sweepOnStart: Config.boolean("SWEEP_ON_START").pipe(Config.withDefault(D.sweepOnStart)),
   dryRun: Config.boolean("DRY_RUN").pipe(Config.withDefault(D.dryRun)),
   leaderElect: Config.boolean("LEADER_ELECT").pipe(Config.withDefault(D.leaderElect)),

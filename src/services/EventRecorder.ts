@@ -36,7 +36,7 @@ export const DEFAULT_AGGREGATION_WINDOW: Duration.Duration = Duration.minutes(10
 /** Distinct events remembered for aggregation (client-go's maxLruCacheEntries). */
 export const DEFAULT_CACHE_SIZE = 4096
 
-const apiVersionOfKind = (kind: InvolvedObject["kind"]): string => (kind === "Pod" ? "v1" : "whereabouts.cni.cncf.io/v1alpha1")
+const apiVersionOfKind = (kind: InvolvedObject["kind"]): string => (kind === "IPPool" ? "whereabouts.cni.cncf.io/v1alpha1" : "v1")
 
 export interface EventRecorderShape {
   /** Records an event about the object; failures are logged as warnings, never returned. */
@@ -170,7 +170,7 @@ export const make = (
           if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
           const error = Cause.squash(cause)
           const detail = error instanceof Error ? error.message : String(error)
-          const object = `Pod ${regarding.namespace}/${regarding.name}`
+          const object = `${regarding.kind} ${regarding.namespace}/${regarding.name}`
           return Effect.logWarning(`failed to record ${type} event ${reason} on ${object}: ${detail}`).pipe(
             Effect.annotateLogs({ object, reason, error: detail })
           )

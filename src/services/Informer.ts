@@ -18,6 +18,8 @@ export interface InformerOptions<A> {
   readonly resource: Resource
   /** undefined watches every namespace. */
   readonly namespace?: string | undefined
+  /** Only these objects (e.g. `metadata.name=x`: RBAC can then grant just that one by name). */
+  readonly fieldSelector?: string | undefined
   /** What the cache keeps of an object (a small projection, never the object itself when avoidable). */
   readonly transform: (o: KubeObject) => A
   readonly keyOf: (a: A) => string
@@ -124,7 +126,10 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
 
     const relist = Effect.gen(function* () {
       // Projected page by page: full objects never pile up.
-      const { items, resourceVersion } = yield* listProjected(resource, namespace, transform, { pageSize: options.pageSize ?? 500 })
+      const { items, resourceVersion } = yield* listProjected(resource, namespace, transform, {
+        pageSize: options.pageSize ?? 500,
+        ...(options.fieldSelector === undefined ? {} : { fieldSelector: options.fieldSelector })
+      })
       const seen = new Set<string>()
       const events: Array<InformerEvent<A>> = []
       for (const a of items) {
@@ -149,6 +154,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       return api
         .watch(resource, namespace, {
           resourceVersion: version,
+          fieldSelector: options.fieldSelector,
           timeoutSeconds: options.watchTimeoutSeconds ?? 300 + Math.floor(Math.random() * 300)
         })
         .pipe(

@@ -174,7 +174,7 @@ export const listProjected = <A>(
   r: Resource,
   namespace: string | undefined,
   project: (o: KubeObject) => A,
-  options: { readonly pageSize?: number; readonly metadataOnly?: boolean } = {}
+  options: { readonly pageSize?: number; readonly metadataOnly?: boolean; readonly fieldSelector?: string } = {}
 ): Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly resourceVersion: string }, KubeError, KubeApi> =>
   // Suspended, as listAll: one buffer per run.
   Effect.suspend(() => {

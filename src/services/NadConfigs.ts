@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs"
 import { Context, Effect, type Either, Layer } from "effect"
-import { type IpamConfigError, type NadConfigResult, decodeNadConfig } from "../domain/ipam-config.ts"
+import { FLAT_FILE_PATHS, type IpamConfigError, type NadConfigResult, decodeNadConfig } from "../domain/ipam-config.ts"
 import type { NadRecord } from "./Caches.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
 
@@ -33,7 +33,7 @@ const make = (readFlat: FlatReader, extraPath: string | undefined): NadConfigsSh
       return result
     },
     flatFileCron: () => {
-      const cron = reader([])?.["reconciler_cron_expression"]
+      const cron = reader(FLAT_FILE_PATHS)?.["reconciler_cron_expression"]
       return typeof cron === "string" && cron !== "" ? cron : undefined
     }
   }

@@ -50,4 +50,5 @@ export const NodeSlicePools: Resource = {
   namespaced: true
 }
 export const Nodes: Resource = { group: "", version: "v1", plural: "nodes", kind: "Node", namespaced: false }
+export const ConfigMaps: Resource = { group: "", version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true }
 export const Namespaces: Resource = { group: "", version: "v1", plural: "namespaces", kind: "Namespace", namespaced: false }

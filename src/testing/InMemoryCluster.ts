@@ -94,6 +94,12 @@ const namespaceMismatch = (r: Resource, ns: string | undefined, object: KubeObje
   r.namespaced && object.metadata.namespace !== undefined && object.metadata.namespace !== "" && object.metadata.namespace !== ns
 const MISMATCH = "the namespace of the provided object does not match the namespace sent on the request"
 
+/** The one field selector the controller uses, `metadata.name=<name>`; anything else selects everything (the emulation's limit). */
+const selectsName = (selector: string | undefined): string | undefined => {
+  const m = selector === undefined ? null : /^metadata\.name=([^,]+)$/.exec(selector)
+  return m === null ? undefined : m[1]
+}
+
 /** The mutable world. Methods run synchronously inside Effect.sync, so each one is atomic. */
 export class MemoryClusterState {
   private rv = 1
@@ -173,7 +179,11 @@ export class MemoryClusterState {
   }
 
   list(r: Resource, ns: string | undefined, options: ListOptions = {}) {
-    const keys = [...this.table(r.plural).keys()].filter((k) => ns === undefined || !r.namespaced || k.startsWith(`${ns}/`)).sort()
+    const only = selectsName(options.fieldSelector)
+    const keys = [...this.table(r.plural).keys()]
+      .filter((k) => ns === undefined || !r.namespaced || k.startsWith(`${ns}/`))
+      .filter((k) => only === undefined || k === objectKey(r.namespaced ? ns : undefined, only))
+      .sort()
     let start = 0
     let listRv = String(this.rv)
     if (options.continue !== undefined && options.continue !== "") {
@@ -438,8 +448,9 @@ export const makeMemoryKubeApi = (state: MemoryClusterState): KubeApiShape => ({
         const fault = state.enter("watch", r, ns, undefined)
         if (fault instanceof KubeError) return void emit.fail(fault)
         // A stalled watch is deaf: it delivers nothing until closeWatches() ends it.
+        const only = selectsName(options.fieldSelector)
         const unsubscribe = state.watch(r, ns, options.resourceVersion, {
-          emit: fault === "stall" ? () => {} : (e) => void emit.single(e),
+          emit: fault === "stall" ? () => {} : (e) => void (only !== undefined && e.type !== "BOOKMARK" && e.object.metadata.name !== only ? undefined : emit.single(e)),
           end: () => void emit.end()
         })
         if (unsubscribe instanceof KubeError) return void emit.fail(unsubscribe)

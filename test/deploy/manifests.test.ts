@@ -127,6 +127,7 @@ const EXPECTED_RBAC: ReadonlyArray<string> = [
   "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/ippools | delete,get,list,patch,watch",
   "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/nodeslicepools | list,watch",
   "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/overlappingrangeipreservations | create,delete,get,list,watch",
+  "Role kube-system/whereabouts-controller | core/configmaps[whereabouts-config] | list,watch",
   "Role kube-system/whereabouts-controller | coordination.k8s.io/leases | create",
   "Role kube-system/whereabouts-controller | coordination.k8s.io/leases[whereabouts-controller] | get,update"
 ].toSorted()

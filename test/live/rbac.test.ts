@@ -373,6 +373,8 @@ const MUST_FAIL: Readonly<Record<string, ReadonlyArray<Check>>> = {
   "Role overlappingrangeipreservations watch": ["no403"],
   "Role overlappingrangeipreservations delete": ["deletionFreed", "orphanSwept"],
   "Role overlappingrangeipreservations create": ["reservationRestored"], // the reborn pod's reservation, given back
+  "Role configmaps[whereabouts-config] list": ["ready"], // the schedule's informer never syncs
+  "Role configmaps[whereabouts-config] watch": ["no403"],
   "Role leases create": ["leading"],
   "Role leases[whereabouts-controller] get": ["leading"],
   "Role leases[whereabouts-controller] update": ["renewing"] // created, then never renewed: steps down

@@ -1,8 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Cron, Duration, Effect, Either, Fiber, TestClock } from "effect"
+import { Clock, Duration, Effect, Either, Fiber, SubscriptionRef, TestClock } from "effect"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
-import { onCron, runSweep, sweepOnSchedule, sweepOnce } from "../../src/programs/sweep.ts"
+import { runSweep, sweepOnce } from "../../src/programs/sweep.ts"
+import { onSchedule } from "../../src/programs/schedule.ts"
+import { parseSchedule } from "../../src/domain/cron.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
@@ -156,8 +158,8 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
       const sweeps = () => Effect.map(metric("sweeps_total", { result: "success" }), (n) => n ?? 0)
       const body = Effect.gen(function* () {
         yield* createPool("10.37.0.0-24", "10.37.0.0/24", { "1": { id: "c", podref: "default/dead", ifname: "net1" } })
-        const cron = Cron.unsafeParse("*/5 * * * *", "UTC")
-        const fiber = yield* Effect.fork(sweepOnSchedule(cron, { dryRun: false }))
+        const current = yield* SubscriptionRef.make({ schedule: Either.getOrThrow(parseSchedule("*/5 * * * *")), source: "test" })
+        const fiber = yield* Effect.fork(onSchedule(current, sweepOnce({ dryRun: false })))
         const at = [] as Array<number>
         // 10:02:30 → 10:21:30 in 30 s steps, noting the sweep count after each.
         for (let i = 0; i < 39; i++) {
@@ -195,8 +197,8 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
         }
       }
       const runs: Array<string> = []
-      const cron = Cron.unsafeParse("0 3 1 * *", "UTC")
-      const fiber = yield* Effect.fork(Effect.withClock(onCron(cron, Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => void runs.push(new Date(t).toISOString())))), recording))
+      const current = yield* SubscriptionRef.make({ schedule: Either.getOrThrow(parseSchedule("0 3 1 * *")), source: "test" })
+      const fiber = yield* Effect.fork(Effect.withClock(onSchedule(current, Effect.flatMap(Clock.currentTimeMillis, (t) => Effect.sync(() => void runs.push(new Date(t).toISOString())))), recording))
       // Day by day to 2027-03-10: runs on the first of December, January, February and March.
       for (let day = 0; day < 127; day++) yield* TestClock.adjust("1 day")
       yield* Fiber.interrupt(fiber)

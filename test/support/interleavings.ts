@@ -87,6 +87,7 @@ export const snapshotCaches = (state: MemoryClusterState) => {
     reservations: reservations.informer,
     nodeSlicePools: snapshotInformer(R.NodeSlicePools, (p: NodeSlicePoolRecord) => p.name).informer,
     nodes: snapshotInformer(R.Nodes, (n: NodeRecord) => n.name).informer,
+    scheduleConfigMap: undefined,
     awaitSynced: Effect.void,
     isSynced: Effect.succeed(true),
     podDeletions: Effect.dieMessage("snapshot caches publish no deletions")

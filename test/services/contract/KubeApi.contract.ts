@@ -219,4 +219,30 @@ export const kubeApiContract = (target: ContractTarget) =>
           expect(seen).toEqual(["ADDED w-a"])
         })
       ))
+
+    it.live("fieldSelector metadata.name=: list and watch see that one object only", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          const cm = (name: string, v: string) => ({ metadata: { name, namespace: ns }, data: { k: v } })
+          yield* api.create(R.ConfigMaps, ns, cm("fs-a", "1"))
+          yield* api.create(R.ConfigMaps, ns, cm("fs-b", "1"))
+          const only = { fieldSelector: "metadata.name=fs-a" }
+          const listed = yield* api.list(R.ConfigMaps, ns, only)
+          expect(listed.items.map((o) => o.metadata.name)).toEqual(["fs-a"])
+          const b = yield* api.get(R.ConfigMaps, ns, "fs-b")
+          yield* api.replace(R.ConfigMaps, ns, { ...b, data: { k: "2" } })
+          const a = yield* api.get(R.ConfigMaps, ns, "fs-a")
+          yield* api.replace(R.ConfigMaps, ns, { ...a, data: { k: "2" } })
+          const events = yield* api.watch(R.ConfigMaps, ns, { ...only, resourceVersion: listed.resourceVersion }).pipe(
+            Stream.filter((e) => e.type !== "BOOKMARK"),
+            Stream.take(1),
+            Stream.runCollect,
+            Effect.timeout("20 seconds")
+          )
+          expect(Chunk.toArray(events).map((e) => `${e.type} ${e.object.metadata.name} ${JSON.stringify(e.object["data"])}`)).toEqual([
+            'MODIFIED fs-a {"k":"2"}'
+          ])
+        })
+      ))
   })

@@ -1,0 +1,154 @@
+/**
+ * The full sweep's schedule, from the first source that has one: `--reconcile-schedule`; the
+ * ConfigMap whereabouts 0.9 keeps it in (`whereabouts-config`, key `cron-expression`), watched so
+ * a change takes effect without a restart; the file it is mounted at (`/cron-schedule/config`);
+ * the flat file's `reconciler_cron_expression`; upstream's default. The syntax is upstream's
+ * (robfig/cron, src/domain/cron.ts). A bad expression at start-up is a one-line error naming its
+ * source; a bad one later keeps the previous schedule, with a log line (and, for the ConfigMap,
+ * a Warning Event on it).
+ */
+import { readFileSync } from "node:fs"
+import { Clock, Duration, Effect, Either, Option, Schedule as S, Stream, SubscriptionRef } from "effect"
+import { type Schedule, nextRun, parseSchedule } from "../domain/cron.ts"
+import { REASON_BAD_SCHEDULE } from "../domain/events.ts"
+import { DEFAULT_RECONCILER_CRON } from "../domain/ipam-config.ts"
+import { Caches, type ConfigMapRecord } from "../services/Caches.ts"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
+import { EventRecorder } from "../services/EventRecorder.ts"
+import { NadConfigs } from "../services/NadConfigs.ts"
+
+/** A schedule and where it came from. */
+export interface ActiveSchedule {
+  readonly schedule: Schedule
+  readonly source: string
+}
+
+/** How often the schedule file is read again (upstream watches its mount). */
+export const SCHEDULE_FILE_POLL = Duration.minutes(1)
+
+/** gocron's reading: the text trimmed; a bad one a one-line error naming its source. */
+const parse = (text: string, source: string): Either.Either<ActiveSchedule, Error> =>
+  Either.mapBoth(parseSchedule(text.trim()), { onLeft: (e) => new Error(`${source}: ${e.message}`), onRight: (schedule) => ({ schedule, source }) })
+
+/** The schedule file's text, or undefined when there is none (its absence is normal). */
+const readFile = (path: string): string | undefined => {
+  if (path === "") return undefined
+  try {
+    const text = readFileSync(path, "utf8")
+    return text.trim() === "" ? undefined : text
+  } catch {
+    return undefined
+  }
+}
+
+interface Sources {
+  readonly flag: ActiveSchedule | undefined
+  readonly configMap: ActiveSchedule | undefined
+  readonly file: ActiveSchedule | undefined
+  readonly flat: ActiveSchedule | undefined
+}
+
+const DEFAULT: ActiveSchedule = { schedule: Either.getOrThrow(parseSchedule(DEFAULT_RECONCILER_CRON)), source: "default" }
+
+/** First match wins. */
+const effective = (s: Sources): ActiveSchedule => s.flag ?? s.configMap ?? s.file ?? s.flat ?? DEFAULT
+
+/** The sources that are read once at start-up (and the file, read again later): a bad one fails the start. */
+export const startupSchedule = Effect.gen(function* () {
+  const config = yield* ControllerConfig
+  const nadConfigs = yield* NadConfigs
+  const flagText = config.reconcileSchedule
+  const fileText = readFile(config.scheduleFile)
+  const flatText = nadConfigs.flatFileCron()
+  const sources: Sources = {
+    flag: flagText === undefined ? undefined : yield* parse(flagText, "--reconcile-schedule"),
+    configMap: undefined,
+    file: fileText === undefined ? undefined : yield* parse(fileText, `schedule file ${config.scheduleFile}`),
+    flat: flatText === undefined ? undefined : yield* parse(flatText, "the flat file's reconciler_cron_expression")
+  }
+  return sources
+})
+
+/** The ConfigMap's schedule: none without the key; a bad one reported on the ConfigMap, the previous kept. */
+const fromConfigMap = (cm: ConfigMapRecord | undefined, previous: ActiveSchedule | undefined) =>
+  Effect.gen(function* () {
+    const { scheduleConfigMapKey: key } = yield* ControllerConfig
+    const text = cm?.data[key]
+    if (cm === undefined || text === undefined || text.trim() === "") return undefined
+    const parsed = parse(text, `ConfigMap ${cm.namespace}/${cm.name} key ${key}`)
+    if (Either.isRight(parsed)) return parsed.right
+    const events = yield* EventRecorder
+    yield* Effect.logWarning("the reconcile schedule does not parse; the previous one stays").pipe(Effect.annotateLogs({ error: parsed.left.message, keeping: previous?.schedule.expression }))
+    yield* events.record({ kind: "ConfigMap", namespace: cm.namespace, name: cm.name, uid: cm.uid }, "Warning", REASON_BAD_SCHEDULE, `${parsed.left.message}; the previous schedule stays`)
+    return previous
+  })
+
+/**
+ * The schedule in effect, kept up to date from the ConfigMap and the file for as long as the
+ * scope lives. Start it once the caches are synced (the ConfigMap is read from them).
+ */
+export const watchSchedule = (initial: Sources) =>
+  Effect.gen(function* () {
+    const caches = yield* Caches
+    const config = yield* ControllerConfig
+    let sources = initial
+    const current = yield* SubscriptionRef.make(effective(sources))
+    const update = (next: Sources) =>
+      Effect.gen(function* () {
+        const before = effective(sources)
+        sources = next
+        const after = effective(sources)
+        if (after.schedule.expression === before.schedule.expression && after.source === before.source) return
+        yield* Effect.logInfo("sweep schedule changed").pipe(Effect.annotateLogs({ schedule: after.schedule.expression, source: after.source }))
+        yield* SubscriptionRef.set(current, after)
+      })
+    const informer = caches.scheduleConfigMap
+    if (informer !== undefined) {
+      const events = yield* informer.subscribe
+      const cm = () => Option.getOrUndefined(informer.get(config.scheduleConfigMap))
+      yield* Effect.flatMap(fromConfigMap(cm(), undefined), (s) => update({ ...sources, configMap: s }))
+      yield* Effect.forkScoped(Stream.runForEach(Stream.fromQueue(events), () => Effect.flatMap(fromConfigMap(cm(), sources.configMap), (s) => update({ ...sources, configMap: s }))))
+    }
+    const rereadFile = Effect.gen(function* () {
+      const text = readFile(config.scheduleFile)
+      const parsed = text === undefined ? Either.right(undefined) : parse(text, `schedule file ${config.scheduleFile}`)
+      if (Either.isRight(parsed)) return yield* update({ ...sources, file: parsed.right })
+      yield* Effect.logWarning("the reconcile schedule does not parse; the previous one stays").pipe(Effect.annotateLogs({ error: parsed.left.message }))
+    })
+    yield* Effect.forkScoped(Effect.repeat(rereadFile, S.spaced(SCHEDULE_FILE_POLL)))
+    return current
+  })
+
+/**
+ * The longest single sleep: effect treats a sleep beyond setTimeout's limit (2^31 - 1 ms, about
+ * 24.8 days) as infinite, so a monthly schedule slept in one piece would never fire.
+ */
+export const MAX_SLEEP = Duration.days(24)
+
+/** Sleeps until the clock reads `target` (milliseconds since the epoch), in steps of ≤ MAX_SLEEP. */
+export const sleepUntil = (target: number): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    target <= now ? Effect.void : Effect.zipRight(Effect.sleep(Duration.min(Duration.millis(target - now), MAX_SLEEP)), Effect.suspend(() => sleepUntil(target)))
+  )
+
+/**
+ * Runs `effect` at every activation of the schedule in effect, forever. Each next run is computed
+ * from the previous scheduled one (as gocron does, so `@every` does not drift by the sweep's own
+ * time); a new schedule takes effect at once.
+ */
+export const onSchedule = <A, E, R>(current: SubscriptionRef.SubscriptionRef<ActiveSchedule>, effect: Effect.Effect<A, E, R>): Effect.Effect<never, E, R> =>
+  Effect.gen(function* () {
+    let from = yield* Clock.currentTimeMillis
+    for (;;) {
+      const active = yield* SubscriptionRef.get(current)
+      const next = nextRun(active.schedule, new Date(from))
+      // The first value `changes` gives is the current one: a change since the read wakes at once.
+      const changed = Stream.runHead(Stream.filter(current.changes, (a) => a !== active))
+      // Nothing to wait for (a schedule that never matches): until the schedule changes.
+      const fired = Option.isNone(next) ? Effect.as(changed, false) : Effect.raceFirst(Effect.as(sleepUntil(next.value.getTime()), true), Effect.as(changed, false))
+      if (yield* fired) {
+        from = Option.getOrThrow(next).getTime()
+        yield* effect
+      } else from = yield* Clock.currentTimeMillis
+    }
+  })
