@@ -24,11 +24,8 @@ export interface PluginStoreShape {
     name: string,
     f: (allocations: Readonly<Record<string, IPAllocation>>, pool: PoolRecord) => Either.Either<Readonly<Record<string, IPAllocation>>, E>
   ) => Effect.Effect<PoolRecord, KubeError | E>
-  /** What the plugin writes on ADD when overlapping ranges are on. */
-  readonly createReservation: (
-    name: string,
-    spec: { readonly podref: string; readonly containerid?: string; readonly ifname?: string }
-  ) => Effect.Effect<ReservationRecord, KubeError>
+  /** What the plugin writes on ADD when overlapping ranges are on: podref and ifname, never a container id. */
+  readonly createReservation: (name: string, spec: { readonly podref: string; readonly ifname?: string }) => Effect.Effect<ReservationRecord, KubeError>
 }
 
 export class PluginStore extends Context.Tag("whereabouts-controller/testing/PluginStore")<PluginStore, PluginStoreShape>() {}

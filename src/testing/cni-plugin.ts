@@ -45,9 +45,10 @@ const backoff = Effect.suspend(() => Effect.sleep(`${1 + Math.floor(Math.random(
 
 /**
  * Creates the overlapping-range reservation; an existing one is fine when it is this pod's (a
- * reborn StatefulSet pod keeps it), false when another pod holds it.
+ * reborn StatefulSet pod keeps it), false when another pod holds it. The spec is podref and ifname
+ * only: the plugin writes no container id into reservations.
  */
-const claimReservation = (name: string, spec: { readonly podref: string; readonly containerid: string; readonly ifname: string }) =>
+const claimReservation = (name: string, spec: { readonly podref: string; readonly ifname: string }) =>
   Effect.gen(function* () {
     const reservations = yield* Reservations
     const writer = yield* PluginStore
@@ -108,7 +109,7 @@ export const cniAdd = (req: CniRequest) =>
           }
           return yield* Effect.fail(e)
         }
-        if (config.enableOverlappingRanges && !(yield* claimReservation(reservationName(ip, config.networkName), { podref, containerid: req.containerId, ifname: req.ifname }))) {
+        if (config.enableOverlappingRanges && !(yield* claimReservation(reservationName(ip, config.networkName), { podref, ifname: req.ifname }))) {
           // Another pod's reservation still stands (checked free above; its owner's DEL freed the pool
           // entry but not yet the reservation). Upstream fails such an ADD; give the address back and
           // try the next one, so no pod ever holds an address without its own reservation.
