@@ -126,26 +126,36 @@ export const cniAdd = (req: CniRequest) =>
     return ips
   })
 
-/** CNI DEL: frees by container id and ifname; no match is not an error. */
+/**
+ * CNI DEL, range by range as whereabouts 0.9 runs it: frees this container id and ifname's entry
+ * and its reservation. Each pool is read through the same get-or-create as ADD (a range never used
+ * is left with an empty pool), and the DEL ends, still a success, at the first range without a
+ * matching entry and after a reservation delete that found nothing: later ranges are not looked at.
+ */
 export const cniDel = (req: CniRequest) =>
   Effect.gen(function* () {
     const writer = yield* PluginStore
     const reservations = yield* Reservations
     const config = yield* whereabouts(req.config)
+    const podref = `${req.podNamespace}/${req.podName}`
     for (const range of config.ranges) {
       const name = poolName(range.range, config.networkName)
       let freed: IPAddress | undefined
       const write = writer.updatePool(name, (allocations, pool) => {
-        const out = releaseById(allocations, req.containerId, req.ifname)
-        freed = out.freed === undefined || pool.pool.cidr === undefined ? undefined : { family: pool.pool.cidr.family, value: pool.pool.cidr.address + BigInt(out.freed) }
+        const cidr = pool.pool.cidr
+        // A pool whose range does not parse fails upstream's read: nothing is written.
+        const out = cidr === undefined ? { allocations, freed: undefined } : releaseById(allocations, req.containerId, req.ifname)
+        freed = out.freed === undefined || cidr === undefined ? undefined : { family: cidr.family, value: cidr.address + BigInt(out.freed) }
         return Either.right(out.allocations)
       })
       yield* write.pipe(
-        Effect.retry({ times: DATASTORE_RETRIES, while: (e) => e.reason === "Conflict" }),
-        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.void)
+        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.zipRight(writer.createPool(name, range.range), write)),
+        Effect.retry({ times: DATASTORE_RETRIES, while: (e) => e.reason === "Conflict" })
       )
-      if (freed !== undefined && config.enableOverlappingRanges) {
-        yield* reservations.deleteFor(reservationName(freed, config.networkName), `${req.podNamespace}/${req.podName}`)
+      if (freed === undefined) return
+      if (config.enableOverlappingRanges) {
+        const outcome = yield* reservations.deleteFor(reservationName(freed, config.networkName), podref)
+        if (outcome === "absent") return
       }
     }
   })

@@ -172,10 +172,9 @@ const CASES: ReadonlyArray<Case> = [
   {
     name: "DEL of an unknown container: on a range never used, of a known pod's other sandbox, on the wrong ifname",
     nads: { n: wb({ range: "10.58.0.0/24" }), unused: wb({ range: "10.58.1.0/24" }) },
-    steps: [del("z", "c9", "unused"), add("a", "c1", "n", ["10.58.0.1"]), del("z", "c9", "n"), del("a", "c2", "n"), del("a", "c1", "n", "net2")],
-    // Upstream's DEL reads the pool through the same get-or-create as its ADD, so a DEL on a
-    // range never used leaves an empty pool. Fix: cniDel creates a missing pool (empty) and stops.
-    drift: ["pool 10.58.1.0-24: upstream {range 10.58.1.0/24, no allocations}, simulation none"]
+    // Upstream's DEL reads the pool through the same get-or-create as its ADD: a DEL on a range
+    // never used leaves an empty pool.
+    steps: [del("z", "c9", "unused"), add("a", "c1", "n", ["10.58.0.1"]), del("z", "c9", "n"), del("a", "c2", "n"), del("a", "c1", "n", "net2")]
   },
   {
     name: "a conflist: the whereabouts plugin of the list, with the list's name and cniVersion",
@@ -191,16 +190,10 @@ const CASES: ReadonlyArray<Case> = [
   {
     name: "a NAD edited to put a range in front, then the pod's DEL",
     nads: { before: wb({ range: "10.60.1.0/24" }), after: wb({ ipRanges: [{ range: "10.60.0.0/24" }, { range: "10.60.1.0/24" }] }) },
-    steps: [add("a", "c1", "before", ["10.60.1.1"]), add("b", "c2", "before", ["10.60.1.2"]), del("a", "c1", "after")],
     // Upstream's DEL gets (creating it) the pool of the first range, finds no entry of the
     // container there and stops: the ranges after it are never looked at, so the pod's entry and
-    // reservation in the second range stay. The simulation walks every range. Fix: cniDel stops at
-    // the first range without a matching entry, after creating that range's pool if missing.
-    drift: [
-      "pool 10.60.0.0-24: upstream {range 10.60.0.0/24, no allocations}, simulation none",
-      "pool 10.60.1.0-24 offset 1: upstream apps/a net1 c1, simulation none",
-      "reservation 10.60.1.1: upstream apps/a net1, simulation none"
-    ]
+    // reservation in the second range stay (for the controller to free).
+    steps: [add("a", "c1", "before", ["10.60.1.1"]), add("b", "c2", "before", ["10.60.1.2"]), del("a", "c1", "after")]
   },
   {
     name: "a NAD edited to add an IPv6 range, then a re-ADD of its pod; another range overlapping the new one",
@@ -229,13 +222,25 @@ const CASES: ReadonlyArray<Case> = [
       off: wb({ ipRanges: [{ range: "10.64.0.0/24" }, { range: "fd00:64::/64" }], enable_overlapping_ranges: false }),
       on: wb({ ipRanges: [{ range: "10.64.0.0/24" }, { range: "fd00:64::/64" }] })
     },
-    steps: [add("a", "c1", "off", ["10.64.0.1", "fd00:64::1"]), add("b", "c2", "off", ["10.64.0.2", "fd00:64::2"]), del("a", "c1", "on")],
-    // Upstream's DEL deletes the freed address's reservation unguarded and stops at an error:
-    // there is none (overlapping was off at ADD), the NotFound ends the DEL after the first range
-    // (the plugin still reports success), and the IPv6 entry stays. The simulation treats a missing
-    // reservation as done and goes on. Fix: cniDel stops after a range whose reservation delete
-    // found nothing (and DEL still succeeds).
-    drift: ["pool fd00-64---64 offset 1: upstream apps/a net1 c1, simulation none"]
+    // Upstream's DEL stops at an error of its reservation delete: there is none (overlapping was
+    // off at ADD), so the NotFound ends the DEL after the first range (the plugin still reports
+    // success) and the IPv6 entry stays.
+    steps: [add("a", "c1", "off", ["10.64.0.1", "fd00:64::1"]), add("b", "c2", "off", ["10.64.0.2", "fd00:64::2"]), del("a", "c1", "on")]
+  },
+  {
+    name: "a NAD edited to turn overlapping ranges on, then the DEL of a pod whose address another range's pod reserved",
+    nads: { wide: wb({ range: "10.66.0.0/24" }), off: wb({ range: "10.66.0.0/26", enable_overlapping_ranges: false }), on: wb({ range: "10.66.0.0/26" }) },
+    steps: [add("a", "c1", "wide", ["10.66.0.1"]), add("b", "c2", "off", ["10.66.0.1"]), del("b", "c2", "on"), add("c", "c3", "on", ["10.66.0.1"])],
+    // Upstream's DEL deletes the freed address's reservation by name, whoever holds it: b's DEL
+    // removes a's, and c is then handed 10.66.0.1 too (two pods, one address). The simulation's
+    // delete is guarded by podref and leaves a's.
+    drift: [
+      'step 4 ADD c/net1 (c3) on on: upstream ["10.66.0.1"], simulation ["10.66.0.2"]',
+      "pool 10.66.0.0-26 offset 1: upstream apps/c net1 c3, simulation none",
+      "pool 10.66.0.0-26 offset 2: upstream none, simulation apps/c net1 c3",
+      "reservation 10.66.0.1: upstream apps/c net1, simulation apps/a net1",
+      "reservation 10.66.0.2: upstream none, simulation apps/c net1"
+    ]
   },
   {
     name: "a NAD edited to turn overlapping ranges off, then the pod's DEL: its reservation stays and still blocks the address",
