@@ -63,7 +63,11 @@ const claimReservation = (name: string, spec: { readonly podref: string; readonl
     return false
   })
 
-/** CNI ADD: one address per range, as whereabouts 0.9 assigns it. */
+/**
+ * CNI ADD: one address per range, as whereabouts 0.9 assigns it. Like upstream, one "this pod's
+ * reservation exists already" flag serves every range of the ADD: once a range found the pod's
+ * own reservation, no later range writes one.
+ */
 export const cniAdd = (req: CniRequest) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
@@ -73,6 +77,7 @@ export const cniAdd = (req: CniRequest) =>
     const podref = `${req.podNamespace}/${req.podName}`
     const request = { id: req.containerId, podref, ifname: req.ifname }
     const ips: Array<IPAddress> = []
+    let reservationFound = false
     for (const range of config.ranges) {
       const name = poolName(range.range, config.networkName)
       const taken: Array<IPAddress> = []
@@ -87,13 +92,15 @@ export const cniAdd = (req: CniRequest) =>
         const raw = Object.fromEntries(pool.pool.entries.map((e) => [e.key, { id: e.id, podref: e.podref, ...(e.ifname === undefined ? {} : { ifname: e.ifname }) }]))
         const candidate = assignIP(range, cidr, raw, request, taken)
         if (Either.isLeft(candidate)) return yield* new CniError({ message: candidate.left.message })
-        const ip = candidate.right.ip
-        if (config.enableOverlappingRanges && !candidate.right.existing) {
-          const held = yield* reservations.get(reservationName(ip, config.networkName))
-          if (Option.isSome(held) && held.value.podref !== podref) {
+        const { ip, existing } = candidate.right
+        const rname = reservationName(ip, config.networkName)
+        if (config.enableOverlappingRanges) {
+          const held = yield* reservations.get(rname)
+          if (Option.isSome(held) && held.value.podref !== podref && !existing) {
             taken.push(ip)
             continue
           }
+          if (Option.isSome(held) && held.value.podref === podref) reservationFound = true
         }
         const written = yield* Effect.either(
           writer.updatePool(name, (allocations) => {
@@ -109,10 +116,10 @@ export const cniAdd = (req: CniRequest) =>
           }
           return yield* Effect.fail(e)
         }
-        if (config.enableOverlappingRanges && !(yield* claimReservation(reservationName(ip, config.networkName), { podref, ifname: req.ifname }))) {
-          // Another pod's reservation still stands (checked free above; its owner's DEL freed the pool
-          // entry but not yet the reservation). Upstream fails such an ADD; give the address back and
-          // try the next one, so no pod ever holds an address without its own reservation.
+        if (config.enableOverlappingRanges && !reservationFound && !(yield* claimReservation(rname, { podref, ifname: req.ifname }))) {
+          // Another pod's reservation appeared since the check (its owner's DEL freed the pool entry
+          // but not yet the reservation). Upstream fails such an ADD; a new address is given back and
+          // the next one tried, so no pod ever holds an address without its own reservation.
           yield* writer
             .updatePool(name, (allocations) => Either.right(releaseById(allocations, req.containerId, req.ifname).allocations))
             .pipe(Effect.retry({ times: DATASTORE_RETRIES, while: (e) => e.reason === "Conflict" }))
