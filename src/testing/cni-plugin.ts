@@ -63,6 +63,10 @@ const claimReservation = (name: string, spec: { readonly podref: string; readonl
     return false
   })
 
+/** The ADD's own address (an entry it already had) is reserved for another pod: upstream retries until its deadline, then fails. */
+const reservedElsewhere = (podref: string, ifname: string, ip: IPAddress, pool: string, holder: string) =>
+  new CniError({ message: `${podref} ${ifname} holds ${formatIP(ip)} in pool ${pool}, but its overlapping-range reservation belongs to ${holder}` })
+
 /**
  * CNI ADD: one address per range, as whereabouts 0.9 assigns it. Like upstream, one "this pod's
  * reservation exists already" flag serves every range of the ADD: once a range found the pod's
@@ -96,11 +100,13 @@ export const cniAdd = (req: CniRequest) =>
         const rname = reservationName(ip, config.networkName)
         if (config.enableOverlappingRanges) {
           const held = yield* reservations.get(rname)
-          if (Option.isSome(held) && held.value.podref !== podref && !existing) {
+          if (Option.isSome(held) && held.value.podref !== podref) {
+            // The pod's own entry is its answer however often it asks: the ADD fails, entry untouched.
+            if (existing) return yield* reservedElsewhere(podref, req.ifname, ip, name, held.value.podref)
             taken.push(ip)
             continue
           }
-          if (Option.isSome(held) && held.value.podref === podref) reservationFound = true
+          if (Option.isSome(held)) reservationFound = true
         }
         const written = yield* Effect.either(
           writer.updatePool(name, (allocations) => {
@@ -119,7 +125,9 @@ export const cniAdd = (req: CniRequest) =>
         if (config.enableOverlappingRanges && !reservationFound && !(yield* claimReservation(rname, { podref, ifname: req.ifname }))) {
           // Another pod's reservation appeared since the check (its owner's DEL freed the pool entry
           // but not yet the reservation). Upstream fails such an ADD; a new address is given back and
-          // the next one tried, so no pod ever holds an address without its own reservation.
+          // the next one tried, so no pod ever holds an address without its own reservation. An
+          // address the pod held already stays its own, new id and all, and the ADD fails as upstream's.
+          if (existing) return yield* reservedElsewhere(podref, req.ifname, ip, name, "another pod")
           yield* writer
             .updatePool(name, (allocations) => Either.right(releaseById(allocations, req.containerId, req.ifname).allocations))
             .pipe(Effect.retry({ times: DATASTORE_RETRIES, while: (e) => e.reason === "Conflict" }))
