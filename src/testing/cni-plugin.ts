@@ -70,7 +70,10 @@ const reservedElsewhere = (podref: string, ifname: string, ip: IPAddress, pool: 
 /**
  * CNI ADD: one address per range, as whereabouts 0.9 assigns it. Like upstream, one "this pod's
  * reservation exists already" flag serves every range of the ADD: once a range found the pod's
- * own reservation, no later range writes one.
+ * own reservation, no later range writes one. Within a range only the attempt that succeeds
+ * counts: upstream also keeps what a retried attempt saw, so a reservation deleted under a re-ADD
+ * (by a controller freeing the pod's previous incarnation) is never written again; the simulation
+ * writes it.
  */
 export const cniAdd = (req: CniRequest) =>
   Effect.gen(function* () {
@@ -81,7 +84,7 @@ export const cniAdd = (req: CniRequest) =>
     const podref = `${req.podNamespace}/${req.podName}`
     const request = { id: req.containerId, podref, ifname: req.ifname }
     const ips: Array<IPAddress> = []
-    let reservationFound = false
+    let ownReservationSeen = false
     for (const range of config.ranges) {
       const name = poolName(range.range, config.networkName)
       const taken: Array<IPAddress> = []
@@ -98,6 +101,7 @@ export const cniAdd = (req: CniRequest) =>
         if (Either.isLeft(candidate)) return yield* new CniError({ message: candidate.left.message })
         const { ip, existing } = candidate.right
         const rname = reservationName(ip, config.networkName)
+        let ownReservation = false
         if (config.enableOverlappingRanges) {
           const held = yield* reservations.get(rname)
           if (Option.isSome(held) && held.value.podref !== podref) {
@@ -106,12 +110,14 @@ export const cniAdd = (req: CniRequest) =>
             taken.push(ip)
             continue
           }
-          if (Option.isSome(held)) reservationFound = true
+          ownReservation = Option.isSome(held)
         }
         const written = yield* Effect.either(
           writer.updatePool(name, (allocations) => {
             const again = assignIP(range, cidr, allocations, request, taken)
-            return Either.isRight(again) && ipEquals(again.right.ip, ip) ? Either.right(withAssignment(allocations, again.right)) : Either.left(new Retry())
+            // The same answer as the one checked, or the checks are stale: upstream's write would conflict.
+            const same = Either.isRight(again) && ipEquals(again.right.ip, ip) && again.right.existing === existing
+            return same ? Either.right(withAssignment(allocations, again.right)) : Either.left(new Retry())
           })
         )
         if (Either.isLeft(written)) {
@@ -122,7 +128,7 @@ export const cniAdd = (req: CniRequest) =>
           }
           return yield* Effect.fail(e)
         }
-        if (config.enableOverlappingRanges && !reservationFound && !(yield* claimReservation(rname, { podref, ifname: req.ifname }))) {
+        if (config.enableOverlappingRanges && !ownReservationSeen && !ownReservation && !(yield* claimReservation(rname, { podref, ifname: req.ifname }))) {
           // Another pod's reservation appeared since the check (its owner's DEL freed the pool entry
           // but not yet the reservation). Upstream fails such an ADD; a new address is given back and
           // the next one tried, so no pod ever holds an address without its own reservation. An
@@ -135,6 +141,7 @@ export const cniAdd = (req: CniRequest) =>
           continue
         }
         assigned = ip
+        if (ownReservation) ownReservationSeen = true
       }
       ips.push(assigned)
     }
