@@ -157,9 +157,7 @@ export const cniAdd = (req: CniRequest) =>
 export const cniDel = (req: CniRequest) =>
   Effect.gen(function* () {
     const writer = yield* PluginStore
-    const reservations = yield* Reservations
     const config = yield* whereabouts(req.config)
-    const podref = `${req.podNamespace}/${req.podName}`
     for (const range of config.ranges) {
       const name = poolName(range.range, config.networkName)
       let freed: IPAddress | undefined
@@ -176,8 +174,8 @@ export const cniDel = (req: CniRequest) =>
       )
       if (freed === undefined) return
       if (config.enableOverlappingRanges) {
-        const outcome = yield* reservations.deleteFor(reservationName(freed, config.networkName), podref)
-        if (outcome === "absent") return
+        // By name alone, as upstream deletes it: a reservation another pod holds goes too.
+        if ((yield* writer.deleteReservation(reservationName(freed, config.networkName))) === "absent") return
       }
     }
   })
