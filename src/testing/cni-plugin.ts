@@ -8,10 +8,10 @@ import { randomUUID } from "node:crypto"
 import { Data, Effect, Either, Option } from "effect"
 import { assignIP, releaseById, withAssignment } from "./allocate.ts"
 import { type IPAddress, formatIP, ipEquals } from "../domain/ip.ts"
-import { type IpamConfig, decodeNadConfig } from "../domain/ipam-config.ts"
 import { NETWORK_STATUS_ANNOTATION } from "../domain/multus.ts"
 import { poolName, reservationName } from "../domain/pool.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
+import { type PluginConfig, decodePluginConfig } from "./plugin-config.ts"
 import { PluginStore } from "./PluginStore.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
 import type { KubeError } from "../services/KubeError.ts"
@@ -32,8 +32,8 @@ export interface CniRequest {
   readonly config: string
 }
 
-const whereabouts = (config: string): Either.Either<IpamConfig, CniError> => {
-  const decoded = decodeNadConfig(config)
+const whereabouts = (config: string): Either.Either<PluginConfig, CniError> => {
+  const decoded = decodePluginConfig(config)
   if (Either.isLeft(decoded)) return Either.left(new CniError({ message: decoded.left.message }))
   if (decoded.right._tag !== "Whereabouts") return Either.left(new CniError({ message: "not a whereabouts config" }))
   return Either.right(decoded.right.config)
@@ -85,7 +85,7 @@ export const cniAdd = (req: CniRequest) =>
     const request = { id: req.containerId, podref, ifname: req.ifname }
     const ips: Array<IPAddress> = []
     let ownReservationSeen = false
-    for (const range of config.ranges) {
+    for (const { range, badExclude } of config.ranges) {
       const name = poolName(range.range, config.networkName)
       const taken: Array<IPAddress> = []
       let assigned: IPAddress | undefined
@@ -98,6 +98,10 @@ export const cniAdd = (req: CniRequest) =>
         if (cidr === undefined) return yield* new CniError({ message: `pool ${name} has an invalid range` })
         const raw = Object.fromEntries(pool.pool.entries.map((e) => [e.key, { id: e.id, podref: e.podref, ...(e.ifname === undefined ? {} : { ifname: e.ifname }) }]))
         const candidate = assignIP(range, cidr, raw, request, taken)
+        // Upstream parses excludes only when the pod has no entry yet, after reading (creating) the pool.
+        if (badExclude !== undefined && !(Either.isRight(candidate) && candidate.right.existing)) {
+          return yield* new CniError({ message: `range ${range.range}: exclude ${JSON.stringify(badExclude)} is not an IP address or CIDR` })
+        }
         if (Either.isLeft(candidate)) return yield* new CniError({ message: candidate.left.message })
         const { ip, existing } = candidate.right
         const rname = reservationName(ip, config.networkName)
@@ -158,7 +162,7 @@ export const cniDel = (req: CniRequest) =>
   Effect.gen(function* () {
     const writer = yield* PluginStore
     const config = yield* whereabouts(req.config)
-    for (const range of config.ranges) {
+    for (const { range } of config.ranges) {
       const name = poolName(range.range, config.networkName)
       let freed: IPAddress | undefined
       const write = writer.updatePool(name, (allocations, pool) => {

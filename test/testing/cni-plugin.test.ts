@@ -85,6 +85,22 @@ describe("the CNI simulation writes what upstream's plugin writes", () => {
       })
     }).pipe(Effect.provide(memory())))
 
+  it.effect("an exclude that does not parse fails an ADD needing a new address, after the ranges before it and its pool were written", () =>
+    Effect.gen(function* () {
+      const bad = { ipRanges: [{ range: "10.77.0.0/24" }, { range: "10.77.1.0/24", exclude: ["10.77.1.01"] }] }
+      const failed = yield* Effect.either(add("a", "c1", bad))
+      expect(Either.isLeft(failed) && failed.left.message).toBe('range 10.77.1.0/24: exclude "10.77.1.01" is not an IP address or CIDR')
+      expect(yield* written).toEqual({
+        pools: { "10.77.0.0-24": { "1": "apps/a c1" }, "10.77.1.0-24": {} },
+        reservations: { "10.77.0.1": { podref: "apps/a", ifname: "net1" } }
+      })
+      // The pod's own address needs no search: a re-ADD returns it, and the DEL frees it.
+      yield* add("b", "c2", { range: "10.77.1.0/24" })
+      expect(yield* add("b", "c3", { range: "10.77.1.0/24", exclude: ["10.77.1.01"] })).toEqual(["10.77.1.1"])
+      yield* del("b", "c3", { range: "10.77.1.0/24", exclude: ["10.77.1.01"] })
+      expect((yield* written).pools["10.77.1.0-24"]).toEqual({})
+    }).pipe(Effect.provide(memory())))
+
   it.effect("a re-ADD onto an address another pod reserved fails and leaves the entry as it was", () =>
     Effect.gen(function* () {
       yield* add("a", "c1", { range: "10.76.0.0/24" })
