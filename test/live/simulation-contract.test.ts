@@ -7,9 +7,9 @@
  * podref, ifname and a container id if it has one: upstream writes none), plus each ADD's addresses
  * and whether each call failed.
  *
- * Where the two differ today the difference is pinned exactly in `drift` (a finding of issue #17,
- * each with the change the simulation needs): a new difference fails, and so does a fixed one until
- * its entry goes.
+ * Every case must write the same in both: the differences issue #17 found (and one more) are gone,
+ * each case's comment says where upstream goes beyond the allocation rules, and a new difference
+ * fails the case with its lines.
  */
 import { expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
@@ -41,8 +41,6 @@ interface Case {
   /** NAD `spec.config`s by key. */
   readonly nads: Readonly<Record<string, string>>
   readonly steps: ReadonlyArray<Step>
-  /** The differences this case shows today, exactly as `compare` words them. */
-  readonly drift?: ReadonlyArray<string>
 }
 
 const wb = (ipam: Record<string, unknown>, name = "net") => JSON.stringify({ cniVersion: "0.3.1", name, type: "macvlan", master: "eth0", ipam: { type: "whereabouts", ...ipam } })
@@ -393,7 +391,7 @@ describeWithPlugin("the simulation cannot drift: the same ADD/DEL sequences thro
         if (s.upstream !== undefined) expect(up.outcomes[i], `step ${i + 1} (${s.op} ${s.pod}) upstream ${upOutcomes[i]!.why}`).toEqual(s.upstream)
       })
 
-      expect(compare(c.steps, up, sim)).toEqual(c.drift ?? [])
+      expect(compare(c.steps, up, sim)).toEqual([])
     })
 
   for (const c of CASES) it.live(c.name, () => runCase(c), 60_000)
