@@ -1,7 +1,7 @@
 /**
  * The writes only the CNI plugin makes, for the simulation that plays it (tests, the demo and the
  * benchmarks): creating a pool, the plugin's resourceVersion-guarded read-modify-write of its
- * allocations, and creating a reservation. The controller never makes these writes, so they are
+ * allocations, creating a reservation and its DEL's unguarded delete of one. The controller never makes these writes, so they are
  * not part of its services.
  */
 import { Context, Effect, type Either, Layer } from "effect"
@@ -24,11 +24,10 @@ export interface PluginStoreShape {
     name: string,
     f: (allocations: Readonly<Record<string, IPAllocation>>, pool: PoolRecord) => Either.Either<Readonly<Record<string, IPAllocation>>, E>
   ) => Effect.Effect<PoolRecord, KubeError | E>
-  /** What the plugin writes on ADD when overlapping ranges are on. */
-  readonly createReservation: (
-    name: string,
-    spec: { readonly podref: string; readonly containerid?: string; readonly ifname?: string }
-  ) => Effect.Effect<ReservationRecord, KubeError>
+  /** What the plugin writes on ADD when overlapping ranges are on: podref and ifname, never a container id. */
+  readonly createReservation: (name: string, spec: { readonly podref: string; readonly ifname?: string }) => Effect.Effect<ReservationRecord, KubeError>
+  /** What the plugin's DEL deletes: the reservation of that name, whoever holds it; "absent" when there is none. */
+  readonly deleteReservation: (name: string) => Effect.Effect<"deleted" | "absent", KubeError>
 }
 
 export class PluginStore extends Context.Tag("whereabouts-controller/testing/PluginStore")<PluginStore, PluginStoreShape>() {}
@@ -70,7 +69,13 @@ export const make = Effect.gen(function* () {
   const createReservation: PluginStoreShape["createReservation"] = (name, spec) =>
     api.create(R.OverlappingRangeIPReservations, namespace, { metadata: { name, namespace }, spec }).pipe(Effect.map(toReservationRecord))
 
-  return { createPool, updatePool, createReservation } satisfies PluginStoreShape
+  const deleteReservation: PluginStoreShape["deleteReservation"] = (name) =>
+    api.delete(R.OverlappingRangeIPReservations, namespace, name).pipe(
+      Effect.as("deleted" as const),
+      Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed("absent" as const))
+    )
+
+  return { createPool, updatePool, createReservation, deleteReservation } satisfies PluginStoreShape
 })
 
 export const layer: Layer.Layer<PluginStore, never, KubeApi | ControllerConfig> = Layer.effect(PluginStore, make)

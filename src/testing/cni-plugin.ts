@@ -8,10 +8,10 @@ import { randomUUID } from "node:crypto"
 import { Data, Effect, Either, Option } from "effect"
 import { assignIP, releaseById, withAssignment } from "./allocate.ts"
 import { type IPAddress, formatIP, ipEquals } from "../domain/ip.ts"
-import { type IpamConfig, decodeNadConfig } from "../domain/ipam-config.ts"
 import { NETWORK_STATUS_ANNOTATION } from "../domain/multus.ts"
 import { poolName, reservationName } from "../domain/pool.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
+import { type PluginConfig, decodePluginConfig } from "./plugin-config.ts"
 import { PluginStore } from "./PluginStore.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
 import type { KubeError } from "../services/KubeError.ts"
@@ -32,8 +32,8 @@ export interface CniRequest {
   readonly config: string
 }
 
-const whereabouts = (config: string): Either.Either<IpamConfig, CniError> => {
-  const decoded = decodeNadConfig(config)
+const whereabouts = (config: string): Either.Either<PluginConfig, CniError> => {
+  const decoded = decodePluginConfig(config)
   if (Either.isLeft(decoded)) return Either.left(new CniError({ message: decoded.left.message }))
   if (decoded.right._tag !== "Whereabouts") return Either.left(new CniError({ message: "not a whereabouts config" }))
   return Either.right(decoded.right.config)
@@ -45,9 +45,10 @@ const backoff = Effect.suspend(() => Effect.sleep(`${1 + Math.floor(Math.random(
 
 /**
  * Creates the overlapping-range reservation; an existing one is fine when it is this pod's (a
- * reborn StatefulSet pod keeps it), false when another pod holds it.
+ * reborn StatefulSet pod keeps it), false when another pod holds it. The spec is podref and ifname
+ * only: the plugin writes no container id into reservations.
  */
-const claimReservation = (name: string, spec: { readonly podref: string; readonly containerid: string; readonly ifname: string }) =>
+const claimReservation = (name: string, spec: { readonly podref: string; readonly ifname: string }) =>
   Effect.gen(function* () {
     const reservations = yield* Reservations
     const writer = yield* PluginStore
@@ -62,7 +63,18 @@ const claimReservation = (name: string, spec: { readonly podref: string; readonl
     return false
   })
 
-/** CNI ADD: one address per range, as whereabouts 0.9 assigns it. */
+/** The ADD's own address (an entry it already had) is reserved for another pod: upstream retries until its deadline, then fails. */
+const reservedElsewhere = (podref: string, ifname: string, ip: IPAddress, pool: string, holder: string) =>
+  new CniError({ message: `${podref} ${ifname} holds ${formatIP(ip)} in pool ${pool}, but its overlapping-range reservation belongs to ${holder}` })
+
+/**
+ * CNI ADD: one address per range, as whereabouts 0.9 assigns it. Like upstream, one "this pod's
+ * reservation exists already" flag serves every range of the ADD: once a range found the pod's
+ * own reservation, no later range writes one. Within a range only the attempt that succeeds
+ * counts: upstream also keeps what a retried attempt saw, so a reservation deleted under a re-ADD
+ * (by a controller freeing the pod's previous incarnation) is never written again; the simulation
+ * writes it.
+ */
 export const cniAdd = (req: CniRequest) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
@@ -72,7 +84,8 @@ export const cniAdd = (req: CniRequest) =>
     const podref = `${req.podNamespace}/${req.podName}`
     const request = { id: req.containerId, podref, ifname: req.ifname }
     const ips: Array<IPAddress> = []
-    for (const range of config.ranges) {
+    let ownReservationSeen = false
+    for (const { range, badExclude } of config.ranges) {
       const name = poolName(range.range, config.networkName)
       const taken: Array<IPAddress> = []
       let assigned: IPAddress | undefined
@@ -85,19 +98,30 @@ export const cniAdd = (req: CniRequest) =>
         if (cidr === undefined) return yield* new CniError({ message: `pool ${name} has an invalid range` })
         const raw = Object.fromEntries(pool.pool.entries.map((e) => [e.key, { id: e.id, podref: e.podref, ...(e.ifname === undefined ? {} : { ifname: e.ifname }) }]))
         const candidate = assignIP(range, cidr, raw, request, taken)
+        // Upstream parses excludes only when the pod has no entry yet, after reading (creating) the pool.
+        if (badExclude !== undefined && !(Either.isRight(candidate) && candidate.right.existing)) {
+          return yield* new CniError({ message: `range ${range.range}: exclude ${JSON.stringify(badExclude)} is not an IP address or CIDR` })
+        }
         if (Either.isLeft(candidate)) return yield* new CniError({ message: candidate.left.message })
-        const ip = candidate.right.ip
-        if (config.enableOverlappingRanges && !candidate.right.existing) {
-          const held = yield* reservations.get(reservationName(ip, config.networkName))
+        const { ip, existing } = candidate.right
+        const rname = reservationName(ip, config.networkName)
+        let ownReservation = false
+        if (config.enableOverlappingRanges) {
+          const held = yield* reservations.get(rname)
           if (Option.isSome(held) && held.value.podref !== podref) {
+            // The pod's own entry is its answer however often it asks: the ADD fails, entry untouched.
+            if (existing) return yield* reservedElsewhere(podref, req.ifname, ip, name, held.value.podref)
             taken.push(ip)
             continue
           }
+          ownReservation = Option.isSome(held)
         }
         const written = yield* Effect.either(
           writer.updatePool(name, (allocations) => {
             const again = assignIP(range, cidr, allocations, request, taken)
-            return Either.isRight(again) && ipEquals(again.right.ip, ip) ? Either.right(withAssignment(allocations, again.right)) : Either.left(new Retry())
+            // The same answer as the one checked, or the checks are stale: upstream's write would conflict.
+            const same = Either.isRight(again) && ipEquals(again.right.ip, ip) && again.right.existing === existing
+            return same ? Either.right(withAssignment(allocations, again.right)) : Either.left(new Retry())
           })
         )
         if (Either.isLeft(written)) {
@@ -108,10 +132,12 @@ export const cniAdd = (req: CniRequest) =>
           }
           return yield* Effect.fail(e)
         }
-        if (config.enableOverlappingRanges && !(yield* claimReservation(reservationName(ip, config.networkName), { podref, containerid: req.containerId, ifname: req.ifname }))) {
-          // Another pod's reservation still stands (checked free above; its owner's DEL freed the pool
-          // entry but not yet the reservation). Upstream fails such an ADD; give the address back and
-          // try the next one, so no pod ever holds an address without its own reservation.
+        if (config.enableOverlappingRanges && !ownReservationSeen && !ownReservation && !(yield* claimReservation(rname, { podref, ifname: req.ifname }))) {
+          // Another pod's reservation appeared since the check (its owner's DEL freed the pool entry
+          // but not yet the reservation). Upstream fails such an ADD; a new address is given back and
+          // the next one tried, so no pod ever holds an address without its own reservation. An
+          // address the pod held already stays its own, new id and all, and the ADD fails as upstream's.
+          if (existing) return yield* reservedElsewhere(podref, req.ifname, ip, name, "another pod")
           yield* writer
             .updatePool(name, (allocations) => Either.right(releaseById(allocations, req.containerId, req.ifname).allocations))
             .pipe(Effect.retry({ times: DATASTORE_RETRIES, while: (e) => e.reason === "Conflict" }))
@@ -119,32 +145,41 @@ export const cniAdd = (req: CniRequest) =>
           continue
         }
         assigned = ip
+        if (ownReservation) ownReservationSeen = true
       }
       ips.push(assigned)
     }
     return ips
   })
 
-/** CNI DEL: frees by container id and ifname; no match is not an error. */
+/**
+ * CNI DEL, range by range as whereabouts 0.9 runs it: frees this container id and ifname's entry
+ * and its reservation. Each pool is read through the same get-or-create as ADD (a range never used
+ * is left with an empty pool), and the DEL ends, still a success, at the first range without a
+ * matching entry and after a reservation delete that found nothing: later ranges are not looked at.
+ */
 export const cniDel = (req: CniRequest) =>
   Effect.gen(function* () {
     const writer = yield* PluginStore
-    const reservations = yield* Reservations
     const config = yield* whereabouts(req.config)
-    for (const range of config.ranges) {
+    for (const { range } of config.ranges) {
       const name = poolName(range.range, config.networkName)
       let freed: IPAddress | undefined
       const write = writer.updatePool(name, (allocations, pool) => {
-        const out = releaseById(allocations, req.containerId, req.ifname)
-        freed = out.freed === undefined || pool.pool.cidr === undefined ? undefined : { family: pool.pool.cidr.family, value: pool.pool.cidr.address + BigInt(out.freed) }
+        const cidr = pool.pool.cidr
+        // A pool whose range does not parse fails upstream's read: nothing is written.
+        const out = cidr === undefined ? { allocations, freed: undefined } : releaseById(allocations, req.containerId, req.ifname)
+        freed = out.freed === undefined || cidr === undefined ? undefined : { family: cidr.family, value: cidr.address + BigInt(out.freed) }
         return Either.right(out.allocations)
       })
       yield* write.pipe(
-        Effect.retry({ times: DATASTORE_RETRIES, while: (e) => e.reason === "Conflict" }),
-        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.void)
+        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.zipRight(writer.createPool(name, range.range), write)),
+        Effect.retry({ times: DATASTORE_RETRIES, while: (e) => e.reason === "Conflict" })
       )
-      if (freed !== undefined && config.enableOverlappingRanges) {
-        yield* reservations.deleteFor(reservationName(freed, config.networkName), `${req.podNamespace}/${req.podName}`)
+      if (freed === undefined) return
+      if (config.enableOverlappingRanges) {
+        // By name alone, as upstream deletes it: a reservation another pod holds goes too.
+        if ((yield* writer.deleteReservation(reservationName(freed, config.networkName))) === "absent") return
       }
     }
   })

@@ -300,7 +300,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         // with its reservation: the pod's network-status lists only .1.
         const writer = yield* PluginStore
         yield* writer.updatePool("10.208.0.0-24", (a) => Either.right({ ...a, "7": { id: p.containerId, podref: ref(p), ifname: "net1" } }))
-        yield* writer.createReservation("10.208.0.7", { podref: ref(p), containerid: p.containerId, ifname: "net1" })
+        yield* writer.createReservation("10.208.0.7", { podref: ref(p), ifname: "net1" })
         expect(yield* poolView("10.208.0.0-24")).toEqual({ "10.208.0.1": ref(p), "10.208.0.7": ref(p) })
 
         // The sweep runs when a controller becomes leader: restart it.

@@ -55,7 +55,7 @@ export const seedRunningPods = (namespace: string, prefix: string, nets: Readonl
             { name: `${namespace}/${p.net.nad}`, interface: "net1", ips: [formatIP(p.ip)] }
           ])
           yield* api.create(R.Pods, namespace, podObject(namespace, p.name, { networks: `${namespace}/${p.net.nad}@net1`, status, nodeName: "node-1" }))
-          yield* writer.createReservation(reservationName(p.ip, ""), { podref: `${namespace}/${p.name}`, containerid: p.containerId, ifname: "net1" })
+          yield* writer.createReservation(reservationName(p.ip, ""), { podref: `${namespace}/${p.name}`, ifname: "net1" })
         }),
       { concurrency: 16, discard: true }
     )
