@@ -6,7 +6,7 @@
  * test process is SIGKILLed, by a watchdog preloaded into the child.
  */
 import { type ChildProcess, spawn } from "node:child_process"
-import { readdirSync, readFileSync } from "node:fs"
+import { createWriteStream, readdirSync, readFileSync } from "node:fs"
 import { setTimeout as sleep } from "node:timers/promises"
 import { fileURLToPath } from "node:url"
 import { OPTIONS } from "../../../src/programs/cli.ts"
@@ -43,6 +43,12 @@ export interface ControllerOptions {
   readonly script?: string
   /** Extra environment variables. */
   readonly env?: Readonly<Record<string, string>>
+  /** Node flags before the program (the image's, say). */
+  readonly nodeArgs?: ReadonlyArray<string>
+  /** Every line is also appended to this file (for runs too long to keep every line in memory). */
+  readonly logFile?: string
+  /** Called with every line as it arrives. */
+  readonly onLine?: (line: LogLine) => void
 }
 
 export interface ControllerProcess {
@@ -133,10 +139,16 @@ export const startController = async (options: ControllerOptions): Promise<Contr
   // process.execPath: the Node running vitest (the node@24 devDependency through npm), as `npm start`
   // uses. The preloaded watchdog only makes the child die with us should we be SIGKILLed (it is
   // then re-parented): no controller outlives its test run. The program itself runs unchanged.
-  const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: { ...childEnv(identity), ...options.env }, stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...(options.nodeArgs ?? []), ...args], {
+    cwd: ROOT,
+    env: { ...childEnv(identity), ...options.env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   const lines: Array<LogLine> = []
+  const logFile = options.logFile === undefined ? undefined : createWriteStream(options.logFile, { flags: "a" })
   const keep = (raw: string) => {
     if (raw.trim() === "") return
+    logFile?.write(`${raw}\n`)
     let parsed: Partial<LogLine> = {}
     try {
       const o = JSON.parse(raw) as { message?: unknown; logLevel?: unknown; annotations?: unknown }
@@ -148,7 +160,9 @@ export const startController = async (options: ControllerOptions): Promise<Contr
     } catch {
       parsed = { message: raw, logLevel: "RAW", annotations: {} }
     }
-    lines.push({ message: parsed.message ?? raw, logLevel: parsed.logLevel ?? "RAW", annotations: parsed.annotations ?? {}, raw })
+    const line = { message: parsed.message ?? raw, logLevel: parsed.logLevel ?? "RAW", annotations: parsed.annotations ?? {}, raw }
+    lines.push(line)
+    options.onLine?.(line)
     if (lines.length > MAX_LINES) lines.splice(0, lines.length - MAX_LINES)
   }
   const pipe = (stream: NodeJS.ReadableStream | null) => {
@@ -169,6 +183,7 @@ export const startController = async (options: ControllerOptions): Promise<Contr
     // "close", not "exit": by then its stdout and stderr are read to the end (every log line is in).
     child.once("close", (code, signal) => {
       done = true
+      logFile?.end()
       resolve({ code, signal })
     })
     child.once("error", (e) => {

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
 import { parseAllDocuments } from "yaml"
 import { kubeconfigYaml } from "../cluster.ts"
-import { type Credentials, restOk } from "./world.ts"
+import { type Credentials, restOk } from "./rest.ts"
 
 const DEPLOY = fileURLToPath(new URL("../../../deploy", import.meta.url))
 
@@ -149,13 +149,13 @@ export const applyObjects = (admin: Credentials, objects: ReadonlyArray<Obj>) =>
 export const deleteObjects = (admin: Credentials, objects: ReadonlyArray<Obj>) =>
   Effect.forEach(objects, (o) => restOk(admin, "DELETE", objectPath(o), undefined, [200, 202, 404]), { discard: true })
 
-/** A token of the ServiceAccount (TokenRequest API, as `kubectl create token`). */
-export const serviceAccountToken = (admin: Credentials, namespace: string, name: string) =>
+/** A token of the ServiceAccount (TokenRequest API, as `kubectl create token`), valid for `expirationSeconds`. */
+export const serviceAccountToken = (admin: Credentials, namespace: string, name: string, expirationSeconds = 3600) =>
   Effect.map(
     restOk(admin, "POST", `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`, {
       apiVersion: "authentication.k8s.io/v1",
       kind: "TokenRequest",
-      spec: { expirationSeconds: 3600 }
+      spec: { expirationSeconds }
     }),
     (res) => {
       const token = (res["status"] as { token?: string } | undefined)?.token

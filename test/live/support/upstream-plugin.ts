@@ -42,29 +42,32 @@ export interface PluginNodeShape {
 export class PluginNode extends Context.Tag("test/live/PluginNode")<PluginNode, PluginNodeShape>() {}
 
 /**
- * A node's plugin files in a temp dir (removed with the scope): `whereabouts.kubeconfig`, the
- * admin kubeconfig with its context's namespace set to `namespace`, and `whereabouts.conf`
- * naming it.
+ * A node's plugin files in a new temp dir: `whereabouts.kubeconfig`, the admin kubeconfig with its
+ * context's namespace set to `namespace`, and `whereabouts.conf` naming it. The caller removes
+ * `dir` (pluginNode does it with its scope).
  */
+export const writePluginNode = (options: { readonly binary: string; readonly kubeconfig: string; readonly namespace: string; readonly nodeName?: string }): PluginNodeShape => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-plugin-"))
+  const kc = parseYaml(fs.readFileSync(options.kubeconfig, "utf8")) as {
+    "current-context": string
+    contexts: Array<{ name: string; context: Record<string, unknown> }>
+  }
+  const current = kc.contexts.find((c) => c.name === kc["current-context"])
+  if (current === undefined) throw new Error(`${options.kubeconfig}: no context ${kc["current-context"]}`)
+  current.context["namespace"] = options.namespace
+  const kubeconfig = path.join(dir, "whereabouts.kubeconfig")
+  fs.writeFileSync(kubeconfig, stringifyYaml(kc), { mode: 0o600 })
+  const flatFile = path.join(dir, "whereabouts.conf")
+  fs.writeFileSync(flatFile, JSON.stringify({ kubernetes: { kubeconfig } }))
+  return { binary: options.binary, dir, namespace: options.namespace, flatFile, nodeName: options.nodeName }
+}
+
+/** writePluginNode as a layer: the temp dir is removed with the scope. */
 export const pluginNode = (options: { readonly binary: string; readonly kubeconfig: string; readonly namespace: string; readonly nodeName?: string }) =>
   Layer.scoped(
     PluginNode,
     Effect.acquireRelease(
-      Effect.sync((): PluginNodeShape => {
-        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-plugin-"))
-        const kc = parseYaml(fs.readFileSync(options.kubeconfig, "utf8")) as {
-          "current-context": string
-          contexts: Array<{ name: string; context: Record<string, unknown> }>
-        }
-        const current = kc.contexts.find((c) => c.name === kc["current-context"])
-        if (current === undefined) throw new Error(`${options.kubeconfig}: no context ${kc["current-context"]}`)
-        current.context["namespace"] = options.namespace
-        const kubeconfig = path.join(dir, "whereabouts.kubeconfig")
-        fs.writeFileSync(kubeconfig, stringifyYaml(kc), { mode: 0o600 })
-        const flatFile = path.join(dir, "whereabouts.conf")
-        fs.writeFileSync(flatFile, JSON.stringify({ kubernetes: { kubeconfig } }))
-        return { binary: options.binary, dir, namespace: options.namespace, flatFile, nodeName: options.nodeName }
-      }),
+      Effect.sync(() => writePluginNode(options)),
       (node) => Effect.sync(() => fs.rmSync(node.dir, { recursive: true, force: true }))
     )
   )

@@ -4,10 +4,8 @@
  * pools), raw REST for what KubeApi does not do (subresources, TokenRequest), readers of
  * pools, reservations, Events and Leases, and bounded polling.
  */
-import * as fs from "node:fs"
 import { isDeepStrictEqual } from "node:util"
 import { Duration, Effect, Either, Layer } from "effect"
-import { parse as parseYaml } from "yaml"
 import type { Attachment } from "../../../src/testing/cni-plugin.ts"
 import { formatIP } from "../../../src/domain/ip.ts"
 import { parsePool } from "../../../src/domain/pool.ts"
@@ -17,7 +15,7 @@ import { KubeApi, type KubeObject, listAll } from "../../../src/services/KubeApi
 import * as Reservations from "../../../src/services/Reservations.ts"
 import * as R from "../../../src/services/resources.ts"
 import { liveKubeApi, runningEnvtest } from "../../support/live.ts"
-import { adminRequest } from "../cluster.ts"
+import { type Credentials, credentialsOf, restOk } from "./rest.ts"
 import { nadObject, namespaceObject, whereaboutsConfig } from "../../support/objects.ts"
 import { simulationStores } from "../../../src/testing/layers.ts"
 
@@ -37,41 +35,11 @@ export const liveWorld = (namespace: string, kubeconfig?: string) => {
 export type LiveWorld = Layer.Layer.Success<ReturnType<typeof liveWorld>>
 
 // ---------------------------------------------------------------------------------------------
-// Raw REST (node:https; the kubeconfig's token and CA)
+// Raw REST (rest.ts; the harness's admin credentials)
 
-export interface Credentials {
-  readonly server: string
-  readonly caPem: string
-  readonly token: string
-}
-
-/** Server, CA and bearer token of a token kubeconfig (as the harness and `writeTokenKubeconfig` write them). */
-export const credentialsOf = (kubeconfigPath: string): Credentials => {
-  const kc = parseYaml(fs.readFileSync(kubeconfigPath, "utf8")) as {
-    clusters: Array<{ cluster: { server: string; "certificate-authority-data": string } }>
-    users: Array<{ user: { token: string } }>
-  }
-  const cluster = kc.clusters[0]!.cluster
-  return { server: cluster.server, caPem: Buffer.from(cluster["certificate-authority-data"], "base64").toString("utf8"), token: kc.users[0]!.user.token }
-}
+export { type Credentials, credentialsOf, rest, restOk } from "./rest.ts"
 
 export const adminCredentials = (): Credentials => credentialsOf(runningEnvtest().kubeconfigPath)
-
-/** One request; resolves with status and body text (never rejects on HTTP errors). */
-export const rest = (
-  creds: Credentials,
-  method: string,
-  path: string,
-  body?: unknown,
-  contentType = "application/json"
-): Promise<{ readonly status: number; readonly body: string }> => adminRequest(creds, method, path, body, { contentType, timeoutMs: 20_000 })
-
-/** rest() as an Effect that fails unless the status is one of `ok`. */
-export const restOk = (creds: Credentials, method: string, path: string, body?: unknown, ok: ReadonlyArray<number> = [200, 201], contentType?: string) =>
-  Effect.flatMap(
-    Effect.promise(() => rest(creds, method, path, body, contentType)),
-    (res) => (ok.includes(res.status) ? Effect.succeed(res.body === "" ? {} : (JSON.parse(res.body) as Record<string, unknown>)) : Effect.fail(new Error(`${method} ${path}: HTTP ${res.status}: ${res.body.slice(0, 500)}`)))
-  )
 
 // ---------------------------------------------------------------------------------------------
 // Changing the world
