@@ -11,6 +11,7 @@ import { runDeletionLoop } from "./deletion-loop.ts"
 import { serveEndpoints } from "./http.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
 import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
+import { sweepAfterRelists } from "./relists.ts"
 import { onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
 import { sweepOnce } from "./sweep.ts"
 
@@ -56,11 +57,16 @@ export const runController = Effect.scoped(
     const reclaim = yield* makeReclaimMonitor
     yield* Effect.forkScoped(reclaim.monitor)
     const sweeps = Effect.gen(function* () {
+      // One sweep at a time: the scheduled one, and the one after a relist of the pods.
+      const sweeping = yield* Effect.makeSemaphore(1)
+      const sweep = sweeping.withPermits(1)(sweepOnce({ dryRun: config.dryRun }))
       yield* Effect.forkScoped(monitorPoolUsage())
-      if (config.sweepOnStart) yield* sweepOnce({ dryRun: config.dryRun })
+      // Subscribed before the start-up sweep lists anything: a gap after that list is swept again.
+      yield* Effect.forkScoped(sweepAfterRelists(sweep))
+      if (config.sweepOnStart) yield* sweep
       const schedule = yield* watchSchedule(scheduleSources)
       yield* Effect.logInfo("sweeps scheduled").pipe(Effect.annotateLogs(yield* Effect.map(SubscriptionRef.get(schedule), (a) => ({ schedule: a.schedule.expression, source: a.source }))))
-      yield* Effect.forkScoped(onSchedule(schedule, sweepOnce({ dryRun: config.dryRun })))
+      yield* Effect.forkScoped(onSchedule(schedule, sweep))
     })
     return yield* leader.runWhenLeader(runDeletionLoop({ onSynced: Effect.forkScoped(sweeps), activity: reclaim.activity }))
   })

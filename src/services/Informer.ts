@@ -50,6 +50,12 @@ export interface Informer<A> {
   readonly byIndex: (index: string, value: string) => ReadonlyArray<A>
   /** Events from now on; subscribe before relying on them. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<InformerEvent<A>>, never, Scope.Scope>
+  /**
+   * One item per list after the first, once its events are published: the watch had a gap (410,
+   * or a restart after an error), and an object created and deleted inside it was in no list and
+   * no event. Subscribe before relying on it.
+   */
+  readonly subscribeRelists: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
   /** Restarts after errors, for health reporting. */
   readonly restarts: () => number
 }
@@ -79,6 +85,8 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
     for (const [name] of indexers) indexes.set(name, new Map())
     const synced = yield* Deferred.make<void>()
     const pubsub = yield* Effect.acquireRelease(PubSub.unbounded<InformerEvent<A>>(), PubSub.shutdown)
+    const relists = yield* Effect.acquireRelease(PubSub.sliding<void>(1), PubSub.shutdown)
+    let lists = 0
     let restarts = 0
     /** An optional resource found not served (until a list succeeds again). */
     let absent = false
@@ -140,6 +148,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       for (const [key, old] of [...cache]) if (!seen.has(key)) events.push(...remove(old))
       yield* publish(events)
       yield* Deferred.succeed(synced, undefined)
+      if (lists++ > 0) yield* PubSub.publish(relists, undefined)
       absent = false
       return resourceVersion
     })
@@ -238,6 +247,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
         return keys === undefined ? [] : [...keys].flatMap((k) => cache.get(k) ?? [])
       },
       subscribe: PubSub.subscribe(pubsub),
+      subscribeRelists: PubSub.subscribe(relists),
       restarts: () => restarts
     } satisfies Informer<A>
   })

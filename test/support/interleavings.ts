@@ -50,6 +50,7 @@ const snapshotInformer = <A>(resource: Resource, keyOf: (a: A) => string, indexe
     size: () => items.size,
     byIndex: (name, value) => indexes.get(name)?.get(value) ?? [],
     subscribe: Effect.dieMessage("snapshot informers publish no events"),
+    subscribeRelists: Effect.dieMessage("snapshot informers never relist"),
     restarts: () => 0
   }
   const set = (list: ReadonlyArray<A>) => {
