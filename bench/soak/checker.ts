@@ -1,0 +1,271 @@
+/**
+ * The invariant checker: its own watches on pods, pools, reservations, nodes, the Lease and
+ * Events (watch.ts) keep a view of the cluster and the per-object history; every two seconds the
+ * invariants (invariants.ts) and the obligations (obligations.ts) are evaluated on that view. A
+ * problem seen twice, three seconds apart, is confirmed by reading the objects again from the API
+ * server before it counts as a violation, so a watch that lags is never one. At rest, everything
+ * is read fresh and nothing may be held for a pod that is gone or will never run again.
+ */
+import { parseReservationName } from "../../src/domain/pool.ts"
+import { formatIP } from "../../src/domain/ip.ts"
+import type { Credentials } from "../../test/live/support/rest.ts"
+import { rest } from "../../test/live/support/rest.ts"
+import { addressKey, type History } from "./history.ts"
+import { type Attached, type Entry, type PodView, type PoolView, type Problem, canonicalIP, isLiveRunning, poolView, problemsOf, statusAddresses } from "./invariants.ts"
+import { type Item, type Obligation, type Obligations, type Sample, type Window, itemsOf, makeObligations, type Why } from "./obligations.ts"
+import { ALL_NETS, NAMESPACES, POOLS_NAMESPACE } from "./networks.ts"
+import { type Change, startWatcher } from "./watch.ts"
+
+export interface Violation {
+  readonly kind: string
+  readonly id: string
+  /** ms since the start of the run */
+  readonly t: number
+  readonly summary: string
+  /** Keys of the objects involved, for their history. */
+  readonly keys: ReadonlyArray<string>
+  readonly history: ReadonlyArray<string>
+  readonly controllerLog: ReadonlyArray<string>
+}
+
+export interface CheckerDeps {
+  readonly creds: Credentials
+  readonly history: History
+  readonly boundMs: number
+  readonly terminatingGraceMs: number
+  readonly windows: () => ReadonlyArray<Window>
+  /** What the harness's kubelet got from the plugin for this pod incarnation (its real addresses). */
+  readonly known: (ref: string, uid: string) => ReadonlyArray<Attached> | undefined
+  /** When the harness's final delete of this incarnation answered. */
+  readonly deletedAt: (uid: string) => number | undefined
+  /** Whether the harness's kubelet has begun CNI DEL for this incarnation (then its addresses may go while it terminates). */
+  readonly delStarted: (uid: string) => boolean
+  /** Controller log lines mentioning a text. */
+  readonly grep: (text: string) => ReadonlyArray<string>
+}
+
+const KNOWN_NETWORKS = new Set(ALL_NETS.map((n) => n.networkName))
+
+interface ReservationView {
+  readonly podref: string
+  readonly network: string
+  readonly ip: string
+}
+
+const reservationView = (o: Record<string, unknown>): [string, ReservationView] => {
+  const name = (o["metadata"] as { name: string }).name
+  const candidates = parseReservationName(name)
+  const hit = candidates.find((c) => c.networkName !== "" && KNOWN_NETWORKS.has(c.networkName)) ?? candidates.find((c) => c.networkName === "")
+  return [name, { podref: String((o["spec"] as { podref?: unknown } | undefined)?.podref ?? ""), network: hit?.networkName ?? "?", ip: hit === undefined ? name : formatIP(hit.ip) }]
+}
+
+/** A pod object as the checker sees it. */
+export const podViewOf = (o: Record<string, unknown>): PodView => {
+  const meta = o["metadata"] as { namespace: string; name: string; uid: string; deletionTimestamp?: string; annotations?: Record<string, string> }
+  const status = (o["status"] ?? {}) as { phase?: string; conditions?: Array<{ type?: string; reason?: string; status?: string }> }
+  return {
+    ref: `${meta.namespace}/${meta.name}`,
+    uid: meta.uid,
+    phase: status.phase ?? "",
+    node: String((o["spec"] as { nodeName?: string } | undefined)?.nodeName ?? ""),
+    deletionAt: meta.deletionTimestamp === undefined ? undefined : Date.parse(meta.deletionTimestamp),
+    evictedByTaintManager: (status.conditions ?? []).some((c) => c.type === "DisruptionTarget" && c.reason === "DeletionByTaintManager" && c.status === "True"),
+    status: meta.annotations?.["k8s.v1.cni.cncf.io/network-status"]
+  }
+}
+
+export interface NodeView {
+  readonly outOfServiceSince: number | undefined
+}
+
+const describePod = (p: PodView) =>
+  `uid=${p.uid.slice(0, 8)} phase=${p.phase || "-"} node=${p.node}${p.deletionAt === undefined ? "" : " terminating"}${p.evictedByTaintManager ? " evicted-by-taint-manager" : ""}${p.status === undefined ? "" : ` status=${(statusAddresses(p.status) ?? [{ net: "(unreadable)", ips: [] }]).map((a) => `${a.net}:${a.ips.join(",")}`).join(" ")}`}`
+
+export const startChecker = (deps: CheckerDeps) => {
+  const pods = new Map<string, PodView>()
+  const pools = new Map<string, PoolView>()
+  const reservations = new Map<string, ReservationView>()
+  const nodes = new Map<string, NodeView>()
+  const goneNodes = new Map<string, number>()
+  const warnings: Array<{ t: number; text: string }> = []
+  const eventReasons = new Map<string, number>()
+  const leaseHolders: Array<{ t: number; holder: string }> = []
+  const obligations: Obligations = makeObligations(deps.boundMs, deps.windows)
+  const violations: Array<Violation> = []
+  const reported = new Set<string>()
+  const suspects = new Map<string, { first: number; seen: number }>()
+  const h = deps.history
+    const allEntries = function* () {
+    for (const p of pools.values()) yield* p.entries.values()
+  }
+  const known = (p: PodView) => deps.known(p.ref, p.uid)
+
+  const open = (pod: PodView, why: Why, at: number) => {
+    const o = obligations.open(pod.ref, pod.uid, why, at, itemsOf(pod.ref, allEntries(), reservations))
+    if (o !== undefined) h.add([pod.ref], `checker: ${pod.ref} ${why}: ${o.items.size} item(s) to free: ${[...o.items.values()].map((i) => `${i.kind} ${i.ip}`).join(", ")}`)
+  }
+
+  const timers = new Map<string, NodeJS.Timeout>()
+  /** Opens the obligation of a pod that qualifies as never running again, at the moment it qualifies. */
+  const watchQualification = (p: PodView, seenAt: number) => {
+    if (obligations.has(p.ref, p.uid) || timers.has(p.uid)) return
+    const q = qualifies({ nodes, goneNodes, terminatingGraceMs: deps.terminatingGraceMs }, p, seenAt)
+    if (q === undefined) return
+    const wait = q.at - Date.now()
+    if (wait <= 0) return open(p, q.why, q.at)
+    timers.set(
+      p.uid,
+      setTimeout(() => {
+        timers.delete(p.uid)
+        const current = pods.get(p.ref)
+        if (current?.uid === p.uid) watchQualification(current, Date.now())
+      }, wait + 1).unref()
+    )
+  }
+
+  const onPod = (c: Change) => {
+    const next = podViewOf(c.object)
+    const before = pods.get(c.key)
+    if (c.type === "DELETED" || (before !== undefined && before.uid !== next.uid)) {
+      if (before !== undefined) {
+        pods.delete(c.key)
+        h.add([c.key], `watch: pod ${c.key} DELETED${c.relist ? " (seen by a relist)" : ""} uid=${before.uid.slice(0, 8)}`, c.at)
+        if (!obligations.has(before.ref, before.uid)) open(before, "deleted", Math.min(c.at, deps.deletedAt(before.uid) ?? c.at))
+      }
+      if (c.type === "DELETED") return
+    }
+    pods.set(c.key, next)
+    watchQualification(next, c.at)
+    const line = describePod(next)
+    if (before === undefined || describePod(before) !== line) h.add([c.key], `watch: pod ${c.key} ${c.type}${c.relist ? " (relist)" : ""} ${line}`, c.at)
+  }
+
+  const onPool = (c: Change) => {
+    const before = pools.get(c.key.split("/").pop()!)
+    const next = c.type === "DELETED" ? undefined : poolView(c.object as never)
+    const name = (c.object["metadata"] as { name: string }).name
+    if (next === undefined) pools.delete(name)
+    else pools.set(name, next)
+    const old = before?.entries ?? new Map<string, Entry>()
+    const now = next?.entries ?? new Map<string, Entry>()
+    for (const [ip, e] of old) {
+      const n = now.get(ip)
+      if (n !== undefined && n.podref === e.podref && n.id === e.id) continue
+      const item: Item = { kind: "entry", object: name, network: e.network, ip }
+      if (n !== undefined && n.podref === e.podref) {
+        h.add([e.podref, addressKey(e.network, ip)], `watch: pool ${name} ${ip} ${e.podref} container ${e.id.slice(0, 12)} → ${n.id.slice(0, 12)}`, c.at)
+        obligations.claimed(e.podref, item)
+        continue
+      }
+      h.add([e.podref, addressKey(e.network, ip)], `watch: pool ${name} − ${ip} (was ${e.podref}, container ${e.id.slice(0, 12)})${c.relist ? " (relist)" : ""}`, c.at)
+      obligations.removed(e.podref, item, c.at)
+    }
+    for (const [ip, n] of now) {
+      const e = old.get(ip)
+      if (e !== undefined && e.podref === n.podref) continue
+      h.add([n.podref, addressKey(n.network, ip)], `watch: pool ${name} + ${ip} for ${n.podref} (container ${n.id.slice(0, 12)})${c.relist ? " (relist)" : ""}`, c.at)
+    }
+  }
+
+  const onReservation = (c: Change) => {
+    const [name, r] = reservationView(c.object)
+    const before = reservations.get(name)
+    if (c.type === "DELETED") {
+      reservations.delete(name)
+      if (before !== undefined) {
+        h.add([before.podref, addressKey(before.network, before.ip)], `watch: reservation ${name} deleted (was ${before.podref})${c.relist ? " (relist)" : ""}`, c.at)
+        obligations.removed(before.podref, { kind: "reservation", object: name, network: before.network, ip: before.ip }, c.at)
+      }
+      return
+    }
+    reservations.set(name, r)
+    if (before?.podref !== r.podref) {
+      if (before !== undefined) obligations.removed(before.podref, { kind: "reservation", object: name, network: before.network, ip: before.ip }, c.at)
+      h.add([r.podref, addressKey(r.network, r.ip)], `watch: reservation ${name} for ${r.podref}${c.relist ? " (relist)" : ""}`, c.at)
+    }
+  }
+
+  const onNode = (c: Change) => {
+    const name = (c.object["metadata"] as { name: string }).name
+    if (c.type === "DELETED") {
+      nodes.delete(name)
+      goneNodes.set(name, c.at)
+      h.add([`node ${name}`], `watch: node ${name} deleted`, c.at)
+      requalifyNode(name, c.at)
+      return
+    }
+    const taints = ((c.object["spec"] as { taints?: Array<{ key: string }> } | undefined)?.taints ?? []).map((t) => t.key)
+    const oos = taints.includes("node.kubernetes.io/out-of-service")
+    const before = nodes.get(name)
+    nodes.set(name, { outOfServiceSince: oos ? (before?.outOfServiceSince ?? c.at) : undefined })
+    h.add([`node ${name}`], `watch: node ${name} ${c.type} taints=[${taints.join(",")}]`, c.at)
+    requalifyNode(name, c.at)
+  }
+
+  /** A node's change may make its terminating pods qualify. */
+  const requalifyNode = (name: string, at: number) => {
+    for (const p of pods.values()) if (p.node === name) watchQualification(p, at)
+  }
+
+  const onEvent = (c: Change) => {
+    if (c.type === "DELETED") return
+    const e = c.object as { type?: string; reason?: string; message?: string; count?: number; involvedObject?: { namespace?: string; name?: string; kind?: string }; reportingInstance?: string }
+    const k = `${e.type} ${e.reason}`
+    if (c.type === "ADDED") eventReasons.set(k, (eventReasons.get(k) ?? 0) + 1)
+    if (e.type === "Warning" && c.type === "ADDED") {
+      const ref = `${e.involvedObject?.namespace ?? ""}/${e.involvedObject?.name ?? ""}`
+      warnings.push({ t: c.at, text: `${e.reason} ${e.involvedObject?.kind} ${ref}: ${e.message}` })
+      h.add([ref], `event: Warning ${e.reason} by ${e.reportingInstance ?? "?"}: ${e.message}`, c.at)
+    }
+  }
+
+  const onLease = (c: Change) => {
+    const holder = c.type === "DELETED" ? "(deleted)" : String((c.object["spec"] as { holderIdentity?: string } | undefined)?.holderIdentity ?? "")
+    if (leaseHolders.at(-1)?.holder === holder) return
+    leaseHolders.push({ t: c.at, holder })
+    h.add(["leadership", "lease"], `watch: Lease holder ${holder === "" ? "(released)" : holder}`, c.at)
+  }
+
+  const W = "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/" + POOLS_NAMESPACE
+  const watchers = [
+    startWatcher(deps.creds, "/api/v1/pods?labelSelector=soak%3D1", onPod),
+    startWatcher(deps.creds, `${W}/ippools`, onPool),
+    startWatcher(deps.creds, `${W}/overlappingrangeipreservations`, onReservation),
+    startWatcher(deps.creds, "/api/v1/nodes", onNode),
+    startWatcher(deps.creds, `/apis/coordination.k8s.io/v1/namespaces/${POOLS_NAMESPACE}/leases?fieldSelector=metadata.name%3Dwhereabouts-controller`, onLease),
+    ...NAMESPACES.map((ns) => startWatcher(deps.creds, `/api/v1/namespaces/${ns}/events`, onEvent))
+  ]
+
+  const stop = () => {
+    for (const w of watchers) w.stop()
+    for (const t of timers.values()) clearTimeout(t)
+  }
+  return { pods, pools, reservations, nodes, goneNodes, warnings, eventReasons, leaseHolders, obligations, violations, reported, suspects, watchers, h, deps, known, open, watchQualification, stop }
+}
+
+export type CheckerState = ReturnType<typeof startChecker>
+
+/**
+ * When a pod that still exists qualifies as never running again (ms since the epoch), by the
+ * checker's own reading of the README's rule: finished; terminating with the taint manager's mark;
+ * terminating past its grace period plus --terminating-grace on a node that is gone or tainted out
+ * of service (the NotReady rule is off, as by default).
+ */
+export const qualifies = (
+  s: { readonly nodes: ReadonlyMap<string, NodeView>; readonly goneNodes: ReadonlyMap<string, number>; readonly terminatingGraceMs: number },
+  p: PodView,
+  seenAt: number
+): { readonly why: Why; readonly at: number } | undefined => {
+  if (p.phase === "Succeeded" || p.phase === "Failed") return { why: p.phase, at: seenAt }
+  if (p.deletionAt === undefined) return undefined
+  if (p.evictedByTaintManager) return { why: "evicted", at: seenAt }
+  const grace = p.deletionAt + s.terminatingGraceMs
+  const gone = s.goneNodes.get(p.node)
+  if (gone !== undefined && !s.nodes.has(p.node)) return { why: "node gone", at: Math.max(gone, grace) }
+  const oos = s.nodes.get(p.node)?.outOfServiceSince
+  if (oos !== undefined) return { why: "out of service", at: Math.max(oos, grace) }
+  return undefined
+}
+
+export type { Obligation, Problem, Sample }
+export { canonicalIP, isLiveRunning }

@@ -1,0 +1,180 @@
+/**
+ * The checker's judgement: every two seconds on its watch view, confirmed against fresh reads
+ * before a violation is recorded; and once at rest on fresh reads alone. A pod must hold its
+ * addresses while it runs, and while it terminates without qualifying as never running again
+ * unless the kubelet has begun its CNI DEL (a partitioned node may still run it).
+ */
+import { setTimeout as sleep } from "node:timers/promises"
+import { rest } from "../../test/live/support/rest.ts"
+import { addressKey } from "./history.ts"
+import { type PodView, type PoolView, type Problem, isLiveRunning, poolView, problemsOf, statusAddresses } from "./invariants.ts"
+import type { Obligation } from "./obligations.ts"
+import { type CheckerState, podViewOf, qualifies, type Violation } from "./checker.ts"
+import { POOLS_NAMESPACE } from "./networks.ts"
+
+const CONFIRM_AFTER_MS = 3_000
+const W = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
+
+/** Pods whose addresses must be held: running, or terminating before they qualify and before the kubelet's DEL. */
+const mustHold = (s: CheckerState, p: PodView, now: number): boolean => {
+  if (isLiveRunning(p)) return true
+  if (p.deletionAt === undefined || p.phase !== "Running" || s.deps.delStarted(p.uid)) return false
+  const q = qualifies({ nodes: s.nodes, goneNodes: s.goneNodes, terminatingGraceMs: s.deps.terminatingGraceMs }, p, now)
+  return q === undefined || q.at > now
+}
+
+interface Fresh {
+  readonly pods: ReadonlyArray<PodView>
+  readonly pools: ReadonlyArray<PoolView>
+  readonly reservations: ReadonlyMap<string, string>
+}
+
+const getJson = async (s: CheckerState, path: string): Promise<{ status: number; body: Record<string, unknown> }> => {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const res = await rest(s.deps.creds, "GET", path)
+      if (res.status < 500 || attempt >= 30) return { status: res.status, body: res.body === "" ? {} : (JSON.parse(res.body) as Record<string, unknown>) }
+    } catch (e) {
+      if (attempt >= 30) throw e
+    }
+    await sleep(1_000)
+  }
+}
+
+const items = (body: Record<string, unknown>) => (body["items"] ?? []) as Array<Record<string, unknown>>
+
+/** Pools and reservations listed now, then the pods named (all soak pods when `refs` is undefined). */
+export const readFresh = async (s: CheckerState, refs?: ReadonlyArray<string>): Promise<Fresh> => {
+  const pools = items((await getJson(s, `${W}/ippools`)).body).map((o) => poolView(o as never))
+  const reservations = new Map(items((await getJson(s, `${W}/overlappingrangeipreservations`)).body).map((o) => [(o["metadata"] as { name: string }).name, String((o["spec"] as { podref?: string }).podref)] as const))
+  let pods: Array<PodView>
+  if (refs === undefined) pods = items((await getJson(s, "/api/v1/pods?labelSelector=soak%3D1")).body).map(podViewOf)
+  else {
+    pods = []
+    for (const ref of refs) {
+      const [ns, name] = ref.split("/") as [string, string]
+      const got = await getJson(s, `/api/v1/namespaces/${ns}/pods/${name}`)
+      if (got.status === 200) pods.push(podViewOf(got.body))
+    }
+  }
+  return { pods, pools, reservations }
+}
+
+const record = (s: CheckerState, v: Omit<Violation, "t" | "history" | "controllerLog">) => {
+  if (s.reported.has(v.id)) return
+  s.reported.add(v.id)
+  const pods = v.keys.filter((k) => k.includes("/"))
+  const violation: Violation = {
+    ...v,
+    t: Date.now() - s.h.t0,
+    history: s.h.render([...v.keys, "faults", "leadership"], 80),
+    controllerLog: pods.flatMap((ref) => s.deps.grep(ref))
+  }
+  s.violations.push(violation)
+  s.h.add(["violations", ...v.keys], `VIOLATION ${v.kind}: ${v.summary}`)
+  process.stderr.write(`[soak] VIOLATION ${v.kind}: ${v.summary}\n`)
+}
+
+const problemKeys = (p: Problem) => [...p.pods, addressKey(p.network, p.ip)]
+
+const confirmProblem = async (s: CheckerState, p: Problem) => {
+  const fresh = await readFresh(s, p.pods)
+  const now = Date.now()
+  const present = new Set(fresh.pods.map((x) => x.ref))
+  const again = problemsOf({ pods: fresh.pods.filter((x) => mustHold(s, x, now)), pools: fresh.pools, reservations: fresh.reservations, known: s.known, exists: (ref) => present.has(ref) }).find((x) => x.id === p.id)
+  if (again !== undefined) record(s, { kind: again.kind, id: again.id, summary: again.detail, keys: problemKeys(again) })
+}
+
+/** Is anything of the obligation still held, read fresh; and is no namesake about to take it back? */
+const confirmOverdue = async (s: CheckerState, o: Obligation) => {
+  const fresh = await readFresh(s, [o.ref])
+  const namesake = fresh.pods.find((p) => p.ref === o.ref)
+  if (namesake !== undefined && namesake.uid !== o.uid && !isLiveRunning(namesake)) return
+  const held = [...o.items.values()].filter((i) =>
+    i.kind === "entry" ? fresh.pools.find((p) => p.name === i.object)?.entries.get(i.ip)?.podref === o.ref : fresh.reservations.get(i.object) === o.ref
+  )
+  if (held.length === 0) return
+  const seconds = ((Date.now() - o.started) / 1000).toFixed(0)
+  record(s, {
+    kind: "held-too-long",
+    id: `overdue ${o.ref} ${o.uid}`,
+    summary: `${held.map((i) => `${i.kind} ${i.object}${i.kind === "entry" ? ` ${i.ip}` : ""}`).join(", ")} still held for ${o.ref} (${o.why} ${seconds} s ago), past the bound of ${s.deps.boundMs / 1000} s`,
+    keys: [o.ref, ...held.map((i) => addressKey(i.network, i.ip))]
+  })
+}
+
+/** One round: qualify, find suspects, confirm the persistent ones and the overdue obligations. */
+export const evaluateOnce = async (s: CheckerState): Promise<void> => {
+  const now = Date.now()
+  for (const p of s.pods.values()) s.watchQualification(p, now)
+  const problems = problemsOf({
+    pods: [...s.pods.values()].filter((p) => mustHold(s, p, now)),
+    pools: s.pools.values(),
+    reservations: new Map([...s.reservations].map(([n, r]) => [n, r.podref] as const)),
+    known: s.known,
+    exists: (ref) => s.pods.has(ref)
+  })
+  const current = new Set(problems.map((p) => p.id))
+  for (const id of [...s.suspects.keys()]) if (!current.has(id)) s.suspects.delete(id)
+  for (const p of problems) {
+    if (s.reported.has(p.id)) continue
+    const seen = s.suspects.get(p.id) ?? { first: now, seen: 0 }
+    seen.seen++
+    s.suspects.set(p.id, seen)
+    if (seen.seen >= 2 && now - seen.first >= CONFIRM_AFTER_MS) await confirmProblem(s, p)
+  }
+  const overdue = s.obligations.overdue(now, (ref) => {
+    const pod = s.pods.get(ref)
+    return pod === undefined ? undefined : { pod, attached: statusAddresses(pod.status) ?? s.known(pod) }
+  })
+  for (const o of overdue) {
+    if (o.reported) continue
+    await confirmOverdue(s, o)
+    if (s.reported.has(`overdue ${o.ref} ${o.uid}`)) o.reported = true
+  }
+}
+
+/** Evaluates every `everyMs` until `stop()` resolves true. */
+export const evaluateContinuously = async (s: CheckerState, stopped: () => boolean, everyMs = 2_000): Promise<void> => {
+  while (!stopped()) {
+    const started = Date.now()
+    try {
+      await evaluateOnce(s)
+    } catch (e) {
+      s.h.add(["checker"], `evaluation failed: ${e instanceof Error ? e.message : String(e)}`)
+    }
+    await sleep(Math.max(100, everyMs - (Date.now() - started)))
+  }
+}
+
+/** At rest, on fresh reads: the invariants, and nothing held for a pod that is gone or will never run again. */
+export const checkAtRest = async (s: CheckerState): Promise<{ readonly livePods: number; readonly entries: number; readonly reservations: number }> => {
+  const fresh = await readFresh(s)
+  const now = Date.now()
+  const present = new Set(fresh.pods.map((x) => x.ref))
+  for (const p of problemsOf({ pods: fresh.pods.filter((x) => mustHold(s, x, now)), pools: fresh.pools, reservations: fresh.reservations, known: s.known, exists: (ref) => present.has(ref) })) {
+    record(s, { kind: `${p.kind} (at rest)`, id: `rest ${p.id}`, summary: p.detail, keys: problemKeys(p) })
+  }
+  const byRef = new Map(fresh.pods.map((p) => [p.ref, p] as const))
+  const deadOrDone = (ref: string) => {
+    const p = byRef.get(ref)
+    if (p === undefined) return "gone"
+    const q = qualifies({ nodes: s.nodes, goneNodes: s.goneNodes, terminatingGraceMs: s.deps.terminatingGraceMs }, p, now)
+    return q !== undefined && q.at <= now ? q.why : undefined
+  }
+  let entries = 0
+  for (const pool of fresh.pools) {
+    for (const e of pool.entries.values()) {
+      entries++
+      const why = deadOrDone(e.podref)
+      if (why !== undefined) record(s, { kind: "held (at rest)", id: `rest entry ${pool.name} ${e.ip}`, summary: `${pool.name} still holds ${e.ip} for ${e.podref} (${why})`, keys: [e.podref, addressKey(e.network, e.ip)] })
+    }
+  }
+  for (const [name, podref] of fresh.reservations) {
+    const why = deadOrDone(podref)
+    if (why !== undefined) record(s, { kind: "held (at rest)", id: `rest reservation ${name}`, summary: `reservation ${name} still names ${podref} (${why})`, keys: [podref] })
+  }
+  return { livePods: fresh.pods.filter(isLiveRunning).length, entries, reservations: fresh.reservations.size }
+}
+
+export { record as recordViolation }

@@ -1,0 +1,241 @@
+/**
+ * The node side of the soak, played as the live tier plays it (test/live/support/upstream-plugin.ts):
+ * there are no kubelets, so this creates the pod objects the scheduler would have bound, runs the
+ * real whereabouts plugin's ADD for each attachment (a new sandbox, i.e. container id, per attempt,
+ * retried with backoff as the kubelet retries a failed sandbox), writes Multus's network-status and
+ * the Running phase; on deletion it runs CNI DEL before the final delete (the kubelet's teardown)
+ * or skips it (the leak). Every step goes into the pod's history.
+ */
+import * as fs from "node:fs"
+import { Deferred, Duration, Effect } from "effect"
+import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../../src/domain/multus.ts"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import type { KubeError } from "../../src/services/KubeError.ts"
+import * as R from "../../src/services/resources.ts"
+import { type Credentials, rest } from "../../test/live/support/rest.ts"
+import { PluginNode, type PluginNodeShape, networkStatusOf, newContainerId, pluginAdd, pluginDel, writePluginNode } from "../../test/live/support/upstream-plugin.ts"
+import { addressKey, type History } from "./history.ts"
+import { type Attached, canonicalIP } from "./invariants.ts"
+import { netByKey, POOLS_NAMESPACE } from "./networks.ts"
+import type { PodPlan } from "./plan.ts"
+
+/** terminationGracePeriodSeconds of every soak pod. */
+export const GRACE_SECONDS = 10
+
+export type Held = Attached & { readonly ifname: string }
+
+export interface PodRecord {
+  readonly plan: PodPlan
+  readonly ref: string
+  uid: string | undefined
+  /** What the plugin handed out, by attachment (the network-status the kubelet wrote). */
+  attached: ReadonlyArray<Held>
+  containerId: string | undefined
+  state: "planned" | "starting" | "running" | "ending" | "gone" | "never-started"
+  /** Done once the start is over: running, or given up. */
+  readonly started: Deferred.Deferred<void>
+  addFailures: number
+  /** When the final delete answered (ms since the epoch). */
+  deletedAt: number | undefined
+  /** When the object was created, and when it was Running (ms since the epoch). */
+  createdAt: number | undefined
+  runningAt: number | undefined
+}
+
+export interface KubeletDeps {
+  readonly creds: Credentials
+  readonly history: History
+  readonly plugin: string
+  readonly adminKubeconfig: string
+  /** Most plugin processes at once: two cores run the API server and the controllers too. */
+  readonly pluginSlots: Effect.Semaphore
+}
+
+const transient = (e: KubeError) => !["NotFound", "AlreadyExists", "Invalid", "BadRequest", "Forbidden", "Unauthorized"].includes(e.reason)
+
+/** Retries `effect` on transient API failures with capped backoff until `deadline` (ms since the epoch). */
+export const persist = <A, R>(effect: Effect.Effect<A, KubeError, R>, deadline: number): Effect.Effect<A, KubeError, R> =>
+  Effect.gen(function* () {
+    for (let delay = 200; ; delay = Math.min(delay * 2, 5_000)) {
+      const r = yield* Effect.either(effect)
+      if (r._tag === "Right") return r.right
+      if (!transient(r.left) || Date.now() + delay > deadline) return yield* Effect.fail(r.left)
+      yield* Effect.sleep(Duration.millis(delay))
+    }
+  })
+
+/** PATCH (merge) of a pod's status subresource, retried until `deadline`; false when the pod is gone or time ran out. */
+export const patchStatus = (creds: Credentials, ref: string, status: Record<string, unknown>, deadline: number) =>
+  Effect.gen(function* () {
+    const [ns, name] = ref.split("/") as [string, string]
+    for (let delay = 200; ; delay = Math.min(delay * 2, 5_000)) {
+      const res = yield* Effect.promise(() => rest(creds, "PATCH", `/api/v1/namespaces/${ns}/pods/${name}/status`, { status }, "application/merge-patch+json").catch((e: Error) => ({ status: 0, body: e.message })))
+      if (res.status === 200) return true
+      if (res.status === 404 || Date.now() + delay > deadline) return false
+      yield* Effect.sleep(Duration.millis(delay))
+    }
+  })
+
+const nadConfigOf = (key: string) =>
+  Effect.flatMap(KubeApi, (api) => {
+    const [ns, name] = key.split("/") as [string, string]
+    return Effect.map(api.get(R.NetworkAttachmentDefinitions, ns, name), (nad) => String((nad["spec"] as { config?: unknown } | undefined)?.config ?? ""))
+  })
+
+export type Kubelet = ReturnType<typeof makeKubelet>
+
+export const makeKubelet = (deps: KubeletDeps) => {
+  const nodes = new Map<string, PluginNodeShape>()
+  const nodeOf = (node: string): PluginNodeShape => {
+    let shape = nodes.get(node)
+    if (shape === undefined) nodes.set(node, (shape = writePluginNode({ binary: deps.plugin, kubeconfig: deps.adminKubeconfig, namespace: POOLS_NAMESPACE, nodeName: node })))
+    return shape
+  }
+  const log = (rec: PodRecord, text: string, extra: ReadonlyArray<string> = []) => deps.history.add([rec.ref, ...extra], `kubelet: ${rec.ref} ${text}`)
+  const inSlot = <A, E, R>(e: Effect.Effect<A, E, R>) => deps.pluginSlots.withPermits(1)(e)
+
+  const addressKeys = (held: ReadonlyArray<Attached>) => held.flatMap((h) => h.ips.map((ip) => addressKey(h.network, ip)))
+
+  /** The pod object as the scheduler leaves it: bound to its node, the `networks` request set. */
+  const create = (rec: PodRecord, deadline: number) =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const p = rec.plan
+      const networks = p.kind === "bad" ? '[{"name": ' : p.nets.map((a) => `${a.net}@${a.ifname}`).join(",")
+      const pod = yield* persist(
+        api.create(R.Pods, p.namespace, {
+          apiVersion: "v1",
+          kind: "Pod",
+          metadata: { name: p.name, namespace: p.namespace, labels: { soak: "1", "soak/kind": p.kind }, annotations: { [NETWORKS_ANNOTATION]: networks } },
+          spec: { nodeName: p.node, terminationGracePeriodSeconds: GRACE_SECONDS, containers: [{ name: "app", image: "registry.k8s.io/pause:3.10" }] }
+        }),
+        deadline
+      )
+      rec.uid = pod.metadata.uid
+      rec.createdAt = Date.now()
+      log(rec, `created uid=${rec.uid} on ${p.node}${p.kind === "bad" ? " with an unreadable networks annotation" : ""}`)
+    })
+
+  /** One sandbox: ADD for every attachment in order, with a new container id. */
+  const sandbox = (rec: PodRecord) =>
+    Effect.gen(function* () {
+      const containerId = newContainerId()
+      const held: Array<Held> = []
+      for (const a of rec.plan.nets) {
+        const config = yield* nadConfigOf(a.net)
+        const ips = yield* inSlot(
+          Effect.provideService(
+            pluginAdd({ podNamespace: rec.plan.namespace, podName: rec.plan.name, podUid: rec.uid ?? "", containerId, ifname: a.ifname, config }),
+            PluginNode,
+            nodeOf(rec.plan.node)
+          )
+        )
+        held.push({ net: a.net, network: netByKey(a.net)!.networkName, ifname: a.ifname, ips: ips.map(canonicalIP) })
+      }
+      return { containerId, held }
+    })
+
+  /** ADD until it works or `deadline`, then network-status and Running; resolves `started` either way. */
+  const start = (rec: PodRecord, deadline: number) =>
+    Effect.gen(function* () {
+      rec.state = "starting"
+      let delay = 1_000
+      for (;;) {
+        const got = yield* Effect.either(sandbox(rec))
+        if (got._tag === "Right") {
+          rec.containerId = got.right.containerId
+          rec.attached = got.right.held
+          log(rec, `ADD (container ${got.right.containerId.slice(0, 12)}): ${got.right.held.map((h) => `${h.ifname} ${h.net} ${h.ips.join(",")}`).join("; ")}`, addressKeys(got.right.held))
+          break
+        }
+        rec.addFailures++
+        log(rec, `sandbox failed, retrying in ${delay} ms: ${got.left.message.split("\n")[0]}`)
+        if (Date.now() + delay > deadline) {
+          rec.state = "never-started"
+          return
+        }
+        yield* Effect.sleep(Duration.millis(delay))
+        delay = Math.min(delay * 2, 10_000)
+      }
+      const api = yield* KubeApi
+      const ips = rec.attached.map((h) => ({ network: h.net, ifname: h.ifname, ips: [...h.ips] }))
+      const [ns, name] = [rec.plan.namespace, rec.plan.name]
+      const annotated = yield* Effect.either(persist(api.patch(R.Pods, ns, name, { type: "merge", body: { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: networkStatusOf(ips) } } } }), deadline))
+      if (annotated._tag === "Left" || !(yield* patchStatus(deps.creds, rec.ref, { phase: "Running" }, deadline))) {
+        log(rec, "could not write its network-status or phase; left Pending")
+        rec.state = "never-started"
+        return
+      }
+      rec.state = "running"
+      rec.runningAt = Date.now()
+      log(rec, "Running")
+    }).pipe(Effect.ensuring(Deferred.succeed(rec.started, undefined)))
+
+  /** CNI DEL for every attachment, in reverse order as Multus does; an attachment whose NAD is gone gets none (Multus cannot). */
+  const del = (rec: PodRecord, deadline: number) =>
+    Effect.gen(function* () {
+      if (rec.containerId === undefined) return
+      for (const h of [...rec.attached].reverse()) {
+        const config = yield* Effect.either(nadConfigOf(h.net))
+        if (config._tag === "Left") {
+          log(rec, `no DEL on ${h.ifname}: ${config.left.reason === "NotFound" ? `NAD ${h.net} is gone` : config.left.message}`)
+          continue
+        }
+        const req = { podNamespace: rec.plan.namespace, podName: rec.plan.name, podUid: rec.uid ?? "", containerId: rec.containerId, ifname: h.ifname, config: config.right }
+        const done = yield* Effect.either(retryPlugin(Effect.provideService(pluginDel(req), PluginNode, nodeOf(rec.plan.node)), deadline))
+        log(rec, done._tag === "Right" ? `DEL ${h.ifname} ${h.ips.join(",")}` : `DEL ${h.ifname} failed: ${done.left.message.split("\n")[0]}`, addressKeys([h]))
+      }
+    })
+
+  const retryPlugin = <A, E, R>(e: Effect.Effect<A, E, R>, deadline: number) =>
+    Effect.gen(function* () {
+      for (let delay = 1_000; ; delay = Math.min(delay * 2, 10_000)) {
+        const r = yield* Effect.either(inSlot(e))
+        if (r._tag === "Right" || Date.now() + delay > deadline) return yield* r
+        yield* Effect.sleep(Duration.millis(delay))
+      }
+    })
+
+  /** DELETE with a grace period (0: the object goes at once); done when it answered or the pod was gone. */
+  const remove = (rec: PodRecord, grace: number, why: string, deadline: number) =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const r = yield* Effect.either(persist(api.delete(R.Pods, rec.plan.namespace, rec.plan.name, { gracePeriodSeconds: grace, ...(rec.uid === undefined ? {} : { preconditions: { uid: rec.uid } }) }), deadline))
+      if (r._tag === "Left" && r.left.reason !== "NotFound") {
+        log(rec, `delete (grace ${grace}) failed: ${r.left.message}`)
+        return false
+      }
+      if (grace === 0) {
+        rec.state = "gone"
+        rec.deletedAt = Date.now()
+      } else rec.state = "ending"
+      log(rec, `${grace === 0 ? "deleted" : `deleted with grace ${grace} s (terminating)`}: ${why}`)
+      return true
+    })
+
+  /** Overwrites the network-status with something no reader can parse (the pod keeps running on its addresses). */
+  const malform = (rec: PodRecord, variant: "not-json" | "wrong-shape", deadline: number) =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const text = variant === "not-json" ? "[{not json" : '{"name": 5}'
+      const r = yield* Effect.either(persist(api.patch(R.Pods, rec.plan.namespace, rec.plan.name, { type: "merge", body: { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: text } } } }), deadline))
+      log(rec, r._tag === "Right" ? `network-status overwritten with ${JSON.stringify(text)}` : `could not overwrite its network-status: ${r.left.message}`)
+    })
+
+  /** What the taint manager does to a pod of an unreachable node: the DisruptionTarget condition, then a graceful delete. */
+  const evict = (rec: PodRecord, deadline: number) =>
+    Effect.gen(function* () {
+      const condition = { type: "DisruptionTarget", status: "True", reason: "DeletionByTaintManager", message: "Taint manager: deleting due to NoExecute taint", lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, "Z") }
+      if (yield* patchStatus(deps.creds, rec.ref, { conditions: [condition] }, deadline)) log(rec, "marked DisruptionTarget/DeletionByTaintManager")
+      return yield* remove(rec, GRACE_SECONDS, "evicted by the taint manager", deadline)
+    })
+
+  const setPhase = (rec: PodRecord, phase: "Succeeded" | "Failed", deadline: number) =>
+    Effect.map(patchStatus(deps.creds, rec.ref, { phase }, deadline), (ok) => (log(rec, ok ? `phase ${phase}` : `could not set phase ${phase}`), ok))
+
+  const cleanup = () => {
+    for (const n of nodes.values()) fs.rmSync(n.dir, { recursive: true, force: true })
+  }
+
+  return { create, start, del, remove, malform, evict, setPhase, log, cleanup }
+}

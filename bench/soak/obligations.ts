@@ -1,0 +1,156 @@
+/**
+ * What must be freed, and by when. When a pod is gone (its object deleted) or will never run
+ * again (finished, evicted by the taint manager, terminating on a node that is gone or out of
+ * service past its grace and --terminating-grace), everything then held for it — pool entries and
+ * reservations — becomes an obligation with a clock. It is met when each item is removed (or taken
+ * over by a new incarnation of the pod: a StatefulSet pod's ADD rewrites the entry's container id);
+ * its time to be met is a sample of delete → free latency. It is overdue `boundMs` after its clock
+ * started, or after the end of the last fault window that began before that deadline.
+ *
+ * While a pod of the same name exists but does not run yet, the clock stands still: the
+ * controller must not free anything of a name that has a pod (a reborn StatefulSet pod takes its
+ * address back).
+ */
+import type { Attached, Entry, PodView } from "./invariants.ts"
+
+export type Why = "deleted" | "Succeeded" | "Failed" | "evicted" | "node gone" | "out of service"
+
+export interface Item {
+  readonly kind: "entry" | "reservation"
+  /** Pool name, or reservation name. */
+  readonly object: string
+  readonly network: string
+  readonly ip: string
+}
+
+export const itemKey = (i: Item): string => `${i.kind} ${i.object} ${i.ip}`
+
+export interface Obligation {
+  readonly ref: string
+  readonly uid: string
+  readonly why: Why
+  /** When the pod was deleted / qualified (ms since the epoch): latency counts from here. */
+  readonly started: number
+  /** When the clock last (re)started. */
+  since: number
+  readonly items: Map<string, Item>
+  /** Items a new incarnation took over (not frees). */
+  claimed: number
+  /** Items at the start. */
+  readonly total: number
+  reported: boolean
+}
+
+export interface Sample {
+  readonly ref: string
+  readonly why: Why
+  readonly started: number
+  readonly freedAt: number
+  readonly latencyMs: number
+  readonly items: number
+}
+
+export interface Window {
+  readonly start: number
+  /** Undefined while the fault lasts. */
+  readonly end: number | undefined
+}
+
+/** `since + bound`, pushed past each fault window that starts before the deadline reached so far. */
+export const deadlineOf = (since: number, boundMs: number, windows: ReadonlyArray<Window>): number => {
+  let deadline = since + boundMs
+  for (const w of [...windows].sort((a, b) => a.start - b.start)) {
+    if (w.start > deadline) break
+    deadline = Math.max(deadline, (w.end ?? Number.POSITIVE_INFINITY) + boundMs)
+  }
+  return deadline
+}
+
+export interface Obligations {
+  readonly open: (ref: string, uid: string, why: Why, at: number, items: ReadonlyArray<Item>) => Obligation | undefined
+  /** An item was removed at `at`; returns the obligations it completed. */
+  readonly removed: (ref: string, item: Item, at: number) => ReadonlyArray<Sample>
+  /** An entry of `ref` now carries another container id: a new incarnation's ADD took it over. */
+  readonly claimed: (ref: string, item: Item) => ReadonlyArray<Sample>
+  /**
+   * Once per evaluation: stops the clock of obligations whose name has a pod that does not run
+   * yet, drops items a running namesake lists, and returns the overdue ones.
+   */
+  readonly overdue: (now: number, namesake: (ref: string) => { readonly pod: PodView; readonly attached: ReadonlyArray<Attached> | undefined } | undefined) => ReadonlyArray<Obligation>
+  readonly all: () => ReadonlyArray<Obligation>
+  readonly samples: () => ReadonlyArray<Sample>
+  readonly has: (ref: string, uid: string) => boolean
+}
+
+export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Window>): Obligations => {
+  const open = new Map<string, Obligation>()
+  const byRef = new Map<string, Set<Obligation>>()
+  const samples: Array<Sample> = []
+  const finish = (o: Obligation, at: number): Sample | undefined => {
+    if (o.items.size > 0) return undefined
+    open.delete(`${o.ref} ${o.uid}`)
+    byRef.get(o.ref)?.delete(o)
+    // An address a new incarnation took over was never freed: no latency to report.
+    if (o.claimed > 0) return undefined
+    const s: Sample = { ref: o.ref, why: o.why, started: o.started, freedAt: at, latencyMs: at - o.started, items: o.total }
+    samples.push(s)
+    return s
+  }
+  const touching = (ref: string, item: Item, at: number, claimed: boolean): ReadonlyArray<Sample> => {
+    const done: Array<Sample> = []
+    for (const o of [...(byRef.get(ref) ?? [])]) {
+      if (!o.items.delete(itemKey(item))) continue
+      if (claimed) o.claimed++
+      const s = finish(o, at)
+      if (s !== undefined) done.push(s)
+    }
+    return done
+  }
+  return {
+    open: (ref, uid, why, at, items) => {
+      const id = `${ref} ${uid}`
+      if (open.has(id) || items.length === 0) return undefined
+      const o: Obligation = { ref, uid, why, started: at, since: at, items: new Map(items.map((i) => [itemKey(i), i])), claimed: 0, total: items.length, reported: false }
+      open.set(id, o)
+      let set = byRef.get(ref)
+      if (set === undefined) byRef.set(ref, (set = new Set()))
+      set.add(o)
+      return o
+    },
+    removed: (ref, item, at) => touching(ref, item, at, false),
+    claimed: (ref, item) => touching(ref, item, Date.now(), true),
+    overdue: (now, namesake) => {
+      const late: Array<Obligation> = []
+      for (const o of open.values()) {
+        const other = namesake(o.ref)
+        if (other !== undefined && other.pod.uid !== o.uid) {
+          const running = other.pod.deletionAt === undefined && other.pod.phase === "Running" && other.attached !== undefined
+          if (!running) {
+            o.since = now
+            continue
+          }
+          for (const [k, item] of o.items) {
+            if (other.attached!.some((a) => a.network === item.network && a.ips.includes(item.ip))) {
+              o.items.delete(k)
+              o.claimed++
+            }
+          }
+          if (finish(o, now) !== undefined || o.items.size === 0) continue
+        }
+        if (now > deadlineOf(o.since, boundMs, windows())) late.push(o)
+      }
+      return late
+    },
+    all: () => [...open.values()],
+    samples: () => samples,
+    has: (ref, uid) => open.has(`${ref} ${uid}`)
+  }
+}
+
+/** The items of `ref` in a view: its pool entries and reservations. */
+export const itemsOf = (ref: string, entries: Iterable<Entry>, reservations: Iterable<readonly [string, { readonly podref: string; readonly network: string; readonly ip: string }]>): ReadonlyArray<Item> => {
+  const out: Array<Item> = []
+  for (const e of entries) if (e.podref === ref) out.push({ kind: "entry", object: e.pool, network: e.network, ip: e.ip })
+  for (const [name, r] of reservations) if (r.podref === ref) out.push({ kind: "reservation", object: name, network: r.network, ip: r.ip })
+  return out
+}

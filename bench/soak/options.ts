@@ -1,0 +1,93 @@
+/**
+ * `npm run soak -- [options]`: the command line (node:util's parseArgs), every value checked, a
+ * wrong one refused with one line naming the option.
+ */
+import * as path from "node:path"
+import { parseArgs } from "node:util"
+import { ROOT } from "../lib/paths.ts"
+import { FAULT_KINDS, type FaultKind } from "./fault-plan.ts"
+
+export interface SoakOptions {
+  readonly minutes: number
+  readonly seed: number
+  /** Pods created per second. */
+  readonly rate: number
+  readonly lifetimeSeconds: number
+  readonly delShare: number
+  readonly faultEverySeconds: number
+  readonly faults: ReadonlyArray<FaultKind>
+  readonly boundSeconds: number
+  readonly warmupSeconds: number
+  readonly pluginSlots: number
+  readonly out: string
+  /** Write bench/results/soak.json and soak.svg and regenerate BENCHMARKS.md's soak block. */
+  readonly publish: boolean
+}
+
+export const USAGE = `npm run soak -- [options]
+  --minutes N          how long the workload runs (default 60); then the system rests and is checked
+  --seed N             the seed of every random choice (default 1): one seed, the same workload and faults
+  --rate N             pods created per second (default 10)
+  --lifetime S         mean pod lifetime in seconds (default 30)
+  --del-share X        share of deletions the kubelet plays CNI DEL for; the rest leak (default 0.3)
+  --fault-every S      one fault every S seconds (default 120; 0: none)
+  --faults LIST        fault kinds, comma-separated (default all: ${FAULT_KINDS.join(",")})
+  --bound S            longest a dead pod's address may stay held outside fault windows (default 60)
+  --warmup S           RSS samples of a process's first S seconds are left out of the fit (default: 5 min, or a fifth of the run if shorter)
+  --plugin-slots N     most CNI plugin processes at once (default 6)
+  --out DIR            output directory (default bench/.soak/<seed>)
+  --publish            also write bench/results/soak.{json,svg} and BENCHMARKS.md's soak section`
+
+const positive = (name: string, text: string | undefined, fallback: number, { integer = false, zero = false } = {}): number => {
+  if (text === undefined) return fallback
+  const n = Number(text)
+  if (!Number.isFinite(n) || n < 0 || (n === 0 && !zero) || (integer && !Number.isInteger(n))) {
+    throw new Error(`--${name} ${text}: expected a ${integer ? "whole " : ""}number ${zero ? "≥ 0" : "> 0"}`)
+  }
+  return n
+}
+
+/** Parses argv (without node and the script); throws one line on a bad option. */
+export const parseOptions = (argv: ReadonlyArray<string>): SoakOptions | "help" => {
+  const { values } = parseArgs({
+    args: [...argv],
+    strict: true,
+    options: {
+      minutes: { type: "string" },
+      seed: { type: "string" },
+      rate: { type: "string" },
+      lifetime: { type: "string" },
+      "del-share": { type: "string" },
+      "fault-every": { type: "string" },
+      faults: { type: "string" },
+      bound: { type: "string" },
+      warmup: { type: "string" },
+      "plugin-slots": { type: "string" },
+      out: { type: "string" },
+      publish: { type: "boolean" },
+      help: { type: "boolean", short: "h" }
+    }
+  })
+  if (values.help === true) return "help"
+  const minutes = positive("minutes", values.minutes, 60)
+  const seed = positive("seed", values.seed, 1, { integer: true, zero: true })
+  const delShare = positive("del-share", values["del-share"], 0.3, { zero: true })
+  if (delShare > 1) throw new Error(`--del-share ${delShare}: expected a share between 0 and 1`)
+  const faults = values.faults === undefined ? [...FAULT_KINDS] : values.faults.split(",").map((k) => k.trim()).filter((k) => k !== "")
+  const unknown = faults.filter((k) => !(FAULT_KINDS as ReadonlyArray<string>).includes(k))
+  if (unknown.length > 0) throw new Error(`--faults: unknown kind ${unknown.join(", ")} (known: ${FAULT_KINDS.join(", ")})`)
+  return {
+    minutes,
+    seed,
+    rate: positive("rate", values.rate, 10),
+    lifetimeSeconds: positive("lifetime", values.lifetime, 30),
+    delShare,
+    faultEverySeconds: positive("fault-every", values["fault-every"], 120, { zero: true }),
+    faults: faults as Array<FaultKind>,
+    boundSeconds: positive("bound", values.bound, 60),
+    warmupSeconds: positive("warmup", values.warmup, Math.min(300, minutes * 12), { zero: true }),
+    pluginSlots: positive("plugin-slots", values["plugin-slots"], 6, { integer: true }),
+    out: path.resolve(values.out ?? path.join(ROOT, "bench", ".soak", String(seed))),
+    publish: values.publish === true
+  }
+}

@@ -1,0 +1,184 @@
+/**
+ * The soak's report: what ran (seed, options, the fault timeline), what broke (each violation with
+ * the history of its objects), delete → free latency inside and outside fault windows, controller
+ * restarts and leader changes, RSS of each replica with a linear fit after warm-up, and the plot.
+ * Markdown and JSON in the output directory; the same figures as rows for BENCHMARKS.md.
+ */
+import { percentiles, type Percentiles } from "../lib/stats.ts"
+import type { Row, Section } from "../lib/results.ts"
+import { table } from "../lib/results.ts"
+import { clock } from "./history.ts"
+import type { Violation } from "./checker.ts"
+import type { FaultRecord } from "./faults.ts"
+import type { Sample as FreeSample } from "./obligations.ts"
+import type { Generation, Sample as ProcSample } from "./replicas.ts"
+import { type Panel, renderPlot, type Series } from "./svg.ts"
+
+export const COLORS: Record<string, string> = { "soak-a": "#1f77b4", "soak-b": "#ff7f0e" }
+
+export interface Fit {
+  /** MiB per hour */
+  readonly slope: number
+  readonly samples: number
+  /** Minutes of samples the fit covers (all processes together). */
+  readonly minutes: number
+}
+
+/**
+ * Least squares slope of RSS against time within each process (a common slope, each process its
+ * own intercept: a restart's drop is no decrease), over samples at least `warmupMs` into its life.
+ */
+export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number): Fit | undefined => {
+  let sxy = 0
+  let sxx = 0
+  let n = 0
+  let covered = 0
+  for (const g of generations.filter((x) => x.identity === identity)) {
+    const pts = samples.filter((s) => s.pid === g.pid && s.t - g.startedAt >= warmupMs && Number.isFinite(s.rssBytes))
+    if (pts.length < 3) continue
+    const mt = pts.reduce((a, s) => a + s.t, 0) / pts.length
+    const my = pts.reduce((a, s) => a + s.rssBytes, 0) / pts.length
+    for (const s of pts) {
+      sxy += (s.t - mt) * (s.rssBytes - my)
+      sxx += (s.t - mt) ** 2
+    }
+    n += pts.length
+    covered += pts.at(-1)!.t - pts[0]!.t
+  }
+  if (n < 3 || sxx === 0) return undefined
+  return { slope: (sxy / sxx) * 3_600_000 / 2 ** 20, samples: n, minutes: covered / 60_000 }
+}
+
+export interface Latencies {
+  readonly outside: Percentiles
+  readonly inside: Percentiles
+  readonly neverRunsAgain: Percentiles
+}
+
+export const latencies = (samples: ReadonlyArray<FreeSample>, inWindow: (from: number, to: number) => boolean): Latencies => {
+  const deleted = samples.filter((s) => s.why === "deleted")
+  return {
+    outside: percentiles(deleted.filter((s) => !inWindow(s.started, s.freedAt)).map((s) => s.latencyMs / 1000)),
+    inside: percentiles(deleted.filter((s) => inWindow(s.started, s.freedAt)).map((s) => s.latencyMs / 1000)),
+    neverRunsAgain: percentiles(samples.filter((s) => s.why !== "deleted").map((s) => s.latencyMs / 1000))
+  }
+}
+
+const f = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : "–")
+const pRow = (label: string, p: Percentiles) => [label, p.n, f(p.p50), f(p.p95), f(p.p99), f(p.max)]
+
+/** At most `per` dots per `bucketMs` (the slowest first): the plot stays small, the outliers stay in it. */
+const thin = (points: ReadonlyArray<readonly [number, number]>, bucketMs: number, per: number) => {
+  const buckets = new Map<number, Array<readonly [number, number]>>()
+  for (const p of points) {
+    const b = Math.floor(p[0] / bucketMs)
+    const list = buckets.get(b) ?? []
+    list.push(p)
+    buckets.set(b, list)
+  }
+  return [...buckets.values()].flatMap((l) => l.sort((a, b) => b[1] - a[1]).slice(0, per))
+}
+
+export interface RunFacts {
+  readonly title: string
+  readonly t0: number
+  readonly durationMs: number
+  readonly faults: ReadonlyArray<FaultRecord>
+  readonly windows: ReadonlyArray<readonly [number, number]>
+  readonly samples: ReadonlyArray<ProcSample>
+  readonly generations: ReadonlyArray<Generation>
+  readonly frees: ReadonlyArray<FreeSample>
+}
+
+export const plotOf = (r: RunFacts): string => {
+  const rel = (t: number) => t - r.t0
+  const perProcess = (value: (s: ProcSample) => number | undefined): ReadonlyArray<Series> =>
+    r.generations.map((g) => ({
+      label: g.identity,
+      color: COLORS[g.identity] ?? "#444",
+      points: r.samples.filter((s) => s.pid === g.pid).flatMap((s) => {
+        const v = value(s)
+        return v === undefined || !Number.isFinite(v) ? [] : [[rel(s.t), v] as const]
+      })
+    }))
+  const dots = (why: (s: FreeSample) => boolean) => thin(r.frees.filter(why).map((s) => [rel(s.freedAt), Math.max(s.latencyMs / 1000, 0.01)] as const), Math.max(5_000, r.durationMs / 600), 3)
+  const panels: ReadonlyArray<Panel> = [
+    { title: "RSS per replica", unit: "MiB", lines: perProcess((s) => s.rssBytes / 2 ** 20) },
+    { title: "work queue depth + in flight (leader)", unit: "pods", lines: perProcess((s) => (s.leader === 1 ? (s.queueDepth ?? 0) + (s.inFlight ?? 0) : undefined)) },
+    {
+      title: "delete → free latency",
+      unit: "s, log scale",
+      log: true,
+      dots: [
+        { label: "deleted pods", color: "#2ca02c", points: dots((s) => s.why === "deleted") },
+        { label: "never run again", color: "#9467bd", points: dots((s) => s.why !== "deleted") }
+      ]
+    }
+  ]
+  return renderPlot({ durationMs: r.durationMs, windows: r.windows, panels, title: r.title })
+}
+
+export const faultTable = (r: RunFacts): string =>
+  table(
+    ["#", "start", "fault", "recovered after", "notes"],
+    r.faults.map((x, i) => [
+      i + 1,
+      clock(x.start - r.t0),
+      x.description,
+      x.recoveredAt === undefined ? "–" : `${((x.recoveredAt - x.start) / 1000).toFixed(1)} s`,
+      x.notes.join("; ").replaceAll("|", "/")
+    ])
+  )
+
+export const latencyTable = (l: Latencies): string =>
+  table(["delete → free (s)", "n", "p50", "p95", "p99", "max"], [pRow("deleted, outside fault windows", l.outside), pRow("deleted, inside fault windows", l.inside), pRow("never run again (finished, evicted, dead node), from the moment it qualified", l.neverRunsAgain)])
+
+export const generationTable = (r: RunFacts): string =>
+  table(
+    ["replica", "process", "started", "ended", "how"],
+    r.generations.map((g) => [
+      g.identity,
+      `#${g.n} (pid ${g.pid})`,
+      clock(g.startedAt - r.t0),
+      g.exitedAt === undefined ? "running" : clock(g.exitedAt - r.t0),
+      g.exit === undefined ? "–" : `${g.endedBy ?? "NOT BY THE HARNESS"}: ${g.exit.signal ?? `exit code ${g.exit.code}`}`
+    ])
+  )
+
+export const violationBlocks = (vs: ReadonlyArray<Violation>): string =>
+  vs.length === 0
+    ? "None."
+    : vs
+        .map((v, i) =>
+          [
+            `### ${i + 1}. ${v.kind} at ${clock(v.t)}`,
+            "",
+            v.summary,
+            "",
+            "History of the objects involved (the checker's watches, the kubelet's steps, faults, leadership):",
+            "",
+            "```",
+            ...v.history,
+            "```",
+            ...(v.controllerLog.length === 0 ? [] : ["", "Controller log lines naming the pod:", "", "```", ...v.controllerLog, "```"])
+          ].join("\n")
+        )
+        .join("\n\n")
+
+/** Rows for BENCHMARKS.md: the issue's targets and what this run measured. */
+export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReadonlyArray<readonly [string, Fit | undefined]>): ReadonlyArray<Row> => [
+  { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },
+  { scenario, metric: `p99 delete → free outside fault windows (n = ${l.outside.n})`, ours: `${f(l.outside.p99)} s`, baseline: "–", ratio: "–", target: "≤ 2 s", met: l.outside.n === 0 ? "–" : l.outside.p99 <= 2 ? "yes" : "no" },
+  { scenario, metric: `p99 delete → free inside fault windows (n = ${l.inside.n})`, ours: `${f(l.inside.p99)} s`, baseline: "–", ratio: "–", target: "–", met: "–" },
+  ...fits.map(([who, fit]): Row => ({
+    scenario,
+    metric: `RSS growth after warm-up, ${who}${fit === undefined ? "" : ` (${fit.samples} samples, ${f(fit.minutes, 0)} min)`}`,
+    ours: fit === undefined ? "–" : `${f(fit.slope, 1)} MiB/h`,
+    baseline: "–",
+    ratio: "–",
+    target: "≤ 5 MiB/h",
+    met: fit === undefined ? "–" : fit.slope <= 5 ? "yes" : "no"
+  }))
+]
+
+export type { Section }
