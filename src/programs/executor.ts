@@ -110,7 +110,7 @@ export const restoreReservations = (pool: string, entries: ReadonlyArray<Planned
       if (now === undefined || now.podref !== held.entry.podref || now.id === held.entry.id) continue
       const name = held.reservation
       if (name === undefined || deletedFor(owner)?.has(name) !== true) continue
-      yield* reservations.restore(name, { podref: now.podref, containerid: now.id, ...(now.ifname === undefined ? {} : { ifname: now.ifname }) })
+      yield* reservations.restore(name, { podref: now.podref, ...(now.ifname === undefined ? {} : { ifname: now.ifname }) })
     }
   }).pipe(
     Effect.catchAll((e) =>
