@@ -111,7 +111,7 @@ export const startController = async (options: ControllerOptions): Promise<Contr
       for (const c of children) if (c.running()) c.child.kill("SIGKILL")
     })
   }
-  const [healthPort, metricsPort] = [await freePort(), await freePort()]
+  const [healthPort, metricsPort, inspectPort] = [await freePort(), await freePort(), await freePort()]
   const identity = options.identity ?? `ctl-${process.pid}-${++counter}`
   const args = [
     options.script ?? MAIN,
@@ -133,7 +133,8 @@ export const startController = async (options: ControllerOptions): Promise<Contr
   // process.execPath: the Node running vitest (the node@24 devDependency through npm), as `npm start`
   // uses. The preloaded watchdog only makes the child die with us should we be SIGKILLed (it is
   // then re-parented): no controller outlives its test run. The program itself runs unchanged.
-  const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: { ...childEnv(identity), ...options.env }, stdio: ["ignore", "pipe", "pipe"] })
+  // --inspect-port only names the port: the inspector stays off unless jsStack's SIGUSR1 opens it.
+  const child = spawn(process.execPath, [`--inspect-port=127.0.0.1:${inspectPort}`, "--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: { ...childEnv(identity), ...options.env }, stdio: ["ignore", "pipe", "pipe"] })
   const lines: Array<LogLine> = []
   const keep = (raw: string) => {
     if (raw.trim() === "") return
@@ -187,6 +188,7 @@ export const startController = async (options: ControllerOptions): Promise<Contr
     if (first === "late" && !done) {
       // Before the SIGKILL, what the process is doing, into its log tail: evidence for a hang.
       if (child.pid !== undefined) keep(`[harness] still running ${graceMs} ms after ${signal}: ${await procView(child.pid)}`)
+      if (child.pid !== undefined && !done) keep(`[harness] JavaScript stack when paused: ${await jsStack(child.pid, inspectPort)}`)
       if (!done) child.kill("SIGKILL")
     }
     return exited
@@ -267,3 +269,54 @@ export const runCommand = (command: string, options: { readonly kubeconfig: stri
     child.on("error", reject)
     child.on("close", (code) => resolve({ code, stdout, stderr }))
   })
+
+/**
+ * Where the JavaScript of a live process is, right now: SIGUSR1 opens its inspector (on the port
+ * its --inspect-port named), and the Chrome DevTools protocol pauses it and reads its call stack.
+ * This works when its event loop is blocked (a busy loop, which procView shows as a thread using a
+ * whole core), since V8 breaks into running code; an idle process pauses at its next task.
+ */
+export const jsStack = async (pid: number, port: number, timeoutMs = 5_000): Promise<string> => {
+  try {
+    process.kill(pid, "SIGUSR1")
+    const deadline = Date.now() + timeoutMs
+    let url: string | undefined
+    while (url === undefined && Date.now() < deadline) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}/json/list`, { signal: AbortSignal.timeout(1_000) })
+        url = ((await res.json()) as Array<{ webSocketDebuggerUrl?: string }>)[0]?.webSocketDebuggerUrl
+      } catch {
+        await sleep(100)
+      }
+    }
+    if (url === undefined) return `no inspector on 127.0.0.1:${port}`
+    const ws = new WebSocket(url)
+    return await new Promise<string>((resolve) => {
+      const timer = setTimeout(() => {
+        ws.close()
+        resolve("the inspector answered, but the process did not pause")
+      }, Math.max(0, deadline - Date.now()))
+      ws.addEventListener("open", () => {
+        ws.send(JSON.stringify({ id: 1, method: "Debugger.enable" }))
+        ws.send(JSON.stringify({ id: 2, method: "Debugger.pause" }))
+      })
+      ws.addEventListener("message", (m) => {
+        const msg = JSON.parse(String(m.data)) as {
+          method?: string
+          params?: { callFrames?: Array<{ functionName: string; url: string; location: { lineNumber: number; columnNumber: number } }> }
+        }
+        if (msg.method !== "Debugger.paused") return
+        clearTimeout(timer)
+        const frames = (msg.params?.callFrames ?? []).map((f) => `${f.functionName || "<anonymous>"} (${f.url.replace(`file://${ROOT}`, "")}:${f.location.lineNumber + 1}:${f.location.columnNumber + 1})`)
+        ws.close()
+        resolve(frames.join(" <- "))
+      })
+      ws.addEventListener("error", () => {
+        clearTimeout(timer)
+        resolve("the inspector's WebSocket failed")
+      })
+    })
+  } catch (e) {
+    return `no stack (${e instanceof Error ? e.message : String(e)})`
+  }
+}
