@@ -10,7 +10,7 @@ import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
 import { type ParsedCli, configProvider, describeConfigError, helpText, parseCli } from "./cli.ts"
-import { stores, withKubeApi } from "./layers.ts"
+import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { runController } from "./run.ts"
 import { armShutdownDeadline } from "./shutdown.ts"
 
@@ -69,7 +69,7 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
       }
       case "audit": {
         const output = yield* Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
-        const env = stores.pipe(Layer.provideMerge(layerLive), Layer.provideMerge(Metrics.layer), Layer.provideMerge(configLayers))
+        const env = stores.pipe(Layer.provideMerge(programKubeApi(layerLive)), Layer.provideMerge(Metrics.layer), Layer.provideMerge(configLayers))
         const result = yield* audit(output).pipe(Effect.provide(env))
         process.stdout.write(`${result.text}\n`)
         return result.exitCode

@@ -36,7 +36,9 @@ const shown = (row: OptionRow): string => {
   if (row.note !== undefined) return row.note
   if (row.key === undefined) throw new Error(`option --${row.flag} has neither a default nor a note`)
   const value: unknown = DEFAULTS[row.key]
-  return Duration.isDuration(value) ? showDuration(value) : String(value)
+  if (Duration.isDuration(value)) return showDuration(value)
+  if (typeof value === "object" && value !== null) return Object.entries(value).map(([k, v]) => `${k}=${String(v)}`).join(",")
+  return String(value)
 }
 
 export type Command = "run" | "audit" | "demo"
@@ -60,8 +62,16 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "retry-attempts", env: "RETRY_ATTEMPTS", kind: "string", key: "retryAttempts", help: "attempts per deleted pod before giving up with a Warning event", commands: runOnly },
   { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", kind: "string", key: "retryBaseDelay", help: "first retry delay (doubles each attempt, jittered)", commands: runOnly },
   { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", kind: "string", key: "retryMaxDelay", help: "longest retry delay", commands: runOnly },
-  { flag: "api-qps", env: "API_QPS", kind: "string", key: "apiQps", help: "client-side cap on API requests per second: lower spares a small or shared API server, higher frees a mass deletion sooner", commands: live },
-  { flag: "api-burst", env: "API_BURST", kind: "string", key: "apiBurst", help: "API requests allowed at once above --api-qps", commands: live },
+  {
+    flag: "max-in-flight",
+    env: "MAX_IN_FLIGHT",
+    kind: "string",
+    key: "maxInFlight",
+    help: "API requests in flight at once per kind of work, as kind=n,... (the kinds not named keep theirs); a 429 with Retry-After pauses its kind until then",
+    commands: live
+  },
+  { flag: "api-qps", env: "API_QPS", kind: "string", key: "apiQps", help: "opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it); set one for a small or shared API server", commands: live },
+  { flag: "api-burst", env: "API_BURST", kind: "string", key: "apiBurst", help: "API requests allowed at once above --api-qps (with a cap only)", commands: live },
   { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", key: "requestTimeout", help: "timeout of one API request once sent (the wait for --api-qps not counted); a 429 or 5xx that names a Retry-After is sent again after it, up to 3 times", commands: live },
   { flag: "page-size", env: "PAGE_SIZE", kind: "string", key: "pageSize", help: "objects per page of full lists: fewer requests, against more memory per page", commands: live },
   {

@@ -14,13 +14,16 @@ import type { ReadOptions } from "../services/KubeApi.ts"
 import { Pods } from "../services/Pods.ts"
 import { apiError } from "./executor.ts"
 
+/** The client's budget in requests per second: its --api-qps cap, unbounded without one. */
+const budgetOf = (apiQps: number): number => (apiQps > 0 ? apiQps : Number.POSITIVE_INFINITY)
+
 /**
  * Above this many pods of one namespace the re-check may list the namespace instead of getting
  * each pod: a LIST costs one request of the client's budget but the server reads the whole
  * namespace. GETs are kept while they cost at most 1/16 s of that budget (`apiQps / 16`), and
- * never fewer than 8 or more than 32.
+ * never fewer than 8 or more than 32 (32 without a cap).
  */
-export const listRecheckThreshold = (apiQps: number): number => Math.min(32, Math.max(8, Math.floor(apiQps / 16)))
+export const listRecheckThreshold = (apiQps: number): number => Math.min(32, Math.max(8, Math.floor(budgetOf(apiQps) / 16)))
 
 /** How many pods a LIST reads, at most, for each re-checked pod before GETs are the cheaper choice for the server. */
 export const LIST_READS_PER_POD = 16
@@ -28,11 +31,12 @@ export const LIST_READS_PER_POD = 16
 /**
  * Whether the re-check of `refs` pods of one namespace lists it instead of getting each pod: only
  * above `listRecheckThreshold`, and then when the namespace is small for the batch (at most
- * LIST_READS_PER_POD cached pods per re-checked pod) or the GETs would take more than two
- * seconds of the client's budget (`2 × apiQps`), whatever the namespace's size.
+ * LIST_READS_PER_POD cached pods per re-checked pod) or, under a cap, when the GETs would take
+ * more than two seconds of the client's budget (`2 × apiQps`), whatever the namespace's size.
+ * Without a cap the GETs are bounded only by the pod-reads in flight, and the server's cost decides.
  */
 export const recheckByList = (refs: number, namespacePods: number, apiQps: number): boolean =>
-  refs > listRecheckThreshold(apiQps) && (refs * LIST_READS_PER_POD >= namespacePods || refs > 2 * apiQps)
+  refs > listRecheckThreshold(apiQps) && (refs * LIST_READS_PER_POD >= namespacePods || refs > 2 * budgetOf(apiQps))
 
 /** Re-check GETs in flight at once. */
 export const RECHECK_GET_CONCURRENCY = 16

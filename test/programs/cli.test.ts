@@ -55,6 +55,14 @@ describe("command line", () => {
       'WORKERS: Expected an integer value but received "zero"; RETRY_BASE_DELAY: Expected a duration but received "soon"'
     )
     expect(error(["--renew-deadline", "20 seconds"])).toBe("leader election needs LEASE_DURATION > RENEW_DEADLINE > 1.2 × RETRY_PERIOD > 0 (got 15s, 20s, 2s)")
+    expect(error(["--max-in-flight", "events=4,pools=3"])).toContain('MAX_IN_FLIGHT: unknown kind "pools" (kinds: pool-writes, reservations, pod-reads, events, lists, leader-election, other)')
+    expect(error(["--api-qps=-1"])).toContain("API_QPS must be ≥ 0 (0: no client-side cap)")
+  })
+
+  it("--max-in-flight changes the kinds it names; no cap on the request rate by default", () => {
+    const read = (args: ReadonlyArray<string>) => Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([...args]))))
+    expect(read(["--max-in-flight", "events=2"]).maxInFlight).toMatchObject({ events: 2, "pool-writes": 8 })
+    expect(read([]).apiQps).toBe(0)
   })
 
   it("--help documents every option with its environment variable", () => {
