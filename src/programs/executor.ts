@@ -37,10 +37,10 @@ export const apiError = (pod: string, e: KubeError): ReleaseError =>
   new ReleaseError({ reason: "ApiError", pod, retryable: isRetryableKubeError(e), detail: e.message, cause: e })
 
 /** What deleting one owner's reservations did. */
-interface ReservationsDone {
+export interface ReservationsDone {
   readonly deleted: ReadonlySet<string>
   /** Changed since they were seen (re-created for someone else): left alone. */
-  readonly reassigned: number
+  readonly reassigned: ReadonlySet<string>
   readonly error: ReleaseError | undefined
 }
 
@@ -53,12 +53,12 @@ const deleteOne = (owner: string, r: HeldReservation) =>
 const deleteReservationsOf = (plan: OwnerPlan) =>
   Effect.gen(function* () {
     const deleted = new Set<string>()
-    let reassigned = 0
+    const reassigned = new Set<string>()
     for (const r of plan.reservations) {
       const outcome = yield* Effect.either(deleteOne(plan.holding.podref, r))
       if (Either.isLeft(outcome)) return { deleted, reassigned, error: apiError(plan.holding.podref, outcome.left) } satisfies ReservationsDone
       if (outcome.right === "deleted") deleted.add(r.name)
-      else if (outcome.right === "reassigned") reassigned++
+      else if (outcome.right === "reassigned") reassigned.add(r.name)
     }
     return { deleted, reassigned, error: undefined } satisfies ReservationsDone
   })
@@ -122,6 +122,11 @@ export const restoreReservations = (pool: string, entries: ReadonlyArray<Planned
 export interface Execution {
   readonly outcomes: ReadonlyMap<string, Outcome>
   readonly counts: { readonly freed: number; readonly reservationsDeleted: number; readonly spared: number }
+  /** What the guarded patches removed, and what they skipped (changed or gone under us), entry by entry. */
+  readonly released: ReadonlyArray<PlannedEntry>
+  readonly skipped: ReadonlyArray<PlannedEntry>
+  /** Per owner that got that far, what deleting its reservations did. */
+  readonly reservations: ReadonlyMap<string, ReservationsDone>
   /**
    * Writes the Events of what was done, then counts it in the metrics (so `ips_freed_total` moves
    * only once the Events exist). Not yet run: the addresses are free already, so the deletion
@@ -233,8 +238,9 @@ export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPo
     const counts = {
       freed: pools.released.length,
       reservationsDeleted: doneReservations.reduce((n, r) => n + r.deleted.size, 0),
-      spared: plan.owners.reduce((n, o) => n + o.kept.length, 0) + pools.skipped.length + doneReservations.reduce((n, r) => n + r.reassigned, 0)
+      spared: plan.owners.reduce((n, o) => n + o.kept.length, 0) + pools.skipped.length + doneReservations.reduce((n, r) => n + r.reassigned.size, 0)
     }
     const services = yield* Effect.context<EventRecorder | Metrics>()
-    return { outcomes, counts, finish: Effect.provide(finishing(plan, released, outcomes), services) } satisfies Execution
+    const finish = Effect.provide(finishing(plan, released, outcomes), services)
+    return { outcomes, counts, released: pools.released, skipped: pools.skipped, reservations, finish } satisfies Execution
   })
