@@ -49,7 +49,9 @@ export const decodeAuditReport = (text: string): Either.Either<AuditReport, stri
   try {
     json = JSON.parse(text)
   } catch (e) {
-    return Either.left(`is not JSON (${(e as Error).message.replace(/\s+/g, " ")}); audit --output json prints the report this reads`)
+    // `npm run audit > file` puts npm's banner ("> whereabouts-controller@… audit") before the report.
+    const hint = text.trimStart().startsWith(">") ? "npm run prints a banner on stdout: use npm run -s" : "audit --output json prints the report this reads"
+    return Either.left(`is not JSON (${(e as Error).message.replace(/\s+/g, " ")}); ${hint}`)
   }
   return Either.mapLeft(Schema.decodeUnknownEither(AuditReport, { onExcessProperty: "ignore" })(json), (error) => {
     const [first] = ParseResult.ArrayFormatter.formatErrorSync(error)

@@ -56,6 +56,7 @@ describe("decodeAuditReport", () => {
   it.each([
     ["", "is empty (expected the JSON that audit --output json prints)"],
     ["POOL   RANGE\n10.1.0.0-24   10.1.0.0/24", "is not JSON ("],
+    ["\n> whereabouts-controller@0.1.0 audit\n> node src/programs/main.ts audit --output json\n\n{}", "npm run prints a banner on stdout: use npm run -s"],
     ["[]", "is not an audit report"],
     [JSON.stringify({ orphanedReservations: [] }), "orphanedAllocations is missing"],
     [JSON.stringify({ orphanedAllocations: [{ pool: "p", ip: "10.1.0.x", podref: "ns/a" }], orphanedReservations: [] }), 'orphanedAllocations[0].ip "10.1.0.x" is not an IP address'],
