@@ -97,13 +97,14 @@ const releasePools = (entries: Iterable<PlannedEntry>) =>
  * An entry we meant to free that now carries the same podref under another id was taken back by a
  * reborn pod of that name (its idempotent re-ADD writes the new container id but leaves the
  * reservation as it found it): give back the reservation deleted before the release. Best effort;
- * until it runs, the reborn pod is briefly without its reservation.
+ * until it runs, the reborn pod is briefly without its reservation. Answers the names given back.
  */
 export const restoreReservations = (pool: string, entries: ReadonlyArray<PlannedEntry>, deletedFor: (owner: string) => ReadonlySet<string> | undefined) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
     const reservations = yield* Reservations
     const current = yield* store.get(pool)
+    const restored: Array<string> = []
     for (const { owner, held } of entries) {
       const now = current.pool.entries.find((e) => e.key === held.entry.key)
       // Still the dead pod's (same id), someone else's, or gone: nothing to give back.
@@ -111,10 +112,15 @@ export const restoreReservations = (pool: string, entries: ReadonlyArray<Planned
       const name = held.reservation
       if (name === undefined || deletedFor(owner)?.has(name) !== true) continue
       yield* reservations.restore(name, { podref: now.podref, ...(now.ifname === undefined ? {} : { ifname: now.ifname }) })
+      restored.push(name)
     }
+    return restored
   }).pipe(
     Effect.catchAll((e) =>
-      Effect.logWarning("could not restore the reservation of an address a reborn pod took back").pipe(Effect.annotateLogs({ pool, error: e.message }))
+      Effect.logWarning("could not restore the reservation of an address a reborn pod took back").pipe(
+        Effect.annotateLogs({ pool, error: e.message }),
+        Effect.as<ReadonlyArray<string>>([])
+      )
     )
   )
 
@@ -127,6 +133,8 @@ export interface Execution {
   readonly skipped: ReadonlyArray<PlannedEntry>
   /** Per owner that got that far, what deleting its reservations did. */
   readonly reservations: ReadonlyMap<string, ReservationsDone>
+  /** Reservations deleted, then given back because a pod reborn under the name took the address back. */
+  readonly restored: ReadonlySet<string>
   /**
    * Writes the Events of what was done, then counts it in the metrics (so `ips_freed_total` moves
    * only once the Events exist). Not yet run: the addresses are free already, so the deletion
@@ -224,7 +232,8 @@ export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPo
     // Rule 4: give back what a reborn pod took back, for skipped entries and those of failed pools (the retry will find the pod alive).
     const deletedFor = (owner: string) => reservations.get(owner)?.deleted
     const toRestore = [...pools.skipped, ...pools.failed.map((f) => f.entry)]
-    for (const [pool, entries] of groupBy(toRestore, (p) => p.held.pool)) yield* restoreReservations(pool, entries, deletedFor)
+    const restored = new Set<string>()
+    for (const [pool, entries] of groupBy(toRestore, (p) => p.held.pool)) for (const name of yield* restoreReservations(pool, entries, deletedFor)) restored.add(name)
 
     const released = groupBy(pools.released, (p) => p.owner)
     const poolErrors = new Map<string, ReleaseError>()
@@ -242,5 +251,5 @@ export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPo
     }
     const services = yield* Effect.context<EventRecorder | Metrics>()
     const finish = Effect.provide(finishing(plan, released, outcomes), services)
-    return { outcomes, counts, released: pools.released, skipped: pools.skipped, reservations, finish } satisfies Execution
+    return { outcomes, counts, released: pools.released, skipped: pools.skipped, reservations, restored, finish } satisfies Execution
   })

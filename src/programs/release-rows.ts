@@ -62,8 +62,6 @@ const errorOf = (execution: Execution, podref: string): string => {
 export const executedRows = (plan: ReleasePlan, execution: Execution): ReadonlyArray<ReleaseRow> => {
   const released = new Set<PlannedEntry>(execution.released)
   const skipped = new Set<PlannedEntry>(execution.skipped)
-  // A reservation deleted for an entry the guarded patch then skipped was given back.
-  const givenBack = new Set(execution.skipped.flatMap((p) => p.held.reservation ?? []))
   return plan.owners.flatMap((o) => {
     const ref = o.holding.podref
     const done = execution.reservations.get(ref)
@@ -75,7 +73,7 @@ export const executedRows = (plan: ReleasePlan, execution: Execution): ReadonlyA
           : entryRow("failed", ref, p.held, errorOf(execution, ref))
     )
     const reservations = o.reservations.map((r) => {
-      if (done?.deleted.has(r.name) === true && givenBack.has(r.name)) return reservationRow("skipped", o, r, "given back: its address was taken back before the pool write")
+      if (done?.deleted.has(r.name) === true && execution.restored.has(r.name)) return reservationRow("skipped", o, r, "given back: its address was taken back before the pool write")
       if (done?.deleted.has(r.name) === true) return reservationRow("freed", o, r)
       if (done?.reassigned.has(r.name) === true) return reservationRow("skipped", o, r, "changed since it was read (now another pod's): left alone")
       if (done === undefined || done.error !== undefined) return reservationRow("failed", o, r, done?.error?.message ?? errorOf(execution, ref))

@@ -10,6 +10,7 @@ import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import { audit } from "../../src/programs/audit.ts"
+import { runSweep } from "../../src/programs/sweep.ts"
 import { type ReleaseTargets, parseCli } from "../../src/programs/cli.ts"
 import { type LoadedTargets, ReleaseInputError, loadTargets, release } from "../../src/programs/release.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
@@ -219,6 +220,34 @@ describe("release --pod and --ip", () => {
       expect(yield* reservationNames).toEqual(["10.50.0.1"])
       expect(yield* eventsIn(NS)).toEqual([])
       expect(pods["web-0"]!.containerId).not.toBe("new-sandbox")
+    }).pipe(Effect.provide(memoryWithHooks())))
+})
+
+describe("release next to a running controller", () => {
+  it.live("the controller's sweep frees a report's orphan first: release's guarded patch skips it, and it is freed once, with one Event", () =>
+    Effect.gen(function* () {
+      const hooks = yield* ApiHooks
+      const env = yield* Effect.context<MemoryEnv>()
+      const pods = yield* world(["gone"])
+      yield* deletePod(pods["gone"]!)
+      const file = yield* auditToFile
+      hooks.before = once(
+        (c: ApiCallInfo) => c.verb === "patch" && c.resource === "ippools",
+        () => runSweep({ dryRun: false }).pipe(Effect.asVoid, Effect.provide(env), Effect.orDie)
+      )
+      const result = yield* releaseWith(["--from-report", file])
+      hooks.clear()
+      expect(result.exitCode).toBe(1)
+      expect(rowsOf(result.text)).toEqual([
+        "skipped | allocation | 10.50.0.0-24 | 10.50.0.1 | default/gone | changed right before the write (the guarded patch left it): no longer the entry read",
+        // Release had deleted the reservation before its pool patch: the sweep found it gone.
+        "freed | reservation | 10.50.0.1 | 10.50.0.1 | default/gone"
+      ])
+      expect(yield* reservationNames).toEqual([])
+      expect(yield* podrefsOf(POOL)).toEqual([])
+      expect((yield* eventsIn(NS)).map((e) => `${e.pod}: ${e.message} x${e.count}`)).toEqual(["gone: successful cleanup of IP address [10.50.0.1] from network net1 x1"])
+      expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(1)
+      expect(yield* metric("ips_freed_total", { trigger: "operator" })).toBeUndefined()
     }).pipe(Effect.provide(memoryWithHooks())))
 })
 
