@@ -1,7 +1,8 @@
 /**
  * Command line: one table of options drives parsing (node:util parseArgs), `--help`, and the
  * mapping of flags onto the environment-variable keys the Config layer reads — flags win over
- * the environment, which wins over defaults.
+ * the environment, which wins over defaults. What `release` frees is a second, smaller table of
+ * flags without variables, checked here into one way of naming it.
  */
 import { parseArgs } from "node:util"
 import { type ConfigError, ConfigProvider, Duration } from "effect"
