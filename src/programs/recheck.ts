@@ -91,8 +91,9 @@ const failAll = (holdings: ReadonlyArray<Holding>, refs: ReadonlySet<string>, e:
 
 /**
  * The live re-check of a plan's candidates: whether a pod of each name exists now (for a deletion,
- * existence is all that counts, so metadata only) and, for the sweep's orphans and pods that would
- * never run again, the pod's state, and for the latter its node's, read fresh. A failed read fails
+ * existence is all that counts, so metadata only) and, for the sweep's orphans, pods that would
+ * never run again and pods an operator named, the pod's state, and for the latter two its node's,
+ * read fresh. A failed read fails
  * every holding it was for.
  */
 export const recheckHoldings = (holdings: ReadonlyArray<Holding>, namespacePods?: (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>) =>
@@ -105,7 +106,8 @@ export const recheckHoldings = (holdings: ReadonlyArray<Holding>, namespacePods?
     if (Either.isLeft(byName)) checked = failAll(checked, new Set(deleted.map((h) => h.podref)), byName.left)
     if (Either.isLeft(byState)) checked = failAll(checked, new Set(full.map((h) => h.podref)), byState.left)
     const live: LivePods = new Map([...Either.getOrElse(byName, () => new Map()), ...Either.getOrElse(byState, () => new Map())])
-    const ended = new Set(full.filter((h) => h.claim === "NeverRunsAgain").map((h) => h.podref))
+    // Pods that may never run again, and pods an operator named (freed if they never run again): judged by their nodes too.
+    const ended = new Set(full.filter((h) => h.claim === "NeverRunsAgain" || h.claim === "Operator").map((h) => h.podref))
     const judge = yield* Effect.either(nodeFacts([...live.values()].filter((p) => ended.has(podRef(p)))))
     if (Either.isLeft(judge)) return { holdings: failAll(checked, ended, judge.left), facts: { live } satisfies LivenessFacts }
     return { holdings: checked, facts: { live, neverRunsAgain: judge.right } satisfies LivenessFacts }

@@ -257,17 +257,22 @@ export const stopAllControllers = async (graceMs = 10_000): Promise<void> => {
   await Promise.all([...children].map((c) => c.stop(graceMs)))
 }
 
-/** A one-shot command of the program (`audit`, …) as a user runs it: its exit code and both streams, kept apart. */
-export const runCommand = (command: string, options: { readonly kubeconfig: string; readonly namespace: string; readonly args?: ReadonlyArray<string> }) =>
+/** A one-shot command of the program (`audit`, …) as a user runs it: its exit code and both streams, kept apart; `input` is its stdin. */
+export const runCommand = (
+  command: string,
+  options: { readonly kubeconfig: string; readonly namespace: string; readonly args?: ReadonlyArray<string>; readonly input?: string }
+) =>
   new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resolve, reject) => {
     const args = [MAIN, command, "--kubeconfig", options.kubeconfig, "--namespace", options.namespace, ...(options.args ?? [])]
-    const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: childEnv(`cmd-${process.pid}-${++counter}`), stdio: ["ignore", "pipe", "pipe"] })
+    const stdin = options.input === undefined ? "ignore" : "pipe"
+    const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: childEnv(`cmd-${process.pid}-${++counter}`), stdio: [stdin, "pipe", "pipe"] })
     let stdout = ""
     let stderr = ""
-    child.stdout.on("data", (b: Buffer) => void (stdout += b.toString()))
-    child.stderr.on("data", (b: Buffer) => void (stderr += b.toString()))
+    child.stdout?.on("data", (b: Buffer) => void (stdout += b.toString()))
+    child.stderr?.on("data", (b: Buffer) => void (stderr += b.toString()))
     child.on("error", reject)
     child.on("close", (code) => resolve({ code, stdout, stderr }))
+    if (options.input !== undefined) child.stdin?.end(options.input)
   })
 
 /**
