@@ -52,11 +52,14 @@ export const findKubectl = (): Found => {
   return executable(kubectl) ? { path: kubectl } : { reason: `${dir} has no kubectl` }
 }
 
+const ASSETS = { "helm.sh": "HELM", "promtool.sh": "PROMTOOL", "prometheus-operator-crds.sh": "PROMETHEUS_OPERATOR_CRDS" } as const
+
 /**
- * A binary of scripts/helm.sh or scripts/promtool.sh: the override variable (HELM, PROMTOOL) or
- * the script's cache; built only when required.
+ * What scripts/helm.sh, scripts/promtool.sh or scripts/prometheus-operator-crds.sh provide (a
+ * binary; the last a directory of CRDs): the override variable (HELM, PROMTOOL,
+ * PROMETHEUS_OPERATOR_CRDS) or the script's cache; built only when required.
  */
-export const findGoAsset = (script: "helm.sh" | "promtool.sh", override: "HELM" | "PROMTOOL"): Found => {
+export const findGoAsset = <S extends keyof typeof ASSETS>(script: S, override: (typeof ASSETS)[S]): Found => {
   const run = spawnSync("bash", [join(ROOT, "scripts", script)], {
     encoding: "utf8",
     env: required() ? process.env : { ...process.env, [`${override}_NO_BUILD`]: "1" },
@@ -65,7 +68,7 @@ export const findGoAsset = (script: "helm.sh" | "promtool.sh", override: "HELM" 
   const path = run.stdout.trim()
   if (run.status === 0 && path !== "" && executable(path)) return { path }
   const said = run.stderr.trim().split("\n").at(-1) ?? ""
-  return { reason: `no ${override.toLowerCase()} (run scripts/${script} once, or set ${override}): ${said}` }
+  return { reason: `nothing from scripts/${script} (run it once, or set ${override}): ${said}` }
 }
 
 /** Every binary found, or the reasons; throws under WHEREABOUTS_ENVTEST=require instead of skipping. */
