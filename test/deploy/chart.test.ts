@@ -81,6 +81,7 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   "retry-attempts": 7,
   "retry-base-delay": "250 millis",
   "retry-max-delay": "1 minute",
+  "max-in-flight": "events=4,pool-writes=16",
   "api-qps": 12.5,
   "api-burst": 40,
   "request-timeout": "45 seconds",

@@ -47,7 +47,11 @@ const exportedByController = Effect.gen(function* () {
     pools: m.pools([{ pool: "10.0.0.0-24", size: 254, used: 1, free: 253 }], 0.9),
     orphans: m.orphans("allocation", 1, false),
     sweep: m.sweep("success"),
-    informerRestarts: m.informerRestarts("pods", 1)
+    informerRestarts: m.informerRestarts("pods", 1),
+    events: m.events("written", 1),
+    eventQueue: m.eventQueue(0),
+    apiInFlight: m.apiInFlight("pool-writes", 0),
+    apiPaused: m.apiPaused("events", 1)
   }
   yield* Effect.all(Object.values(touch), { discard: true })
   return exposedSeries((yield* m.render).body)

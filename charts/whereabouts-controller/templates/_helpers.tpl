@@ -98,6 +98,7 @@ WHEREABOUTS_NAMESPACE is written by the Deployment itself (it defaults to the re
   (list "retryAttempts" "RETRY_ATTEMPTS")
   (list "retryBaseDelay" "RETRY_BASE_DELAY")
   (list "retryMaxDelay" "RETRY_MAX_DELAY")
+  (list "maxInFlight" "MAX_IN_FLIGHT")
   (list "apiQps" "API_QPS")
   (list "apiBurst" "API_BURST")
   (list "requestTimeout" "REQUEST_TIMEOUT")
