@@ -19,7 +19,7 @@ import { describeWithPlugin, pluginBinary, runningEnvtest, uniqueNamespace } fro
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { type ControllerProcess, runCommand, stopAllControllers } from "./support/controller-process.ts"
-import { awaitLeading, awaitMetric, launch, logsWith, metricOf } from "./support/controller.ts"
+import { awaitMetric, logsWith, metricOf, sharedController } from "./support/controller.ts"
 import { PluginNode, deletePod, newContainerId, pluginNode, retrySandbox, startPod, statefulSet } from "./support/upstream-plugin.ts"
 import {
   createNad,
@@ -62,19 +62,12 @@ const conflist = (name: string, cniVersion: string, ipam: Record<string, unknown
 
 describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the allocator", () => {
   const POOLS = uniqueNamespace("up-pools")
-  let ctl: ControllerProcess | undefined
   const kubeconfig = () => runningEnvtest().kubeconfigPath
-
-  /** The shared controller, started (and awaited, start-up sweep included) if none runs. */
-  const controller = Effect.gen(function* () {
-    if (ctl !== undefined && ctl.running()) return ctl
-    const started = yield* launch({ kubeconfig: kubeconfig(), namespace: POOLS, identity: `up-${Date.now().toString(36)}` })
-    ctl = started
-    yield* awaitLeading(started)
-    return started
-  })
+  const shared = sharedController(() => ({ kubeconfig: kubeconfig(), namespace: POOLS, identity: `up-${Date.now().toString(36)}` }))
+  const controller = shared.get
   const stopController = Effect.gen(function* () {
-    if (ctl !== undefined && ctl.running()) expect(yield* Effect.promise(() => ctl!.stop())).toEqual({ code: 0, signal: null })
+    const running = shared.current()
+    if (running !== undefined && running.running()) expect(yield* Effect.promise(() => running.stop())).toEqual({ code: 0, signal: null })
   })
   const world = <A, E>(body: Effect.Effect<A, E, LiveWorld | PluginNode>) =>
     body.pipe(Effect.provide(Layer.merge(liveWorld(POOLS), pluginNode({ binary: pluginBinary(), kubeconfig: kubeconfig(), namespace: POOLS }))))
