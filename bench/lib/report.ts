@@ -46,16 +46,56 @@ export const render = (r: Results): string => {
   ].join("\n")
 }
 
-/** Replaces the block of each result that exists; appends blocks whose markers are missing. */
-export const regenerate = (names: ReadonlyArray<string> = ["memory", "apiserver", "upstream"]): void => {
+const RESULTS = ["memory", "apiserver", "upstream"] as const
+
+/** The commit a result measured, from its conditions ("Code: commit abc1234"). */
+const commitOf = (r: Results): string => {
+  for (const s of r.sections) {
+    const m = /Code: commit ([0-9a-f]+)( with uncommitted changes)?/.exec(s.body)
+    if (m !== null) return `${m[1]}${m[2] === undefined ? "" : " (dirty)"}`
+  }
+  return "?"
+}
+
+/**
+ * The one-screen summary: every row that has a target, from every result, with where it was
+ * measured (command, commit, date, machine).
+ */
+export const renderSummary = (results: ReadonlyArray<Results>): string => {
+  const rows = results.flatMap((r) => r.rows.filter((x) => x.target !== "–").map((x) => ({ r, x })))
+  const runs = results.map((r) => [`\`${r.command}\``, commitOf(r), r.date.slice(0, 10), `${r.machine.cpus}, ${r.machine.memory}, Node ${r.machine.node}${r.machine.kubeApiserver === undefined ? "" : `, kube-apiserver ${r.machine.kubeApiserver}`}`, `${Math.round(r.durationSeconds)} s`])
+  return [
+    begin("summary"),
+    "",
+    "_Generated from `bench/results/*.json` by each benchmark command (or `node bench/lib/report.ts`); do not edit between the markers._",
+    "",
+    table(
+      ["scenario", "metric", "target", "latest", "baseline", "met", "from"],
+      rows.map(({ r, x }) => [x.scenario, x.metric, x.target, x.ours, x.baseline, x.met, `\`${r.name}\``])
+    ),
+    "",
+    table(["from", "command", "commit", "date", "machine", "wall time"], results.map((r, i) => [`\`${r.name}\``, ...runs[i]!])),
+    "",
+    end("summary")
+  ].join("\n")
+}
+
+const replaceBlock = (text: string, name: string, block: string): string => {
+  const a = text.indexOf(begin(name))
+  const b = text.indexOf(end(name))
+  return a >= 0 && b > a ? `${text.slice(0, a)}${block}${text.slice(b + end(name).length)}` : `${text.trimEnd()}\n\n${block}\n`
+}
+
+/** Replaces the block of each result that exists, and the summary; appends blocks whose markers are missing. */
+export const regenerate = (names: ReadonlyArray<string> = RESULTS): void => {
   let text = fs.existsSync(FILE) ? fs.readFileSync(FILE, "utf8") : "# Benchmarks\n"
+  const all = RESULTS.flatMap((name) => readResults(name) ?? [])
+  text = replaceBlock(text, "summary", renderSummary(all))
   for (const name of names) {
     const r = readResults(name)
     if (r === undefined) continue
     const block = render(r)
-    const a = text.indexOf(begin(name))
-    const b = text.indexOf(end(name))
-    text = a >= 0 && b > a ? `${text.slice(0, a)}${block}${text.slice(b + end(name).length)}` : `${text.trimEnd()}\n\n${block}\n`
+    text = replaceBlock(text, name, block)
   }
   fs.writeFileSync(FILE, text)
 }

@@ -8,7 +8,7 @@ export const ratio = (baseline: number, ours: number): string =>
   Number.isFinite(baseline) && Number.isFinite(ours) && ours > 0 ? `${fmt(baseline / ours)}×` : "–"
 
 const sec = (x: number) => (Number.isFinite(x) ? `${fmt(x / 1000)} s` : "not within timeout")
-const medSpread = (xs: ReadonlyArray<number>, unit: (x: number) => string) => {
+export const medSpread = (xs: ReadonlyArray<number>, unit: (x: number) => string) => {
   if (xs.length === 0) return "–"
   const s = spread(xs)
   return xs.length === 1 ? unit(s.median) : `${unit(s.median)} (${unit(s.min)}–${unit(s.max)})`

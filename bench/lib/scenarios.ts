@@ -19,6 +19,8 @@ import { type Network, type RestReport, bulkStart, clearPools, createNetworks, d
 
 const API = "whereabouts_controller_api_requests_total"
 const FREED = "whereabouts_controller_ips_freed_total"
+/** Events written (both contenders record through the project's EventRecorder, which counts them). */
+const WRITTEN = "whereabouts_controller_events_total"
 const BATCHES = "whereabouts_controller_reconcile_duration_seconds_count"
 
 /** Controller-side request counts, "verb resource code", without watches and leader-election leases. */
@@ -44,12 +46,13 @@ export const serverCallsBetween = (before: ReadonlyArray<Sample>, after: Readonl
 const serverTotal = (samples: ReadonlyArray<Sample>) =>
   sum(samples, "apiserver_request_total", (l) => l["verb"] !== "WATCH" && !(l["verb"] === "DELETE" && l["resource"] === "pods") && (l["resource"] ?? "") !== "" && l["resource"] !== "leases")
 
-const waitFreedMetric = (c: Contender, target: number, timeoutMs: number) =>
+/** When a contender's counter (summed over its labels) reached `target`; NaN after `timeoutMs`. */
+const waitMetricAt = (c: Contender, metric: string, labels: Readonly<Record<string, string>>, target: number, timeoutMs: number) =>
   Effect.gen(function* () {
     const deadline = Date.now() + timeoutMs
     for (;;) {
       const s = yield* c.scrape
-      if (sum(s, FREED) >= target) return performance.now()
+      if (sum(s, metric, labels) >= target) return performance.now()
       if (Date.now() > deadline) return Number.NaN
       yield* Effect.sleep("50 millis")
     }
@@ -115,6 +118,10 @@ const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network
 export interface MassOptions {
   readonly pods: number
   readonly pools: number
+  /** Whereabouts interfaces per pod, each on another network (default 1). */
+  readonly perPod?: number
+  /** The contender's configuration beyond its limits (e.g. `maxInFlight`). */
+  readonly config?: Partial<ControllerConfig.ControllerConfigShape>
   readonly limits: Limits
   readonly label: string
   /** Pods per second the CNI simulation starts in the same pools during the deletion. */
@@ -169,16 +176,17 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
     const nets = networks(ns, o.pools)
     yield* createNetworks(nets)
     const t0 = performance.now()
-    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets))
+    const perPod = o.perPod ?? 1
+    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets, perPod))
     const setupMs = performance.now() - t0
     const refs = started.map((p) => `${p.namespace}/${p.name}`)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const t1 = performance.now()
-        const c = yield* env.start(kind, o.limits, o.label)
+        const c = yield* env.start(kind, o.limits, o.label, o.config)
         const startMs = performance.now() - t1
         const tracker = yield* makeTracker()
-        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods, "the tracker sees every allocation", 60_000)
+        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods * perPod, "the tracker sees every allocation", 60_000)
         const m0 = yield* c.scrape
         const s0 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu0 = env.cpu(c)
@@ -199,7 +207,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const last = (at: (r: string) => number | undefined) => (Either.isLeft(freed) ? Number.NaN : Math.max(...refs.map((r) => at(r) ?? del.lastReturned)) - del.lastReturned)
         const poolFreedMs = last(tracker.poolFreedAt)
         const reservationsFreedMs = last(tracker.reservationsFreedAt)
-        const reconciledAt = yield* waitFreedMetric(c, sum(m0, FREED) + o.pods, Either.isLeft(freed) ? 1 : 120_000)
+        const reconciledAt = yield* waitMetricAt(c, WRITTEN, { result: "written" }, sum(m0, WRITTEN, { result: "written" }) + o.pods * perPod, Either.isLeft(freed) ? 1 : 120_000)
         const alloc = allocator === undefined ? undefined : yield* allocator.stop
         // Let the last writes (the allocator's, the contender's Events) land before counting.
         yield* Effect.sleep("500 millis")
@@ -246,6 +254,8 @@ export interface SingleOptions {
   readonly limits: Limits
   readonly label: string
   readonly timeoutMs?: number
+  /** Whereabouts interfaces per pod (default 1). */
+  readonly perPod?: number
 }
 
 export interface SingleRun {
@@ -321,13 +331,14 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
     const ns = `sd-${o.label}`
     const nets = networks(ns, o.pools)
     yield* createNetworks(nets)
-    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets))
+    const perPod = o.perPod ?? 1
+    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets, perPod))
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const c = yield* env.start(kind, o.limits, o.label)
         const tracker = yield* makeTracker()
         const refs = started.map((p) => `${p.namespace}/${p.name}`)
-        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods, "the tracker sees every allocation", 60_000)
+        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods * perPod, "the tracker sees every allocation", 60_000)
         const m0 = yield* c.scrape
         const cpu0 = env.cpu(c)
         const issued: Array<number> = []
@@ -418,7 +429,7 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
           yield* deletePod(pod).pipe(Effect.provide(cniLayer(api)))
           yield* tracker.until(() => tracker.held(ref) === 0 && tracker.reservationsOf(ref) === 0, "freed", 60_000)
           latencyMs.push(Math.max(tracker.poolFreedAt(ref) ?? t, tracker.reservationsFreedAt(ref) ?? t) - t)
-          yield* waitFreedMetric(c, sum(m0, FREED) + 1, 30_000)
+          yield* waitMetricAt(c, FREED, {}, sum(m0, FREED) + 1, 30_000)
           yield* Effect.sleep("500 millis")
           samples.push(callsBetween(m0, yield* c.scrape))
         }

@@ -141,7 +141,7 @@ export const bulkStart = (
       ({ s, x, i }) =>
         api.create(R.OverlappingRangeIPReservations, POOL_NAMESPACE, {
           metadata: { name: reservationName(parseIP(x.ip)!, ""), namespace: POOL_NAMESPACE },
-          spec: { podref: `${namespace}/${s.name}`, containerid: containerId(first + i), ifname: x.ifname }
+          spec: { podref: `${namespace}/${s.name}`, ifname: x.ifname }
         }),
       { concurrency, discard: true }
     )

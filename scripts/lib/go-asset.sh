@@ -7,6 +7,8 @@
 #   GA_OVERRIDE  name of the variable that points at a ready binary instead (e.g. HELM); the
 #                variable `${GA_OVERRIDE}_NO_BUILD` is the never-build switch
 #   GA_BIN       file name of the binary in the cache dir
+#   GA_DIR       set to 1 when the asset is a directory of generated files instead of a binary
+#                (then GA_BIN names that directory, and the override names a directory)
 #   GA_KEY       what the cached binary is a function of (a version, or a hash of sources)
 #
 # and defines
@@ -86,7 +88,11 @@ ga_resolve_override() {
   else
     path="$(type -P -- "$value")" || ga_die "$GA_OVERRIDE=$value: no such command on PATH"
   fi
-  [[ -f "$path" && -x "$path" ]] || ga_die "$GA_OVERRIDE=$value is not an executable file (unset it to let this script build one)"
+  if [[ -n "${GA_DIR:-}" ]]; then
+    [[ -d "$path" ]] || ga_die "$GA_OVERRIDE=$value is not a directory (unset it to let this script build one)"
+  else
+    [[ -f "$path" && -x "$path" ]] || ga_die "$GA_OVERRIDE=$value is not an executable file (unset it to let this script build one)"
+  fi
   ga_emit "$(cd "$(dirname "$path")" && pwd -P)/$(basename "$path")"
 }
 
@@ -144,6 +150,7 @@ ga_main() {
 
   mkdir -p "$dest"
   rm -f "$stamp"
+  [[ -z "${GA_DIR:-}" ]] || rm -rf "$bin"   # a directory left by a build that never got its stamp
   mv -f "$GA_TMP/$GA_BIN" "$bin"   # same file system: an atomic rename
   chmod 0755 "$bin"
   printf 'key=%s\ngo=go%s\nbuilt=%s\nseconds=%s\n' "$GA_KEY" "$GA_GO" "$(date -u +'%Y-%m-%dT%H:%M:%SZ')" "$seconds" >"$stamp.tmp"

@@ -18,6 +18,11 @@ export const REASON_BAD_SCHEDULE = "InvalidReconcileSchedule"
 /** Message of `REASON_GARBAGE_COLLECTED` (whereabouts' exact wording). */
 export const garbageCollectedMessage = (ip: string, network: string): string => `successful cleanup of IP address [${ip}] from network ${network}`
 
+/** Appended (in parentheses) to `garbageCollectedMessage` when an operator's release freed the address. */
+export const OPERATOR_RELEASE_NOTE = "released by an operator"
+/** The same, for a release forced while a pod of that name might still run (release --force). */
+export const OPERATOR_FORCED_NOTE = "released by an operator with --force"
+
 /** Message of `REASON_GC_FAILED` (whereabouts' exact wording). */
 export const gcFailedMessage = (namespace: string, name: string): string => `failed to garbage collect addresses for pod ${namespace}/${name}`
 

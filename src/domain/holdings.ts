@@ -12,7 +12,7 @@ import type { IpamConfigError, IpRange, NadConfigResult } from "./ipam-config.ts
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode, slicePoolName } from "./node-slices.ts"
 import type { Orphans } from "./orphans.ts"
 import { type PodProjection, podAttachments, podRef, splitPodRef } from "./pod.ts"
-import { type ParsedPool, type ReservationRecord, poolName, reservationName } from "./pool.ts"
+import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName, reservationName } from "./pool.ts"
 import { type HeldEntry, type HeldReservation, type Holding, type Problem, type ReleaseError } from "./release.ts"
 
 /** What the planner may look up; every function answers from one consistent view. */
@@ -267,6 +267,23 @@ export const deletedPodHolding = (
 }
 
 /**
+ * An entry of a pool as a holding's: the network its Event names (a NAD that writes the pool, one
+ * in the pod's namespace first) and the name of its address's reservation (none when the pool's
+ * network is unknown).
+ */
+export const heldEntry = (poolName: string, pool: ParsedPool | undefined, entry: PoolEntry, snapshot: Snapshot): HeldEntry => {
+  const origin = pool === undefined ? undefined : snapshot.origin(pool)
+  const network = origin?.network
+  const namespace = splitPodRef(entry.podref)?.namespace ?? ""
+  return {
+    pool: poolName,
+    entry,
+    network: pool === undefined || origin === undefined ? poolName : eventNetwork(pool, origin, snapshot.nadOfPool(pool, namespace)),
+    reservation: network === undefined ? undefined : reservationName(entry.ip, network)
+  }
+}
+
+/**
  * The sweep's orphans as holdings, one per podref; Events name the NAD that writes each pool where
  * one does. The orphans of a pod that exists but will never run again are that incarnation's.
  */
@@ -283,18 +300,7 @@ export const orphanHoldings = (
     if (h === undefined) byRef.set(podref, (h = { entries: [], reservations: [] }))
     return h
   }
-  for (const o of orphans.allocations) {
-    const pool = pools.get(o.pool)
-    const origin = pool === undefined ? undefined : snapshot.origin(pool)
-    const network = origin?.network
-    const namespace = splitPodRef(o.entry.podref)?.namespace ?? ""
-    of(o.entry.podref).entries.push({
-      pool: o.pool,
-      entry: o.entry,
-      network: pool === undefined || origin === undefined ? o.pool : eventNetwork(pool, origin, snapshot.nadOfPool(pool, namespace)),
-      reservation: network === undefined ? undefined : reservationName(o.entry.ip, network)
-    })
-  }
+  for (const o of orphans.allocations) of(o.entry.podref).entries.push(heldEntry(o.pool, pools.get(o.pool), o.entry, snapshot))
   for (const o of orphans.reservations) of(o.podref).reservations.push({ name: o.name, listed: listed.get(o.name), ip: o.ip, orphan: o.reason })
   const ended = new Set([
     ...orphans.allocations.flatMap((o) => (o.reason === "NeverRunsAgain" ? [o.entry.podref] : [])),

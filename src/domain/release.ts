@@ -17,23 +17,31 @@
  * 4. A reservation deleted for an entry the release then skipped (taken back by a reborn pod) is
  *    given back.
  * 5. The Normal Event is written only for an entry actually removed.
+ * 6. What an operator asks to free (the release command) goes through the same rules: a report's
+ *    orphans as the sweep's, an address or a pod named by hand only while no pod of that name
+ *    exists or it will never run again — unless forced, and even then guarded per entry. It is
+ *    counted under trigger "operator", and its Events say it was an operator's release.
  */
 import { Data } from "effect"
-import { type EventIntent, REASON_GARBAGE_COLLECTED, garbageCollectedMessage, podObject } from "./events.ts"
+import { type EventIntent, OPERATOR_FORCED_NOTE, OPERATOR_RELEASE_NOTE, REASON_GARBAGE_COLLECTED, garbageCollectedMessage, podObject } from "./events.ts"
 import { type IPAddress, formatIP } from "./ip.ts"
 import { type ReservationOrphanReason, entryVerdict, reservationVerdict } from "./liveness.ts"
 import type { NeverRunsAgain, NeverRunsAgainReason } from "./never-runs-again.ts"
 import type { PodProjection } from "./pod.ts"
 import type { PoolEntry, ReservationRecord } from "./pool.ts"
 
-/** Why a candidate was freed, as `ips_freed_total{trigger}` counts it: what found it, or why its pod will never run again. */
-export type FreeTrigger = "deletion" | "sweep" | NeverRunsAgainReason
+/**
+ * Why a candidate was freed, as `ips_freed_total{trigger}` counts it: what found it, why its pod
+ * will never run again, or an operator's release.
+ */
+export type FreeTrigger = "deletion" | "sweep" | NeverRunsAgainReason | "operator"
 
 /**
  * Why a candidate's addresses are thought free: its pod was deleted; the sweep found nobody
- * holding them; or its pod (this incarnation, by uid) exists but will never run again.
+ * holding them; its pod (this incarnation, by uid) exists but will never run again; or an
+ * operator named them (release --pod/--ip): free while no pod of that name may run.
  */
-export type Claim = "Deleted" | "Orphan" | "NeverRunsAgain"
+export type Claim = "Deleted" | "Orphan" | "NeverRunsAgain" | "Operator"
 
 export type ReleaseErrorReason = "ApiError" | "BadAnnotation" | "BadNadConfig"
 
@@ -95,6 +103,17 @@ export interface Holding {
   readonly ifFreed: ReadonlyArray<EventIntent>
   /** Set when the holding cannot be released at all; nothing of it is planned. */
   readonly error: ReleaseError | undefined
+  /**
+   * Set for what an operator asked to free (the release command): counted under trigger
+   * "operator", its Events say so. `force` (claim Operator only) frees what a pod that may still
+   * run holds.
+   */
+  readonly operator?: OperatorRelease | undefined
+}
+
+/** An operator's release. */
+export interface OperatorRelease {
+  readonly force: boolean
 }
 
 /** One entry to remove, guarded by its podref and id, with the Event its removal writes. */
@@ -114,8 +133,17 @@ export interface OwnerPlan {
   readonly entries: ReadonlyArray<PlannedEntry>
   readonly reservations: ReadonlyArray<HeldReservation>
   /** What stays, and why. */
-  readonly kept: ReadonlyArray<{ readonly what: string; readonly why: string }>
+  readonly kept: ReadonlyArray<Kept>
 }
+
+/** Something a plan keeps: in words, why, and which entry or reservation it is. */
+export type Kept = { readonly what: string; readonly why: string } & (
+  | { readonly entry: HeldEntry; readonly reservation?: undefined }
+  | { readonly reservation: HeldReservation; readonly entry?: undefined }
+)
+
+const keptEntry = (entry: HeldEntry, why: string): Kept => ({ what: `${entry.pool} ${formatIP(entry.entry.ip)}`, why, entry })
+const keptReservation = (reservation: HeldReservation, why: string): Kept => ({ what: `reservation ${reservation.name}`, why, reservation })
 
 export interface ReleasePlan {
   readonly owners: ReadonlyArray<OwnerPlan>
@@ -141,20 +169,24 @@ const keptAll = (holding: Holding, why: string): OwnerPlan => ({
   decision: "kept",
   entries: [],
   reservations: [],
-  kept: [
-    ...holding.entries.map((e) => ({ what: `${e.pool} ${formatIP(e.entry.ip)}`, why })),
-    ...holding.reservations.map((r) => ({ what: `reservation ${r.name}`, why }))
-  ]
+  kept: [...holding.entries.map((e) => keptEntry(e, why)), ...holding.reservations.map((r) => keptReservation(r, why))]
 })
 
+/** What an operator's release adds to its Events: that it was one, and whether --force was what let it free. */
+const operatorNote = (holding: Holding, forced = false): string | undefined =>
+  holding.operator === undefined ? undefined : forced ? OPERATOR_FORCED_NOTE : OPERATOR_RELEASE_NOTE
+
 /** Everything of a pod that will never run again (or is gone): each entry with its Event saying why. */
-const releaseAll = (holding: Holding, live: PodProjection | undefined, why: NeverRunsAgain | undefined): OwnerPlan => {
-  const regarding = holding.pod === undefined ? undefined : podObject(holding.pod)
+const releaseAll = (holding: Holding, live: PodProjection | undefined, why: NeverRunsAgain | undefined, forced = false): OwnerPlan => {
+  // A pod that exists is the one the Events are about (the holding may not know its uid).
+  const pod = holding.pod === undefined ? undefined : { ...holding.pod, uid: holding.pod.uid === "" ? (live?.uid ?? "") : holding.pod.uid }
+  const regarding = pod === undefined ? undefined : podObject(pod)
+  const note = operatorNote(holding, forced)
   return {
     holding,
     trigger: why?.reason ?? holding.trigger,
     decision: "release",
-    entries: holding.entries.map((held) => ({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held, why?.detail) })),
+    entries: holding.entries.map((held) => ({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held, why?.detail, note) })),
     reservations: holding.reservations,
     kept: []
   }
@@ -168,38 +200,60 @@ const planNeverRunsAgain = (holding: Holding, live: PodProjection | undefined, f
   return why === undefined ? keptAll(holding, `pod ${holding.podref} may run again`) : releaseAll(holding, live, why)
 }
 
+/** Named by an operator: free while no pod of the name exists or the one there never runs again; forced, whatever the pod. */
+const planOperator = (holding: Holding, live: PodProjection | undefined, facts: LivenessFacts): OwnerPlan => {
+  if (live === undefined) return releaseAll(holding, live, undefined)
+  const why = facts.neverRunsAgain?.(live)
+  if (why !== undefined) return releaseAll(holding, live, why)
+  if (holding.operator?.force === true) return releaseAll(holding, live, undefined, true)
+  return keptAll(holding, `pod ${holding.podref} exists (uid ${live.uid}) and may run: refused (--force frees it anyway)`)
+}
+
 const planOwner = (holding: Holding, live: PodProjection | undefined, facts: LivenessFacts): OwnerPlan => {
+  const plan = planByClaim(holding, live, facts)
+  // An operator's release counts under its own trigger, whatever the rule that let it free.
+  return holding.operator === undefined ? plan : { ...plan, trigger: "operator" }
+}
+
+const planByClaim = (holding: Holding, live: PodProjection | undefined, facts: LivenessFacts): OwnerPlan => {
   if (holding.error !== undefined) return { holding, trigger: holding.trigger, decision: "failed", entries: [], reservations: [], kept: [] }
   if (holding.entries.length === 0 && holding.reservations.length === 0) return { holding, trigger: holding.trigger, decision: "nothing", entries: [], reservations: [], kept: [] }
   if (holding.claim === "Deleted" && live !== undefined) return keptAll(holding, `pod ${holding.podref} exists again (uid ${live.uid}) and holds these addresses`)
   if (holding.claim === "NeverRunsAgain") return planNeverRunsAgain(holding, live, facts)
-  const kept: Array<{ readonly what: string; readonly why: string }> = []
+  if (holding.claim === "Operator") return planOperator(holding, live, facts)
+  const kept: Array<Kept> = []
   const pod = holding.pod
   const regarding = pod === undefined ? undefined : podObject({ ...pod, uid: pod.uid === "" ? (live?.uid ?? "") : pod.uid })
   const entries: Array<PlannedEntry> = []
   for (const held of holding.entries) {
     const verdict = entryVerdict(live, held.entry.ip, held.entry.ifname)
-    if (verdict !== undefined) kept.push({ what: `${held.pool} ${formatIP(held.entry.ip)}`, why: verdict })
-    else entries.push({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held, undefined) })
+    if (verdict !== undefined) kept.push(keptEntry(held, verdict))
+    else entries.push({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held, undefined, operatorNote(holding)) })
   }
   // A reservation stays with its entry: an address kept must stay reserved.
   const keptNames = new Set(holding.entries.filter((h) => !entries.some((p) => p.held === h)).flatMap((h) => h.reservation ?? []))
   const reservations: Array<HeldReservation> = []
   for (const r of holding.reservations) {
     const verdict = keptNames.has(r.name) ? "its address stays allocated" : reservationVerdict(live, r)
-    if (verdict !== undefined) kept.push({ what: `reservation ${r.name}`, why: verdict })
+    if (verdict !== undefined) kept.push(keptReservation(r, verdict))
     else reservations.push(r)
   }
   return { holding, trigger: holding.trigger, decision: entries.length + reservations.length > 0 ? "release" : "kept", entries, reservations, kept }
 }
 
-/** Upstream's Normal Event; for a pod that still exists, why its address went (existing greps still match). */
-const gcEvent = (regarding: EventIntent["regarding"], held: HeldEntry, detail: string | undefined): EventIntent => ({
-  regarding,
-  type: "Normal",
-  reason: REASON_GARBAGE_COLLECTED,
-  message: `${garbageCollectedMessage(formatIP(held.entry.ip), held.network)}${detail === undefined ? "" : ` (${detail})`}`
-})
+/**
+ * Upstream's Normal Event; for a pod that still exists, why its address went, and for an
+ * operator's release that it was one (existing greps still match).
+ */
+const gcEvent = (regarding: EventIntent["regarding"], held: HeldEntry, detail: string | undefined, note: string | undefined): EventIntent => {
+  const notes = [detail, note].filter((n) => n !== undefined)
+  return {
+    regarding,
+    type: "Normal",
+    reason: REASON_GARBAGE_COLLECTED,
+    message: `${garbageCollectedMessage(formatIP(held.entry.ip), held.network)}${notes.length === 0 ? "" : ` (${notes.join("; ")})`}`
+  }
+}
 
 /** Plans the release of every holding against what the live re-check found. */
 export const planRelease = (holdings: ReadonlyArray<Holding>, facts: LivenessFacts): ReleasePlan => ({

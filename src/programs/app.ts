@@ -3,14 +3,16 @@
  * SIGTERM/SIGINT interrupt the program, which stops taking work, drains and releases its lease.
  */
 import { readFileSync } from "node:fs"
-import { Cause, Config, ConfigError, Effect, Exit, Fiber, Layer, Logger, LogLevel } from "effect"
+import { Cause, Config, ConfigError, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel } from "effect"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
 import { layerLive } from "../services/KubeApiLive.ts"
+import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
 import { type ParsedCli, configProvider, describeConfigError, helpText, parseCli } from "./cli.ts"
-import { stores, withKubeApi } from "./layers.ts"
+import { programKubeApi, stores, withKubeApi } from "./layers.ts"
+import { loadTargets, release } from "./release.ts"
 import { runController } from "./run.ts"
 import { armShutdownDeadline } from "./shutdown.ts"
 
@@ -58,6 +60,11 @@ const loadDemo = Effect.tryPromise({
 
 const configLayers = Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)
 
+/** The one-shot commands (audit, release): the stores over the live API, metrics of their own, no informers and no Lease. */
+const oneShot = stores.pipe(Layer.provideMerge(programKubeApi(layerLive)), Layer.provideMerge(Metrics.layer), Layer.provideMerge(configLayers))
+
+const outputFormat = Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
+
 const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
   Effect.gen(function* () {
     switch (cli.command) {
@@ -68,11 +75,22 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
         return 0
       }
       case "audit": {
-        const output = yield* Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
-        const env = stores.pipe(Layer.provideMerge(layerLive), Layer.provideMerge(Metrics.layer), Layer.provideMerge(configLayers))
-        const result = yield* audit(output).pipe(Effect.provide(env))
+        const result = yield* audit(yield* outputFormat).pipe(Effect.provide(oneShot))
         process.stdout.write(`${result.text}\n`)
         return result.exitCode
+      }
+      case "release": {
+        // A one-shot next to the controller: no Lease, every write guarded per entry. Bad input: exit 2.
+        const options = { dryRun: yield* Config.boolean("DRY_RUN").pipe(Config.withDefault(ControllerConfig.DEFAULTS.dryRun)), output: yield* outputFormat }
+        const targets = yield* Effect.either(loadTargets(cli.release!))
+        if (Either.isLeft(targets)) {
+          process.stderr.write(`whereabouts-controller: ${targets.left.message}\n`)
+          return 2
+        }
+        // Its Events are queued like the controller's: written before the command exits.
+        const done = yield* release(targets.right, options).pipe(Effect.tap(() => Effect.flatMap(EventRecorder, (r) => r.flush)), Effect.provide(oneShot))
+        process.stdout.write(`${done.text}\n`)
+        return done.exitCode
       }
       case "demo": {
         // The narration is the output; controller logs only when asked for (--log-level info).

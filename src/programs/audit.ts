@@ -3,7 +3,8 @@ import { Effect } from "effect"
 import { formatIP } from "../domain/ip.ts"
 import { ORPHAN_REASON_TEXT, type SweepReport, runSweep } from "./sweep.ts"
 
-const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+/** Columns padded to their widest cell, three spaces apart. */
+export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)))
   const line = (cells: ReadonlyArray<string>) => cells.map((c, i) => c.padEnd(widths[i]!)).join("   ").trimEnd()
   return [line(header), ...rows.map(line)].join("\n")

@@ -1,10 +1,13 @@
 /**
  * Command line: one table of options drives parsing (node:util parseArgs), `--help`, and the
  * mapping of flags onto the environment-variable keys the Config layer reads — flags win over
- * the environment, which wins over defaults.
+ * the environment, which wins over defaults. What `release` frees is a second, smaller table of
+ * flags without variables, checked here into one way of naming it.
  */
 import { parseArgs } from "node:util"
 import { type ConfigError, ConfigProvider, Duration } from "effect"
+import { type IPAddress, parseIP } from "../domain/ip.ts"
+import { splitPodRef } from "../domain/pod.ts"
 import { DEFAULTS, type DefaultedKey } from "../services/ControllerConfig.ts"
 
 interface OptionRow {
@@ -36,14 +39,19 @@ const shown = (row: OptionRow): string => {
   if (row.note !== undefined) return row.note
   if (row.key === undefined) throw new Error(`option --${row.flag} has neither a default nor a note`)
   const value: unknown = DEFAULTS[row.key]
-  return Duration.isDuration(value) ? showDuration(value) : String(value)
+  if (Duration.isDuration(value)) return showDuration(value)
+  if (typeof value === "object" && value !== null) return Object.entries(value).map(([k, v]) => `${k}=${String(v)}`).join(",")
+  return String(value)
 }
 
-export type Command = "run" | "audit" | "demo"
+export type Command = "run" | "audit" | "release" | "demo"
 
-const all: ReadonlyArray<Command> = ["run", "audit", "demo"]
-const live: ReadonlyArray<Command> = ["run", "audit"]
+const COMMANDS: ReadonlyArray<Command> = ["run", "audit", "release", "demo"]
+const all: ReadonlyArray<Command> = COMMANDS
+const live: ReadonlyArray<Command> = ["run", "audit", "release"]
 const runOnly: ReadonlyArray<Command> = ["run"]
+/** What decides that a pod will never run again: the controller's rule, which release follows too. */
+const policy: ReadonlyArray<Command> = ["run", "release"]
 
 const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", note: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
@@ -60,8 +68,16 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "retry-attempts", env: "RETRY_ATTEMPTS", kind: "string", key: "retryAttempts", help: "attempts per deleted pod before giving up with a Warning event", commands: runOnly },
   { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", kind: "string", key: "retryBaseDelay", help: "first retry delay (doubles each attempt, jittered)", commands: runOnly },
   { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", kind: "string", key: "retryMaxDelay", help: "longest retry delay", commands: runOnly },
-  { flag: "api-qps", env: "API_QPS", kind: "string", key: "apiQps", help: "client-side cap on API requests per second: lower spares a small or shared API server, higher frees a mass deletion sooner", commands: live },
-  { flag: "api-burst", env: "API_BURST", kind: "string", key: "apiBurst", help: "API requests allowed at once above --api-qps", commands: live },
+  {
+    flag: "max-in-flight",
+    env: "MAX_IN_FLIGHT",
+    kind: "string",
+    key: "maxInFlight",
+    help: "API requests in flight at once per kind of work, as kind=n,... (the kinds not named keep theirs); a 429 with Retry-After pauses its kind until then",
+    commands: live
+  },
+  { flag: "api-qps", env: "API_QPS", kind: "string", key: "apiQps", help: "opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it); set one for a small or shared API server", commands: live },
+  { flag: "api-burst", env: "API_BURST", kind: "string", key: "apiBurst", help: "API requests allowed at once above --api-qps (with a cap only)", commands: live },
   { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", key: "requestTimeout", help: "timeout of one API request once sent (the wait for --api-qps not counted); a 429 or 5xx that names a Retry-After is sent again after it, up to 3 times", commands: live },
   { flag: "page-size", env: "PAGE_SIZE", kind: "string", key: "pageSize", help: "objects per page of full lists: fewer requests, against more memory per page", commands: live },
   {
@@ -83,7 +99,7 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", kind: "string", key: "scheduleConfigMapKey", help: "the key of that ConfigMap", commands: runOnly },
   { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", kind: "string", key: "scheduleFile", help: "file holding the schedule, read when it exists and looked at again every minute", commands: runOnly },
   { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", key: "sweepOnStart", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
-  { flag: "dry-run", env: "DRY_RUN", kind: "boolean", key: "dryRun", help: "sweeps report orphans but free nothing", commands: runOnly },
+  { flag: "dry-run", env: "DRY_RUN", kind: "boolean", key: "dryRun", help: "sweeps report orphans but free nothing; release prints what it would free and writes nothing", commands: ["run", "release"] },
   { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", key: "leaderElect", help: "elect a leader through a Lease (run 2 replicas safely)", commands: runOnly },
   { flag: "lease-name", env: "LEASE_NAME", kind: "string", key: "leaseName", help: "name of the leader Lease", commands: runOnly },
   { flag: "lease-namespace", env: "LEASE_NAMESPACE", kind: "string", note: "$POD_NAMESPACE, else --namespace", help: "namespace of the leader Lease", commands: runOnly },
@@ -103,23 +119,23 @@ const ROWS: ReadonlyArray<OptionRow> = [
     help: "sweeps delete empty node-slice pools of nodes that no longer own their slice (audit lists them either way)",
     commands: runOnly
   },
-  { flag: "free-terminal-pods", env: "FREE_TERMINAL_PODS", kind: "boolean", key: "freeTerminalPods", help: "free the addresses of pods that finished (phase Succeeded or Failed) while their objects remain", commands: runOnly },
+  { flag: "free-terminal-pods", env: "FREE_TERMINAL_PODS", kind: "boolean", key: "freeTerminalPods", help: "free the addresses of pods that finished (phase Succeeded or Failed) while their objects remain", commands: policy },
   {
     flag: "free-evicted-pods",
     env: "FREE_EVICTED_PODS",
     kind: "boolean",
     key: "freeEvictedPods",
     help: "free the addresses of evicted pods: by the kubelet, or by the taint manager from an unreachable node (upstream's reconciler does the latter)",
-    commands: runOnly
+    commands: policy
   },
-  { flag: "free-on-out-of-service", env: "FREE_ON_OUT_OF_SERVICE", kind: "boolean", key: "freeOnOutOfService", help: "free the addresses of terminating pods on a node tainted node.kubernetes.io/out-of-service", commands: runOnly },
+  { flag: "free-on-out-of-service", env: "FREE_ON_OUT_OF_SERVICE", kind: "boolean", key: "freeOnOutOfService", help: "free the addresses of terminating pods on a node tainted node.kubernetes.io/out-of-service", commands: policy },
   {
     flag: "terminating-grace",
     env: "TERMINATING_GRACE",
     kind: "string",
     key: "terminatingGrace",
     help: "how long past a terminating pod's grace period its node's state (gone, out of service, not ready) counts: longer is safer against a node that comes back",
-    commands: runOnly
+    commands: policy
   },
   {
     flag: "free-on-notready-after",
@@ -127,16 +143,58 @@ const ROWS: ReadonlyArray<OptionRow> = [
     kind: "string",
     note: "off",
     help: "opt-in: free a terminating pod's addresses once its node has been NotReady or Unknown this long (a partitioned node may still run its pods)",
-    commands: runOnly
+    commands: policy
   },
   { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
   { flag: "log-level", env: "LOG_LEVEL", kind: "string", key: "logLevel", help: "debug, info, warning or error", commands: all },
   { flag: "log-format", env: "LOG_FORMAT", kind: "string", key: "logFormat", help: "json or logfmt", commands: all },
-  { flag: "output", env: "OUTPUT", kind: "string", key: "output", help: "audit output: table or json", commands: ["audit"] }
+  { flag: "output", env: "OUTPUT", kind: "string", key: "output", help: "output of audit and release: table or json", commands: ["audit", "release"] }
 ]
 
 /** Every option, with its default as shown. */
 export const OPTIONS: ReadonlyArray<OptionSpec> = ROWS.map((row) => ({ ...row, default: shown(row) }))
+
+/**
+ * The release command's own arguments: what to free. Flags only, no environment variables — a
+ * variable left set somewhere (a FORCE=true, say) must never widen what a release frees.
+ */
+export interface ArgumentSpec {
+  readonly flag: string
+  readonly kind: "string" | "boolean"
+  readonly multiple: boolean
+  /** What the value looks like, as --help and the README show it ("" for a boolean). */
+  readonly value: string
+  readonly help: string
+}
+
+export const RELEASE_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
+  {
+    flag: "from-report",
+    kind: "string",
+    multiple: false,
+    value: "<file>",
+    help: "free exactly the orphans an `audit --output json` report lists (- reads stdin), each re-checked live right before its write: still the same entry, still an orphan"
+  },
+  { flag: "pod", kind: "string", multiple: true, value: "<namespace>/<name>", help: "free every address this podref holds in any pool, and its reservations (repeatable)" },
+  { flag: "ip", kind: "string", multiple: true, value: "<pool>/<ip>", help: "free one address of a pool in --namespace, e.g. 10.10.0.0-16/10.10.0.5 (repeatable)" },
+  {
+    flag: "force",
+    kind: "boolean",
+    multiple: false,
+    value: "",
+    help: "with --pod and --ip: free even what a pod of that name that may still run holds (each write is still guarded: the entry must be the one read)"
+  }
+]
+
+/** What `release` was asked to free, checked. */
+export type ReleaseTargets =
+  | { readonly _tag: "Report"; readonly path: string }
+  | {
+      readonly _tag: "Named"
+      readonly pods: ReadonlyArray<{ readonly namespace: string; readonly name: string }>
+      readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>
+      readonly force: boolean
+    }
 
 export interface ParsedCli {
   readonly command: Command
@@ -144,47 +202,94 @@ export interface ParsedCli {
   readonly version: boolean
   /** Flag values keyed by their environment variable name. */
   readonly values: ReadonlyMap<string, string>
+  /** `release` only. */
+  readonly release?: ReleaseTargets | undefined
+}
+
+const podTarget = (text: string) => {
+  const ref = splitPodRef(text)
+  if (ref === undefined) throw new TypeError(`--pod "${text}": expected <namespace>/<name>`)
+  return ref
+}
+
+const ipTarget = (text: string) => {
+  const slash = text.indexOf("/")
+  if (slash <= 0) throw new TypeError(`--ip "${text}": expected <pool>/<ip>, e.g. 10.10.0.0-16/10.10.0.5`)
+  const [pool, address] = [text.slice(0, slash), text.slice(slash + 1)]
+  const ip = parseIP(address)
+  if (ip === undefined) throw new TypeError(`--ip "${text}": "${address}" is not an IP address (expected <pool>/<ip>, e.g. 10.10.0.0-16/10.10.0.5)`)
+  return { pool, ip }
+}
+
+/** release's arguments, checked: one way of naming what to free, --force only where it means something. */
+const releaseTargets = (values: Record<string, unknown>): ReleaseTargets => {
+  const report = values["from-report"] as string | undefined
+  const pods = (values["pod"] as Array<string> | undefined) ?? []
+  const ips = (values["ip"] as Array<string> | undefined) ?? []
+  const force = values["force"] === true
+  if (report !== undefined && (pods.length > 0 || ips.length > 0)) throw new TypeError("release: --from-report cannot be combined with --pod or --ip")
+  if (report !== undefined && force) throw new TypeError("release: --force applies to --pod and --ip only (a report's orphans are freed by the sweep's rule)")
+  if (report !== undefined) {
+    if (report === "") throw new TypeError("release: --from-report needs a file (or - for stdin)")
+    return { _tag: "Report", path: report }
+  }
+  if (pods.length === 0 && ips.length === 0) throw new TypeError("release: say what to free with --from-report <file>, --pod <namespace>/<name> or --ip <pool>/<ip>")
+  return { _tag: "Named", pods: pods.map(podTarget), ips: ips.map(ipTarget), force }
 }
 
 /** Parses argv (without node and script); throws TypeError with a readable message on bad input. */
 export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
-  const options: Record<string, { type: "string" | "boolean" }> = { help: { type: "boolean" }, version: { type: "boolean" } }
+  const options: Record<string, { type: "string" | "boolean"; multiple?: boolean }> = { help: { type: "boolean" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = { type: o.kind }
+  for (const a of RELEASE_ARGUMENTS) options[a.flag] = { type: a.kind, multiple: a.multiple }
   const { values, positionals } = parseArgs({ args: [...argv], options, allowPositionals: true, allowNegative: true, strict: true })
   const [command = "run", ...rest] = positionals
-  if (!["run", "audit", "demo"].includes(command)) throw new TypeError(`unknown command "${command}" (run, audit or demo)`)
+  if (!(COMMANDS as ReadonlyArray<string>).includes(command)) throw new TypeError(`unknown command "${command}" (run, audit, release or demo)`)
   if (rest.length > 0) throw new TypeError(`unexpected argument "${rest[0]}"`)
   const mapped = new Map<string, string>()
   for (const o of OPTIONS) {
     const v = values[o.flag]
     if (v !== undefined) mapped.set(o.env, String(v))
   }
-  return { command: command as Command, help: values["help"] === true, version: values["version"] === true, values: mapped }
+  const help = values["help"] === true
+  const stray = RELEASE_ARGUMENTS.find((a) => values[a.flag] !== undefined)
+  if (command !== "release" && stray !== undefined) throw new TypeError(`--${stray.flag} is an option of the release command`)
+  const release = command === "release" && !help ? releaseTargets(values) : undefined
+  return { command: command as Command, help, version: values["version"] === true, values: mapped, release }
 }
 
 /** Flags first, then the environment. */
 export const configProvider = (cli: ParsedCli): ConfigProvider.ConfigProvider =>
   ConfigProvider.fromMap(new Map(cli.values)).pipe(ConfigProvider.orElse(() => ConfigProvider.fromEnv()))
 
-/** `--help` text, generated from the option table. */
+/** `--help` text, generated from the option tables. */
 export const helpText = (command?: Command): string => {
   const rows = OPTIONS.filter((o) => command === undefined || o.commands.includes(command))
   const flagText = (o: OptionSpec) => (o.kind === "boolean" ? `--${o.flag} / --no-${o.flag}` : `--${o.flag} <value>`)
-  const width = Math.max(...rows.map((o) => flagText(o).length))
+  const argText = (a: ArgumentSpec) => (a.kind === "boolean" ? `--${a.flag}` : `--${a.flag} ${a.value}`)
+  const releasing = command === undefined || command === "release"
+  const width = Math.max(...rows.map((o) => flagText(o).length), ...(releasing ? RELEASE_ARGUMENTS.map((a) => argText(a).length) : []))
   const lines = rows.map((o) => `  ${flagText(o).padEnd(width)}  ${o.help}\n  ${"".padEnd(width)}  env ${o.env}, default: ${o.default}`)
+  const releaseLines = releasing
+    ? ["", "What release frees (its own flags, no environment variables):", ...RELEASE_ARGUMENTS.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)]
+    : []
   return [
     "whereabouts-controller — frees whereabouts IP allocations of deleted pods",
     "",
     "Usage: whereabouts-controller [command] [options]",
     "",
     "Commands:",
-    "  run    (default) run the controller against the cluster of the kubeconfig",
-    "  audit  report every pool and every orphaned allocation/reservation, free nothing;",
-    "         exit code 1 when orphans exist",
-    "  demo   replay the full-pool StatefulSet story on an embedded in-memory cluster",
+    "  run      (default) run the controller against the cluster of the kubeconfig",
+    "  audit    report every pool and every orphaned allocation/reservation, free nothing;",
+    "           exit code 1 when orphans exist",
+    "  release  free by hand, through the controller's guarded release: --from-report, --pod or --ip;",
+    "           exit code 0 when all was freed, 1 when something was skipped or refused, 2 on bad input",
+    "  demo     replay the full-pool StatefulSet story on an embedded in-memory cluster",
     "",
     `Options${command === undefined ? "" : ` (${command})`}:`,
     ...lines,
+    ...releaseLines,
+    "",
     `  ${"--help".padEnd(width)}  show this help`,
     `  ${"--version".padEnd(width)}  print the version`,
     "",

@@ -5,7 +5,7 @@
  * leadership term; when the term ends (lost lease or SIGTERM) it stops taking work and lets
  * in-flight work finish.
  */
-import { Clock, Duration, Effect, FiberSet, Option, Schedule } from "effect"
+import { Clock, Duration, Effect, Option, Schedule } from "effect"
 import { REASON_GC_FAILED, gcFailedMessage } from "../domain/events.ts"
 import { podRef } from "../domain/pod.ts"
 import { type Outcome, type ReleaseError, nextStep } from "../domain/release.ts"
@@ -18,9 +18,6 @@ import * as WorkQueue from "../services/WorkQueue.ts"
 import type { LoopActivity } from "./memory.ts"
 import { type Candidate, reconcileBatch } from "./reconcile.ts"
 import { feed } from "./triggers.ts"
-
-/** Batches whose Events may be pending per worker before the worker waits for them: bounds the memory of a backlog of Events. */
-export const EVENT_SLOTS_PER_WORKER = 2
 
 /** Bounded, jittered exponential backoff between attempts; done after `retryAttempts` attempts. */
 export const retrySchedule = (c: Pick<ControllerConfigShape, "retryBaseDelay" | "retryMaxDelay" | "retryAttempts">) =>
@@ -81,27 +78,11 @@ const settle = (queue: Queue, key: string, candidate: Candidate, outcome: Outcom
     yield* giveUp(candidate, step.error)
   })
 
-/** Where a worker's Events go, and how many batches' Events may wait in the background. */
-interface EventSink {
-  readonly background: FiberSet.FiberSet
-  readonly slots: Effect.Semaphore
-}
-
 /**
- * The Events of a batch whose addresses are free already. Nothing else queued: written in the
- * background (drained at shutdown), so the worker is free at once for the next deletion. A
- * backlog: the worker writes them itself, and meanwhile deletions pile up into its next batch,
- * which keeps a mass deletion at one patch per pool per round.
+ * One batch: reconcile, then settle each pod, then record its Events (queued: the recorder writes
+ * them, so the worker is free at once for the next batch); the keys are done last.
  */
-const handOffEvents = (queue: Queue, events: Effect.Effect<void>, sink: EventSink) =>
-  Effect.gen(function* () {
-    if ((yield* queue.len) > 0) return yield* events
-    yield* sink.slots.take(1)
-    yield* FiberSet.run(sink.background, events.pipe(Effect.ensuring(sink.slots.release(1))))
-  })
-
-/** One batch: reconcile, then settle each pod, then its Events; the keys are done last. */
-const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>, sink: EventSink) =>
+const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
     const start = yield* Clock.currentTimeMillis
@@ -114,20 +95,20 @@ const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt:
     const { results, events } = yield* Effect.ensuring(reconcileBatch(batch.items.map((i) => i.value)), batch.landed)
     yield* metrics.reconcileDuration(((yield* Clock.currentTimeMillis) - start) / 1000)
     for (const [i, { outcome }] of results.entries()) yield* settle(queue, batch.items[i]!.key, batch.items[i]!.value, outcome)
-    // Handed over before the keys are done: a shutdown waiting for an idle queue then finds the Events in `background`.
-    yield* handOffEvents(queue, events, sink)
+    yield* events
     for (const { key } of batch.items) yield* queue.done(key)
   })
 
-/** Stop intake, then wait (up to the shutdown timeout) for in-flight batches and their Events. */
-const drain = (queue: Queue, background: FiberSet.FiberSet) =>
+/** Stop intake, then wait (up to the shutdown timeout) for in-flight batches and the Events recorded so far. */
+const drain = (queue: Queue) =>
   Effect.gen(function* () {
     const { shutdownTimeout } = yield* ControllerConfig
+    const events = yield* EventRecorder
     yield* Effect.logInfo("deletion loop stopping: no new work, waiting for in-flight reconciles").pipe(
       Effect.annotateLogs({ queued: yield* queue.len, inFlight: yield* queue.inFlight })
     )
     yield* queue.shutdown
-    const drained = yield* Effect.zipRight(queue.awaitIdle, FiberSet.awaitEmpty(background)).pipe(Effect.timeoutOption(shutdownTimeout))
+    const drained = yield* Effect.zipRight(queue.awaitIdle, events.flush).pipe(Effect.timeoutOption(shutdownTimeout))
     if (Option.isNone(drained)) {
       yield* Effect.logWarning("in-flight work did not finish before the shutdown deadline").pipe(Effect.annotateLogs({ deadline: Duration.format(shutdownTimeout) }))
     }
@@ -155,8 +136,6 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       const queue = yield* WorkQueue.make<Candidate>({ backoff: retrySchedule(config) })
       // When each candidate was queued, until a worker first takes it: the queue-wait histogram.
       const observedAt = new Map<string, number>()
-      // Before the workers, so it outlives them at shutdown.
-      const sink: EventSink = { background: yield* FiberSet.make(), slots: yield* Effect.makeSemaphore(EVENT_SLOTS_PER_WORKER * config.workers) }
       yield* feed(queue, (key, now) =>
         Effect.zipRight(
           Effect.sync(() => void (observedAt.has(key) || observedAt.set(key, now))),
@@ -169,17 +148,16 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
         for (;;) {
           const batch = yield* batcher.next
           if (Option.isNone(batch)) return
-          yield* processBatch(queue, batch.value, observedAt, sink)
+          yield* processBatch(queue, batch.value, observedAt)
           yield* options.activity?.finished(batch.value.items.length) ?? Effect.void
         }
       })
       for (let i = 0; i < config.workers; i++) yield* Effect.forkScoped(worker)
-      yield* options.activity?.setBusy(
-        Effect.map(Effect.all([queue.len, queue.inFlight, FiberSet.size(sink.background)]), ([q, f, e]) => q + f + e > 0)
-      ) ?? Effect.void
+      const recorder = yield* EventRecorder
+      yield* options.activity?.setBusy(Effect.map(Effect.all([queue.len, queue.inFlight, recorder.pending]), ([q, f, e]) => q + f + e > 0)) ?? Effect.void
       yield* Effect.forkScoped(Effect.repeat(Effect.flatMap(Effect.all([queue.len, queue.inFlight]), ([d, f]) => metrics.queue(d, f)), Schedule.spaced("1 second")))
       // Registered after the workers, so it runs before they are interrupted: stop intake, drain.
-      yield* Effect.addFinalizer(() => drain(queue, sink.background))
+      yield* Effect.addFinalizer(() => drain(queue))
       yield* Effect.logInfo("deletion loop started").pipe(Effect.annotateLogs({ workers: config.workers }))
       yield* options.onSynced ?? Effect.void
       return yield* Effect.never

@@ -37,10 +37,10 @@ export const apiError = (pod: string, e: KubeError): ReleaseError =>
   new ReleaseError({ reason: "ApiError", pod, retryable: isRetryableKubeError(e), detail: e.message, cause: e })
 
 /** What deleting one owner's reservations did. */
-interface ReservationsDone {
+export interface ReservationsDone {
   readonly deleted: ReadonlySet<string>
   /** Changed since they were seen (re-created for someone else): left alone. */
-  readonly reassigned: number
+  readonly reassigned: ReadonlySet<string>
   readonly error: ReleaseError | undefined
 }
 
@@ -53,12 +53,12 @@ const deleteOne = (owner: string, r: HeldReservation) =>
 const deleteReservationsOf = (plan: OwnerPlan) =>
   Effect.gen(function* () {
     const deleted = new Set<string>()
-    let reassigned = 0
+    const reassigned = new Set<string>()
     for (const r of plan.reservations) {
       const outcome = yield* Effect.either(deleteOne(plan.holding.podref, r))
       if (Either.isLeft(outcome)) return { deleted, reassigned, error: apiError(plan.holding.podref, outcome.left) } satisfies ReservationsDone
       if (outcome.right === "deleted") deleted.add(r.name)
-      else if (outcome.right === "reassigned") reassigned++
+      else if (outcome.right === "reassigned") reassigned.add(r.name)
     }
     return { deleted, reassigned, error: undefined } satisfies ReservationsDone
   })
@@ -97,24 +97,30 @@ const releasePools = (entries: Iterable<PlannedEntry>) =>
  * An entry we meant to free that now carries the same podref under another id was taken back by a
  * reborn pod of that name (its idempotent re-ADD writes the new container id but leaves the
  * reservation as it found it): give back the reservation deleted before the release. Best effort;
- * until it runs, the reborn pod is briefly without its reservation.
+ * until it runs, the reborn pod is briefly without its reservation. Answers the names given back.
  */
 export const restoreReservations = (pool: string, entries: ReadonlyArray<PlannedEntry>, deletedFor: (owner: string) => ReadonlySet<string> | undefined) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
     const reservations = yield* Reservations
     const current = yield* store.get(pool)
+    const restored: Array<string> = []
     for (const { owner, held } of entries) {
       const now = current.pool.entries.find((e) => e.key === held.entry.key)
       // Still the dead pod's (same id), someone else's, or gone: nothing to give back.
       if (now === undefined || now.podref !== held.entry.podref || now.id === held.entry.id) continue
       const name = held.reservation
       if (name === undefined || deletedFor(owner)?.has(name) !== true) continue
-      yield* reservations.restore(name, { podref: now.podref, containerid: now.id, ...(now.ifname === undefined ? {} : { ifname: now.ifname }) })
+      yield* reservations.restore(name, { podref: now.podref, ...(now.ifname === undefined ? {} : { ifname: now.ifname }) })
+      restored.push(name)
     }
+    return restored
   }).pipe(
     Effect.catchAll((e) =>
-      Effect.logWarning("could not restore the reservation of an address a reborn pod took back").pipe(Effect.annotateLogs({ pool, error: e.message }))
+      Effect.logWarning("could not restore the reservation of an address a reborn pod took back").pipe(
+        Effect.annotateLogs({ pool, error: e.message }),
+        Effect.as<ReadonlyArray<string>>([])
+      )
     )
   )
 
@@ -122,6 +128,13 @@ export const restoreReservations = (pool: string, entries: ReadonlyArray<Planned
 export interface Execution {
   readonly outcomes: ReadonlyMap<string, Outcome>
   readonly counts: { readonly freed: number; readonly reservationsDeleted: number; readonly spared: number }
+  /** What the guarded patches removed, and what they skipped (changed or gone under us), entry by entry. */
+  readonly released: ReadonlyArray<PlannedEntry>
+  readonly skipped: ReadonlyArray<PlannedEntry>
+  /** Per owner that got that far, what deleting its reservations did. */
+  readonly reservations: ReadonlyMap<string, ReservationsDone>
+  /** Reservations deleted, then given back because a pod reborn under the name took the address back. */
+  readonly restored: ReadonlySet<string>
   /**
    * Writes the Events of what was done, then counts it in the metrics (so `ips_freed_total` moves
    * only once the Events exist). Not yet run: the addresses are free already, so the deletion
@@ -219,7 +232,8 @@ export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPo
     // Rule 4: give back what a reborn pod took back, for skipped entries and those of failed pools (the retry will find the pod alive).
     const deletedFor = (owner: string) => reservations.get(owner)?.deleted
     const toRestore = [...pools.skipped, ...pools.failed.map((f) => f.entry)]
-    for (const [pool, entries] of groupBy(toRestore, (p) => p.held.pool)) yield* restoreReservations(pool, entries, deletedFor)
+    const restored = new Set<string>()
+    for (const [pool, entries] of groupBy(toRestore, (p) => p.held.pool)) for (const name of yield* restoreReservations(pool, entries, deletedFor)) restored.add(name)
 
     const released = groupBy(pools.released, (p) => p.owner)
     const poolErrors = new Map<string, ReleaseError>()
@@ -233,8 +247,9 @@ export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPo
     const counts = {
       freed: pools.released.length,
       reservationsDeleted: doneReservations.reduce((n, r) => n + r.deleted.size, 0),
-      spared: plan.owners.reduce((n, o) => n + o.kept.length, 0) + pools.skipped.length + doneReservations.reduce((n, r) => n + r.reassigned, 0)
+      spared: plan.owners.reduce((n, o) => n + o.kept.length, 0) + pools.skipped.length + doneReservations.reduce((n, r) => n + r.reassigned.size, 0)
     }
     const services = yield* Effect.context<EventRecorder | Metrics>()
-    return { outcomes, counts, finish: Effect.provide(finishing(plan, released, outcomes), services) } satisfies Execution
+    const finish = Effect.provide(finishing(plan, released, outcomes), services)
+    return { outcomes, counts, released: pools.released, skipped: pools.skipped, reservations, restored, finish } satisfies Execution
   })

@@ -5,6 +5,7 @@
 import { Layer } from "effect"
 import * as Caches from "../services/Caches.ts"
 import * as EventRecorder from "../services/EventRecorder.ts"
+import { flowControl } from "../services/ApiFlow.ts"
 import { instrument } from "../services/InstrumentedKubeApi.ts"
 import * as IPPoolStore from "../services/IPPoolStore.ts"
 import type { KubeApi } from "../services/KubeApi.ts"
@@ -19,6 +20,12 @@ export const stores = Layer.mergeAll(IPPoolStore.layer, Reservations.layer, Pods
 /** Everything the controller needs, over the KubeApi, config, metrics and NAD configs in context. */
 export const controllerServices = Layer.mergeAll(stores, Caches.layer, LeaderElection.layer)
 
+/**
+ * A KubeApi as the programs use it: every attempt counted (a 429 too), under the flow control of
+ * ApiFlow.ts (bounds per kind of work, the server's Retry-After).
+ */
+export const programKubeApi = <E, R>(kubeApi: Layer.Layer<KubeApi, E, R>) => flowControl(instrument(kubeApi))
+
 /** The services over a given KubeApi, with metrics and config exposed too. */
 export const withKubeApi = <E, R>(kubeApi: Layer.Layer<KubeApi, E, R>, metrics: Layer.Layer<Metrics.Metrics> = Metrics.layer) =>
-  controllerServices.pipe(Layer.provideMerge(instrument(kubeApi)), Layer.provideMerge(metrics))
+  controllerServices.pipe(Layer.provideMerge(programKubeApi(kubeApi)), Layer.provideMerge(metrics))

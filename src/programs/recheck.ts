@@ -14,13 +14,16 @@ import type { ReadOptions } from "../services/KubeApi.ts"
 import { Pods } from "../services/Pods.ts"
 import { apiError } from "./executor.ts"
 
+/** The client's budget in requests per second: its --api-qps cap, unbounded without one. */
+const budgetOf = (apiQps: number): number => (apiQps > 0 ? apiQps : Number.POSITIVE_INFINITY)
+
 /**
  * Above this many pods of one namespace the re-check may list the namespace instead of getting
  * each pod: a LIST costs one request of the client's budget but the server reads the whole
  * namespace. GETs are kept while they cost at most 1/16 s of that budget (`apiQps / 16`), and
- * never fewer than 8 or more than 32.
+ * never fewer than 8 or more than 32 (32 without a cap).
  */
-export const listRecheckThreshold = (apiQps: number): number => Math.min(32, Math.max(8, Math.floor(apiQps / 16)))
+export const listRecheckThreshold = (apiQps: number): number => Math.min(32, Math.max(8, Math.floor(budgetOf(apiQps) / 16)))
 
 /** How many pods a LIST reads, at most, for each re-checked pod before GETs are the cheaper choice for the server. */
 export const LIST_READS_PER_POD = 16
@@ -28,11 +31,12 @@ export const LIST_READS_PER_POD = 16
 /**
  * Whether the re-check of `refs` pods of one namespace lists it instead of getting each pod: only
  * above `listRecheckThreshold`, and then when the namespace is small for the batch (at most
- * LIST_READS_PER_POD cached pods per re-checked pod) or the GETs would take more than two
- * seconds of the client's budget (`2 × apiQps`), whatever the namespace's size.
+ * LIST_READS_PER_POD cached pods per re-checked pod) or, under a cap, when the GETs would take
+ * more than two seconds of the client's budget (`2 × apiQps`), whatever the namespace's size.
+ * Without a cap the GETs are bounded only by the pod-reads in flight, and the server's cost decides.
  */
 export const recheckByList = (refs: number, namespacePods: number, apiQps: number): boolean =>
-  refs > listRecheckThreshold(apiQps) && (refs * LIST_READS_PER_POD >= namespacePods || refs > 2 * apiQps)
+  refs > listRecheckThreshold(apiQps) && (refs * LIST_READS_PER_POD >= namespacePods || refs > 2 * budgetOf(apiQps))
 
 /** Re-check GETs in flight at once. */
 export const RECHECK_GET_CONCURRENCY = 16
@@ -87,8 +91,9 @@ const failAll = (holdings: ReadonlyArray<Holding>, refs: ReadonlySet<string>, e:
 
 /**
  * The live re-check of a plan's candidates: whether a pod of each name exists now (for a deletion,
- * existence is all that counts, so metadata only) and, for the sweep's orphans and pods that would
- * never run again, the pod's state, and for the latter its node's, read fresh. A failed read fails
+ * existence is all that counts, so metadata only) and, for the sweep's orphans, pods that would
+ * never run again and pods an operator named, the pod's state, and for the latter two its node's,
+ * read fresh. A failed read fails
  * every holding it was for.
  */
 export const recheckHoldings = (holdings: ReadonlyArray<Holding>, namespacePods?: (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>) =>
@@ -101,7 +106,8 @@ export const recheckHoldings = (holdings: ReadonlyArray<Holding>, namespacePods?
     if (Either.isLeft(byName)) checked = failAll(checked, new Set(deleted.map((h) => h.podref)), byName.left)
     if (Either.isLeft(byState)) checked = failAll(checked, new Set(full.map((h) => h.podref)), byState.left)
     const live: LivePods = new Map([...Either.getOrElse(byName, () => new Map()), ...Either.getOrElse(byState, () => new Map())])
-    const ended = new Set(full.filter((h) => h.claim === "NeverRunsAgain").map((h) => h.podref))
+    // Pods that may never run again, and pods an operator named (freed if they never run again): judged by their nodes too.
+    const ended = new Set(full.filter((h) => h.claim === "NeverRunsAgain" || h.claim === "Operator").map((h) => h.podref))
     const judge = yield* Effect.either(nodeFacts([...live.values()].filter((p) => ended.has(podRef(p)))))
     if (Either.isLeft(judge)) return { holdings: failAll(checked, ended, judge.left), facts: { live } satisfies LivenessFacts }
     return { holdings: checked, facts: { live, neverRunsAgain: judge.right } satisfies LivenessFacts }

@@ -61,30 +61,39 @@ export interface SweepReport {
   readonly spared: number
 }
 
-/** Everything a sweep looks at, listed fresh (never the caches, which may lag). */
-const listWorld = Effect.gen(function* () {
+/**
+ * The whereabouts objects, listed fresh (never the caches, which may lag): reservations, pools,
+ * NADs and NodeSlicePools. Reservations before pools: a reservation is written after its
+ * allocation, so every one listed here has its allocation in the pools listed next (unless it
+ * really is stale).
+ */
+export const listWhereabouts = Effect.gen(function* () {
   const config = yield* ControllerConfig
   const store = yield* IPPoolStore
   const reservations = yield* Reservations
-  const pods = yield* Pods
-  // Reservations before pools: a reservation is written after its allocation, so every one
-  // listed here has its allocation in the pools listed next (unless it really is stale).
   const reservationList = yield* reservations.list
   const poolList = yield* store.list
-  const podList = yield* pods.list()
-  const nodes = yield* pods.nodes
   const { items: nads } = yield* listProjected(R.NetworkAttachmentDefinitions, undefined, toNadRecord)
   // Optional: whereabouts before 0.8 has no NodeSlicePool CRD.
   const { items: nodeSlicePools } = yield* listProjected(R.NodeSlicePools, config.namespace, toNodeSlicePoolRecord).pipe(
     Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed({ items: [] }))
   )
-  return { reservationList, poolList, podList, nads, nodeSlicePools, nodes }
+  return { reservationList, poolList, nads, nodeSlicePools }
 })
 
-type World = Effect.Effect.Success<typeof listWorld>
+/** Everything a sweep looks at: the whereabouts objects, then every pod and node, listed fresh. */
+export const listWorld = Effect.gen(function* () {
+  const pods = yield* Pods
+  const listed = yield* listWhereabouts
+  const podList = yield* pods.list()
+  const nodes = yield* pods.nodes
+  return { ...listed, podList, nodes }
+})
+
+export type World = Effect.Effect.Success<typeof listWorld>
 
 /** The orphans of a listing, as the planner's holdings. */
-const sweepHoldings = (world: World) =>
+export const sweepHoldings = (world: World) =>
   Effect.gen(function* () {
     const live = new Map(world.podList.map((p) => [podRef(p), p] as const))
     const pools = world.poolList.map((p) => p.pool)

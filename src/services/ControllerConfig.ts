@@ -6,6 +6,7 @@ import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
 import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
 import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
+import { DEFAULT_IN_FLIGHT, type FlowKind, parseInFlight } from "../domain/api-flow.ts"
 
 export interface ControllerConfigShape {
   /** Namespace of IPPools and OverlappingRangeIPReservations (`WHEREABOUTS_NAMESPACE`). */
@@ -19,6 +20,8 @@ export interface ControllerConfigShape {
   readonly retryMaxDelay: Duration.Duration
   readonly apiQps: number
   readonly apiBurst: number
+  /** Requests in flight at once per kind of work (ApiFlow.ts). */
+  readonly maxInFlight: Readonly<Record<FlowKind, number>>
   readonly requestTimeout: Duration.Duration
   readonly pageSize: number
   /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
@@ -75,8 +78,9 @@ export const DEFAULTS = {
   retryAttempts: 5,
   retryBaseDelay: Duration.millis(500),
   retryMaxDelay: Duration.seconds(30),
-  apiQps: 20,
+  apiQps: 0,
   apiBurst: 30,
+  maxInFlight: DEFAULT_IN_FLIGHT,
   requestTimeout: Duration.seconds(30),
   pageSize: 500,
   sweepOnStart: true,
@@ -125,8 +129,18 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   retryAttempts: integer("RETRY_ATTEMPTS", D.retryAttempts, 1),
   retryBaseDelay: duration("RETRY_BASE_DELAY", D.retryBaseDelay),
   retryMaxDelay: duration("RETRY_MAX_DELAY", D.retryMaxDelay),
-  apiQps: Config.number("API_QPS").pipe(Config.withDefault(D.apiQps)),
+  apiQps: Config.number("API_QPS").pipe(
+    Config.withDefault(D.apiQps),
+    Config.validate({ message: "API_QPS must be ≥ 0 (0: no client-side cap)", validation: (n) => n >= 0 })
+  ),
   apiBurst: integer("API_BURST", D.apiBurst, 1),
+  maxInFlight: Config.string("MAX_IN_FLIGHT").pipe(
+    Config.withDefault(""),
+    Config.mapOrFail((text) => {
+      const parsed = parseInFlight(text)
+      return "ok" in parsed ? Either.right(parsed.ok) : Either.left(ConfigError.InvalidData([], `MAX_IN_FLIGHT: ${parsed.error}`))
+    })
+  ),
   requestTimeout: duration("REQUEST_TIMEOUT", D.requestTimeout),
   pageSize: integer("PAGE_SIZE", D.pageSize, 1),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),

@@ -2,17 +2,21 @@
  * EventRecorder: writes core/v1 Events the way client-go's record.EventRecorder does — same
  * fields, same `<name>.<hex nanos>` names, and its EventCorrelator's de-duplication: an identical
  * event seen again within the aggregation window bumps `count`/`lastTimestamp` on the existing
- * Event instead of creating another. Recording is best effort: it never fails the caller.
+ * Event instead of creating another.
  *
- * Writes of one event (same object, type, reason and message) are serialised, so two workers
- * recording the same event at once produce one Event with count 2, not two Events. Distinct events
- * are written in parallel: a single global lock would make every worker wait behind every other
- * worker's Events (a mass deletion writes one per freed IP).
+ * Recording never waits for the API server and never fails the caller: an event goes into a
+ * bounded queue that a few writers (`--max-in-flight` events) drain, so freeing an address never
+ * waits for its Event (a mass deletion writes one per freed IP). An event recorded again while
+ * still queued only adds to its count (one write); a full queue drops the new event, counted in
+ * events_total{result="dropped"} and said in the log. Writes of one event (same object, type,
+ * reason and message) are serialised, so a repeat recorded while its first write is in flight
+ * becomes a count bump, not a second Event. On shutdown the queue gets DEFAULT_DRAIN_TIMEOUT.
  */
-import { Cause, Clock, Context, Duration, Effect, Layer } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Queue, type Scope, Stream, SubscriptionRef } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeObject } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
+import { Metrics } from "./Metrics.ts"
 import { Events } from "./resources.ts"
 import type { EventType, InvolvedObject } from "../domain/events.ts"
 
@@ -39,8 +43,15 @@ export const DEFAULT_CACHE_SIZE = 4096
 const apiVersionOfKind = (kind: InvolvedObject["kind"]): string => (kind === "IPPool" ? "whereabouts.cni.cncf.io/v1alpha1" : "v1")
 
 export interface EventRecorderShape {
-  /** Records an event about the object; failures are logged as warnings, never returned. */
+  /**
+   * Queues an event about the object and returns at once: it never waits for the API server and
+   * never fails. Failed writes are logged as warnings; a full queue drops (counted, logged).
+   */
   readonly record: (regarding: InvolvedObject, type: EventType, reason: string, message: string) => Effect.Effect<void>
+  /** Waits until every event recorded so far is written, failed or dropped (shutdown, one-shot commands, tests). */
+  readonly flush: Effect.Effect<void>
+  /** Events queued or being written. */
+  readonly pending: Effect.Effect<number>
 }
 
 export class EventRecorder extends Context.Tag("whereabouts-controller/EventRecorder")<EventRecorder, EventRecorderShape>() {}
@@ -48,7 +59,16 @@ export class EventRecorder extends Context.Tag("whereabouts-controller/EventReco
 export interface EventRecorderOptions {
   readonly aggregationWindow?: Duration.DurationInput | undefined
   readonly cacheSize?: number | undefined
+  readonly queueCapacity?: number | undefined
+  readonly drainTimeout?: Duration.DurationInput | undefined
 }
+
+/** Distinct Events waiting to be written, at most; more are dropped (and counted). */
+export const DEFAULT_QUEUE_CAPACITY = 10_000
+/** On shutdown, how long queued Events still get to be written. */
+export const DEFAULT_DRAIN_TIMEOUT: Duration.Duration = Duration.seconds(1)
+/** A full queue says so in the log at most this often. */
+export const DROP_LOG_INTERVAL: Duration.Duration = Duration.minutes(1)
 
 /** What we remember of an Event we wrote, to bump it on a repeat. */
 interface Seen {
@@ -83,16 +103,34 @@ const lru = <V>(capacity: number) => {
   }
 }
 
-/** Builds a recorder over the KubeApi in context. */
+/** An event waiting to be written; identical ones recorded meanwhile only add to `count`. */
+interface Pending {
+  readonly regarding: InvolvedObject
+  readonly type: EventType
+  readonly reason: string
+  readonly message: string
+  count: number
+}
+
+/** Builds a recorder over the KubeApi in context; its writers live as long as the scope. */
 export const make = (
   options: EventRecorderOptions = {}
-): Effect.Effect<EventRecorderShape, never, KubeApi | ControllerConfig> =>
+): Effect.Effect<EventRecorderShape, never, KubeApi | ControllerConfig | Metrics | Scope.Scope> =>
   Effect.gen(function*() {
     const api = yield* KubeApi
     const config = yield* ControllerConfig
+    const metrics = yield* Metrics
     const windowMillis = Duration.toMillis(Duration.decode(options.aggregationWindow ?? DEFAULT_AGGREGATION_WINDOW))
+    const capacity = Math.max(1, options.queueCapacity ?? DEFAULT_QUEUE_CAPACITY)
     const seen = lru<Seen>(Math.max(1, options.cacheSize ?? DEFAULT_CACHE_SIZE))
-    // One lock per event key, dropped when its last user leaves.
+    // Insertion order is the queue's order; a key appears once however often it was recorded.
+    const pending = new Map<string, Pending>()
+    const ready = yield* Queue.unbounded<string>()
+    // Queued plus being written: flush waits for 0.
+    const outstanding = yield* SubscriptionRef.make(0)
+    const settleOne = SubscriptionRef.update(outstanding, (n) => n - 1)
+    // One lock per event key, dropped when its last user leaves: a key taken again while its
+    // previous write is still in flight waits for it, and then bumps that Event's count.
     const locks = new Map<string, { readonly lock: Effect.Semaphore; users: number }>()
     const exclusive = <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) =>
       Effect.acquireUseRelease(
@@ -111,19 +149,17 @@ export const make = (
       )
     // Names must be unique; under TestClock (or a coarse clock) two creates share a nanosecond.
     let lastNanos = -1n
-    // A stalled API call must not hold the event's lock forever: the KubeApi times every request
-    // out after it is sent (not while it waits for the client rate limiter: under a backlog of
-    // deletions an Event may wait long for its turn, and used to be dropped for it).
 
-    const write = (key: string, regarding: InvolvedObject, type: EventType, reason: string, message: string) =>
+    const write = (key: string, p: Pending) =>
       Effect.gen(function*() {
         const nanos = yield* Clock.currentTimeNanos
         const nowMillis = Number(nanos / 1_000_000n)
         const now = rfc3339(nowMillis)
         const previous = seen.get(key)
+        const { regarding } = p
 
         if (previous !== undefined && nowMillis - previous.lastSeenMillis < windowMillis) {
-          const count = previous.count + 1
+          const count = previous.count + p.count
           const patched = yield* api.patch(Events, regarding.namespace, previous.name, { type: "merge", body: { count, lastTimestamp: now } }).pipe(
             Effect.as(true),
             // Expired (events live ~1 h) or deleted: start a new Event below.
@@ -138,47 +174,109 @@ export const make = (
         const unique = nanos > lastNanos ? nanos : lastNanos + 1n
         lastNanos = unique
         const name = `${regarding.name}.${unique.toString(16).padStart(16, "0")}`
-        const event: KubeObject = {
-          apiVersion: "v1",
-          kind: "Event",
-          metadata: { name, namespace: regarding.namespace },
-          involvedObject: {
-            apiVersion: apiVersionOfKind(regarding.kind),
-            kind: regarding.kind,
-            namespace: regarding.namespace,
-            name: regarding.name,
-            uid: regarding.uid
-          },
-          reason,
-          message,
-          type,
-          source: { component: COMPONENT },
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-          reportingComponent: COMPONENT,
-          reportingInstance: config.identity
-        }
-        yield* api.create(Events, regarding.namespace, event)
-        seen.set(key, { name, count: 1, lastSeenMillis: nowMillis })
+        yield* api.create(Events, regarding.namespace, eventObject(name, p, now, config.identity))
+        seen.set(key, { name, count: p.count, lastSeenMillis: nowMillis })
       })
 
-    const record: EventRecorderShape["record"] = (regarding, type, reason, message) => {
-      const key = JSON.stringify([regarding.uid, regarding.kind, regarding.namespace, regarding.name, type, reason, message])
-      return exclusive(key, write(key, regarding, type, reason, message)).pipe(
+    const writeOne = (key: string, p: Pending) =>
+      exclusive(key, write(key, p)).pipe(
+        Effect.zipRight(metrics.events("written", 1)),
         Effect.catchAllCause((cause) => {
           if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
           const error = Cause.squash(cause)
           const detail = error instanceof Error ? error.message : String(error)
-          const object = `${regarding.kind} ${regarding.namespace}/${regarding.name}`
-          return Effect.logWarning(`failed to record ${type} event ${reason} on ${object}: ${detail}`).pipe(
-            Effect.annotateLogs({ object, reason, error: detail })
+          const object = `${p.regarding.kind} ${p.regarding.namespace}/${p.regarding.name}`
+          return Effect.zipRight(
+            metrics.events("failed", 1),
+            Effect.logWarning(`failed to record ${p.type} event ${p.reason} on ${object}: ${detail}`).pipe(Effect.annotateLogs({ object, reason: p.reason, error: detail }))
           )
+        }),
+        Effect.ensuring(settleOne)
+      )
+
+    const writer = Effect.forever(
+      Effect.flatMap(Queue.take(ready), (key) =>
+        Effect.suspend(() => {
+          const p = pending.get(key)
+          pending.delete(key)
+          return Effect.zipRight(metrics.eventQueue(pending.size), p === undefined ? settleOne : writeOne(key, p))
         })
       )
-    }
+    )
+    const writers = Math.max(1, config.maxInFlight.events)
+    // Forked while the layer is built (uninterruptible): made interruptible, or shutdown could not stop them.
+    const fibers = yield* Effect.forEach(Array.from({ length: writers }), () => Effect.forkDaemon(Effect.interruptible(writer)))
 
-    return { record }
+    // Dropped Events are counted, and said at most once per DROP_LOG_INTERVAL.
+    let droppedSinceLog = 0
+    let lastDropLog = Number.NEGATIVE_INFINITY
+    const dropped = (p: { readonly regarding: InvolvedObject; readonly reason: string }) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        droppedSinceLog++
+        if (now - lastDropLog < Duration.toMillis(DROP_LOG_INTERVAL)) return metrics.events("dropped", 1)
+        const n = droppedSinceLog
+        droppedSinceLog = 0
+        lastDropLog = now
+        return Effect.zipRight(
+          metrics.events("dropped", 1),
+          Effect.logWarning(`event queue full (${capacity}): ${n} Event(s) dropped, the latest ${p.reason} on ${p.regarding.kind} ${p.regarding.namespace}/${p.regarding.name}`)
+        )
+      })
+
+    const record: EventRecorderShape["record"] = (regarding, type, reason, message) =>
+      Effect.suspend(() => {
+        const key = JSON.stringify([regarding.uid, regarding.kind, regarding.namespace, regarding.name, type, reason, message])
+        const queued = pending.get(key)
+        if (queued !== undefined) {
+          queued.count++
+          return metrics.events("queued", 1)
+        }
+        if (pending.size >= capacity) return dropped({ regarding, reason })
+        pending.set(key, { regarding, type, reason, message, count: 1 })
+        return Effect.all([SubscriptionRef.update(outstanding, (n) => n + 1), Queue.offer(ready, key), metrics.events("queued", 1), metrics.eventQueue(pending.size)], { discard: true })
+      })
+
+    const flush = Effect.asVoid(Stream.runHead(Stream.filter(outstanding.changes, (n) => n <= 0)))
+
+    // On shutdown: what is queued gets DRAIN_TIMEOUT to be written; the rest is counted as dropped.
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        // A finalizer runs uninterruptibly: the wait is made interruptible, or the timeout could not end it.
+        yield* Effect.timeout(Effect.interruptible(flush), options.drainTimeout ?? DEFAULT_DRAIN_TIMEOUT).pipe(Effect.ignore)
+        // Queued or in flight: none of them is known to be written.
+        const left = yield* SubscriptionRef.get(outstanding)
+        yield* Effect.forEach(fibers, Fiber.interrupt, { discard: true })
+        if (left > 0) {
+          yield* metrics.events("dropped", left)
+          yield* Effect.logWarning(`${left} Event(s) not written before shutdown`)
+        }
+      })
+    )
+
+    return { record, flush, pending: SubscriptionRef.get(outstanding) }
   })
 
-export const layer: Layer.Layer<EventRecorder, never, KubeApi | ControllerConfig> = Layer.effect(EventRecorder, make())
+/** The Event object client-go's recorder writes. */
+const eventObject = (name: string, p: Pending, now: string, identity: string): KubeObject => ({
+  apiVersion: "v1",
+  kind: "Event",
+  metadata: { name, namespace: p.regarding.namespace },
+  involvedObject: {
+    apiVersion: apiVersionOfKind(p.regarding.kind),
+    kind: p.regarding.kind,
+    namespace: p.regarding.namespace,
+    name: p.regarding.name,
+    uid: p.regarding.uid
+  },
+  reason: p.reason,
+  message: p.message,
+  type: p.type,
+  source: { component: COMPONENT },
+  firstTimestamp: now,
+  lastTimestamp: now,
+  count: p.count,
+  reportingComponent: COMPONENT,
+  reportingInstance: identity
+})
+
+export const layer: Layer.Layer<EventRecorder, never, KubeApi | ControllerConfig | Metrics> = Layer.scoped(EventRecorder, make())

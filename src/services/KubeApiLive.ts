@@ -2,8 +2,9 @@
  * KubeApi over a real API server. client-node resolves the kubeconfig and signs each request
  * (bearer, exec and token-file credentials); the requests themselves go through ONE long-lived
  * keep-alive undici Agent (client-node would build a new Agent, so a new TLS handshake, per
- * request), behind a client-side token-bucket rate limiter and a per-request timeout. HTTP
- * statuses and network failures become KubeError reasons here and nowhere else.
+ * request), behind the opt-in client-side token bucket (--api-qps) and a per-request timeout. HTTP
+ * statuses and network failures become KubeError reasons here and nowhere else; what to do about
+ * a 429 or a Retry-After is ApiFlow.ts's.
  */
 import type { HttpMethod } from "@kubernetes/client-node/dist/gen/http/http.js"
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
@@ -13,7 +14,7 @@ import { KubeApi, type KubeApiShape, type KubeObject, type ListResult, type Read
 import { KubeError } from "./KubeError.ts"
 import { type Resource, apiVersionOf, resourcePath } from "./resources.ts"
 import { type KubeConfigError, errorText, resolveKubeConfig, sourcesFrom } from "./live/kubeconfig.ts"
-import { type Transport, errorFromFailure, errorFromResponse, makeRateLimiter, makeTransport, retryAfterSeconds, targetOf } from "./live/transport.ts"
+import { type Transport, errorFromFailure, errorFromResponse, makeRateLimiter, makeTransport, targetOf } from "./live/transport.ts"
 import { isKubeObject, isObject, watchEvents } from "./live/watch.ts"
 
 export * from "./live/kubeconfig.ts"
@@ -42,8 +43,6 @@ const acceptFor = (options: ReadOptions | undefined, list = false): { readonly a
   options?.metadataOnly === true ? { accept: list ? ACCEPT_METADATA_LIST : ACCEPT_METADATA } : {}
 
 const USER_AGENT = "whereabouts-controller"
-/** Retries of one request the API server asked for with Retry-After (client-go allows 10). */
-export const MAX_RETRY_AFTER = 3
 
 const urlOf = (server: string, p: string, query: Request["query"] = {}): string => {
   const params = new URLSearchParams()
@@ -90,7 +89,21 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
   // fetch decompressed by itself; request needs the interceptor.
   const requests = transport.dispatcher.compose(interceptors.decompress())
 
-  /** One attempt, through the limiter: the answer's status, body and Retry-After. */
+  // API Priority and Fairness names the flow schema and priority level that classified a request
+  // in two response headers: logged at debug the first time a pair is seen, and with every 429,
+  // so an operator can tell which APF configuration throttles the controller.
+  const flows = new Set<string>()
+  const priorityAndFairness = (req: Request, status: number, flow: { readonly schema: string | undefined; readonly level: string | undefined }) => {
+    if (flow.schema === undefined && flow.level === undefined) return Effect.void
+    const key = `${flow.schema}/${flow.level}`
+    if (status !== 429 && flows.has(key)) return Effect.void
+    flows.add(key)
+    return Effect.logDebug(status === 429 ? "API Priority and Fairness rejected a request (429)" : "API Priority and Fairness classifies requests").pipe(
+      Effect.annotateLogs({ verb: req.verb, target: req.target, flowSchemaUID: flow.schema ?? "", priorityLevelUID: flow.level ?? "" })
+    )
+  }
+
+  /** One attempt, through the limiter: the answer's status, body, Retry-After and APF headers. */
   const attempt = (req: Request) =>
     limiter(
       Effect.gen(function* () {
@@ -100,35 +113,36 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
         return yield* Effect.tryPromise({
           try: async (signal) => {
             const r = await request(url, { method: req.method, headers, ...body, dispatcher: requests, signal })
-            const retryAfter = r.headers["retry-after"]
-            return { status: r.statusCode, text: await r.body.text(), retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter }
+            const header = (name: string) => {
+              const v = r.headers[name]
+              return Array.isArray(v) ? v[0] : v
+            }
+            return {
+              status: r.statusCode,
+              text: await r.body.text(),
+              retryAfter: header("retry-after"),
+              flow: { schema: header("x-kubernetes-pf-flowschema-uid"), level: header("x-kubernetes-pf-prioritylevel-uid") }
+            }
           },
           catch: (e) => errorFromFailure(req.verb, req.target, e)
-        }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => timedOut(req.verb, req.target) }))
+        }).pipe(
+          Effect.timeoutFail({ duration: timeout, onTimeout: () => timedOut(req.verb, req.target) }),
+          Effect.tap((res) => priorityAndFairness(req, res.status, res.flow))
+        )
       })
     )
 
   /**
-   * The parsed JSON body of a 2xx answer (undefined when empty). A 429 or 5xx with Retry-After is
-   * tried again after that many seconds, up to MAX_RETRY_AFTER times, as client-go does: the
-   * server said when (API Priority and Fairness rejects before handling, so a write is safe to
-   * repeat). Without the header, or once the retries are spent, the error goes to the caller.
+   * The parsed JSON body of a 2xx answer (undefined when empty); any other answer is a KubeError
+   * carrying the Retry-After the server sent, which ApiFlow.ts honours.
    */
   const send = (req: Request): Effect.Effect<unknown, KubeError> =>
-    Effect.gen(function* () {
-      for (let retries = 0; ; retries++) {
-        const res = yield* attempt(req)
-        if (res.status >= 200 && res.status <= 299) {
-          if (res.text === "") return undefined
-          return yield* Effect.try({ try: () => JSON.parse(res.text) as unknown, catch: () => malformed(req.verb, req.target, "body is not JSON") })
-        }
-        const wait = retryAfterSeconds(res.status, res.retryAfter)
-        if (wait === undefined || retries >= MAX_RETRY_AFTER || Duration.lessThan(timeout, Duration.seconds(wait))) {
-          return yield* Effect.fail(errorFromResponse(req.verb, req.target, res.status, res.text))
-        }
-        yield* Effect.logDebug(`${req.verb} ${req.target}: HTTP ${res.status}, retrying after ${wait} s as the API server asked`)
-        yield* Effect.sleep(Duration.seconds(wait))
+    Effect.flatMap(attempt(req), (res) => {
+      if (res.status >= 200 && res.status <= 299) {
+        if (res.text === "") return Effect.succeed(undefined)
+        return Effect.try({ try: () => JSON.parse(res.text) as unknown, catch: () => malformed(req.verb, req.target, "body is not JSON") })
       }
+      return Effect.fail(errorFromResponse(req.verb, req.target, res.status, res.text, res.retryAfter))
     })
 
   const object = (req: Request, r: Resource) =>
@@ -216,7 +230,7 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
           }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => timedOut(req.verb, req.target) }))
           if (res.status !== 200 || res.body === null) {
             const text = yield* Effect.promise(() => res.text().catch(() => "")).pipe(Effect.timeoutTo({ duration: timeout, onSuccess: (t) => t, onTimeout: () => "" }))
-            return yield* Effect.fail(errorFromResponse(req.verb, req.target, res.status, text))
+            return yield* Effect.fail(errorFromResponse(req.verb, req.target, res.status, text, res.headers.get("retry-after")))
           }
           // The server ends the watch after timeoutSeconds; silence well beyond that means a dead connection.
           const idle = Duration.seconds((options.timeoutSeconds ?? 300) + 60)

@@ -25,6 +25,11 @@ export class KubeError extends Data.TaggedError("KubeError")<{
   readonly target: string
   readonly status?: number | undefined
   readonly detail: string
+  /**
+   * The Retry-After of a 429 or 5xx answer, in seconds: the server said when to try again
+   * (ApiFlow.ts waits that long, and for a 429 pauses that kind of work).
+   */
+  readonly retryAfterSeconds?: number | undefined
 }> {
   override get message(): string {
     return `${this.verb} ${this.target}: ${this.reason}${this.status === undefined ? "" : ` (HTTP ${this.status})`}: ${this.detail}`

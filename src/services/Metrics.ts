@@ -27,6 +27,14 @@ export interface MetricsShape {
   readonly retry: () => Effect.Effect<void>
   /** One request; `seconds` (not for watches) from the call to the answer, any wait for the client rate limiter included. */
   readonly apiRequest: (verb: string, resource: string, code: string, seconds?: number) => Effect.Effect<void>
+  /** Events recorded into the queue, written, failed or dropped (EventRecorder.ts). */
+  readonly events: (result: "queued" | "written" | "failed" | "dropped", n: number) => Effect.Effect<void>
+  /** Distinct Events waiting in the queue. */
+  readonly eventQueue: (depth: number) => Effect.Effect<void>
+  /** API requests in flight of one kind of work (ApiFlow.ts). */
+  readonly apiInFlight: (kind: string, n: number) => Effect.Effect<void>
+  /** A 429 with Retry-After paused one kind of work for that many seconds. */
+  readonly apiPaused: (kind: string, seconds: number) => Effect.Effect<void>
   /** How long a deleted pod waited in the work queue, from its deletion event to a worker taking it (first attempt). */
   readonly queueWait: (seconds: number) => Effect.Effect<void>
   readonly leader: (isLeader: boolean) => Effect.Effect<void>
@@ -84,6 +92,11 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry]
   })
+  const events = counter("events_total", "Kubernetes Events: recorded into the queue (queued), written, failed, dropped (queue full or shutdown).", ["result"])
+  const eventQueue = gauge("event_queue_depth", "Distinct Events waiting to be written.")
+  const apiInFlight = gauge("api_in_flight", "Kubernetes API requests in flight, by kind of work (bounded by --max-in-flight).", ["kind"])
+  const apiPauses = counter("api_pauses_total", "Times a 429 with Retry-After paused a kind of work.", ["kind"])
+  const apiPausedSeconds = counter("api_paused_seconds_total", "Seconds of pause the API server's Retry-After asked for, by kind of work.", ["kind"])
   const leader = gauge("leader", "1 while this instance holds the leader lease.")
   const poolSize = gauge("pool_size", "Addresses a pool can hand out: from the IPAM configs of the NADs that write it, else from its range.", ["pool"])
   const poolUsed = gauge("pool_used", "Allocations in a pool.", ["pool"])
@@ -108,6 +121,14 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
       Effect.sync(() => {
         api.inc({ verb, resource, code })
         if (seconds !== undefined) apiDuration.observe({ verb, resource }, seconds)
+      }),
+    events: (result, n) => Effect.sync(() => events.inc({ result }, n)),
+    eventQueue: (d) => Effect.sync(() => eventQueue.set(d)),
+    apiInFlight: (kind, n) => Effect.sync(() => apiInFlight.set({ kind }, n)),
+    apiPaused: (kind, seconds) =>
+      Effect.sync(() => {
+        apiPauses.inc({ kind })
+        apiPausedSeconds.inc({ kind }, seconds)
       }),
     queueWait: (seconds) => Effect.sync(() => waited.observe(seconds)),
     leader: (is) => Effect.sync(() => leader.set(is ? 1 : 0)),

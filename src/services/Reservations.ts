@@ -28,8 +28,9 @@ export interface ReservationsShape {
   /**
    * Gives back a reservation the controller deleted for an address a pod reborn under the same
    * name took back; one that exists already (the reborn pod's re-ADD wrote it) is left as it is.
+   * Written as whereabouts 0.9 writes reservations: podref and ifname, no container id.
    */
-  readonly restore: (name: string, spec: { readonly podref: string; readonly containerid: string; readonly ifname?: string }) => Effect.Effect<void, KubeError>
+  readonly restore: (name: string, spec: { readonly podref: string; readonly ifname?: string }) => Effect.Effect<void, KubeError>
 }
 
 export class Reservations extends Context.Tag("whereabouts-controller/Reservations")<Reservations, ReservationsShape>() {}

@@ -5,6 +5,7 @@
 import { Layer } from "effect"
 import { stores, withKubeApi } from "../programs/layers.ts"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
+import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { InMemoryCluster, type MemoryClusterOptions, layerMemory as memoryKubeApi } from "./InMemoryCluster.ts"
 import * as PluginStore from "./PluginStore.ts"
@@ -21,4 +22,4 @@ export const memory = (
   )
 
 /** The services the CNI simulation writes through, over whatever KubeApi and config are provided. */
-export const simulationStores = Layer.mergeAll(stores, PluginStore.layer)
+export const simulationStores = Layer.mergeAll(stores, PluginStore.layer).pipe(Layer.provide(Metrics.layer))

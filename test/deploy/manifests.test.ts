@@ -4,149 +4,29 @@
  * a Deployment whose environment the controller's own Config definition actually reads.
  * Server-side validation (dry-run apply against a real API server) belongs to the live tier.
  */
-import { execFileSync, spawnSync } from "node:child_process"
-import { accessSync, constants, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join, relative } from "node:path"
-import { fileURLToPath } from "node:url"
-import { ConfigProvider, Duration, Effect, Either } from "effect"
+import { readFileSync, readdirSync } from "node:fs"
+import { join } from "node:path"
+import { Duration, Either } from "effect"
 import { describe, expect, it } from "vitest"
-import { parseAllDocuments } from "yaml"
-import { config } from "../../src/services/ControllerConfig.ts"
 import * as R from "../../src/services/resources.ts"
 import { TEARDOWN_MARGIN } from "../../src/programs/shutdown.ts"
+import { loadConfig, resolveEnv } from "./support/config.ts"
+import { DEPLOY, EXPECTED_RBAC, type Obj, ROOT, findKubectl, idOf, kustomize, kustomizeWith, rbacRows, required } from "./support/tools.ts"
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url))
-const DEPLOY = join(ROOT, "deploy")
 const NAMESPACE = "kube-system"
 const IMAGE = "ghcr.io/whereabouts-controller/whereabouts-controller"
 
-// --- kubectl from the envtest assets -------------------------------------------------------
-
-const executable = (path: string): boolean => {
-  try {
-    accessSync(path, constants.X_OK)
-    return true
-  } catch {
-    return false
-  }
-}
-
-/** kubectl from KUBEBUILDER_ASSETS, else from the script's cache (built only when required). */
-const findKubectl = (): { readonly kubectl: string } | { readonly reason: string } => {
-  const assets = process.env["KUBEBUILDER_ASSETS"]
-  if (assets !== undefined && assets !== "") {
-    const kubectl = join(assets, "kubectl")
-    return executable(kubectl) ? { kubectl } : { reason: `KUBEBUILDER_ASSETS=${assets} has no kubectl` }
-  }
-  const required = process.env["WHEREABOUTS_ENVTEST"] === "require"
-  const run = spawnSync("bash", [join(ROOT, "scripts/envtest-assets.sh")], {
-    encoding: "utf8",
-    env: required ? process.env : { ...process.env, ENVTEST_ASSETS_NO_BUILD: "1" },
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  const dir = run.stdout.trim()
-  if (run.status !== 0 || dir === "") {
-    return { reason: "no envtest assets yet (run scripts/envtest-assets.sh once, or set KUBEBUILDER_ASSETS)" }
-  }
-  const kubectl = join(dir, "kubectl")
-  return executable(kubectl) ? { kubectl } : { reason: `${dir} has no kubectl` }
-}
-
 const found = findKubectl()
 if ("reason" in found) {
-  if (process.env["WHEREABOUTS_ENVTEST"] === "require") throw new Error(`WHEREABOUTS_ENVTEST=require but kubectl is unavailable: ${found.reason}`)
+  if (required()) throw new Error(`WHEREABOUTS_ENVTEST=require but kubectl is unavailable: ${found.reason}`)
   console.warn(`test/deploy/manifests.test.ts skipped: ${found.reason}`)
 }
 
-// --- rendered objects ----------------------------------------------------------------------
-
-// Rendered manifests, read loosely: the assertions themselves check the shape.
-type Obj = Record<string, any>
-
-const kustomize = (kubectl: string, dir: string): Array<Obj> => {
-  const out = execFileSync(kubectl, ["kustomize", dir], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
-  const docs = parseAllDocuments(out)
-  for (const d of docs) if (d.errors.length > 0) throw new Error(`unparsable kustomize output: ${d.errors[0]!.message}`)
-  return docs.map((d) => d.toJS() as Obj).filter((o) => o !== null)
-}
-
-const idOf = (o: Obj): string => `${o["kind"]}/${o["metadata"]?.["namespace"] ?? ""}/${o["metadata"]?.["name"]}`
 const one = (objects: ReadonlyArray<Obj>, kind: string): Obj => {
   const all = objects.filter((o) => o["kind"] === kind)
   expect(all, `exactly one ${kind}`).toHaveLength(1)
   return all[0]!
 }
-
-// --- the Config keys the controller reads, learnt by running its Config definition ---------
-
-/** Runs `config` over exactly `env`, recording every key it looks up. */
-const loadConfig = (env: ReadonlyMap<string, string>) => {
-  const read = new Set<string>()
-  const inner = ConfigProvider.fromMap(new Map(env)).flattened
-  const recording = ConfigProvider.fromFlat(
-    ConfigProvider.makeFlat({
-      load: (path, primitive, split) => {
-        read.add(path.join("."))
-        return inner.load(path, primitive, split)
-      },
-      enumerateChildren: (path) => inner.enumerateChildren(path),
-      patch: inner.patch
-    })
-  )
-  const result = Effect.runSync(Effect.either(Effect.withConfigProvider(config, recording)))
-  return { read, result }
-}
-
-/** The container's environment as the kubelet would fill it in (downward API resolved). */
-const resolveEnv = (pod: Obj, container: Obj, podName: string): Map<string, string> => {
-  const fields: Record<string, string> = { "metadata.name": podName, "metadata.namespace": pod["metadata"]["namespace"] }
-  const env = new Map<string, string>()
-  for (const e of container["env"] ?? []) {
-    if (typeof e["value"] === "string") env.set(e["name"], e["value"])
-    else {
-      const path = e["valueFrom"]?.["fieldRef"]?.["fieldPath"]
-      const value = typeof path === "string" ? fields[path] : undefined
-      if (value === undefined) throw new Error(`env ${e["name"]}: only literal values and metadata.name/namespace fieldRefs are modelled here`)
-      env.set(e["name"], value)
-    }
-  }
-  return env
-}
-
-// --- RBAC, pinned ----------------------------------------------------------------------------
-
-/** Every grant, one row per (role, apiGroup, resource, resourceNames); verbs sorted. Change only on purpose. */
-const EXPECTED_RBAC: ReadonlyArray<string> = [
-  // ClusterRole: cluster-wide reads of pods and NADs, Events next to the pods.
-  "ClusterRole whereabouts-controller | core/pods | get,list,watch",
-  "ClusterRole whereabouts-controller | core/nodes | get,list,watch",
-  "ClusterRole whereabouts-controller | k8s.cni.cncf.io/network-attachment-definitions | list,watch",
-  "ClusterRole whereabouts-controller | core/events | create,patch",
-  // Role in kube-system: the pools, their reservations and the leader Lease.
-  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/ippools | delete,get,list,patch,watch",
-  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/nodeslicepools | list,watch",
-  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/overlappingrangeipreservations | create,delete,get,list,watch",
-  "Role kube-system/whereabouts-controller | core/configmaps[whereabouts-config] | list,watch",
-  "Role kube-system/whereabouts-controller | coordination.k8s.io/leases | create",
-  "Role kube-system/whereabouts-controller | coordination.k8s.io/leases[whereabouts-controller] | get,update"
-].toSorted()
-
-const rbacRows = (objects: ReadonlyArray<Obj>): Array<string> =>
-  objects
-    .filter((o) => o["kind"] === "ClusterRole" || o["kind"] === "Role")
-    .flatMap((role) => {
-      const who = `${role["kind"]} ${role["kind"] === "Role" ? `${role["metadata"]["namespace"]}/` : ""}${role["metadata"]["name"]}`
-      return (role["rules"] ?? []).flatMap((rule: Obj) =>
-        (rule["apiGroups"] as Array<string>).flatMap((g) =>
-          (rule["resources"] as Array<string>).map((res) => {
-            const names = rule["resourceNames"] === undefined ? "" : `[${(rule["resourceNames"] as Array<string>).toSorted().join(",")}]`
-            return `${who} | ${g === "" ? "core" : g}/${res}${names} | ${(rule["verbs"] as Array<string>).toSorted().join(",")}`
-          })
-        )
-      )
-    })
-    .toSorted()
 
 /**
  * API calls on a known resource in the deployed code (src/testing, the simulation, is not deployed), as `group/plural verb` (PUT is RBAC's
@@ -187,12 +67,12 @@ const RESTORES_RESERVATIONS: ReadonlySet<string> = new Set(["src/programs/execut
 
 // --- the tests ---------------------------------------------------------------------------------
 
-const suite = "kubectl" in found ? describe : describe.skip
-const title = "kubectl" in found ? "deploy/ (kubectl kustomize)" : `deploy/ (kubectl kustomize) — skipped: ${found.reason}`
+const suite = "path" in found ? describe : describe.skip
+const title = "path" in found ? "deploy/ (kubectl kustomize)" : `deploy/ (kubectl kustomize) — skipped: ${found.reason}`
 
 suite(title, () => {
-  const kubectl = "kubectl" in found ? found.kubectl : ""
-  const objects = "kubectl" in found ? kustomize(kubectl, DEPLOY) : []
+  const kubectl = "path" in found ? found.path : ""
+  const objects = "path" in found ? kustomize(kubectl, DEPLOY) : []
   const deployment = () => one(objects, "Deployment")
   const podSpec = () => deployment()["spec"]["template"]["spec"] as Obj
   const containers = () => [...(podSpec()["initContainers"] ?? []), ...podSpec()["containers"]] as Array<Obj>
@@ -216,26 +96,11 @@ suite(title, () => {
   })
 
   it("the nad-crd component composes with deploy/ and adds only the NetworkAttachmentDefinition CRD", () => {
-    // An overlay inside deploy/ cannot include ../../ (kustomize: cycle), so compose from outside.
-    const dir = mkdtempSync(join(tmpdir(), "wac-kustomize-"))
-    try {
-      writeFileSync(
-        join(dir, "kustomization.yaml"),
-        [
-          "apiVersion: kustomize.config.k8s.io/v1beta1",
-          "kind: Kustomization",
-          `resources: [${JSON.stringify(relative(dir, DEPLOY))}]`,
-          `components: [${JSON.stringify(relative(dir, join(DEPLOY, "components/nad-crd")))}]`
-        ].join("\n")
-      )
-      const withNad = kustomize(kubectl, dir)
-      const added = withNad.filter((o) => !objects.some((b) => idOf(b) === idOf(o)))
-      expect(added.map(idOf)).toEqual(["CustomResourceDefinition//network-attachment-definitions.k8s.cni.cncf.io"])
-      expect(added[0]!["spec"]["names"]["plural"]).toBe(R.NetworkAttachmentDefinitions.plural)
-      expect(withNad).toHaveLength(objects.length + 1)
-    } finally {
-      rmSync(dir, { recursive: true, force: true })
-    }
+    const withNad = kustomizeWith(kubectl, ["nad-crd"])
+    const added = withNad.filter((o) => !objects.some((b) => idOf(b) === idOf(o)))
+    expect(added.map(idOf)).toEqual(["CustomResourceDefinition//network-attachment-definitions.k8s.cni.cncf.io"])
+    expect(added[0]!["spec"]["names"]["plural"]).toBe(R.NetworkAttachmentDefinitions.plural)
+    expect(withNad).toHaveLength(objects.length + 1)
   })
 
   it("the CRDs serve the group, version and plurals the controller uses", () => {

@@ -158,6 +158,65 @@ describe("planRelease: a pod that will never run again", () => {
   })
 })
 
+describe("planRelease: an operator's release (release --pod/--ip, release --from-report)", () => {
+  const named = (extra: Partial<Holding> = {}) =>
+    holding("ns/web-0", "Operator", [entry("p", "1", "10.0.0.1", "ns/web-0")], [reservation("10.0.0.1")], { pod: { namespace: "ns", name: "web-0", uid: "" }, trigger: "operator", operator: { force: false }, ...extra })
+  const judge = (pod: PodProjection) => (pod.phase === "Succeeded" ? ({ reason: "terminal", detail: "pod Succeeded" } as const) : undefined)
+
+  it("no pod of that name: everything, counted under trigger operator, the Event saying it was an operator's release", () => {
+    const [o] = planRelease([named()], { live: new Map(), neverRunsAgain: judge }).owners
+    expect(o).toMatchObject({ decision: "release", trigger: "operator", reservations: [{ name: "10.0.0.1" }] })
+    expect(o!.entries.map((e) => e.event)).toEqual([
+      {
+        regarding: { kind: "Pod", namespace: "ns", name: "web-0", uid: "" },
+        type: "Normal",
+        reason: "IPAddressGarbageCollected",
+        message: "successful cleanup of IP address [10.0.0.1] from network net1 (released by an operator)"
+      }
+    ])
+  })
+
+  it("a pod of that name that may run: refused, everything kept, and why (even one whose status does not list the address)", () => {
+    const [o] = planRelease([named()], { live: new Map([["ns/web-0", livePod("ns/web-0", ["10.0.0.9"])]]), neverRunsAgain: judge }).owners
+    expect(o!.decision).toBe("kept")
+    expect(o!.kept.map((k) => `${k.what}: ${k.why}`)).toEqual([
+      "p 10.0.0.1: pod ns/web-0 exists (uid new) and may run: refused (--force frees it anyway)",
+      "reservation 10.0.0.1: pod ns/web-0 exists (uid new) and may run: refused (--force frees it anyway)"
+    ])
+    expect(o!.kept.map((k) => k.entry?.entry.key ?? k.reservation?.name)).toEqual(["1", "10.0.0.1"])
+  })
+
+  it("a pod of that name that will never run again: freed without --force, on that pod's uid, the Event saying why and by whom", () => {
+    const [o] = planRelease([named()], { live: new Map([["ns/web-0", livePod("ns/web-0", ["10.0.0.1"], { phase: "Succeeded" })]]), neverRunsAgain: judge }).owners
+    expect(o).toMatchObject({ decision: "release", trigger: "operator" })
+    expect(o!.entries[0]!.event).toMatchObject({
+      regarding: { uid: "new" },
+      message: "successful cleanup of IP address [10.0.0.1] from network net1 (pod Succeeded; released by an operator)"
+    })
+  })
+
+  it("--force: freed while a pod of that name may run, and the Event says --force did it", () => {
+    const [o] = planRelease([named({ operator: { force: true } })], { live: new Map([["ns/web-0", livePod("ns/web-0", ["10.0.0.1"])]]), neverRunsAgain: judge }).owners
+    expect(o).toMatchObject({ decision: "release", trigger: "operator", reservations: [{ name: "10.0.0.1" }] })
+    expect(o!.entries[0]!.event?.message).toBe("successful cleanup of IP address [10.0.0.1] from network net1 (released by an operator with --force)")
+    // Forced with no pod there, --force decided nothing: the Event does not claim it did.
+    const [gone] = planRelease([named({ operator: { force: true } })], { live: new Map() }).owners
+    expect(gone!.entries[0]!.event?.message).toBe("successful cleanup of IP address [10.0.0.1] from network net1 (released by an operator)")
+  })
+
+  it("a report's orphans follow the sweep's rule, counted as the operator's", () => {
+    const orphan = holding("ns/p", "Orphan", [entry("p", "4", "10.0.0.4", "ns/p"), entry("p", "5", "10.0.0.5", "ns/p")], [], { operator: { force: false } })
+    const [o] = planRelease([orphan], { live: new Map([["ns/p", livePod("ns/p", ["10.0.0.5"])]]) }).owners
+    expect(o).toMatchObject({ decision: "release", trigger: "operator" })
+    expect(o!.entries.map((e) => e.event?.message)).toEqual(["successful cleanup of IP address [10.0.0.4] from network net1 (released by an operator)"])
+    expect(o!.kept.map((k) => k.why)).toEqual(["the live pod (uid new) may hold it"])
+    const ended = holding("ns/job", "NeverRunsAgain", [entry("p", "1", "10.0.0.1", "ns/job")], [], { trigger: "terminal", operator: { force: false } })
+    const [e] = planRelease([ended], { live: new Map([["ns/job", livePod("ns/job", ["10.0.0.1"], { uid: "old", phase: "Succeeded" })]]), neverRunsAgain: judge }).owners
+    expect(e).toMatchObject({ decision: "release", trigger: "operator" })
+    expect(e!.entries[0]!.event?.message).toBe("successful cleanup of IP address [10.0.0.1] from network net1 (pod Succeeded; released by an operator)")
+  })
+})
+
 describe("entriesByPool", () => {
   it("one list per pool, in the order pools first appear", () => {
     const h = holding("ns/p", "Deleted", [entry("b", "1", "10.0.1.1", "ns/p"), entry("a", "1", "10.0.0.1", "ns/p"), entry("b", "2", "10.0.1.2", "ns/p")], [])
@@ -188,7 +247,7 @@ describe("planRelease: properties", () => {
   const octet = fc.integer({ min: 1, max: 12 })
   const holdingArb = fc.record({
     name: fc.constantFrom("a", "b", "c"),
-    claim: fc.constantFrom<Claim>("Deleted", "Orphan"),
+    claim: fc.constantFrom<Claim>("Deleted", "Orphan", "Operator"),
     lasts: fc.uniqueArray(octet, { maxLength: 4 }),
     ifnames: fc.array(fc.constantFrom("net1", "net2", undefined), { minLength: 4, maxLength: 4 }),
     extraReservations: fc.uniqueArray(octet, { maxLength: 3 }),
@@ -197,7 +256,8 @@ describe("planRelease: properties", () => {
     const podref = `ns/${name}`
     const entries = lasts.map((last, i) => entry("p", String(last), `10.0.0.${last}`, podref, ifnames[i]))
     const names = [...new Set([...lasts, ...extraReservations])].map((last) => `10.0.0.${last}`)
-    return holding(podref, claim, entries, names.map((n) => reservation(n, { orphan: claim === "Orphan" ? (orphan ?? "NoAllocation") : undefined })))
+    const operator = claim === "Operator" ? { operator: { force: false } } : {}
+    return holding(podref, claim, entries, names.map((n) => reservation(n, { orphan: claim === "Orphan" ? (orphan ?? "NoAllocation") : undefined })), operator)
   })
   const liveArb = fc.option(
     fc.record({
@@ -218,11 +278,11 @@ describe("planRelease: properties", () => {
     return { holdings, pods }
   })
 
-  it.prop("never plans an entry a live pod may hold, nor anything of a deleted pod whose namesake lives", [worldArb], ([{ holdings, pods }]) => {
+  it.prop("never plans an entry a live pod may hold, nor anything of a deleted pod whose namesake lives or of a pod an operator named that may run", [worldArb], ([{ holdings, pods }]) => {
     for (const o of planRelease(holdings, { live: pods }).owners) {
       const live = pods.get(o.holding.podref)
       if (live === undefined) continue
-      if (o.holding.claim === "Deleted") expect(o.entries.length + o.reservations.length).toBe(0)
+      if (o.holding.claim === "Deleted" || o.holding.claim === "Operator") expect(o.entries.length + o.reservations.length).toBe(0)
       for (const p of o.entries) expect(podHoldsIP(live, p.held.entry.ip, p.held.entry.ifname)).toBe("not-held")
     }
   })

@@ -1,13 +1,37 @@
 /**
  * The one-shot commands as a user runs them against a real API server: what they print on stdout
- * is the report alone (logs go to stderr), and the exit code says whether orphans exist.
+ * is the report alone (logs go to stderr), and the exit code says whether orphans exist (audit)
+ * or whether everything asked for was freed (release). release runs as an operator would: with
+ * its own credentials, bound to exactly deploy/operator/release-clusterrole.yaml.
  */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { describeLive, runningEnvtest, uniqueNamespace } from "../support/live.ts"
 import { runCommand } from "./support/controller-process.ts"
-import { createNad, ensureNamespace, liveWorld, on } from "./support/world.ts"
+import { type Obj, applyObjects, deployObjects, serviceAccountToken, writeTokenKubeconfig } from "./support/rbac.ts"
+import { adminCredentials, createNad, credentialsOf, rest, ensureNamespace, eventLines, gcMessage, liveWorld, on, poolEntries, reservationView } from "./support/world.ts"
+
+/** A ServiceAccount bound to deploy/operator/release-clusterrole.yaml (renamed for this run), and a kubeconfig with its token. */
+const operatorKubeconfig = (name: string) =>
+  Effect.gen(function* () {
+    const admin = adminCredentials()
+    const [role] = deployObjects("operator/release-clusterrole.yaml")
+    const subjects = [{ kind: "ServiceAccount", name, namespace: "kube-system" }]
+    const objects: ReadonlyArray<Obj> = [
+      { apiVersion: "v1", kind: "ServiceAccount", metadata: { name, namespace: "kube-system" } },
+      { ...role!, metadata: { ...role!.metadata, name } },
+      { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBinding", metadata: { name }, roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name }, subjects }
+    ]
+    yield* applyObjects(admin, objects)
+    const token = yield* serviceAccountToken(admin, "kube-system", name)
+    return writeTokenKubeconfig(path.join(fs.mkdtempSync(path.join(os.tmpdir(), "release-operator-")), "kubeconfig"), admin, name, token)
+  })
 
 describeLive("commands against a real API server", () => {
   const POOLS = uniqueNamespace("cmd-pools")
@@ -33,4 +57,88 @@ describeLive("commands against a real API server", () => {
       expect(table.stdout.startsWith("POOL ")).toBe(true)
       expect(table.stdout).not.toContain('"logLevel"')
     }).pipe(Effect.provide(liveWorld(POOLS))), 60_000)
+
+  // Pools of their own: the audit above leaves an orphan in POOLS.
+  const RELEASE_POOLS = uniqueNamespace("rel-pools")
+  it.live("release --from-report: audit -o json > file, then only the report's orphans still the same are freed (a stale entry and a live holder skipped); --pod refuses a live holder, --force frees it; bad input exits 2", () =>
+    Effect.gen(function* () {
+      const ns = uniqueNamespace("rel")
+      yield* ensureNamespace(RELEASE_POOLS)
+      yield* ensureNamespace(ns)
+      yield* createNad(ns, "net", { range: "10.252.0.0/24" })
+      const pods = { keep: yield* startPod(ns, "keep", [on(ns, "net")]), gone: yield* startPod(ns, "gone", [on(ns, "net")]), reborn: yield* startPod(ns, "reborn", [on(ns, "net")]), freed: yield* startPod(ns, "freed", [on(ns, "net")]) }
+      for (const p of [pods.gone, pods.reborn, pods.freed]) yield* deletePod(p)
+      const audited = yield* Effect.promise(() => runCommand("audit", { kubeconfig: runningEnvtest().kubeconfigPath, namespace: RELEASE_POOLS, args: ["--output", "json"] }))
+      expect(audited.code).toBe(1)
+      const report = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "release-report-")), "report.json")
+      fs.writeFileSync(report, audited.stdout)
+      // After the report: reborn comes back under its name and is re-ADDed (same address, new container id);
+      // freed's address is freed by someone else (the controller, say).
+      const reborn = yield* startPod(ns, "reborn", [on(ns, "net")])
+      expect(reborn.ips[0]!.ips).toEqual(["10.252.0.3"])
+      const api = yield* KubeApi
+      yield* api.patch(R.IPPools, RELEASE_POOLS, "10.252.0.0-24", { type: "json", ops: [{ op: "remove", path: "/spec/allocations/4" }] })
+      yield* api.delete(R.OverlappingRangeIPReservations, RELEASE_POOLS, "10.252.0.4")
+
+      const kubeconfig = yield* operatorKubeconfig(`release-operator-${ns}`)
+      // The operator's credentials are that role's, nothing more.
+      expect((yield* Effect.promise(() => rest(credentialsOf(kubeconfig), "GET", "/api/v1/namespaces/kube-system/secrets"))).status).toBe(403)
+      const asOperator = (args: ReadonlyArray<string>, input?: string) =>
+        Effect.promise(() => runCommand("release", { kubeconfig, namespace: RELEASE_POOLS, args, ...(input === undefined ? {} : { input }) }))
+      const before = yield* poolEntries("10.252.0.0-24")
+      const dry = yield* asOperator(["--from-report", report, "--dry-run", "--output", "json"])
+      expect(dry.code, dry.stderr).toBe(1)
+      expect(JSON.parse(dry.stdout).wouldFree).toEqual([
+        { kind: "allocation", pool: "10.252.0.0-24", ip: "10.252.0.2", podref: `${ns}/gone` },
+        { kind: "reservation", name: "10.252.0.2", ip: "10.252.0.2", podref: `${ns}/gone` }
+      ])
+      expect(yield* poolEntries("10.252.0.0-24")).toEqual(before)
+
+      // The report on stdin, as `audit -o json | release --from-report -`.
+      const done = yield* asOperator(["--from-report", "-", "--output", "json"], audited.stdout)
+      expect(done.code, done.stderr).toBe(1)
+      const out = JSON.parse(done.stdout) as { freed: ReadonlyArray<unknown>; skipped: ReadonlyArray<{ result: string; kind: string; ip: string; podref: string; reason: string }> }
+      expect(out.freed).toEqual([
+        { kind: "allocation", pool: "10.252.0.0-24", ip: "10.252.0.2", podref: `${ns}/gone` },
+        { kind: "reservation", name: "10.252.0.2", ip: "10.252.0.2", podref: `${ns}/gone` }
+      ])
+      expect(out.skipped.map((r) => `${r.result} ${r.kind} ${r.ip} ${r.podref}: ${r.reason.replace(/[0-9a-f]{32}/g, "<id>").replace(/uid [0-9a-f-]{36}/, "uid <uid>")}`)).toEqual([
+        `skipped allocation 10.252.0.3 ${ns}/reborn: changed since the report: container id <id> (was <id>): a pod of that name took it back`,
+        `skipped allocation 10.252.0.4 ${ns}/freed: already freed: pool 10.252.0.0-24 holds no allocation of 10.252.0.4`,
+        `skipped reservation 10.252.0.3 ${ns}/reborn: no longer an orphan: pod ${ns}/reborn (uid <uid>) exists and may hold it`,
+        `skipped reservation 10.252.0.4 ${ns}/freed: already deleted: no reservation 10.252.0.4`
+      ])
+      expect(done.stderr).not.toMatch(/forbidden|403/i)
+      expect(yield* poolEntries("10.252.0.0-24")).toEqual({
+        "10.252.0.1": { podref: `${ns}/keep`, id: pods.keep.containerId, ifname: "net1" },
+        "10.252.0.3": { podref: `${ns}/reborn`, id: reborn.containerId, ifname: "net1" }
+      })
+      expect(yield* reservationView).toMatchObject({ "10.252.0.1": `${ns}/keep`, "10.252.0.3": `${ns}/reborn` })
+      expect(Object.keys(yield* reservationView).filter((n) => n.startsWith("10.252."))).toEqual(["10.252.0.1", "10.252.0.3"])
+
+      // A live holder named by hand: refused (nothing written), then freed with --force.
+      const refused = yield* asOperator(["--pod", `${ns}/keep`])
+      expect(refused.code, refused.stderr).toBe(1)
+      expect(refused.stdout.split("\n").filter((l) => l.startsWith("refused "))).toHaveLength(2)
+      expect(refused.stdout).toContain(`pod ${ns}/keep exists (uid ${pods.keep.uid}) and may run: refused (--force frees it anyway)`)
+      expect(Object.keys(yield* poolEntries("10.252.0.0-24"))).toEqual(["10.252.0.1", "10.252.0.3"])
+      const forced = yield* asOperator(["--pod", `${ns}/keep`, "--force"])
+      expect(forced.code, forced.stderr).toBe(0)
+      expect(forced.stdout).toContain("Freed 1 address and 1 reservation.")
+      expect(Object.keys(yield* poolEntries("10.252.0.0-24"))).toEqual(["10.252.0.3"])
+      expect(forced.stderr).not.toMatch(/forbidden|403/i)
+      expect(yield* eventLines(ns)).toEqual([
+        `Normal IPAddressGarbageCollected gone: ${gcMessage("10.252.0.2", "net")} (released by an operator)`,
+        `Normal IPAddressGarbageCollected keep: ${gcMessage("10.252.0.1", "net")} (released by an operator with --force)`
+      ])
+
+      // Bad input: exit 2, one line naming the file, before the cluster is asked anything.
+      const bad = yield* asOperator(["--from-report", path.join(path.dirname(report), "missing.json")])
+      expect(bad.code).toBe(2)
+      expect(bad.stdout).toBe("")
+      expect(bad.stderr.trim().split("\n")).toEqual([expect.stringMatching(/^whereabouts-controller: --from-report .*missing\.json: cannot read it: ENOENT/)])
+      const usage = yield* asOperator(["--ip", "10.252.0.0/24"])
+      expect(usage.code).toBe(2)
+      expect(usage.stderr).toContain('--ip "10.252.0.0/24": "24" is not an IP address')
+    }).pipe(Effect.provide(liveWorld(RELEASE_POOLS))), 120_000)
 })

@@ -23,8 +23,8 @@ import { Reservations } from "../../src/services/Reservations.ts"
 import * as R from "../../src/services/resources.ts"
 import { retrySandbox, statefulSet } from "../support/controller.ts"
 import { describeLive, runningEnvtest, uniqueNamespace } from "../support/live.ts"
-import { type ControllerProcess, stopAllControllers } from "./support/controller-process.ts"
-import { awaitLeading, awaitMetric, launch, logsWith, metricOf } from "./support/controller.ts"
+import { stopAllControllers } from "./support/controller-process.ts"
+import { awaitLeading, awaitMetric, launch, logsWith, metricOf, sharedController } from "./support/controller.ts"
 import { PACED, rebornRace } from "./support/reborn.ts"
 import {
   createNad,
@@ -53,17 +53,9 @@ const reservationsLike = (prefix: string) =>
 
 describeLive("end to end: `node src/programs/main.ts run` against a real API server", () => {
   const POOLS = uniqueNamespace("e2e-pools")
-  let ctl: ControllerProcess | undefined
   const kubeconfig = () => runningEnvtest().kubeconfigPath
-
-  /** The shared controller, started (and awaited) if none runs. */
-  const controller = Effect.gen(function* () {
-    if (ctl !== undefined && ctl.running()) return ctl
-    const started = yield* launch({ kubeconfig: kubeconfig(), namespace: POOLS, identity: `e2e-${Date.now().toString(36)}` })
-    ctl = started
-    yield* awaitLeading(started)
-    return started
-  })
+  const shared = sharedController(() => ({ kubeconfig: kubeconfig(), namespace: POOLS, identity: `e2e-${Date.now().toString(36)}` }))
+  const controller = shared.get
   const world = <A, E>(body: Effect.Effect<A, E, LiveWorld>) => body.pipe(Effect.provide(liveWorld(POOLS)))
 
   beforeAll(() => Effect.runPromise(world(ensureNamespace(POOLS))), 60_000)
@@ -233,7 +225,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         // With the reservation gone, the narrow range may hand out .1 again.
         const o3 = yield* startPod(ns, "o3", [on(ns, "narrow")])
         expect(ipOf(o3)).toBe("10.206.0.1")
-        expect(yield* metricOf(ctl!, "whereabouts_controller_failures_total")).toBeUndefined()
+        expect(yield* metricOf(shared.current()!, "whereabouts_controller_failures_total")).toBeUndefined()
       })
     ), 60_000)
 
@@ -269,7 +261,8 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         expect(twin.ips.map((i) => i.ips[0])).toEqual(["10.211.0.1", "10.211.0.2"])
         // The NAD goes while the controller is down, so its caches start without it: no race
         // between the NAD watch and the pod watch decides what the controller knows.
-        if (ctl !== undefined) expect(yield* Effect.promise(() => ctl!.stop())).toEqual({ code: 0, signal: null })
+        const running = shared.current()
+        if (running !== undefined) expect(yield* Effect.promise(() => running.stop())).toEqual({ code: 0, signal: null })
         yield* (yield* KubeApi).delete(R.NetworkAttachmentDefinitions, ns, "gone")
         const c = yield* controller
         yield* deletePod(twin)
@@ -304,7 +297,8 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         expect(yield* poolView("10.208.0.0-24")).toEqual({ "10.208.0.1": ref(p), "10.208.0.7": ref(p) })
 
         // The sweep runs when a controller becomes leader: restart it.
-        if (ctl !== undefined) expect(yield* Effect.promise(() => ctl!.stop())).toEqual({ code: 0, signal: null })
+        const running = shared.current()
+        if (running !== undefined) expect(yield* Effect.promise(() => running.stop())).toEqual({ code: 0, signal: null })
         const c = yield* controller
         yield* waitForValue("the stale entry is freed", poolView("10.208.0.0-24"), { "10.208.0.1": ref(p) })
         yield* waitForValue("its reservation is deleted", reservationsLike("10.208."), { "10.208.0.1": ref(p) })
@@ -407,7 +401,8 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
     world(
       Effect.gen(function* () {
         // A paced controller of its own (one API request per 500 ms), so the test can act between its calls.
-        if (ctl !== undefined) yield* Effect.promise(() => ctl!.stop())
+        const running = shared.current()
+        if (running !== undefined) yield* Effect.promise(() => running.stop())
         const paced = yield* launch({ kubeconfig: kubeconfig(), namespace: POOLS, identity: "e2e-paced", args: PACED })
         yield* awaitLeading(paced, { timeout: "60 seconds" })
         const ns = uniqueNamespace("race182")

@@ -4,7 +4,9 @@
  * no-op — and a Pod built from the Deployment's template admitted by a namespace that enforces
  * the `restricted` Pod Security Standard. kubectl is the envtest assets' (scripts/envtest-assets.sh).
  * test/deploy/manifests.test.ts checks the rendered objects offline; this file checks that a
- * kube-apiserver takes them.
+ * kube-apiserver takes them. The Helm chart, rendered with every object on, passes the same server
+ * dry run, its ServiceMonitor and PrometheusRule against the Prometheus Operator's CRDs
+ * (scripts/prometheus-operator-crds.sh generates them from the operator's API types).
  */
 import { execFile, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -13,6 +15,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { parseAllDocuments } from "yaml"
+import { CHART, type Found, findGoAsset, helm, kustomizeWith, required } from "../deploy/support/tools.ts"
 import { describeLive, runningEnvtest, uniqueNamespace } from "../support/live.ts"
 import { ruleVerbs, shippedRbac } from "./support/rbac.ts"
 
@@ -68,7 +71,10 @@ const appliedName = (o: Obj): string => {
     RoleBinding: "rolebinding",
     Deployment: "deployment",
     PodDisruptionBudget: "poddisruptionbudget",
-    Service: "service"
+    Service: "service",
+    ConfigMap: "configmap",
+    ServiceMonitor: "servicemonitor",
+    PrometheusRule: "prometheusrule"
   }
   const resource = plural[String(o["kind"])] ?? String(o["kind"]).toLowerCase()
   return `${resource}${group === "" || group === "v1" ? "" : `.${group}`}/${o["metadata"]["name"]}`
@@ -196,5 +202,81 @@ describeLive("deploy/ on a real API server (kubectl apply --server-side)", () =>
     const refused = await k(["create", "--dry-run=server", "-o", "name", "-f", "-"], JSON.stringify(loose))
     expect(refused.code).not.toBe(0)
     expect(refused.stderr).toContain('violates PodSecurity "restricted:latest"')
+  }, 60_000)
+})
+
+/** helm and the Prometheus Operator's CRDs, or why not; under WHEREABOUTS_ENVTEST=require a missing one fails the test. */
+const chartTools = (): { readonly helm: string; readonly crds: string } | { readonly reason: string } => {
+  const found: Record<"helm" | "crds", Found> = { helm: findGoAsset("helm.sh", "HELM"), crds: findGoAsset("prometheus-operator-crds.sh", "PROMETHEUS_OPERATOR_CRDS") }
+  const reasons = Object.values(found).flatMap((f) => ("reason" in f ? [f.reason] : []))
+  if (reasons.length === 0) return { helm: (found.helm as { path: string }).path, crds: (found.crds as { path: string }).path }
+  if (required()) throw new Error(`WHEREABOUTS_ENVTEST=require but the chart's dry run cannot run: ${reasons.join("; ")}`)
+  return { reason: reasons.join("; ") }
+}
+
+const MONITORING_CRDS = ["servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"]
+
+describeLive("charts/whereabouts-controller on a real API server (helm template | kubectl apply --server-side --dry-run=server)", () => {
+  let kubectlPath: string | undefined
+  const kubectl = () => (kubectlPath ??= findKubectl())
+  const k = (args: ReadonlyArray<string>, stdin?: string) => run(kubectl(), ["--kubeconfig", runningEnvtest().kubeconfigPath, ...args], stdin)
+  let tools: ReturnType<typeof chartTools> | undefined
+  let installed = false
+
+  /** The tools, and the Prometheus Operator's CRDs installed for real (a dry run of a custom object needs its CRD served). */
+  const ready = async (skip: (note: string) => void) => {
+    tools ??= chartTools()
+    if ("reason" in tools) return skip(tools.reason)
+    if (!installed) {
+      const applied = await k(["apply", "--server-side", "-f", tools.crds])
+      expect(applied.code, applied.stderr).toBe(0)
+      const established = await k(["wait", "--for=condition=Established", "--timeout=60s", ...MONITORING_CRDS.map((c) => `crd/${c}`)])
+      expect(established.code, established.stderr).toBe(0)
+      installed = true
+    }
+    return tools
+  }
+  afterAll(async () => {
+    if (installed) await k(["delete", "--wait=false", "--ignore-not-found", ...MONITORING_CRDS.map((c) => `crd/${c}`)])
+  })
+
+  // A dry run over objects the tier already holds (the CRDs globalSetup installed, deploy/ applied
+  // above) would conflict with their field managers on the labels helm sets differently: a release
+  // name of its own keeps the chart's names apart, and --force-conflicts the shared CRDs.
+  const dryRun = (text: string) => k(["apply", "--server-side", "--force-conflicts", "--field-manager=chart-dry-run", "--dry-run=server", "-f", "-"], text)
+
+  it("the chart with every object on passes the server dry run, ServiceMonitor and PrometheusRule included", async (ctx) => {
+    const t = await ready((note) => ctx.skip(note))
+    if (t === undefined) return
+    const sets = ["crds.whereabouts=true", "crds.networkAttachmentDefinition=true", "serviceMonitor.enabled=true", "prometheusRule.enabled=true", "dashboard.enabled=true"]
+    const rendered = helm(t.helm, ["template", "wac-chart", CHART, "--namespace", "kube-system", ...sets.flatMap((x) => ["--set", x])])
+    expect(rendered.code, rendered.stderr).toBe(0)
+    const objects = parseObjects(rendered.stdout)
+    expect(objects.map((o) => o["kind"])).toEqual(expect.arrayContaining(["ServiceMonitor", "PrometheusRule", "ConfigMap", "Deployment", "Role", "ClusterRole"]))
+    const out = await dryRun(rendered.stdout)
+    expect(out.code, out.stderr).toBe(0)
+    expect(out.stdout.trim().split("\n").sort()).toEqual(objects.map((o) => `${appliedName(o)} serverside-applied (server dry run)`).sort())
+  }, 120_000)
+
+  it("deploy/ with the monitoring component passes it too", async (ctx) => {
+    if ((await ready((note) => ctx.skip(note))) === undefined) return
+    const composed = kustomizeWith(kubectl(), ["monitoring"])
+    const text = composed.map((o) => JSON.stringify(o)).join("\n---\n")
+    const out = await dryRun(text)
+    expect(out.code, out.stderr).toBe(0)
+    for (const kind of ["servicemonitor", "prometheusrule"]) expect(out.stdout).toContain(`${kind}.monitoring.coreos.com/whereabouts-controller serverside-applied (server dry run)`)
+  }, 60_000)
+
+  it("the Prometheus Operator's schemas do validate: a scrape interval or a `for` that is no Prometheus duration is refused", async (ctx) => {
+    const t = await ready((note) => ctx.skip(note))
+    if (t === undefined) return
+    const monitor = { apiVersion: "monitoring.coreos.com/v1", kind: "ServiceMonitor", metadata: { name: "bad-interval", namespace: "kube-system" }, spec: { selector: {}, endpoints: [{ port: "metrics", interval: "30 seconds" }] } }
+    const refusedMonitor = await k(["create", "--dry-run=server", "-f", "-"], JSON.stringify(monitor))
+    expect(refusedMonitor.code).not.toBe(0)
+    expect(refusedMonitor.stderr).toContain("spec.endpoints[0].interval")
+    const rule = { apiVersion: "monitoring.coreos.com/v1", kind: "PrometheusRule", metadata: { name: "bad-for", namespace: "kube-system" }, spec: { groups: [{ name: "g", rules: [{ alert: "A", expr: "vector(1)", for: "a while" }] }] } }
+    const refusedRule = await k(["create", "--dry-run=server", "-f", "-"], JSON.stringify(rule))
+    expect(refusedRule.code).not.toBe(0)
+    expect(refusedRule.stderr).toContain("spec.groups[0].rules[0].for")
   }, 60_000)
 })

@@ -1,8 +1,8 @@
 /**
  * deploy/'s RBAC, for real: the controller process authenticates as the ServiceAccount (a
  * TokenRequest token) with exactly the ClusterRole and Role of deploy/, and the core end-to-end
- * scenario passes — a deletion freed with its reservation, Events written (one of them repeated,
- * so patched), the Lease taken and renewed, the start-up sweep freeing an orphan and its
+ * scenario passes — a deletion freed with its reservation, Events written (one of them seen again
+ * after it was written, so patched: a bad schedule in the whereabouts-config ConfigMap, edited), the Lease taken and renewed, the start-up sweep freeing an orphan and its
  * reservation, a pool the cache has never seen read live, an empty node-slice pool no node owns
  * deleted (--prune-slice-pools), a pod stranded on an out-of-service node freed while its object
  * remains, and not one 403. A second phase plays
@@ -59,6 +59,7 @@ const CHECKS = [
   "deletionFreed",
   "unreservedFreed",
   "nadGoneFreed",
+  "nadGoneWarned",
   "gcEvents",
   "repeatedEvent",
   "noFailures",
@@ -181,6 +182,10 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       yield* deletePod(ghost)
       yield* api.delete(R.NetworkAttachmentDefinitions, podNs, "twin-net")
       yield* api.delete(R.OverlappingRangeIPReservations, poolNs, "10.220.0.4")
+      // A sweep schedule that does not parse in the ConfigMap whereabouts 0.9 keeps it in: a
+      // Warning on it once the schedule is watched, and again (the same Event, patched to count 2)
+      // when the ConfigMap is edited later and still does not parse.
+      yield* api.create(R.ConfigMaps, poolNs, { metadata: { name: "whereabouts-config", namespace: poolNs }, data: { "cron-expression": "every other day" } })
 
       const identity = `rbac-${label.replace(/[^\w]+/g, "-").toLowerCase()}`.slice(0, 60)
       // Stopped with the scenario's scope, also when the test is interrupted (a timeout).
@@ -196,6 +201,13 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       while (Date.now() < started + LEAD_WAIT_MS && ctl.running() && !leading() && !(Date.now() > started + GRACE_MS && (yield* refused))) {
         yield* Effect.sleep("200 millis")
       }
+
+      // The second sighting of the bad schedule comes after the first one's Event is written
+      // (a repeat recorded while the first is still queued is merged into its one write).
+      const scheduleWarnings = Effect.map(eventsIn(poolNs), (es) => es.filter((e) => e.reason === "InvalidReconcileSchedule" && e.reportingInstance === identity))
+      const firstSeen = Date.now()
+      while (Date.now() < firstSeen + GRACE_MS && ctl.running() && (yield* scheduleWarnings).length === 0) yield* Effect.sleep("100 millis")
+      yield* api.patch(R.ConfigMaps, poolNs, "whereabouts-config", { type: "merge", body: { data: { note: "edited, still not a schedule" } } })
 
       yield* deletePod(victim)
       yield* deletePod(unreserved)
@@ -237,7 +249,8 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
           unreservedFreed: pool["10.220.0.4"] === undefined,
           nadGoneFreed: Object.keys(twinPool).length === 0 && reservations["10.221.0.1"] === undefined && reservations["10.221.0.2"] === undefined,
           gcEvents: JSON.stringify(gc) === JSON.stringify(wantEvents),
-          repeatedEvent: events.some((e) => e.reason === "NetworkAttachmentDefinitionNotFound" && e.message === twinWarning && e.count === 2),
+          repeatedEvent: (yield* scheduleWarnings).some((e) => e.kind === "ConfigMap" && e.name === "whereabouts-config" && e.count === 2),
+          nadGoneWarned: events.some((e) => e.reason === "NetworkAttachmentDefinitionNotFound" && e.message === twinWarning && e.count === 2),
           noFailures:
             sampleOf(metrics, "whereabouts_controller_failures_total") === undefined &&
             sampleOf(metrics, "whereabouts_controller_sweeps_total", { result: "failure" }) === undefined &&
@@ -358,7 +371,7 @@ const MUST_FAIL: Readonly<Record<string, ReadonlyArray<Check>>> = {
   "ClusterRole network-attachment-definitions list": ["ready"],
   "ClusterRole network-attachment-definitions watch": ["no403"],
   "ClusterRole events create": ["gcEvents"],
-  "ClusterRole events patch": ["repeatedEvent"], // a repeated Event is a patch of count
+  "ClusterRole events patch": ["repeatedEvent"], // an Event seen again after it was written is a patch of count
   "Role ippools get": ["noFailures"], // a pool the cache has never seen is read live
   "Role ippools list": ["ready"],
   "Role ippools watch": ["no403"],

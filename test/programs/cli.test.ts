@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { OPTIONS, configProvider, describeConfigError, helpText, parseCli, showDuration } from "../../src/programs/cli.ts"
+import { parse as parseYaml } from "yaml"
+import { OPTIONS, RELEASE_ARGUMENTS, configProvider, describeConfigError, helpText, parseCli, showDuration } from "../../src/programs/cli.ts"
 import { config } from "../../src/services/ControllerConfig.ts"
 
 describe("command line", () => {
@@ -55,6 +56,14 @@ describe("command line", () => {
       'WORKERS: Expected an integer value but received "zero"; RETRY_BASE_DELAY: Expected a duration but received "soon"'
     )
     expect(error(["--renew-deadline", "20 seconds"])).toBe("leader election needs LEASE_DURATION > RENEW_DEADLINE > 1.2 × RETRY_PERIOD > 0 (got 15s, 20s, 2s)")
+    expect(error(["--max-in-flight", "events=4,pools=3"])).toContain('MAX_IN_FLIGHT: unknown kind "pools" (kinds: pool-writes, reservations, pod-reads, events, lists, leader-election, other)')
+    expect(error(["--api-qps=-1"])).toContain("API_QPS must be ≥ 0 (0: no client-side cap)")
+  })
+
+  it("--max-in-flight changes the kinds it names; no cap on the request rate by default", () => {
+    const read = (args: ReadonlyArray<string>) => Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([...args]))))
+    expect(read(["--max-in-flight", "events=2"]).maxInFlight).toMatchObject({ events: 2, "pool-writes": 8 })
+    expect(read([]).apiQps).toBe(0)
   })
 
   it("--help documents every option with its environment variable", () => {
@@ -64,12 +73,51 @@ describe("command line", () => {
       expect(help).toContain(`env ${o.env}`)
     }
     expect(helpText("demo")).not.toContain("--workers")
+    for (const a of RELEASE_ARGUMENTS) {
+      expect(helpText()).toContain(`--${a.flag}`)
+      expect(helpText("release")).toContain(a.help)
+      expect(helpText("audit").split("\n").filter((l) => l.startsWith(`  --${a.flag} `) || l === `  --${a.flag}`)).toEqual([])
+    }
+    expect(helpText("release")).toContain("--dry-run")
+    expect(helpText("release")).not.toContain("--workers")
+  })
+
+  const readme = () => readFileSync(new URL("../../README.md", import.meta.url), "utf8")
+  const section = (title: string) => {
+    const text = readme()
+    const start = text.indexOf(`## ${title}`)
+    return text.slice(start, text.indexOf("\n## ", start + 1))
+  }
+  /** The rows of the first markdown table in `text` whose header starts with `header`, as cells without backticks. */
+  const tableRows = (text: string, header: string) => {
+    const lines = text.split("\n")
+    const start = lines.findIndex((l) => l.startsWith(`| ${header} |`))
+    const rows: Array<Array<string>> = []
+    for (const l of lines.slice(start + 2)) {
+      if (!l.startsWith("|")) break
+      rows.push(l.split("|").slice(1, -1).map((c) => c.trim().replaceAll("`", "")))
+    }
+    return rows
+  }
+
+  it("the README's table of release flags is the command's, flag by flag", () => {
+    expect(tableRows(section("Freeing by hand"), "flag")).toEqual(RELEASE_ARGUMENTS.map((a) => [`--${a.flag}`, a.value, a.help.replaceAll("`", "")]))
+  })
+
+  it("the README's RBAC table for release is deploy/operator/release-clusterrole.yaml, verb by verb", () => {
+    const role = parseYaml(readFileSync(new URL("../../deploy/operator/release-clusterrole.yaml", import.meta.url), "utf8")) as {
+      kind: string
+      rules: Array<{ resources: Array<string>; verbs: Array<string> }>
+    }
+    expect(role.kind).toBe("ClusterRole")
+    const readmeRows = tableRows(section("Freeing by hand"), "resource").map(([resource, verbs]) => [resource, verbs])
+    expect(readmeRows).toEqual(role.rules.map((r) => [r.resources.join(", "), r.verbs.join(", ")]))
   })
 
   it("the README's options table has one row per option, with its flag, variable and default as --help shows them", () => {
     const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8")
     const section = readme.slice(readme.indexOf("## Options"), readme.indexOf("\n## ", readme.indexOf("## Options") + 1))
-    const plain = (cell: string) => cell.trim().replaceAll("`", "").replace(/ \(audit\)$/, "")
+    const plain = (cell: string) => cell.trim().replaceAll("`", "").replace(/ \((audit|release)(, (audit|release))*\)$/, "")
     const rows = section
       .split("\n")
       .filter((l) => l.startsWith("| `--"))

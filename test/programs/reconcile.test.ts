@@ -271,8 +271,8 @@ describe("reconcile: batching", () => {
       expect(Object.keys(yield* allocationsOf("10.50.0.0-16"))).toEqual([])
     }).pipe(Effect.provide(memory())))
 
-  it("the re-check lists a namespace only above a batch size set by the client's QPS (8 to 32)", () => {
-    expect([1, 20, 128, 160, 500, 5_000].map(listRecheckThreshold)).toEqual([8, 8, 8, 10, 31, 32])
+  it("the re-check lists a namespace only above a batch size set by the client's QPS (8 to 32; 32 without a cap)", () => {
+    expect([1, 20, 128, 160, 500, 5_000, 0].map(listRecheckThreshold)).toEqual([8, 8, 8, 10, 31, 32, 32])
   })
 
   it.live("at QPS 500 a batch of 20 re-checks with 20 metadata-only GETs; a batch of 40 with one LIST", () =>
@@ -297,6 +297,8 @@ describe("reconcile: batching", () => {
     expect(recheckByList(41, 10_000, 20)).toBe(true)
     // QPS 500: threshold 31, a 1,000-pod namespace is listed for 63 pods and more.
     expect([recheckByList(62, 1_000, 500), recheckByList(63, 1_000, 500)]).toEqual([false, true])
+    // No cap (the default): threshold 32; only the namespace's size decides.
+    expect([recheckByList(32, 0, 0), recheckByList(33, 528, 0), recheckByList(33, 529, 0), recheckByList(5_000, 100_000, 0)]).toEqual([false, true, false, false])
   })
 
   it.live("a batch of 12 dead pods in a namespace of 300 live ones re-checks with 12 GETs, not a LIST of the 300", () =>

@@ -295,13 +295,13 @@ describe("sweep: the live re-check", () => {
     }).pipe(Effect.provide(memoryWithHooks())))
 
   // Before the first write the re-ADD keeps the reservation it finds; the sweep deletes it and gives it
-  // back with the container id it read in the pool entry. After the delete, the re-ADD writes one
-  // itself, as the plugin does: podref and ifname only.
+  // back. After the delete, the re-ADD writes one itself. Either way it reads as the plugin writes
+  // it: podref and ifname only.
   const moments = [
-    { when: "before the sweep's first write", at: (c: { verb: string; resource: string }) => c.verb === "delete" || c.verb === "patch", restored: true },
-    { when: "between its reservation delete and its pool write", at: (c: { verb: string; resource: string }) => c.verb === "patch" && c.resource === "ippools", restored: false }
+    { when: "before the sweep's first write", at: (c: { verb: string; resource: string }) => c.verb === "delete" || c.verb === "patch" },
+    { when: "between its reservation delete and its pool write", at: (c: { verb: string; resource: string }) => c.verb === "patch" && c.resource === "ippools" }
   ]
-  it.live.each(moments)("a pod reborn after the re-check and re-ADDed $when keeps address and reservation", ({ at, restored }) =>
+  it.live.each(moments)("a pod reborn after the re-check and re-ADDed $when keeps address and reservation", ({ at }) =>
     Effect.gen(function* () {
       const hooks = yield* ApiHooks
       const env = yield* Effect.context<MemoryEnv>()
@@ -327,7 +327,7 @@ describe("sweep: the live re-check", () => {
       expect(yield* rawAllocations("10.41.0.0-24")).toEqual({ "1": { id: reborn!.containerId, podref: "default/web-0", ifname: "net1" } })
       const k = yield* KubeApi
       const res = yield* k.get(R.OverlappingRangeIPReservations, POOL_NS, "10.41.0.1").pipe(Effect.either)
-      expect(Either.isRight(res) && res.right["spec"]).toEqual({ podref: "default/web-0", ...(restored ? { containerid: reborn!.containerId } : {}), ifname: "net1" })
+      expect(Either.isRight(res) && res.right["spec"]).toEqual({ podref: "default/web-0", ifname: "net1" })
       expect(yield* eventsIn(NS)).toEqual([])
     }).pipe(Effect.provide(memoryWithHooks())))
 })

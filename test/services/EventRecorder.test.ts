@@ -1,11 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, Layer, Logger, TestClock } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, Logger, Option, Scope, TestClock } from "effect"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import * as EventRecorder from "../../src/services/EventRecorder.ts"
 import { InMemoryCluster, layerMemory } from "../../src/testing/InMemoryCluster.ts"
 import type { KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import { makeRateLimiter } from "../../src/services/KubeApiLive.ts"
+import * as Metrics from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 
 const START = Date.parse("2026-11-03T10:00:00Z")
@@ -13,19 +14,25 @@ const pod: EventRecorder.InvolvedObject = { kind: "Pod", namespace: "team-a", na
 
 const env = (options: EventRecorder.EventRecorderOptions) =>
   Layer.provideMerge(
-    Layer.effect(EventRecorder.EventRecorder, EventRecorder.make(options)),
-    Layer.merge(Layer.provideMerge(layerMemory, InMemoryCluster.layer()), ControllerConfig.layerWith({ identity: "wc-7d9f-abcde" }))
+    Layer.scoped(EventRecorder.EventRecorder, EventRecorder.make(options)),
+    Layer.mergeAll(Layer.provideMerge(layerMemory, InMemoryCluster.layer()), ControllerConfig.layerWith({ identity: "wc-7d9f-abcde" }), Metrics.layer)
   )
 
 /** Runs a test body at START on TestClock, with a fresh cluster and recorder. */
 const run = <A, E>(
-  body: Effect.Effect<A, E, EventRecorder.EventRecorder | InMemoryCluster | KubeApi>,
-  options: EventRecorder.EventRecorderOptions = {}
-) => Effect.zipRight(TestClock.setTime(START), body).pipe(Effect.provide(env(options)))
+  body: Effect.Effect<A, E, EventRecorder.EventRecorder | InMemoryCluster | KubeApi | Metrics.Metrics>,
+  options: EventRecorder.EventRecorderOptions = {},
+  // Outside the recorder, as the program's logger is: its writers log through it.
+  logger: Layer.Layer<never> = Layer.empty
+) => Effect.zipRight(TestClock.setTime(START), body).pipe(Effect.provide(env(options)), Effect.provide(logger))
 
 const events = Effect.map(InMemoryCluster, (c) => c.snapshot(R.Events, pod.namespace))
+/** Records, then waits until the recorder has written (or given up on) everything queued. */
 const record = (reason: string, message: string, type: EventRecorder.EventType = "Normal", regarding = pod) =>
-  Effect.flatMap(EventRecorder.EventRecorder, (r) => r.record(regarding, type, reason, message))
+  Effect.flatMap(EventRecorder.EventRecorder, (r) => Effect.zipRight(r.record(regarding, type, reason, message), r.flush))
+/** Records without waiting: what the controller does. */
+const enqueue = (reason: string, message: string, regarding = pod) => Effect.flatMap(EventRecorder.EventRecorder, (r) => r.record(regarding, "Normal", reason, message))
+const flush = Effect.flatMap(EventRecorder.EventRecorder, (r) => r.flush)
 const expectedName = (millis: number) => `${pod.name}.${(BigInt(millis) * 1_000_000n).toString(16)}`
 
 /** Collects warning lines; @effect/vitest removes the default logger, so this is the only one. */
@@ -210,7 +217,9 @@ describe("EventRecorder: failures never reach the caller", () => {
         // Nothing was remembered: the next one creates the Event.
         yield* record(EventRecorder.REASON_GC_FAILED, EventRecorder.gcFailedMessage("team-a", "web-0"), "Warning")
         expect((yield* events).map((e) => e["count"])).toEqual([1])
-      }).pipe(Effect.provide(warnings.layer))
+      }),
+      {},
+      warnings.layer
     )
   })
 
@@ -226,7 +235,9 @@ describe("EventRecorder: failures never reach the caller", () => {
         expect(warnings.lines.map((l) => l.annotations["error"])).toEqual([expect.stringContaining("TooManyRequests")])
         yield* record("R", "m")
         expect((yield* events).map((e) => e["count"])).toEqual([2])
-      }).pipe(Effect.provide(warnings.layer))
+      }),
+      {},
+      warnings.layer
     )
   })
 
@@ -243,10 +254,11 @@ describe("EventRecorder: failures never reach the caller", () => {
         })
       )
       const layers = Layer.provideMerge(
-        Layer.effect(EventRecorder.EventRecorder, EventRecorder.make({})),
-        Layer.merge(
+        Layer.scoped(EventRecorder.EventRecorder, EventRecorder.make({})),
+        Layer.mergeAll(
           Layer.provideMerge(limited, Layer.provideMerge(layerMemory, InMemoryCluster.layer())),
-          ControllerConfig.layerWith({ identity: "wc-7d9f-abcde" })
+          ControllerConfig.layerWith({ identity: "wc-7d9f-abcde" }),
+          Metrics.layer
         )
       )
       yield* Effect.scoped(
@@ -273,4 +285,62 @@ describe("EventRecorder: failures never reach the caller", () => {
         expect((yield* events).map((e: KubeObject) => e["count"])).toEqual([1])
       })
     ))
+})
+
+describe("EventRecorder: the queue", () => {
+  it.effect("record returns at once while writes stall; an event recorded again while queued is one write with its count", () =>
+    run(
+      Effect.gen(function*() {
+        const cluster = yield* InMemoryCluster
+        const metrics = yield* Metrics.Metrics
+        cluster.injectFault({ verb: "create", resource: "events", reason: "stall", times: 8 })
+        // Eight writers (--max-in-flight events=8) take eight events and stall on them.
+        for (let i = 0; i < 8; i++) yield* Effect.zipRight(enqueue("R", `stalled ${i}`), Effect.yieldNow())
+        for (let i = 0; i < 3; i++) yield* enqueue("R", "queued behind them")
+        expect(yield* events).toEqual([])
+        expect(yield* metrics.value("event_queue_depth")).toBe(1)
+        // The stalled writes time out (30 s); the queued one is written once, counted 3.
+        yield* TestClock.adjust(Duration.seconds(31))
+        yield* flush
+        expect((yield* events).map((e) => [e["message"], e["count"]])).toEqual([["queued behind them", 3]])
+        expect(yield* metrics.value("events_total", { result: "queued" })).toBe(11)
+        expect(yield* metrics.value("events_total", { result: "failed" })).toBe(8)
+        expect(yield* metrics.value("events_total", { result: "written" })).toBe(1)
+      })
+    ))
+
+  it.effect("a full queue drops new events, counts each and says so once", () => {
+    const warnings = captureWarnings()
+    return run(
+      Effect.gen(function*() {
+        const cluster = yield* InMemoryCluster
+        const metrics = yield* Metrics.Metrics
+        cluster.injectFault({ verb: "create", resource: "events", reason: "stall", times: 8 })
+        for (let i = 0; i < 8; i++) yield* Effect.zipRight(enqueue("R", `stalled ${i}`), Effect.yieldNow())
+        for (let i = 0; i < 5; i++) yield* enqueue("R", `m${i}`)
+        expect(yield* metrics.value("events_total", { result: "dropped" })).toBe(3)
+        expect(warnings.lines.map((l) => l.message)).toEqual([expect.stringMatching(/^event queue full \(2\): 1 Event\(s\) dropped, the latest R on Pod team-a\/web-0$/)])
+        yield* TestClock.adjust(Duration.seconds(31))
+        yield* flush
+        expect((yield* events).map((e) => e["message"]).sort()).toEqual(["m0", "m1"])
+      }).pipe(Effect.provide(warnings.layer))
+    , { queueCapacity: 2 })
+  })
+
+  it.effect("on shutdown what is still queued after the drain timeout is counted as dropped", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(START)
+      const scope = yield* Scope.make()
+      const recorderEnv = yield* Layer.buildWithScope(env({ drainTimeout: Duration.seconds(1) }), scope)
+      const metrics = Context.get(recorderEnv, Metrics.Metrics)
+      const cluster = Context.get(recorderEnv, InMemoryCluster)
+      const recorder = Context.get(recorderEnv, EventRecorder.EventRecorder)
+      cluster.injectFault({ verb: "create", resource: "events", reason: "stall", times: 100 })
+      for (let i = 0; i < 10; i++) yield* recorder.record(pod, "Normal", "R", `m${i}`)
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      // The clock moves until the scope is closed: the drain gives up after its 1 s.
+      while (Option.isNone(yield* Fiber.poll(closing))) yield* TestClock.adjust(Duration.millis(100))
+      expect(yield* TestClock.currentTimeMillis).toBeLessThan(START + 30_000)
+      expect(yield* metrics.value("events_total", { result: "dropped" })).toBe(10)
+    }))
 })

@@ -12,8 +12,11 @@ import * as zlib from "node:zlib"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, ConfigProvider, Duration, Effect, Either, Fiber, Layer, Ref, Stream, TestClock } from "effect"
 import { afterAll, beforeAll, vi } from "vitest"
+import { programKubeApi } from "../../src/programs/layers.ts"
+import { MAX_RETRY_AFTER } from "../../src/services/ApiFlow.ts"
 import { layerWith } from "../../src/services/ControllerConfig.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
+import * as Metrics from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 
 // client-node 2 and undici 8 do not load below Node 22.19 (see API-NOTES): run through npm/npx.
@@ -292,6 +295,10 @@ const fakeApi = (overrides: Parameters<typeof layerWith>[0] = {}) =>
     })
   )
 
+/** The fake server's KubeApi as the programs stack it: counted, under ApiFlow's flow control. */
+const fakeFlowApi = (overrides: Parameters<typeof layerWith>[0] = {}) =>
+  programKubeApi(fakeApi(overrides)).pipe(Layer.provide(Layer.merge(Metrics.layer, layerWith(overrides))))
+
 const pod = (name: string, rv: string) => ({ apiVersion: "v1", kind: "Pod", metadata: { name, namespace: "ns", resourceVersion: rv } })
 
 describeSupported("KubeApiLive: HTTP against a fake server", () => {
@@ -365,7 +372,7 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       expect(refused.detail).toContain("ECONNREFUSED")
     }).pipe(Effect.provide(fakeApi({ requestTimeout: Duration.millis(300) }))))
 
-  it.live("429 and 5xx with Retry-After: tried again after that many seconds (a create too), at most MAX_RETRY_AFTER times; without it, the error at once", () =>
+  it.live("as the programs use it (ApiFlow over it): 429 and 5xx with Retry-After tried again after that many seconds (a create too), at most MAX_RETRY_AFTER times; without it, the error at once", () =>
     Effect.gen(function* () {
       const api = yield* KubeApi
       const status = (code: number, message: string) => ({ kind: "Status", status: "Failure", message, code })
@@ -388,8 +395,8 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
 
       serve(fake.handler!)
       expect(yield* Effect.flip(api.get(R.Pods, "ns", "always"))).toMatchObject({ reason: "Unavailable", status: 503, detail: "busy" })
-      expect(fake.seen).toHaveLength(1 + live().MAX_RETRY_AFTER)
-    }).pipe(Effect.provide(fakeApi())))
+      expect(fake.seen).toHaveLength(1 + MAX_RETRY_AFTER)
+    }).pipe(Effect.provide(fakeFlowApi())))
 
   it("Retry-After is read from 429 and 5xx answers, in whole seconds only", () => {
     const { retryAfterSeconds } = live()

@@ -3,6 +3,7 @@ import { Effect, Option } from "effect"
 import { type PodProjection, projectPod } from "../../src/domain/pod.ts"
 import { Caches } from "../../src/services/Caches.ts"
 import { ControllerConfig } from "../../src/services/ControllerConfig.ts"
+import { EventRecorder } from "../../src/services/EventRecorder.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { eventually, require } from "./eventually.ts"
@@ -40,8 +41,10 @@ export interface SeenEvent {
   readonly count: number
 }
 
+/** The Events of a namespace, once the recorder has written what it had queued. */
 export const eventsIn = (namespace: string) =>
   Effect.gen(function* () {
+    yield* Effect.flatMap(EventRecorder, (r) => r.flush)
     const api = yield* KubeApi
     const list = yield* api.list(R.Events, namespace)
     return list.items.map((o) => {

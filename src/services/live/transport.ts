@@ -20,7 +20,7 @@ export const targetOf = (r: Resource, namespace: string | undefined, name?: stri
   name === undefined ? r.plural : `${r.plural} ${objectKey(namespace, name)}`
 
 /** A non-2xx answer: the Status object's message when the body is one, else the body text. */
-export const errorFromResponse = (verb: string, target: string, status: number, body: string): KubeError => {
+export const errorFromResponse = (verb: string, target: string, status: number, body: string, retryAfter?: string | null): KubeError => {
   let detail = body.trim()
   try {
     const parsed = JSON.parse(body) as { kind?: unknown; message?: unknown }
@@ -29,7 +29,8 @@ export const errorFromResponse = (verb: string, target: string, status: number, 
     // not JSON: keep the text
   }
   if (detail === "") detail = `HTTP ${status}`
-  return new KubeError({ reason: reasonForStatus(status, verb), verb, target, status, detail: detail.slice(0, MAX_DETAIL) })
+  const wait = retryAfterSeconds(status, retryAfter)
+  return new KubeError({ reason: reasonForStatus(status, verb), verb, target, status, detail: detail.slice(0, MAX_DETAIL), ...(wait === undefined ? {} : { retryAfterSeconds: wait }) })
 }
 
 /**

@@ -117,7 +117,7 @@ export const startController = async (options: ControllerOptions): Promise<Contr
       for (const c of children) if (c.running()) c.child.kill("SIGKILL")
     })
   }
-  const [healthPort, metricsPort] = [await freePort(), await freePort()]
+  const [healthPort, metricsPort, inspectPort] = [await freePort(), await freePort(), await freePort()]
   const identity = options.identity ?? `ctl-${process.pid}-${++counter}`
   const args = [
     options.script ?? MAIN,
@@ -139,7 +139,8 @@ export const startController = async (options: ControllerOptions): Promise<Contr
   // process.execPath: the Node running vitest (the node@24 devDependency through npm), as `npm start`
   // uses. The preloaded watchdog only makes the child die with us should we be SIGKILLed (it is
   // then re-parented): no controller outlives its test run. The program itself runs unchanged.
-  const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...(options.nodeArgs ?? []), ...args], {
+  // --inspect-port only names the port: the inspector stays off unless jsStack's SIGUSR1 opens it.
+  const child = spawn(process.execPath, [`--inspect-port=127.0.0.1:${inspectPort}`, "--import", ORPHAN_WATCHDOG, ...(options.nodeArgs ?? []), ...args], {
     cwd: ROOT,
     env: { ...childEnv(identity), ...options.env },
     stdio: ["ignore", "pipe", "pipe"]
@@ -202,6 +203,7 @@ export const startController = async (options: ControllerOptions): Promise<Contr
     if (first === "late" && !done) {
       // Before the SIGKILL, what the process is doing, into its log tail: evidence for a hang.
       if (child.pid !== undefined) keep(`[harness] still running ${graceMs} ms after ${signal}: ${await procView(child.pid)}`)
+      if (child.pid !== undefined && !done) keep(`[harness] JavaScript stack when paused: ${await jsStack(child.pid, inspectPort)}`)
       if (!done) child.kill("SIGKILL")
     }
     return exited
@@ -270,15 +272,71 @@ export const stopAllControllers = async (graceMs = 10_000): Promise<void> => {
   await Promise.all([...children].map((c) => c.stop(graceMs)))
 }
 
-/** A one-shot command of the program (`audit`, …) as a user runs it: its exit code and both streams, kept apart. */
-export const runCommand = (command: string, options: { readonly kubeconfig: string; readonly namespace: string; readonly args?: ReadonlyArray<string> }) =>
+/** A one-shot command of the program (`audit`, …) as a user runs it: its exit code and both streams, kept apart; `input` is its stdin. */
+export const runCommand = (
+  command: string,
+  options: { readonly kubeconfig: string; readonly namespace: string; readonly args?: ReadonlyArray<string>; readonly input?: string }
+) =>
   new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string }>((resolve, reject) => {
     const args = [MAIN, command, "--kubeconfig", options.kubeconfig, "--namespace", options.namespace, ...(options.args ?? [])]
-    const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: childEnv(`cmd-${process.pid}-${++counter}`), stdio: ["ignore", "pipe", "pipe"] })
+    const stdin = options.input === undefined ? "ignore" : "pipe"
+    const child = spawn(process.execPath, ["--import", ORPHAN_WATCHDOG, ...args], { cwd: ROOT, env: childEnv(`cmd-${process.pid}-${++counter}`), stdio: [stdin, "pipe", "pipe"] })
     let stdout = ""
     let stderr = ""
-    child.stdout.on("data", (b: Buffer) => void (stdout += b.toString()))
-    child.stderr.on("data", (b: Buffer) => void (stderr += b.toString()))
+    child.stdout?.on("data", (b: Buffer) => void (stdout += b.toString()))
+    child.stderr?.on("data", (b: Buffer) => void (stderr += b.toString()))
     child.on("error", reject)
     child.on("close", (code) => resolve({ code, stdout, stderr }))
+    if (options.input !== undefined) child.stdin?.end(options.input)
   })
+
+/**
+ * Where the JavaScript of a live process is, right now: SIGUSR1 opens its inspector (on the port
+ * its --inspect-port named), and the Chrome DevTools protocol pauses it and reads its call stack.
+ * This works when its event loop is blocked (a busy loop, which procView shows as a thread using a
+ * whole core), since V8 breaks into running code; an idle process pauses at its next task.
+ */
+export const jsStack = async (pid: number, port: number, timeoutMs = 5_000): Promise<string> => {
+  try {
+    process.kill(pid, "SIGUSR1")
+    const deadline = Date.now() + timeoutMs
+    let url: string | undefined
+    while (url === undefined && Date.now() < deadline) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}/json/list`, { signal: AbortSignal.timeout(1_000) })
+        url = ((await res.json()) as Array<{ webSocketDebuggerUrl?: string }>)[0]?.webSocketDebuggerUrl
+      } catch {
+        await sleep(100)
+      }
+    }
+    if (url === undefined) return `no inspector on 127.0.0.1:${port}`
+    const ws = new WebSocket(url)
+    return await new Promise<string>((resolve) => {
+      const timer = setTimeout(() => {
+        ws.close()
+        resolve("the inspector answered, but the process did not pause")
+      }, Math.max(0, deadline - Date.now()))
+      ws.addEventListener("open", () => {
+        ws.send(JSON.stringify({ id: 1, method: "Debugger.enable" }))
+        ws.send(JSON.stringify({ id: 2, method: "Debugger.pause" }))
+      })
+      ws.addEventListener("message", (m) => {
+        const msg = JSON.parse(String(m.data)) as {
+          method?: string
+          params?: { callFrames?: Array<{ functionName: string; url: string; location: { lineNumber: number; columnNumber: number } }> }
+        }
+        if (msg.method !== "Debugger.paused") return
+        clearTimeout(timer)
+        const frames = (msg.params?.callFrames ?? []).map((f) => `${f.functionName || "<anonymous>"} (${f.url.replace(`file://${ROOT}`, "")}:${f.location.lineNumber + 1}:${f.location.columnNumber + 1})`)
+        ws.close()
+        resolve(frames.join(" <- "))
+      })
+      ws.addEventListener("error", () => {
+        clearTimeout(timer)
+        resolve("the inspector's WebSocket failed")
+      })
+    })
+  } catch (e) {
+    return `no stack (${e instanceof Error ? e.message : String(e)})`
+  }
+}

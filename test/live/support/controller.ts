@@ -49,6 +49,23 @@ export const awaitLeading = (ctl: ControllerProcess, options: { readonly sweep?:
     { context: () => ctl.tail(), abort: exitedWhy(ctl), timeout: options.timeout ?? "30 seconds" }
   )
 
+/**
+ * The one controller a suite's scenarios share: `get` starts it (and waits until it leads, its
+ * start-up sweep done) when none runs; a scenario that needs a restart stops `current()`, and the
+ * next `get` starts another (options are read again: a fresh identity).
+ */
+export const sharedController = (options: () => ControllerOptions) => {
+  let ctl: ControllerProcess | undefined
+  const get = Effect.gen(function* () {
+    if (ctl !== undefined && ctl.running()) return ctl
+    const started = yield* launch(options())
+    ctl = started
+    yield* awaitLeading(started)
+    return started
+  })
+  return { get, current: () => ctl }
+}
+
 /** Waits until a metric sample satisfies `ok` (absent samples read as undefined). */
 export const awaitMetric = (ctl: ControllerProcess, name: string, labels: Readonly<Record<string, string>>, ok: (v: number | undefined) => boolean, timeout: Duration.DurationInput = "20 seconds") =>
   waitUntil(`${name}${JSON.stringify(labels)} on ${ctl.identity}`, Effect.promise(() => ctl.metric(name, labels)), ok, {

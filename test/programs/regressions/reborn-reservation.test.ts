@@ -59,7 +59,7 @@ describe("regression: a pod reborn while its old incarnation is being freed keep
       expect(reborn.ips[0]!.ips).toEqual(first.ips[0]!.ips)
       expect(result).toMatchObject({ _tag: "Freed", freed: [] })
       expect(yield* allocations).toEqual({ "1": { id: reborn.containerId, podref: "default/web-0", ifname: "net1" } })
-      expect(yield* reservations).toEqual([{ name: "10.211.0.1", podref: "default/web-0", containerid: reborn.containerId, ifname: "net1" }])
+      expect(yield* reservations).toEqual([{ name: "10.211.0.1", podref: "default/web-0", ifname: "net1" }])
       expect(yield* eventsIn("default")).toEqual([])
     }).pipe(Effect.provide(memoryWithHooks())))
 
@@ -81,7 +81,7 @@ describe("regression: a pod reborn while its old incarnation is being freed keep
       expect(reborn.ips[0]!.ips).toEqual(first.ips[0]!.ips)
       expect(result).toMatchObject({ _tag: "Failed", error: { reason: "ApiError", retryable: true } })
       expect(yield* allocations).toEqual({ "1": { id: reborn.containerId, podref: "default/web-0", ifname: "net1" } })
-      expect(yield* reservations).toEqual([{ name: "10.211.0.1", podref: "default/web-0", containerid: reborn.containerId, ifname: "net1" }])
+      expect(yield* reservations).toEqual([{ name: "10.211.0.1", podref: "default/web-0", ifname: "net1" }])
     }).pipe(Effect.provide(memoryWithHooks())))
 
   it.live("reborn after the pool write: it gets an address and a reservation of its own", () =>

@@ -1,0 +1,90 @@
+/**
+ * What an operator names for `release --pod/--ip`, as the planner's holdings: a pod's podref with
+ * everything it holds in any pool and its reservations, or one address of a pool with its
+ * reservation. Claim "Operator": the planner frees them while no pod of that name exists or the
+ * one there will never run again, or, forced, whatever the pod (src/domain/release.ts, rule 6).
+ * One holding per podref, however it was named. Pure: the program brings a fresh listing.
+ */
+import { type Snapshot, deletedPodHolding, findPodHoldings, heldEntry } from "./holdings.ts"
+import { type IPAddress, formatIP, ipEquals } from "./ip.ts"
+import { podRef, splitPodRef } from "./pod.ts"
+import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
+
+/** What release named: pods by namespace/name, addresses by pool and IP. */
+export interface NamedTargets {
+  readonly pods: ReadonlyArray<{ readonly namespace: string; readonly name: string }>
+  readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>
+  readonly force: boolean
+}
+
+/** Something release was asked to free and does not hand on, and why. */
+export interface Skip {
+  readonly kind: "allocation" | "reservation" | "pod"
+  /** The pool of an allocation, the name of a reservation; "" for a pod. */
+  readonly name: string
+  readonly ip: string | undefined
+  readonly podref: string
+  readonly why: string
+}
+
+interface Gathered {
+  readonly entries: Array<HeldEntry>
+  readonly reservations: Array<HeldReservation>
+}
+
+/** The holdings (claim Operator) of what was named, and what was named but holds nothing. */
+export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<Skip> } => {
+  const skipped: Array<Skip> = []
+  const byRef = new Map<string, Gathered>()
+  const of = (podref: string) => {
+    let g = byRef.get(podref)
+    if (g === undefined) byRef.set(podref, (g = { entries: [], reservations: [] }))
+    return g
+  }
+  const addEntry = (podref: string, e: HeldEntry) => {
+    const g = of(podref)
+    if (!g.entries.some((x) => x.pool === e.pool && x.entry.key === e.entry.key)) g.entries.push(e)
+  }
+  const addReservation = (podref: string, r: HeldReservation) => {
+    const g = of(podref)
+    if (!g.reservations.some((x) => x.name === r.name)) g.reservations.push(r)
+  }
+  for (const pod of targets.pods) {
+    const ref = podRef(pod)
+    // The podref index over every pool listed: whatever the pod's annotations say or do not say.
+    const found = deletedPodHolding(findPodHoldings({ ...pod, uid: "" }, snapshot), new Map(), snapshot)
+    // Only reservations that exist and are this podref's: one listed for nobody is nothing to free.
+    const reservations = found.reservations.filter((r) => r.listed?.podref === ref)
+    if (found.entries.length === 0 && reservations.length === 0) skipped.push({ kind: "pod", name: "", ip: undefined, podref: ref, why: `pod ${ref} holds no address in these pools` })
+    found.entries.forEach((e) => addEntry(ref, e))
+    reservations.forEach((r) => addReservation(ref, r))
+  }
+  for (const target of targets.ips) {
+    const skip = (why: string) => skipped.push({ kind: "allocation", name: target.pool, ip: formatIP(target.ip), podref: "", why })
+    const pool = snapshot.pool(target.pool)
+    const entry = pool?.entries.find((e) => ipEquals(e.ip, target.ip))
+    if (pool === undefined) skip(`no pool ${target.pool}`)
+    else if (entry === undefined) skip(`pool ${target.pool} holds no allocation of ${formatIP(target.ip)}`)
+    else {
+      const held = heldEntry(pool.name, pool, entry, snapshot)
+      addEntry(entry.podref, held)
+      const listed = held.reservation === undefined ? undefined : snapshot.reservation(held.reservation)
+      if (listed !== undefined && listed.podref === entry.podref) addReservation(entry.podref, { name: listed.name, listed, ip: entry.ip, orphan: undefined })
+    }
+  }
+  const holdings = [...byRef].map(([podref, g]): Holding => {
+    const pod = splitPodRef(podref)
+    return {
+      podref,
+      pod: pod === undefined ? undefined : { ...pod, uid: "" },
+      claim: "Operator",
+      trigger: "operator",
+      ...g,
+      problems: [],
+      ifFreed: [],
+      error: undefined,
+      operator: { force: targets.force }
+    }
+  })
+  return { holdings, skipped }
+}

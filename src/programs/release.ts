@@ -1,0 +1,106 @@
+/**
+ * `release`: frees by hand what the controller's own rules keep, through the controller's planner
+ * and executor (never a second write path): the orphans an `audit --output json` report lists,
+ * each only while it is still the same entry and still an orphan by the sweep's rule; or what an
+ * operator names by pod or by pool and IP, refused while a pod of that name may run unless forced.
+ * Every candidate is re-checked live right before its write and every write is guarded per entry,
+ * so it is safe next to a running controller; as a one-shot it takes no Lease. Dry-run plans and
+ * writes nothing. Its Events and metrics are the controller's, marked as an operator's release.
+ */
+import { readFile } from "node:fs/promises"
+import { Data, Effect, Either } from "effect"
+import { type AuditReport, decodeAuditReport, matchReport } from "../domain/audit-report.ts"
+import { type NamedTargets, namedHoldings } from "../domain/operator-release.ts"
+import { podRef } from "../domain/pod.ts"
+import { type ReleasePlan, planRelease } from "../domain/release.ts"
+import type { ReleaseTargets } from "./cli.ts"
+import { execute } from "./executor.ts"
+import { recheckHoldings } from "./recheck.ts"
+import { type ReleaseRow, executedRows, exitCodeOf, plannedRows, renderRows, renderRowsJson, skipRow, summary } from "./release-rows.ts"
+import { listWhereabouts, listWorld, sweepHoldings } from "./sweep.ts"
+import { listingSnapshot } from "./snapshot.ts"
+
+/** Input release cannot use (a report that cannot be read or is not one): exit code 2. */
+export class ReleaseInputError extends Data.TaggedError("ReleaseInputError")<{ readonly message: string }> {}
+
+const readStdin = async (): Promise<string> => {
+  const chunks: Array<Buffer> = []
+  for await (const chunk of process.stdin) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : (chunk as Buffer))
+  return Buffer.concat(chunks).toString("utf8")
+}
+
+/** The audit report at `path` ("-": stdin), decoded; a bad one fails with one line naming the file and what is wrong. */
+export const loadReport = (path: string): Effect.Effect<AuditReport, ReleaseInputError> => {
+  const shown = path === "-" ? "- (stdin)" : path
+  return Effect.tryPromise({
+    try: () => (path === "-" ? readStdin() : readFile(path, "utf8")),
+    catch: (e) => new ReleaseInputError({ message: `--from-report ${shown}: cannot read it: ${e instanceof Error ? e.message : String(e)}` })
+  }).pipe(
+    Effect.flatMap((text) =>
+      Either.match(decodeAuditReport(text), {
+        onLeft: (why) => Effect.fail(new ReleaseInputError({ message: `--from-report ${shown}: ${why}` })),
+        onRight: Effect.succeed
+      })
+    )
+  )
+}
+
+/** What release was asked to free, with a report read and decoded: the input checked before the cluster is asked anything. */
+export type LoadedTargets = { readonly _tag: "Report"; readonly report: AuditReport } | (NamedTargets & { readonly _tag: "Named" })
+
+/** Reads the report (if any); fails with one line on input release cannot use. */
+export const loadTargets = (targets: ReleaseTargets): Effect.Effect<LoadedTargets, ReleaseInputError> =>
+  targets._tag === "Report" ? Effect.map(loadReport(targets.path), (report) => ({ _tag: "Report" as const, report })) : Effect.succeed(targets)
+
+/** The report's entries that are still the same and still orphans, judged on a fresh listing as a sweep judges. */
+const reportHoldings = (report: AuditReport) =>
+  Effect.gen(function* () {
+    const world = yield* listWorld
+    const { holdings } = yield* sweepHoldings(world)
+    return matchReport(report, {
+      pools: new Map(world.poolList.map((p) => [p.name, p.pool] as const)),
+      reservations: new Map(world.reservationList.map((r) => [r.name, r] as const)),
+      pods: new Map(world.podList.map((p) => [podRef(p), p] as const)),
+      orphans: holdings
+    })
+  })
+
+/** What was named by pod and by pool/IP, found in a fresh listing of the pools and reservations. */
+const namedHoldingsNow = (targets: NamedTargets) =>
+  Effect.gen(function* () {
+    const listed = yield* listWhereabouts
+    const snapshot = yield* listingSnapshot(listed.poolList.map((p) => p.pool), listed.reservationList, listed.nads, listed.nodeSlicePools)
+    return namedHoldings(targets, snapshot)
+  })
+
+const logFreed = (r: ReleaseRow) =>
+  Effect.logInfo(r.kind === "allocation" ? "release freed allocation" : "release deleted reservation").pipe(
+    Effect.annotateLogs({ ...(r.kind === "allocation" ? { pool: r.name } : { reservation: r.name }), ip: r.ip ?? "", podref: r.podref })
+  )
+
+/** Carries the plan out, with its Events and metrics written before the command ends. */
+const carryOut = (plan: ReleasePlan) =>
+  Effect.gen(function* () {
+    const execution = yield* execute(plan)
+    yield* execution.finish
+    const rows = executedRows(plan, execution)
+    yield* Effect.forEach(rows.filter((r) => r.result === "freed"), logFreed, { discard: true })
+    return rows
+  })
+
+export interface ReleaseOptions {
+  readonly dryRun: boolean
+  readonly output: "table" | "json"
+}
+
+/** Runs a release: the text to print and the exit code (0 when all was freed, 1 when anything was not). */
+export const release = (targets: LoadedTargets, options: ReleaseOptions) =>
+  Effect.gen(function* () {
+    const found = targets._tag === "Report" ? yield* reportHoldings(targets.report) : yield* namedHoldingsNow(targets)
+    // Right before the writes: who holds these podrefs now, and their nodes, read live.
+    const checked = yield* recheckHoldings(found.holdings)
+    const plan = planRelease(checked.holdings, checked.facts)
+    const rows = [...(options.dryRun ? plannedRows(plan) : yield* carryOut(plan)), ...found.skipped.map(skipRow)]
+    yield* Effect.logInfo(`release finished: ${summary(rows, options.dryRun)}`)
+    return { text: options.output === "json" ? renderRowsJson(rows, options.dryRun) : renderRows(rows, options.dryRun), exitCode: exitCodeOf(rows) }
+  })

@@ -1,0 +1,131 @@
+/**
+ * How requests flow to the API server. No client-side rate by default: the server protects
+ * itself (API Priority and Fairness), and the controller's back-pressure is
+ *  - a fixed number of requests in flight per kind of work (`--max-in-flight`): pool writes,
+ *    reservation reads and writes, pod reads, Events, list pages, leader election, the rest. A
+ *    burst of one kind queues behind its own bound and never takes the others' slots, so Events
+ *    never hold back a pool write and a mass deletion never starves the Lease renewal;
+ *  - the server's answer: a 429 with Retry-After pauses that kind of work until then (every
+ *    request of that kind waits, the others go on) and the refused request is sent again after
+ *    it; a 5xx with Retry-After is sent again after it, without a pause. At most MAX_RETRY_AFTER
+ *    times, and never for a wait longer than the request timeout: then the error goes to the
+ *    caller, whose own retry (the work queue's backoff) takes over.
+ * Watches are long-lived and pass unbounded. `--api-qps` stays as an opt-in cap (KubeApiLive).
+ */
+import { Clock, Duration, Effect, Layer, Stream } from "effect"
+import { ControllerConfig } from "./ControllerConfig.ts"
+import { KubeApi, type KubeApiShape } from "./KubeApi.ts"
+import type { KubeError } from "./KubeError.ts"
+import { Metrics } from "./Metrics.ts"
+import * as R from "./resources.ts"
+import { FLOW_KINDS, type FlowKind } from "../domain/api-flow.ts"
+
+export { DEFAULT_IN_FLIGHT, FLOW_KINDS, type FlowKind, parseInFlight } from "../domain/api-flow.ts"
+
+/** Retries of one request the API server asked for with Retry-After (client-go allows 10). */
+export const MAX_RETRY_AFTER = 3
+
+/** The kind of work a request is. */
+export const kindOf = (verb: string, r: R.Resource): FlowKind => {
+  if (r.plural === R.Leases.plural && r.group === R.Leases.group) return "leader-election"
+  if (verb === "list") return "lists"
+  if (r.plural === R.Events.plural && r.group === R.Events.group) return "events"
+  if (r.plural === R.IPPools.plural && r.group === R.IPPools.group) return verb === "get" ? "other" : "pool-writes"
+  if (r.plural === R.OverlappingRangeIPReservations.plural) return "reservations"
+  if (r.plural === R.Pods.plural && r.group === R.Pods.group) return "pod-reads"
+  return "other"
+}
+
+/** What the flow reports: requests in flight per kind, and the pauses a 429 started. */
+export interface FlowObserver {
+  readonly inFlight: (kind: FlowKind, n: number) => Effect.Effect<void>
+  readonly paused: (kind: FlowKind, seconds: number, error: KubeError) => Effect.Effect<void>
+}
+
+export interface FlowOptions {
+  readonly inFlight: Readonly<Record<FlowKind, number>>
+  /** No wait longer than this is honoured (a request would not live that long). */
+  readonly requestTimeout: Duration.DurationInput
+  readonly observer?: FlowObserver | undefined
+}
+
+const silent: FlowObserver = { inFlight: () => Effect.void, paused: () => Effect.void }
+
+/** Sleeps until the clock reads `until`, again if a later pause came meanwhile. */
+const waitFor = (until: () => number): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => (until() <= now ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(until() - now)), Effect.suspend(() => waitFor(until)))))
+
+/** `api` with the flow control above. */
+export const wrap = (api: KubeApiShape, options: FlowOptions): Effect.Effect<KubeApiShape> =>
+  Effect.gen(function* () {
+    const observer = options.observer ?? silent
+    const longest = Duration.toMillis(Duration.decode(options.requestTimeout))
+    const lanes = new Map<FlowKind, { readonly permits: Effect.Semaphore; pausedUntil: number; inFlight: number }>()
+    for (const kind of FLOW_KINDS) lanes.set(kind, { permits: yield* Effect.makeSemaphore(options.inFlight[kind]), pausedUntil: 0, inFlight: 0 })
+
+    const inLane = <A>(kind: FlowKind, effect: Effect.Effect<A, KubeError>): Effect.Effect<A, KubeError> => {
+      const lane = lanes.get(kind)!
+      const counted = Effect.acquireUseRelease(
+        Effect.suspend(() => observer.inFlight(kind, ++lane.inFlight)),
+        () => effect,
+        () => Effect.suspend(() => observer.inFlight(kind, --lane.inFlight))
+      )
+      return Effect.zipRight(waitFor(() => lane.pausedUntil), lane.permits.withPermits(1)(counted))
+    }
+
+    const flow = <A>(kind: FlowKind, request: Effect.Effect<A, KubeError>): Effect.Effect<A, KubeError> =>
+      Effect.gen(function* () {
+        for (let retries = 0; ; retries++) {
+          const result = yield* Effect.either(inLane(kind, request))
+          if (result._tag === "Right") return result.right
+          const e = result.left
+          const wait = e.retryAfterSeconds
+          if (wait === undefined || retries >= MAX_RETRY_AFTER || wait * 1000 > longest) return yield* Effect.fail(e)
+          if (e.status === 429) {
+            const lane = lanes.get(kind)!
+            const until = (yield* Clock.currentTimeMillis) + wait * 1000
+            if (until > lane.pausedUntil) {
+              lane.pausedUntil = until
+              yield* observer.paused(kind, wait, e)
+            }
+            // The next attempt waits at the lane's entrance, with every other request of its kind.
+          } else {
+            yield* Effect.logDebug(`${e.verb} ${e.target}: HTTP ${e.status}, retrying after ${wait} s as the API server asked`)
+            yield* Effect.sleep(Duration.seconds(wait))
+          }
+        }
+      })
+
+    return {
+      get: (r, ns, name, o) => flow(kindOf("get", r), api.get(r, ns, name, o)),
+      list: (r, ns, o) => flow(kindOf("list", r), api.list(r, ns, o)),
+      create: (r, ns, o) => flow(kindOf("create", r), api.create(r, ns, o)),
+      replace: (r, ns, o) => flow(kindOf("replace", r), api.replace(r, ns, o)),
+      patch: (r, ns, name, p, o) => flow(kindOf("patch", r), api.patch(r, ns, name, p, o)),
+      delete: (r, ns, name, o) => flow(kindOf("delete", r), api.delete(r, ns, name, o)),
+      watch: (r, ns, o) => Stream.suspend(() => api.watch(r, ns, o))
+    } satisfies KubeApiShape
+  })
+
+/** `inner` under the flow control, with the bounds of --max-in-flight; in-flight counts and pauses go to Metrics and the log. */
+export const flowControl = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Layer<KubeApi, E, R | ControllerConfig | Metrics> =>
+  Layer.effect(
+    KubeApi,
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const config = yield* ControllerConfig
+      const metrics = yield* Metrics
+      return yield* wrap(api, {
+        inFlight: config.maxInFlight,
+        requestTimeout: config.requestTimeout,
+        observer: {
+          inFlight: metrics.apiInFlight,
+          paused: (kind, seconds, e) =>
+            Effect.zipRight(
+              metrics.apiPaused(kind, seconds),
+              Effect.logWarning("the API server asked to slow down: this kind of request waits").pipe(Effect.annotateLogs({ kind, seconds, request: `${e.verb} ${e.target}`, detail: e.detail }))
+            )
+        }
+      })
+    })
+  ).pipe(Layer.provide(inner))
