@@ -117,7 +117,7 @@ const publish = (o: Env["o"], r: RunResult, rows: Results["rows"], body: Readonl
     durationSeconds: r.cpu.wallSeconds,
     machine: machine(),
     rows,
-    sections: [{ title: `Soak run (seed ${o.seed})`, body: `${body.slice(2).join("\n\n")}\n\n![soak plot](bench/results/soak.svg)` }],
+    sections: [{ title: `Soak run (seed ${o.seed})`, body: `${[body[0], ...body.slice(2)].join("\n\n")}\n\n![soak plot](bench/results/soak.svg)` }],
     data: { ...data, frees: undefined, violations: (data["violations"] as ReadonlyArray<{ kind: string; summary: string }>).map((v) => ({ kind: v.kind, summary: v.summary })) }
   }
   writeResults(results)
