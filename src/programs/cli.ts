@@ -17,6 +17,8 @@ interface OptionRow {
   /** The option's default in DEFAULTS; without one, `note` says what applies when it is unset. */
   readonly key?: DefaultedKey
   readonly note?: string
+  /** A one-letter alias, as kubectl's `-o` for --output. */
+  readonly short?: string
   readonly help: string
   readonly commands: ReadonlyArray<Command>
 }
@@ -148,7 +150,7 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
   { flag: "log-level", env: "LOG_LEVEL", kind: "string", key: "logLevel", help: "debug, info, warning or error", commands: all },
   { flag: "log-format", env: "LOG_FORMAT", kind: "string", key: "logFormat", help: "json or logfmt", commands: all },
-  { flag: "output", env: "OUTPUT", kind: "string", key: "output", help: "output of audit and release: table or json", commands: ["audit", "release"] }
+  { flag: "output", short: "o", env: "OUTPUT", kind: "string", key: "output", help: "output of audit and release: table or json", commands: ["audit", "release"] }
 ]
 
 /** Every option, with its default as shown. */
@@ -239,8 +241,8 @@ const releaseTargets = (values: Record<string, unknown>): ReleaseTargets => {
 
 /** Parses argv (without node and script); throws TypeError with a readable message on bad input. */
 export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
-  const options: Record<string, { type: "string" | "boolean"; multiple?: boolean }> = { help: { type: "boolean" }, version: { type: "boolean" } }
-  for (const o of OPTIONS) options[o.flag] = { type: o.kind }
+  const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
+  for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
   for (const a of RELEASE_ARGUMENTS) options[a.flag] = { type: a.kind, multiple: a.multiple }
   const { values, positionals } = parseArgs({ args: [...argv], options, allowPositionals: true, allowNegative: true, strict: true })
   const [command = "run", ...rest] = positionals
@@ -265,7 +267,7 @@ export const configProvider = (cli: ParsedCli): ConfigProvider.ConfigProvider =>
 /** `--help` text, generated from the option tables. */
 export const helpText = (command?: Command): string => {
   const rows = OPTIONS.filter((o) => command === undefined || o.commands.includes(command))
-  const flagText = (o: OptionSpec) => (o.kind === "boolean" ? `--${o.flag} / --no-${o.flag}` : `--${o.flag} <value>`)
+  const flagText = (o: OptionSpec) => `${o.short === undefined ? "" : `-${o.short}, `}${o.kind === "boolean" ? `--${o.flag} / --no-${o.flag}` : `--${o.flag} <value>`}`
   const argText = (a: ArgumentSpec) => (a.kind === "boolean" ? `--${a.flag}` : `--${a.flag} ${a.value}`)
   const releasing = command === undefined || command === "release"
   const width = Math.max(...rows.map((o) => flagText(o).length), ...(releasing ? RELEASE_ARGUMENTS.map((a) => argText(a).length) : []))
@@ -290,7 +292,7 @@ export const helpText = (command?: Command): string => {
     ...lines,
     ...releaseLines,
     "",
-    `  ${"--help".padEnd(width)}  show this help`,
+    `  ${"-h, --help".padEnd(width)}  show this help`,
     `  ${"--version".padEnd(width)}  print the version`,
     "",
     "Durations are written like \"500 millis\", \"30 seconds\", \"2 minutes\"."

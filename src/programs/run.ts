@@ -15,6 +15,26 @@ import { sweepAfterRelists } from "./relists.ts"
 import { onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
 import { sweepOnce } from "./sweep.ts"
 
+/**
+ * Informers count their own restarts; each run of the returned effect carries the increments since
+ * the last into `informer_restarts_total`, for every informer the controller runs.
+ */
+export const carryRestarts = (informers: ReadonlyArray<{ readonly restarts: () => number; readonly resource: { readonly plural: string } }>) => {
+  const counted = new Map<string, number>()
+  return Effect.flatMap(Metrics, (metrics) =>
+    Effect.forEach(
+      informers,
+      (informer) => {
+        const now = informer.restarts()
+        const before = counted.get(informer.resource.plural) ?? 0
+        counted.set(informer.resource.plural, now)
+        return now > before ? metrics.informerRestarts(informer.resource.plural, now - before) : Effect.void
+      },
+      { discard: true }
+    )
+  )
+}
+
 /** Runs until interrupted (SIGTERM): then stops taking work, drains, releases the lease. */
 export const runController = Effect.scoped(
   Effect.gen(function* () {
@@ -25,19 +45,8 @@ export const runController = Effect.scoped(
     const scheduleSources = yield* startupSchedule
     yield* serveEndpoints(caches.isSynced)
     yield* Effect.forkScoped(Stream.runForEach(leader.changes, metrics.leader))
-    // Informers count their own restarts; carry the increments into the counter.
-    const counted = new Map<string, number>()
-    yield* Effect.forkScoped(
-      Effect.repeat(
-        Effect.forEach([caches.pods, caches.nads, caches.pools, caches.reservations], (informer) => {
-          const now = informer.restarts()
-          const before = counted.get(informer.resource.plural) ?? 0
-          counted.set(informer.resource.plural, now)
-          return now > before ? metrics.informerRestarts(informer.resource.plural, now - before) : Effect.void
-        }),
-        Schedule.spaced("5 seconds")
-      )
-    )
+    const informers = [caches.pods, caches.nads, caches.pools, caches.reservations, caches.nodeSlicePools, caches.nodes, caches.scheduleConfigMap]
+    yield* Effect.forkScoped(Effect.repeat(carryRestarts(informers.filter((i) => i !== undefined)), Schedule.spaced("5 seconds")))
     yield* Effect.logInfo("whereabouts-controller starting").pipe(
       Effect.annotateLogs({
         identity: config.identity,

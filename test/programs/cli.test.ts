@@ -28,6 +28,14 @@ describe("command line", () => {
     expect(() => parseCli(["audit", "extra"])).toThrow(/unexpected argument "extra"/)
   })
 
+  it("takes -o for --output (as kubectl does) and -h for --help", () => {
+    expect(Object.fromEntries(parseCli(["audit", "-o", "json"]).values)).toEqual({ OUTPUT: "json" })
+    expect(Object.fromEntries(parseCli(["release", "-ojson", "--pod", "ns/a"]).values)).toEqual({ OUTPUT: "json" })
+    expect(parseCli(["audit", "-h"]).help).toBe(true)
+    expect(helpText("audit")).toMatch(/^ {2}-o, --output <value> /m)
+    expect(() => parseCli(["audit", "-x"])).toThrow()
+  })
+
   it("reads durations and rejects bad values with the key named", () => {
     const ok = Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli(["--retry-base-delay", "250 millis", "--shutdown-timeout", "1 minute"]))))
     expect(ok.retryBaseDelay.toString()).toContain("250")
