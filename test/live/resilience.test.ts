@@ -103,7 +103,7 @@ describeLive("resilience of the controller process against a real API server", (
         yield* createNad(ns, "q", { range: "10.251.0.0/24" })
         const pods: Array<RunningPod> = []
         for (let i = 0; i < 6; i++) pods.push(yield* startPod(ns, `q${i}`, [on(ns, "q")]))
-        // No leader election: the start-up sweep runs exactly once, before anything is deleted.
+        // No leader election: the start-up sweep runs once, before anything is deleted.
         const ctl = yield* launch({ kubeconfig: runningEnvtest().kubeconfigPath, namespace: pools, identity: "res-b", args: ["--no-leader-elect"] })
         yield* awaitLeading(ctl)
         const gone = [pods[1]!, pods[3]!, pods[5]!]
@@ -130,8 +130,11 @@ describeLive("resilience of the controller process against a real API server", (
         // How the informer learnt it: its watch was refused as too old (410), and it listed again.
         expect(yield* metricOf(ctl, "whereabouts_controller_api_requests_total", { verb: "watch", resource: "pods", code: "410" })).toBeGreaterThanOrEqual(1)
         expect(yield* metricOf(ctl, "whereabouts_controller_api_requests_total", { verb: "list", resource: "pods", code: "200" })).toBeGreaterThan(podLists)
+        // The relist after the gap is followed by a sweep (for pods the gap hid entirely, see
+        // test/programs/regressions/relist-gap.test.ts); here the deletion path had freed everything first.
+        yield* awaitMetric(ctl, "whereabouts_controller_sweeps_total", { result: "success" }, (v) => v === 2)
         yield* awaitMetric(ctl, "whereabouts_controller_ips_freed_total", { trigger: "sweep" }, (v) => v === 0)
-        yield* awaitMetric(ctl, "whereabouts_controller_sweeps_total", { result: "success" }, (v) => v === 1)
+        expect(logsWith(ctl, "pods were listed again after a gap in their watch: sweeping for pods the gap hid")).toHaveLength(1)
         expect(yield* Effect.promise(() => ctl.stop())).toEqual({ code: 0, signal: null })
       })
     )
