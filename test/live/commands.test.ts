@@ -46,7 +46,7 @@ describeLive("commands against a real API server", () => {
       yield* startPod(ns, "keep", [on(ns, "net")])
       const gone = yield* startPod(ns, "gone", [on(ns, "net")])
       yield* deletePod(gone)
-      const dirty = yield* run("audit", ["--output", "json"])
+      const dirty = yield* run("audit", ["-o", "json"]) // the short form, as in `audit -o json > report.json`
       const report = JSON.parse(dirty.stdout) as { orphanedAllocations: Array<{ ip: string; podref: string }> }
       expect(report.orphanedAllocations.map((o) => `${o.ip} ${o.podref}`)).toEqual([`10.250.0.2 ${ns}/gone`])
       expect(dirty.code).toBe(1)
