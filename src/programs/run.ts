@@ -13,7 +13,7 @@ import { monitorPoolUsage } from "./pool-usage.ts"
 import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
 import { sweepAfterRelists } from "./relists.ts"
 import { onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
-import { sweepOnce } from "./sweep.ts"
+import { sweepUntilDone } from "./sweep.ts"
 
 /**
  * Informers count their own restarts; each run of the returned effect carries the increments since
@@ -66,9 +66,10 @@ export const runController = Effect.scoped(
     const reclaim = yield* makeReclaimMonitor
     yield* Effect.forkScoped(reclaim.monitor)
     const sweeps = Effect.gen(function* () {
-      // One sweep at a time: the scheduled one, and the one after a relist of the pods.
+      // One sweep at a time: the start-up one, the scheduled one, and the one after a relist of the
+      // pods; each runs again until it succeeds.
       const sweeping = yield* Effect.makeSemaphore(1)
-      const sweep = sweeping.withPermits(1)(sweepOnce({ dryRun: config.dryRun }))
+      const sweep = sweeping.withPermits(1)(sweepUntilDone({ dryRun: config.dryRun }))
       yield* Effect.forkScoped(monitorPoolUsage())
       // Subscribed before the start-up sweep lists anything: a gap after that list is swept again.
       yield* Effect.forkScoped(sweepAfterRelists(sweep))

@@ -4,7 +4,7 @@
  * freeing, and frees through the same planner and executor as the deletion loop. In dry-run
  * (`audit`) it only plans and reports. Runs once after start-up and then on its schedule (schedule.ts).
  */
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Option, Schedule } from "effect"
 import { type Snapshot, orphanHoldings } from "../domain/holdings.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
@@ -230,11 +230,25 @@ export const sweepOnce = (options: { readonly dryRun: boolean }) =>
     Effect.tapError((e) =>
       Effect.zipRight(
         Effect.flatMap(Metrics, (m) => m.sweep("failure")),
-        Effect.logError("sweep failed; the next one will retry").pipe(Effect.annotateLogs({ error: e.message }))
+        Effect.logError("sweep failed").pipe(Effect.annotateLogs({ error: e.message }))
       )
     ),
     Effect.option,
     Effect.ensuring(reclaimMemory("sweep"))
+  )
+
+/** How soon a failed sweep runs again: after 1 s, doubling, at most a minute apart, jittered. */
+export const SWEEP_RETRY = Schedule.exponential("1 second").pipe(Schedule.union(Schedule.spaced("1 minute")), Schedule.jittered)
+
+/**
+ * Sweeps until one succeeds. Only a sweep finds the deletions no event brought (those queued by a
+ * leader that stepped down, or hidden in a watch gap): a sweep that failed (an API error, a 429
+ * storm) must not leave them to the next scheduled one, by default a day later.
+ */
+export const sweepUntilDone = (options: { readonly dryRun: boolean }, retry: Schedule.Schedule<unknown> = SWEEP_RETRY) =>
+  Effect.flatMap(sweepOnce(options), (done) => (Option.isSome(done) ? Effect.succeed(done.value) : Effect.fail("sweep failed" as const))).pipe(
+    Effect.retry(retry),
+    Effect.orDie
   )
 
 export { ORPHAN_REASON_TEXT }

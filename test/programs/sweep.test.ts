@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Duration, Effect, Either, Fiber, SubscriptionRef, TestClock } from "effect"
+import { Clock, Duration, Effect, Either, Fiber, Schedule, SubscriptionRef, TestClock } from "effect"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
-import { runSweep, sweepOnce } from "../../src/programs/sweep.ts"
+import { runSweep, sweepOnce, sweepUntilDone } from "../../src/programs/sweep.ts"
 import { onSchedule } from "../../src/programs/schedule.ts"
 import { parseSchedule } from "../../src/domain/cron.ts"
 import { formatIP } from "../../src/domain/ip.ts"
@@ -151,6 +151,26 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
         expect((yield* eventsIn(NS)).map((e) => e.pod).sort()).toEqual(["p0", "p1", "p2"])
       })
     ).pipe(Effect.provide(memory({ namespace: POOL_NS }))))
+
+  it.effect("a sweep that fails runs again after 1 s, then 2 s, until one succeeds: what it finds is not left to the next scheduled sweep", () =>
+    Effect.gen(function* () {
+      const cluster = yield* InMemoryCluster
+      const sweeps = (result: string) => Effect.map(metric("sweeps_total", { result }), (n) => n ?? 0)
+      yield* createPool("10.38.0.0-24", "10.38.0.0/24", { "1": { id: "c", podref: "default/dead", ifname: "net1" } })
+      // The API server refuses the first two attempts' pool list (a 429 storm, say).
+      cluster.injectFault({ verb: "list", resource: "ippools", times: 2, reason: "TooManyRequests" })
+      const fiber = yield* Effect.fork(sweepUntilDone({ dryRun: false }, Schedule.exponential("1 second")))
+      yield* TestClock.adjust("500 millis")
+      expect([yield* sweeps("failure"), yield* sweeps("success")]).toEqual([1, 0])
+      yield* TestClock.adjust("1 second")
+      expect([yield* sweeps("failure"), yield* sweeps("success")]).toEqual([2, 0])
+      expect(Object.keys(yield* rawAllocations("10.38.0.0-24"))).toEqual(["1"])
+      yield* TestClock.adjust("2 seconds")
+      const result = yield* Fiber.join(fiber)
+      expect(result.freed).toBe(1)
+      expect([yield* sweeps("failure"), yield* sweeps("success")]).toEqual([2, 1])
+      expect(yield* rawAllocations("10.38.0.0-24")).toEqual({})
+    }).pipe(Effect.provide(memory({ namespace: POOL_NS }))))
 
   it.effect("the cron schedule fires at every match (*/5, UTC) and each run sweeps", () =>
     Effect.gen(function* () {
