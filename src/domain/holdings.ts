@@ -231,7 +231,7 @@ export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
  * The holding of a deleted pod: its entries in the pools found (those read live included) and the
  * reservations it owns — named by the podref index, and those of its entries' addresses. Pass the
  * snapshot as it was before the live re-check: a reservation created after it can only be a
- * reborn pod's. One the snapshot shows under another podref was re-created for that pod: not ours.
+ * reborn pod's. One the snapshot shows under another podref is read live before it is deleted.
  */
 export const deletedPodHolding = (
   f: PodFindings,
@@ -259,8 +259,11 @@ export const deletedPodHolding = (
   }
   const reservations: Array<HeldReservation> = []
   for (const name of names) {
+    // One the snapshot shows under another podref may since have been deleted and re-created for
+    // this pod (the snapshot lags the watch): it goes without `listed`, so it is read live and
+    // deleted only if it is this pod's then.
     const listed = snapshot.reservation(name)
-    if (listed === undefined || listed.podref === f.ref) reservations.push({ name, listed, ip: undefined, orphan: undefined })
+    reservations.push({ name, listed: listed?.podref === f.ref ? listed : undefined, ip: undefined, orphan: undefined })
   }
   const ifFreed = f.missingNads.map((nad): EventIntent => ({ regarding: podObject(f.pod), type: "Warning", reason: REASON_NAD_MISSING, message: nadMissingMessage(nad) }))
   return { ...base, entries, reservations, problems: f.problems, ifFreed, error: undefined }
