@@ -165,6 +165,16 @@ export const violationBlocks = (vs: ReadonlyArray<Violation>): string =>
         )
         .join("\n\n")
 
+/** Violations as BENCHMARKS.md lists them: one line each (the first ten), the histories in the run's full report. */
+export const violationList = (vs: ReadonlyArray<Pick<Violation, "kind" | "summary">>, fullReport: string): string =>
+  vs.length === 0
+    ? "None."
+    : [
+        table(["#", "kind", "what"], vs.slice(0, 10).map((v, i) => [String(i + 1), v.kind, v.summary])),
+        ...(vs.length > 10 ? [`… and ${vs.length - 10} more.`] : []),
+        `Each with the history of the objects involved: ${fullReport}.`
+      ].join("\n\n")
+
 /** Rows for BENCHMARKS.md: the issue's targets and what this run measured. */
 export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReadonlyArray<readonly [string, Fit | undefined]>): ReadonlyArray<Row> => [
   { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },

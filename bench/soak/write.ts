@@ -15,7 +15,7 @@ import { clock } from "./history.ts"
 import type { Env, RunResult } from "./main.ts"
 import { planSummary } from "./plan.ts"
 import { IDENTITIES } from "./replicas.ts"
-import { faultTable, generationTable, latencies, latencyTable, plotOf, type RunFacts, rssFit, targetRows, violationBlocks } from "./report.ts"
+import { faultTable, generationTable, latencies, latencyTable, plotOf, type RunFacts, rssFit, targetRows, violationBlocks, violationList } from "./report.ts"
 
 const commandOf = (o: Env["o"]) =>
   `npm run soak -- --minutes ${o.minutes} --seed ${o.seed} --rate ${o.rate} --fault-every ${o.faultEverySeconds}${o.faults.length < 8 ? ` --faults ${o.faults.join(",")}` : ""}${o.publish ? " --publish" : ""}`
@@ -83,6 +83,7 @@ export const writeReport = (env: Env, r: RunResult): string => {
     `**Events seen**: ${[...checker.eventReasons].map(([k, v]) => `${v} × ${k}`).join(", ") || "none"}.`,
     `**Violations** (${checker.violations.length}):\n\n${violationBlocks(checker.violations)}`
   ]
+  const published = [...body.slice(0, -1), `**Violations** (${checker.violations.length}):\n\n${violationList(checker.violations, "`bench/results/soak-report.md`")}`]
   fs.writeFileSync(path.join(o.out, "plot.svg"), svg)
   fs.writeFileSync(path.join(o.out, "report.md"), `# Soak, seed ${o.seed}\n\n${body.join("\n\n")}\n\n![plot](plot.svg)\n`)
   const data = {
@@ -104,7 +105,10 @@ export const writeReport = (env: Env, r: RunResult): string => {
     frees: facts.frees.map((x) => [x.started - r.t0, x.latencyMs, x.why, x.ref, faults.inWindow(x.started, x.freedAt)])
   }
   fs.writeFileSync(path.join(o.out, "report.json"), `${JSON.stringify(data, null, 2)}\n`)
-  if (o.publish) publish(o, r, rows, body, svg, data)
+  if (o.publish) {
+    publish(o, r, rows, published, svg, data)
+    fs.writeFileSync(path.join(ROOT, "bench/results/soak-report.md"), `# Soak, seed ${o.seed}\n\n${body.join("\n\n")}\n\n![plot](soak.svg)\n`)
+  }
   return path.join(o.out, "report.md")
 }
 
@@ -118,7 +122,7 @@ const publish = (o: Env["o"], r: RunResult, rows: Results["rows"], body: Readonl
     machine: machine(),
     rows,
     sections: [{ title: `Soak run (seed ${o.seed})`, body: `${[body[0], ...body.slice(2)].join("\n\n")}\n\n![soak plot](bench/results/soak.svg)` }],
-    data: { ...data, frees: undefined, violations: (data["violations"] as ReadonlyArray<{ kind: string; summary: string }>).map((v) => ({ kind: v.kind, summary: v.summary })) }
+    data: { ...data, frees: undefined, violations: (data["violations"] as ReadonlyArray<{ t: number; kind: string; summary: string }>).map((v) => ({ at: clock(v.t), kind: v.kind, summary: v.summary })) }
   }
   writeResults(results)
   regenerate(["soak"])
