@@ -11,6 +11,7 @@ import type { PodProjection } from "./pod.ts"
 import type { ParsedPool, ReservationRecord } from "./pool.ts"
 import type { Skip } from "./operator-release.ts"
 import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
+import { gatherByPodref } from "./holdings.ts"
 
 const Address = Schema.String.pipe(Schema.filter((s) => parseIP(s) !== undefined, { message: (i) => `${JSON.stringify(i.actual)} is not an IP address` }))
 const Name = Schema.String.pipe(Schema.filter((s) => s !== "", { message: () => "is empty" }))
@@ -94,7 +95,6 @@ const changedReservation = (r: ReportReservation, listed: ReservationRecord | un
   return undefined
 }
 
-type Picked = { readonly entries: Array<HeldEntry>; readonly reservations: Array<HeldReservation> }
 
 /**
  * The report's entries that are still the same and still orphans, as holdings marked as an
@@ -103,12 +103,7 @@ type Picked = { readonly entries: Array<HeldEntry>; readonly reservations: Array
  */
 export const matchReport = (report: AuditReport, now: CurrentState): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<Skip> } => {
   const skipped: Array<Skip> = []
-  const picked = new Map<string, Picked>()
-  const pick = (podref: string) => {
-    let p = picked.get(podref)
-    if (p === undefined) picked.set(podref, (p = { entries: [], reservations: [] }))
-    return p
-  }
+  const { byRef: picked, of: pick } = gatherByPodref()
   const orphans = new Map(now.orphans.map((h) => [h.podref, h] as const))
   for (const r of report.orphanedAllocations) {
     const ip = parseIP(r.ip)!

@@ -290,6 +290,23 @@ export const heldEntry = (poolName: string, pool: ParsedPool | undefined, entry:
  * The sweep's orphans as holdings, one per podref; Events name the NAD that writes each pool where
  * one does. The orphans of a pod that exists but will never run again are that incarnation's.
  */
+/** A podref's entries and reservations, as the holdings built from several lists gather them. */
+export interface Gathered {
+  readonly entries: Array<HeldEntry>
+  readonly reservations: Array<HeldReservation>
+}
+
+/** Gathers per podref in first-seen order: `of(podref)` is that podref's group, made on first use. */
+export const gatherByPodref = () => {
+  const byRef = new Map<string, Gathered>()
+  const of = (podref: string): Gathered => {
+    let g = byRef.get(podref)
+    if (g === undefined) byRef.set(podref, (g = { entries: [], reservations: [] }))
+    return g
+  }
+  return { byRef, of }
+}
+
 export const orphanHoldings = (
   orphans: Orphans,
   pools: ReadonlyMap<string, ParsedPool>,
@@ -297,12 +314,7 @@ export const orphanHoldings = (
   snapshot: Snapshot,
   livePods: ReadonlyMap<string, PodProjection> = new Map()
 ): ReadonlyArray<Holding> => {
-  const byRef = new Map<string, { entries: Array<HeldEntry>; reservations: Array<HeldReservation> }>()
-  const of = (podref: string) => {
-    let h = byRef.get(podref)
-    if (h === undefined) byRef.set(podref, (h = { entries: [], reservations: [] }))
-    return h
-  }
+  const { byRef, of } = gatherByPodref()
   for (const o of orphans.allocations) of(o.entry.podref).entries.push(heldEntry(o.pool, pools.get(o.pool), o.entry, snapshot))
   for (const o of orphans.reservations) of(o.podref).reservations.push({ name: o.name, listed: listed.get(o.name), ip: o.ip, orphan: o.reason })
   const ended = new Set([

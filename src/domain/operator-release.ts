@@ -5,7 +5,7 @@
  * one there will never run again, or, forced, whatever the pod (src/domain/release.ts, rule 6).
  * One holding per podref, however it was named. Pure: the program brings a fresh listing.
  */
-import { type Snapshot, deletedPodHolding, findPodHoldings, heldEntry } from "./holdings.ts"
+import { type Snapshot, deletedPodHolding, findPodHoldings, gatherByPodref, heldEntry } from "./holdings.ts"
 import { type IPAddress, formatIP, ipEquals } from "./ip.ts"
 import { podRef, splitPodRef } from "./pod.ts"
 import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
@@ -27,20 +27,11 @@ export interface Skip {
   readonly why: string
 }
 
-interface Gathered {
-  readonly entries: Array<HeldEntry>
-  readonly reservations: Array<HeldReservation>
-}
 
 /** The holdings (claim Operator) of what was named, and what was named but holds nothing. */
 export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<Skip> } => {
   const skipped: Array<Skip> = []
-  const byRef = new Map<string, Gathered>()
-  const of = (podref: string) => {
-    let g = byRef.get(podref)
-    if (g === undefined) byRef.set(podref, (g = { entries: [], reservations: [] }))
-    return g
-  }
+  const { byRef, of } = gatherByPodref()
   const addEntry = (podref: string, e: HeldEntry) => {
     const g = of(podref)
     if (!g.entries.some((x) => x.pool === e.pool && x.entry.key === e.entry.key)) g.entries.push(e)
