@@ -1,23 +1,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import { type AuditReport, decodeAuditReport, matchReport } from "../../src/domain/audit-report.ts"
-import { type Snapshot, orphanHoldings, poolNaming } from "../../src/domain/holdings.ts"
+import { type Snapshot, orphanHoldings } from "../../src/domain/holdings.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { findOrphans } from "../../src/domain/orphans.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { type ParsedPool, type ReservationRecord, parsePool, poolName } from "../../src/domain/pool.ts"
-import { left, right } from "./helpers.ts"
+import { left, listSnapshot, right } from "./helpers.ts"
 
 const pool = (range: string, allocations: Record<string, { id: string; podref: string; ifname?: string }>) =>
   parsePool({ metadata: { name: poolName(range, "") }, spec: { range, allocations } })
 
-const snapshotOf = (pools: ReadonlyArray<ParsedPool>, reservations: ReadonlyArray<ReservationRecord>): Snapshot => ({
-  pool: (name) => pools.find((p) => p.name === name),
-  poolsHeldBy: (ref) => pools.filter((p) => p.entries.some((e) => e.podref === ref)),
-  reservation: (name) => reservations.find((r) => r.name === name),
-  reservationsHeldBy: (ref) => reservations.filter((r) => r.podref === ref),
-  nad: () => undefined,
-  ...poolNaming([], [])
-})
+const snapshotOf = (pools: ReadonlyArray<ParsedPool>, reservations: ReadonlyArray<ReservationRecord>): Snapshot => listSnapshot(pools, reservations)
 
 /** The world now: pools, reservations and live pods, with the sweep's orphans of it. */
 const now = (pools: ReadonlyArray<ParsedPool>, reservations: ReadonlyArray<ReservationRecord>, pods: ReadonlyArray<PodProjection> = []) => {

@@ -1,7 +1,10 @@
 /** Small builders shared by the domain tests (not a test file: vitest only picks up *.test.ts). */
 import { Either, FastCheck as fc } from "effect"
 import { type Cidr, type IPAddress, formatCidr, parseCidr, parseIP, toNetworkForm } from "../../src/domain/ip.ts"
-import type { IpRange } from "../../src/domain/ipam-config.ts"
+import { type Snapshot, poolNaming } from "../../src/domain/holdings.ts"
+import { type IpRange, decodeNadConfig } from "../../src/domain/ipam-config.ts"
+import type { NodeSlicePoolRecord } from "../../src/domain/node-slices.ts"
+import type { ParsedPool, ReservationRecord } from "../../src/domain/pool.ts"
 
 /** Parses a literal IP of the test itself; throws on a typo so a test never passes on `undefined`. */
 export const ip = (text: string): IPAddress => {
@@ -59,3 +62,18 @@ export const anyIP: fc.Arbitrary<IPAddress> = fc.oneof(
 
 /** JSON.stringify that tolerates bigint (for failure messages). */
 export const show = (u: unknown): string => JSON.stringify(u, (_k, v) => (typeof v === "bigint" ? `${v}n` : v))
+
+/** A snapshot of plain lists, as the sweep's listing makes one (NAD configs decoded already). */
+export const listSnapshot = (
+  pools: ReadonlyArray<ParsedPool>,
+  reservations: ReadonlyArray<ReservationRecord>,
+  nads: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly config: ReturnType<typeof decodeNadConfig> }> = [],
+  nodeSlicePools: ReadonlyArray<NodeSlicePoolRecord> = []
+): Snapshot => ({
+  pool: (name) => pools.find((p) => p.name === name),
+  poolsHeldBy: (ref) => pools.filter((p) => p.entries.some((e) => e.podref === ref)),
+  reservation: (name) => reservations.find((r) => r.name === name),
+  reservationsHeldBy: (ref) => reservations.filter((r) => r.podref === ref),
+  nad: (namespace, name) => nads.find((n) => n.namespace === namespace && n.name === name)?.config,
+  ...poolNaming(nads, nodeSlicePools)
+})

@@ -1,8 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
-import { type Snapshot, deletedPodHolding, eventNetwork, findPodHoldings, mergeFindings, nadIndex, orphanHoldings, pickNad, poolNaming } from "../../src/domain/holdings.ts"
+import { type Snapshot, deletedPodHolding, eventNetwork, findPodHoldings, mergeFindings, nadIndex, orphanHoldings, pickNad } from "../../src/domain/holdings.ts"
 import type { NodeSlicePoolRecord } from "../../src/domain/node-slices.ts"
 import { formatIP } from "../../src/domain/ip.ts"
+import { listSnapshot } from "./helpers.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import { findOrphans } from "../../src/domain/orphans.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
@@ -17,22 +18,16 @@ interface World {
   readonly nodeSlicePools?: ReadonlyArray<NodeSlicePoolRecord>
 }
 
-const snapshotOf = (w: World): Snapshot => {
-  const pools = w.pools ?? []
-  const reservations = w.reservations ?? []
-  const nads = Object.entries(w.nads ?? {}).map(([key, spec]) => {
-    const [namespace, name] = key.split("/") as [string, string]
-    return { namespace, name, config: decodeNadConfig(spec) }
-  })
-  return {
-    pool: (name) => pools.find((p) => p.name === name),
-    poolsHeldBy: (ref) => pools.filter((p) => p.entries.some((e) => e.podref === ref)),
-    reservation: (name) => reservations.find((r) => r.name === name),
-    reservationsHeldBy: (ref) => reservations.filter((r) => r.podref === ref),
-    nad: (namespace, name) => nads.find((n) => n.namespace === namespace && n.name === name)?.config,
-    ...poolNaming(nads, w.nodeSlicePools ?? [])
-  }
-}
+const snapshotOf = (w: World): Snapshot =>
+  listSnapshot(
+    w.pools ?? [],
+    w.reservations ?? [],
+    Object.entries(w.nads ?? {}).map(([key, spec]) => {
+      const [namespace, name] = key.split("/") as [string, string]
+      return { namespace, name, config: decodeNadConfig(spec) }
+    }),
+    w.nodeSlicePools ?? []
+  )
 
 const pool = (range: string, allocations: Record<string, { id: string; podref: string; ifname?: string }>, network = "") =>
   parsePool({ metadata: { name: poolName(range, network) }, spec: { range, allocations } })

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
-import { type Snapshot, poolNaming } from "../../src/domain/holdings.ts"
+import type { Snapshot } from "../../src/domain/holdings.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import { namedHoldings } from "../../src/domain/operator-release.ts"
 import { type ParsedPool, type ReservationRecord, parsePool, poolName } from "../../src/domain/pool.ts"
-import { ip } from "./helpers.ts"
+import { ip, listSnapshot } from "./helpers.ts"
 
 const pool = (range: string, allocations: Record<string, { id: string; podref: string; ifname?: string }>, network = "") =>
   parsePool({ metadata: { name: poolName(range, network) }, spec: { range, allocations } })
@@ -15,17 +15,8 @@ const nad = (name: string, range: string, network?: string) => ({
   config: decodeNadConfig(JSON.stringify({ cniVersion: "0.3.1", name, type: "macvlan", ipam: { type: "whereabouts", range, ...(network === undefined ? {} : { network_name: network }) } }))
 })
 
-const snapshotOf = (pools: ReadonlyArray<ParsedPool>, reservations: ReadonlyArray<ReservationRecord>): Snapshot => {
-  const nads = [nad("net1", "10.1.0.0/24"), nad("blue", "10.2.0.0/24", "blue")]
-  return {
-    pool: (name) => pools.find((p) => p.name === name),
-    poolsHeldBy: (ref) => pools.filter((p) => p.entries.some((e) => e.podref === ref)),
-    reservation: (name) => reservations.find((r) => r.name === name),
-    reservationsHeldBy: (ref) => reservations.filter((r) => r.podref === ref),
-    nad: (namespace, name) => nads.find((n) => n.namespace === namespace && n.name === name)?.config,
-    ...poolNaming(nads, [])
-  }
-}
+const snapshotOf = (pools: ReadonlyArray<ParsedPool>, reservations: ReadonlyArray<ReservationRecord>): Snapshot =>
+  listSnapshot(pools, reservations, [nad("net1", "10.1.0.0/24"), nad("blue", "10.2.0.0/24", "blue")])
 
 const pools = [
   pool("10.1.0.0/24", { "2": { id: "c2", podref: "ns/a", ifname: "net1" }, "3": { id: "c3", podref: "ns/b", ifname: "net1" } }),
