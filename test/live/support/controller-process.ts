@@ -203,6 +203,7 @@ export const startController = async (options: ControllerOptions): Promise<Contr
     if (first === "late" && !done) {
       // Before the SIGKILL, what the process is doing, into its log tail: evidence for a hang.
       if (child.pid !== undefined) keep(`[harness] still running ${graceMs} ms after ${signal}: ${await procView(child.pid)}`)
+      if (child.pid !== undefined && !done) keep(`[harness] native stack of the main thread: ${await nativeStack(child.pid)}`)
       if (child.pid !== undefined && !done) keep(`[harness] JavaScript stack when paused: ${await jsStack(child.pid, inspectPort)}`)
       if (!done) child.kill("SIGKILL")
     }
@@ -266,6 +267,28 @@ export const procView = async (pid: number): Promise<string> => {
     return `no /proc view (${e instanceof Error ? e.message : String(e)})`
   }
 }
+
+/**
+ * Where the main thread is in native code (gdb attached in batch mode, when the machine has it):
+ * for a process whose event loop is stuck outside JavaScript, where the inspector cannot start
+ * (stop 24: the main thread on a whole core, no inspector answered SIGUSR1).
+ */
+export const nativeStack = (pid: number, timeoutMs = 20_000): Promise<string> =>
+  new Promise((resolve) => {
+    const gdb = spawn("gdb", ["-p", String(pid), "-batch", "-nx", "-ex", "bt 40"], { stdio: ["ignore", "pipe", "pipe"] })
+    let out = ""
+    gdb.stdout?.on("data", (b: Buffer) => void (out += b.toString()))
+    const timer = setTimeout(() => gdb.kill("SIGKILL"), timeoutMs)
+    gdb.on("error", (e) => {
+      clearTimeout(timer)
+      resolve(`no gdb (${e.message})`)
+    })
+    gdb.on("close", () => {
+      clearTimeout(timer)
+      const frames = out.split("\n").filter((l) => /^#\d+/.test(l)).map((l) => l.replace(/\s+/g, " ").slice(0, 200))
+      resolve(frames.length > 0 ? frames.join(" | ") : `gdb printed no frames: ${out.slice(-300).replace(/\s+/g, " ")}`)
+    })
+  })
 
 /** Stops every child still running (SIGTERM, then SIGKILL): for afterEach/afterAll. */
 export const stopAllControllers = async (graceMs = 10_000): Promise<void> => {
