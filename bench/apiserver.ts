@@ -22,7 +22,7 @@ import * as ControllerConfig from "../src/services/ControllerConfig.ts"
 import { KubeApi } from "../src/services/KubeApi.ts"
 import { layerLive } from "../src/services/KubeApiLive.ts"
 import { type BenchPlane, cpuSeconds, etcdVersion, startBenchPlane } from "./lib/controlplane.ts"
-import { apiserverEnv, type BenchEnv } from "./lib/env.ts"
+import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
 import { apiserverRequests, driverLayer } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { spawnContender, waitMetric } from "./lib/proc.ts"
@@ -43,7 +43,6 @@ const S = quick
   : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleCapped: 150, cappedPods: 200, steadyPods: 10_000, perPod: 5, upstream: 100 }
 if (process.env["UPSTREAM_PODS"] !== undefined) S.upstream = Number(process.env["UPSTREAM_PODS"])
 /** What deploy/ ships: no client-side cap (the bounds per kind of work of --max-in-flight are the defaults too). */
-const SHIPPED: { readonly qps: number; readonly burst: number } = { qps: ControllerConfig.DEFAULTS.apiQps, burst: ControllerConfig.DEFAULTS.apiBurst }
 /** A client-side cap, as a small or shared API server may want: the former default. */
 const CAPPED = { qps: 20, burst: 30 }
 /** The second pair of runs against upstream's pod controller: both at one raised cap. */

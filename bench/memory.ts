@@ -11,7 +11,7 @@ import * as path from "node:path"
 import { Cause, Effect, type Scope } from "effect"
 import { KubeApi } from "../src/services/KubeApi.ts"
 import * as R from "../src/services/resources.ts"
-import { memoryEnv } from "./lib/env.ts"
+import { memoryEnv, SHIPPED } from "./lib/env.ts"
 import { ROOT } from "./lib/paths.ts"
 import { networkStatusFor, realisticPod } from "./lib/pods.ts"
 import { type Row, type Section, machine, table, yesNo } from "./lib/results.ts"
@@ -24,8 +24,6 @@ const S = quick
   ? { massPods: 500, reps: 1, conflictPods: 500, singlePods: 100, heapPods: 2_000, syncPods: 2_000, ratePods: 60, coldReps: 2, lowestReps: 2 }
   : { massPods: 5_000, reps: 3, conflictPods: 5_000, singlePods: 1_000, heapPods: 10_000, syncPods: 10_000, ratePods: 300, coldReps: 5, lowestReps: 9 }
 const LATENCY = "1 millis"
-/** What deploy/ ships: no client-side cap. */
-const SHIPPED = { qps: 0, burst: 30 }
 const { phase, log, finish } = makePhases("bench")
 
 /** One scenario run in a fresh in-memory world. */

@@ -106,3 +106,6 @@ export const cpuDelta = (before: Record<string, number>, after: Record<string, n
   Object.fromEntries(Object.keys(after).map((k) => [k, Math.round(((after[k] ?? 0) - (before[k] ?? 0)) * 100) / 100]))
 
 export const defaults = ControllerConfig.defaults
+
+/** The client-side request limit `deploy/` ships (the controller's defaults; QPS 0: none). */
+export const SHIPPED: Limits = { qps: ControllerConfig.DEFAULTS.apiQps, burst: ControllerConfig.DEFAULTS.apiBurst }
