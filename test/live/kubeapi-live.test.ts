@@ -1,7 +1,9 @@
 /** layerLive against the real API server: what only a real server shows (limiter timing, 401, 410, restarts). */
+import * as diagnostics from "node:diagnostics_channel"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as tls from "node:tls"
 import { expect, it } from "@effect/vitest"
 import { Chunk, Duration, Effect, Either, Fiber, Stream } from "effect"
 import { KubeApi } from "../../src/services/KubeApi.ts"
@@ -69,4 +71,31 @@ describeLive("KubeApiLive on a real API server", () => {
       const back = yield* api.get(R.IPPools, ns, "dup").pipe(Effect.retry({ times: 20, while: (e) => e.reason === "Unavailable" }))
       expect(back.metadata.name).toBe("dup")
     }).pipe(Effect.provide(liveKubeApi({ requestTimeout: Duration.seconds(5) }))), 60_000)
+
+  it.live("speaks HTTP/1.1 to an API server that would take h2: no request goes through Node's HTTP/2 session", () =>
+    Effect.gen(function* () {
+      const server = new URL(/server:\s*(\S+)/.exec(fs.readFileSync(runningEnvtest().kubeconfigPath, "utf8"))![1]!)
+      // The server picks h2 for a client that offers it (so the check below means something)…
+      const offered = yield* Effect.async<string | false | null, Error>((resume) => {
+        const socket = tls.connect({ host: server.hostname, port: Number(server.port), ALPNProtocols: ["h2", "http/1.1"], rejectUnauthorized: false }, () => {
+          resume(Effect.succeed(socket.alpnProtocol))
+          socket.end()
+        })
+        socket.on("error", (e) => resume(Effect.fail(e)))
+      })
+      expect(offered).toBe("h2")
+      // …and every connection the controller's transport opens, for requests and watches, is HTTP/1.1.
+      const protocols: Array<string | false | null> = []
+      const onConnected = (message: unknown) => void protocols.push((message as { readonly socket: tls.TLSSocket }).socket.alpnProtocol)
+      yield* Effect.acquireRelease(
+        Effect.sync(() => diagnostics.subscribe("undici:client:connected", onConnected)),
+        () => Effect.sync(() => diagnostics.unsubscribe("undici:client:connected", onConnected))
+      )
+      const api = yield* setup
+      const start = yield* api.list(R.IPPools, ns, { limit: 1 })
+      yield* Effect.all([api.list(R.Namespaces, undefined, { limit: 1 }), api.get(R.Namespaces, undefined, ns)], { concurrency: "unbounded" })
+      yield* Stream.runDrain(api.watch(R.IPPools, ns, { resourceVersion: start.resourceVersion, timeoutSeconds: 1 }))
+      expect(protocols.length).toBeGreaterThanOrEqual(1)
+      expect([...new Set(protocols)]).toEqual(["http/1.1"])
+    }).pipe(Effect.scoped, Effect.provide(liveKubeApi())), 30_000)
 })
