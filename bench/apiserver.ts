@@ -42,7 +42,6 @@ const S = quick
   ? { mass: 500, reps: 1, same: 200, sameReps: 1, conflict: 200, single: 100, singleCapped: 50, cappedPods: 60, steadyPods: 1_000, perPod: 5, upstream: 20 }
   : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleCapped: 150, cappedPods: 200, steadyPods: 10_000, perPod: 5, upstream: 100 }
 if (process.env["UPSTREAM_PODS"] !== undefined) S.upstream = Number(process.env["UPSTREAM_PODS"])
-/** What deploy/ ships: no client-side cap (the bounds per kind of work of --max-in-flight are the defaults too). */
 /** A client-side cap, as a small or shared API server may want: the former default. */
 const CAPPED = { qps: 20, burst: 30 }
 /** The second pair of runs against upstream's pod controller: both at one raised cap. */
