@@ -95,7 +95,6 @@ const changedReservation = (r: ReportReservation, listed: ReservationRecord | un
   return undefined
 }
 
-
 /**
  * The report's entries that are still the same and still orphans, as holdings marked as an
  * operator's release; and every other entry, with why it is skipped. A reservation whose address

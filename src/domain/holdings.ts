@@ -286,10 +286,6 @@ export const heldEntry = (poolName: string, pool: ParsedPool | undefined, entry:
   }
 }
 
-/**
- * The sweep's orphans as holdings, one per podref; Events name the NAD that writes each pool where
- * one does. The orphans of a pod that exists but will never run again are that incarnation's.
- */
 /** A podref's entries and reservations, as the holdings built from several lists gather them. */
 export interface Gathered {
   readonly entries: Array<HeldEntry>
@@ -307,6 +303,10 @@ export const gatherByPodref = () => {
   return { byRef, of }
 }
 
+/**
+ * The sweep's orphans as holdings, one per podref; Events name the NAD that writes each pool where
+ * one does. The orphans of a pod that exists but will never run again are that incarnation's.
+ */
 export const orphanHoldings = (
   orphans: Orphans,
   pools: ReadonlyMap<string, ParsedPool>,

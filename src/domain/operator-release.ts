@@ -27,7 +27,6 @@ export interface Skip {
   readonly why: string
 }
 
-
 /** The holdings (claim Operator) of what was named, and what was named but holds nothing. */
 export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<Skip> } => {
   const skipped: Array<Skip> = []

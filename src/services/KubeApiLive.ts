@@ -112,9 +112,8 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
         const body = req.body === undefined ? {} : { body: JSON.stringify(req.body) }
         return yield* Effect.tryPromise({
           try: async (signal) => {
-            // A DELETE carries its DeleteOptions in the body. undici closes an HTTP/1.1 connection
-            // after a body on a method that does not expect one, so every reservation delete paid
-            // a new TLS connection; the API server reads that body, so the connection is kept.
+            // undici closes an HTTP/1.1 connection after a body on a method that does not expect
+            // one; a DELETE carries DeleteOptions, which the API server reads: its connection stays.
             const keep = req.method === "DELETE" && req.body !== undefined ? { reset: false } : {}
             const r = await request(url, { method: req.method, headers, ...body, ...keep, dispatcher: requests, signal })
             const header = (name: string) => {

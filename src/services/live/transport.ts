@@ -107,12 +107,11 @@ export const makeTransport = (resolved: ResolvedKubeConfig): Effect.Effect<Trans
     // Keep-alive probes after 30 s, as client-go and client-node do; watches may be quiet for minutes,
     // so no body timeout (requests have their own timeout, watches their own idle limit).
     const connect = { ...tls, keepAlive: true, keepAliveInitialDelay: 30_000 }
-    // HTTP/1.1 only, although undici offers h2 and the API server takes it. Over h2 a watch stalled
-    // for good after a hundred events of 8 KB while requests ran beside it (its window never
-    // reopened: an informer blind until its idle limit), and Node's HTTP/2 session was caught
-    // spinning on a whole core in native code (Http2Session::SendPendingData, read with gdb) during
-    // a shutdown, where no JavaScript ran again, not even the shutdown deadline. Both are tested
-    // in test/live/kubeapi-live.test.ts.
+    // HTTP/1.1 only, although undici offers h2 and the API server takes it: over h2 a watch can
+    // stall for good while requests run beside it (an informer blind until its idle limit), and
+    // Node's HTTP/2 session can spin in native code at a shutdown (Http2Session::SendPendingData),
+    // where no JavaScript runs again, not even the shutdown deadline. test/live/kubeapi-live.test.ts
+    // holds both.
     const options = { connect, allowH2: false, keepAliveTimeout: 30_000, bodyTimeout: 0 }
     const dispatcher = yield* Effect.acquireRelease(
       Effect.try({
