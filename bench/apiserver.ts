@@ -15,17 +15,16 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { setTimeout as sleep } from "node:timers/promises"
 import { Cause, Effect, Layer, type Scope } from "effect"
 import { DEFAULT_IN_FLIGHT, type FlowKind } from "../src/domain/api-flow.ts"
 import * as ControllerConfig from "../src/services/ControllerConfig.ts"
 import { KubeApi } from "../src/services/KubeApi.ts"
 import { layerLive } from "../src/services/KubeApiLive.ts"
-import { type BenchPlane, cpuSeconds, etcdVersion, startBenchPlane } from "./lib/controlplane.ts"
+import { type BenchPlane, etcdVersion, startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
 import { apiserverRequests, driverLayer } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
-import { spawnContender, waitMetric } from "./lib/proc.ts"
+import { memoryAfterSync } from "./lib/proc.ts"
 import { sum } from "./lib/prom.ts"
 import { type Row, type Section, machine, table, yesNo } from "./lib/results.ts"
 import { conflictRows, fmt, isolatedRows, massRows, medSpread, ms, rateRows, ratio, sec, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
@@ -253,21 +252,8 @@ try {
   }
 
   // --- steady state: RSS and informer sync ----------------------------------------------------
-  const memoryOf = async (label: string, kind: "ours" | "baseline", script: string | undefined, nodeArgs: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) => {
-    const t = performance.now()
-    const p = await spawnContender(kind, { kubeconfig: plane.kubeconfigPath, qps: SHIPPED.qps, burst: SHIPPED.burst, logDir, label, env: { LOG_LEVEL: "info", ...env }, nodeArgs, ...(script === undefined ? {} : { script }) })
-    try {
-      await p.ready(300_000)
-      const readyMs = performance.now() - t
-      if (kind === "ours") await waitMetric(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "start-up sweep", 300_000, 200)
-      const afterSync = p.memory()
-      await sleep(10_000)
-      const settled = p.memory()
-      return { label, kind, readyMs, rssAfterSync: afterSync.rss, rss: settled.rss, hwm: settled.hwm, cpu: cpuSeconds(p.pid) }
-    } finally {
-      await p.stop()
-    }
-  }
+  const memoryOf = (label: string, kind: "ours" | "baseline", script: string | undefined, nodeArgs: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
+    memoryAfterSync(kind, { kubeconfig: plane.kubeconfigPath, qps: SHIPPED.qps, burst: SHIPPED.burst, logDir, label, env, nodeArgs, ...(script === undefined ? {} : { script }) })
   const image = imageNodeFlags()
   const HEAP_CAP = image.heapCap
   phase("idle controller: RSS before the steady world exists")

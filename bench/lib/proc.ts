@@ -8,8 +8,8 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { freePort } from "../../test/live/cluster.ts"
-import { ROOT } from "./controlplane.ts"
-import { parseProm, type Sample } from "./prom.ts"
+import { ROOT, cpuSeconds } from "./controlplane.ts"
+import { parseProm, type Sample, sum } from "./prom.ts"
 
 export type Kind = "ours" | "baseline"
 
@@ -141,5 +141,39 @@ export const waitMetric = async (p: Proc, cond: (s: ReadonlyArray<Sample>) => bo
     if (s !== undefined && cond(s)) return performance.now()
     if (Date.now() > deadline) throw new Error(`${p.kind}: timed out waiting until ${what}\n${p.tail()}`)
     await sleep(everyMs)
+  }
+}
+
+export interface MemoryReading {
+  readonly label: string
+  readonly kind: Kind
+  readonly readyMs: number
+  readonly rssAfterSync: number
+  /** VmRSS 10 s after the caches synced (the controller: and its start-up sweep ran). */
+  readonly rss: number
+  readonly hwm: number
+  readonly cpu: number
+}
+
+/**
+ * Starts a contender at the client limit given, waits for its caches (the controller: and its
+ * start-up sweep), reads its RSS then and 10 s later, and stops it.
+ */
+export const memoryAfterSync = async (
+  kind: Kind,
+  o: Omit<ProcOptions, "env"> & { readonly env?: Readonly<Record<string, string>> }
+): Promise<MemoryReading> => {
+  const t = performance.now()
+  const p = await spawnContender(kind, { ...o, env: { LOG_LEVEL: "info", ...o.env } })
+  try {
+    await p.ready(300_000)
+    const readyMs = performance.now() - t
+    if (kind === "ours") await waitMetric(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "start-up sweep", 300_000, 200)
+    const afterSync = p.memory()
+    await sleep(10_000)
+    const settled = p.memory()
+    return { label: o.label, kind, readyMs, rssAfterSync: afterSync.rss, rss: settled.rss, hwm: settled.hwm, cpu: cpuSeconds(p.pid) }
+  } finally {
+    await p.stop()
   }
 }

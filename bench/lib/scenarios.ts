@@ -317,7 +317,6 @@ const stepLatencies = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sampl
   return out
 }
 
-/** Deletes pods one by one at a steady rate; per pod, delete → address free. */
 /** Batches reconciled between two scrapes and their mean duration, from the histogram's _sum/_count. */
 const reconcileStats = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>) => {
   const count = sum(after, "whereabouts_controller_reconcile_duration_seconds_count") - sum(before, "whereabouts_controller_reconcile_duration_seconds_count")
@@ -325,6 +324,7 @@ const reconcileStats = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Samp
   return { count, meanMs: count > 0 ? (seconds * 1000) / count : Number.NaN }
 }
 
+/** Deletes pods one by one at a steady rate; per pod, delete → address free. */
 export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const api = yield* KubeApi

@@ -1,0 +1,116 @@
+/**
+ * Checkouts of the controller on one real API server, alternating, to tell a commit's cost from
+ * the machine's noise (the box is shared; one run's absolute times move by 2x). Each checkout's
+ * own program runs as the contender; the scenario and its driver are this checkout's.
+ *
+ *   git worktree add /tmp/a <commit> && ln -s "$PWD/node_modules" /tmp/a/node_modules
+ *   node bench/ab.ts <mass|single|rss> [--runs 3] [--pods n] [--qps n --burst n] /tmp/a /tmp/b …
+ *
+ *   mass    the mass deletion of `npm run bench:apiserver` (n pods, default 1,000, over 10 pools):
+ *           last delete → every pool entry free
+ *   single  its single deletions (n pods, default 300, deleted one by one at 50/s): delete → the
+ *           pod's pool entry and reservation free, p50 and p99
+ *   rss     its steady world (n pods, default 10,000, 5 of 10 networks each), built once; each
+ *           checkout's image bundle (its scripts/build.ts) with the image's node flags and
+ *           environment: VmRSS 10 s after its caches synced and the start-up sweep ran
+ *
+ * The client limit defaults to the shipped one; commits from before QPS 0 meant "none" need a cap
+ * given (`--qps 500 --burst 1000`). Evidence for BENCHMARKS.md prose; not part of a benchmark
+ * command.
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Cause, Effect, type Scope } from "effect"
+import type { KubeApi } from "../src/services/KubeApi.ts"
+import { startBenchPlane } from "./lib/controlplane.ts"
+import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
+import { imageNodeFlags } from "./lib/image.ts"
+import { driverLayer } from "./lib/live.ts"
+import { memoryAfterSync } from "./lib/proc.ts"
+import { buildSteadyWorld } from "./lib/rssworld.ts"
+import { massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { spread } from "./lib/stats.ts"
+
+const args = process.argv.slice(2)
+const option = (name: string, fallback: number) => {
+  const i = args.indexOf(name)
+  if (i < 0) return fallback
+  const [value] = args.splice(i, 2).slice(1)
+  return Number(value)
+}
+const scenario = args.shift()
+const PODS = { mass: 1_000, single: 300, rss: 10_000 } as const
+if (scenario !== "mass" && scenario !== "single" && scenario !== "rss") {
+  throw new Error("usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--qps n --burst n] <checkout> [<checkout> …]")
+}
+const runs = option("--runs", 3)
+const pods = option("--pods", PODS[scenario])
+const limits = { qps: option("--qps", SHIPPED.qps), burst: option("--burst", SHIPPED.burst) }
+const checkouts = args.map((a) => path.resolve(a))
+if (checkouts.length === 0) throw new Error("no checkout given")
+
+/** One number per run (ms or bytes) under a name, per checkout. */
+type Readings = Map<string, Map<string, Array<number>>>
+const readings: Readings = new Map(checkouts.map((c) => [c, new Map()]))
+const note = (checkout: string, name: string, value: number) => {
+  const byName = readings.get(checkout)!
+  byName.set(name, [...(byName.get(name) ?? []), value])
+}
+const fmt = (name: string, v: number) => (name.includes("RSS") ? `${(v / 2 ** 20).toFixed(1)} MiB` : `${Math.round(v)} ms`)
+
+const plane = await startBenchPlane()
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
+try {
+  const driver = driverLayer(plane)
+  const effect = <A>(e: Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> =>
+    Effect.runPromise(
+      Effect.scoped(e).pipe(
+        Effect.provide(driver),
+        Effect.catchAllCause((c: Cause.Cause<Error>) => Effect.die(new Error(Cause.pretty(c))))
+      ) as Effect.Effect<A, never, never>
+    )
+  const envOf = new Map<string, BenchEnv>(checkouts.map((c) => [c, apiserverEnv(plane, { oursScript: path.join(c, "src/programs/main.ts") }).env]))
+  const image = imageNodeFlags()
+  const bundles = new Map<string, string>()
+  if (scenario === "rss") {
+    for (const c of checkouts) {
+      const out = fs.mkdtempSync(path.join(os.tmpdir(), "ab-bundle-"))
+      execFileSync(process.execPath, [path.join(c, "scripts/build.ts"), out], { cwd: c, stdio: ["ignore", "ignore", "inherit"] })
+      bundles.set(c, path.join(out, "main.js"))
+    }
+    await effect(buildSteadyWorld(plane, pods, 10, 5))
+  }
+  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "ab-logs-"))
+  for (let i = 0; i < runs; i++) {
+    for (const c of checkouts) {
+      const label = `ab-${i}-${path.basename(c)}`
+      if (scenario === "mass") {
+        const r = await effect(massDeletion(envOf.get(c)!, "ours", { pods, pools: 10, limits, label }))
+        note(c, "every pool entry free after the last delete", r.poolFreedMs)
+      } else if (scenario === "single") {
+        const r = await effect(singleDeletions(envOf.get(c)!, "ours", { pods, pools: 10, rate: 50, limits, label }))
+        note(c, "pool entry p50", r.pool.p50)
+        note(c, "pool entry p99", r.pool.p99)
+        note(c, "reservation p50", r.reservation.p50)
+        note(c, "reservation p99", r.reservation.p99)
+      } else {
+        const r = await memoryAfterSync("ours", { kubeconfig: plane.kubeconfigPath, ...limits, logDir, label, script: bundles.get(c)!, nodeArgs: image.flags, env: image.env })
+        note(c, "RSS 10 s after sync and sweep", r.rss)
+        note(c, "peak RSS", r.hwm)
+      }
+      const last = [...readings.get(c)!].map(([name, vs]) => `${name} ${fmt(name, vs.at(-1)!)}`).join(", ")
+      process.stdout.write(`${c} #${i + 1}: ${last}\n`)
+    }
+  }
+  for (const [c, byName] of readings) {
+    for (const [name, vs] of byName) {
+      const s = spread(vs)
+      process.stdout.write(`${c}: ${name} median ${fmt(name, s.median)} (${fmt(name, s.min)}–${fmt(name, s.max)})\n`)
+    }
+  }
+} finally {
+  await plane.stop()
+}
+process.exit(0)
