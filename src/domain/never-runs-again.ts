@@ -38,7 +38,8 @@ export interface NeverRunsAgainPolicy {
 }
 
 /** The trigger label of `ips_freed_total`. */
-export type NeverRunsAgainReason = "terminal" | "evicted" | "node-gone" | "out-of-service" | "not-ready"
+export const NEVER_RUNS_AGAIN_REASONS = ["terminal", "evicted", "node-gone", "out-of-service", "not-ready"] as const
+export type NeverRunsAgainReason = (typeof NEVER_RUNS_AGAIN_REASONS)[number]
 
 export interface NeverRunsAgain {
   readonly reason: NeverRunsAgainReason

@@ -26,7 +26,7 @@ import { Data } from "effect"
 import { type EventIntent, OPERATOR_FORCED_NOTE, OPERATOR_RELEASE_NOTE, REASON_GARBAGE_COLLECTED, garbageCollectedMessage, podObject } from "./events.ts"
 import { type IPAddress, formatIP } from "./ip.ts"
 import { type ReservationOrphanReason, entryVerdict, reservationVerdict } from "./liveness.ts"
-import type { NeverRunsAgain, NeverRunsAgainReason } from "./never-runs-again.ts"
+import { NEVER_RUNS_AGAIN_REASONS, type NeverRunsAgain } from "./never-runs-again.ts"
 import type { PodProjection } from "./pod.ts"
 import type { PoolEntry, ReservationRecord } from "./pool.ts"
 
@@ -34,7 +34,8 @@ import type { PoolEntry, ReservationRecord } from "./pool.ts"
  * Why a candidate was freed, as `ips_freed_total{trigger}` counts it: what found it, why its pod
  * will never run again, or an operator's release.
  */
-export type FreeTrigger = "deletion" | "sweep" | NeverRunsAgainReason | "operator"
+export const FREE_TRIGGERS = ["deletion", "sweep", ...NEVER_RUNS_AGAIN_REASONS, "operator"] as const
+export type FreeTrigger = (typeof FREE_TRIGGERS)[number]
 
 /**
  * Why a candidate's addresses are thought free: its pod was deleted; the sweep found nobody

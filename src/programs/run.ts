@@ -28,7 +28,8 @@ export const carryRestarts = (informers: ReadonlyArray<{ readonly restarts: () =
         const now = informer.restarts()
         const before = counted.get(informer.resource.plural) ?? 0
         counted.set(informer.resource.plural, now)
-        return now > before ? metrics.informerRestarts(informer.resource.plural, now - before) : Effect.void
+        // Also when nothing is new: the first round creates each informer's series at 0 (Metrics.ts).
+        return metrics.informerRestarts(informer.resource.plural, now - before)
       },
       { discard: true }
     )

@@ -6,7 +6,8 @@
 import { Context, Effect, Layer } from "effect"
 import * as prom from "prom-client"
 
-import type { FreeTrigger } from "../domain/release.ts"
+import { FLOW_KINDS } from "../domain/api-flow.ts"
+import { FREE_TRIGGERS, type FreeTrigger } from "../domain/release.ts"
 
 export type { FreeTrigger }
 
@@ -105,6 +106,14 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
   const orphans = gauge("orphans", "Orphans found by the last sweep (in dry-run: what would be freed).", ["kind", "dry_run"])
   const sweeps = counter("sweeps_total", "Full orphan sweeps, by result.", ["result"])
   const restarts = counter("informer_restarts_total", "Informer restarts after errors.", ["resource"])
+  // The series alerts and the dashboard read exist from the start, at 0: increase() and rate()
+  // count an increment only against an earlier sample, so a series born at 1 hides its first event
+  // (the first give-up, the first failed sweep). informer_restarts_total's come with run.ts's first carry.
+  for (const trigger of FREE_TRIGGERS) for (const c of [freed, reservations]) c.inc({ trigger }, 0)
+  failures.inc({ reason: "RetriesExhausted" }, 0)
+  for (const result of ["queued", "written", "failed", "dropped"]) events.inc({ result }, 0)
+  for (const result of ["success", "failure"]) sweeps.inc({ result }, 0)
+  for (const kind of FLOW_KINDS) for (const c of [apiPauses, apiPausedSeconds]) c.inc({ kind }, 0)
 
   return {
     ipsFreed: (trigger, n) => Effect.sync(() => freed.inc({ trigger }, n)),

@@ -225,7 +225,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         // With the reservation gone, the narrow range may hand out .1 again.
         const o3 = yield* startPod(ns, "o3", [on(ns, "narrow")])
         expect(ipOf(o3)).toBe("10.206.0.1")
-        expect(yield* metricOf(shared.current()!, "whereabouts_controller_failures_total")).toBeUndefined()
+        expect(yield* metricOf(shared.current()!, "whereabouts_controller_failures_total")).toBe(0)
       })
     ), 60_000)
 
@@ -352,7 +352,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         ])
         yield* awaitMetric(after, "whereabouts_controller_ips_freed_total", { trigger: "sweep" }, (v) => v === 2)
         yield* awaitMetric(after, "whereabouts_controller_reservations_deleted_total", { trigger: "sweep" }, (v) => v === 2)
-        expect(yield* metricOf(after, "whereabouts_controller_ips_freed_total", { trigger: "deletion" })).toBeUndefined()
+        expect(yield* metricOf(after, "whereabouts_controller_ips_freed_total", { trigger: "deletion" })).toBe(0)
         expect(yield* leaseHolder(POOLS)).toBe(after.identity)
       })
     ), 90_000)

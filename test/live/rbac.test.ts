@@ -252,8 +252,8 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
           repeatedEvent: (yield* scheduleWarnings).some((e) => e.kind === "ConfigMap" && e.name === "whereabouts-config" && e.count === 2),
           nadGoneWarned: events.some((e) => e.reason === "NetworkAttachmentDefinitionNotFound" && e.message === twinWarning && e.count === 2),
           noFailures:
-            sampleOf(metrics, "whereabouts_controller_failures_total") === undefined &&
-            sampleOf(metrics, "whereabouts_controller_sweeps_total", { result: "failure" }) === undefined &&
+            sampleOf(metrics, "whereabouts_controller_failures_total") === 0 &&
+            sampleOf(metrics, "whereabouts_controller_sweeps_total", { result: "failure" }) === 0 &&
             sampleOf(metrics, "whereabouts_controller_sweeps_total", { result: "success" }) === 1,
           no403: forbidden.length === 0 && forbiddenLines(ctl).length === 0,
           // Judged by the race phase below (when it runs).

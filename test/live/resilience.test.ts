@@ -173,7 +173,7 @@ describeLive("resilience of the controller process against a real API server", (
         yield* deletePod(pods[0]!)
         yield* waitForValue("the leader frees h0", poolView("10.252.0.0-24"), held(pods.slice(1)))
         expect((yield* gcEvents(ns)).map((e) => e.by)).toEqual([leader.identity])
-        expect(yield* metricOf(standby, "whereabouts_controller_ips_freed_total", { trigger: "deletion" })).toBeUndefined()
+        expect(yield* metricOf(standby, "whereabouts_controller_ips_freed_total", { trigger: "deletion" })).toBe(0)
 
         expect(yield* Effect.promise(() => leader.kill())).toEqual({ code: null, signal: "SIGKILL" })
         // Deleted while nobody leads: the standby's start-up sweep must free it.
@@ -253,11 +253,11 @@ describeLive("resilience of the controller process against a real API server", (
         expect(events).toHaveLength(500)
         expect(new Set(events.map((e) => e.name))).toEqual(new Set(doomed.map((p) => p.name)))
         yield* awaitMetric(ctl, "whereabouts_controller_ips_freed_total", { trigger: "deletion" }, (v) => v === 500)
-        expect(yield* metricOf(ctl, "whereabouts_controller_failures_total")).toBeUndefined()
+        expect(yield* metricOf(ctl, "whereabouts_controller_failures_total")).toBe(0)
         // The API server's default APF configuration never had to push back.
         expect(yield* metricOf(ctl, "whereabouts_controller_api_requests_total")).toBeGreaterThan(0)
         expect(yield* metricOf(ctl, "whereabouts_controller_api_requests_total", { code: "429" })).toBeUndefined()
-        expect(yield* metricOf(ctl, "whereabouts_controller_api_pauses_total")).toBeUndefined()
+        expect(yield* metricOf(ctl, "whereabouts_controller_api_pauses_total")).toBe(0)
         expect(ctl.running()).toBe(true)
       })
     )

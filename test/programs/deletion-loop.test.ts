@@ -214,7 +214,7 @@ describe("deletion loop: failures (TestClock)", () => {
         expect(yield* podrefsOf("10.102.0.0-24")).toEqual([`${NS}/keep`])
         expect(yield* reservationNames).toEqual(["10.102.0.2"])
         expect(yield* metric("workqueue_retries_total")).toBe(2)
-        expect(yield* metric("failures_total", { reason: "RetriesExhausted" })).toBeUndefined()
+        expect(yield* metric("failures_total", { reason: "RetriesExhausted" })).toBe(0)
         expect(yield* eventsIn(NS)).toEqual([
           { type: "Normal", reason: "IPAddressGarbageCollected", message: gcMessage("10.102.0.1", "net1"), pod: "p", count: 1 }
         ])
@@ -718,8 +718,8 @@ const failover = (releaseFails: boolean) =>
     yield* settleUntil(() => Effect.map(freedBy(a, "deletion"), (n) => n === 1), "a frees p1")
     yield* settleUntil(() => Effect.succeed(state.snapshot(R.Events, NS).length === 1), "a's Event recorded")
     yield* TestClock.adjust("3 seconds")
-    expect(yield* freedBy(b, "deletion")).toBeUndefined()
-    expect(yield* freedBy(b, "sweep")).toBeUndefined()
+    expect(yield* freedBy(b, "deletion")).toBe(0)
+    expect(yield* freedBy(b, "sweep")).toBe(0)
     expect(reportedBy(state)).toEqual(["a p1"])
 
     // The leader dies; if its release fails, the lease must expire first.

@@ -16,12 +16,12 @@ describe("informer_restarts_total", () => {
       const m = yield* Metrics.Metrics
       const restarts = (resource: string) => m.value("informer_restarts_total", { resource })
       yield* carry
-      expect(yield* restarts("pods")).toBeUndefined()
+      expect(yield* restarts("pods")).toBe(0)
       nodes.restart()
       nodes.restart()
       slices.restart()
       yield* carry
-      expect([yield* restarts("nodes"), yield* restarts("nodeslicepools"), yield* restarts("pods")]).toEqual([2, 1, undefined])
+      expect([yield* restarts("nodes"), yield* restarts("nodeslicepools"), yield* restarts("pods")]).toEqual([2, 1, 0])
       // Only the increments since the last round are added.
       nodes.restart()
       yield* carry

@@ -92,7 +92,7 @@ describe("release --from-report", () => {
       ])
       expect(yield* metric("ips_freed_total", { trigger: "operator" })).toBe(2)
       expect(yield* metric("reservations_deleted_total", { trigger: "operator" })).toBe(2)
-      expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBeUndefined()
+      expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(0)
     }).pipe(Effect.provide(memory())))
 
   it.live("a stale report: an entry changed after it, a pod reborn, an address already freed are skipped with the reason; the rest is freed; exit 1", () =>
@@ -247,7 +247,7 @@ describe("release next to a running controller", () => {
       expect(yield* podrefsOf(POOL)).toEqual([])
       expect((yield* eventsIn(NS)).map((e) => `${e.pod}: ${e.message} x${e.count}`)).toEqual(["gone: successful cleanup of IP address [10.50.0.1] from network net1 x1"])
       expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(1)
-      expect(yield* metric("ips_freed_total", { trigger: "operator" })).toBeUndefined()
+      expect(yield* metric("ips_freed_total", { trigger: "operator" })).toBe(0)
     }).pipe(Effect.provide(memoryWithHooks())))
 })
 
@@ -284,7 +284,7 @@ describe("release --dry-run, output, exit codes", () => {
       expect(yield* podrefsOf(POOL)).toEqual(["default/gone", "default/live"])
       expect(yield* reservationNames).toEqual(["10.50.0.1", "10.50.0.2"])
       expect(yield* eventsIn(NS)).toEqual([])
-      expect(yield* metric("ips_freed_total", { trigger: "operator" })).toBeUndefined()
+      expect(yield* metric("ips_freed_total", { trigger: "operator" })).toBe(0)
     }).pipe(Effect.provide(memoryWithHooks())))
 
   it.live("--output json: what was freed, and what was not with its result and reason", () =>

@@ -144,7 +144,7 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
         yield* startDeletionLoop(Effect.asVoid(sweepOnce({ dryRun: false })))
         // startDeletionLoop returns once onSynced (the sweep) is done.
         expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(3)
-        expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBeUndefined()
+        expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(0)
         expect(yield* metric("sweeps_total", { result: "success" })).toBe(1)
         expect(Object.values(yield* rawAllocations("10.36.0.0-24")).map((a) => a.podref).sort()).toEqual(["default/p3", "default/p4", "default/p5"])
         expect(yield* reservationNames).toEqual(pods.slice(3).map((p) => p.ips[0]!.ips[0]!).sort())
@@ -250,7 +250,7 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
       expect(yield* eventsIn(NS)).toEqual([])
       expect(yield* metric("orphans", { kind: "allocation", dry_run: "true" })).toBe(2)
       expect(yield* metric("orphans", { kind: "reservation", dry_run: "true" })).toBe(1)
-      expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBeUndefined()
+      expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(0)
     }).pipe(Effect.provide(memory())))
 
   it.live("junk offsets are reported as invalid, never rewritten, and do not stop the sweep", () =>

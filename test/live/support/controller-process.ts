@@ -65,7 +65,7 @@ export interface ControllerProcess {
   readonly probe: (path: "/healthz" | "/readyz") => Promise<number>
   /** The /metrics text ("" when nothing answers). */
   readonly metrics: () => Promise<string>
-  /** One sample of /metrics; undefined when absent. Labels must all match. */
+  /** The samples of /metrics with these labels, summed (sampleOf); undefined when absent. */
   readonly metric: (name: string, labels?: Readonly<Record<string, string>>) => Promise<number | undefined>
   /** SIGTERM, then SIGKILL after `graceMs`; resolves with how it exited. */
   readonly stop: (graceMs?: number) => Promise<Exit>
@@ -87,16 +87,20 @@ const get = async (url: string): Promise<{ readonly status: number; readonly bod
   }
 }
 
-/** A Prometheus text sample: `name{a="x",b="y"} 3`. */
+/**
+ * The samples of `name` whose labels include `labels`, summed (`name{a="x",b="y"} 3`); undefined
+ * when there is none. With every label given that is the one sample.
+ */
 export const sampleOf = (text: string, name: string, labels: Readonly<Record<string, string>> = {}): number | undefined => {
+  let total: number | undefined
   for (const line of text.split("\n")) {
     if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue
     const m = /^([^{\s]+)(?:\{(.*)\})?\s+(\S+)$/.exec(line)
     if (m === null || m[1] !== name) continue
     const have = new Map([...(m[2] ?? "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1]!, l[2]!] as const))
-    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) return Number(m[3])
+    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) total = (total ?? 0) + Number(m[3])
   }
-  return undefined
+  return total
 }
 
 /** The env of the child: ours, without anything the controller's Config would read. */

@@ -1,0 +1,45 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { FLOW_KINDS } from "../../src/domain/api-flow.ts"
+import { FREE_TRIGGERS } from "../../src/domain/release.ts"
+import * as Metrics from "../../src/services/Metrics.ts"
+
+const P = "whereabouts_controller_"
+
+describe("Metrics", () => {
+  // An alert on increase() or rate() sees an increment only against an earlier sample: a series
+  // born at 1 hides its first event (deploy/components/monitoring's give-up and failed-sweep alerts).
+  it.effect("exposes the series alerts and the dashboard read at 0 before anything happened", () =>
+    Effect.gen(function* () {
+      const { body } = yield* Metrics.make().render
+      const zero = (name: string, labels: Record<string, string>) =>
+        `${P}${name}{${Object.entries(labels).map(([k, v]) => `${k}="${v}"`).join(",")}} 0`
+      const lines = new Set(body.split("\n"))
+      const want = [
+        zero("failures_total", { reason: "RetriesExhausted" }),
+        zero("sweeps_total", { result: "failure" }),
+        zero("sweeps_total", { result: "success" }),
+        ...FREE_TRIGGERS.flatMap((trigger) => [zero("ips_freed_total", { trigger }), zero("reservations_deleted_total", { trigger })]),
+        ...["queued", "written", "failed", "dropped"].map((result) => zero("events_total", { result })),
+        ...FLOW_KINDS.flatMap((kind) => [zero("api_pauses_total", { kind }), zero("api_paused_seconds_total", { kind })])
+      ]
+      expect(want.filter((l) => !lines.has(l))).toEqual([])
+      expect(FREE_TRIGGERS).toContain("node-gone")
+    })
+  )
+
+  it.effect("counts from those zeros", () =>
+    Effect.gen(function* () {
+      const m = Metrics.make()
+      yield* m.failure("RetriesExhausted")
+      yield* m.sweep("failure")
+      yield* m.ipsFreed("terminal", 3)
+      expect([
+        yield* m.value("failures_total", { reason: "RetriesExhausted" }),
+        yield* m.value("sweeps_total", { result: "failure" }),
+        yield* m.value("ips_freed_total", { trigger: "terminal" }),
+        yield* m.value("ips_freed_total", { trigger: "deletion" })
+      ]).toEqual([1, 1, 3, 0])
+    })
+  )
+})
