@@ -140,7 +140,13 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
         apiPausedSeconds.inc({ kind }, seconds)
       }),
     queueWait: (seconds) => Effect.sync(() => waited.observe(seconds)),
-    leader: (is) => Effect.sync(() => leader.set(is ? 1 : 0)),
+    leader: (is) =>
+      Effect.sync(() => {
+        leader.set(is ? 1 : 0)
+        // What only the leader measures goes with the lease: a standby's last pool usage and orphan
+        // counts would go stale beside the new leader's on a dashboard.
+        if (!is) for (const g of [poolSize, poolUsed, poolFree, poolOver, orphans]) g.reset()
+      }),
     pools: (usage, threshold) =>
       Effect.sync(() => {
         for (const g of [poolSize, poolUsed, poolFree, poolOver]) g.reset()

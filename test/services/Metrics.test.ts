@@ -42,4 +42,16 @@ describe("Metrics", () => {
       ]).toEqual([1, 1, 3, 0])
     })
   )
+
+  it.effect("drops the pool and orphan gauges when the lease is lost: only the leader measures them", () =>
+    Effect.gen(function* () {
+      const m = Metrics.make()
+      yield* m.leader(true)
+      yield* m.pools([{ pool: "10.0.0.0-24", size: 254, used: 10, free: 244 }], 0.85)
+      yield* m.orphans("allocation", 2, false)
+      expect([yield* m.value("pool_used", { pool: "10.0.0.0-24" }), yield* m.value("orphans", { kind: "allocation" })]).toEqual([10, 2])
+      yield* m.leader(false)
+      expect([yield* m.value("pool_used", { pool: "10.0.0.0-24" }), yield* m.value("orphans", { kind: "allocation" }), yield* m.value("leader")]).toEqual([undefined, undefined, 0])
+    })
+  )
 })
