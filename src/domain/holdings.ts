@@ -148,6 +148,12 @@ export interface PodFindings {
   /** Networks whose NAD turns overlapping-range reservations off. */
   readonly noReservations: ReadonlySet<string>
   readonly missingNads: ReadonlyArray<string>
+  /**
+   * Whereabouts networks the pod is attached to (`<namespace>/<name>` of the NAD) in whose pools
+   * the snapshot shows none of its entries and reads none live: freed by CNI DEL already, or
+   * written while the pool cache lagged behind (a watch that was down). Worth one later look.
+   */
+  readonly unseen: ReadonlyArray<string>
   /** Bad input met on the way: it skips only what it describes. */
   readonly problems: ReadonlyArray<Problem>
   readonly error: ReleaseError | undefined
@@ -164,7 +170,10 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
   const noReservations = new Set<string>()
   const missingNads: Array<string> = []
   const problems: Array<Problem> = []
-  const found: PodFindings = { ref, pod, pools, liveReads, noReservations, missingNads, problems, error: undefined }
+  // Per whereabouts attachment, the pools it names: unseen if none shows the pod's entries.
+  const attached: Array<{ readonly nad: string; readonly pools: ReadonlyArray<string> }> = []
+  const unseen: Array<string> = []
+  const found: PodFindings = { ref, pod, pools, liveReads, noReservations, missingNads, unseen, problems, error: undefined }
   const decoded = podAttachments(pod)
   if (Either.isLeft(decoded)) problems.push({ reason: "BadAnnotation", text: `cannot read ${decoded.left.annotation}: ${decoded.left.message}` })
   const attachments = Either.isRight(decoded) ? decoded.right.attachments : []
@@ -192,12 +201,13 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
         ? config.ranges.map((r) => poolName(r.range, config.networkName))
         : // Node slices: the pool of the slice the pod's node owns; none when it owns none (the podref index still finds the pod's entries).
           [snapshot.nodeSlice(nodeSlicePoolName(config), pod.nodeName ?? "")].flatMap((slice) => (slice === undefined ? [] : [slicePoolName(slice, pod.nodeName!, config.networkName)]))
+    attached.push({ nad: nadKey, pools: names })
     for (const name of names) {
       const cached = snapshot.pool(name)
       // A cached pool without this pod's entries was almost always freed by CNI DEL already: the
       // allocation was written long before the pod's status and deletion, and reading the pool
       // again for every ordinary deletion would cost a GET of a large object. Only a pool the
-      // snapshot has never seen is read live; the sweep covers the rest.
+      // snapshot has never seen is read live; the rest is `unseen`, for one later look.
       if (cached === undefined) liveReads.set(name, { pool: name, network: att.name, reservationNetwork: config.networkName })
       else add(cached, att.name, config.networkName)
     }
@@ -208,6 +218,7 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
     add(pool, eventNetwork(pool, origin, snapshot.nadOfPool(pool, pod.namespace)), origin.network)
     liveReads.delete(pool.name)
   }
+  for (const a of attached) if (!a.pools.some((name) => pools.has(name) || liveReads.has(name))) unseen.push(a.nad)
   return found
 }
 
@@ -223,6 +234,8 @@ export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
     liveReads,
     noReservations: new Set([...a.noReservations, ...b.noReservations]),
     missingNads: [...new Set([...a.missingNads, ...b.missingNads])],
+    // Unseen by both: an incarnation whose entries were found has nothing left to look for there.
+    unseen: a.unseen.filter((n) => b.unseen.includes(n)),
     problems: [...a.problems, ...b.problems.filter((p) => !a.problems.some((q) => q.text === p.text))]
   }
 }

@@ -296,16 +296,20 @@ export const Outcome = Data.taggedEnum<Outcome>()
 /** What the work queue does with a candidate after its outcome. */
 export type NextStep =
   | { readonly _tag: "Forget" }
+  | { readonly _tag: "LookAgain" }
   | { readonly _tag: "Requeue"; readonly error: ReleaseError }
   | { readonly _tag: "GiveUp"; readonly error: ReleaseError }
   | { readonly _tag: "Drop"; readonly error: ReleaseError }
 
 /**
  * Done, or retried while attempts remain (a retryable error), or given up (retries spent), or
- * dropped (bad input: retrying cannot help until the object changes).
+ * dropped (bad input: retrying cannot help until the object changes). A deleted pod freed of all
+ * the snapshot showed, but attached to a network where it showed none of its entries (`unseen`:
+ * CNI DEL freed them, or the pool cache lagged behind), is looked at once more later.
  */
-export const nextStep = (outcome: Outcome, attempt: number, maxAttempts: number): NextStep => {
-  if (outcome._tag === "Freed" || outcome._tag === "Kept") return { _tag: "Forget" }
+export const nextStep = (outcome: Outcome, attempt: number, maxAttempts: number, unseen = false): NextStep => {
+  if (outcome._tag === "Freed") return unseen ? { _tag: "LookAgain" } : { _tag: "Forget" }
+  if (outcome._tag === "Kept") return { _tag: "Forget" }
   const { error } = outcome
   if (!error.retryable) return { _tag: "Drop", error }
   return attempt < maxAttempts ? { _tag: "Requeue", error } : { _tag: "GiveUp", error }

@@ -16,7 +16,7 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import * as WorkQueue from "../services/WorkQueue.ts"
 import type { LoopActivity } from "./memory.ts"
-import { type Candidate, reconcileBatch } from "./reconcile.ts"
+import { type Candidate, type PodResult, reconcileBatch } from "./reconcile.ts"
 import { feed } from "./triggers.ts"
 
 /** Bounded, jittered exponential backoff between attempts; done after `retryAttempts` attempts. */
@@ -28,6 +28,15 @@ export const retrySchedule = (c: Pick<ControllerConfigShape, "retryBaseDelay" | 
   )
 
 type Queue = WorkQueue.WorkQueue<Candidate>
+
+/**
+ * When a deleted pod is looked at again for the networks where the caches showed none of its
+ * entries: it trades a second cache lookup per CNI-DEL'd pod (and holding its projection that
+ * long) against an address held until the next sweep when the pool cache lagged behind the pod's
+ * deletion; longer than an informer's resume backoff after an outage (at most 5 s apart) plus the
+ * events it then catches up on.
+ */
+export const LOOK_AGAIN_AFTER = Duration.seconds(30)
 
 const what = (c: Candidate) => (c.claim === "Deleted" ? "deleted pod" : "pod that will never run again")
 
@@ -54,15 +63,27 @@ const logOutcome = (c: Candidate, outcome: Outcome) => {
   return Effect.void
 }
 
-/** What the queue does with one pod after its outcome (nextStep): forget it, retry it later, or give up visibly. */
-const settle = (queue: Queue, key: string, candidate: Candidate, outcome: Outcome) =>
+/**
+ * What the queue does with one pod after its outcome (nextStep): forget it, look again later,
+ * retry it later, or give up visibly.
+ */
+const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResult, lookAgainAfter: Duration.Duration) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
     const { retryAttempts } = yield* ControllerConfig
+    const { outcome } = result
     const pod = candidate.pod
     yield* logOutcome(candidate, outcome)
-    const step = nextStep(outcome, (yield* queue.numRequeues(key)) + 1, retryAttempts)
+    const unseen = candidate.lookingAgain !== true && result.unseen.length > 0
+    const step = nextStep(outcome, (yield* queue.numRequeues(key)) + 1, retryAttempts, unseen)
     if (step._tag === "Forget") return yield* queue.forget(key)
+    if (step._tag === "LookAgain") {
+      yield* queue.forget(key)
+      yield* Effect.logDebug(`looking again at ${what(candidate)} later: the caches showed none of its entries on some networks`).pipe(
+        Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, networks: result.unseen.join(","), after: Duration.format(lookAgainAfter) })
+      )
+      return yield* queue.addAfter(key, { ...candidate, lookingAgain: true }, lookAgainAfter)
+    }
     if (step._tag === "Requeue" && (yield* queue.addRateLimited(key, candidate))) {
       yield* metrics.retry()
       return yield* Effect.logWarning("reconcile failed, will retry").pipe(
@@ -82,7 +103,7 @@ const settle = (queue: Queue, key: string, candidate: Candidate, outcome: Outcom
  * One batch: reconcile, then settle each pod, then record its Events (queued: the recorder writes
  * them, so the worker is free at once for the next batch); the keys are done last.
  */
-const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>) =>
+const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>, lookAgainAfter: Duration.Duration) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
     const start = yield* Clock.currentTimeMillis
@@ -94,7 +115,7 @@ const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt:
     }
     const { results, events } = yield* Effect.ensuring(reconcileBatch(batch.items.map((i) => i.value)), batch.landed)
     yield* metrics.reconcileDuration(((yield* Clock.currentTimeMillis) - start) / 1000)
-    for (const [i, { outcome }] of results.entries()) yield* settle(queue, batch.items[i]!.key, batch.items[i]!.value, outcome)
+    for (const [i, result] of results.entries()) yield* settle(queue, batch.items[i]!.key, batch.items[i]!.value, result, lookAgainAfter)
     yield* events
     for (const { key } of batch.items) yield* queue.done(key)
   })
@@ -119,6 +140,8 @@ export interface DeletionLoopOptions<E, R> {
   readonly onSynced?: Effect.Effect<void, E, R>
   /** Told of the loop's work, for the heap reclaim after a burst (memory.ts). */
   readonly activity?: LoopActivity
+  /** LOOK_AGAIN_AFTER unless given (tests). */
+  readonly lookAgainAfter?: Duration.DurationInput
 }
 
 /**
@@ -131,6 +154,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       const caches = yield* Caches
       const config = yield* ControllerConfig
       const metrics = yield* Metrics
+      const lookAgainAfter = Duration.decode(options.lookAgainAfter ?? LOOK_AGAIN_AFTER)
       // Registered first, so it runs last: the end of a shutdown (or of a leadership term) in the log.
       yield* Effect.addFinalizer(() => Effect.logInfo("deletion loop stopped"))
       const queue = yield* WorkQueue.make<Candidate>({ backoff: retrySchedule(config) })
@@ -148,7 +172,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
         for (;;) {
           const batch = yield* batcher.next
           if (Option.isNone(batch)) return
-          yield* processBatch(queue, batch.value, observedAt)
+          yield* processBatch(queue, batch.value, observedAt, lookAgainAfter)
           yield* options.activity?.finished(batch.value.items.length) ?? Effect.void
         }
       })

@@ -34,6 +34,8 @@ export type ReconcileRequirements = Caches | NadConfigs | EventRecorder | IPPool
 export interface PodResult {
   readonly pod: PodProjection
   readonly outcome: Outcome
+  /** Whereabouts networks of the pod where the snapshot showed none of its entries (PodFindings.unseen). */
+  readonly unseen: ReadonlyArray<string>
 }
 
 export interface BatchOutcome {
@@ -50,9 +52,13 @@ export interface BatchOutcome {
  * A pod to release: deleted, or still there but never to run again (why, as the caches saw it;
  * the live re-check decides).
  */
-export type Candidate =
+export type Candidate = (
   | { readonly claim: "Deleted"; readonly pod: PodProjection }
   | { readonly claim: "NeverRunsAgain"; readonly pod: PodProjection; readonly reason: NeverRunsAgainReason }
+) & {
+  /** Queued again for its unseen networks (deletion-loop.ts): a candidate is looked at again once. */
+  readonly lookingAgain?: boolean
+}
 
 type Found = { readonly findings: PodFindings; readonly candidate: Candidate }
 
@@ -94,11 +100,12 @@ const holdingsOf = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot) =>
     const found = [...findAll(batch, snapshot).values()]
     const reads = new Set(found.flatMap(({ findings: f }) => (f.error === undefined ? [...f.liveReads.keys()] : [])))
     const { pools, errors } = yield* readLivePools(reads)
-    return found.map(({ findings: f, candidate }): Holding => {
+    const holdings = found.map(({ findings: f, candidate }): Holding => {
       const failedRead = [...f.liveReads.keys()].map((name) => errors.get(name)).find((e) => e !== undefined)
       const holding = deletedPodHolding(f, pools, snapshot, claimOf(candidate))
       return failedRead === undefined || holding.error !== undefined ? holding : { ...holding, error: apiError(f.ref, failedRead) }
     })
+    return { holdings, unseen: new Map(found.map(({ findings: f }) => [f.ref, f.unseen])) }
   })
 
 /**
@@ -109,7 +116,8 @@ export const reconcileBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<B
   Effect.gen(function* () {
     const snapshot = yield* cacheSnapshot
     const caches = yield* Caches
-    const { holdings, facts } = yield* recheckHoldings(yield* holdingsOf(batch, snapshot), cachedPodsIn(caches))
+    const found = yield* holdingsOf(batch, snapshot)
+    const { holdings, facts } = yield* recheckHoldings(found.holdings, cachedPodsIn(caches))
     const execution = yield* execute(planRelease(holdings, facts))
     // Incarnations of one pod shared one holding: what it freed is reported once, not once per incarnation.
     const reported = new Set<string>()
@@ -118,7 +126,7 @@ export const reconcileBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<B
       const outcome = execution.outcomes.get(ref) ?? Outcome.Freed({ freed: [], reservations: 0 })
       const twin = reported.has(ref) && outcome._tag === "Freed"
       reported.add(ref)
-      return { pod, outcome: twin ? Outcome.Freed({ freed: [], reservations: 0 }) : outcome }
+      return { pod, outcome: twin ? Outcome.Freed({ freed: [], reservations: 0 }) : outcome, unseen: found.unseen.get(ref) ?? [] }
     })
     return { results, events: execution.finish }
   })

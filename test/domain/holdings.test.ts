@@ -145,6 +145,27 @@ describe("findPodHoldings + deletedPodHolding", () => {
     expect([...merged.liveReads.keys()]).toEqual(["10.3.0.0-24"])
   })
 
+  // Soak seed 1, p-5474: the pod got its address while the controller's pool watch was down; its
+  // deletion arrived before the pool cache caught up, so the cached pool showed nothing of it.
+  it("a whereabouts network whose cached pools show none of the pod's entries is unseen (worth a later look); one with them, or read live, is not", () => {
+    const NETS = { ...NET1, "ns/net2": config({ type: "whereabouts", range: "10.3.0.0/24" }), "ns/plain": config({ type: "static" }) }
+    const P3 = pool("10.3.0.0/24", { "9": { id: "e", podref: "ns/other", ifname: "net2" } })
+    const status = [
+      { name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] },
+      { name: "ns/net2", interface: "net2", ips: ["10.3.0.1"] },
+      { name: "ns/plain", interface: "plain", ips: ["192.168.0.1"] }
+    ]
+    const s = snapshotOf({ pools: [P1, P3], nads: NETS })
+    expect(findPodHoldings(deleted("web", status), s).unseen).toEqual(["ns/net2"])
+    // The pool not cached at all is read live instead.
+    expect(findPodHoldings(deleted("web", status), snapshotOf({ pools: [P1], nads: NETS })).unseen).toEqual([])
+    // Two incarnations: unseen only where neither showed entries.
+    const other = findPodHoldings(deleted("web", [{ name: "ns/net2", interface: "net2", ips: ["10.3.0.1"] }], { uid: "uid-2" }), s)
+    expect(mergeFindings(findPodHoldings(deleted("web", status), s), other).unseen).toEqual(["ns/net2"])
+    const withEntry = snapshotOf({ pools: [P1, pool("10.3.0.0/24", { "1": { id: "f", podref: "ns/web", ifname: "net2" } })], nads: NETS })
+    expect(mergeFindings(findPodHoldings(deleted("web", status), s), findPodHoldings(deleted("web", status, { uid: "uid-2" }), withEntry)).unseen).toEqual([])
+  })
+
   it("without network-status, the networks request names the NADs", () => {
     const pod = { ...deleted("web", "[]"), networkStatus: undefined, networks: "net1@net1" }
     expect(view(pod, { pools: [P1], nads: NET1 }).entries).toEqual(["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"])

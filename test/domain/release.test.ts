@@ -241,6 +241,13 @@ describe("nextStep", () => {
   ] as const)("%s → %s", (_, outcome, attempt, step) => {
     expect(nextStep(outcome, attempt, 5)._tag).toBe(step)
   })
+  it.each([
+    ["Freed with unseen networks", Outcome.Freed({ freed: [], reservations: 0 }), "LookAgain"],
+    ["Kept with unseen networks (a live pod holds them)", Outcome.Kept({ why: "alive" }), "Forget"],
+    ["Failed with unseen networks (the retry looks again anyway)", Outcome.Failed({ error: retryable }), "Requeue"]
+  ] as const)("%s → %s", (_, outcome, step) => {
+    expect(nextStep(outcome, 1, 5, true)._tag).toBe(step)
+  })
 })
 
 describe("planRelease: properties", () => {
