@@ -54,6 +54,19 @@ const get = async (url: string): Promise<{ status: number; body: string }> => {
   return { status: res.status, body: await res.text() }
 }
 
+/**
+ * Whether `exit` is still pending after `ms`. The timer goes with the answer: a grace timer left
+ * running kept a finished benchmark alive for its whole length.
+ */
+export const outlasts = async (exit: Promise<unknown>, ms: number): Promise<boolean> => {
+  const timer = new AbortController()
+  try {
+    return await Promise.race([exit.then(() => false), sleep(ms, true, { signal: timer.signal })])
+  } finally {
+    timer.abort()
+  }
+}
+
 // Contenders still running when the benchmark exits (an error, Ctrl-C) are killed with it.
 const running = new Set<ChildProcess>()
 let hooked = false
@@ -124,8 +137,7 @@ export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> 
     stop: async () => {
       if (exited) return
       child.kill("SIGTERM")
-      const late = await Promise.race([exit.then(() => false), sleep(40_000).then(() => true)])
-      if (late) child.kill("SIGKILL")
+      if (await outlasts(exit, 40_000)) child.kill("SIGKILL")
       await exit
     },
     tail

@@ -22,7 +22,7 @@ import type { Resource } from "../../src/services/resources.ts"
 import { type BenchPlane, cpuSeconds } from "./controlplane.ts"
 import { type BenchEnv, cpuDelta, type Limits } from "./env.ts"
 import { ROOT } from "./paths.ts"
-import { freePort } from "./proc.ts"
+import { freePort, outlasts } from "./proc.ts"
 import { delta, parseProm, type Sample, sum } from "./prom.ts"
 import { type Row, type Section, table, yesNo } from "./results.ts"
 import { fmt, ms, ratio, spread } from "./rows.ts"
@@ -109,7 +109,7 @@ const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly l
           stop: async () => {
             if (exited) return
             child.kill("SIGTERM")
-            if (await Promise.race([exit.then(() => false), sleep(20_000).then(() => true)])) child.kill("SIGKILL")
+            if (await outlasts(exit, 20_000)) child.kill("SIGKILL")
             await exit
           }
         }
