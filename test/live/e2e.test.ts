@@ -453,6 +453,9 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
           expect(typeof lines[0]!.annotations["pauseMs"]).toBe("number")
         }
         expect(yield* Effect.promise(() => c.stop())).toEqual({ code: 0, signal: null })
+        // Its JSON logs (leadership, frees, the shutdown) all went to stderr; stdout stayed empty.
+        expect(logsWith(c, "freed addresses of deleted pod").length).toBeGreaterThan(0)
+        expect(c.stdout()).toBe("")
       } finally {
         fs.rmSync(outdir, { recursive: true, force: true })
       }

@@ -57,6 +57,8 @@ export interface ControllerProcess {
   readonly healthPort: number
   readonly metricsPort: number
   readonly logs: () => ReadonlyArray<LogLine>
+  /** What the process wrote on stdout alone (its first 64 KiB); logs go to stderr. */
+  readonly stdout: () => string
   /** Every line, for failure messages. */
   readonly tail: (lines?: number) => string
   readonly running: () => boolean
@@ -183,6 +185,8 @@ export const startController = async (options: ControllerOptions): Promise<Contr
   }
   pipe(child.stdout)
   pipe(child.stderr)
+  let stdoutText = ""
+  child.stdout?.on("data", (chunk: string) => void (stdoutText.length < 65_536 && (stdoutText += chunk)))
   let done = false
   const exited = new Promise<Exit>((resolve) => {
     // "close", not "exit": by then its stdout and stderr are read to the end (every log line is in).
@@ -221,6 +225,7 @@ export const startController = async (options: ControllerOptions): Promise<Contr
     healthPort,
     metricsPort,
     logs: () => lines,
+    stdout: () => stdoutText,
     tail: (n = 40) => lines.slice(-n).map((l) => l.raw).join("\n"),
     running: () => !done,
     exited,
