@@ -101,7 +101,7 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", kind: "string", key: "scheduleConfigMapKey", help: "the key of that ConfigMap", commands: runOnly },
   { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", kind: "string", key: "scheduleFile", help: "file holding the schedule, read when it exists and looked at again every minute", commands: runOnly },
   { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", key: "sweepOnStart", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
-  { flag: "dry-run", env: "DRY_RUN", kind: "boolean", key: "dryRun", help: "sweeps report orphans but free nothing; release prints what it would free and writes nothing", commands: ["run", "release"] },
+  { flag: "dry-run", env: "DRY_RUN", kind: "boolean", key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
   { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", key: "leaderElect", help: "elect a leader through a Lease (run 2 replicas safely)", commands: runOnly },
   { flag: "lease-name", env: "LEASE_NAME", kind: "string", key: "leaseName", help: "name of the leader Lease", commands: runOnly },
   { flag: "lease-namespace", env: "LEASE_NAMESPACE", kind: "string", note: "$POD_NAMESPACE, else --namespace", help: "namespace of the leader Lease", commands: runOnly },

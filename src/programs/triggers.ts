@@ -20,12 +20,25 @@ export type OnQueued = (key: string, now: number) => Effect.Effect<void>
 
 const sameFacts = (a: NodeRecord, b: NodeRecord) => a.ready === b.ready && a.readySince === b.readySince && a.outOfService === b.outOfService
 
-/** Queues a live pod that will never run again, now or (its grace running out) later. */
+/**
+ * Queues a live pod that will never run again, now or (its grace running out) later. In a dry run
+ * it is reported instead, once per incarnation, and nothing is queued: its pod object still exists,
+ * so only the sweep's report (and `audit`) should speak for it.
+ */
 const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
   Effect.gen(function* () {
     const caches = yield* Caches
-    const policy = neverRunsAgainPolicy(yield* ControllerConfig)
-    return (pod: PodProjection) =>
+    const config = yield* ControllerConfig
+    const policy = neverRunsAgainPolicy(config)
+    const reported = new Set<string>()
+    const dryRun = (pod: PodProjection, key: string, why: string) =>
+      reported.has(key)
+        ? Effect.void
+        : Effect.zipRight(
+            Effect.sync(() => reported.add(key)),
+            Effect.logInfo("dry run: would free the addresses of a pod that will never run again").pipe(Effect.annotateLogs({ pod: `${pod.namespace}/${pod.name}`, uid: pod.uid, why }))
+          )
+    const judgePod = (pod: PodProjection) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         const cached = pod.nodeName === undefined ? undefined : caches.nodes.get(pod.nodeName)
@@ -33,27 +46,31 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
           cached === undefined || cached._tag === "None" ? ((yield* caches.nodes.isSynced) ? { _tag: "Gone" } : { _tag: "Unknown" }) : { _tag: "Present", node: cached.value }
         const key = queueKey(pod)
         const why = neverRunsAgain(pod, node, now, policy)
+        if (why !== undefined && config.dryRun) return yield* dryRun(pod, key, why.reason)
         if (why !== undefined) {
           yield* onQueued(key, now)
           return yield* queue.add(key, { claim: "NeverRunsAgain", pod, reason: why.reason })
         }
         const at = neverRunsAgainAt(pod, node, now, policy)
         const later = at === undefined ? undefined : neverRunsAgain(pod, node, at, policy)
-        if (at !== undefined && later !== undefined) yield* queue.addAfter(key, { claim: "NeverRunsAgain", pod, reason: later.reason }, at - now)
+        if (at !== undefined && later !== undefined && !config.dryRun) yield* queue.addAfter(key, { claim: "NeverRunsAgain", pod, reason: later.reason }, at - now)
       })
+    return { judgePod, forget: (pod: PodProjection) => Effect.sync(() => void reported.delete(queueKey(pod))) }
   })
 
 /** Feeds the queue from the pod and node informers for as long as the scope lives. */
 export const feed = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued): Effect.Effect<void, never, Caches | ControllerConfig | Scope.Scope> =>
   Effect.gen(function* () {
     const caches = yield* Caches
-    const check = yield* judge(queue, onQueued)
+    const { judgePod: check, forget } = yield* judge(queue, onQueued)
     const pods = yield* caches.pods.subscribe
     const nodes = yield* caches.nodes.subscribe
     yield* Effect.forkScoped(
       Stream.runForEach(Stream.fromQueue(pods), (e) => {
         if (e.type !== "delete") return check(e.object)
-        return Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.zipRight(onQueued(queueKey(e.object), now), queue.add(queueKey(e.object), { claim: "Deleted", pod: e.object })))
+        return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.all([forget(e.object), onQueued(queueKey(e.object), now), queue.add(queueKey(e.object), { claim: "Deleted", pod: e.object })], { discard: true })
+        )
       })
     )
     yield* Effect.forkScoped(

@@ -89,6 +89,27 @@ describe("pods that will never run again: the triggers", () => {
     ).pipe(Effect.provide(memory({ namespace: POOLS, terminatingGrace: Duration.zero }))))
 })
 
+describe("pods that will never run again: --dry-run", () => {
+  it.live("a finished pod keeps its address (the trigger only reports it), while a deleted pod's is still freed", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        yield* createNad(NS, "net1", { range: "10.121.0.0/24" })
+        yield* api((k) => k.create(R.Nodes, undefined, nodeObject("node-1")))
+        yield* startDeletionLoop()
+        const done = yield* startPod(NS, "done", [on("net1")], "node-1")
+        const gone = yield* startPod(NS, "gone", [on("net1")], "node-1")
+        yield* patchPod("done", { status: { phase: "Succeeded" } })
+        yield* Effect.sleep("200 millis")
+        yield* api((k) => k.delete(R.Pods, NS, "gone", { gracePeriodSeconds: 0 }))
+        yield* freedOf("10.121.0.0-24", gone)
+        yield* Effect.sleep("300 millis")
+        expect(yield* podrefsOf("10.121.0.0-24")).toEqual([`${NS}/${done.name}`])
+        expect(yield* metric("ips_freed_total", { trigger: "terminal" })).toBe(0)
+        expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(1)
+      })
+    ).pipe(Effect.provide(memory({ namespace: POOLS, dryRun: true }))))
+})
+
 describe("pods that will never run again: the grace and the live re-check (TestClock)", () => {
   const START = Date.parse("2026-11-03T10:00:00Z")
   /** A pod terminating since START on `node`, holding 10.121.0.1 (and its reservation), as the API server and the plugin left it. */
