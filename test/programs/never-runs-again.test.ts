@@ -142,6 +142,33 @@ describe("pods that will never run again: the grace and the live re-check (TestC
       expect(yield* reservationNames).toEqual([])
     })))
 
+  it.effect("opt-in --free-on-notready-after: the node's Ready change is the trigger; kept while NotReady for less than that, freed once it has been that long", () =>
+    Effect.zipRight(
+      TestClock.setTime(START),
+      Effect.gen(function* () {
+        yield* api((k) => k.create(R.Nodes, undefined, nodeObject("node-1", { ready: "True" })))
+        yield* terminatingPod("node-1")
+        const caches = yield* Caches
+        yield* startDeletionLoop()
+        yield* settleUntil(() => Effect.sync(() => Option.isSome(caches.pods.get(`${NS}/t`))), "the pod cached")
+        // Past its grace, but on a Ready node: kept.
+        yield* TestClock.adjust("40 seconds")
+        yield* settle
+        expect(yield* holder).toEqual([`${NS}/t`])
+        const current = yield* api((k) => k.get(R.Nodes, undefined, "node-1"))
+        const since = new Date(START + 40_000).toISOString()
+        yield* api((k) => k.replace(R.Nodes, undefined, { ...nodeObject("node-1", { ready: "False", readySince: since }), metadata: { name: "node-1", resourceVersion: current.metadata.resourceVersion } }))
+        yield* settleUntil(() => Effect.sync(() => caches.nodes.get("node-1").pipe(Option.exists((n) => n.ready === "False"))), "the NotReady node cached")
+        yield* TestClock.adjust("59 seconds")
+        yield* settle
+        expect(yield* holder).toEqual([`${NS}/t`])
+        yield* TestClock.adjust("1 second")
+        yield* settleUntil(() => Effect.map(holder, (h) => h.length === 0), "freed once NotReady for 60 s")
+        expect(yield* reservationNames).toEqual([])
+        expect(yield* metric("ips_freed_total", { trigger: "not-ready" })).toBe(1)
+      }).pipe(Effect.scoped, Effect.provide(memory({ namespace: POOLS, terminatingGrace: Duration.seconds(30), freeOnNotReadyAfter: Duration.seconds(60) })))
+    ))
+
   it.effect("the out-of-service taint removed before the grace ran out: kept (the node is read again before the write)", () =>
     atStart(Effect.gen(function* () {
       yield* api((k) => k.create(R.Nodes, undefined, nodeObject("node-1", { ready: "Unknown", taints: [OUT_OF_SERVICE] })))
