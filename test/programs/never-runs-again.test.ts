@@ -39,11 +39,20 @@ const holdTerminating = (name: string) =>
 const freedOf = (pool: string, pod: RunningPod) =>
   eventually(Effect.flatMap(podrefsOf(pool), (refs) => require(() => !refs.includes(`${NS}/${pod.name}`), `${pod.name} freed`)))
 
+/** Freed within the next second of TestClock (a timer for a deletion stamped a moment ahead of it fires). */
+const freedNow = (pool: string, pod: RunningPod) =>
+  Effect.zipRight(
+    TestClock.adjust("1 second"),
+    settleUntil(() => Effect.map(podrefsOf(pool), (refs) => !refs.includes(`${NS}/${pod.name}`)), `${pod.name} freed`)
+  )
+
 const stillThere = (name: string) => Effect.map(api((k) => Effect.either(k.get(R.Pods, NS, name))), (e) => e._tag === "Right")
 
 describe("pods that will never run again: the triggers", () => {
-  it.live("a finished pod, the taint manager's eviction, a node tainted out of service, a node deleted: each freed while its pod object remains; a running pod untouched", () =>
-    Effect.scoped(
+  // Under TestClock from the wall clock's now: the in-memory API server stamps deletions with the
+  // wall clock, the triggers judge them on Effect's clock; every timer moves only with adjust.
+  it.effect("a finished pod, the taint manager's eviction, a node tainted out of service, a node deleted: each freed while its pod object remains; a running pod untouched", () =>
+    Effect.zipRight(TestClock.setTime(Date.now()), Effect.scoped(
       Effect.gen(function* () {
         yield* createNad(NS, "net1", { range: "10.120.0.0/24" })
         for (const n of ["node-1", "node-2", "node-3"]) yield* api((k) => k.create(R.Nodes, undefined, nodeObject(n)))
@@ -56,25 +65,26 @@ describe("pods that will never run again: the triggers", () => {
         const POOL = "10.120.0.0-24"
 
         yield* patchPod("done", { status: { phase: "Succeeded" } })
-        yield* freedOf(POOL, done)
+        yield* freedNow(POOL, done)
 
         yield* holdTerminating("evicted")
         yield* patchPod("evicted", { status: { conditions: [{ type: "DisruptionTarget", status: "True", reason: "DeletionByTaintManager" }] } })
-        yield* freedOf(POOL, evicted)
+        yield* freedNow(POOL, evicted)
 
         yield* holdTerminating("stranded")
-        yield* Effect.sleep("20 millis")
+        yield* TestClock.adjust("20 millis")
         yield* api((k) => k.replace(R.Nodes, undefined, { ...nodeObject("node-2", { ready: "Unknown", taints: [OUT_OF_SERVICE] }), metadata: { name: "node-2" } }))
-        yield* freedOf(POOL, stranded)
+        yield* freedNow(POOL, stranded)
 
         yield* holdTerminating("orphaned")
         yield* api((k) => k.delete(R.Nodes, undefined, "node-3"))
-        yield* freedOf(POOL, orphaned)
+        yield* freedNow(POOL, orphaned)
 
         expect(yield* podrefsOf(POOL)).toEqual([`${NS}/running`])
         expect(running.ips[0]!.ips).toEqual(["10.120.0.5"])
         expect(yield* reservationNames).toEqual(["10.120.0.5"])
         for (const name of ["done", "evicted", "stranded", "orphaned"]) expect(yield* stillThere(name)).toBe(true)
+        yield* settleUntil(() => Effect.map(eventsIn(NS), (es) => es.length === 4), "four Events written")
         const events = yield* eventsIn(NS)
         expect(events.map((e) => `${e.pod}: ${e.message}`).sort()).toEqual([
           "done: successful cleanup of IP address [10.120.0.1] from network net1 (pod Succeeded)",
@@ -83,10 +93,10 @@ describe("pods that will never run again: the triggers", () => {
           "stranded: successful cleanup of IP address [10.120.0.3] from network net1 (node out of service)"
         ])
         for (const [trigger, n] of [["terminal", 1], ["evicted", 1], ["out-of-service", 1], ["node-gone", 1]] as const) {
-          yield* eventually(Effect.filterOrFail(metric("ips_freed_total", { trigger }), (v) => v === n, (v) => `${trigger}: ${v}`))
+          yield* settleUntil(() => Effect.map(metric("ips_freed_total", { trigger }), (v) => v === n), `${trigger} counted ${n}`)
         }
       })
-    ).pipe(Effect.provide(memory({ namespace: POOLS, terminatingGrace: Duration.zero }))))
+    ).pipe(Effect.provide(memory({ namespace: POOLS, terminatingGrace: Duration.zero })))))
 })
 
 describe("pods that will never run again: --dry-run", () => {
@@ -199,7 +209,7 @@ describe("pods that will never run again: the re-check of a candidate", () => {
     return { pod, seen }
   })
 
-  it.live("the cache said Succeeded, the live pod runs: kept", () =>
+  it.effect("the cache said Succeeded, the live pod runs: kept", () =>
     Effect.gen(function* () {
       const { seen } = yield* candidateWorld
       const candidate: Candidate = { claim: "NeverRunsAgain", pod: { ...seen, phase: "Succeeded" }, reason: "terminal" }
@@ -208,7 +218,7 @@ describe("pods that will never run again: the re-check of a candidate", () => {
       expect(yield* podrefsOf("10.122.0.0-24")).toEqual([`${NS}/j`])
     }).pipe(Effect.provide(memory())))
 
-  it.live("another incarnation under the name: kept", () =>
+  it.effect("another incarnation under the name: kept", () =>
     Effect.gen(function* () {
       const { seen } = yield* candidateWorld
       yield* patchPod("j", { status: { phase: "Succeeded" } })
@@ -218,7 +228,7 @@ describe("pods that will never run again: the re-check of a candidate", () => {
       expect(yield* podrefsOf("10.122.0.0-24")).toEqual([`${NS}/j`])
     }).pipe(Effect.provide(memory())))
 
-  it.live("still finished at the re-check: freed, counted under its reason", () =>
+  it.effect("still finished at the re-check: freed, counted under its reason", () =>
     Effect.gen(function* () {
       const { seen } = yield* candidateWorld
       yield* patchPod("j", { status: { phase: "Failed" } })
@@ -229,7 +239,7 @@ describe("pods that will never run again: the re-check of a candidate", () => {
 })
 
 describe("pods that will never run again: the sweep and audit", () => {
-  it.live("audit lists a finished pod's address as an orphan with its reason; a dry run frees nothing; the sweep frees it", () =>
+  it.effect("audit lists a finished pod's address as an orphan with its reason; a dry run frees nothing; the sweep frees it", () =>
     Effect.gen(function* () {
       yield* createNad(NS, "net1", { range: "10.123.0.0/24" })
       yield* startPod(NS, "job-x", [on("net1")], "node-1")
