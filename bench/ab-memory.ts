@@ -12,15 +12,11 @@
  */
 import { execFileSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { takeNumber } from "./lib/args.ts"
 import { spread } from "./lib/stats.ts"
 
 const args = process.argv.slice(2)
-const option = (name: string, fallback: number) => {
-  const i = args.indexOf(name)
-  if (i < 0) return fallback
-  const [value] = args.splice(i, 2).slice(1)
-  return Number(value)
-}
+const option = (name: string, fallback: number) => takeNumber(args, name, fallback)
 
 if (args[0] === "--one") {
   // One run with the bench code of the checkout at args[1].

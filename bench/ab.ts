@@ -31,15 +31,11 @@ import { driverLayer } from "./lib/live.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { takeNumber } from "./lib/args.ts"
 import { spread } from "./lib/stats.ts"
 
 const args = process.argv.slice(2)
-const option = (name: string, fallback: number) => {
-  const i = args.indexOf(name)
-  if (i < 0) return fallback
-  const [value] = args.splice(i, 2).slice(1)
-  return Number(value)
-}
+const option = (name: string, fallback: number) => takeNumber(args, name, fallback)
 const scenario = args.shift()
 const PODS = { mass: 1_000, single: 300, rss: 10_000 } as const
 if (scenario !== "mass" && scenario !== "single" && scenario !== "rss") {

@@ -10,31 +10,8 @@ import type { BenchPlane } from "./controlplane.ts"
 import { realisticStatus } from "./pods.ts"
 import { bulkStart, createNetworks, networks, roundRobin } from "./world.ts"
 
-/** PATCHes every pod's status subresource (merge patch), `concurrency` at a time. */
-const patchStatuses = async (plane: BenchPlane, namespace: string, names: ReadonlyArray<string>, concurrency = 16) => {
-  const dispatcher = new Agent({ connect: { ca: plane.caPem }, keepAliveTimeout: 30_000 })
-  try {
-    let next = 0
-    const worker = async () => {
-      for (let i = next++; i < names.length; i = next++) {
-        const res = await fetch(`${plane.server}/api/v1/namespaces/${namespace}/pods/${names[i]}/status`, {
-          method: "PATCH",
-          dispatcher,
-          headers: { Authorization: `Bearer ${plane.token}`, "Content-Type": "application/merge-patch+json", Accept: "application/json" },
-          body: JSON.stringify({ status: realisticStatus(i) })
-        })
-        await res.text()
-        if (res.status !== 200) throw new Error(`status of ${names[i]}: HTTP ${res.status}`)
-      }
-    }
-    await Promise.all(Array.from({ length: concurrency }, worker))
-  } finally {
-    await dispatcher.close()
-  }
-}
-
-/** The Nodes the pods name (node-0 … node-{n-1}, realisticPod's spread), each Ready through nodes/status. */
-const createNodes = async (plane: BenchPlane, n: number) => {
+/** Requests as the admin over one keep-alive connection pool; `close` when done. A non-2xx answer (409 aside) throws. */
+const adminClient = (plane: BenchPlane) => {
   const dispatcher = new Agent({ connect: { ca: plane.caPem }, keepAliveTimeout: 30_000 })
   const call = async (method: string, p: string, body: unknown, contentType = "application/json") => {
     const res = await fetch(`${plane.server}${p}`, {
@@ -46,6 +23,28 @@ const createNodes = async (plane: BenchPlane, n: number) => {
     await res.text()
     if (res.status !== 200 && res.status !== 201 && res.status !== 409) throw new Error(`${method} ${p}: HTTP ${res.status}`)
   }
+  return { call, close: () => dispatcher.close() }
+}
+
+/** PATCHes every pod's status subresource (merge patch), `concurrency` at a time. */
+const patchStatuses = async (plane: BenchPlane, namespace: string, names: ReadonlyArray<string>, concurrency = 16) => {
+  const client = adminClient(plane)
+  try {
+    let next = 0
+    const worker = async () => {
+      for (let i = next++; i < names.length; i = next++) {
+        await client.call("PATCH", `/api/v1/namespaces/${namespace}/pods/${names[i]}/status`, { status: realisticStatus(i) }, "application/merge-patch+json")
+      }
+    }
+    await Promise.all(Array.from({ length: concurrency }, worker))
+  } finally {
+    await client.close()
+  }
+}
+
+/** The Nodes the pods name (node-0 … node-{n-1}, realisticPod's spread), each Ready through nodes/status. */
+const createNodes = async (plane: BenchPlane, n: number) => {
+  const { call, close } = adminClient(plane)
   try {
     for (let i = 0; i < n; i++) {
       const name = `node-${i}`
@@ -58,7 +57,7 @@ const createNodes = async (plane: BenchPlane, n: number) => {
       await call("PATCH", `/api/v1/nodes/${name}/status`, { status: { conditions, capacity, allocatable: capacity, addresses: [{ type: "InternalIP", address: `192.168.10.${i + 10}` }, { type: "Hostname", address: name }] } }, "application/merge-patch+json")
     }
   } finally {
-    await dispatcher.close()
+    await close()
   }
 }
 

@@ -59,6 +59,11 @@ const P = "whereabouts_controller_"
  * open fds, nodejs_heap_*, event-loop lag, GC) — for the deployed process only, since they start
  * timers and GC observers that tests do not want one of per layer.
  */
+/** One series per label value, at 0. */
+const atZero = (counters: ReadonlyArray<prom.Counter>, label: string, values: ReadonlyArray<string>) => {
+  for (const c of counters) for (const v of values) c.inc({ [label]: v }, 0)
+}
+
 export const make = (options: { readonly processMetrics?: boolean } = {}): MetricsShape => {
   const registry = new prom.Registry()
   if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry })
@@ -109,11 +114,11 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
   // The series alerts and the dashboard read exist from the start, at 0: increase() and rate()
   // count an increment only against an earlier sample, so a series born at 1 hides its first event
   // (the first give-up, the first failed sweep). informer_restarts_total's come with run.ts's first carry.
-  for (const trigger of FREE_TRIGGERS) for (const c of [freed, reservations]) c.inc({ trigger }, 0)
-  failures.inc({ reason: "RetriesExhausted" }, 0)
-  for (const result of ["queued", "written", "failed", "dropped"]) events.inc({ result }, 0)
-  for (const result of ["success", "failure"]) sweeps.inc({ result }, 0)
-  for (const kind of FLOW_KINDS) for (const c of [apiPauses, apiPausedSeconds]) c.inc({ kind }, 0)
+  atZero([freed, reservations], "trigger", FREE_TRIGGERS)
+  atZero([failures], "reason", ["RetriesExhausted"])
+  atZero([events], "result", ["queued", "written", "failed", "dropped"])
+  atZero([sweeps], "result", ["success", "failure"])
+  atZero([apiPauses, apiPausedSeconds], "kind", FLOW_KINDS)
 
   return {
     ipsFreed: (trigger, n) => Effect.sync(() => freed.inc({ trigger }, n)),
