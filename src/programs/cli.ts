@@ -95,7 +95,7 @@ const ROWS: ReadonlyArray<OptionRow> = [
     env: "RECONCILE_SCHEDULE_CONFIGMAP",
     kind: "string",
     key: "scheduleConfigMap",
-    help: "ConfigMap in --namespace whose key holds the schedule, watched: a change takes effect without a restart (\"\" to not look)",
+    help: "ConfigMap in --namespace whose key holds the schedule, read at start-up and watched: a change takes effect without a restart (\"\" to not look)",
     commands: runOnly
   },
   { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", kind: "string", key: "scheduleConfigMapKey", help: "the key of that ConfigMap", commands: runOnly },
@@ -118,7 +118,7 @@ const ROWS: ReadonlyArray<OptionRow> = [
     env: "PRUNE_SLICE_POOLS",
     kind: "boolean",
     key: "pruneSlicePools",
-    help: "sweeps delete empty node-slice pools of nodes that no longer own their slice (audit lists them either way)",
+    help: "sweeps delete empty node-slice pools of nodes that no longer own their slice, once their NodeSlicePool read live confirms it (audit lists them either way)",
     commands: runOnly
   },
   { flag: "free-terminal-pods", env: "FREE_TERMINAL_PODS", kind: "boolean", key: "freeTerminalPods", help: "free the addresses of pods that finished (phase Succeeded or Failed) while their objects remain", commands: policy },

@@ -12,7 +12,7 @@ import { serveEndpoints } from "./http.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
 import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
 import { sweepAfterRelists } from "./relists.ts"
-import { onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
+import { effective, onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
 import { sweepUntilDone } from "./sweep.ts"
 
 /**
@@ -54,7 +54,8 @@ export const runController = Effect.scoped(
         namespace: config.namespace,
         workers: config.workers,
         leaderElect: config.leaderElect,
-        reconcileSchedule: scheduleSources.flag?.schedule.expression ?? "from the ConfigMap, file, flat file or default once synced",
+        reconcileSchedule: effective(scheduleSources).schedule.expression,
+        reconcileScheduleSource: effective(scheduleSources).source,
         dryRun: config.dryRun,
         apiQps: config.apiQps,
         apiBurst: config.apiBurst,

@@ -12,10 +12,12 @@ import { Clock, Duration, Effect, Either, Option, Schedule as S, Stream, Subscri
 import { type Schedule, nextRun, parseSchedule } from "../domain/cron.ts"
 import { REASON_BAD_SCHEDULE } from "../domain/events.ts"
 import { DEFAULT_RECONCILER_CRON } from "../domain/ipam-config.ts"
-import { Caches, type ConfigMapRecord } from "../services/Caches.ts"
+import { Caches, type ConfigMapRecord, toConfigMapRecord } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
+import { KubeApi } from "../services/KubeApi.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
+import * as R from "../services/resources.ts"
 
 /** A schedule and where it came from. */
 export interface ActiveSchedule {
@@ -50,19 +52,56 @@ interface Sources {
 
 const DEFAULT: ActiveSchedule = { schedule: Either.getOrThrow(parseSchedule(DEFAULT_RECONCILER_CRON)), source: "default" }
 
-/** First match wins. */
-const effective = (s: Sources): ActiveSchedule => s.flag ?? s.configMap ?? s.file ?? s.flat ?? DEFAULT
+/** The schedule the sources give, and which one gave it: the first that has one. */
+export const effective = (s: Sources): ActiveSchedule => s.flag ?? s.configMap ?? s.file ?? s.flat ?? DEFAULT
 
-/** The sources that are read once at start-up (and the file, read again later): a bad one fails the start. */
+/** What a ConfigMap says: nothing without the key (or with it blank), else its schedule or why it does not parse. */
+const configMapSchedule = (cm: ConfigMapRecord, key: string): Either.Either<ActiveSchedule | undefined, Error> => {
+  const text = cm.data[key]
+  return text === undefined || text.trim() === "" ? Either.right(undefined) : parse(text, `ConfigMap ${cm.namespace}/${cm.name} key ${key}`)
+}
+
+/**
+ * The ConfigMap, read once (GET) at start-up so the start-up line names the schedule in effect
+ * before the caches sync. Unreadable or bad, the next source applies for now: the leader reads it
+ * again from its informer (watchSchedule), and that read is the one that puts a Warning Event on
+ * it, so two replicas starting do not both report it.
+ */
+const startupConfigMap = Effect.gen(function* () {
+  const config = yield* ControllerConfig
+  if (config.scheduleConfigMap === "") return undefined
+  const api = yield* KubeApi
+  const object = `${config.namespace}/${config.scheduleConfigMap}`
+  const read = yield* Effect.either(api.get(R.ConfigMaps, config.namespace, config.scheduleConfigMap))
+  if (Either.isLeft(read)) {
+    if (read.left.reason === "NotFound") return undefined
+    yield* Effect.logWarning("cannot read the sweep's schedule ConfigMap at start-up; it is read again once the caches sync").pipe(
+      Effect.annotateLogs({ configMap: object, error: read.left.message })
+    )
+    return undefined
+  }
+  const parsed = configMapSchedule(toConfigMapRecord(read.right), config.scheduleConfigMapKey)
+  if (Either.isRight(parsed)) return parsed.right
+  yield* Effect.logError("the sweep's schedule in its ConfigMap does not parse; the next source applies").pipe(Effect.annotateLogs({ error: parsed.left.message }))
+  return undefined
+})
+
+/**
+ * The sources read at start-up (the ConfigMap and the file are read again later). A bad flag,
+ * file or flat-file expression fails the start; the ConfigMap, which can be edited while the
+ * controller runs, never does.
+ */
 export const startupSchedule = Effect.gen(function* () {
   const config = yield* ControllerConfig
   const nadConfigs = yield* NadConfigs
   const flagText = config.reconcileSchedule
   const fileText = readFile(config.scheduleFile)
   const flatText = nadConfigs.flatFileCron()
+  const flag = flagText === undefined ? undefined : yield* parse(flagText, "--reconcile-schedule")
   const sources: Sources = {
-    flag: flagText === undefined ? undefined : yield* parse(flagText, "--reconcile-schedule"),
-    configMap: undefined,
+    flag,
+    // The flag wins: no need to read it.
+    configMap: flag === undefined ? yield* startupConfigMap : undefined,
     file: fileText === undefined ? undefined : yield* parse(fileText, `schedule file ${config.scheduleFile}`),
     flat: flatText === undefined ? undefined : yield* parse(flatText, "the flat file's reconciler_cron_expression")
   }
@@ -73,9 +112,8 @@ export const startupSchedule = Effect.gen(function* () {
 const fromConfigMap = (cm: ConfigMapRecord | undefined, previous: ActiveSchedule | undefined) =>
   Effect.gen(function* () {
     const { scheduleConfigMapKey: key } = yield* ControllerConfig
-    const text = cm?.data[key]
-    if (cm === undefined || text === undefined || text.trim() === "") return undefined
-    const parsed = parse(text, `ConfigMap ${cm.namespace}/${cm.name} key ${key}`)
+    if (cm === undefined) return undefined
+    const parsed = configMapSchedule(cm, key)
     if (Either.isRight(parsed)) return parsed.right
     const events = yield* EventRecorder
     yield* Effect.logWarning("the reconcile schedule does not parse; the previous one stays").pipe(Effect.annotateLogs({ error: parsed.left.message, keeping: previous?.schedule.expression }))

@@ -4,11 +4,11 @@
  * freeing, and frees through the same planner and executor as the deletion loop. In dry-run
  * (`audit`) it only plans and reports. Runs once after start-up and then on its schedule (schedule.ts).
  */
-import { Clock, Effect, Option, Schedule } from "effect"
+import { Clock, Effect, Either, Option, Schedule } from "effect"
 import { type Snapshot, orphanHoldings } from "../domain/holdings.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
-import type { PoolOrigin } from "../domain/node-slices.ts"
+import { type PoolOrigin, sliceOfNode } from "../domain/node-slices.ts"
 import type { ParsedPool } from "../domain/pool.ts"
 import { neverRunsAgain } from "../domain/never-runs-again.ts"
 import { type Holding, type ReleaseError, planRelease } from "../domain/release.ts"
@@ -16,7 +16,7 @@ import { toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
 import type { EventRecorder } from "../services/EventRecorder.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
-import { type KubeApi, listProjected } from "../services/KubeApi.ts"
+import { KubeApi, listProjected } from "../services/KubeApi.ts"
 import type { KubeError } from "../services/KubeError.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
@@ -113,7 +113,24 @@ export const sweepHoldings = (world: World) =>
     return { orphans, holdings, snapshot }
   })
 
-/** Deletes the stale node-slice pools that were empty when listed, each only if unchanged since. */
+/**
+ * Whether a pool's NodeSlicePool, read live, still gives its slice to no node or to another: the
+ * listing may predate the node-slice controller giving the slice back (a node re-registered under
+ * its name). Unreadable or gone: not known to be stale, so kept.
+ */
+const stillStale = (nodeSlicePool: string, node: string, slice: string) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const { namespace } = yield* ControllerConfig
+    const read = yield* Effect.either(api.get(R.NodeSlicePools, namespace, nodeSlicePool))
+    if (Either.isRight(read)) return sliceOfNode(toNodeSlicePoolRecord(read.right), node) !== slice
+    yield* Effect.logWarning("cannot read a NodeSlicePool live; its stale pool is kept").pipe(
+      Effect.annotateLogs({ nodeSlicePool: `${namespace}/${nodeSlicePool}`, node, error: read.left.message })
+    )
+    return false
+  })
+
+/** Deletes the stale node-slice pools that were empty when listed, each only if unchanged since and still stale. */
 const pruneSlicePools = (world: World, origin: (pool: ParsedPool) => PoolOrigin) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
@@ -121,6 +138,7 @@ const pruneSlicePools = (world: World, origin: (pool: ParsedPool) => PoolOrigin)
     for (const p of world.poolList) {
       const o = origin(p.pool)
       if (o._tag !== "Slice" || o.owner !== "stale" || p.pool.entries.length > 0 || p.pool.invalid.length > 0) continue
+      if (!(yield* stillStale(o.nodeSlicePool, o.node, o.slice))) continue
       if ((yield* store.deleteIfUnchanged(p.name, p.resourceVersion)) === "deleted") {
         pruned++
         yield* Effect.logInfo("deleted an empty node-slice pool no node owns").pipe(Effect.annotateLogs({ pool: p.name, node: o.node, slice: o.slice }))

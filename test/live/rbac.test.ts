@@ -4,7 +4,8 @@
  * scenario passes — a deletion freed with its reservation, Events written (one of them seen again
  * after it was written, so patched: a bad schedule in the whereabouts-config ConfigMap, edited), the Lease taken and renewed, the start-up sweep freeing an orphan and its
  * reservation, a pool the cache has never seen read live, an empty node-slice pool no node owns
- * deleted (--prune-slice-pools), a pod stranded on an out-of-service node freed while its object
+ * deleted once its NodeSlicePool is read live (--prune-slice-pools), the schedule's ConfigMap read
+ * at start-up, a pod stranded on an out-of-service node freed while its object
  * remains, and not one 403. A second phase plays
  * the #182 race (support/reborn.ts) for the one verb only that race needs: giving a reborn pod's
  * reservation back.
@@ -25,7 +26,7 @@ import * as R from "../../src/services/resources.ts"
 import { nodeObject, podObject } from "../support/objects.ts"
 import { describeLive, uniqueNamespace } from "../support/live.ts"
 import { type ControllerProcess, sampleOf, stopAllControllers } from "./support/controller-process.ts"
-import { awaitLeading, forbiddenLines, launch } from "./support/controller.ts"
+import { NEVER_AGAIN, awaitLeading, forbiddenLines, launch } from "./support/controller.ts"
 import { PACED, rebornRace } from "./support/reborn.ts"
 import {
   type Installation,
@@ -66,7 +67,8 @@ const CHECKS = [
   "no403",
   "reservationRestored",
   "stalePruned",
-  "strandedFreed"
+  "strandedFreed",
+  "scheduleReadAtStart"
 ] as const
 type Check = (typeof CHECKS)[number]
 
@@ -189,8 +191,12 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
 
       const identity = `rbac-${label.replace(/[^\w]+/g, "-").toLowerCase()}`.slice(0, 60)
       // Stopped with the scenario's scope, also when the test is interrupted (a timeout).
-      const ctl: ControllerProcess = yield* Effect.acquireRelease(launch({ kubeconfig, namespace: poolNs, identity, args: ["--prune-slice-pools", "--terminating-grace", "1 second"] }), (c) =>
-        Effect.promise(() => c.stop(STOP_GRACE_MS))
+      // No schedule flag: the ConfigMap is a source, read at start-up; under it, a file that never fires again.
+      const scheduleFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "wac-rbac-")), "config")
+      fs.writeFileSync(scheduleFile, NEVER_AGAIN)
+      const args = ["--prune-slice-pools", "--terminating-grace", "1 second", "--reconcile-schedule-file", scheduleFile]
+      const ctl: ControllerProcess = yield* Effect.acquireRelease(launch({ kubeconfig, namespace: poolNs, identity, args }, "own sources"), (c) =>
+        Effect.promise(() => c.stop(STOP_GRACE_MS)).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(path.dirname(scheduleFile), { recursive: true, force: true }))))
       )
       const refused = Effect.map(
         Effect.promise(() => ctl.metrics()),
@@ -259,7 +265,9 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
           // Judged by the race phase below (when it runs).
           reservationRestored: true,
           stalePruned: stalePool._tag === "Left" && stalePool.left.reason === "NotFound",
-          strandedFreed: Object.keys(strandedPool).length === 0 && reservations["10.225.0.1"] === undefined
+          strandedFreed: Object.keys(strandedPool).length === 0 && reservations["10.225.0.1"] === undefined,
+          // The ConfigMap's bad schedule reported from the start-up read, before the caches sync.
+          scheduleReadAtStart: ctl.logs().some((l) => l.raw.includes("the sweep's schedule in its ConfigMap does not parse"))
         }
         const keeperKept = pool["10.220.0.2"] === `${podNs}/keeper` && reservations["10.220.0.2"] === `${podNs}/keeper`
         const state = JSON.stringify({ pool, twinPool, reservations, gc, lease: spec })
@@ -377,6 +385,7 @@ const MUST_FAIL: Readonly<Record<string, ReadonlyArray<Check>>> = {
   "Role ippools watch": ["no403"],
   "Role ippools patch": ["deletionFreed", "orphanSwept"], // the release itself
   "Role ippools delete": ["stalePruned"], // an empty node-slice pool no node owns (--prune-slice-pools)
+  "Role nodeslicepools get": ["stalePruned"], // the live re-read before an empty pool no node owns is deleted
   "Role nodeslicepools list": ["ready"], // the NodeSlicePool informer never syncs
   "Role nodeslicepools watch": ["no403"],
   // One the cache never saw is read before it is deleted; without it the pod's reconcile fails
@@ -386,6 +395,7 @@ const MUST_FAIL: Readonly<Record<string, ReadonlyArray<Check>>> = {
   "Role overlappingrangeipreservations watch": ["no403"],
   "Role overlappingrangeipreservations delete": ["deletionFreed", "orphanSwept"],
   "Role overlappingrangeipreservations create": ["reservationRestored"], // the reborn pod's reservation, given back
+  "Role configmaps[whereabouts-config] get": ["scheduleReadAtStart"], // the start-up read
   "Role configmaps[whereabouts-config] list": ["ready"], // the schedule's informer never syncs
   "Role configmaps[whereabouts-config] watch": ["no403"],
   "Role leases create": ["leading"],

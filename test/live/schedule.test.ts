@@ -17,12 +17,6 @@ import { ensureNamespace, eventsIn, liveWorld, poolView, waitUntil } from "./sup
 
 const CM = "whereabouts-config"
 
-/** TEST_TIMINGS without their --reconcile-schedule. */
-const timings = (): Array<string> => {
-  const i = TEST_TIMINGS.indexOf("--reconcile-schedule")
-  return [...TEST_TIMINGS.slice(0, i), ...TEST_TIMINGS.slice(i + 2)]
-}
-
 describeLive("the sweep's schedule from the whereabouts-config ConfigMap", () => {
   const POOLS = uniqueNamespace("sched-pools")
 
@@ -31,7 +25,7 @@ describeLive("the sweep's schedule from the whereabouts-config ConfigMap", () =>
       yield* ensureNamespace(POOLS)
       const api = yield* KubeApi
       const ctl = yield* Effect.promise(() =>
-        startController({ kubeconfig: runningEnvtest().kubeconfigPath, namespace: POOLS, args: [...timings(), "--reconcile-schedule-file", ""] })
+        startController({ kubeconfig: runningEnvtest().kubeconfigPath, namespace: POOLS, args: [...TEST_TIMINGS, "--reconcile-schedule-file", ""] })
       )
       yield* awaitLeading(ctl, { sweep: true })
       expect(logsWith(ctl, "sweep schedule changed")).toEqual([])

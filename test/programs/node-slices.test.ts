@@ -176,4 +176,45 @@ describe("node-slice pools", () => {
       // a still lives on its (now dead) node's pool: its entry is kept, and so is the pool.
       expect(Object.values(yield* allocationsOf("node-1-10.70.0.0-28")).map((e) => e.podref)).toEqual(["default/a", "default/b"])
     }).pipe(Effect.provide(memory({ pruneSlicePools: true }))))
+
+  it.live("with --prune-slice-pools, the NodeSlicePool is read live first: a slice its node got back since the listing keeps its pool", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      const hooks = yield* ApiHooks
+      yield* world
+      const pools = yield* nodeOneDeleted
+      // node-3 registers again and the node-slice controller gives it its old slice, after the sweep listed.
+      hooks.before = once(
+        (c) => c.verb === "get" && c.resource === "nodeslicepools",
+        () =>
+          Effect.orDie(
+            Effect.flatMap(api.get(R.NodeSlicePools, POOLS, "slicenet"), (current) =>
+              api.replace(R.NodeSlicePools, POOLS, {
+                ...nodeSlicePool("slicenet", "10.70.0.0/24", [["", "10.70.0.0/28"], ["node-2", "10.70.0.16/28"], ["node-3", "10.70.0.32/28"]]),
+                metadata: { name: "slicenet", namespace: POOLS, resourceVersion: current.metadata.resourceVersion }
+              })
+            )
+          )
+      )
+      const report = yield* runSweep({ dryRun: false })
+      expect(report.staleSlicePools.map((p) => p.name)).toContain("node-3-10.70.0.32-28")
+      expect(report.prunedPools).toBe(0)
+      expect(yield* pools).toEqual(["node-1-10.70.0.0-28", "node-3-10.70.0.32-28", "storage-node-2-10.71.0.16-28"])
+    }).pipe(Effect.provide(memoryWithHooks({ pruneSlicePools: true }))))
+
+  it.live("with --prune-slice-pools, a NodeSlicePool that cannot be read live keeps the pool; the next sweep prunes it", () =>
+    Effect.gen(function* () {
+      const cluster = yield* InMemoryCluster
+      yield* world
+      const pools = yield* nodeOneDeleted
+      cluster.injectFault({ resource: "nodeslicepools", verb: "get", reason: "Forbidden" })
+      const before = cluster.calls.length
+      const first = yield* runSweep({ dryRun: false })
+      expect(first.prunedPools).toBe(0)
+      expect(yield* pools).toHaveLength(3)
+      expect(cluster.calls.slice(before).filter((c) => c.verb === "get" && c.resource === "nodeslicepools").map((c) => c.name)).toEqual(["slicenet"])
+      const second = yield* runSweep({ dryRun: false })
+      expect(second.prunedPools).toBe(1)
+      expect(yield* pools).toEqual(["node-1-10.70.0.0-28", "storage-node-2-10.71.0.16-28"])
+    }).pipe(Effect.provide(memory({ pruneSlicePools: true }))))
 })

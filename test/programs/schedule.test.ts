@@ -7,13 +7,14 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Effect, Either, Exit, Fiber, SubscriptionRef, TestClock } from "effect"
+import { Clock, Effect, Either, Exit, Fiber, HashMap, LogLevel, Logger, SubscriptionRef, TestClock } from "effect"
 import { parseSchedule } from "../../src/domain/cron.ts"
-import { type ActiveSchedule, SCHEDULE_FILE_POLL, onSchedule, startupSchedule, watchSchedule } from "../../src/programs/schedule.ts"
+import { type ActiveSchedule, SCHEDULE_FILE_POLL, effective, onSchedule, startupSchedule, watchSchedule } from "../../src/programs/schedule.ts"
 import { Caches } from "../../src/services/Caches.ts"
 import type { ControllerConfigShape } from "../../src/services/ControllerConfig.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
+import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { memory } from "../../src/testing/layers.ts"
 import { settle, settleUntil } from "../support/controller.ts"
 import { eventsIn } from "../support/world.ts"
@@ -94,6 +95,51 @@ describe("the sweep's schedule from the whereabouts-config ConfigMap", () => {
         expect((yield* SubscriptionRef.get(current)).source).toBe("default")
       })
     ))
+})
+
+describe("the sweep's schedule ConfigMap read at start-up (GET, before the caches sync)", () => {
+  /** The start-up sources with a ConfigMap (or none) in place, and the log lines at warning or above. */
+  const atStartup = (cm: ReturnType<typeof configMap> | undefined, config: Partial<ControllerConfigShape> = {}, fault?: "Forbidden") => {
+    const lines: Array<string> = []
+    const logger = Logger.make(({ logLevel, message, annotations }) => {
+      if (logLevel.ordinal >= LogLevel.Warning.ordinal) lines.push(`${logLevel.label} ${[message].flat().join(" ")} ${JSON.stringify(Object.fromEntries(HashMap.toEntries(annotations)))}`)
+    })
+    return Effect.gen(function* () {
+      if (cm !== undefined) yield* api((k) => k.create(R.ConfigMaps, POOLS, cm))
+      if (fault !== undefined) (yield* InMemoryCluster).injectFault({ resource: "configmaps", verb: "get", reason: fault })
+      const sources = yield* startupSchedule.pipe(Effect.provide(Logger.add(logger)))
+      return { sources, lines, events: yield* eventsIn(POOLS) }
+    }).pipe(Effect.provide(memory({ namespace: POOLS, scheduleFile: "", ...config })))
+  }
+
+  it.effect("a good one is the schedule in effect at once; none, or one without the key, leaves the next source", () =>
+    Effect.gen(function* () {
+      const good = yield* atStartup(configMap("@every 2h"))
+      expect(effective(good.sources)).toMatchObject({ source: "ConfigMap kube-system/whereabouts-config key cron-expression", schedule: { expression: "@every 2h" } })
+      expect(good.lines).toEqual([])
+      expect(effective((yield* atStartup(undefined)).sources).source).toBe("default")
+      expect(effective((yield* atStartup(configMap(undefined))).sources).source).toBe("default")
+      // The flag wins, and then the ConfigMap is not read at all.
+      expect(effective((yield* atStartup(configMap("@every 2h"), { reconcileSchedule: "@hourly" })).sources).source).toBe("--reconcile-schedule")
+    }))
+
+  it.effect("a bad one is one error line naming it, the next source applies, and no Event yet (the leader's watch writes it)", () =>
+    Effect.gen(function* () {
+      const bad = yield* atStartup(configMap("every other day"))
+      expect(effective(bad.sources).source).toBe("default")
+      expect(bad.lines).toHaveLength(1)
+      expect(bad.lines[0]).toMatch(/^ERROR the sweep's schedule in its ConfigMap does not parse; the next source applies .*ConfigMap kube-system\/whereabouts-config key cron-expression: /)
+      expect(bad.events).toEqual([])
+    }))
+
+  it.effect("one that cannot be read (Forbidden) is a warning naming it, and the start goes on with the next source", () =>
+    Effect.gen(function* () {
+      const forbidden = yield* atStartup(configMap("@every 2h"), {}, "Forbidden")
+      expect(effective(forbidden.sources).source).toBe("default")
+      expect(forbidden.lines).toHaveLength(1)
+      expect(forbidden.lines[0]).toContain("WARN cannot read the sweep's schedule ConfigMap at start-up")
+      expect(forbidden.lines[0]).toContain('"configMap":"kube-system/whereabouts-config"')
+    }))
 })
 
 describe("the sweep's schedule: file, flat file, start-up errors", () => {

@@ -151,9 +151,9 @@ export const EXPECTED_RBAC: ReadonlyArray<string> = [
   "ClusterRole whereabouts-controller | core/events | create,patch",
   // Role in kube-system: the pools, their reservations and the leader Lease.
   "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/ippools | delete,get,list,patch,watch",
-  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/nodeslicepools | list,watch",
+  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/nodeslicepools | get,list,watch",
   "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/overlappingrangeipreservations | create,delete,get,list,watch",
-  "Role kube-system/whereabouts-controller | core/configmaps[whereabouts-config] | list,watch",
+  "Role kube-system/whereabouts-controller | core/configmaps[whereabouts-config] | get,list,watch",
   "Role kube-system/whereabouts-controller | coordination.k8s.io/leases | create",
   "Role kube-system/whereabouts-controller | coordination.k8s.io/leases[whereabouts-controller] | get,update"
 ].toSorted()

@@ -19,14 +19,20 @@ export const TEST_TIMINGS: ReadonlyArray<string> = [
   "--retry-period",
   "1 second",
   "--shutdown-timeout",
-  "5 seconds",
-  "--reconcile-schedule",
-  "0 0 29 2 *"
+  "5 seconds"
 ]
 
-/** Starts a child (TEST_TIMINGS first, so `args` can override them). */
-export const launch = (options: ControllerOptions) =>
-  Effect.promise(() => startController({ ...options, args: [...TEST_TIMINGS, ...(options.args ?? [])] }))
+/** A schedule that never fires during a test: only the start-up sweep runs. */
+export const NEVER_AGAIN = "0 0 29 2 *"
+
+/**
+ * Starts a child (TEST_TIMINGS first, so `args` can override them), the sweep scheduled with the
+ * flag to NEVER_AGAIN unless `schedule` says the scenario gives it its own sources.
+ */
+export const launch = (options: ControllerOptions, schedule: "never again" | "own sources" = "never again") =>
+  Effect.promise(() =>
+    startController({ ...options, args: [...TEST_TIMINGS, ...(schedule === "never again" ? ["--reconcile-schedule", NEVER_AGAIN] : []), ...(options.args ?? [])] })
+  )
 
 const has = (ctl: ControllerProcess, message: string) => ctl.logs().some((l) => l.message === message)
 
