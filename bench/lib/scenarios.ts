@@ -154,6 +154,8 @@ export interface MassRun {
   readonly poolFreedMs: number
   /** Last delete returned → every reservation of the deleted pods gone. */
   readonly reservationsFreedMs: number
+  /** How long after the last delete the run waited for that (a run that timed out took longer). */
+  readonly timeoutMs: number
   /** Last delete returned → the contender counted every freed IP (Events written). */
   readonly reconciledMs: number
   readonly calls: Record<string, number>
@@ -229,6 +231,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
           deleteWindowMs: del.lastReturned - del.firstIssued,
           poolFreedMs,
           reservationsFreedMs,
+          timeoutMs,
           reconciledMs: reconciledAt - del.lastReturned,
           calls: callsBetween(m0, m1),
           batches: sum(m1, BATCHES) - sum(m0, BATCHES),
