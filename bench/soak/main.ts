@@ -26,7 +26,7 @@ import { type Faults, makeFaults } from "./faults.ts"
 import { type History, makeHistory } from "./history.ts"
 import { overlapping } from "./invariants.ts"
 import { makeKubelet } from "./kubelet.ts"
-import { USAGE, parseOptions, type SoakOptions } from "./options.ts"
+import { USAGE, massEveryMs, parseOptions, type SoakOptions } from "./options.ts"
 import { makePlan, planSummary } from "./plan.ts"
 import { type ChaosProxy, startProxy } from "./proxy.ts"
 import { IDENTITIES, type Replicas, startReplicas } from "./replicas.ts"
@@ -104,7 +104,7 @@ const planOptions = (o: SoakOptions) => ({
   delShare: o.delShare,
   nodes: 6,
   statefulSetReplicas: 6,
-  massEveryMs: Math.max(60_000, Math.min(300_000, o.minutes * 60_000 / 4)),
+  massEveryMs: massEveryMs(o),
   nodeDeathEveryMs: Math.max(60_000, Math.min(240_000, o.minutes * 60_000 / 4)),
   nadEveryMs: Math.max(45_000, Math.min(150_000, o.minutes * 60_000 / 6))
 })

@@ -91,3 +91,6 @@ export const parseOptions = (argv: ReadonlyArray<string>): SoakOptions | "help" 
     publish: values.publish === true
   }
 }
+
+/** How far apart the mass deletions come: a quarter of the run, at least one minute, at most five. */
+export const massEveryMs = (o: Pick<SoakOptions, "minutes">): number => Math.max(60_000, Math.min(300_000, (o.minutes * 60_000) / 4))

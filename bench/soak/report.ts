@@ -24,18 +24,14 @@ export interface Fit {
   readonly minutes: number
 }
 
-/**
- * Least squares slope of RSS against time within each process (a common slope, each process its
- * own intercept: a restart's drop is no decrease), over samples at least `warmupMs` into its life.
- */
-export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number): Fit | undefined => {
+/** Least squares slope shared by groups (each its own intercept), in MiB/h; undefined below 3 points. */
+const commonSlope = (groups: ReadonlyArray<ReadonlyArray<ProcSample>>): Fit | undefined => {
   let sxy = 0
   let sxx = 0
   let n = 0
   let covered = 0
-  for (const g of generations.filter((x) => x.identity === identity)) {
-    const pts = samples.filter((s) => s.pid === g.pid && s.t - g.startedAt >= warmupMs && Number.isFinite(s.rssBytes))
-    if (pts.length < 3) continue
+  for (const pts of groups) {
+    if (pts.length < 2) continue
     const mt = pts.reduce((a, s) => a + s.t, 0) / pts.length
     const my = pts.reduce((a, s) => a + s.rssBytes, 0) / pts.length
     for (const s of pts) {
@@ -48,6 +44,42 @@ export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: Readonly
   if (n < 3 || sxx === 0) return undefined
   return { slope: (sxy / sxx) * 3_600_000 / 2 ** 20, samples: n, minutes: covered / 60_000 }
 }
+
+/** Each process of `identity`: its samples at least `warmupMs` into its life. */
+const afterWarmup = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number) =>
+  generations
+    .filter((x) => x.identity === identity)
+    .map((g) => samples.filter((s) => s.pid === g.pid && s.t - g.startedAt >= warmupMs && Number.isFinite(s.rssBytes)))
+
+/**
+ * Least squares slope of RSS against time within each process (a common slope, each process its
+ * own intercept: a restart's drop is no decrease), over samples at least `warmupMs` into its life.
+ */
+export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number): Fit | undefined =>
+  commonSlope(afterWarmup(samples, generations, identity, warmupMs).filter((pts) => pts.length >= 3))
+
+/**
+ * The same fit over the floor: the lowest sample of each whole `windowMs` of a process's life
+ * after warm-up. With a window as long as the period of the workload's bursts (the mass
+ * deletions), every window holds one trough, so the fit follows what stays after each burst is
+ * given back rather than where in the sawtooth the samples happen to end.
+ */
+export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number, windowMs: number): Fit | undefined =>
+  commonSlope(
+    afterWarmup(samples, generations, identity, warmupMs).map((pts) => {
+      if (pts.length === 0) return []
+      const from = pts[0]!.t
+      const last = pts.at(-1)!.t
+      const floors = new Map<number, ProcSample>()
+      for (const s of pts) {
+        const w = Math.floor((s.t - from) / windowMs)
+        if (from + (w + 1) * windowMs > last) continue // the last, partial window
+        const low = floors.get(w)
+        if (low === undefined || s.rssBytes < low.rssBytes) floors.set(w, s)
+      }
+      return [...floors.values()].sort((a, b) => a.t - b.t)
+    })
+  )
 
 export interface Latencies {
   readonly outside: Percentiles
@@ -176,18 +208,26 @@ export const violationList = (vs: ReadonlyArray<Pick<Violation, "kind" | "summar
       ].join("\n\n")
 
 /** Rows for BENCHMARKS.md: the issue's targets and what this run measured. */
-export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReadonlyArray<readonly [string, Fit | undefined]>): ReadonlyArray<Row> => [
+export interface RssFits {
+  /** Every sample after warm-up. */
+  readonly all: Fit | undefined
+  /** The lowest of each window (rssFloorFit), which the target is judged on. */
+  readonly floor: Fit | undefined
+  readonly windowMs: number
+}
+
+export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReadonlyArray<readonly [string, RssFits]>): ReadonlyArray<Row> => [
   { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },
   { scenario, metric: `p99 delete → free outside fault windows (n = ${l.outside.n})`, ours: `${f(l.outside.p99)} s`, baseline: "–", ratio: "–", target: "≤ 2 s", met: l.outside.n === 0 ? "–" : l.outside.p99 <= 2 ? "yes" : "no" },
   { scenario, metric: `p99 delete → free inside fault windows (n = ${l.inside.n})`, ours: `${f(l.inside.p99)} s`, baseline: "–", ratio: "–", target: "–", met: "–" },
-  ...fits.map(([who, fit]): Row => ({
+  ...fits.map(([who, { all, floor, windowMs }]): Row => ({
     scenario,
-    metric: `RSS growth after warm-up, ${who}${fit === undefined ? "" : ` (${fit.samples} samples, ${f(fit.minutes, 0)} min)`}`,
-    ours: fit === undefined ? "–" : `${f(fit.slope, 1)} MiB/h`,
+    metric: `RSS growth after warm-up, ${who}: the floor (lowest of each ${f(windowMs / 60_000, 0)} min${floor === undefined ? "" : `, ${floor.samples} points`}) / every sample${all === undefined ? "" : ` (${all.samples} samples, ${f(all.minutes, 0)} min)`}`,
+    ours: `${floor === undefined ? "–" : `${f(floor.slope, 1)} MiB/h`} / ${all === undefined ? "–" : `${f(all.slope, 1)} MiB/h`}`,
     baseline: "–",
     ratio: "–",
-    target: "≤ 5 MiB/h",
-    met: fit === undefined ? "–" : fit.slope <= 5 ? "yes" : "no"
+    target: "≤ 5 MiB/h (the floor)",
+    met: floor === undefined ? "–" : floor.slope <= 5 ? "yes" : "no"
   }))
 ]
 

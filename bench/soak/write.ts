@@ -12,10 +12,11 @@ import { regenerate } from "../lib/report.ts"
 import { machine, type Results, table, writeResults } from "../lib/results.ts"
 import { percentiles } from "../lib/stats.ts"
 import { clock } from "./history.ts"
+import { massEveryMs } from "./options.ts"
 import type { Env, RunResult } from "./main.ts"
 import { planSummary } from "./plan.ts"
 import { IDENTITIES } from "./replicas.ts"
-import { faultTable, generationTable, latencies, latencyTable, plotOf, type RunFacts, rssFit, targetRows, violationBlocks, violationList } from "./report.ts"
+import { faultTable, generationTable, latencies, latencyTable, plotOf, type RunFacts, rssFit, rssFloorFit, targetRows, violationBlocks, violationList } from "./report.ts"
 
 const commandOf = (o: Env["o"]) =>
   `npm run soak -- --minutes ${o.minutes} --seed ${o.seed} --rate ${o.rate} --fault-every ${o.faultEverySeconds}${o.faults.length < 8 ? ` --faults ${o.faults.join(",")}` : ""}${o.publish ? " --publish" : ""}`
@@ -66,7 +67,15 @@ export const writeReport = (env: Env, r: RunResult): string => {
     frees: checker.obligations.samples()
   }
   const l = latencies(facts.frees, faults.inWindow)
-  const fits = IDENTITIES.map((id) => [id, rssFit(facts.samples, facts.generations, id, o.warmupSeconds * 1000)] as const)
+  // The floor's window: the mass deletions' period, the burst the RSS saw-tooths with.
+  const windowMs = massEveryMs(o)
+  const fits = IDENTITIES.map(
+    (id) =>
+      [
+        id,
+        { all: rssFit(facts.samples, facts.generations, id, o.warmupSeconds * 1000), floor: rssFloorFit(facts.samples, facts.generations, id, o.warmupSeconds * 1000, windowMs), windowMs }
+      ] as const
+  )
   const rows = targetRows(`soak, ${o.minutes} min`, checker.violations.length, l, fits)
   const w = workloadFacts(r)
   const proxy = env.proxy.stats()
@@ -94,6 +103,13 @@ export const writeReport = (env: Env, r: RunResult): string => {
     violations: checker.violations,
     latencies: l,
     rssFits: Object.fromEntries(fits),
+    // Every RSS sample, for another look at the fits: per process, [ms since t0, MiB] pairs.
+    rssSamples: facts.generations.map((g) => ({
+      identity: g.identity,
+      pid: g.pid,
+      startedAt: g.startedAt - r.t0,
+      points: facts.samples.filter((x) => x.pid === g.pid).map((x) => [x.t - r.t0, Math.round((x.rssBytes / 2 ** 20) * 10) / 10])
+    })),
     generations: facts.generations,
     leaseHolders: checker.leaseHolders.map((x) => ({ at: clock(x.t - r.t0), holder: x.holder })),
     warnings: checker.warnings.map((x) => ({ at: clock(x.t - r.t0), text: x.text })),

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest"
 import { type PodView, canonicalIP, overlapping, poolView, problemsOf, statusAddresses } from "../../bench/soak/invariants.ts"
 import { deadlineOf, makeObligations } from "../../bench/soak/obligations.ts"
-import { rssFit } from "../../bench/soak/report.ts"
+import { rssFit, rssFloorFit } from "../../bench/soak/report.ts"
 import type { Generation, Sample } from "../../bench/soak/replicas.ts"
 
 const status = (entries: ReadonlyArray<{ name: string; ips: ReadonlyArray<string> }>) =>
@@ -135,5 +135,22 @@ describe("rssFit", () => {
     expect(fit?.slope).toBeCloseTo(10, 6)
     expect(fit?.samples).toBe(8)
     expect(rssFit(samples, [gen("a", 1, 0)], "b", 0)).toBeUndefined()
+  })
+
+  it("rssFloorFit: a saw-tooth of bursts over a slowly rising floor reads the floor's slope, where every sample reads where the run stopped in the tooth", () => {
+    const minute = 60_000
+    const period = 5 * minute
+    // The floor rises 2 MiB/h; each 5-minute burst ramps 60 MiB above it and is given back; the run stops 3 minutes into a tooth.
+    const samples = Array.from({ length: (33 * minute) / 10_000 }, (_, i) => {
+      const t = i * 10_000
+      return sample("a", 1, t, 100 + (2 * t) / 3_600_000 + (60 * (t % period)) / period)
+    })
+    const floor = rssFloorFit(samples, [gen("a", 1, 0)], "a", 0, period)
+    expect(floor?.slope).toBeCloseTo(2, 6)
+    // Six whole windows; the seventh (3 minutes) is partial and left out. Every sample: over 3× the floor's slope.
+    expect(floor?.samples).toBe(6)
+    expect(rssFit(samples, [gen("a", 1, 0)], "a", 0)!.slope).toBeGreaterThan(6)
+    // A process too short for two whole windows gives no floor.
+    expect(rssFloorFit(samples.filter((x) => x.t < 9 * minute), [gen("a", 1, 0)], "a", 0, period)).toBeUndefined()
   })
 })
