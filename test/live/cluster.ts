@@ -182,11 +182,27 @@ export const kubeconfigYaml = (server: string, caPem: string, token: string, use
     ""
   ].join("\n")
 
+/** Attempts at a start whose ports were taken between picking them and binding them. */
+const PORT_ATTEMPTS = 3
+
 /**
  * Starts etcd and kube-apiserver from `assets` (a dir with both binaries) under `dir` (created,
- * and removed by `stop`). Resolves once /readyz is ok and the kubeconfig is written.
+ * and removed by `stop`). Resolves once /readyz is ok and the kubeconfig is written. A port picked
+ * free can be taken before etcd or the API server binds it (freePort's ports are in the ephemeral
+ * range every outgoing connection draws from): then it starts again on fresh ports.
  */
 export const startControlPlane = async (dir: string, assets: string): Promise<ControlPlane> => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(dir, assets)
+    } catch (e) {
+      if (attempt >= PORT_ATTEMPTS || !/address already in use/.test(e instanceof Error ? e.message : String(e))) throw e
+      process.stderr.write(`envtest: a port was taken before it was bound; starting again on fresh ports (attempt ${attempt + 1} of ${PORT_ATTEMPTS})\n`)
+    }
+  }
+}
+
+const startOnce = async (dir: string, assets: string): Promise<ControlPlane> => {
   installExitHook()
   const certs = path.join(dir, "certs")
   fs.mkdirSync(certs, { recursive: true })
