@@ -62,7 +62,8 @@ export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: Readonly
  * The same fit over the floor: the lowest sample of each whole `windowMs` of a process's life
  * after warm-up. With a window as long as the period of the workload's bursts (the mass
  * deletions), every window holds one trough, so the fit follows what stays after each burst is
- * given back rather than where in the sawtooth the samples happen to end.
+ * given back rather than where in the sawtooth the samples happen to end. A process needs three
+ * whole windows after warm-up to count; none with them: undefined, and the target is not judged.
  */
 export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number, windowMs: number): Fit | undefined =>
   commonSlope(
@@ -77,7 +78,8 @@ export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: Rea
         const low = floors.get(w)
         if (low === undefined || s.rssBytes < low.rssBytes) floors.set(w, s)
       }
-      return [...floors.values()].sort((a, b) => a.t - b.t)
+      // Fewer than three floors say nothing about a slope within a process: left out.
+      return floors.size < 3 ? [] : [...floors.values()].sort((a, b) => a.t - b.t)
     })
   )
 
@@ -220,15 +222,22 @@ export const targetRows = (scenario: string, violations: number, l: Latencies, f
   { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },
   { scenario, metric: `p99 delete → free outside fault windows (n = ${l.outside.n})`, ours: `${f(l.outside.p99)} s`, baseline: "–", ratio: "–", target: "≤ 2 s", met: l.outside.n === 0 ? "–" : l.outside.p99 <= 2 ? "yes" : "no" },
   { scenario, metric: `p99 delete → free inside fault windows (n = ${l.inside.n})`, ours: `${f(l.inside.p99)} s`, baseline: "–", ratio: "–", target: "–", met: "–" },
-  ...fits.map(([who, { all, floor, windowMs }]): Row => ({
+  ...rssRows(scenario, fits)
+]
+
+/** Floors spanning less than this (all processes together) say too little about an hourly rate to judge the target on. */
+export const MIN_FLOOR_MINUTES = 30
+
+/** The RSS rows of targetRows: per replica the floor's fit (judged, given MIN_FLOOR_MINUTES of it) and the fit over every sample. */
+export const rssRows = (scenario: string, fits: ReadonlyArray<readonly [string, RssFits]>): ReadonlyArray<Row> =>
+  fits.map(([who, { all, floor, windowMs }]): Row => ({
     scenario,
-    metric: `RSS growth after warm-up, ${who}: the floor (lowest of each ${f(windowMs / 60_000, 0)} min${floor === undefined ? "" : `, ${floor.samples} points`}) / every sample${all === undefined ? "" : ` (${all.samples} samples, ${f(all.minutes, 0)} min)`}`,
+    metric: `RSS growth after warm-up, ${who}: the floor (lowest of each ${f(windowMs / 60_000, 0)} min${floor === undefined ? "" : `, ${floor.samples} points over ${f(floor.minutes, 0)} min`}) / every sample${all === undefined ? "" : ` (${all.samples} samples, ${f(all.minutes, 0)} min)`}`,
     ours: `${floor === undefined ? "–" : `${f(floor.slope, 1)} MiB/h`} / ${all === undefined ? "–" : `${f(all.slope, 1)} MiB/h`}`,
     baseline: "–",
     ratio: "–",
     target: "≤ 5 MiB/h (the floor)",
-    met: floor === undefined ? "–" : floor.slope <= 5 ? "yes" : "no"
+    met: floor === undefined || floor.minutes < MIN_FLOOR_MINUTES ? "–" : floor.slope <= 5 ? "yes" : "no"
   }))
-]
 
 export type { Section }

@@ -150,7 +150,7 @@ describe("rssFit", () => {
     // Six whole windows; the seventh (3 minutes) is partial and left out. Every sample: over 3× the floor's slope.
     expect(floor?.samples).toBe(6)
     expect(rssFit(samples, [gen("a", 1, 0)], "a", 0)!.slope).toBeGreaterThan(6)
-    // A process too short for two whole windows gives no floor.
-    expect(rssFloorFit(samples.filter((x) => x.t < 9 * minute), [gen("a", 1, 0)], "a", 0, period)).toBeUndefined()
+    // A process with fewer than three whole windows after warm-up gives no floor.
+    expect(rssFloorFit(samples.filter((x) => x.t < 14 * minute), [gen("a", 1, 0)], "a", 0, period)).toBeUndefined()
   })
 })
