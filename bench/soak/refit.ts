@@ -10,7 +10,7 @@ import { regenerate } from "../lib/report.ts"
 import { readResults, writeResults } from "../lib/results.ts"
 import { massEveryMs } from "./options.ts"
 import type { Generation, Sample } from "./replicas.ts"
-import { type RssFits, rssFit, rssFloorFit, rssRows } from "./report.ts"
+import { rssFits, rssRows } from "./report.ts"
 
 interface Kept {
   readonly identity: string
@@ -33,30 +33,22 @@ const samples: Array<Sample> = kept.flatMap((k) =>
 const warmupMs = data.options.warmupSeconds * 1000
 const windowMs = massEveryMs(data.options)
 const identities = [...new Set(kept.map((k) => k.identity))].sort()
-const fits = identities.map((id) => [id, { all: rssFit(samples, generations, id, warmupMs), floor: rssFloorFit(samples, generations, id, warmupMs, windowMs), windowMs } satisfies RssFits] as const)
+const fits = rssFits(samples, generations, identities, warmupMs, windowMs)
 const scenario = results.rows[0]?.scenario ?? "soak"
 const fresh = rssRows(scenario, fits)
 const rows = [...results.rows.filter((r) => !r.metric.startsWith("RSS growth")), ...fresh]
-// The section's own table: its RSS lines replaced by the new ones (columns: metric, measured, target, met).
-const body = results.sections.map((s) => {
-  const lines = s.body.split("\n")
+/** A report's targets table (columns: metric, measured, target, met) with its RSS lines replaced by the new ones. */
+const withFreshRss = (text: string): string => {
+  const lines = text.split("\n")
   const at = lines.findIndex((l) => l.startsWith("| RSS growth"))
-  if (at < 0) return s
+  if (at < 0) return text
   const rest = lines.filter((l) => !l.startsWith("| RSS growth"))
   rest.splice(at, 0, ...fresh.map((r) => `| ${r.metric} | ${r.ours} | ${r.target} | ${r.met} |`))
-  return { ...s, body: rest.join("\n") }
-})
-writeResults({ ...results, rows, sections: body, data: { ...data, rssFits: Object.fromEntries(fits) } })
-// The full report's table too.
-const full = path.join(ROOT, "bench/results/soak-report.md")
-if (fs.existsSync(full)) {
-  const lines = fs.readFileSync(full, "utf8").split("\n")
-  const at = lines.findIndex((l) => l.startsWith("| RSS growth"))
-  if (at >= 0) {
-    const rest = lines.filter((l) => !l.startsWith("| RSS growth"))
-    rest.splice(at, 0, ...fresh.map((r) => `| ${r.metric} | ${r.ours} | ${r.target} | ${r.met} |`))
-    fs.writeFileSync(full, rest.join("\n"))
-  }
+  return rest.join("\n")
 }
+const sections = results.sections.map((s) => ({ ...s, body: withFreshRss(s.body) }))
+writeResults({ ...results, rows, sections, data: { ...data, rssFits: Object.fromEntries(fits) } })
+const full = path.join(ROOT, "bench/results/soak-report.md")
+if (fs.existsSync(full)) fs.writeFileSync(full, withFreshRss(fs.readFileSync(full, "utf8")))
 regenerate()
 for (const r of fresh) process.stdout.write(`${r.metric}: ${r.ours} (${r.met})\n`)

@@ -225,6 +225,16 @@ export const targetRows = (scenario: string, violations: number, l: Latencies, f
   ...rssRows(scenario, fits)
 ]
 
+/** Each identity's fits, the floor's window being `windowMs` (the mass deletions' period). */
+export const rssFits = (
+  samples: ReadonlyArray<ProcSample>,
+  generations: ReadonlyArray<Generation>,
+  identities: ReadonlyArray<string>,
+  warmupMs: number,
+  windowMs: number
+): ReadonlyArray<readonly [string, RssFits]> =>
+  identities.map((id) => [id, { all: rssFit(samples, generations, id, warmupMs), floor: rssFloorFit(samples, generations, id, warmupMs, windowMs), windowMs }] as const)
+
 /** Floors spanning less than this (all processes together) say too little about an hourly rate to judge the target on. */
 export const MIN_FLOOR_MINUTES = 30
 

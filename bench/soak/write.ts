@@ -16,7 +16,7 @@ import { massEveryMs } from "./options.ts"
 import type { Env, RunResult } from "./main.ts"
 import { planSummary } from "./plan.ts"
 import { IDENTITIES } from "./replicas.ts"
-import { faultTable, generationTable, latencies, latencyTable, plotOf, type RunFacts, rssFit, rssFloorFit, targetRows, violationBlocks, violationList } from "./report.ts"
+import { faultTable, generationTable, latencies, latencyTable, plotOf, type RunFacts, rssFits, targetRows, violationBlocks, violationList } from "./report.ts"
 
 const commandOf = (o: Env["o"]) =>
   `npm run soak -- --minutes ${o.minutes} --seed ${o.seed} --rate ${o.rate} --fault-every ${o.faultEverySeconds}${o.faults.length < 8 ? ` --faults ${o.faults.join(",")}` : ""}${o.publish ? " --publish" : ""}`
@@ -68,14 +68,7 @@ export const writeReport = (env: Env, r: RunResult): string => {
   }
   const l = latencies(facts.frees, faults.inWindow)
   // The floor's window: the mass deletions' period, the burst the RSS saw-tooths with.
-  const windowMs = massEveryMs(o)
-  const fits = IDENTITIES.map(
-    (id) =>
-      [
-        id,
-        { all: rssFit(facts.samples, facts.generations, id, o.warmupSeconds * 1000), floor: rssFloorFit(facts.samples, facts.generations, id, o.warmupSeconds * 1000, windowMs), windowMs }
-      ] as const
-  )
+  const fits = rssFits(facts.samples, facts.generations, IDENTITIES, o.warmupSeconds * 1000, massEveryMs(o))
   const rows = targetRows(`soak, ${o.minutes} min`, checker.violations.length, l, fits)
   const w = workloadFacts(r)
   const proxy = env.proxy.stats()

@@ -8,7 +8,7 @@ import { Clock, Effect, Either, Option, Schedule } from "effect"
 import { type Snapshot, orphanHoldings } from "../domain/holdings.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
-import { type PoolOrigin, sliceOfNode } from "../domain/node-slices.ts"
+import { type NodeSlicePoolRecord, type PoolOrigin, sliceOfNode } from "../domain/node-slices.ts"
 import type { ParsedPool } from "../domain/pool.ts"
 import { neverRunsAgain } from "../domain/never-runs-again.ts"
 import { type Holding, type ReleaseError, planRelease } from "../domain/release.ts"
@@ -114,31 +114,35 @@ export const sweepHoldings = (world: World) =>
   })
 
 /**
- * Whether a pool's NodeSlicePool, read live, still gives its slice to no node or to another: the
- * listing may predate the node-slice controller giving the slice back (a node re-registered under
- * its name). Unreadable or gone: not known to be stale, so kept.
+ * A NodeSlicePool read live before its stale pools are deleted: the listing may predate the
+ * node-slice controller giving a slice back (a node re-registered under its name). Unreadable or
+ * gone (undefined): its pools are not known to be stale, so kept.
  */
-const stillStale = (nodeSlicePool: string, node: string, slice: string) =>
+const readLive = (nodeSlicePool: string) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const { namespace } = yield* ControllerConfig
     const read = yield* Effect.either(api.get(R.NodeSlicePools, namespace, nodeSlicePool))
-    if (Either.isRight(read)) return sliceOfNode(toNodeSlicePoolRecord(read.right), node) !== slice
-    yield* Effect.logWarning("cannot read a NodeSlicePool live; its stale pool is kept").pipe(
-      Effect.annotateLogs({ nodeSlicePool: `${namespace}/${nodeSlicePool}`, node, error: read.left.message })
+    if (Either.isRight(read)) return toNodeSlicePoolRecord(read.right)
+    yield* Effect.logWarning("cannot read a NodeSlicePool live; its stale pools are kept").pipe(
+      Effect.annotateLogs({ nodeSlicePool: `${namespace}/${nodeSlicePool}`, error: read.left.message })
     )
-    return false
+    return undefined
   })
 
 /** Deletes the stale node-slice pools that were empty when listed, each only if unchanged since and still stale. */
 const pruneSlicePools = (world: World, origin: (pool: ParsedPool) => PoolOrigin) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
+    // Each NodeSlicePool read once per prune, however many of its pools are stale.
+    const live = new Map<string, NodeSlicePoolRecord | undefined>()
     let pruned = 0
     for (const p of world.poolList) {
       const o = origin(p.pool)
       if (o._tag !== "Slice" || o.owner !== "stale" || p.pool.entries.length > 0 || p.pool.invalid.length > 0) continue
-      if (!(yield* stillStale(o.nodeSlicePool, o.node, o.slice))) continue
+      if (!live.has(o.nodeSlicePool)) live.set(o.nodeSlicePool, yield* readLive(o.nodeSlicePool))
+      const current = live.get(o.nodeSlicePool)
+      if (current === undefined || sliceOfNode(current, o.node) === o.slice) continue
       if ((yield* store.deleteIfUnchanged(p.name, p.resourceVersion)) === "deleted") {
         pruned++
         yield* Effect.logInfo("deleted an empty node-slice pool no node owns").pipe(Effect.annotateLogs({ pool: p.name, node: o.node, slice: o.slice }))
