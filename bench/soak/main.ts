@@ -90,7 +90,7 @@ const setUp = async (o: SoakOptions): Promise<Env> => {
   })
   await Promise.all(checker.watchers.map((w) => w.synced))
   for (const id of IDENTITIES) await replicas.start(id)
-  const kubelet = makeKubelet({ creds: admin, history, plugin, adminKubeconfig: plane.kubeconfigPath, pluginSlots: Effect.runSync(Effect.makeSemaphore(o.pluginSlots)) })
+  const kubelet = makeKubelet({ creds: admin, history, plugin, adminKubeconfig: plane.kubeconfigPath, pluginSlots: Effect.runSync(Effect.makeSemaphore(o.pluginSlots)), ...(o.pluginLeaderRetryMs === undefined ? {} : { pluginIpam: { leader_retry_period: o.pluginLeaderRetryMs } }) })
   const env: Env = { o, plane, runtime, history, proxy, replicas, checker, kubelet, nodes, faults, ref }
   await awaitLeader(env, 120_000)
   return env

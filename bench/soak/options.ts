@@ -19,10 +19,19 @@ export interface SoakOptions {
   readonly boundSeconds: number
   readonly warmupSeconds: number
   readonly pluginSlots: number
+  /** The plugin's leader_retry_period in ms (how often a CNI call waiting for the IPAM lock looks again); undefined: the plugin's default. */
+  readonly pluginLeaderRetryMs: number | undefined
   readonly out: string
-  /** Write bench/results/soak.json and soak.svg and regenerate BENCHMARKS.md's soak block. */
-  readonly publish: boolean
+  /**
+   * Where the run is published, if it is: bench/results/<name>.{json,svg} and <name>-report.md,
+   * and BENCHMARKS.md's block of that name (one of PUBLISHED_AS); undefined: not published.
+   */
+  readonly publishAs: PublishedAs | undefined
 }
+
+/** The soak blocks BENCHMARKS.md has: the hour with every fault, and the one whose replicas live it (no leader kills). */
+export const PUBLISHED_AS = ["soak", "soak-steady"] as const
+export type PublishedAs = (typeof PUBLISHED_AS)[number]
 
 export const USAGE = `npm run soak -- [options]
   --minutes N          how long the workload runs (default 60); then the system rests and is checked
@@ -35,8 +44,13 @@ export const USAGE = `npm run soak -- [options]
   --bound S            longest a dead pod's address may stay held outside fault windows (default 60)
   --warmup S           RSS samples of a process's first S seconds are left out of the fit (default: 5 min, or a fifth of the run if shorter)
   --plugin-slots N     most CNI plugin processes at once (default 6)
+  --plugin-leader-retry MS
+                       the plugin's leader_retry_period, set on every node: how often a CNI ADD or
+                       DEL waiting for the IPAM lock looks again (default: the plugin's, 500 ms)
   --out DIR            output directory (default bench/.soak/<seed>)
-  --publish            also write bench/results/soak.{json,svg} and BENCHMARKS.md's soak section`
+  --publish            also write bench/results/soak.{json,svg} and BENCHMARKS.md's soak section
+  --publish-as NAME    the same under another of BENCHMARKS.md's soak blocks: ${PUBLISHED_AS.join(", ")}
+                       (soak-steady: the run without the leader kills, whose replicas live the hour)`
 
 const positive = (name: string, text: string | undefined, fallback: number, { integer = false, zero = false } = {}): number => {
   if (text === undefined) return fallback
@@ -45,6 +59,12 @@ const positive = (name: string, text: string | undefined, fallback: number, { in
     throw new Error(`--${name} ${text}: expected a ${integer ? "whole " : ""}number ${zero ? "≥ 0" : "> 0"}`)
   }
   return n
+}
+
+const publishAs = (publish: boolean, as: string | undefined): PublishedAs | undefined => {
+  if (as === undefined) return publish ? "soak" : undefined
+  if (!(PUBLISHED_AS as ReadonlyArray<string>).includes(as)) throw new Error(`--publish-as ${as}: expected one of ${PUBLISHED_AS.join(", ")}`)
+  return as as PublishedAs
 }
 
 /** Parses argv (without node and the script); throws one line on a bad option. */
@@ -63,8 +83,10 @@ export const parseOptions = (argv: ReadonlyArray<string>): SoakOptions | "help" 
       bound: { type: "string" },
       warmup: { type: "string" },
       "plugin-slots": { type: "string" },
+      "plugin-leader-retry": { type: "string" },
       out: { type: "string" },
       publish: { type: "boolean" },
+      "publish-as": { type: "string" },
       help: { type: "boolean", short: "h" }
     }
   })
@@ -87,8 +109,9 @@ export const parseOptions = (argv: ReadonlyArray<string>): SoakOptions | "help" 
     boundSeconds: positive("bound", values.bound, 60),
     warmupSeconds: positive("warmup", values.warmup, Math.min(300, minutes * 12), { zero: true }),
     pluginSlots: positive("plugin-slots", values["plugin-slots"], 6, { integer: true }),
+    pluginLeaderRetryMs: values["plugin-leader-retry"] === undefined ? undefined : positive("plugin-leader-retry", values["plugin-leader-retry"], 500, { integer: true }),
     out: path.resolve(values.out ?? path.join(ROOT, "bench", ".soak", String(seed))),
-    publish: values.publish === true
+    publishAs: publishAs(values.publish === true, values["publish-as"])
   }
 }
 

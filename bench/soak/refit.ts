@@ -1,14 +1,15 @@
 /**
- * `node bench/soak/refit.ts`: the RSS fits of the published soak (bench/results/soak.json) computed
- * again from the samples it keeps, with the fit code as it is now; its rows, its section's table
- * and BENCHMARKS.md follow. For a change to how growth is judged, without an hour's rerun.
+ * `node bench/soak/refit.ts [NAME]`: the RSS fits of a published soak (bench/results/NAME.json,
+ * soak by default, or soak-steady) computed again from the samples it keeps, with the fit code as
+ * it is now; its rows, its section's table and BENCHMARKS.md follow. For a change to how growth
+ * is judged, without an hour's rerun.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { ROOT } from "../lib/paths.ts"
 import { regenerate } from "../lib/report.ts"
 import { readResults, writeResults } from "../lib/results.ts"
-import { massEveryMs } from "./options.ts"
+import { massEveryMs, PUBLISHED_AS } from "./options.ts"
 import type { Generation, Sample } from "./replicas.ts"
 import { rssFits, rssRows } from "./report.ts"
 
@@ -19,10 +20,15 @@ interface Kept {
   readonly points: ReadonlyArray<readonly [number, number]>
 }
 
-const results = readResults("soak")
+const name = process.argv[2] ?? "soak"
+if (!(PUBLISHED_AS as ReadonlyArray<string>).includes(name)) {
+  process.stderr.write(`${name}: not a published soak (${PUBLISHED_AS.join(", ")})\n`)
+  process.exit(2)
+}
+const results = readResults(name)
 const data = results?.data as { options: { minutes: number; warmupSeconds: number }; rssSamples?: ReadonlyArray<Kept> } | undefined
 if (results === undefined || data?.rssSamples === undefined) {
-  process.stderr.write("bench/results/soak.json has no RSS samples (a run before they were kept): nothing to fit again\n")
+  process.stderr.write(`bench/results/${name}.json is missing or has no RSS samples (a run before they were kept): nothing to fit again\n`)
   process.exit(1)
 }
 const kept = data.rssSamples
@@ -48,7 +54,7 @@ const withFreshRss = (text: string): string => {
 }
 const sections = results.sections.map((s) => ({ ...s, body: withFreshRss(s.body) }))
 writeResults({ ...results, rows, sections, data: { ...data, rssFits: Object.fromEntries(fits) } })
-const full = path.join(ROOT, "bench/results/soak-report.md")
+const full = path.join(ROOT, `bench/results/${name}-report.md`)
 if (fs.existsSync(full)) fs.writeFileSync(full, withFreshRss(fs.readFileSync(full, "utf8")))
 regenerate()
 for (const r of fresh) process.stdout.write(`${r.metric}: ${r.ours} (${r.met})\n`)

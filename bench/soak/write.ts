@@ -1,7 +1,8 @@
 /**
- * Writes a run's report.md, report.json and plot.svg to its output directory; with --publish also
- * bench/results/soak.json (the benchmarks' result format, so BENCHMARKS.md's soak block is
- * regenerated from it like the others) and bench/results/soak.svg.
+ * Writes a run's report.md, report.json and plot.svg to its output directory; with --publish (or
+ * --publish-as NAME) also bench/results/soak.json (NAME.json: the benchmarks' result format, so
+ * BENCHMARKS.md's block of that name is regenerated from it like the others), soak.svg and
+ * soak-report.md.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -12,14 +13,23 @@ import { regenerate } from "../lib/report.ts"
 import { machine, type Results, table, writeResults } from "../lib/results.ts"
 import { percentiles } from "../lib/stats.ts"
 import { clock } from "./history.ts"
-import { massEveryMs } from "./options.ts"
+import { FAULT_KINDS } from "./fault-plan.ts"
+import { massEveryMs, type PublishedAs } from "./options.ts"
 import type { Env, RunResult } from "./main.ts"
 import { planSummary } from "./plan.ts"
 import { IDENTITIES } from "./replicas.ts"
 import { faultTable, generationTable, latencies, latencyTable, plotOf, type RunFacts, rssFits, targetRows, violationBlocks, violationList } from "./report.ts"
 
+const publishFlag = (as: Env["o"]["publishAs"]) => (as === undefined ? "" : as === "soak" ? " --publish" : ` --publish-as ${as}`)
+
 const commandOf = (o: Env["o"]) =>
-  `npm run soak -- --minutes ${o.minutes} --seed ${o.seed} --rate ${o.rate} --fault-every ${o.faultEverySeconds}${o.faults.length < 8 ? ` --faults ${o.faults.join(",")}` : ""}${o.publish ? " --publish" : ""}`
+  `npm run soak -- --minutes ${o.minutes} --seed ${o.seed} --rate ${o.rate} --fault-every ${o.faultEverySeconds}${o.pluginLeaderRetryMs === undefined ? "" : ` --plugin-leader-retry ${o.pluginLeaderRetryMs}`}${o.faults.length < FAULT_KINDS.length ? ` --faults ${o.faults.join(",")}` : ""}${publishFlag(o.publishAs)}`
+
+/** The summary's scenario: the length, and which faults were left out when some were. */
+const scenarioOf = (o: Env["o"]) => {
+  const left = FAULT_KINDS.filter((k) => !o.faults.includes(k))
+  return `soak, ${o.minutes} min${left.length === 0 ? "" : `, without ${left.join(", ")}`}`
+}
 
 const workloadFacts = (r: RunResult) => {
   const recs = [...r.workload.records.values()]
@@ -69,7 +79,7 @@ export const writeReport = (env: Env, r: RunResult): string => {
   const l = latencies(facts.frees, faults.inWindow)
   // The floor's window: the mass deletions' period, the burst the RSS saw-tooths with.
   const fits = rssFits(facts.samples, facts.generations, IDENTITIES, o.warmupSeconds * 1000, massEveryMs(o))
-  const rows = targetRows(`soak, ${o.minutes} min`, checker.violations.length, l, fits)
+  const rows = targetRows(scenarioOf(o), checker.violations.length, l, fits)
   const w = workloadFacts(r)
   const proxy = env.proxy.stats()
   const leaderChanges = checker.leaseHolders.filter((x) => x.holder !== "").length
@@ -85,7 +95,8 @@ export const writeReport = (env: Env, r: RunResult): string => {
     `**Events seen**: ${[...checker.eventReasons].map(([k, v]) => `${v} × ${k}`).join(", ") || "none"}.`,
     `**Violations** (${checker.violations.length}):\n\n${violationBlocks(checker.violations)}`
   ]
-  const published = [...body.slice(0, -1), `**Violations** (${checker.violations.length}):\n\n${violationList(checker.violations, "`bench/results/soak-report.md`")}`]
+  const as = o.publishAs
+  const published = [...body.slice(0, -1), `**Violations** (${checker.violations.length}):\n\n${violationList(checker.violations, `\`bench/results/${as ?? "soak"}-report.md\``)}`]
   fs.writeFileSync(path.join(o.out, "plot.svg"), svg)
   fs.writeFileSync(path.join(o.out, "report.md"), `# Soak, seed ${o.seed}\n\n${body.join("\n\n")}\n\n![plot](plot.svg)\n`)
   const data = {
@@ -114,25 +125,25 @@ export const writeReport = (env: Env, r: RunResult): string => {
     frees: facts.frees.map((x) => [x.started - r.t0, x.latencyMs, x.why, x.ref, faults.inWindow(x.started, x.freedAt)])
   }
   fs.writeFileSync(path.join(o.out, "report.json"), `${JSON.stringify(data, null, 2)}\n`)
-  if (o.publish) {
-    publish(o, r, rows, published, svg, data)
-    fs.writeFileSync(path.join(ROOT, "bench/results/soak-report.md"), `# Soak, seed ${o.seed}\n\n${body.join("\n\n")}\n\n![plot](soak.svg)\n`)
+  if (as !== undefined) {
+    publish(as, o, r, rows, published, svg, data)
+    fs.writeFileSync(path.join(ROOT, `bench/results/${as}-report.md`), `# Soak, seed ${o.seed}\n\n${body.join("\n\n")}\n\n![plot](${as}.svg)\n`)
   }
   return path.join(o.out, "report.md")
 }
 
-const publish = (o: Env["o"], r: RunResult, rows: Results["rows"], body: ReadonlyArray<string>, svg: string, data: Record<string, unknown>) => {
-  fs.writeFileSync(path.join(ROOT, "bench/results/soak.svg"), svg)
+const publish = (as: PublishedAs, o: Env["o"], r: RunResult, rows: Results["rows"], body: ReadonlyArray<string>, svg: string, data: Record<string, unknown>) => {
+  fs.writeFileSync(path.join(ROOT, `bench/results/${as}.svg`), svg)
   const results: Results = {
-    name: "soak",
+    name: as,
     command: commandOf(o),
     date: new Date(r.t0).toISOString(),
     durationSeconds: r.cpu.wallSeconds,
     machine: machine(),
     rows,
-    sections: [{ title: `Soak run (seed ${o.seed})`, body: `${[body[0], ...body.slice(2)].join("\n\n")}\n\n![soak plot](bench/results/soak.svg)` }],
+    sections: [{ title: `Soak run (seed ${o.seed}${as === "soak" ? "" : `, ${as}`})`, body: `${[body[0], ...body.slice(2)].join("\n\n")}\n\n![soak plot](bench/results/${as}.svg)` }],
     data: { ...data, frees: undefined, violations: (data["violations"] as ReadonlyArray<{ t: number; kind: string; summary: string }>).map((v) => ({ at: clock(v.t), kind: v.kind, summary: v.summary })) }
   }
   writeResults(results)
-  regenerate(["soak"])
+  regenerate([as])
 }

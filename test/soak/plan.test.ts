@@ -5,7 +5,9 @@
  */
 import { describe, expect, it } from "vitest"
 import { FAULT_KINDS, planFaults } from "../../bench/soak/fault-plan.ts"
+import { withIpamDefaults } from "../../bench/soak/kubelet.ts"
 import { NETS } from "../../bench/soak/networks.ts"
+import { parseOptions } from "../../bench/soak/options.ts"
 import { makePlan, type PlanOptions } from "../../bench/soak/plan.ts"
 import { rngOf } from "../../bench/soak/rng.ts"
 
@@ -92,5 +94,30 @@ describe("fault schedule", () => {
     for (const f of planFaults(3, 10 * 60_000, 30_000)) if ("ms" in f.spec) expect(f.spec.ms).toBeLessThanOrEqual(18_000)
     expect(planFaults(3, 10 * 60_000, 0)).toEqual([])
     expect(new Set(planFaults(3, 10 * 60_000, 30_000, ["stall"]).map((f) => f.spec.kind))).toEqual(new Set(["stall"]))
+  })
+})
+
+describe("options", () => {
+  it("publishes under the block asked for, and refuses one BENCHMARKS.md does not have", () => {
+    const parsed = (argv: ReadonlyArray<string>) => {
+      const o = parseOptions(argv)
+      if (o === "help") throw new Error("help")
+      return o
+    }
+    expect(parsed([]).publishAs).toBeUndefined()
+    expect(parsed(["--publish"]).publishAs).toBe("soak")
+    expect(parsed(["--publish-as", "soak-steady"]).publishAs).toBe("soak-steady")
+    expect(() => parsed(["--publish-as", "soak-2"])).toThrow(/--publish-as soak-2: expected one of soak, soak-steady/)
+    expect(parsed([]).pluginLeaderRetryMs).toBeUndefined()
+    expect(parsed(["--plugin-leader-retry", "100"]).pluginLeaderRetryMs).toBe(100)
+    expect(() => parsed(["--plugin-leader-retry", "0.5"])).toThrow(/whole number/)
+  })
+
+  it("gives the plugin the node's IPAM settings without overriding what the NAD says", () => {
+    const nad = JSON.stringify({ cniVersion: "0.3.1", name: "v4", type: "macvlan", ipam: { type: "whereabouts", range: "10.50.0.0/20", leader_lease_duration: 2000 } })
+    const out = JSON.parse(withIpamDefaults(nad, { leader_retry_period: 100, leader_lease_duration: 1500 })) as { ipam: Record<string, unknown> }
+    expect(out.ipam).toEqual({ type: "whereabouts", range: "10.50.0.0/20", leader_lease_duration: 2000, leader_retry_period: 100 })
+    expect(withIpamDefaults(nad, undefined)).toBe(nad)
+    expect(withIpamDefaults('{"name": ', { leader_retry_period: 100 })).toBe('{"name": ')
   })
 })
