@@ -149,11 +149,15 @@ export interface PodFindings {
   readonly noReservations: ReadonlySet<string>
   readonly missingNads: ReadonlyArray<string>
   /**
-   * Whereabouts networks the pod is attached to (`<namespace>/<name>` of the NAD) in whose pools
-   * the snapshot shows none of its entries and reads none live: freed by CNI DEL already, or
-   * written while the pool cache lagged behind (a watch that was down). Worth one later look.
+   * Whereabouts networks the pod is attached to (`<namespace>/<name>` of the NAD) in whose cached
+   * pools the snapshot shows none of its entries — freed by CNI DEL already, or written while the
+   * pool cache lagged behind (a watch that was down) — and those whose NAD is missing, which
+   * cannot name their pools. Worth one later look, unless a live read finds the entries
+   * (`unseenAfterReads`).
    */
   readonly unseen: ReadonlyArray<string>
+  /** Per whereabouts attachment, the pools its NAD names. */
+  readonly attached: ReadonlyArray<{ readonly nad: string; readonly pools: ReadonlyArray<string> }>
   /** Bad input met on the way: it skips only what it describes. */
   readonly problems: ReadonlyArray<Problem>
   readonly error: ReleaseError | undefined
@@ -173,7 +177,7 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
   // Per whereabouts attachment, the pools it names: unseen if none shows the pod's entries.
   const attached: Array<{ readonly nad: string; readonly pools: ReadonlyArray<string> }> = []
   const unseen: Array<string> = []
-  const found: PodFindings = { ref, pod, pools, liveReads, noReservations, missingNads, unseen, problems, error: undefined }
+  const found: PodFindings = { ref, pod, pools, liveReads, noReservations, missingNads, unseen, attached, problems, error: undefined }
   const decoded = podAttachments(pod)
   if (Either.isLeft(decoded)) problems.push({ reason: "BadAnnotation", text: `cannot read ${decoded.left.annotation}: ${decoded.left.message}` })
   const attachments = Either.isRight(decoded) ? decoded.right.attachments : []
@@ -218,9 +222,18 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
     add(pool, eventNetwork(pool, origin, snapshot.nadOfPool(pool, pod.namespace)), origin.network)
     liveReads.delete(pool.name)
   }
-  for (const a of attached) if (!a.pools.some((name) => pools.has(name) || liveReads.has(name))) unseen.push(a.nad)
+  // A pool read live counts only once the read shows the pod's entries (unseenAfterReads): the
+  // NAD may name a range it was edited to after the pod's ADD, the entries lying in the old pool.
+  for (const a of attached) if (!a.pools.some((name) => pools.has(name))) unseen.push(a.nad)
+  // A NAD gone (deleted while the pod used it) names no pools: only the podref index can find the
+  // entries, and it cannot when the pool cache lags; so those networks are always looked at again.
+  for (const nad of missingNads) if (!unseen.includes(nad)) unseen.push(nad)
   return found
 }
+
+/** `f.unseen` without the networks whose pools, read live, show the pod's entries. */
+export const unseenAfterReads = (f: PodFindings, live: ReadonlyMap<string, ParsedPool>): ReadonlyArray<string> =>
+  f.unseen.filter((nad) => !(f.attached.find((a) => a.nad === nad)?.pools.some((name) => live.get(name)?.entries.some((e) => e.podref === f.ref) === true) ?? false))
 
 /** Two incarnations of one pod (same name, other uid) share the podref, so they own the same entries: one finding for both. */
 export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
@@ -236,6 +249,7 @@ export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
     missingNads: [...new Set([...a.missingNads, ...b.missingNads])],
     // Unseen by both: an incarnation whose entries were found has nothing left to look for there.
     unseen: a.unseen.filter((n) => b.unseen.includes(n)),
+    attached: [...a.attached, ...b.attached.filter((x) => !a.attached.some((y) => y.nad === x.nad))],
     problems: [...a.problems, ...b.problems.filter((p) => !a.problems.some((q) => q.text === p.text))]
   }
 }

@@ -9,7 +9,7 @@
  */
 import { Effect, Either } from "effect"
 import type { NeverRunsAgainReason } from "../domain/never-runs-again.ts"
-import { type PodFindings, type Snapshot, deletedPodHolding, findPodHoldings, mergeFindings } from "../domain/holdings.ts"
+import { type PodFindings, type Snapshot, deletedPodHolding, findPodHoldings, mergeFindings, unseenAfterReads } from "../domain/holdings.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import type { ParsedPool } from "../domain/pool.ts"
 import { type Holding, Outcome, type ReleaseError, planRelease } from "../domain/release.ts"
@@ -105,7 +105,7 @@ const holdingsOf = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot) =>
       const holding = deletedPodHolding(f, pools, snapshot, claimOf(candidate))
       return failedRead === undefined || holding.error !== undefined ? holding : { ...holding, error: apiError(f.ref, failedRead) }
     })
-    return { holdings, unseen: new Map(found.map(({ findings: f }) => [f.ref, f.unseen])) }
+    return { holdings, unseen: new Map(found.map(({ findings: f }) => [f.ref, unseenAfterReads(f, pools)])) }
   })
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
-import { type Snapshot, deletedPodHolding, eventNetwork, findPodHoldings, mergeFindings, nadIndex, orphanHoldings, pickNad } from "../../src/domain/holdings.ts"
+import { type Snapshot, deletedPodHolding, eventNetwork, findPodHoldings, mergeFindings, nadIndex, orphanHoldings, pickNad, unseenAfterReads } from "../../src/domain/holdings.ts"
 import type { NodeSlicePoolRecord } from "../../src/domain/node-slices.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { listSnapshot } from "./helpers.ts"
@@ -147,7 +147,7 @@ describe("findPodHoldings + deletedPodHolding", () => {
 
   // Soak seed 1, p-5474: the pod got its address while the controller's pool watch was down; its
   // deletion arrived before the pool cache caught up, so the cached pool showed nothing of it.
-  it("a whereabouts network whose cached pools show none of the pod's entries is unseen (worth a later look); one with them, or read live, is not", () => {
+  it("a whereabouts network whose cached pools show none of the pod's entries is unseen (worth a later look); one with them, or whose pool read live shows them, is not", () => {
     const NETS = { ...NET1, "ns/net2": config({ type: "whereabouts", range: "10.3.0.0/24" }), "ns/plain": config({ type: "static" }) }
     const P3 = pool("10.3.0.0/24", { "9": { id: "e", podref: "ns/other", ifname: "net2" } })
     const status = [
@@ -157,8 +157,15 @@ describe("findPodHoldings + deletedPodHolding", () => {
     ]
     const s = snapshotOf({ pools: [P1, P3], nads: NETS })
     expect(findPodHoldings(deleted("web", status), s).unseen).toEqual(["ns/net2"])
-    // The pool not cached at all is read live instead.
-    expect(findPodHoldings(deleted("web", status), snapshotOf({ pools: [P1], nads: NETS })).unseen).toEqual([])
+    // The pool not cached at all is read live instead: seen if the read shows the pod's entries.
+    const uncached = findPodHoldings(deleted("web", status), snapshotOf({ pools: [P1], nads: NETS }))
+    expect([...uncached.liveReads.keys()]).toEqual(["10.3.0.0-24"])
+    expect(unseenAfterReads(uncached, new Map([["10.3.0.0-24", pool("10.3.0.0/24", { "1": { id: "f", podref: "ns/web", ifname: "net2" } })]]))).toEqual([])
+    // A live pool without them (the NAD edited to this range after the pod's ADD), or none at all: still unseen.
+    expect(unseenAfterReads(uncached, new Map([["10.3.0.0-24", P3]]))).toEqual(["ns/net2"])
+    expect(unseenAfterReads(uncached, new Map())).toEqual(["ns/net2"])
+    // A network whose NAD is gone names no pools: always looked at again.
+    expect(findPodHoldings(deleted("web", [...status, { name: "ns/gone", interface: "net3", ips: ["10.9.0.1"] }]), s).unseen).toEqual(["ns/net2", "ns/gone"])
     // Two incarnations: unseen only where neither showed entries.
     const other = findPodHoldings(deleted("web", [{ name: "ns/net2", interface: "net2", ips: ["10.3.0.1"] }], { uid: "uid-2" }), s)
     expect(mergeFindings(findPodHoldings(deleted("web", status), s), other).unseen).toEqual(["ns/net2"])
