@@ -81,6 +81,14 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "api-qps", env: "API_QPS", kind: "string", key: "apiQps", help: "opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it); set one for a small or shared API server", commands: live },
   { flag: "api-burst", env: "API_BURST", kind: "string", key: "apiBurst", help: "API requests allowed at once above --api-qps (with a cap only)", commands: live },
   { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", key: "requestTimeout", help: "timeout of one API request once sent (the wait for --api-qps not counted); a 429 or 5xx that names a Retry-After is sent again after it, up to 3 times", commands: live },
+  {
+    flag: "http2",
+    env: "HTTP2",
+    kind: "boolean",
+    key: "http2",
+    help: "send requests over HTTP/2 where the API server offers it (one multiplexed connection); watches stay on HTTP/1.1",
+    commands: live
+  },
   { flag: "page-size", env: "PAGE_SIZE", kind: "string", key: "pageSize", help: "objects per page of full lists: fewer requests, against more memory per page", commands: live },
   {
     flag: "reconcile-schedule",

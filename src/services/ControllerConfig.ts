@@ -23,6 +23,8 @@ export interface ControllerConfigShape {
   /** Requests in flight at once per kind of work (ApiFlow.ts). */
   readonly maxInFlight: Readonly<Record<FlowKind, number>>
   readonly requestTimeout: Duration.Duration
+  /** Requests (watches never) over HTTP/2 where the API server takes it (live/transport.ts). */
+  readonly http2: boolean
   readonly pageSize: number
   /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   readonly reconcileSchedule: string | undefined
@@ -82,6 +84,7 @@ export const DEFAULTS = {
   apiBurst: 30,
   maxInFlight: DEFAULT_IN_FLIGHT,
   requestTimeout: Duration.seconds(30),
+  http2: false,
   pageSize: 500,
   sweepOnStart: true,
   dryRun: false,
@@ -142,6 +145,7 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
     })
   ),
   requestTimeout: duration("REQUEST_TIMEOUT", D.requestTimeout),
+  http2: Config.boolean("HTTP2").pipe(Config.withDefault(D.http2)),
   pageSize: integer("PAGE_SIZE", D.pageSize, 1),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),

@@ -11,6 +11,17 @@ import * as R from "../../src/services/resources.ts"
 import { namespaceObject, poolObject } from "../support/objects.ts"
 import { describeLive, liveKubeApi, runningEnvtest, startApiServer, stopApiServer, uniqueNamespace } from "../support/live.ts"
 
+/** The ALPN protocol of every connection undici opens while the scope lasts, in order. */
+const connectedProtocols = Effect.gen(function* () {
+  const protocols: Array<string | false | null> = []
+  const onConnected = (message: unknown) => void protocols.push((message as { readonly socket: tls.TLSSocket }).socket.alpnProtocol)
+  yield* Effect.acquireRelease(
+    Effect.sync(() => diagnostics.subscribe("undici:client:connected", onConnected)),
+    () => Effect.sync(() => diagnostics.unsubscribe("undici:client:connected", onConnected))
+  )
+  return protocols
+})
+
 describeLive("KubeApiLive on a real API server", () => {
   const ns = uniqueNamespace("kubeapi-live")
   const setup = Effect.gen(function* () {
@@ -85,12 +96,7 @@ describeLive("KubeApiLive on a real API server", () => {
       })
       expect(offered).toBe("h2")
       // …and every connection the controller's transport opens, for requests and watches, is HTTP/1.1.
-      const protocols: Array<string | false | null> = []
-      const onConnected = (message: unknown) => void protocols.push((message as { readonly socket: tls.TLSSocket }).socket.alpnProtocol)
-      yield* Effect.acquireRelease(
-        Effect.sync(() => diagnostics.subscribe("undici:client:connected", onConnected)),
-        () => Effect.sync(() => diagnostics.unsubscribe("undici:client:connected", onConnected))
-      )
+      const protocols = yield* connectedProtocols
       const api = yield* setup
       const start = yield* api.list(R.IPPools, ns, { limit: 1 })
       yield* Effect.all([api.list(R.Namespaces, undefined, { limit: 1 }), api.get(R.Namespaces, undefined, ns)], { concurrency: "unbounded" })
@@ -107,6 +113,20 @@ describeLive("KubeApiLive on a real API server", () => {
       }
       expect(protocols.length - opened).toBeLessThanOrEqual(1)
     }).pipe(Effect.scoped, Effect.provide(liveKubeApi())), 30_000)
+
+  it.live("with --http2, requests go over one h2 connection and watches stay on HTTP/1.1", () =>
+    Effect.gen(function* () {
+      const protocols = yield* connectedProtocols
+      const api = yield* setup
+      const start = yield* api.list(R.IPPools, ns, { limit: 1 })
+      // 40 requests at once: over HTTP/1.1 they would open up to 40 connections.
+      yield* Effect.forEach(Array.from({ length: 40 }, (_, i) => i), () => api.get(R.Namespaces, undefined, ns), { concurrency: "unbounded", discard: true })
+      const requests = [...protocols]
+      expect(requests).toContain("h2")
+      expect(requests.filter((p) => p === "h2").length).toBeLessThanOrEqual(2)
+      yield* Stream.runDrain(api.watch(R.IPPools, ns, { resourceVersion: start.resourceVersion, timeoutSeconds: 1 }))
+      expect(protocols.slice(requests.length)).toEqual(["http/1.1"])
+    }).pipe(Effect.scoped, Effect.provide(liveKubeApi({ http2: true }))), 30_000)
 
   it.live("a watch gets every event while requests run beside it on the same client (1,500 objects of 8 KB)", () =>
     Effect.gen(function* () {

@@ -144,7 +144,7 @@ export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLim
       const controller = new AbortController()
       yield* Effect.addFinalizer(() => Effect.sync(() => controller.abort()))
       const res = yield* Effect.tryPromise({
-        try: () => fetch(url, { method: "GET", headers, dispatcher: transport.dispatcher, signal: controller.signal }),
+        try: () => fetch(url, { method: "GET", headers, dispatcher: transport.watchDispatcher, signal: controller.signal }),
         catch: (e) => errorFromFailure(req.verb, req.target, e)
       }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => timedOut(req) }))
       if (res.status !== 200 || res.body === null) {
