@@ -81,7 +81,8 @@ try {
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "ab-logs-"))
   for (let i = 0; i < runs; i++) {
     for (const c of checkouts) {
-      const label = `ab-${i}-${path.basename(c)}`
+      // Namespaces are named after it: an RFC 1123 label, whatever the checkout's directory is called.
+      const label = `ab-${i}-${path.basename(c).toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+$/, "")}`
       if (scenario === "mass") {
         const r = await effect(massDeletion(envOf.get(c)!, "ours", { pods, pools: 10, limits, label }))
         note(c, "every pool entry free after the last delete", r.poolFreedMs)
