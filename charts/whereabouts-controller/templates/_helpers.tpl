@@ -102,6 +102,7 @@ WHEREABOUTS_NAMESPACE is written by the Deployment itself (it defaults to the re
   (list "apiQps" "API_QPS")
   (list "apiBurst" "API_BURST")
   (list "requestTimeout" "REQUEST_TIMEOUT")
+  (list "http2" "HTTP2")
   (list "pageSize" "PAGE_SIZE")
   (list "reconcileSchedule" "RECONCILE_SCHEDULE")
   (list "reconcileScheduleConfigmap" "RECONCILE_SCHEDULE_CONFIGMAP")
