@@ -50,25 +50,10 @@ export interface KubeletDeps {
   /** Most plugin processes at once: two cores run the API server and the controllers too. */
   readonly pluginSlots: Effect.Semaphore
   /**
-   * IPAM settings the node adds to every NAD's for the plugin (as a node's flat file would), e.g.
+   * IPAM settings every node adds to each NAD's for the plugin (as a node's flat file would), e.g.
    * `leader_retry_period`: how often an ADD or DEL waiting for the IPAM lock looks again.
    */
   readonly pluginIpam?: Readonly<Record<string, unknown>>
-}
-
-/** A NAD's single-plugin config with `extra` under its ipam (keys the NAD sets itself win). */
-export const withIpamDefaults = (config: string, extra: Readonly<Record<string, unknown>> | undefined): string => {
-  if (extra === undefined || Object.keys(extra).length === 0) return config
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(config)
-  } catch {
-    return config // the plugin reports the broken config itself
-  }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return config
-  const conf = parsed as Record<string, unknown>
-  const ipam = typeof conf["ipam"] === "object" && conf["ipam"] !== null ? (conf["ipam"] as Record<string, unknown>) : undefined
-  return ipam === undefined ? config : JSON.stringify({ ...conf, ipam: { ...extra, ...ipam } })
 }
 
 const transient = (e: KubeError) => !["NotFound", "AlreadyExists", "Invalid", "BadRequest", "Forbidden", "Unauthorized"].includes(e.reason)
@@ -108,7 +93,7 @@ export const makeKubelet = (deps: KubeletDeps) => {
   const nodes = new Map<string, PluginNodeShape>()
   const nodeOf = (node: string): PluginNodeShape => {
     let shape = nodes.get(node)
-    if (shape === undefined) nodes.set(node, (shape = writePluginNode({ binary: deps.plugin, kubeconfig: deps.adminKubeconfig, namespace: POOLS_NAMESPACE, nodeName: node })))
+    if (shape === undefined) nodes.set(node, (shape = writePluginNode({ binary: deps.plugin, kubeconfig: deps.adminKubeconfig, namespace: POOLS_NAMESPACE, nodeName: node, ...(deps.pluginIpam === undefined ? {} : { ipamDefaults: deps.pluginIpam }) })))
     return shape
   }
   const log = (rec: PodRecord, text: string, extra: ReadonlyArray<string> = []) => deps.history.add([rec.ref, ...extra], `kubelet: ${rec.ref} ${text}`)
@@ -142,7 +127,7 @@ export const makeKubelet = (deps: KubeletDeps) => {
       const containerId = newContainerId()
       const held: Array<Held> = []
       for (const a of rec.plan.nets) {
-        const config = withIpamDefaults(yield* nadConfigOf(a.net), deps.pluginIpam)
+        const config = yield* nadConfigOf(a.net)
         const ips = yield* inSlot(
           Effect.provideService(
             pluginAdd({ podNamespace: rec.plan.namespace, podName: rec.plan.name, podUid: rec.uid ?? "", containerId, ifname: a.ifname, config }),
@@ -201,7 +186,7 @@ export const makeKubelet = (deps: KubeletDeps) => {
           log(rec, `no DEL on ${h.ifname}: ${config.left.reason === "NotFound" ? `NAD ${h.net} is gone` : config.left.message}`)
           continue
         }
-        const req = { podNamespace: rec.plan.namespace, podName: rec.plan.name, podUid: rec.uid ?? "", containerId: rec.containerId, ifname: h.ifname, config: withIpamDefaults(config.right, deps.pluginIpam) }
+        const req = { podNamespace: rec.plan.namespace, podName: rec.plan.name, podUid: rec.uid ?? "", containerId: rec.containerId, ifname: h.ifname, config: config.right }
         const done = yield* Effect.either(retryPlugin(Effect.provideService(pluginDel(req), PluginNode, nodeOf(rec.plan.node)), deadline))
         log(rec, done._tag === "Right" ? `DEL ${h.ifname} ${h.ips.join(",")}` : `DEL ${h.ifname} failed: ${done.left.message.split("\n")[0]}`, addressKeys([h]))
       }

@@ -9,7 +9,7 @@ import * as path from "node:path"
 import { ROOT } from "../lib/paths.ts"
 import { regenerate } from "../lib/report.ts"
 import { readResults, writeResults } from "../lib/results.ts"
-import { massEveryMs, PUBLISHED_AS } from "./options.ts"
+import { isPublishedAs, massEveryMs, PUBLISHED_AS } from "./options.ts"
 import type { Generation, Sample } from "./replicas.ts"
 import { rssFits, rssRows } from "./report.ts"
 
@@ -21,7 +21,7 @@ interface Kept {
 }
 
 const name = process.argv[2] ?? "soak"
-if (!(PUBLISHED_AS as ReadonlyArray<string>).includes(name)) {
+if (!isPublishedAs(name)) {
   process.stderr.write(`${name}: not a published soak (${PUBLISHED_AS.join(", ")})\n`)
   process.exit(2)
 }

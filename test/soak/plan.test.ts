@@ -5,11 +5,11 @@
  */
 import { describe, expect, it } from "vitest"
 import { FAULT_KINDS, planFaults } from "../../bench/soak/fault-plan.ts"
-import { withIpamDefaults } from "../../bench/soak/kubelet.ts"
 import { NETS } from "../../bench/soak/networks.ts"
 import { parseOptions } from "../../bench/soak/options.ts"
 import { makePlan, type PlanOptions } from "../../bench/soak/plan.ts"
 import { rngOf } from "../../bench/soak/rng.ts"
+import { pluginStdin } from "../live/support/upstream-plugin.ts"
 
 const options = (seed: number): PlanOptions => ({
   seed,
@@ -115,9 +115,9 @@ describe("options", () => {
 
   it("gives the plugin the node's IPAM settings without overriding what the NAD says", () => {
     const nad = JSON.stringify({ cniVersion: "0.3.1", name: "v4", type: "macvlan", ipam: { type: "whereabouts", range: "10.50.0.0/20", leader_lease_duration: 2000 } })
-    const out = JSON.parse(withIpamDefaults(nad, { leader_retry_period: 100, leader_lease_duration: 1500 })) as { ipam: Record<string, unknown> }
-    expect(out.ipam).toEqual({ type: "whereabouts", range: "10.50.0.0/20", leader_lease_duration: 2000, leader_retry_period: 100 })
-    expect(withIpamDefaults(nad, undefined)).toBe(nad)
-    expect(withIpamDefaults('{"name": ', { leader_retry_period: 100 })).toBe('{"name": ')
+    const out = JSON.parse(pluginStdin(nad, "/node/whereabouts.conf", { leader_retry_period: 100, leader_lease_duration: 1500 })) as { ipam: Record<string, unknown> }
+    expect(out.ipam).toEqual({ type: "whereabouts", range: "10.50.0.0/20", leader_lease_duration: 2000, leader_retry_period: 100, configuration_path: "/node/whereabouts.conf" })
+    expect(pluginStdin(nad, "/node/whereabouts.conf", {})).toBe(pluginStdin(nad, "/node/whereabouts.conf"))
+    expect(() => pluginStdin('{"name": ', "/node/whereabouts.conf", { leader_retry_period: 100 })).toThrow()
   })
 })

@@ -37,6 +37,8 @@ export interface PluginNodeShape {
   readonly flatFile: string
   /** `NODENAME` for the plugin (node-slice pools); unset when undefined. */
   readonly nodeName: string | undefined
+  /** IPAM settings this node gives every config, under the NAD's own (e.g. `leader_retry_period`). */
+  readonly ipamDefaults: Readonly<Record<string, unknown>>
 }
 
 export class PluginNode extends Context.Tag("test/live/PluginNode")<PluginNode, PluginNodeShape>() {}
@@ -46,7 +48,15 @@ export class PluginNode extends Context.Tag("test/live/PluginNode")<PluginNode, 
  * context's namespace set to `namespace`, and `whereabouts.conf` naming it. The caller removes
  * `dir` (pluginNode does it with its scope).
  */
-export const writePluginNode = (options: { readonly binary: string; readonly kubeconfig: string; readonly namespace: string; readonly nodeName?: string }): PluginNodeShape => {
+export interface PluginNodeOptions {
+  readonly binary: string
+  readonly kubeconfig: string
+  readonly namespace: string
+  readonly nodeName?: string
+  readonly ipamDefaults?: Readonly<Record<string, unknown>>
+}
+
+export const writePluginNode = (options: PluginNodeOptions): PluginNodeShape => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-plugin-"))
   const kc = parseYaml(fs.readFileSync(options.kubeconfig, "utf8")) as {
     "current-context": string
@@ -59,11 +69,11 @@ export const writePluginNode = (options: { readonly binary: string; readonly kub
   fs.writeFileSync(kubeconfig, stringifyYaml(kc), { mode: 0o600 })
   const flatFile = path.join(dir, "whereabouts.conf")
   fs.writeFileSync(flatFile, JSON.stringify({ kubernetes: { kubeconfig } }))
-  return { binary: options.binary, dir, namespace: options.namespace, flatFile, nodeName: options.nodeName }
+  return { binary: options.binary, dir, namespace: options.namespace, flatFile, nodeName: options.nodeName, ipamDefaults: options.ipamDefaults ?? {} }
 }
 
 /** writePluginNode as a layer: the temp dir is removed with the scope. */
-export const pluginNode = (options: { readonly binary: string; readonly kubeconfig: string; readonly namespace: string; readonly nodeName?: string }) =>
+export const pluginNode = (options: PluginNodeOptions) =>
   Layer.scoped(
     PluginNode,
     Effect.acquireRelease(
@@ -78,9 +88,10 @@ const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "obj
  * What the plugin reads on stdin for a NAD's `spec.config`: a single plugin config as is; from a
  * config list, the plugin whose IPAM is whereabouts, with the list's `cniVersion` and `name` (as
  * libcni builds each plugin's config). The IPAM object gets `configuration_path` pointing at the
- * node's flat file (a real node has it at one of the default paths, which tests cannot write).
+ * node's flat file (a real node has it at one of the default paths, which tests cannot write), and
+ * the node's `ipamDefaults` under the keys the NAD sets itself.
  */
-export const pluginStdin = (specConfig: string, flatFile: string): string => {
+export const pluginStdin = (specConfig: string, flatFile: string, ipamDefaults: Readonly<Record<string, unknown>> = {}): string => {
   const parsed: unknown = JSON.parse(specConfig)
   if (!isRecord(parsed)) throw new Error(`not a CNI config object: ${specConfig}`)
   const plugins = parsed["plugins"]
@@ -91,7 +102,7 @@ export const pluginStdin = (specConfig: string, flatFile: string): string => {
     conf = { ...found, cniVersion: parsed["cniVersion"], name: parsed["name"] }
   } else conf = parsed
   const ipam = isRecord(conf["ipam"]) ? conf["ipam"] : {}
-  return JSON.stringify({ ...conf, ipam: { ...ipam, configuration_path: flatFile } })
+  return JSON.stringify({ ...conf, ipam: { ...ipamDefaults, ...ipam, configuration_path: flatFile } })
 }
 
 const tail = (text: string, lines = 15) => text.trimEnd().split("\n").slice(-lines).join("\n")
@@ -157,7 +168,7 @@ const invoke = (command: "ADD" | "DEL", req: PluginRequest) =>
       CNI_ARGS: args,
       ...(node.nodeName === undefined ? {} : { NODENAME: node.nodeName })
     }
-    const stdin = yield* Effect.try({ try: () => pluginStdin(req.config, node.flatFile), catch: (e) => new UpstreamPluginError({ command, message: String(e), stderr: "" }) })
+    const stdin = yield* Effect.try({ try: () => pluginStdin(req.config, node.flatFile, node.ipamDefaults), catch: (e) => new UpstreamPluginError({ command, message: String(e), stderr: "" }) })
     const out = yield* exec(node.binary, env, stdin)
     if (out.code === 0) return out.stdout
     // A failing plugin prints a CNI error object on stdout.
