@@ -131,6 +131,8 @@ export interface MassOptions {
   /** Also sample the API server's counters every second (costly: ~2 MB of text per sample). */
   readonly serverRates?: boolean
   readonly timeoutMs?: number
+  /** Runs just before the first delete (e.g. starts a CPU profile of the API server). */
+  readonly beforeDeletes?: Effect.Effect<void>
 }
 
 export interface Rates {
@@ -201,6 +203,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         )
         const serverSampler = o.serverRates === true && o.serverCounts !== undefined ? rateSampler(async () => serverTotal(await o.serverCounts!())) : undefined
         const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
+        if (o.beforeDeletes !== undefined) yield* o.beforeDeletes
         const del = yield* deleteAll(started)
         const timeoutMs = o.timeoutMs ?? 600_000
         const freed = yield* Effect.either(

@@ -89,6 +89,14 @@ const ROWS: ReadonlyArray<OptionRow> = [
     help: "send requests over HTTP/2 where the API server offers it (one multiplexed connection); watches stay on HTTP/1.1",
     commands: live
   },
+  {
+    flag: "api-compression",
+    env: "API_COMPRESSION",
+    kind: "boolean",
+    key: "apiCompression",
+    help: "ask the API server to gzip large answers (lists, big pools): less traffic for more CPU on both ends; worth it over a slow link to the API server",
+    commands: live
+  },
   { flag: "page-size", env: "PAGE_SIZE", kind: "string", key: "pageSize", help: "objects per page of full lists: fewer requests, against more memory per page", commands: live },
   {
     flag: "reconcile-schedule",

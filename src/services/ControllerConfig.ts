@@ -25,6 +25,8 @@ export interface ControllerConfigShape {
   readonly requestTimeout: Duration.Duration
   /** Requests (watches never) over HTTP/2 where the API server takes it (live/transport.ts). */
   readonly http2: boolean
+  /** Ask for gzip-compressed answers (live/transport.ts). */
+  readonly apiCompression: boolean
   readonly pageSize: number
   /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   readonly reconcileSchedule: string | undefined
@@ -85,6 +87,7 @@ export const DEFAULTS = {
   maxInFlight: DEFAULT_IN_FLIGHT,
   requestTimeout: Duration.seconds(30),
   http2: false,
+  apiCompression: false,
   pageSize: 500,
   sweepOnStart: true,
   dryRun: false,
@@ -146,6 +149,7 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   ),
   requestTimeout: duration("REQUEST_TIMEOUT", D.requestTimeout),
   http2: Config.boolean("HTTP2").pipe(Config.withDefault(D.http2)),
+  apiCompression: Config.boolean("API_COMPRESSION").pipe(Config.withDefault(D.apiCompression)),
   pageSize: integer("PAGE_SIZE", D.pageSize, 1),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),

@@ -86,6 +86,7 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   "api-burst": 40,
   "request-timeout": "45 seconds",
   http2: true,
+  "api-compression": true,
   "page-size": 250,
   "reconcile-schedule": "@every 6h",
   "reconcile-schedule-configmap": "sweep-schedule",

@@ -114,6 +114,43 @@ describeLive("KubeApiLive on a real API server", () => {
       expect(protocols.length - opened).toBeLessThanOrEqual(1)
     }).pipe(Effect.scoped, Effect.provide(liveKubeApi())), 30_000)
 
+  it.live("answers come uncompressed unless --api-compression asks for gzip (a 200 KB pool)", () =>
+    Effect.gen(function* () {
+      // The Content-Encoding of every answer undici receives while a scope lasts.
+      const encodings = Effect.gen(function* () {
+        const seen: Array<string> = []
+        const onHeaders = (message: unknown) => {
+          const headers = (message as { readonly response: { readonly headers: ReadonlyArray<Buffer> } }).response.headers
+          let encoding = "identity"
+          for (let i = 0; i + 1 < headers.length; i += 2) if (headers[i]!.toString().toLowerCase() === "content-encoding") encoding = headers[i + 1]!.toString()
+          seen.push(encoding)
+        }
+        yield* Effect.acquireRelease(
+          Effect.sync(() => diagnostics.subscribe("undici:request:headers", onHeaders)),
+          () => Effect.sync(() => diagnostics.unsubscribe("undici:request:headers", onHeaders))
+        )
+        return seen
+      })
+      const allocations = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [String(i + 1), { id: `${"c".repeat(60)}${i}`, podref: `${ns}/big-${i}`, ifname: "net1" }]))
+      const big = yield* KubeApi.pipe(
+        Effect.tap(() => setup),
+        Effect.flatMap((api) => api.create(R.IPPools, ns, poolObject(ns, "compressed", "10.22.0.0/20", allocations))),
+        Effect.provide(liveKubeApi())
+      )
+      expect(JSON.stringify(big).length).toBeGreaterThan(200_000)
+      const read = (compression: boolean) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const seen = yield* encodings
+            const pool = yield* Effect.flatMap(KubeApi, (api) => api.get(R.IPPools, ns, "compressed"))
+            expect(Object.keys((pool.spec as { allocations: object }).allocations)).toHaveLength(2_000)
+            return seen
+          }).pipe(Effect.provide(liveKubeApi({ apiCompression: compression })))
+        )
+      expect(yield* read(false)).toEqual(["identity"])
+      expect(yield* read(true)).toEqual(["gzip"])
+    }), 30_000)
+
   it.live("with --http2, requests go over one h2 connection and watches stay on HTTP/1.1", () =>
     Effect.gen(function* () {
       const protocols = yield* connectedProtocols

@@ -100,8 +100,8 @@ export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLim
         ...auth,
         Accept: req.accept ?? "application/json",
         "User-Agent": USER_AGENT,
-        // As client-go: the server compresses large answers (lists of big pools) when asked.
-        "Accept-Encoding": "gzip",
+        // Only when asked: the server compresses large answers then, at a CPU cost on both ends.
+        "Accept-Encoding": transport.compression ? "gzip" : "identity",
         ...(req.body === undefined ? {} : { "Content-Type": req.contentType ?? "application/json" })
       }))
     )

@@ -72,6 +72,8 @@ export interface Transport {
   readonly watchDispatcher: Dispatcher
   /** Auth headers for one request (bearer, exec or token-file credentials, refreshed by client-node). */
   readonly headers: (url: string, method: HttpMethod) => Promise<Record<string, string>>
+  /** Ask for gzip-compressed answers (TransportOptions.compression). */
+  readonly compression: boolean
 }
 
 interface TlsOptions {
@@ -106,13 +108,21 @@ const connectionOptions = (resolved: ResolvedKubeConfig): Effect.Effect<TlsOptio
 export interface TransportOptions {
   /** Requests (not watches) over HTTP/2 where the server takes it: one multiplexed connection. */
   readonly http2: boolean
+  /**
+   * Ask the API server to gzip large answers (it compresses those over 128 KiB: lists, big pools).
+   * Less traffic for CPU on both ends: worth it over a slow link, a cost next to the API server.
+   */
+  readonly compression: boolean
 }
 
 /**
  * The transport of a resolved kubeconfig: keep-alive Agents, closed with the scope — one for
  * everything, or with `http2` one that offers h2 for requests and one on HTTP/1.1 for watches.
  */
-export const makeTransport = (resolved: ResolvedKubeConfig, transportOptions: TransportOptions = { http2: false }): Effect.Effect<Transport, KubeConfigError, Scope.Scope> =>
+export const makeTransport = (
+  resolved: ResolvedKubeConfig,
+  transportOptions: TransportOptions = { http2: false, compression: false }
+): Effect.Effect<Transport, KubeConfigError, Scope.Scope> =>
   Effect.gen(function* () {
     const tls = yield* connectionOptions(resolved)
     const cluster = resolved.kc.getCurrentCluster()!
@@ -145,7 +155,7 @@ export const makeTransport = (resolved: ResolvedKubeConfig, transportOptions: Tr
       await resolved.kc.applySecurityAuthentication(ctx)
       return ctx.getHeaders()
     }
-    return { server, dispatcher, watchDispatcher, headers }
+    return { server, dispatcher, watchDispatcher, headers, compression: transportOptions.compression }
   })
 
 /** The client-side limit of API requests: the shared token bucket (TokenBucket.ts). */

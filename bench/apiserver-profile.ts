@@ -1,0 +1,58 @@
+/**
+ * Where kube-apiserver spends its CPU while the controller frees a mass deletion: the headline
+ * scenario of `npm run bench:apiserver` (PROFILE_PODS, 5,000, pods × 2 interfaces over 10 pools,
+ * shipped defaults), with a Go CPU profile of the API server (its /debug/pprof/profile, on by
+ * default) taken from the first delete for PROFILE_SECONDS (60). Prints the run's figures, then
+ * `go tool pprof -top` by cumulative time; the profile stays in the printed file for more views
+ * (`go tool pprof -http` and so on). Evidence for BENCHMARKS.md prose; not a benchmark command.
+ *
+ *   node bench/apiserver-profile.ts
+ */
+import { execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Cause, Effect } from "effect"
+import { startBenchPlane } from "./lib/controlplane.ts"
+import { apiserverEnv, SHIPPED } from "./lib/env.ts"
+import { driverLayer } from "./lib/live.ts"
+import { massDeletion } from "./lib/scenarios.ts"
+
+const pods = Number(process.env["PROFILE_PODS"] ?? 5_000)
+const seconds = Number(process.env["PROFILE_SECONDS"] ?? 60)
+const out = fs.mkdtempSync(path.join(os.tmpdir(), "apiserver-profile-"))
+const profile = path.join(out, "kube-apiserver.pprof")
+const log = (line: string) => process.stderr.write(`[apiserver-profile] ${line}\n`)
+
+const plane = await startBenchPlane()
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
+try {
+  let capture: Promise<number> | undefined
+  const startProfile = Effect.sync(() => {
+    log(`profiling kube-apiserver for ${seconds} s from the first delete`)
+    const ca = path.join(out, "ca.crt")
+    fs.writeFileSync(ca, plane.caPem)
+    const curl = spawn("curl", ["-sS", "--fail", "--cacert", ca, "-H", `Authorization: Bearer ${plane.token}`, "-o", profile, `${plane.server}/debug/pprof/profile?seconds=${seconds}`], {
+      stdio: ["ignore", "inherit", "inherit"]
+    })
+    capture = new Promise((resolve) => curl.on("exit", (code) => resolve(code ?? 1)))
+  })
+  const { env } = apiserverEnv(plane)
+  const r = await Effect.runPromise(
+    Effect.scoped(massDeletion(env, "ours", { pods, pools: 10, perPod: 2, limits: SHIPPED, label: "profile", beforeDeletes: startProfile })).pipe(
+      Effect.provide(driverLayer(plane)),
+      Effect.catchAllCause((c) => Effect.die(new Error(Cause.pretty(c))))
+    )
+  )
+  process.stdout.write(
+    `${pods} pods × 2: deletes ${(r.deleteWindowMs / 1000).toFixed(1)} s, all free ${(Math.max(r.poolFreedMs, r.reservationsFreedMs) / 1000).toFixed(2)} s, Events ${(r.reconciledMs / 1000).toFixed(2)} s after the last delete; CPU s ${JSON.stringify(r.cpu)}\n`
+  )
+  process.stdout.write(`calls ${JSON.stringify(r.calls)}\n`)
+  if (capture === undefined || (await capture) !== 0) throw new Error("the profile was not taken")
+  const binary = path.join(plane.assets, "kube-apiserver")
+  process.stdout.write(`profile: ${profile} (binary ${binary})\n`)
+  process.stdout.write(execFileSync("go", ["tool", "pprof", "-top", "-cum", "-nodecount=60", binary, profile], { encoding: "utf8", maxBuffer: 64 << 20 }))
+} finally {
+  await plane.stop()
+}
+process.exit(0)

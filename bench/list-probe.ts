@@ -1,0 +1,86 @@
+/**
+ * Where an informer sync of the steady world's pods spends its time: builds the world of
+ * `npm run bench:apiserver`'s RSS row (PROBE_PODS, 10,000), then syncs the pod informer (ours,
+ * KubeApiLive, no client cap) at page sizes given as arguments (default 500), with and without
+ * --api-compression (PROBE_COMPRESSION), alternating, PROBE_RUNS (3) times each; per sync: wall
+ * time, this process's CPU and kube-apiserver's CPU.
+ *
+ *   node bench/list-probe.ts [pageSize ...]
+ *   PROBE_PROFILE=1: one more sync at the first page size under a V8 CPU profile of this
+ *   process, summarized by function and package (where the client's time goes).
+ */
+import * as fs from "node:fs"
+import { Session } from "node:inspector/promises"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Effect, Layer } from "effect"
+import { summarize } from "./lib/cpuprofile.ts"
+import { cpuSeconds, planePids, startBenchPlane } from "./lib/controlplane.ts"
+import { driverLayer } from "./lib/live.ts"
+import { buildSteadyWorld } from "./lib/rssworld.ts"
+import { layerWith } from "../src/services/ControllerConfig.ts"
+import { layerLive } from "../src/services/KubeApiLive.ts"
+import { makeInformer } from "../src/services/Informer.ts"
+import * as R from "../src/services/resources.ts"
+import { podRef, projectPod } from "../src/domain/pod.ts"
+
+const sizes = process.argv.slice(2).map(Number)
+/** PROBE_COMPRESSION: off, on, or both (alternating, the default). */
+const compressions = { off: [false], on: [true], both: [false, true] }[process.env["PROBE_COMPRESSION"] ?? "both"]
+if (compressions === undefined) throw new Error("PROBE_COMPRESSION: off, on or both")
+if (sizes.length === 0) sizes.push(500)
+const pods = Number(process.env["PROBE_PODS"] ?? 10_000)
+const runs = Number(process.env["PROBE_RUNS"] ?? 3)
+const log = (line: string) => process.stderr.write(`[list-probe] ${line}\n`)
+const plane = await startBenchPlane()
+try {
+  const world = await Effect.runPromise(buildSteadyWorld(plane, pods, 10, 5).pipe(Effect.provide(driverLayer(plane))))
+  log(`world built in ${Math.round(world.ms / 1000)} s`)
+  const layerFor = (apiCompression: boolean) => layerLive.pipe(Layer.provide(layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0, apiCompression })), Layer.orDie)
+  const apiserver = planePids(plane).apiserver!
+  const results = new Map<string, Array<string>>()
+  const sync = (pageSize: number, compression: boolean) =>
+    Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const informer = yield* makeInformer({ resource: R.Pods, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion, pageSize })
+          yield* informer.awaitSynced
+          return informer.size()
+        })
+      ).pipe(Effect.provide(layerFor(compression)))
+    )
+  for (let i = 0; i < runs; i++) {
+    for (const pageSize of sizes) for (const compression of compressions) {
+      const cpu0 = process.cpuUsage()
+      const s0 = cpuSeconds(apiserver)
+      const t = performance.now()
+      const n = await sync(pageSize, compression)
+      const ms = performance.now() - t
+      const cpu = process.cpuUsage(cpu0)
+      const line = `${Math.round(ms)} ms (client CPU ${((cpu.user + cpu.system) / 1e6).toFixed(2)} s, apiserver CPU ${(cpuSeconds(apiserver) - s0).toFixed(2)} s, ${n} pods)`
+      const key = `page ${pageSize}, compression ${compression ? "on" : "off"}`
+      results.set(key, [...(results.get(key) ?? []), line])
+      log(`${key}: ${line}`)
+    }
+  }
+  if (process.env["PROBE_PROFILE"] === "1") {
+    const session = new Session()
+    session.connect()
+    await session.post("Profiler.enable")
+    await session.post("Profiler.start")
+    await sync(sizes[0]!, compressions[0]!)
+    const { profile } = await session.post("Profiler.stop")
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "list-probe-")), "sync.cpuprofile")
+    fs.writeFileSync(file, JSON.stringify(profile))
+    const s = summarize(file, 25)
+    process.stdout.write(`profile ${file}: ${Math.round(s.totalMs)} ms, idle ${Math.round(s.idleMs)} ms\n`)
+    for (const f of s.byFunction) process.stdout.write(`  ${f.fn}: ${Math.round(f.ms)} ms (${f.pct.toFixed(1)} %)\n`)
+    for (const p of s.byPackage) process.stdout.write(`  [${p.pkg}]: ${Math.round(p.ms)} ms (${p.pct.toFixed(1)} %)\n`)
+  }
+  for (const [key, lines] of results) {
+    const median = [...lines.map((l) => Number(l.split(" ")[0]))].sort((a, b) => a - b)[Math.floor(lines.length / 2)]
+    process.stdout.write(`${key}: median ${median} ms\n${lines.map((l) => `  ${l}`).join("\n")}\n`)
+  }
+} finally {
+  await plane.stop()
+}
