@@ -2,23 +2,27 @@
  * Where kube-apiserver spends its CPU while the controller frees a mass deletion: the headline
  * scenario of `npm run bench:apiserver` (PROFILE_PODS, 5,000, pods × 2 interfaces over 10 pools,
  * shipped defaults), with a Go CPU profile of the API server (its /debug/pprof/profile, on by
- * default) taken from the first delete for PROFILE_SECONDS (60). Prints the run's figures, then
+ * default) taken from the first delete for PROFILE_SECONDS (60). `single` profiles its single
+ * deletions at 50/s instead (PROFILE_PODS, 1,000, one interface each, over 10 pools). Prints the run's figures, then
  * `go tool pprof -top` by cumulative time; the profile stays in the printed file for more views
  * (`go tool pprof -http` and so on). Evidence for BENCHMARKS.md prose; not a benchmark command.
  *
- *   node bench/apiserver-profile.ts
+ *   node bench/apiserver-profile.ts [mass|single]
  */
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Cause, Effect } from "effect"
+import { Cause, Effect, type Scope } from "effect"
+import type { KubeApi } from "../src/services/KubeApi.ts"
 import { startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, SHIPPED } from "./lib/env.ts"
 import { driverLayer } from "./lib/live.ts"
-import { massDeletion } from "./lib/scenarios.ts"
+import { massDeletion, singleDeletions } from "./lib/scenarios.ts"
 
-const pods = Number(process.env["PROFILE_PODS"] ?? 5_000)
+const scenario = process.argv[2] ?? "mass"
+if (scenario !== "mass" && scenario !== "single") throw new Error("usage: node bench/apiserver-profile.ts [mass|single]")
+const pods = Number(process.env["PROFILE_PODS"] ?? (scenario === "mass" ? 5_000 : 1_000))
 const seconds = Number(process.env["PROFILE_SECONDS"] ?? 60)
 const out = fs.mkdtempSync(path.join(os.tmpdir(), "apiserver-profile-"))
 const profile = path.join(out, "kube-apiserver.pprof")
@@ -38,16 +42,22 @@ try {
     capture = new Promise((resolve) => curl.on("exit", (code) => resolve(code ?? 1)))
   })
   const { env } = apiserverEnv(plane)
-  const r = await Effect.runPromise(
-    Effect.scoped(massDeletion(env, "ours", { pods, pools: 10, perPod: 2, limits: SHIPPED, label: "profile", beforeDeletes: startProfile })).pipe(
-      Effect.provide(driverLayer(plane)),
-      Effect.catchAllCause((c) => Effect.die(new Error(Cause.pretty(c))))
+  const measured = (e: Effect.Effect<string, Error, KubeApi | Scope.Scope>) =>
+    Effect.runPromise(Effect.scoped(e).pipe(Effect.provide(driverLayer(plane)), Effect.catchAllCause((c) => Effect.die(new Error(Cause.pretty(c))))))
+  process.stdout.write(
+    await measured(
+      scenario === "mass"
+        ? Effect.map(
+            massDeletion(env, "ours", { pods, pools: 10, perPod: 2, limits: SHIPPED, label: "profile", beforeDeletes: startProfile }),
+            (r) =>
+              `${pods} pods × 2: deletes ${(r.deleteWindowMs / 1000).toFixed(1)} s, all free ${(Math.max(r.poolFreedMs, r.reservationsFreedMs) / 1000).toFixed(2)} s, Events ${(r.reconciledMs / 1000).toFixed(2)} s after the last delete; CPU s ${JSON.stringify(r.cpu)}\ncalls ${JSON.stringify(r.calls)}\n`
+          )
+        : Effect.map(
+            singleDeletions(env, "ours", { pods, pools: 10, rate: 50, limits: SHIPPED, label: "profile", beforeDeletes: startProfile }),
+            (r) => `${pods} pods at 50/s: pool entry p50 ${Math.round(r.pool.p50)} ms, p99 ${Math.round(r.pool.p99)} ms; CPU s ${JSON.stringify(r.cpu)}\ncalls ${JSON.stringify(r.calls)}\n`
+          )
     )
   )
-  process.stdout.write(
-    `${pods} pods × 2: deletes ${(r.deleteWindowMs / 1000).toFixed(1)} s, all free ${(Math.max(r.poolFreedMs, r.reservationsFreedMs) / 1000).toFixed(2)} s, Events ${(r.reconciledMs / 1000).toFixed(2)} s after the last delete; CPU s ${JSON.stringify(r.cpu)}\n`
-  )
-  process.stdout.write(`calls ${JSON.stringify(r.calls)}\n`)
   if (capture === undefined || (await capture) !== 0) throw new Error("the profile was not taken")
   const binary = path.join(plane.assets, "kube-apiserver")
   process.stdout.write(`profile: ${profile} (binary ${binary})\n`)

@@ -262,6 +262,8 @@ export interface SingleOptions {
   readonly timeoutMs?: number
   /** Whereabouts interfaces per pod (default 1). */
   readonly perPod?: number
+  /** Runs just before the first delete (e.g. starts a CPU profile of the API server). */
+  readonly beforeDeletes?: Effect.Effect<void>
 }
 
 export interface SingleRun {
@@ -349,6 +351,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         const cpu0 = env.cpu(c)
         const issued: Array<number> = []
         const lag: Array<number> = []
+        if (o.beforeDeletes !== undefined) yield* o.beforeDeletes
         const t0 = performance.now() + 100
         const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
         const answered: Array<number> = []
