@@ -332,7 +332,7 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       expect(fake.connections - before).toBeLessThanOrEqual(4)
     }).pipe(Effect.provide(fakeApi())))
 
-  it.live("asks for gzip and reads a gzipped answer (the API server compresses large ones)", () =>
+  it.live("with --api-compression, asks for gzip and reads a gzipped answer (the API server compresses large ones)", () =>
     Effect.gen(function* () {
       const list = { kind: "PodList", metadata: { resourceVersion: "9" }, items: Array.from({ length: 50 }, (_, i) => ({ metadata: { name: `p${i}` } })) }
       serve((req, res) => {
@@ -343,6 +343,19 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       const page = yield* api.list(R.Pods, "ns")
       expect(page.items.map((p) => p.metadata.name)).toEqual(list.items.map((p) => p.metadata.name))
       expect(page.resourceVersion).toBe("9")
+    }).pipe(Effect.provide(fakeApi({ apiCompression: true }))))
+
+  it.live("without --api-compression, asks for answers uncompressed (Accept-Encoding: identity)", () =>
+    Effect.gen(function* () {
+      const asked: Array<string> = []
+      serve((req, res) => {
+        asked.push(String(req.headers["accept-encoding"]))
+        json(res, 200, { kind: "PodList", metadata: { resourceVersion: "9" }, items: [] })
+      })
+      const api = yield* KubeApi
+      yield* api.list(R.Pods, "ns")
+      yield* Effect.either(api.get(R.Pods, "ns", "p"))
+      expect(asked).toEqual(["identity", "identity"])
     }).pipe(Effect.provide(fakeApi())))
 
   it.live("a Status body becomes the detail; no answer within requestTimeout is a Timeout; a closed port is Unavailable", () =>
