@@ -57,16 +57,44 @@ const installExitHook = () => {
   })
 }
 
-/** A free TCP port on loopback (the listener is closed again before it is used). */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
+/** Whether a TCP port on loopback can be bound now; 0 asks the kernel for any, and yields it. */
+const bindable = (port: number): Promise<number | undefined> =>
+  new Promise((resolve) => {
     const srv = net.createServer()
-    srv.once("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
+    srv.once("error", () => resolve(undefined))
+    srv.listen(port, "127.0.0.1", () => {
       const address = srv.address()
-      srv.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
+      srv.close(() => resolve(typeof address === "object" && address !== null ? address.port : undefined))
     })
   })
+
+/** The first port of the kernel's ephemeral range (what outgoing connections draw from). */
+const ephemeralFloor = (): number => {
+  try {
+    const first = Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0])
+    return Number.isInteger(first) && first > 2_048 ? first : 32_768
+  } catch {
+    return 32_768
+  }
+}
+
+/**
+ * A free TCP port on loopback (the listener is closed again before it is used). Drawn at random
+ * below the ephemeral range, so an outgoing connection cannot take it before its user binds it
+ * (the kernel's own pick, port 0, comes from that range); the kernel's pick only when ten tries
+ * found nothing free there.
+ */
+export const freePort = async (): Promise<number> => {
+  const floor = ephemeralFloor()
+  const low = Math.max(1_025, floor - 12_000)
+  for (let i = 0; i < 10; i++) {
+    const port = await bindable(low + Math.floor(Math.random() * (floor - low)))
+    if (port !== undefined) return port
+  }
+  const any = await bindable(0)
+  if (any === undefined) throw new Error("no free port on 127.0.0.1")
+  return any
+}
 
 const tail = (file: string, lines: number): string => {
   try {
@@ -188,8 +216,8 @@ const PORT_ATTEMPTS = 3
 /**
  * Starts etcd and kube-apiserver from `assets` (a dir with both binaries) under `dir` (created,
  * and removed by `stop`). Resolves once /readyz is ok and the kubeconfig is written. A port picked
- * free can be taken before etcd or the API server binds it (freePort's ports are in the ephemeral
- * range every outgoing connection draws from): then it starts again on fresh ports.
+ * free can still be taken before etcd or the API server binds it (another test process may draw
+ * the same one): then it starts again on fresh ports.
  */
 export const startControlPlane = async (dir: string, assets: string): Promise<ControlPlane> => {
   for (let attempt = 1; ; attempt++) {
