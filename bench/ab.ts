@@ -22,12 +22,11 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Cause, Effect, type Scope } from "effect"
-import type { KubeApi } from "../src/services/KubeApi.ts"
+import { Effect } from "effect"
 import { startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
-import { driverLayer } from "./lib/live.ts"
+import { driverLayer, runOver } from "./lib/live.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { massDeletion, singleDeletions } from "./lib/scenarios.ts"
@@ -60,13 +59,7 @@ const plane = await startBenchPlane()
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
 try {
   const driver = driverLayer(plane)
-  const effect = <A>(e: Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> =>
-    Effect.runPromise(
-      Effect.scoped(e).pipe(
-        Effect.provide(driver),
-        Effect.catchAllCause((c: Cause.Cause<Error>) => Effect.die(new Error(Cause.pretty(c))))
-      ) as Effect.Effect<A, never, never>
-    )
+  const effect = runOver(driver)
   const envOf = new Map<string, BenchEnv>(checkouts.map((c) => [c, apiserverEnv(plane, { oursScript: path.join(c, "src/programs/main.ts") }).env]))
   const image = imageNodeFlags()
   const bundles = new Map<string, string>()

@@ -13,11 +13,10 @@ import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Cause, Effect, type Scope } from "effect"
-import type { KubeApi } from "../src/services/KubeApi.ts"
+import { Effect } from "effect"
 import { startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, SHIPPED } from "./lib/env.ts"
-import { driverLayer } from "./lib/live.ts"
+import { driverLayer, runOver } from "./lib/live.ts"
 import { massDeletion, singleDeletions } from "./lib/scenarios.ts"
 
 const scenario = process.argv[2] ?? "mass"
@@ -42,8 +41,7 @@ try {
     capture = new Promise((resolve) => curl.on("exit", (code) => resolve(code ?? 1)))
   })
   const { env } = apiserverEnv(plane)
-  const measured = (e: Effect.Effect<string, Error, KubeApi | Scope.Scope>) =>
-    Effect.runPromise(Effect.scoped(e).pipe(Effect.provide(driverLayer(plane)), Effect.catchAllCause((c) => Effect.die(new Error(Cause.pretty(c))))))
+  const measured = runOver(driverLayer(plane))
   process.stdout.write(
     await measured(
       scenario === "mass"

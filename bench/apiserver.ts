@@ -15,14 +15,14 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Cause, Effect, Layer, type Scope } from "effect"
+import { Effect, Layer, type Scope } from "effect"
 import { DEFAULT_IN_FLIGHT, type FlowKind } from "../src/domain/api-flow.ts"
 import * as ControllerConfig from "../src/services/ControllerConfig.ts"
 import { KubeApi } from "../src/services/KubeApi.ts"
 import { layerLive } from "../src/services/KubeApiLive.ts"
 import { type BenchPlane, etcdVersion, startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
-import { apiserverRequests, driverLayer } from "./lib/live.ts"
+import { apiserverRequests, driverLayer, runOver } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
 import { sum } from "./lib/prom.ts"
@@ -62,13 +62,8 @@ const { env, logDir } = apiserverEnv(plane)
 log(`contender logs in ${logDir}`)
 const serverCounts = () => apiserverRequests(plane)
 const driver = driverLayer(plane)
-const run = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> =>
-  Effect.runPromise(
-    Effect.scoped(f(env)).pipe(
-      Effect.provide(driver),
-      Effect.catchAllCause((cause) => Effect.die(new Error(Cause.pretty(cause))))
-    )
-  )
+const overDriver = runOver(driver)
+const run = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> => overDriver(f(env))
 
 const rows: Array<Row> = []
 const sections: Array<Section> = []

@@ -20,9 +20,7 @@ import { driverLayer } from "./lib/live.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { layerWith } from "../src/services/ControllerConfig.ts"
 import { layerLive } from "../src/services/KubeApiLive.ts"
-import { makeInformer } from "../src/services/Informer.ts"
-import * as R from "../src/services/resources.ts"
-import { podRef, projectPod } from "../src/domain/pod.ts"
+import { informerSync } from "./lib/scenarios.ts"
 
 const sizes = process.argv.slice(2).map(Number)
 /** PROBE_COMPRESSION: off, on, or both (alternating, the default). */
@@ -39,16 +37,7 @@ try {
   const layerFor = (apiCompression: boolean) => layerLive.pipe(Layer.provide(layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0, apiCompression })), Layer.orDie)
   const apiserver = planePids(plane).apiserver!
   const results = new Map<string, Array<string>>()
-  const sync = (pageSize: number, compression: boolean) =>
-    Effect.runPromise(
-      Effect.scoped(
-        Effect.gen(function* () {
-          const informer = yield* makeInformer({ resource: R.Pods, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion, pageSize })
-          yield* informer.awaitSynced
-          return informer.size()
-        })
-      ).pipe(Effect.provide(layerFor(compression)))
-    )
+  const sync = (pageSize: number, compression: boolean) => Effect.runPromise(Effect.map(informerSync("ours", pageSize), (r) => r.pods).pipe(Effect.provide(layerFor(compression))))
   for (let i = 0; i < runs; i++) {
     for (const pageSize of sizes) for (const compression of compressions) {
       const cpu0 = process.cpuUsage()

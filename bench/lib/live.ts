@@ -2,7 +2,7 @@
  * The benchmark's own access to a real API server (no client-side limit, not counted in any
  * contender's metrics), the apiserver's own request counters, and a per-second request sampler.
  */
-import { Duration, Effect, Layer } from "effect"
+import { Cause, Duration, Effect, Layer, type Scope } from "effect"
 import { layerWith } from "../../src/services/ControllerConfig.ts"
 import { KubeApi, type KubeApiShape } from "../../src/services/KubeApi.ts"
 import { layerLive } from "../../src/services/KubeApiLive.ts"
@@ -12,6 +12,17 @@ import { parseProm, type Sample } from "./prom.ts"
 /** KubeApi for the benchmark driver: admin kubeconfig, no rate limit. */
 export const driverLayer = (plane: BenchPlane): Layer.Layer<KubeApi> =>
   layerLive.pipe(Layer.provide(layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0, requestTimeout: Duration.seconds(120) })), Layer.orDie)
+
+/** Runs a scenario scoped, over `driver`, as a promise; a failure rejects with its pretty cause. */
+export const runOver =
+  (driver: Layer.Layer<KubeApi>) =>
+  <A>(effect: Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> =>
+    Effect.runPromise(
+      Effect.scoped(effect).pipe(
+        Effect.provide(driver),
+        Effect.catchAllCause((cause) => Effect.die(new Error(Cause.pretty(cause))))
+      )
+    )
 
 /** `apiserver_request_total` as the API server counts it. */
 export const apiserverRequests = (plane: BenchPlane): Promise<ReadonlyArray<Sample>> =>

@@ -450,13 +450,13 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
   }).pipe(Effect.mapError((e) => (e instanceof Error ? e : new Error(String(e)))))
 
 /** List + watch of every pod until synced, caching projections (ours) or whole objects (baseline); ms. */
-export const informerSync = (kind: Kind) =>
+export const informerSync = (kind: Kind, pageSize?: number) =>
   Effect.scoped(
     Effect.gen(function* () {
       const t = performance.now()
       const informer =
         kind === "ours"
-          ? yield* makeInformer({ resource: R.Pods, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion })
+          ? yield* makeInformer({ resource: R.Pods, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion, ...(pageSize === undefined ? {} : { pageSize }) })
           : yield* makeInformer<KubeObject>({
               resource: R.Pods,
               transform: (o) => o,

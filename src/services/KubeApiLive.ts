@@ -40,6 +40,18 @@ export interface LiveOptions {
   readonly requestTimeout: Duration.DurationInput
 }
 
+/** A list answer as ListResult: its items typed, the continue token when there is one. */
+const listResult = (r: Resource, target: string, u: unknown): Effect.Effect<ListResult, KubeError> => {
+  const meta = isObject(u) && isObject(u["metadata"]) ? u["metadata"] : undefined
+  const items = isObject(u) ? u["items"] : undefined
+  if (meta === undefined || !(Array.isArray(items) || items === null)) return Effect.fail(malformed("list", target, "expected a list"))
+  return Effect.succeed({
+    items: (items ?? []).filter(isKubeObject).map((o) => withTypeMeta(r, o)),
+    resourceVersion: typeof meta["resourceVersion"] === "string" ? meta["resourceVersion"] : "",
+    continue: typeof meta["continue"] === "string" && meta["continue"] !== "" ? meta["continue"] : undefined
+  })
+}
+
 /** KubeApi over a transport; every request and every watch start passes the limiter. */
 export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOptions): KubeApiShape => {
   const { send, watch } = makeRequester(transport, limiter, requestTimeout)
@@ -62,17 +74,7 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
         query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector },
         ...acceptFor(options, true)
       }
-      return Effect.flatMap(send(req), (u): Effect.Effect<ListResult, KubeError> => {
-        const meta = isObject(u) && isObject(u["metadata"]) ? u["metadata"] : undefined
-        const items = isObject(u) ? u["items"] : undefined
-        if (meta === undefined || !(Array.isArray(items) || items === null)) return Effect.fail(malformed("list", req.target, "expected a list"))
-        const cont = typeof meta["continue"] === "string" && meta["continue"] !== "" ? meta["continue"] : undefined
-        return Effect.succeed({
-          items: (items ?? []).filter(isKubeObject).map((o) => withTypeMeta(r, o)),
-          resourceVersion: typeof meta["resourceVersion"] === "string" ? meta["resourceVersion"] : "",
-          continue: cont
-        })
-      })
+      return Effect.flatMap(send(req), (u) => listResult(r, req.target, u))
     },
 
     create: (r, ns, o) =>
@@ -86,9 +88,14 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
 
     patch: (r, ns, name, p, options) =>
       object(
-        p.type === "json"
-          ? { verb: "patch", target: targetOf(r, ns, name), method: "PATCH", path: resourcePath(r, ns, name), body: p.ops, contentType: "application/json-patch+json", ...acceptFor(options) }
-          : { verb: "patch", target: targetOf(r, ns, name), method: "PATCH", path: resourcePath(r, ns, name), body: p.body, contentType: "application/merge-patch+json", ...acceptFor(options) },
+        {
+          verb: "patch",
+          target: targetOf(r, ns, name),
+          method: "PATCH",
+          path: resourcePath(r, ns, name),
+          ...(p.type === "json" ? { body: p.ops, contentType: "application/json-patch+json" } : { body: p.body, contentType: "application/merge-patch+json" }),
+          ...acceptFor(options)
+        },
         r
       ),
 

@@ -68,14 +68,19 @@ const bindable = (port: number): Promise<number | undefined> =>
     })
   })
 
-/** The first port of the kernel's ephemeral range (what outgoing connections draw from). */
-const ephemeralFloor = (): number => {
+/**
+ * Where freePort draws from: [low, high), the 12,000 ports below the kernel's ephemeral range
+ * (what outgoing connections draw from), read from /proc (32768 when it cannot be read).
+ */
+export const freePortRange = (): { readonly low: number; readonly high: number } => {
+  let high = 32_768
   try {
     const first = Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0])
-    return Number.isInteger(first) && first > 2_048 ? first : 32_768
+    if (Number.isInteger(first) && first > 2_048) high = first
   } catch {
-    return 32_768
+    // not Linux: the default range's floor
   }
+  return { low: Math.max(1_025, high - 12_000), high }
 }
 
 /**
@@ -85,10 +90,9 @@ const ephemeralFloor = (): number => {
  * found nothing free there.
  */
 export const freePort = async (): Promise<number> => {
-  const floor = ephemeralFloor()
-  const low = Math.max(1_025, floor - 12_000)
+  const { low, high } = freePortRange()
   for (let i = 0; i < 10; i++) {
-    const port = await bindable(low + Math.floor(Math.random() * (floor - low)))
+    const port = await bindable(low + Math.floor(Math.random() * (high - low)))
     if (port !== undefined) return port
   }
   const any = await bindable(0)

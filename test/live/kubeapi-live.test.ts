@@ -11,15 +11,27 @@ import * as R from "../../src/services/resources.ts"
 import { namespaceObject, poolObject } from "../support/objects.ts"
 import { describeLive, liveKubeApi, runningEnvtest, startApiServer, stopApiServer, uniqueNamespace } from "../support/live.ts"
 
+/** What `read` makes of every message on an undici diagnostics channel while the scope lasts, in order. */
+const onChannel = <A>(channel: string, read: (message: unknown) => A) =>
+  Effect.gen(function* () {
+    const seen: Array<A> = []
+    const onMessage = (message: unknown) => void seen.push(read(message))
+    yield* Effect.acquireRelease(
+      Effect.sync(() => diagnostics.subscribe(channel, onMessage)),
+      () => Effect.sync(() => diagnostics.unsubscribe(channel, onMessage))
+    )
+    return seen
+  })
+
 /** The ALPN protocol of every connection undici opens while the scope lasts, in order. */
-const connectedProtocols = Effect.gen(function* () {
-  const protocols: Array<string | false | null> = []
-  const onConnected = (message: unknown) => void protocols.push((message as { readonly socket: tls.TLSSocket }).socket.alpnProtocol)
-  yield* Effect.acquireRelease(
-    Effect.sync(() => diagnostics.subscribe("undici:client:connected", onConnected)),
-    () => Effect.sync(() => diagnostics.unsubscribe("undici:client:connected", onConnected))
-  )
-  return protocols
+const connectedProtocols = onChannel("undici:client:connected", (message): string | false | null => (message as { readonly socket: tls.TLSSocket }).socket.alpnProtocol)
+
+/** The Content-Encoding of every answer undici receives while the scope lasts. */
+const answerEncodings = onChannel("undici:request:headers", (message) => {
+  const headers = (message as { readonly response: { readonly headers: ReadonlyArray<Buffer> } }).response.headers
+  let encoding = "identity"
+  for (let i = 0; i + 1 < headers.length; i += 2) if (headers[i]!.toString().toLowerCase() === "content-encoding") encoding = headers[i + 1]!.toString()
+  return encoding
 })
 
 describeLive("KubeApiLive on a real API server", () => {
@@ -116,21 +128,6 @@ describeLive("KubeApiLive on a real API server", () => {
 
   it.live("answers come uncompressed unless --api-compression asks for gzip (a 200 KB pool)", () =>
     Effect.gen(function* () {
-      // The Content-Encoding of every answer undici receives while a scope lasts.
-      const encodings = Effect.gen(function* () {
-        const seen: Array<string> = []
-        const onHeaders = (message: unknown) => {
-          const headers = (message as { readonly response: { readonly headers: ReadonlyArray<Buffer> } }).response.headers
-          let encoding = "identity"
-          for (let i = 0; i + 1 < headers.length; i += 2) if (headers[i]!.toString().toLowerCase() === "content-encoding") encoding = headers[i + 1]!.toString()
-          seen.push(encoding)
-        }
-        yield* Effect.acquireRelease(
-          Effect.sync(() => diagnostics.subscribe("undici:request:headers", onHeaders)),
-          () => Effect.sync(() => diagnostics.unsubscribe("undici:request:headers", onHeaders))
-        )
-        return seen
-      })
       const allocations = Object.fromEntries(Array.from({ length: 2_000 }, (_, i) => [String(i + 1), { id: `${"c".repeat(60)}${i}`, podref: `${ns}/big-${i}`, ifname: "net1" }]))
       const big = yield* KubeApi.pipe(
         Effect.tap(() => setup),
@@ -141,7 +138,7 @@ describeLive("KubeApiLive on a real API server", () => {
       const read = (compression: boolean) =>
         Effect.scoped(
           Effect.gen(function* () {
-            const seen = yield* encodings
+            const seen = yield* answerEncodings
             const pool = yield* Effect.flatMap(KubeApi, (api) => api.get(R.IPPools, ns, "compressed"))
             expect(Object.keys((pool.spec as { allocations: object }).allocations)).toHaveLength(2_000)
             return seen
