@@ -4,10 +4,11 @@
  * own program runs as the contender; the scenario and its driver are this checkout's.
  *
  *   git worktree add /tmp/a <commit> && ln -s "$PWD/node_modules" /tmp/a/node_modules
- *   node bench/ab.ts <mass|single|rss> [--runs 3] [--pods n] [--qps n --burst n] /tmp/a /tmp/b …
+ *   node bench/ab.ts <mass|single|rss> [--runs 3] [--pods n] [--per-pod n] [--qps n --burst n] /tmp/a /tmp/b …
  *
- *   mass    the mass deletion of `npm run bench:apiserver` (n pods, default 1,000, over 10 pools):
- *           last delete → every pool entry free
+ *   mass    the mass deletion of `npm run bench:apiserver` (n pods, default 1,000, over 10 pools,
+ *           `--per-pod` whereabouts interfaces each, default 1; the headline's is 2): last delete
+ *           → every pool entry free, → every entry and reservation free, → every Event written
  *   single  its single deletions (n pods, default 300, deleted one by one at 50/s): delete → the
  *           pod's pool entry and reservation free, p50 and p99
  *   rss     its steady world (n pods, default 10,000, 5 of 10 networks each), built once; each
@@ -38,10 +39,11 @@ const option = (name: string, fallback: number) => takeNumber(args, name, fallba
 const scenario = args.shift()
 const PODS = { mass: 1_000, single: 300, rss: 10_000 } as const
 if (scenario !== "mass" && scenario !== "single" && scenario !== "rss") {
-  throw new Error("usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--qps n --burst n] <checkout> [<checkout> …]")
+  throw new Error("usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n --burst n] <checkout> [<checkout> …]")
 }
 const runs = option("--runs", 3)
 const pods = option("--pods", PODS[scenario])
+const perPod = option("--per-pod", 1)
 const limits = { qps: option("--qps", SHIPPED.qps), burst: option("--burst", SHIPPED.burst) }
 const checkouts = args.map((a) => path.resolve(a))
 if (checkouts.length === 0) throw new Error("no checkout given")
@@ -77,8 +79,10 @@ try {
       // Namespaces are named after it: an RFC 1123 label, whatever the checkout's directory is called.
       const label = `ab-${i}-${path.basename(c).toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+$/, "")}`
       if (scenario === "mass") {
-        const r = await effect(massDeletion(envOf.get(c)!, "ours", { pods, pools: 10, limits, label }))
+        const r = await effect(massDeletion(envOf.get(c)!, "ours", { pods, pools: 10, perPod, limits, label }))
         note(c, "every pool entry free after the last delete", r.poolFreedMs)
+        note(c, "every entry and reservation free", Math.max(r.poolFreedMs, r.reservationsFreedMs))
+        note(c, "every Event written", r.reconciledMs)
       } else if (scenario === "single") {
         const r = await effect(singleDeletions(envOf.get(c)!, "ours", { pods, pools: 10, rate: 50, limits, label }))
         note(c, "pool entry p50", r.pool.p50)

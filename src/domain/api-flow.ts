@@ -16,6 +16,18 @@ export const DEFAULT_IN_FLIGHT: Readonly<Record<FlowKind, number>> = {
   other: 16
 }
 
+/**
+ * Kinds that give way to others on a busy server: while a kind they yield to has had a request in
+ * flight within the last YIELD_HOLD_MS, at most YIELDING_IN_FLIGHT requests of theirs are in
+ * flight, whatever their own bound. Events give way to the writes that free addresses: both take
+ * the API server's CPU, and the frees are what a waiting pod needs (BENCHMARKS.md's Decisions).
+ */
+export const YIELDS_TO: Readonly<Partial<Record<FlowKind, ReadonlyArray<FlowKind>>>> = { events: ["pool-writes", "reservations"] }
+/** Requests of a yielding kind in flight at once while it gives way. */
+export const YIELDING_IN_FLIGHT = 1
+/** How long after its last request a kind still counts as busy (a deletion batch gathers for up to a second between writes). */
+export const YIELD_HOLD_MS = 1_000
+
 /** `pool-writes=8,events=4`: the kinds named, each at least 1; the others keep DEFAULT_IN_FLIGHT. */
 export const parseInFlight = (text: string): { readonly ok: Readonly<Record<FlowKind, number>> } | { readonly error: string } => {
   const out: Record<FlowKind, number> = { ...DEFAULT_IN_FLIGHT }

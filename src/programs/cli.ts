@@ -75,7 +75,7 @@ const ROWS: ReadonlyArray<OptionRow> = [
     env: "MAX_IN_FLIGHT",
     kind: "string",
     key: "maxInFlight",
-    help: "API requests in flight at once per kind of work, as kind=n,... (the kinds not named keep theirs); a 429 with Retry-After pauses its kind until then",
+    help: "API requests in flight at once per kind of work, as kind=n,... (the kinds not named keep theirs); a 429 with Retry-After pauses its kind until then; Events go one at a time while addresses are being freed",
     commands: live
   },
   { flag: "api-qps", env: "API_QPS", kind: "string", key: "apiQps", help: "opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it); set one for a small or shared API server", commands: live },

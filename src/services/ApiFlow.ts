@@ -5,6 +5,9 @@
  *    reservation reads and writes, pod reads, Events, list pages, leader election, the rest. A
  *    burst of one kind queues behind its own bound and never takes the others' slots, so Events
  *    never hold back a pool write and a mass deletion never starves the Lease renewal;
+ *  - on the server's side too, Events give way to the frees (YIELDS_TO): while pool writes or
+ *    reservation requests are busy, one Event write at a time; the rest wait in the recorder's
+ *    queue, so the server's CPU goes to the addresses first;
  *  - the server's answer: a 429 with Retry-After pauses that kind of work until then (every
  *    request of that kind waits, the others go on) and the refused request is sent again after
  *    it; a 5xx with Retry-After is sent again after it, without a pause. At most MAX_RETRY_AFTER
@@ -18,9 +21,9 @@ import { KubeApi, type KubeApiShape } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import { Metrics } from "./Metrics.ts"
 import * as R from "./resources.ts"
-import { FLOW_KINDS, type FlowKind } from "../domain/api-flow.ts"
+import { FLOW_KINDS, type FlowKind, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, YIELDS_TO } from "../domain/api-flow.ts"
 
-export { DEFAULT_IN_FLIGHT, FLOW_KINDS, type FlowKind, parseInFlight } from "../domain/api-flow.ts"
+export { DEFAULT_IN_FLIGHT, FLOW_KINDS, type FlowKind, parseInFlight, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, YIELDS_TO } from "../domain/api-flow.ts"
 
 /** Retries of one request the API server asked for with Retry-After (client-go allows 10). */
 export const MAX_RETRY_AFTER = 3
@@ -47,6 +50,8 @@ export interface FlowOptions {
   /** No wait longer than this is honoured (a request would not live that long). */
   readonly requestTimeout: Duration.DurationInput
   readonly observer?: FlowObserver | undefined
+  /** Which kinds give way to which (YIELDS_TO unless given; `{}` for none). */
+  readonly yieldsTo?: Readonly<Partial<Record<FlowKind, ReadonlyArray<FlowKind>>>> | undefined
 }
 
 const silent: FlowObserver = { inFlight: () => Effect.void, paused: () => Effect.void }
@@ -60,17 +65,33 @@ export const wrap = (api: KubeApiShape, options: FlowOptions): Effect.Effect<Kub
   Effect.gen(function* () {
     const observer = options.observer ?? silent
     const longest = Duration.toMillis(Duration.decode(options.requestTimeout))
-    const lanes = new Map<FlowKind, { readonly permits: Effect.Semaphore; pausedUntil: number; inFlight: number }>()
-    for (const kind of FLOW_KINDS) lanes.set(kind, { permits: yield* Effect.makeSemaphore(options.inFlight[kind]), pausedUntil: 0, inFlight: 0 })
+    const yieldsTo = options.yieldsTo ?? YIELDS_TO
+    const lanes = new Map<FlowKind, { readonly permits: Effect.Semaphore; pausedUntil: number; inFlight: number; lastDone: number }>()
+    for (const kind of FLOW_KINDS) lanes.set(kind, { permits: yield* Effect.makeSemaphore(options.inFlight[kind]), pausedUntil: 0, inFlight: 0, lastDone: Number.NEGATIVE_INFINITY })
+    const busy = (kind: FlowKind, now: number): boolean => {
+      const lane = lanes.get(kind)!
+      return lane.inFlight > 0 || now - lane.lastDone < YIELD_HOLD_MS
+    }
+    // A yielding kind's bound is set again by each of its requests as it goes: one waiting behind
+    // it goes when it is done and finds out whether the others are still busy.
+    const giveWay = (kind: FlowKind, permits: Effect.Semaphore): Effect.Effect<void> => {
+      const yielding = yieldsTo[kind] ?? []
+      if (yielding.length === 0) return Effect.void
+      return Effect.flatMap(Clock.currentTimeMillis, (now) => permits.resize(yielding.some((k) => busy(k, now)) ? Math.min(YIELDING_IN_FLIGHT, options.inFlight[kind]) : options.inFlight[kind]))
+    }
 
     const inLane = <A>(kind: FlowKind, effect: Effect.Effect<A, KubeError>): Effect.Effect<A, KubeError> => {
       const lane = lanes.get(kind)!
       const counted = Effect.acquireUseRelease(
         Effect.suspend(() => observer.inFlight(kind, ++lane.inFlight)),
         () => effect,
-        () => Effect.suspend(() => observer.inFlight(kind, --lane.inFlight))
+        () =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) => {
+            lane.lastDone = now
+            return observer.inFlight(kind, --lane.inFlight)
+          })
       )
-      return Effect.zipRight(waitFor(() => lane.pausedUntil), lane.permits.withPermits(1)(counted))
+      return Effect.zipRight(waitFor(() => lane.pausedUntil), lane.permits.withPermits(1)(Effect.zipRight(giveWay(kind, lane.permits), counted)))
     }
 
     const flow = <A>(kind: FlowKind, request: Effect.Effect<A, KubeError>): Effect.Effect<A, KubeError> =>

@@ -1,12 +1,13 @@
 /**
  * ApiFlow under TestClock over a scripted KubeApi: the bound per kind of work holds under a burst
  * and one kind's burst takes no other kind's slot; a 429 with Retry-After pauses that kind of
- * work (the refused request and every new one of its kind wait) and nothing else; a 5xx with
+ * work (the refused request and every new one of its kind wait) and nothing else; Events give way
+ * to pool writes and reservation requests (one at a time while those are busy); a 5xx with
  * Retry-After is only sent again; the kinds, and --max-in-flight's syntax.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Stream, TestClock } from "effect"
-import { DEFAULT_IN_FLIGHT, type FlowKind, MAX_RETRY_AFTER, kindOf, parseInFlight, wrap } from "../../src/services/ApiFlow.ts"
+import { DEFAULT_IN_FLIGHT, type FlowKind, MAX_RETRY_AFTER, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, kindOf, parseInFlight, wrap } from "../../src/services/ApiFlow.ts"
 import type { KubeApiShape, KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
@@ -80,6 +81,62 @@ describe("ApiFlow: requests in flight per kind of work", () => {
       yield* Fiber.join(burst)
       expect(script.peak.get("ippools")).toBe(3)
       expect(script.log.filter((l) => l.startsWith("patch"))).toHaveLength(100)
+    }))
+})
+
+const eventBurst = (flow: KubeApiShape, n: number) =>
+  Effect.fork(Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => flow.create(R.Events, "ns", { metadata: { name: `e${i}` } }), { concurrency: "unbounded" }))
+
+describe("ApiFlow: Events give way to the frees", () => {
+  const busyWith: ReadonlyArray<readonly [string, string, (flow: KubeApiShape) => Effect.Effect<unknown, KubeError>]> = [
+    ["a pool patch", "ippools", (flow) => flow.patch(R.IPPools, "ns", "pool", { type: "merge", body: {} })],
+    ["a reservation delete", "overlappingrangeipreservations", (flow) => flow.delete(R.OverlappingRangeIPReservations, "ns", "10.0.0.1")]
+  ]
+  for (const [what, plural, request] of busyWith) {
+    it.effect(`while ${what} is in flight and for YIELD_HOLD_MS after it, one Event write at a time; then the events bound again`, () =>
+      Effect.gen(function* () {
+        const { api, script } = scripted()
+        const flow = yield* flowOver(api)
+        const [write, firstEvents, laterEvents] = [yield* Deferred.make<void>(), yield* Deferred.make<void>(), yield* Deferred.make<void>()]
+        script.hold.set(plural, write)
+        script.hold.set("events", firstEvents)
+        const free = yield* Effect.fork(request(flow))
+        yield* TestClock.adjust(Duration.millis(1))
+        const burst = yield* eventBurst(flow, 20)
+        yield* TestClock.adjust(Duration.millis(1))
+        expect(script.inFlight.get("events")).toBe(YIELDING_IN_FLIGHT)
+        yield* Deferred.succeed(write, undefined)
+        yield* Fiber.join(free)
+        yield* TestClock.adjust(Duration.millis(YIELD_HOLD_MS))
+        expect(script.peak.get("events")).toBe(YIELDING_IN_FLIGHT)
+        // The Event in flight ends; the next finds the frees quiet and lets the bound's worth go.
+        script.hold.set("events", laterEvents)
+        yield* Deferred.succeed(firstEvents, undefined)
+        yield* TestClock.adjust(Duration.millis(1))
+        expect(script.inFlight.get("events")).toBe(DEFAULT_IN_FLIGHT.events)
+        yield* Deferred.succeed(laterEvents, undefined)
+        yield* Fiber.join(burst)
+        expect(script.log.filter((l) => l.startsWith("create events"))).toHaveLength(20)
+      }))
+  }
+
+  it.effect("other kinds of work do not hold Events back, and a pool write never waits for an Event", () =>
+    Effect.gen(function* () {
+      const { api, script } = scripted()
+      const flow = yield* flowOver(api)
+      const [reads, events] = [yield* Deferred.make<void>(), yield* Deferred.make<void>()]
+      script.hold.set("pods", reads)
+      script.hold.set("events", events)
+      const read = yield* Effect.fork(flow.get(R.Pods, "ns", "web-0"))
+      const burst = yield* eventBurst(flow, 20)
+      yield* TestClock.adjust(Duration.millis(1))
+      expect(script.inFlight.get("events")).toBe(DEFAULT_IN_FLIGHT.events)
+      yield* flow.patch(R.IPPools, "ns", "pool", { type: "merge", body: {} })
+      expect(script.log).toEqual(["patch ippools pool"])
+      yield* Deferred.succeed(events, undefined)
+      yield* Deferred.succeed(reads, undefined)
+      yield* Fiber.join(burst)
+      yield* Fiber.join(read)
     }))
 })
 
