@@ -50,8 +50,6 @@ export interface FlowOptions {
   /** No wait longer than this is honoured (a request would not live that long). */
   readonly requestTimeout: Duration.DurationInput
   readonly observer?: FlowObserver | undefined
-  /** Which kinds give way to which (YIELDS_TO unless given; `{}` for none). */
-  readonly yieldsTo?: Readonly<Partial<Record<FlowKind, ReadonlyArray<FlowKind>>>> | undefined
 }
 
 const silent: FlowObserver = { inFlight: () => Effect.void, paused: () => Effect.void }
@@ -65,7 +63,6 @@ export const wrap = (api: KubeApiShape, options: FlowOptions): Effect.Effect<Kub
   Effect.gen(function* () {
     const observer = options.observer ?? silent
     const longest = Duration.toMillis(Duration.decode(options.requestTimeout))
-    const yieldsTo = options.yieldsTo ?? YIELDS_TO
     const lanes = new Map<FlowKind, { readonly permits: Effect.Semaphore; pausedUntil: number; inFlight: number; lastDone: number }>()
     for (const kind of FLOW_KINDS) lanes.set(kind, { permits: yield* Effect.makeSemaphore(options.inFlight[kind]), pausedUntil: 0, inFlight: 0, lastDone: Number.NEGATIVE_INFINITY })
     const busy = (kind: FlowKind, now: number): boolean => {
@@ -74,10 +71,11 @@ export const wrap = (api: KubeApiShape, options: FlowOptions): Effect.Effect<Kub
     }
     // A yielding kind's bound is set again by each of its requests as it goes: one waiting behind
     // it goes when it is done and finds out whether the others are still busy.
-    const giveWay = (kind: FlowKind, permits: Effect.Semaphore): Effect.Effect<void> => {
-      const yielding = yieldsTo[kind] ?? []
-      if (yielding.length === 0) return Effect.void
-      return Effect.flatMap(Clock.currentTimeMillis, (now) => permits.resize(yielding.some((k) => busy(k, now)) ? Math.min(YIELDING_IN_FLIGHT, options.inFlight[kind]) : options.inFlight[kind]))
+    const giveWay = (kind: FlowKind): Effect.Effect<void> => {
+      const yielding = YIELDS_TO[kind]
+      if (yielding === undefined) return Effect.void
+      const bound = options.inFlight[kind]
+      return Effect.flatMap(Clock.currentTimeMillis, (now) => lanes.get(kind)!.permits.resize(yielding.some((k) => busy(k, now)) ? Math.min(YIELDING_IN_FLIGHT, bound) : bound))
     }
 
     const inLane = <A>(kind: FlowKind, effect: Effect.Effect<A, KubeError>): Effect.Effect<A, KubeError> => {
@@ -91,7 +89,7 @@ export const wrap = (api: KubeApiShape, options: FlowOptions): Effect.Effect<Kub
             return observer.inFlight(kind, --lane.inFlight)
           })
       )
-      return Effect.zipRight(waitFor(() => lane.pausedUntil), lane.permits.withPermits(1)(Effect.zipRight(giveWay(kind, lane.permits), counted)))
+      return Effect.zipRight(waitFor(() => lane.pausedUntil), lane.permits.withPermits(1)(Effect.zipRight(giveWay(kind), counted)))
     }
 
     const flow = <A>(kind: FlowKind, request: Effect.Effect<A, KubeError>): Effect.Effect<A, KubeError> =>
