@@ -385,6 +385,22 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       expect(refused.detail).toContain("ECONNREFUSED")
     }).pipe(Effect.provide(fakeApi({ requestTimeout: Duration.millis(300) }))))
 
+  it.live("interrupting a request aborts it: the server sees the connection close, and the next request is answered", () =>
+    Effect.gen(function* () {
+      serve((req, res) => {
+        if (req.url?.includes("slow")) return // never answers
+        json(res, 200, pod("p", "1"))
+      })
+      const api = yield* KubeApi
+      const fiber = yield* Effect.fork(api.get(R.Pods, "ns", "slow"))
+      yield* Effect.sleep("100 millis")
+      expect(fake.seen).toHaveLength(1)
+      yield* Fiber.interrupt(fiber)
+      yield* Effect.sleep("50 millis")
+      expect(fake.closed).toBe(1)
+      expect((yield* api.get(R.Pods, "ns", "p")).metadata.name).toBe("p")
+    }).pipe(Effect.provide(fakeApi({ requestTimeout: Duration.seconds(30) }))))
+
   it.live("as the programs use it (ApiFlow over it): 429 and 5xx with Retry-After tried again after that many seconds (a create too), at most MAX_RETRY_AFTER times; without it, the error at once", () =>
     Effect.gen(function* () {
       const api = yield* KubeApi
@@ -473,6 +489,21 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       serve((_req, res) => json(res, 403, { kind: "Status", code: 403, message: "forbidden: no watch for you" }))
       expect(yield* Effect.flip(Stream.runDrain(api.watch(R.Pods, undefined, { resourceVersion: "1" })))).toMatchObject({ reason: "Forbidden", detail: "forbidden: no watch for you" })
     }).pipe(Effect.provide(fakeApi())))
+
+  it.live("watch: silence past the idle limit ends the stream; events that keep coming within it do not", () =>
+    Effect.gen(function* () {
+      const line = (name: string) => new TextEncoder().encode(`${JSON.stringify({ type: "ADDED", object: pod(name, "1") })}\n`)
+      // Five events 60 ms apart under a 150 ms limit, then silence: all five, then the end.
+      const steady = new ReadableStream<Uint8Array>({
+        start: (c) => ["a", "b", "c", "d", "e"].forEach((n, i) => setTimeout(() => c.enqueue(line(n)), i * 60))
+      })
+      const started = Date.now()
+      const got = yield* Stream.runCollect(live().watchEvents(steady.getReader(), "pods", Duration.millis(150))).pipe(Effect.timeout("5 seconds"))
+      expect(Chunk.toArray(got).map((e) => (e.type === "ADDED" ? e.object.metadata.name : e.type))).toEqual(["a", "b", "c", "d", "e"])
+      const took = Date.now() - started
+      expect(took).toBeGreaterThanOrEqual(240 + 150 - 20)
+      expect(took).toBeLessThan(2_000)
+    }))
 
   it.live("watch: interrupting the stream aborts the request; a dropped connection ends it", () =>
     Effect.gen(function* () {

@@ -88,42 +88,67 @@ const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: R
 
 export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLimiter, requestTimeout: Duration.DurationInput): Requester => {
   const timeout = Duration.decode(requestTimeout)
+  const timeoutMillis = Duration.toMillis(timeout)
   const timedOut = (req: Request) => new KubeError({ reason: "Timeout", verb: req.verb, target: req.target, detail: `no answer within ${Duration.format(timeout)}` })
   const flowLog = makeFlowLog()
 
-  const headersFor = (req: Request, url: string) =>
+  const headersFor = (req: Request, auth: Record<string, string>): Record<string, string> => ({
+    ...auth,
+    Accept: req.accept ?? "application/json",
+    "User-Agent": USER_AGENT,
+    // Only when asked: the server compresses large answers then, at a CPU cost on both ends.
+    "Accept-Encoding": transport.compression ? "gzip" : "identity",
+    ...(req.body === undefined ? {} : { "Content-Type": req.contentType ?? "application/json" })
+  })
+
+  /** The credentials of a watch, as a KubeError when they cannot be had. */
+  const watchHeaders = (req: Request, url: string) =>
     Effect.tryPromise({
       try: () => transport.headers(url, req.method),
       catch: (e) => new KubeError({ reason: "Unauthorized", verb: req.verb, target: req.target, detail: `credentials: ${errorText(e)}` })
-    }).pipe(
-      Effect.map((auth) => ({
-        ...auth,
-        Accept: req.accept ?? "application/json",
-        "User-Agent": USER_AGENT,
-        // Only when asked: the server compresses large answers then, at a CPU cost on both ends.
-        "Accept-Encoding": transport.compression ? "gzip" : "identity",
-        ...(req.body === undefined ? {} : { "Content-Type": req.contentType ?? "application/json" })
-      }))
-    )
+    }).pipe(Effect.map((auth) => headersFor(req, auth)))
 
   // Requests use undici's own request API, watches fetch (their body is read as a web stream):
   // fetch costs several times the CPU per request (WHATWG Request/Response/stream objects).
   // fetch decompresses by itself; request needs the interceptor.
   const dispatcher = transport.dispatcher.compose(interceptors.decompress())
 
-  /** One attempt, through the limiter. */
+  /**
+   * One attempt, through the limiter: credentials, then the exchange, under one timer that aborts
+   * it (an interruption aborts it too). One callback per request, no fiber per request: requests
+   * are the controller's hot path.
+   */
   const attempt = (req: Request) =>
     limiter(
-      Effect.gen(function* () {
+      Effect.async<Answer, KubeError>((resume) => {
         const url = urlOf(transport.server, req.path, req.query)
-        const headers = yield* headersFor(req, url)
-        return yield* Effect.tryPromise({
-          try: (signal) => exchange(dispatcher, url, req, headers, signal),
-          catch: (e) => errorFromFailure(req.verb, req.target, e)
-        }).pipe(
-          Effect.timeoutFail({ duration: timeout, onTimeout: () => timedOut(req) }),
-          Effect.tap((res) => flowLog(req, res))
+        const aborter = new AbortController()
+        let timedOutNow = false
+        const timer = setTimeout(() => {
+          timedOutNow = true
+          aborter.abort()
+        }, timeoutMillis)
+        transport.headers(url, req.method).then(
+          (auth) =>
+            exchange(dispatcher, url, req, headersFor(req, auth), aborter.signal).then(
+              (res) => {
+                clearTimeout(timer)
+                resume(Effect.as(flowLog(req, res), res))
+              },
+              (e: unknown) => {
+                clearTimeout(timer)
+                resume(Effect.fail(timedOutNow ? timedOut(req) : errorFromFailure(req.verb, req.target, e)))
+              }
+            ),
+          (e: unknown) => {
+            clearTimeout(timer)
+            resume(Effect.fail(new KubeError({ reason: "Unauthorized", verb: req.verb, target: req.target, detail: `credentials: ${errorText(e)}` })))
+          }
         )
+        return Effect.sync(() => {
+          clearTimeout(timer)
+          aborter.abort()
+        })
       })
     )
 
@@ -139,7 +164,7 @@ export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLim
   const watch = (req: Request, idle: Duration.Duration) =>
     Effect.gen(function* () {
       const url = urlOf(transport.server, req.path, req.query)
-      const headers = yield* limiter(headersFor(req, url))
+      const headers = yield* limiter(watchHeaders(req, url))
       // Our own controller, aborted when the stream's scope closes (the consumer stopped or was interrupted).
       const controller = new AbortController()
       yield* Effect.addFinalizer(() => Effect.sync(() => controller.abort()))

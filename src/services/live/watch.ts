@@ -51,10 +51,20 @@ export const watchEvents = (reader: ReadableStreamDefaultReader<Uint8Array>, tar
         return undefined
     }
   }
+  // One timer for the whole watch, set again before each read: silence past `idle` cancels the
+  // reader, which ends the pending read (no timer race per chunk: watches are a hot path).
+  let silence: ReturnType<typeof setTimeout> | undefined
+  const listen = () => {
+    if (silence === undefined) {
+      silence = setTimeout(() => void reader.cancel().catch(() => undefined), Duration.toMillis(idle))
+      silence.unref()
+    } else silence.refresh()
+  }
+  const quiet = Effect.sync(() => clearTimeout(silence))
   const pull: Pull = Effect.suspend(() => {
     if (pending !== undefined) return Effect.fail(Option.some(pending))
+    listen()
     return Effect.tryPromise(() => reader.read()).pipe(
-      Effect.timeout(idle),
       Effect.matchEffect({
         onFailure: () => end, // dropped connection, or silence: a normal end
         onSuccess: ({ done, value }): Pull => {
@@ -78,7 +88,7 @@ export const watchEvents = (reader: ReadableStreamDefaultReader<Uint8Array>, tar
       })
     )
   })
-  return Stream.repeatEffectChunkOption(pull)
+  return Stream.repeatEffectChunkOption(pull).pipe(Stream.ensuring(quiet))
 }
 
 // ---------------------------------------------------------------------------------------------
