@@ -6,7 +6,7 @@
  * summarised with `go tool pprof -top` when Go is on PATH). Prints the latencies, the CPU seconds
  * per process and both profiles' top entries.
  *
- *   node bench/single-profile.ts                 1,000 pods at 50/s, QPS 500 (as the benchmark)
+ *   node bench/single-profile.ts                 1,000 pods at 50/s, shipped defaults (as the benchmark)
  *   SINGLE_PODS=500 SINGLE_RATE=50 SINGLE_WORKERS=2 node bench/single-profile.ts
  *   SINGLE_AFTER_MASS=5000 node bench/single-profile.ts   first a mass deletion of that many pods
  *                                                         on the same API server (as the full
@@ -20,7 +20,7 @@ import * as path from "node:path"
 import { Cause, Effect } from "effect"
 import { startBenchPlane } from "./lib/controlplane.ts"
 import { summarize } from "./lib/cpuprofile.ts"
-import { apiserverEnv } from "./lib/env.ts"
+import { apiserverEnv, SHIPPED } from "./lib/env.ts"
 import { driverLayer } from "./lib/live.ts"
 import { histogramBetween, parseProm, type Sample } from "./lib/prom.ts"
 import { STEPS, massDeletion, singleDeletions } from "./lib/scenarios.ts"
@@ -98,7 +98,7 @@ try {
             )
         },
         "ours",
-        { pods, pools: 10, rate, limits: { qps: 500, burst: 1_000 }, label: "profile" }
+        { pods, pools: 10, rate, limits: SHIPPED, label: "profile" }
       )
     ).pipe(
       Effect.provide(driverLayer(plane)),
