@@ -67,6 +67,21 @@ const makeFlowLog = () => {
   }
 }
 
+/** The headers of a request: its credentials, what it accepts and sends. */
+const headersFor = (transport: Transport, req: Request, auth: Record<string, string>): Record<string, string> => ({
+  ...auth,
+  Accept: req.accept ?? "application/json",
+  "User-Agent": USER_AGENT,
+  // Only when asked: the server compresses large answers then, at a CPU cost on both ends.
+  "Accept-Encoding": transport.compression ? "gzip" : "identity",
+  ...(req.body === undefined ? {} : { "Content-Type": req.contentType ?? "application/json" })
+})
+
+const unauthorized = (req: Request, e: unknown) => new KubeError({ reason: "Unauthorized", verb: req.verb, target: req.target, detail: `credentials: ${errorText(e)}` })
+
+/** The reason `answer`'s signal is aborted with when the request ran out of time. */
+const TIMED_OUT = Symbol("timed out")
+
 /** One undici request; its answer read whole. */
 const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: Request, headers: Record<string, string>, signal: AbortSignal): Promise<Answer> => {
   const body = req.body === undefined ? {} : { body: JSON.stringify(req.body) }
@@ -86,27 +101,34 @@ const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: R
   }
 }
 
+/** Credentials, then the exchange, until `signal` aborts it: the answer, or why there is none. */
+const answer = async (transport: Transport, dispatcher: Transport["dispatcher"], req: Request, signal: AbortSignal, timedOut: () => KubeError): Promise<Answer | KubeError> => {
+  const url = urlOf(transport.server, req.path, req.query)
+  let auth: Record<string, string>
+  try {
+    auth = await transport.headers(url, req.method)
+  } catch (e) {
+    return unauthorized(req, e)
+  }
+  try {
+    return await exchange(dispatcher, url, req, headersFor(transport, req, auth), signal)
+  } catch (e) {
+    return signal.reason === TIMED_OUT ? timedOut() : errorFromFailure(req.verb, req.target, e)
+  }
+}
+
 export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLimiter, requestTimeout: Duration.DurationInput): Requester => {
   const timeout = Duration.decode(requestTimeout)
   const timeoutMillis = Duration.toMillis(timeout)
   const timedOut = (req: Request) => new KubeError({ reason: "Timeout", verb: req.verb, target: req.target, detail: `no answer within ${Duration.format(timeout)}` })
   const flowLog = makeFlowLog()
 
-  const headersFor = (req: Request, auth: Record<string, string>): Record<string, string> => ({
-    ...auth,
-    Accept: req.accept ?? "application/json",
-    "User-Agent": USER_AGENT,
-    // Only when asked: the server compresses large answers then, at a CPU cost on both ends.
-    "Accept-Encoding": transport.compression ? "gzip" : "identity",
-    ...(req.body === undefined ? {} : { "Content-Type": req.contentType ?? "application/json" })
-  })
-
   /** The credentials of a watch, as a KubeError when they cannot be had. */
   const watchHeaders = (req: Request, url: string) =>
     Effect.tryPromise({
       try: () => transport.headers(url, req.method),
-      catch: (e) => new KubeError({ reason: "Unauthorized", verb: req.verb, target: req.target, detail: `credentials: ${errorText(e)}` })
-    }).pipe(Effect.map((auth) => headersFor(req, auth)))
+      catch: (e) => unauthorized(req, e)
+    }).pipe(Effect.map((auth) => headersFor(transport, req, auth)))
 
   // Requests use undici's own request API, watches fetch (their body is read as a web stream):
   // fetch costs several times the CPU per request (WHATWG Request/Response/stream objects).
@@ -114,37 +136,18 @@ export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLim
   const dispatcher = transport.dispatcher.compose(interceptors.decompress())
 
   /**
-   * One attempt, through the limiter: credentials, then the exchange, under one timer that aborts
-   * it (an interruption aborts it too). One callback per request, no fiber per request: requests
-   * are the controller's hot path.
+   * One attempt, through the limiter, under one timer that aborts it (an interruption aborts it
+   * too): a callback, not a fiber per request, as requests are the controller's hot path.
    */
   const attempt = (req: Request) =>
     limiter(
       Effect.async<Answer, KubeError>((resume) => {
-        const url = urlOf(transport.server, req.path, req.query)
         const aborter = new AbortController()
-        let timedOutNow = false
-        const timer = setTimeout(() => {
-          timedOutNow = true
-          aborter.abort()
-        }, timeoutMillis)
-        transport.headers(url, req.method).then(
-          (auth) =>
-            exchange(dispatcher, url, req, headersFor(req, auth), aborter.signal).then(
-              (res) => {
-                clearTimeout(timer)
-                resume(Effect.as(flowLog(req, res), res))
-              },
-              (e: unknown) => {
-                clearTimeout(timer)
-                resume(Effect.fail(timedOutNow ? timedOut(req) : errorFromFailure(req.verb, req.target, e)))
-              }
-            ),
-          (e: unknown) => {
-            clearTimeout(timer)
-            resume(Effect.fail(new KubeError({ reason: "Unauthorized", verb: req.verb, target: req.target, detail: `credentials: ${errorText(e)}` })))
-          }
-        )
+        const timer = setTimeout(() => aborter.abort(TIMED_OUT), timeoutMillis)
+        void answer(transport, dispatcher, req, aborter.signal, () => timedOut(req)).then((a) => {
+          clearTimeout(timer)
+          resume(a instanceof KubeError ? Effect.fail(a) : Effect.as(flowLog(req, a), a))
+        })
         return Effect.sync(() => {
           clearTimeout(timer)
           aborter.abort()
