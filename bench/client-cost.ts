@@ -11,6 +11,10 @@
  *   node --expose-gc bench/client-cost.ts watch [checkout…]
  *        DELETED events of realistic pods (CLIENT_COST_N, 1,500), deleted by kubectl in another
  *        process
+ *   node --expose-gc bench/client-cost.ts list
+ *        the re-check's LIST of a namespace of realistic pods (CLIENT_COST_N, 5,000; pages of 500,
+ *        5 lists per figure): metadata only against names only (a Table), per pod listed, this
+ *        process's CPU and kube-apiserver's (from /proc, 10 ms ticks)
  *
  * The contenders: each checkout's client stack (this one's when none is given; another checkout
  * needs `node_modules`, e.g. a symlink to this one's) and undici alone, CLIENT_COST_ROUNDS rounds
@@ -22,15 +26,15 @@ import * as path from "node:path"
 import { Duration, Effect, Layer, Stream } from "effect"
 import { Agent, fetch, request } from "undici"
 import { projectPod } from "../src/domain/pod.ts"
-import { KubeApi } from "../src/services/KubeApi.ts"
+import { KubeApi, type ReadOptions } from "../src/services/KubeApi.ts"
 import * as R from "../src/services/resources.ts"
-import { type BenchPlane, startBenchPlane } from "./lib/controlplane.ts"
+import { type BenchPlane, cpuSeconds, planePids, startBenchPlane } from "./lib/controlplane.ts"
 import { networkStatusFor, realisticPod } from "./lib/pods.ts"
 import { spread } from "./lib/stats.ts"
 
 const mode = process.argv[2]
-if (mode !== "requests" && mode !== "watch") throw new Error("usage: node bench/client-cost.ts <requests|watch>")
-const N = Number(process.env["CLIENT_COST_N"] ?? (mode === "requests" ? 4_000 : 1_500))
+if (mode !== "requests" && mode !== "watch" && mode !== "list") throw new Error("usage: node bench/client-cost.ts <requests|watch|list> [checkout…]")
+const N = Number(process.env["CLIENT_COST_N"] ?? { requests: 4_000, watch: 1_500, list: 5_000 }[mode])
 const ROUNDS = Number(process.env["CLIENT_COST_ROUNDS"] ?? 3)
 const checkouts = process.argv.slice(3).map((c) => path.resolve(c))
 if (checkouts.length === 0) checkouts.push(path.resolve(import.meta.dirname, ".."))
@@ -98,9 +102,9 @@ const requestsRound = async (plane: BenchPlane): Promise<Record<string, number>>
   return out
 }
 
-/** Creates N realistic pods in `ns`, then counts `consume`'s CPU while kubectl deletes them. */
-const deletedEvents = async (plane: BenchPlane, ns: string, consume: (started: () => void, begin: () => void) => Promise<void>): Promise<number> => {
-  await Effect.runPromise(
+/** N realistic pods in a new namespace. */
+const createPods = (plane: BenchPlane, ns: string) =>
+  Effect.runPromise(
     Effect.flatMap(KubeApi, (api) =>
       Effect.zipRight(
         api.create(R.Namespaces, undefined, { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } }),
@@ -112,6 +116,10 @@ const deletedEvents = async (plane: BenchPlane, ns: string, consume: (started: (
       )
     ).pipe(Effect.provide(driver(plane)))
   )
+
+/** Creates N realistic pods in `ns`, then counts `consume`'s CPU while kubectl deletes them. */
+const deletedEvents = async (plane: BenchPlane, ns: string, consume: (started: () => void, begin: () => void) => Promise<void>): Promise<number> => {
+  await createPods(plane, ns)
   const kubectl = path.join(process.env["KUBEBUILDER_ASSETS"] ?? "", "kubectl")
   return cpuPer(N, (started) =>
     consume(started, () => {
@@ -174,14 +182,42 @@ const watchRound = async (plane: BenchPlane, round: number): Promise<Record<stri
   return { ...out, "undici fetch + JSON.parse alone": viaUndici }
 }
 
-const what = mode === "requests" ? "GET (404)" : "DELETED event"
+const LISTS = 5
+let listed = false
+/** Per pod listed, this process's CPU and the API server's, for each way the re-check may list. */
+const listRound = async (plane: BenchPlane): Promise<Record<string, number>> => {
+  if (!listed) await createPods(plane, "listed")
+  listed = true
+  const apiserver = planePids(plane).apiserver!
+  const out: Record<string, number> = {}
+  for (const [name, options] of [["metadata only", { metadataOnly: true }], ["names only (Table)", { metadataOnly: true, namesOnly: true }]] as const) {
+    const once = () => Effect.runPromise(Effect.flatMap(KubeApi, (api) => Effect.forEach(Array.from({ length: LISTS }), () => listAll(api, options), { discard: true })).pipe(Effect.provide(driver(plane))))
+    await once() // warm-up
+    const server0 = cpuSeconds(apiserver)
+    out[`${name}, this process`] = await cpuPer(N * LISTS, once)
+    out[`${name}, kube-apiserver`] = ((cpuSeconds(apiserver) - server0) * 1000) / (N * LISTS)
+  }
+  return out
+}
+
+/** Every page of the namespace's pods. */
+const listAll = (api: KubeApi["Type"], options: ReadOptions) =>
+  Effect.gen(function* () {
+    let token: string | undefined
+    do {
+      const page = yield* api.list(R.Pods, "listed", { ...options, limit: 500, continue: token })
+      token = page.continue
+    } while (token !== undefined)
+  })
+
+const what = { requests: "GET (404)", watch: "DELETED event", list: "pod listed" }[mode]
 const plane = await startBenchPlane()
 try {
   await measureBackground()
   process.stdout.write(`background: ${background.toFixed(1)} ms CPU per second, subtracted\n`)
   const all = new Map<string, Array<number>>()
   for (let round = 0; round < ROUNDS; round++) {
-    const figures = mode === "requests" ? await requestsRound(plane) : await watchRound(plane, round)
+    const figures = mode === "requests" ? await requestsRound(plane) : mode === "watch" ? await watchRound(plane, round) : await listRound(plane)
     for (const [name, ms] of Object.entries(figures)) {
       all.set(name, [...(all.get(name) ?? []), ms])
       process.stdout.write(`round ${round + 1}, ${what}: ${name} ${ms.toFixed(3)} ms CPU each\n`)

@@ -219,7 +219,7 @@ const planOwner = (holding: Holding, live: PodProjection | undefined, facts: Liv
 const planByClaim = (holding: Holding, live: PodProjection | undefined, facts: LivenessFacts): OwnerPlan => {
   if (holding.error !== undefined) return { holding, trigger: holding.trigger, decision: "failed", entries: [], reservations: [], kept: [] }
   if (holding.entries.length === 0 && holding.reservations.length === 0) return { holding, trigger: holding.trigger, decision: "nothing", entries: [], reservations: [], kept: [] }
-  if (holding.claim === "Deleted" && live !== undefined) return keptAll(holding, `pod ${holding.podref} exists again (uid ${live.uid}) and holds these addresses`)
+  if (holding.claim === "Deleted" && live !== undefined) return keptAll(holding, `pod ${holding.podref} exists again${live.uid === "" ? "" : ` (uid ${live.uid})`} and holds these addresses`)
   if (holding.claim === "NeverRunsAgain") return planNeverRunsAgain(holding, live, facts)
   if (holding.claim === "Operator") return planOperator(holding, live, facts)
   const kept: Array<Kept> = []

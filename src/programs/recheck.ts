@@ -56,8 +56,9 @@ const groupByNamespace = (refs: ReadonlyArray<Ref>): Map<string, Array<Ref>> => 
 /**
  * The pods (by podref) that exist right now under these namespace/names. `namespacePods` tells
  * how many pods the cache holds in the namespaces asked about (without it a namespace counts as
- * small). `metadataOnly` when only existence matters (see Pods): the server sends
- * PartialObjectMetadata, a fraction of a pod.
+ * small). When only existence matters (see Pods): `metadataOnly`, the server sends
+ * PartialObjectMetadata, a fraction of a pod, and `namesOnly` the names alone for a namespace
+ * listed (its pods then come with no uid).
  */
 export const livePodsByRef = (
   refs: ReadonlyArray<Ref>,
@@ -100,7 +101,7 @@ export const recheckHoldings = (holdings: ReadonlyArray<Holding>, namespacePods?
   Effect.gen(function* () {
     const targets = recheckTargets(holdings)
     const [deleted, full] = [targets.filter((h) => h.claim === "Deleted"), targets.filter((h) => h.claim !== "Deleted")]
-    const byName = yield* Effect.either(livePodsByRef(deleted.flatMap((h) => h.pod ?? []), { metadataOnly: true }, namespacePods))
+    const byName = yield* Effect.either(livePodsByRef(deleted.flatMap((h) => h.pod ?? []), { metadataOnly: true, namesOnly: true }, namespacePods))
     const byState = yield* Effect.either(livePodsByRef(full.flatMap((h) => h.pod ?? []), {}, namespacePods))
     let checked = holdings
     if (Either.isLeft(byName)) checked = failAll(checked, new Set(deleted.map((h) => h.podref)), byName.left)

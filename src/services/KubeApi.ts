@@ -46,10 +46,24 @@ export type Patch =
  */
 export interface ReadOptions {
   readonly metadataOnly?: boolean | undefined
+  /**
+   * Lists in one namespace only (other reads ignore it): each item is a PartialObjectMetadata
+   * with just the object's name and namespace — what the server sends as a Table of names
+   * (`includeObject=None`), a few dozen bytes an object where even its metadata takes kilobytes.
+   * For callers that only ask which objects exist.
+   */
+  readonly namesOnly?: boolean | undefined
 }
 
 /** The metadata-only form of an object, as the API server returns it for `metadataOnly`. */
 export const partialObjectMetadata = (o: KubeObject): KubeObject => ({ apiVersion: "meta.k8s.io/v1", kind: "PartialObjectMetadata", metadata: o.metadata })
+
+/** The names-only form of an object, as a `namesOnly` list returns it. */
+export const nameOnly = (name: string, namespace: string | undefined): KubeObject => ({
+  apiVersion: "meta.k8s.io/v1",
+  kind: "PartialObjectMetadata",
+  metadata: namespace === undefined ? { name } : { name, namespace }
+})
 
 export interface ListOptions extends ReadOptions {
   readonly limit?: number | undefined
@@ -125,6 +139,7 @@ export const forEachPage = <E, R>(
     readonly labelSelector?: string
     readonly fieldSelector?: string
     readonly metadataOnly?: boolean
+    readonly namesOnly?: boolean
     readonly onStart?: () => void
   } = {}
 ): Effect.Effect<string, KubeError | E, KubeApi | R> =>
@@ -141,7 +156,8 @@ export const forEachPage = <E, R>(
           continue: token,
           labelSelector: options.labelSelector,
           fieldSelector: options.fieldSelector,
-          metadataOnly: options.metadataOnly
+          metadataOnly: options.metadataOnly,
+          namesOnly: options.namesOnly
         })
         yield* onPage(page.items)
         // The list's version is the snapshot of the first page; later pages belong to it.
@@ -174,7 +190,7 @@ export const listProjected = <A>(
   r: Resource,
   namespace: string | undefined,
   project: (o: KubeObject) => A,
-  options: { readonly pageSize?: number; readonly metadataOnly?: boolean; readonly fieldSelector?: string } = {}
+  options: { readonly pageSize?: number; readonly metadataOnly?: boolean; readonly namesOnly?: boolean; readonly fieldSelector?: string } = {}
 ): Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly resourceVersion: string }, KubeError, KubeApi> =>
   // Suspended, as listAll: one buffer per run.
   Effect.suspend(() => {

@@ -8,7 +8,7 @@
  */
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type KubeApiShape, type KubeObject, type ListResult, type ReadOptions, malformed } from "./KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, type ListResult, type ReadOptions, malformed, nameOnly } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import { type Resource, apiVersionOf, resourcePath } from "./resources.ts"
 import { type KubeConfigError, resolveKubeConfig, sourcesFrom } from "./live/kubeconfig.ts"
@@ -26,6 +26,8 @@ export * from "./live/watch.ts"
  */
 const ACCEPT_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 const ACCEPT_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+/** kubectl's Accept for tables, with the metadata list as the fallback where the server has no table. */
+const ACCEPT_TABLE = `application/json;as=Table;g=meta.k8s.io;v=v1,${ACCEPT_METADATA_LIST}`
 const acceptFor = (options: ReadOptions | undefined, list = false): { readonly accept?: string } =>
   options?.metadataOnly === true ? { accept: list ? ACCEPT_METADATA_LIST : ACCEPT_METADATA } : {}
 
@@ -40,16 +42,36 @@ export interface LiveOptions {
   readonly requestTimeout: Duration.DurationInput
 }
 
-/** A list answer as ListResult: its items typed, the continue token when there is one. */
-const listResult = (r: Resource, target: string, u: unknown): Effect.Effect<ListResult, KubeError> => {
+/** The names of a Table's rows (its column of format "name"); undefined when it has none. */
+const tableNames = (u: Record<string, unknown>): ReadonlyArray<string> | undefined => {
+  const columns = Array.isArray(u["columnDefinitions"]) ? u["columnDefinitions"] : []
+  const at = columns.findIndex((c) => isObject(c) && c["format"] === "name")
+  const rows = u["rows"] ?? []
+  if (at < 0 || !Array.isArray(rows)) return undefined
+  const names = rows.map((row) => (isObject(row) && Array.isArray(row["cells"]) ? row["cells"][at] : undefined))
+  return names.every((n) => typeof n === "string") ? (names as ReadonlyArray<string>) : undefined
+}
+
+/**
+ * A list answer as ListResult: its items typed, the continue token when there is one. `names` (a
+ * namesOnly list of that namespace): a Table, or the list the server sent instead, as names.
+ */
+const listResult = (r: Resource, target: string, u: unknown, names?: { readonly namespace: string }): Effect.Effect<ListResult, KubeError> => {
   const meta = isObject(u) && isObject(u["metadata"]) ? u["metadata"] : undefined
-  const items = isObject(u) ? u["items"] : undefined
-  if (meta === undefined || !(Array.isArray(items) || items === null)) return Effect.fail(malformed("list", target, "expected a list"))
-  return Effect.succeed({
-    items: (items ?? []).filter(isKubeObject).map((o) => withTypeMeta(r, o)),
+  if (!isObject(u) || meta === undefined) return Effect.fail(malformed("list", target, "expected a list"))
+  const page = {
     resourceVersion: typeof meta["resourceVersion"] === "string" ? meta["resourceVersion"] : "",
     continue: typeof meta["continue"] === "string" && meta["continue"] !== "" ? meta["continue"] : undefined
-  })
+  }
+  if (names !== undefined && u["kind"] === "Table") {
+    const rows = tableNames(u)
+    if (rows === undefined) return Effect.fail(malformed("list", target, "expected a table with a name column"))
+    return Effect.succeed({ ...page, items: rows.map((name) => nameOnly(name, names.namespace)) })
+  }
+  const items = u["items"]
+  if (!(Array.isArray(items) || items === null)) return Effect.fail(malformed("list", target, "expected a list"))
+  const objects: ReadonlyArray<KubeObject> = (items ?? []).filter(isKubeObject)
+  return Effect.succeed({ ...page, items: names === undefined ? objects.map((o) => withTypeMeta(r, o)) : objects.map((o) => nameOnly(o.metadata.name, names.namespace)) })
 }
 
 /** KubeApi over a transport; every request and every watch start passes the limiter. */
@@ -66,15 +88,16 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
       object({ verb: "get", target: targetOf(r, ns, name), method: "GET", path: resourcePath(r, ns, name), ...acceptFor(options) }, r),
 
     list: (r, ns, options = {}) => {
+      const names = options.namesOnly === true && ns !== undefined ? { namespace: ns } : undefined
       const req: Request = {
         verb: "list",
         target: targetOf(r, ns),
         method: "GET",
         path: resourcePath(r, ns),
-        query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector },
-        ...acceptFor(options, true)
+        query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector, ...(names === undefined ? {} : { includeObject: "None" }) },
+        ...(names === undefined ? acceptFor(options, true) : { accept: ACCEPT_TABLE })
       }
-      return Effect.flatMap(send(req), (u) => listResult(r, req.target, u))
+      return Effect.flatMap(send(req), (u) => listResult(r, req.target, u, names))
     },
 
     create: (r, ns, o) =>

@@ -8,7 +8,7 @@
 import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Layer, Stream } from "effect"
 import fastJsonPatch from "fast-json-patch"
-import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, objectKey, partialObjectMetadata } from "../services/KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, nameOnly, objectKey, partialObjectMetadata } from "../services/KubeApi.ts"
 import { KubeError, type KubeErrorReason, statusForReason } from "../services/KubeError.ts"
 import { type Resource, apiVersionOf } from "../services/resources.ts"
 
@@ -436,7 +436,9 @@ export const makeMemoryKubeApi = (state: MemoryClusterState): KubeApiShape => ({
   list: (r, ns, options) =>
     call(state, "list", r, ns, undefined, () => {
       const out = state.list(r, ns, options)
-      return out instanceof KubeError || options?.metadataOnly !== true ? out : { ...out, items: out.items.map(partialObjectMetadata) }
+      if (out instanceof KubeError) return out
+      if (options?.namesOnly === true && ns !== undefined) return { ...out, items: out.items.map((o) => nameOnly(o.metadata.name, o.metadata.namespace)) }
+      return options?.metadataOnly !== true ? out : { ...out, items: out.items.map(partialObjectMetadata) }
     }),
   create: (r, ns, object) => call(state, "create", r, ns, object.metadata.name, () => state.create(r, ns, object)),
   replace: (r, ns, object) => call(state, "replace", r, ns, object.metadata.name, () => state.replace(r, ns, object)),

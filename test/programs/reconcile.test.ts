@@ -288,6 +288,20 @@ describe("reconcile: batching", () => {
       expect(Object.keys(yield* allocationsOf("10.56.0.0-16"))).toEqual([])
     }).pipe(Effect.provide(memory({ apiQps: 500 }))))
 
+  it.live("a LIST re-check (names only) still sees a pod reborn under a deleted pod's name: its addresses stay, the rest go", () =>
+    Effect.gen(function* () {
+      const projections = yield* leakedOn("10.58.0.0/16", 40)
+      const api = yield* KubeApi
+      yield* api.create(R.Pods, "default", podObject("default", "p7", {}))
+      const cluster = yield* InMemoryCluster
+      cluster.resetCalls()
+      const results = yield* reconcilePods(projections)
+      expect([cluster.count({ verb: "get", resource: "pods" }), cluster.count({ verb: "list", resource: "pods" })]).toEqual([0, 1])
+      expect(results[7]!.outcome).toEqual({ _tag: "Kept", why: "pod default/p7 exists again and holds these addresses" })
+      expect(results.filter((r) => r.outcome._tag === "Freed")).toHaveLength(39)
+      expect(Object.values(yield* allocationsOf("10.58.0.0-16")).map((a) => a.podref)).toEqual(["default/p7"])
+    }).pipe(Effect.provide(memory({ apiQps: 500 }))))
+
   it("above that size, it lists only a namespace small for the batch (16 pods per re-checked pod), or when GETs would take over 2 s of the budget", () => {
     // QPS 20: threshold 8, two seconds of budget = 40 GETs.
     expect(recheckByList(8, 0, 20)).toBe(false)

@@ -332,6 +332,35 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       expect(fake.connections - before).toBeLessThanOrEqual(4)
     }).pipe(Effect.provide(fakeApi())))
 
+  it.live("namesOnly: asks for a Table of names (includeObject=None) and reads its name column; a server that sends a list instead is read as names too", () =>
+    Effect.gen(function* () {
+      const table = {
+        kind: "Table",
+        apiVersion: "meta.k8s.io/v1",
+        metadata: { resourceVersion: "12", continue: "next" },
+        columnDefinitions: [{ name: "Ready", type: "string", format: "" }, { name: "Name", type: "string", format: "name" }],
+        rows: [{ cells: ["1/1", "a"], object: null }, { cells: ["0/1", "b"], object: null }]
+      }
+      serve((req, res) => json(res, 200, req.url?.includes("plain") ? { kind: "PodList", metadata: { resourceVersion: "13" }, items: [{ metadata: { name: "c", uid: "u" }, spec: {} }] } : table))
+      const api = yield* KubeApi
+      const page = yield* api.list(R.Pods, "ns", { namesOnly: true, limit: 2 })
+      expect(page).toEqual({
+        items: [
+          { apiVersion: "meta.k8s.io/v1", kind: "PartialObjectMetadata", metadata: { name: "a", namespace: "ns" } },
+          { apiVersion: "meta.k8s.io/v1", kind: "PartialObjectMetadata", metadata: { name: "b", namespace: "ns" } }
+        ],
+        resourceVersion: "12",
+        continue: "next"
+      })
+      const asked = fake.seen[0]!
+      expect(new URL(asked.url, fake.url).searchParams.get("includeObject")).toBe("None")
+      expect(String(asked.headers["accept"])).toMatch(/^application\/json;as=Table;g=meta\.k8s\.io;v=v1,/)
+      const plain = yield* api.list(R.Pods, "plain", { namesOnly: true })
+      expect(plain.items).toEqual([{ apiVersion: "meta.k8s.io/v1", kind: "PartialObjectMetadata", metadata: { name: "c", namespace: "plain" } }])
+      serve((_req, res) => json(res, 200, { ...table, columnDefinitions: [{ name: "Ready", type: "string", format: "" }] }))
+      expect(yield* Effect.flip(api.list(R.Pods, "ns", { namesOnly: true }))).toMatchObject({ reason: "Unknown", detail: "malformed response: expected a table with a name column" })
+    }).pipe(Effect.provide(fakeApi())))
+
   it.live("with --api-compression, asks for gzip and reads a gzipped answer (the API server compresses large ones)", () =>
     Effect.gen(function* () {
       const list = { kind: "PodList", metadata: { resourceVersion: "9" }, items: Array.from({ length: 50 }, (_, i) => ({ metadata: { name: `p${i}` } })) }

@@ -116,6 +116,26 @@ export const kubeApiContract = (target: ContractTarget) =>
         })
       ))
 
+    it.live("namesOnly: a namespace's list carries each object's name and namespace and nothing else, page by page", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          for (const name of ["names-a", "names-b", "names-c"]) yield* api.create(R.Pods, ns, podObject(ns, name, { status: "[]" }))
+          yield* api.create(R.IPPools, ns, poolObject(ns, "names-pool", "10.8.0.0/24", { "1": { id: "a", podref: "x/y" } }))
+          const first = yield* api.list(R.Pods, ns, { namesOnly: true, limit: 2 })
+          expect(first.items).toHaveLength(2)
+          expect(first.continue).toBeTruthy()
+          const rest = yield* api.list(R.Pods, ns, { namesOnly: true, limit: 2, continue: first.continue })
+          const items = [...first.items, ...rest.items].filter((o) => o.metadata.name.startsWith("names-"))
+          expect(items.map((o) => o.metadata.name).sort()).toEqual(["names-a", "names-b", "names-c"])
+          for (const o of items) expect(o).toEqual({ apiVersion: "meta.k8s.io/v1", kind: "PartialObjectMetadata", metadata: { name: o.metadata.name, namespace: ns } })
+          expect(first.resourceVersion).toBeTruthy()
+          const pools = yield* api.list(R.IPPools, ns, { namesOnly: true })
+          expect(pools.items.map((o) => o.metadata)).toContainEqual({ name: "names-pool", namespace: ns })
+          for (const o of pools.items) expect(o["spec"]).toBeUndefined()
+        })
+      ))
+
     it.live("merge patch", () =>
       run(
         Effect.gen(function* () {
