@@ -414,6 +414,18 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       expect(refused.detail).toContain("ECONNREFUSED")
     }).pipe(Effect.provide(fakeApi({ requestTimeout: Duration.millis(300) }))))
 
+  it.live("credentials that never come (a credential plugin that hangs) end as a Timeout within requestTimeout, the request never sent", () =>
+    Effect.gen(function* () {
+      serve((_req, res) => json(res, 200, pod("p", "1")))
+      const dispatcher = new (yield* Effect.promise(() => import("undici"))).Agent()
+      const hanging = { server: fake.url, dispatcher, watchDispatcher: dispatcher, headers: () => new Promise<Record<string, string>>(() => {}), compression: false }
+      const api = live().makeLiveKubeApi({ transport: hanging, limiter: (effect) => effect, requestTimeout: Duration.millis(300) })
+      const failed = yield* Effect.flip(api.get(R.Pods, "ns", "p")).pipe(Effect.timeout("5 seconds"))
+      expect(failed).toMatchObject({ reason: "Timeout", verb: "get", target: "pods ns/p" })
+      expect(fake.seen).toHaveLength(0)
+      yield* Effect.promise(() => dispatcher.close())
+    }))
+
   it.live("interrupting a request aborts it: the server sees the connection close, and the next request is answered", () =>
     Effect.gen(function* () {
       serve((req, res) => {

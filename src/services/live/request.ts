@@ -79,9 +79,6 @@ const headersFor = (transport: Transport, req: Request, auth: Record<string, str
 
 const unauthorized = (req: Request, e: unknown) => new KubeError({ reason: "Unauthorized", verb: req.verb, target: req.target, detail: `credentials: ${errorText(e)}` })
 
-/** The reason `answer`'s signal is aborted with when the request ran out of time. */
-const TIMED_OUT = Symbol("timed out")
-
 /** One undici request; its answer read whole. */
 const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: Request, headers: Record<string, string>, signal: AbortSignal): Promise<Answer> => {
   const body = req.body === undefined ? {} : { body: JSON.stringify(req.body) }
@@ -102,7 +99,7 @@ const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: R
 }
 
 /** Credentials, then the exchange, until `signal` aborts it: the answer, or why there is none. */
-const answer = async (transport: Transport, dispatcher: Transport["dispatcher"], req: Request, signal: AbortSignal, timedOut: () => KubeError): Promise<Answer | KubeError> => {
+const answer = async (transport: Transport, dispatcher: Transport["dispatcher"], req: Request, signal: AbortSignal): Promise<Answer | KubeError> => {
   const url = urlOf(transport.server, req.path, req.query)
   let auth: Record<string, string>
   try {
@@ -113,7 +110,7 @@ const answer = async (transport: Transport, dispatcher: Transport["dispatcher"],
   try {
     return await exchange(dispatcher, url, req, headersFor(transport, req, auth), signal)
   } catch (e) {
-    return signal.reason === TIMED_OUT ? timedOut() : errorFromFailure(req.verb, req.target, e)
+    return errorFromFailure(req.verb, req.target, e)
   }
 }
 
@@ -143,12 +140,22 @@ export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLim
     limiter(
       Effect.async<Answer, KubeError>((resume) => {
         const aborter = new AbortController()
-        const timer = setTimeout(() => aborter.abort(TIMED_OUT), timeoutMillis)
-        void answer(transport, dispatcher, req, aborter.signal, () => timedOut(req)).then((a) => {
+        let settled = false
+        // The first of the answer and the timer settles it: credentials that never come (a hung
+        // exec plugin) time out as an exchange does.
+        const settle = (outcome: Effect.Effect<Answer, KubeError>) => {
+          if (settled) return
+          settled = true
           clearTimeout(timer)
-          resume(a instanceof KubeError ? Effect.fail(a) : Effect.as(flowLog(req, a), a))
-        })
+          resume(outcome)
+        }
+        const timer = setTimeout(() => {
+          aborter.abort()
+          settle(Effect.fail(timedOut(req)))
+        }, timeoutMillis)
+        void answer(transport, dispatcher, req, aborter.signal).then((a) => settle(a instanceof KubeError ? Effect.fail(a) : Effect.as(flowLog(req, a), a)))
         return Effect.sync(() => {
+          settled = true
           clearTimeout(timer)
           aborter.abort()
         })
