@@ -96,7 +96,7 @@ const requestsRound = async (plane: BenchPlane): Promise<Record<string, number>>
   const out: Record<string, number> = {}
   for (const [name, run] of [...stacks.map((s) => [s.name, viaOurs(s.stack(plane))] as const), ["undici alone", viaUndici] as const]) {
     await run() // warm-up: connections, JIT
-    out[name] = await cpuPer(N, async () => run())
+    out[name] = await cpuPer(N, run)
   }
   await agent.close()
   return out
@@ -118,11 +118,11 @@ const createPods = (plane: BenchPlane, ns: string) =>
   )
 
 /** Creates N realistic pods in `ns`, then counts `consume`'s CPU while kubectl deletes them. */
-const deletedEvents = async (plane: BenchPlane, ns: string, consume: (started: () => void, begin: () => void) => Promise<void>): Promise<number> => {
+const deletedEvents = async (plane: BenchPlane, ns: string, consume: (begin: () => void) => Promise<void>): Promise<number> => {
   await createPods(plane, ns)
   const kubectl = path.join(process.env["KUBEBUILDER_ASSETS"] ?? "", "kubectl")
   return cpuPer(N, (started) =>
-    consume(started, () => {
+    consume(() => {
       started()
       spawn(kubectl, ["--kubeconfig", plane.kubeconfigPath, "delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", "--wait=false"], { stdio: "ignore" })
     })
@@ -134,7 +134,7 @@ const watchRound = async (plane: BenchPlane, round: number): Promise<Record<stri
   for (const [k, { name, stack }] of stacks.entries()) {
     // Watching from the list's version: only the pods' DELETED events come, once kubectl runs.
     const ns = `ours-${k}-${round}`
-    out[name] = await deletedEvents(plane, ns, (_started, begin) =>
+    out[name] = await deletedEvents(plane, ns, (begin) =>
       Effect.runPromise(
         Effect.flatMap(KubeApi, (api) => {
           let seen = 0
@@ -153,7 +153,7 @@ const watchRound = async (plane: BenchPlane, round: number): Promise<Record<stri
     )
   }
   const agent = rawAgent(plane)
-  const viaUndici = await deletedEvents(plane, `raw-${round}`, async (_started, begin) => {
+  const viaUndici = await deletedEvents(plane, `raw-${round}`, async (begin) => {
     const listed = await request(`${plane.server}/api/v1/namespaces/raw-${round}/pods?limit=1`, { dispatcher: agent, headers: { Authorization: `Bearer ${plane.token}` } })
     const { metadata } = (await listed.body.json()) as { metadata: { resourceVersion: string } }
     const res = await fetch(`${plane.server}/api/v1/namespaces/raw-${round}/pods?watch=true&resourceVersion=${metadata.resourceVersion}`, { dispatcher: agent, headers: { Authorization: `Bearer ${plane.token}` } })
@@ -183,11 +183,8 @@ const watchRound = async (plane: BenchPlane, round: number): Promise<Record<stri
 }
 
 const LISTS = 5
-let listed = false
-/** Per pod listed, this process's CPU and the API server's, for each way the re-check may list. */
+/** Per pod listed (the pods of namespace "listed"), this process's CPU and the API server's, for each way the re-check may list. */
 const listRound = async (plane: BenchPlane): Promise<Record<string, number>> => {
-  if (!listed) await createPods(plane, "listed")
-  listed = true
   const apiserver = planePids(plane).apiserver!
   const out: Record<string, number> = {}
   for (const [name, options] of [["metadata only", { metadataOnly: true }], ["names only (Table)", { metadataOnly: true, namesOnly: true }]] as const) {
@@ -213,6 +210,7 @@ const listAll = (api: KubeApi["Type"], options: ReadOptions) =>
 const what = { requests: "GET (404)", watch: "DELETED event", list: "pod listed" }[mode]
 const plane = await startBenchPlane()
 try {
+  if (mode === "list") await createPods(plane, "listed")
   await measureBackground()
   process.stdout.write(`background: ${background.toFixed(1)} ms CPU per second, subtracted\n`)
   const all = new Map<string, Array<number>>()
