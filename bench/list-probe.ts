@@ -8,6 +8,8 @@
  *   node bench/list-probe.ts [pageSize ...]
  *   PROBE_PROFILE=1: one more sync at the first page size under a V8 CPU profile of this
  *   process, summarized by function and package (where the client's time goes).
+ *   PROBE_CHECKOUTS=<dir>,<dir>…: each checkout's own informer and client (its src and bench/lib,
+ *   loaded from it; a worktree with node_modules) instead of this one's, alternating, on one world.
  */
 import * as fs from "node:fs"
 import { Session } from "node:inspector/promises"
@@ -18,9 +20,9 @@ import { summarize } from "./lib/cpuprofile.ts"
 import { cpuSeconds, planePids, startBenchPlane } from "./lib/controlplane.ts"
 import { driverLayer } from "./lib/live.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
-import { layerWith } from "../src/services/ControllerConfig.ts"
-import { layerLive } from "../src/services/KubeApiLive.ts"
-import { informerSync } from "./lib/scenarios.ts"
+import * as ControllerConfig from "../src/services/ControllerConfig.ts"
+import * as KubeApiLive from "../src/services/KubeApiLive.ts"
+import * as Scenarios from "./lib/scenarios.ts"
 
 const sizes = process.argv.slice(2).map(Number)
 /** PROBE_COMPRESSION: off, on, or both (alternating, the default). */
@@ -30,24 +32,44 @@ if (sizes.length === 0) sizes.push(500)
 const pods = Number(process.env["PROBE_PODS"] ?? 10_000)
 const runs = Number(process.env["PROBE_RUNS"] ?? 3)
 const log = (line: string) => process.stderr.write(`[list-probe] ${line}\n`)
+
+/** The modules a sync needs, from one checkout. */
+interface Code {
+  readonly label: string
+  readonly layerWith: typeof ControllerConfig.layerWith
+  readonly layerLive: typeof KubeApiLive.layerLive
+  readonly informerSync: typeof Scenarios.informerSync
+}
+const codeFrom = async (dir: string): Promise<Code> => {
+  const load = (file: string) => import(path.resolve(dir, file))
+  const [config, live, scenarios] = await Promise.all([load("src/services/ControllerConfig.ts"), load("src/services/KubeApiLive.ts"), load("bench/lib/scenarios.ts")])
+  return { label: dir, layerWith: config.layerWith, layerLive: live.layerLive, informerSync: scenarios.informerSync }
+}
+const checkouts = (process.env["PROBE_CHECKOUTS"] ?? "").split(",").filter((d) => d !== "")
+const codes: ReadonlyArray<Code> =
+  checkouts.length === 0
+    ? [{ label: "", layerWith: ControllerConfig.layerWith, layerLive: KubeApiLive.layerLive, informerSync: Scenarios.informerSync }]
+    : await Promise.all(checkouts.map(codeFrom))
 const plane = await startBenchPlane()
 try {
   const world = await Effect.runPromise(buildSteadyWorld(plane, pods, 10, 5).pipe(Effect.provide(driverLayer(plane))))
   log(`world built in ${Math.round(world.ms / 1000)} s`)
-  const layerFor = (apiCompression: boolean) => layerLive.pipe(Layer.provide(layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0, apiCompression })), Layer.orDie)
+  const layerFor = (code: Code, apiCompression: boolean) =>
+    code.layerLive.pipe(Layer.provide(code.layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0, apiCompression })), Layer.orDie)
   const apiserver = planePids(plane).apiserver!
   const results = new Map<string, Array<string>>()
-  const sync = (pageSize: number, compression: boolean) => Effect.runPromise(Effect.map(informerSync("ours", pageSize), (r) => r.pods).pipe(Effect.provide(layerFor(compression))))
+  const sync = (pageSize: number, compression: boolean, code: Code = codes[0]!) =>
+    Effect.runPromise(Effect.map(code.informerSync("ours", pageSize), (r) => r.pods).pipe(Effect.provide(layerFor(code, compression))))
   for (let i = 0; i < runs; i++) {
-    for (const pageSize of sizes) for (const compression of compressions) {
+    for (const code of codes) for (const pageSize of sizes) for (const compression of compressions) {
       const cpu0 = process.cpuUsage()
       const s0 = cpuSeconds(apiserver)
       const t = performance.now()
-      const n = await sync(pageSize, compression)
+      const n = await sync(pageSize, compression, code)
       const ms = performance.now() - t
       const cpu = process.cpuUsage(cpu0)
       const line = `${Math.round(ms)} ms (client CPU ${((cpu.user + cpu.system) / 1e6).toFixed(2)} s, apiserver CPU ${(cpuSeconds(apiserver) - s0).toFixed(2)} s, ${n} pods)`
-      const key = `page ${pageSize}, compression ${compression ? "on" : "off"}`
+      const key = `${code.label === "" ? "" : `${code.label}: `}page ${pageSize}, compression ${compression ? "on" : "off"}`
       results.set(key, [...(results.get(key) ?? []), line])
       log(`${key}: ${line}`)
     }
