@@ -126,8 +126,8 @@ export const objectKey = (namespace: string | undefined, name: string): string =
 
 /**
  * Lists every page (`limit`/`continue`), handing each page to `onPage` as it arrives so callers
- * keep only what they need of each object (a page of full pods is garbage once the page after it
- * has arrived). An expired continue token (410) restarts the list once from the beginning, as
+ * keep only what they need of each object (a page of full pods is garbage before the next one
+ * is fetched). An expired continue token (410) restarts the list once from the beginning, as
  * client-go's pager does; `onStart` runs before every (re)start so callers can reset.
  */
 export const forEachPage = <E, R>(
@@ -146,31 +146,25 @@ export const forEachPage = <E, R>(
   Effect.gen(function* () {
     const api = yield* KubeApi
     const pageSize = options.pageSize ?? 500
-    const fetch = (token: string | undefined) =>
-      api.list(r, namespace, {
-        limit: pageSize,
-        continue: token,
-        labelSelector: options.labelSelector,
-        fieldSelector: options.fieldSelector,
-        metadataOnly: options.metadataOnly,
-        namesOnly: options.namesOnly
-      })
     const once = Effect.gen(function* () {
       options.onStart?.()
-      let page = yield* fetch(undefined)
-      // The list's version is the snapshot of the first page; later pages belong to it.
-      const resourceVersion = page.resourceVersion
-      for (;;) {
-        const token = page.continue === "" ? undefined : page.continue
-        if (token === undefined) {
-          yield* onPage(page.items)
-          return resourceVersion
-        }
-        // The next page is asked for before this one is handed on, so the server encodes it
-        // while onPage runs; pages still reach onPage in order, at most two held at once.
-        const [, next] = yield* Effect.all([onPage(page.items), fetch(token)], { concurrency: 2 })
-        page = next
-      }
+      let token: string | undefined
+      let resourceVersion = ""
+      do {
+        const page = yield* api.list(r, namespace, {
+          limit: pageSize,
+          continue: token,
+          labelSelector: options.labelSelector,
+          fieldSelector: options.fieldSelector,
+          metadataOnly: options.metadataOnly,
+          namesOnly: options.namesOnly
+        })
+        yield* onPage(page.items)
+        // The list's version is the snapshot of the first page; later pages belong to it.
+        if (token === undefined) resourceVersion = page.resourceVersion
+        token = page.continue === "" ? undefined : page.continue
+      } while (token !== undefined)
+      return resourceVersion
     })
     return yield* once.pipe(Effect.catchIf((e): e is KubeError => e instanceof KubeError && e.reason === "Gone", () => once))
   })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Either, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { KubeApi, type KubeApiShape, type ListOptions, type ListResult, forEachPage } from "../../src/services/KubeApi.ts"
 import { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
@@ -24,43 +24,6 @@ const threePages = (options: ListOptions): ListResult => {
 }
 
 describe("forEachPage", () => {
-  it.live("asks for the next page while the current one is handed on, and hands pages on in order", () =>
-    Effect.gen(function* () {
-      const asked: Array<string> = []
-      const seen: Array<string> = []
-      const secondAsked = yield* Deferred.make<void>()
-      const env = listOnly((options) =>
-        Effect.sync(() => {
-          asked.push(options.continue ?? "first")
-          return threePages(options)
-        }).pipe(Effect.tap(() => (options.continue === "2" ? Deferred.succeed(secondAsked, undefined) : Effect.void)))
-      )
-      const version = yield* forEachPage(R.Pods, "ns", (items) =>
-        Effect.gen(function* () {
-          // The first page is held until the second was asked for: that request must not wait for it.
-          if (items[0]?.metadata.name === "p1") yield* Deferred.await(secondAsked).pipe(Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => "page 2 was not asked for while page 1 was handled" }))
-          seen.push(...items.map((o) => o.metadata.name))
-        })
-      ).pipe(Effect.provide(env))
-      expect(version).toBe("10")
-      expect(asked).toEqual(["first", "2", "3"])
-      expect(seen).toEqual(["p1", "p2", "p3"])
-    }))
-
-  it.effect("a failing page handler ends the list with its error and stops the page in flight", () =>
-    Effect.gen(function* () {
-      const interrupted = yield* Deferred.make<void>()
-      const env = listOnly((options) =>
-        options.continue === undefined
-          ? Effect.succeed(threePages(options))
-          : // The second page never comes; it is interrupted once the handler fails.
-            Effect.onInterrupt(Effect.never, () => Deferred.succeed(interrupted, undefined))
-      )
-      const out = yield* Effect.either(forEachPage(R.Pods, "ns", () => Effect.fail("handler failed" as const)).pipe(Effect.provide(env)))
-      expect(Either.isLeft(out) && out.left).toBe("handler failed")
-      expect(yield* Deferred.isDone(interrupted)).toBe(true)
-    }))
-
   it.effect("an expired continue token restarts the list once from the beginning", () =>
     Effect.gen(function* () {
       let expired = false
