@@ -72,7 +72,9 @@ const GO_SPACES = "\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\
 const GO_FIELD_SEPARATOR = new RegExp(`[${GO_SPACES}]+`)
 const GO_TRIM = new RegExp(`^[${GO_SPACES}]+|[${GO_SPACES}]+$`, "g")
 
-const UTC = DateTime.zoneUnsafeMakeNamed("UTC")
+// UTC as a fixed offset, not the named zone: a named zone is an Intl.DateTimeFormat, and the first
+// one brings ICU's data into the process's resident memory, for a zone that has no rules to look up.
+const UTC = DateTime.zoneMakeOffset(0)
 
 // Zone names ICU resolves that are no file of the IANA database, so Go's LoadLocation rejects them:
 // Java's three-letter ids, SystemV/*, and links tzdata has dropped.
@@ -85,7 +87,7 @@ const ICU_ONLY_ZONES = new Set([
  * Go's time.LoadLocation over the IANA database: "" and "UTC" are UTC, "Local" is the process's zone
  * (UTC for whereabouts and for us); file names are case-sensitive.
  */
-const loadZone = (name: string): Either.Either<DateTime.TimeZone.Named, string> => {
+const loadZone = (name: string): Either.Either<DateTime.TimeZone, string> => {
   if (name === "" || name === "UTC" || name === "Local") return Either.right(UTC)
   const unknown = Either.left(`unknown time zone ${quote(name)}`)
   if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(name) || ICU_ONLY_ZONES.has(name) || name.startsWith("SystemV/")) return unknown
@@ -114,7 +116,7 @@ export const parseSchedule = (text: string): Either.Either<Schedule, ScheduleErr
   if (text === "") return fail("Empty", "it is empty")
   let spec = text
   let timeZone = "UTC"
-  let zone = UTC
+  let zone: DateTime.TimeZone = UTC
   if (text.startsWith("TZ=") || text.startsWith("CRON_TZ=")) {
     const space = text.indexOf(" ")
     const prefix = text.slice(0, space === -1 ? undefined : space)
