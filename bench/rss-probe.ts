@@ -7,14 +7,16 @@
  * constructors).
  *
  *   node bench/rss-probe.ts [variant ...]     variants: image (default), image-tsc, no-malloc-env,
- *                                             v8-young, semi4, optimize-for-size, heap-growing-25
+ *                                             v8-young, semi4, semi8, single-threaded-gc,
+ *                                             optimize-for-size, heap-growing-25
  *   PROBE_BURST=n (one variant): then deletes n pods and reads the RSS once they are freed.
  *   PROBE_CHURN=r (one variant): then deletes r pods a second, one at a time, for
  *   PROBE_CHURN_SECONDS (300), reading the RSS every 30 s: steady churn, which never leaves the
  *   deletion loop idle long enough for its reclaim after a mass deletion.
  *   PROBE_CHURN_SNAPSHOT=1 also takes one a minute into the churn. PROBE_WORKERS=n sets --workers.
  *   PROBE_SNAPSHOT=0 skips the heap snapshot at the end; the RSS is also read 20 and 50 s later, with where
- *   it lives (/proc/<pid>/smaps: V8's pages, glibc's arenas, the node binary).
+ *   it lives (/proc/<pid>/smaps: V8's pages, glibc's arenas, the node binary, and which of the
+ *   binary's sections are resident, ICU's data on its own).
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -32,7 +34,7 @@ import { delta, parseProm, sum } from "./lib/prom.ts"
 import { bundle } from "../scripts/build.ts"
 import { RSS_NAMESPACE, buildSteadyWorld } from "./lib/rssworld.ts"
 import { deleteAll } from "./lib/world.ts"
-import { smapsSummary } from "./lib/smaps.ts"
+import { binaryResidency, smapsSummary } from "./lib/smaps.ts"
 
 /** The image's node flags (the heap cap left out: the probe sets its own) and glibc allocator settings. */
 const image = imageNodeFlags()
@@ -50,6 +52,9 @@ const VARIANTS: Record<string, Variant> = {
   "no-malloc-env": { flags: IMAGE_FLAGS, program: "bundle" },
   "v8-young": { flags: IMAGE_FLAGS.filter((f) => !f.startsWith("--max-semi-space-size")), env: IMAGE_ENV, program: "bundle" },
   semi4: { flags: ["--max-semi-space-size=4"], env: IMAGE_ENV, program: "bundle" },
+  semi8: { flags: [...IMAGE_FLAGS.filter((f) => !f.startsWith("--max-semi-space-size")), "--max-semi-space-size=8"], env: IMAGE_ENV, program: "bundle" },
+  // V8's garbage collector on the main thread only: no helper threads (their stacks and arenas).
+  "single-threaded-gc": { flags: [...IMAGE_FLAGS, "--single-threaded-gc"], env: IMAGE_ENV, program: "bundle" },
   // Smaller still, but GC took a third of the controller's CPU and single deletions slowed ~6x
   // (bench/single-profile.ts with PROFILE_NODE_ARGS=--optimize-for-size).
   "optimize-for-size": { flags: [...IMAGE_FLAGS, "--optimize-for-size"], env: IMAGE_ENV, program: "bundle" },
@@ -156,6 +161,7 @@ try {
         log(`${variant}: VmRSS ${MiB(p.memory().rss)} after another ${wait / 1000} s`)
       }
       for (const k of smapsSummary(p.pid).byKind.slice(0, 7)) log(`  mapped ${k.kind}: ${MiB(k.rss)} (${k.mappings} mappings)`)
+      for (const b of binaryResidency(p.pid).slice(0, 5)) log(`    of the node binary, ${b.part}: ${MiB(b.rss)}`)
       if (burst > 0) {
         // A mass deletion with no sweep after it: how far the heap regrows, and whether it stays.
         const usedBefore = sum(await p.scrape(), USED)

@@ -4,6 +4,7 @@
  * arenas (anonymous 64 MiB-aligned reservations), other anonymous mappings, and files (the node
  * binary, shared libraries).
  */
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 
 export interface SmapsSummary {
@@ -48,4 +49,47 @@ export const smapsSummary = (pid: number): SmapsSummary => {
     }
   }
   return { rss: total, byKind: [...kinds].map(([k, v]) => ({ kind: k, ...v })).sort((a, b) => b.rss - a.rss) }
+}
+
+/**
+ * Which parts of the node binary are resident in a process: its pages present in the process's
+ * page table (/proc/<pid>/pagemap, root only) by ELF section, with ICU's data (the `icudt*_dat`
+ * symbol, tens of MiB of .rodata that Intl touches page by page) counted on its own. Section and
+ * symbol addresses come from readelf and nm (binutils); the binary must not be position-independent
+ * (node's release builds are not), so its addresses are the mapped ones.
+ */
+export const binaryResidency = (pid: number): ReadonlyArray<{ readonly part: string; readonly rss: number }> => {
+  const binary = fs.readlinkSync(`/proc/${pid}/exe`)
+  const sections = execFileSync("readelf", ["-SW", binary], { encoding: "utf8" })
+    .split("\n")
+    .flatMap((line) => {
+      const m = /^\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)/.exec(line)
+      return m === null || Number.parseInt(m[2]!, 16) === 0 ? [] : [{ part: m[1]!, start: Number.parseInt(m[2]!, 16), size: Number.parseInt(m[3]!, 16) }]
+    })
+  const icu = execFileSync("nm", ["-S", binary], { encoding: "utf8", maxBuffer: 1 << 28 })
+    .split("\n")
+    .flatMap((line) => {
+      const [address, size, , name] = line.split(" ")
+      return name !== undefined && /^icudt\d+_dat$/.test(name) ? [{ part: `ICU data (${name})`, start: Number.parseInt(address!, 16), size: Number.parseInt(size!, 16) }] : []
+    })
+  const parts = [...icu, ...sections]
+  const PAGE = 4096
+  const counts = new Map<string, number>()
+  const pagemap = fs.openSync(`/proc/${pid}/pagemap`, "r")
+  try {
+    const entry = Buffer.alloc(8)
+    for (const line of fs.readFileSync(`/proc/${pid}/maps`, "utf8").split("\n")) {
+      if (!line.endsWith(binary)) continue
+      const [lo, hi] = line.split(" ")[0]!.split("-").map((h) => Number.parseInt(h, 16)) as [number, number]
+      for (let va = lo; va < hi; va += PAGE) {
+        fs.readSync(pagemap, entry, 0, 8, (va / PAGE) * 8)
+        if ((entry.readBigUInt64LE(0) >> 63n) === 0n) continue
+        const part = parts.find((p) => va >= p.start && va < p.start + p.size)?.part ?? "other"
+        counts.set(part, (counts.get(part) ?? 0) + PAGE)
+      }
+    }
+  } finally {
+    fs.closeSync(pagemap)
+  }
+  return [...counts].map(([part, rss]) => ({ part, rss })).sort((a, b) => b.rss - a.rss)
 }
