@@ -25,10 +25,11 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Effect } from "effect"
 import { startBenchPlane } from "./lib/controlplane.ts"
-import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
+import { apiserverEnv, type BenchEnv, SHIPPED, stolenSeconds } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
 import { driverLayer, runOver } from "./lib/live.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
+import { parseProm, sum } from "./lib/prom.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { takeNumber } from "./lib/args.ts"
@@ -74,9 +75,17 @@ try {
     await effect(buildSteadyWorld(plane, pods, 10, 5))
   }
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "ab-logs-"))
+  /** What a run may leave behind on the shared server: watches still open, goroutines, its heap. */
+  const serverState = async () => {
+    const m = parseProm(await plane.metrics(), (n) => n === "apiserver_longrunning_requests" || n === "go_goroutines" || n === "go_memstats_heap_inuse_bytes")
+    const watches = sum(m, "apiserver_longrunning_requests", { verb: "WATCH" })
+    return `${watches} watches open, ${sum(m, "go_goroutines")} goroutines, heap ${(sum(m, "go_memstats_heap_inuse_bytes") / 2 ** 20).toFixed(0)} MiB`
+  }
+  process.stdout.write(`the API server before the first run: ${await serverState()}\n`)
   for (let i = 0; i < runs; i++) {
     for (const c of checkouts) {
       // Namespaces are named after it: an RFC 1123 label, whatever the checkout's directory is called.
+      const stolen0 = stolenSeconds()
       const label = `ab-${i}-${path.basename(c).toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+$/, "")}`
       if (scenario === "mass") {
         const r = await effect(massDeletion(envOf.get(c)!, "ours", { pods, pools: 10, perPod, limits, label }))
@@ -96,6 +105,7 @@ try {
       }
       const last = [...readings.get(c)!].map(([name, vs]) => `${name} ${fmt(name, vs.at(-1)!)}`).join(", ")
       process.stdout.write(`${c} #${i + 1}: ${last}\n`)
+      process.stdout.write(`  the API server after it: ${await serverState()}; CPU stolen by the hypervisor during the run ${(stolenSeconds() - stolen0).toFixed(1)} s\n`)
     }
   }
   for (const [c, byName] of readings) {

@@ -95,10 +95,25 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
       "kube-apiserver": pids.apiserver === undefined ? Number.NaN : cpuSeconds(pids.apiserver),
       etcd: pids.etcd === undefined ? Number.NaN : cpuSeconds(pids.etcd),
       contender: c?.proc === undefined ? Number.NaN : cpuSeconds(c.proc.pid),
-      "bench driver": benchCpu()
+      "bench driver": benchCpu(),
+      "stolen by the hypervisor": stolenSeconds()
     })
   }
   return { env, logDir }
+}
+
+/**
+ * CPU time the hypervisor gave to others while this machine's vCPUs wanted it (/proc/stat's steal,
+ * summed over CPUs): the same work takes longer the more of it there is, so latencies of two runs
+ * compare only with it beside them. NaN where /proc/stat has no such field.
+ */
+export const stolenSeconds = (): number => {
+  try {
+    const cpu = fs.readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/)
+    return cpu[0] === "cpu" && cpu[8] !== undefined ? Number(cpu[8]) / 100 : Number.NaN
+  } catch {
+    return Number.NaN
+  }
 }
 
 /** after − before, per key. */
