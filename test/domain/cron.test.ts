@@ -340,3 +340,18 @@ describe("properties", () => {
     }
   )
 })
+
+describe("what the schedule costs to keep", () => {
+  it("a UTC schedule keeps its zone as a fixed offset: a named zone is an Intl.DateTimeFormat, and the first maps ICU's data into memory", () => {
+    for (const text of ["30 4 * * *", "CRON_TZ=UTC 0 0 * * 1", "TZ=Local @daily", "TZ= 5 * * * *"]) {
+      const schedule = Either.getOrThrow(parseSchedule(text))
+      expect(schedule._tag).toBe("Cron")
+      if (schedule._tag !== "Cron") continue
+      const zone = Option.getOrThrow(schedule.cron.tz)
+      expect(zone._tag === "Offset" && zone.offset).toBe(0)
+      expect(schedule.timeZone).toBe("UTC")
+    }
+    const zoned = Either.getOrThrow(parseSchedule("CRON_TZ=Europe/Berlin 0 3 * * *"))
+    expect(zoned._tag === "Cron" && Option.getOrThrow(zoned.cron.tz)._tag).toBe("Named")
+  })
+})
