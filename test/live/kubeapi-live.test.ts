@@ -5,8 +5,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as tls from "node:tls"
 import { expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Either, Fiber, Stream } from "effect"
+import { Chunk, Duration, Effect, Either, Fiber, Schedule, Stream } from "effect"
 import { KubeApi } from "../../src/services/KubeApi.ts"
+import type { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { namespaceObject, poolObject } from "../support/objects.ts"
 import { describeLive, liveKubeApi, runningEnvtest, startApiServer, stopApiServer, uniqueNamespace } from "../support/live.ts"
@@ -24,6 +25,14 @@ const onChannel = <A>(channel: string, read: (message: unknown) => A) =>
   })
 
 /** The ALPN protocol of every connection undici opens while the scope lasts, in order. */
+/**
+ * A watch of a CRD's objects, started over while the API server answers 429 "storage is
+ * (re)initializing": the CRD's watch cache is rebuilt when the CRD is (re)established, by another
+ * test file on the shared server, and the server asks clients to try again.
+ */
+const whenStorageReady = <A>(watch: Stream.Stream<A, KubeError>) =>
+  Stream.retry(watch, Schedule.spaced("200 millis").pipe(Schedule.intersect(Schedule.recurs(25)), Schedule.whileInput((e: KubeError) => e.reason === "TooManyRequests")))
+
 const connectedProtocols = onChannel("undici:client:connected", (message): string | false | null => (message as { readonly socket: tls.TLSSocket }).socket.alpnProtocol)
 
 /** The Content-Encoding of every answer undici receives while the scope lasts. */
@@ -61,7 +70,7 @@ describeLive("KubeApiLive on a real API server", () => {
       const dup = yield* Effect.flip(api.create(R.IPPools, ns, poolObject(ns, "dup", "10.20.0.0/24")))
       expect(dup).toMatchObject({ reason: "AlreadyExists", status: 409, detail: 'ippools.whereabouts.cni.cncf.io "dup" already exists' })
       // The watch cache keeps no history from before its start: version 2 is long gone.
-      const gone = yield* Effect.flip(Stream.runDrain(api.watch(R.IPPools, ns, { resourceVersion: "2" })))
+      const gone = yield* Effect.flip(Stream.runDrain(whenStorageReady(api.watch(R.IPPools, ns, { resourceVersion: "2" }))))
       expect(gone).toMatchObject({ reason: "Gone", status: 410, verb: "watch" })
       expect(gone.detail).toContain("too old resource version")
     }).pipe(Effect.provide(liveKubeApi())))
@@ -82,7 +91,7 @@ describeLive("KubeApiLive on a real API server", () => {
     Effect.gen(function* () {
       const api = yield* setup
       const start = yield* api.list(R.IPPools, ns, { limit: 1 })
-      const watch = yield* Effect.fork(Stream.runCollect(api.watch(R.IPPools, ns, { resourceVersion: start.resourceVersion, timeoutSeconds: 300 })))
+      const watch = yield* Effect.fork(Stream.runCollect(whenStorageReady(api.watch(R.IPPools, ns, { resourceVersion: start.resourceVersion, timeoutSeconds: 300 }))))
       yield* Effect.sleep("200 millis")
       yield* Effect.promise(stopApiServer)
       const ended = yield* Fiber.join(watch).pipe(Effect.either, Effect.timeout("20 seconds"))
@@ -112,7 +121,7 @@ describeLive("KubeApiLive on a real API server", () => {
       const api = yield* setup
       const start = yield* api.list(R.IPPools, ns, { limit: 1 })
       yield* Effect.all([api.list(R.Namespaces, undefined, { limit: 1 }), api.get(R.Namespaces, undefined, ns)], { concurrency: "unbounded" })
-      yield* Stream.runDrain(api.watch(R.IPPools, ns, { resourceVersion: start.resourceVersion, timeoutSeconds: 1 }))
+      yield* Stream.runDrain(whenStorageReady(api.watch(R.IPPools, ns, { resourceVersion: start.resourceVersion, timeoutSeconds: 1 })))
       expect(protocols.length).toBeGreaterThanOrEqual(1)
       expect([...new Set(protocols)]).toEqual(["http/1.1"])
       // Kept alive, DELETEs with their DeleteOptions body too: 20 creates and 20 deletes one after
@@ -158,7 +167,7 @@ describeLive("KubeApiLive on a real API server", () => {
       const requests = [...protocols]
       expect(requests).toContain("h2")
       expect(requests.filter((p) => p === "h2").length).toBeLessThanOrEqual(2)
-      yield* Stream.runDrain(api.watch(R.IPPools, ns, { resourceVersion: start.resourceVersion, timeoutSeconds: 1 }))
+      yield* Stream.runDrain(whenStorageReady(api.watch(R.IPPools, ns, { resourceVersion: start.resourceVersion, timeoutSeconds: 1 })))
       expect(protocols.slice(requests.length)).toEqual(["http/1.1"])
     }).pipe(Effect.scoped, Effect.provide(liveKubeApi({ http2: true }))), 30_000)
 
