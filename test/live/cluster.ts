@@ -68,9 +68,14 @@ const bindable = (port: number): Promise<number | undefined> =>
     })
   })
 
+/** Slices of the range: each vitest worker draws from its own. */
+const PORT_SLICES = 16
+
 /**
- * Where freePort draws from: [low, high), the 12,000 ports below the kernel's ephemeral range
- * (what outgoing connections draw from), read from /proc (32768 when it cannot be read).
+ * Where freePort draws from: this process's slice of the 12,000 ports below the kernel's ephemeral
+ * range (what outgoing connections draw from; 32768 when /proc cannot be read). Each vitest worker
+ * (VITEST_POOL_ID) has a slice of its own, so test files running at once never both find one port
+ * free and then race to bind it (a controller of the RBAC tier once lost its health port so).
  */
 export const freePortRange = (): { readonly low: number; readonly high: number } => {
   let high = 32_768
@@ -80,24 +85,38 @@ export const freePortRange = (): { readonly low: number; readonly high: number }
   } catch {
     // not Linux: the default range's floor
   }
-  return { low: Math.max(1_025, high - 12_000), high }
+  const low = Math.max(1_025, high - 12_000)
+  const pool = Number(process.env["VITEST_POOL_ID"] ?? 0)
+  const width = Math.floor((high - low) / PORT_SLICES)
+  const start = low + (Number.isInteger(pool) && pool > 0 ? pool % PORT_SLICES : 0) * width
+  return { low: start, high: start + width }
 }
+
+/** Ports this process handed out lately: not handed out again while their user may still bind them. */
+const handedOut: Array<number> = []
 
 /**
  * A free TCP port on loopback (the listener is closed again before it is used). Drawn at random
- * below the ephemeral range, so an outgoing connection cannot take it before its user binds it
- * (the kernel's own pick, port 0, comes from that range); the kernel's pick only when ten tries
- * found nothing free there.
+ * from this process's slice below the ephemeral range, so an outgoing connection cannot take it
+ * before its user binds it (the kernel's own pick, port 0, comes from that range), and never one
+ * handed out in the last 64 draws; the kernel's pick only when ten tries found nothing free there.
  */
 export const freePort = async (): Promise<number> => {
   const { low, high } = freePortRange()
+  const give = (port: number) => {
+    handedOut.push(port)
+    if (handedOut.length > 64) handedOut.shift()
+    return port
+  }
   for (let i = 0; i < 10; i++) {
-    const port = await bindable(low + Math.floor(Math.random() * (high - low)))
-    if (port !== undefined) return port
+    const draw = low + Math.floor(Math.random() * (high - low))
+    if (handedOut.includes(draw)) continue
+    const port = await bindable(draw)
+    if (port !== undefined) return give(port)
   }
   const any = await bindable(0)
   if (any === undefined) throw new Error("no free port on 127.0.0.1")
-  return any
+  return give(any)
 }
 
 const tail = (file: string, lines: number): string => {
