@@ -84,8 +84,8 @@ try {
   process.stdout.write(`the API server before the first run: ${await serverState()}\n`)
   for (let i = 0; i < runs; i++) {
     for (const c of checkouts) {
-      // Namespaces are named after it: an RFC 1123 label, whatever the checkout's directory is called.
       const stolen0 = stolenSeconds()
+      // Namespaces are named after it: an RFC 1123 label, whatever the checkout's directory is called.
       const label = `ab-${i}-${path.basename(c).toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+$/, "")}`
       if (scenario === "mass") {
         const r = await effect(massDeletion(envOf.get(c)!, "ours", { pods, pools: 10, perPod, limits, label }))

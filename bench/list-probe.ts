@@ -20,9 +20,9 @@ import { summarize } from "./lib/cpuprofile.ts"
 import { cpuSeconds, planePids, startBenchPlane } from "./lib/controlplane.ts"
 import { driverLayer } from "./lib/live.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
-import * as ControllerConfig from "../src/services/ControllerConfig.ts"
-import * as KubeApiLive from "../src/services/KubeApiLive.ts"
-import * as Scenarios from "./lib/scenarios.ts"
+import type * as ControllerConfig from "../src/services/ControllerConfig.ts"
+import type * as KubeApiLive from "../src/services/KubeApiLive.ts"
+import type * as Scenarios from "./lib/scenarios.ts"
 
 const sizes = process.argv.slice(2).map(Number)
 /** PROBE_COMPRESSION: off, on, or both (alternating, the default). */
@@ -40,16 +40,14 @@ interface Code {
   readonly layerLive: typeof KubeApiLive.layerLive
   readonly informerSync: typeof Scenarios.informerSync
 }
-const codeFrom = async (dir: string): Promise<Code> => {
+const codeFrom = async (dir: string, label: string): Promise<Code> => {
   const load = (file: string) => import(path.resolve(dir, file))
   const [config, live, scenarios] = await Promise.all([load("src/services/ControllerConfig.ts"), load("src/services/KubeApiLive.ts"), load("bench/lib/scenarios.ts")])
-  return { label: dir, layerWith: config.layerWith, layerLive: live.layerLive, informerSync: scenarios.informerSync }
+  return { label, layerWith: config.layerWith, layerLive: live.layerLive, informerSync: scenarios.informerSync }
 }
 const checkouts = (process.env["PROBE_CHECKOUTS"] ?? "").split(",").filter((d) => d !== "")
 const codes: ReadonlyArray<Code> =
-  checkouts.length === 0
-    ? [{ label: "", layerWith: ControllerConfig.layerWith, layerLive: KubeApiLive.layerLive, informerSync: Scenarios.informerSync }]
-    : await Promise.all(checkouts.map(codeFrom))
+  checkouts.length === 0 ? [await codeFrom(path.resolve(import.meta.dirname, ".."), "")] : await Promise.all(checkouts.map((dir) => codeFrom(dir, dir)))
 const plane = await startBenchPlane()
 try {
   const world = await Effect.runPromise(buildSteadyWorld(plane, pods, 10, 5).pipe(Effect.provide(driverLayer(plane))))

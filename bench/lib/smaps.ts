@@ -77,13 +77,15 @@ export const binaryResidency = (pid: number): ReadonlyArray<{ readonly part: str
   const counts = new Map<string, number>()
   const pagemap = fs.openSync(`/proc/${pid}/pagemap`, "r")
   try {
-    const entry = Buffer.alloc(8)
     for (const line of fs.readFileSync(`/proc/${pid}/maps`, "utf8").split("\n")) {
       if (!line.endsWith(binary)) continue
       const [lo, hi] = line.split(" ")[0]!.split("-").map((h) => Number.parseInt(h, 16)) as [number, number]
-      for (let va = lo; va < hi; va += PAGE) {
-        fs.readSync(pagemap, entry, 0, 8, (va / PAGE) * 8)
-        if ((entry.readBigUInt64LE(0) >> 63n) === 0n) continue
+      // One 8-byte entry per page of the mapping, read at once; bit 63: present.
+      const entries = Buffer.alloc(((hi - lo) / PAGE) * 8)
+      fs.readSync(pagemap, entries, 0, entries.length, (lo / PAGE) * 8)
+      for (let i = 0; i < entries.length; i += 8) {
+        if ((entries.readBigUInt64LE(i) >> 63n) === 0n) continue
+        const va = lo + (i / 8) * PAGE
         const part = parts.find((p) => va >= p.start && va < p.start + p.size)?.part ?? "other"
         counts.set(part, (counts.get(part) ?? 0) + PAGE)
       }

@@ -24,7 +24,6 @@ const onChannel = <A>(channel: string, read: (message: unknown) => A) =>
     return seen
   })
 
-/** The ALPN protocol of every connection undici opens while the scope lasts, in order. */
 /**
  * A watch of a CRD's objects, started over while the API server answers 429 "storage is
  * (re)initializing": the CRD's watch cache is rebuilt when the CRD is (re)established, by another
@@ -33,6 +32,7 @@ const onChannel = <A>(channel: string, read: (message: unknown) => A) =>
 const whenStorageReady = <A>(watch: Stream.Stream<A, KubeError>) =>
   Stream.retry(watch, Schedule.spaced("200 millis").pipe(Schedule.intersect(Schedule.recurs(25)), Schedule.whileInput((e: KubeError) => e.reason === "TooManyRequests")))
 
+/** The ALPN protocol of every connection undici opens while the scope lasts, in order. */
 const connectedProtocols = onChannel("undici:client:connected", (message): string | false | null => (message as { readonly socket: tls.TLSSocket }).socket.alpnProtocol)
 
 /** The Content-Encoding of every answer undici receives while the scope lasts. */
