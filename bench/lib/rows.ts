@@ -15,7 +15,8 @@ export const medSpread = (xs: ReadonlyArray<number>, unit: (x: number) => string
 }
 
 /** Freed IPs of a mass run (one per pod: every pod has one interface). */
-export const freedIPs = (r: MassRun) => r.pods
+/** Addresses a mass run freed: every interface of every pod. */
+export const freedIPs = (r: MassRun) => r.pods * r.perPod
 
 export const fullyFreed = (r: MassRun) => Math.max(r.poolFreedMs, r.reservationsFreedMs)
 

@@ -146,6 +146,8 @@ export interface Rates {
 export interface MassRun {
   readonly kind: Kind
   readonly pods: number
+  /** Whereabouts interfaces (so addresses) per pod. */
+  readonly perPod: number
   readonly pools: number
   readonly limits: Limits
   readonly setupMs: number
@@ -227,6 +229,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         return {
           kind,
           pods: o.pods,
+          perPod,
           pools: o.pools,
           limits: o.limits,
           setupMs,
