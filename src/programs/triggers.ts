@@ -4,9 +4,9 @@
  * service, Ready changed); and the moment a terminating pod's grace runs out. The rule is judged
  * here on the caches; the live re-check before the write decides (reconcile.ts).
  */
-import { Clock, Effect, type Scope, Stream } from "effect"
+import { Clock, Duration, Effect, FiberMap, Option, type Scope, Stream } from "effect"
 import { type NodeFact, type NodeRecord, neverRunsAgain, neverRunsAgainAt } from "../domain/never-runs-again.ts"
-import type { PodProjection } from "../domain/pod.ts"
+import { type PodProjection, podRef } from "../domain/pod.ts"
 import { Caches, NODE_INDEX } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
 import type * as WorkQueue from "../services/WorkQueue.ts"
@@ -24,6 +24,10 @@ const sameFacts = (a: NodeRecord, b: NodeRecord) => a.ready === b.ready && a.rea
  * Queues a live pod that will never run again, now or (its grace running out) later. In a dry run
  * it is reported instead, once per incarnation, and nothing is queued: its pod object still exists,
  * so only the sweep's report (and `audit`) should speak for it.
+ *
+ * Later is a timer per pod incarnation that judges the pod again, as the cache then holds it, when
+ * it fires: a pod deleted meanwhile is the deletion's (`forget` stops its timer), a pod whose facts
+ * changed was judged again by the event that changed them (which replaced its timer).
  */
 const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
   Effect.gen(function* () {
@@ -31,6 +35,7 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
     const config = yield* ControllerConfig
     const policy = neverRunsAgainPolicy(config)
     const reported = new Set<string>()
+    const timers = yield* FiberMap.make<string>()
     const dryRun = (pod: PodProjection, key: string, why: string) =>
       reported.has(key)
         ? Effect.void
@@ -38,24 +43,45 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
             Effect.sync(() => reported.add(key)),
             Effect.logInfo("dry run: would free the addresses of a pod that will never run again").pipe(Effect.annotateLogs({ pod: `${pod.namespace}/${pod.name}`, uid: pod.uid, why }))
           )
-    const judgePod = (pod: PodProjection) =>
+    const nodeOf = (pod: PodProjection) =>
+      Effect.gen(function* () {
+        const cached = pod.nodeName === undefined ? undefined : caches.nodes.get(pod.nodeName)
+        if (cached !== undefined && cached._tag === "Some") return { _tag: "Present", node: cached.value } satisfies NodeFact
+        return ((yield* caches.nodes.isSynced) ? { _tag: "Gone" } : { _tag: "Unknown" }) satisfies NodeFact
+      })
+    /** Queues the pod if it never runs again now; answers when it will if nothing changes. */
+    const queueIfEnded = (pod: PodProjection) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
-        const cached = pod.nodeName === undefined ? undefined : caches.nodes.get(pod.nodeName)
-        const node: NodeFact =
-          cached === undefined || cached._tag === "None" ? ((yield* caches.nodes.isSynced) ? { _tag: "Gone" } : { _tag: "Unknown" }) : { _tag: "Present", node: cached.value }
+        const node = yield* nodeOf(pod)
         const key = queueKey(pod)
         const why = neverRunsAgain(pod, node, now, policy)
-        if (why !== undefined && config.dryRun) return yield* dryRun(pod, key, why.reason)
-        if (why !== undefined) {
+        if (why !== undefined && config.dryRun) yield* dryRun(pod, key, why.reason)
+        else if (why !== undefined) {
           yield* onQueued(key, now)
-          return yield* queue.add(key, { claim: "NeverRunsAgain", pod, reason: why.reason })
+          yield* queue.add(key, { claim: "NeverRunsAgain", pod, reason: why.reason })
         }
-        const at = neverRunsAgainAt(pod, node, now, policy)
-        const later = at === undefined ? undefined : neverRunsAgain(pod, node, at, policy)
-        if (at !== undefined && later !== undefined && !config.dryRun) yield* queue.addAfter(key, { claim: "NeverRunsAgain", pod, reason: later.reason }, at - now)
+        return why !== undefined || config.dryRun ? undefined : neverRunsAgainAt(pod, node, now, policy)
       })
-    return { judgePod, forget: (pod: PodProjection) => Effect.sync(() => void reported.delete(queueKey(pod))) }
+    /** When the timer fires: the incarnation the cache holds now, if it is still this one. */
+    const fire = (pod: PodProjection) =>
+      Effect.flatMap(Effect.sync(() => caches.pods.get(podRef(pod))), (cached) =>
+        Option.isSome(cached) && cached.value.uid === pod.uid ? Effect.asVoid(queueIfEnded(cached.value)) : Effect.void
+      )
+    const judgePod = (pod: PodProjection) =>
+      Effect.gen(function* () {
+        const at = yield* queueIfEnded(pod)
+        const key = queueKey(pod)
+        if (at === undefined) return yield* FiberMap.remove(timers, key)
+        const now = yield* Clock.currentTimeMillis
+        yield* FiberMap.run(timers, key, Effect.zipRight(Effect.sleep(Duration.millis(Math.max(0, at - now))), fire(pod)))
+      })
+    const forget = (pod: PodProjection) =>
+      Effect.zipRight(
+        Effect.sync(() => void reported.delete(queueKey(pod))),
+        FiberMap.remove(timers, queueKey(pod))
+      )
+    return { judgePod, forget }
   })
 
 /** Feeds the queue from the pod and node informers for as long as the scope lives. */

@@ -122,14 +122,14 @@ describe("pods that will never run again: --dry-run", () => {
 
 describe("pods that will never run again: the grace and the live re-check (TestClock)", () => {
   const START = Date.parse("2026-11-03T10:00:00Z")
-  /** A pod terminating since START on `node`, holding 10.121.0.1 (and its reservation), as the API server and the plugin left it. */
+  /** A pod terminating since START on `node` (deleted with grace 0, held by a finalizer), holding 10.121.0.1 (and its reservation), as the API server and the plugin left it. */
   const terminatingPod = (node: string) =>
     Effect.gen(function* () {
       yield* createNad(NS, "net1", { range: "10.121.0.0/24" })
       yield* api((k) => k.create(R.IPPools, POOLS, poolObject(POOLS, "10.121.0.0-24", "10.121.0.0/24", { "1": { id: "c1", podref: `${NS}/t`, ifname: "net1" } })))
       yield* api((k) => k.create(R.OverlappingRangeIPReservations, POOLS, { metadata: { name: "10.121.0.1", namespace: POOLS }, spec: { podref: `${NS}/t`, ifname: "net1" } }))
       const pod = podObject(NS, "t", { nodeName: node, status: networkStatus([{ name: `${NS}/net1`, interface: "net1", ips: ["10.121.0.1"] }]) })
-      yield* api((k) => k.create(R.Pods, NS, { ...pod, metadata: { ...pod.metadata, finalizers: ["test.example/held"], deletionTimestamp: new Date(START).toISOString() } }))
+      yield* api((k) => k.create(R.Pods, NS, { ...pod, metadata: { ...pod.metadata, finalizers: ["test.example/held"], deletionTimestamp: new Date(START).toISOString(), deletionGracePeriodSeconds: 0 } }))
     })
   const holder = Effect.map(podrefsOf("10.121.0.0-24"), (refs) => refs)
 
@@ -179,7 +179,7 @@ describe("pods that will never run again: the grace and the live re-check (TestC
       }).pipe(Effect.scoped, Effect.provide(memory({ namespace: POOLS, terminatingGrace: Duration.seconds(30), freeOnNotReadyAfter: Duration.seconds(60) })))
     ))
 
-  it.effect("the out-of-service taint removed before the grace ran out: kept (the node is read again before the write)", () =>
+  it.effect("the out-of-service taint removed before the grace ran out: kept; the node's change stopped the pod's timer, so nothing is read or written when the grace runs out", () =>
     atStart(Effect.gen(function* () {
       yield* api((k) => k.create(R.Nodes, undefined, nodeObject("node-1", { ready: "Unknown", taints: [OUT_OF_SERVICE] })))
       yield* terminatingPod("node-1")
@@ -189,14 +189,38 @@ describe("pods that will never run again: the grace and the live re-check (TestC
       yield* TestClock.adjust("10 seconds")
       const current = yield* api((k) => k.get(R.Nodes, undefined, "node-1"))
       yield* api((k) => k.replace(R.Nodes, undefined, { ...nodeObject("node-1", { ready: "True" }), metadata: { name: "node-1", resourceVersion: current.metadata.resourceVersion } }))
+      yield* settleUntil(() => Effect.sync(() => Option.exists(caches.nodes.get("node-1"), (n) => !n.outOfService)), "the node's change cached")
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
       yield* TestClock.adjust("30 seconds")
-      // The timer set while the taint was there fires: the pod and its node are read again, and kept.
-      yield* settleUntil(() => Effect.sync(() => cluster.count({ verb: "get", resource: "nodes", name: "node-1" }) === 1), "node-1 read again")
       yield* settle
+      expect(cluster.count({ verb: "get", resource: "nodes" })).toBe(0)
+      expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(0)
+      expect(yield* metric("reconcile_duration_seconds_count", {})).toBe(0)
       expect(yield* holder).toEqual([`${NS}/t`])
       expect(yield* reservationNames).toEqual(["10.121.0.1"])
+    })))
+
+  it.effect("a pod deleted while its grace ran: freed once, by the deletion; its timer stops with it (no second reconcile, no look again later)", () =>
+    atStart(Effect.gen(function* () {
+      yield* api((k) => k.create(R.Nodes, undefined, nodeObject("node-1", { ready: "Unknown", taints: [OUT_OF_SERVICE] })))
+      yield* terminatingPod("node-1")
+      const caches = yield* Caches
+      yield* startDeletionLoop()
+      yield* settleUntil(() => Effect.sync(() => Option.isSome(caches.pods.get(`${NS}/t`))), "the pod cached")
+      yield* TestClock.adjust("10 seconds")
+      // The node confirms the deletion: the finalizer goes, the object with it.
+      yield* patchPod("t", { metadata: { finalizers: [] } })
+      yield* settleUntil(() => Effect.map(holder, (refs) => refs.length === 0), "t freed by its deletion")
+      expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(1)
+      const batches = yield* metric("reconcile_duration_seconds_count", {})
+      // Past the grace, and past a look again 30 s after that.
+      yield* TestClock.adjust("30 seconds")
+      yield* settle
+      yield* TestClock.adjust("31 seconds")
+      yield* settle
+      expect(yield* metric("reconcile_duration_seconds_count", {})).toBe(batches)
+      expect(yield* metric("ips_freed_total", { trigger: "out-of-service" })).toBe(0)
     })))
 })
 
@@ -227,6 +251,20 @@ describe("pods that will never run again: the re-check of a candidate", () => {
       expect(r!.outcome).toMatchObject({ _tag: "Kept", why: expect.stringContaining("exists again") })
       expect(yield* podrefsOf("10.122.0.0-24")).toEqual([`${NS}/j`])
     }).pipe(Effect.provide(memory())))
+
+  it.effect("the cache said its node is out of service, the live node is not: kept (a terminating pod's node is read before the write)", () =>
+    Effect.gen(function* () {
+      const { seen } = yield* candidateWorld
+      yield* api((k) => k.create(R.Nodes, undefined, nodeObject("node-1", { ready: "True" })))
+      yield* holdTerminating("j")
+      const cluster = yield* InMemoryCluster
+      cluster.resetCalls()
+      const candidate: Candidate = { claim: "NeverRunsAgain", pod: { ...seen, deletionTimestamp: new Date().toISOString() }, reason: "out-of-service" }
+      const [r] = yield* reconcileCandidates([candidate])
+      expect(cluster.count({ verb: "get", resource: "nodes", name: "node-1" })).toBe(1)
+      expect(r!.outcome).toEqual({ _tag: "Kept", why: `pod ${NS}/j may run again` })
+      expect(yield* podrefsOf("10.122.0.0-24")).toEqual([`${NS}/j`])
+    }).pipe(Effect.provide(memory({ terminatingGrace: Duration.zero }))))
 
   it.effect("still finished at the re-check: freed, counted under its reason", () =>
     Effect.gen(function* () {
