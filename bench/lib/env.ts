@@ -74,7 +74,8 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
                 burst: limits.burst,
                 logDir,
                 label,
-                env: { LOG_LEVEL: "info", ...extra },
+                // BENCH_LOG_LEVEL: the contenders' LOG_LEVEL (debug shows why each batch did what it did).
+                env: { LOG_LEVEL: process.env["BENCH_LOG_LEVEL"] ?? "info", ...extra },
                 ...(options.nodeArgs === undefined ? {} : { nodeArgs: options.nodeArgs }),
                 ...(kind === "ours" && options.oursScript !== undefined ? { script: options.oursScript } : {})
               }),
