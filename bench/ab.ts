@@ -31,7 +31,7 @@ import { driverLayer, runOver } from "./lib/live.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
 import { parseProm, sum } from "./lib/prom.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
-import { massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { count, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { takeNumber } from "./lib/args.ts"
 import { spread } from "./lib/stats.ts"
 
@@ -56,7 +56,8 @@ const note = (checkout: string, name: string, value: number) => {
   const byName = readings.get(checkout)!
   byName.set(name, [...(byName.get(name) ?? []), value])
 }
-const fmt = (name: string, v: number) => (name.includes("RSS") ? `${(v / 2 ** 20).toFixed(1)} MiB` : `${Math.round(v)} ms`)
+const fmt = (name: string, v: number) =>
+  name.includes("RSS") ? `${(v / 2 ** 20).toFixed(1)} MiB` : name.includes("CPU") ? `${v.toFixed(1)} s` : name.includes("patches") || name.includes("batches") ? String(Math.round(v)) : `${Math.round(v)} ms`
 
 const plane = await startBenchPlane()
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
@@ -92,6 +93,12 @@ try {
         note(c, "every pool entry free after the last delete", r.poolFreedMs)
         note(c, "every entry and reservation free", Math.max(r.poolFreedMs, r.reservationsFreedMs))
         note(c, "every Event written", r.reconciledMs)
+        // What the run cost: how long the deletes took, CPU seconds per process, the pool writes and reconcile batches.
+        note(c, "deletes", r.deleteWindowMs)
+        note(c, "kube-apiserver CPU", r.cpu["kube-apiserver"] ?? Number.NaN)
+        note(c, "controller CPU", r.cpu["contender"] ?? Number.NaN)
+        note(c, "pool patches", count(r.calls, "patch", "ippools"))
+        note(c, "reconcile batches", r.batches)
       } else if (scenario === "single") {
         const r = await effect(singleDeletions(envOf.get(c)!, "ours", { pods, pools: 10, rate: 50, limits, label }))
         note(c, "pool entry p50", r.pool.p50)
