@@ -48,7 +48,8 @@ export class IPPoolStore extends Context.Tag("whereabouts-controller/IPPoolStore
 /** The JSON pointer of one allocation (offsets are decimal, but escape as RFC 6901 asks). */
 export const allocationPointer = (key: string) => `/spec/allocations/${key.replaceAll("~", "~0").replaceAll("/", "~1")}`
 
-const releaseOps = (entries: ReadonlyArray<ReleaseEntry>): Array<JsonPatchOp> =>
+/** The guarded removal of these entries: `test` its podref and id, then `remove`, for each. */
+export const releaseOps = (entries: ReadonlyArray<ReleaseEntry>): Array<JsonPatchOp> =>
   entries.flatMap((e) => [
     { op: "test", path: `${allocationPointer(e.key)}/podref`, value: e.podref } as const,
     { op: "test", path: `${allocationPointer(e.key)}/id`, value: e.id } as const,
