@@ -129,3 +129,56 @@ describe("Batcher: one batch in flight", () => {
       expect(Option.isNone(yield* Fiber.join(next))).toBe(true)
     }))
 })
+
+describe("Batcher: rest after a mass batch", () => {
+  /** A batch of `n` keys taken at once (no gathering), held in flight for `ms`, then landed. */
+  const landedAfter = (queue: WorkQueue.WorkQueue<number>, batcher: Batcher.Batcher<number>, n: number, ms: number) =>
+    Effect.gen(function* () {
+      yield* addMany(queue, 0, n)
+      const batch = Option.getOrThrow(yield* batcher.next)
+      expect(batch.items.length).toBe(n)
+      yield* TestClock.adjust(ms)
+      yield* batch.landed
+    })
+
+  it.scoped("after a batch of gatherFrom or more keys, the next starts only as long again as it was in flight", () =>
+    Effect.gen(function* () {
+      const { queue, batcher } = yield* setup({ windowMs: 0 })
+      yield* landedAfter(queue, batcher, OPTIONS.gatherFrom, 300)
+      yield* addMany(queue, 100, 1)
+      const next = yield* Effect.fork(batcher.next)
+      yield* turn
+      yield* TestClock.adjust(299)
+      yield* turn
+      expect(Option.isNone(yield* Fiber.poll(next))).toBe(true)
+      yield* TestClock.adjust(1)
+      expect(size(yield* Fiber.join(next))).toBe(1)
+    }))
+
+  it.scoped("after a smaller batch, the next starts at once", () =>
+    Effect.gen(function* () {
+      const { queue, batcher } = yield* setup({ windowMs: 0 })
+      yield* landedAfter(queue, batcher, OPTIONS.gatherFrom - 1, 300)
+      yield* addMany(queue, 100, 1)
+      expect(size(yield* batcher.next)).toBe(1)
+    }))
+
+  it.scoped("the rest is at most maxRestMs, and none with maxRestMs 0", () =>
+    Effect.gen(function* () {
+      const { queue, batcher } = yield* setup({ windowMs: 0 })
+      yield* landedAfter(queue, batcher, OPTIONS.gatherFrom, OPTIONS.maxRestMs * 3)
+      yield* addMany(queue, 100, 1)
+      const next = yield* Effect.fork(batcher.next)
+      yield* turn
+      yield* TestClock.adjust(OPTIONS.maxRestMs - 1)
+      yield* turn
+      expect(Option.isNone(yield* Fiber.poll(next))).toBe(true)
+      yield* TestClock.adjust(1)
+      expect(size(yield* Fiber.join(next))).toBe(1)
+
+      const off = yield* setup({ windowMs: 0, maxRestMs: 0 })
+      yield* landedAfter(off.queue, off.batcher, OPTIONS.gatherFrom, 300)
+      yield* addMany(off.queue, 100, 1)
+      expect(size(yield* off.batcher.next)).toBe(1)
+    }))
+})
