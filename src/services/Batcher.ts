@@ -6,11 +6,6 @@
  * - One batch in flight: the next batch waits for the one being processed (and takes everything
  *   that queued meanwhile) unless every batch in flight has been out for `stalledMs`; then one
  *   more starts, so a stalled call holds the others up that long at most.
- * - Rest after a mass batch: once a batch of at least `gatherFrom` keys has landed, the next one
- *   starts only after as long again as that batch was in flight (at most `maxRestMs`). A pool
- *   write costs the API server in proportion to the pool's size, so while a mass deletion keeps
- *   the server busy its writes slow down with it, and fewer, larger batches write each pool
- *   less often.
  * Like WorkQueue, built per run; not a Context.Tag.
  */
 import { Clock, Deferred, Duration, Effect, Option } from "effect"
@@ -30,8 +25,6 @@ export interface BatchingOptions {
   readonly gatherPollMs: number
   /** After this long in flight a batch no longer holds the next one back. */
   readonly stalledMs: number
-  /** Longest rest after a mass batch (0: never rest). */
-  readonly maxRestMs: number
 }
 
 /** The loop's batching; `windowMs` comes from `--batch-window`. BENCHMARKS.md's Decisions table says what set each. */
@@ -45,9 +38,7 @@ export const DEFAULT_BATCHING: Omit<BatchingOptions, "windowMs"> = {
   gatherSpanMs: 200,
   gatherPollMs: 20,
   // Trades the concurrency a slow API server sees against how long one stalled call delays the rest.
-  stalledMs: 250,
-  // Trades pool writes (and the API server's time on them) during a mass deletion against how late its last batch starts.
-  maxRestMs: 2_000
+  stalledMs: 250
 }
 
 /** A batch taken: its items, and the effect that marks it no longer in flight (once reconciled). */
@@ -61,26 +52,20 @@ export interface Batcher<V> {
   readonly next: Effect.Effect<Option.Option<Batch<V>>>
 }
 
-/**
- * Batches in flight: `turn` waits until none is, or each has been out for `stalledMs`, and until
- * the rest after the last mass batch (`end(token, true)`) is over.
- */
-export const makeFlight = (stalledMs: number, maxRestMs = 0) =>
+/** Batches in flight: `turn` waits until none is, or each has been out for `stalledMs`. */
+export const makeFlight = (stalledMs: number) =>
   Effect.gen(function* () {
     const started = new Map<number, number>()
     let next = 0
-    let restUntil = 0
     let changed = yield* Deferred.make<void>()
     const begin = Effect.map(Clock.currentTimeMillis, (now) => {
       const token = next++
       started.set(token, now)
       return token
     })
-    const end = (token: number, rest = false) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const since = started.get(token)
+    const end = (token: number) =>
+      Effect.suspend(() => {
         started.delete(token)
-        if (rest && since !== undefined) restUntil = Math.max(restUntil, now + Math.min(now - since, maxRestMs))
         const done = changed
         return Effect.flatMap(Deferred.make<void>(), (fresh) => {
           changed = fresh
@@ -91,13 +76,11 @@ export const makeFlight = (stalledMs: number, maxRestMs = 0) =>
       for (;;) {
         // Taken before the check: a batch ending after it completes this one, and the loop looks again.
         const signal = changed
+        if (started.size === 0) return
         const now = yield* Clock.currentTimeMillis
-        let wait = restUntil - now
-        if (started.size > 0) {
-          let youngest = 0
-          for (const at of started.values()) youngest = Math.max(youngest, at)
-          wait = Math.max(wait, youngest + stalledMs - now)
-        }
+        let youngest = 0
+        for (const at of started.values()) youngest = Math.max(youngest, at)
+        const wait = youngest + stalledMs - now
         if (wait <= 0) return
         yield* Effect.race(Deferred.await(signal), Effect.sleep(Duration.millis(wait)))
       }
@@ -136,14 +119,14 @@ export const make = <V>(queue: WorkQueue<V>, options: BatchingOptions): Effect.E
   Effect.gen(function* () {
     // One caller gathers at a time, so a gathering batch is not taken from it piecemeal.
     const gathering = yield* Effect.makeSemaphore(1)
-    const flight = yield* makeFlight(options.stalledMs, options.maxRestMs)
+    const flight = yield* makeFlight(options.stalledMs)
     const next = gathering.withPermits(1)(
       Effect.gen(function* () {
         yield* flight.turn
         const items = yield* takeGathered(queue, options)
         if (Option.isNone(items)) return Option.none()
         const token = yield* flight.begin
-        return Option.some({ items: items.value, landed: flight.end(token, items.value.length >= options.gatherFrom) })
+        return Option.some({ items: items.value, landed: flight.end(token) })
       })
     )
     return { next }
