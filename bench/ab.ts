@@ -56,8 +56,13 @@ const note = (checkout: string, name: string, value: number) => {
   const byName = readings.get(checkout)!
   byName.set(name, [...(byName.get(name) ?? []), value])
 }
-const fmt = (name: string, v: number) =>
-  name.includes("RSS") ? `${(v / 2 ** 20).toFixed(1)} MiB` : name.includes("CPU") ? `${v.toFixed(1)} s` : name.includes("patches") || name.includes("batches") ? String(Math.round(v)) : `${Math.round(v)} ms`
+/** A reading as its name's unit says: RSS in MiB, CPU in seconds, counts bare, the rest in ms. */
+const fmt = (name: string, v: number) => {
+  if (name.includes("RSS")) return `${(v / 2 ** 20).toFixed(1)} MiB`
+  if (name.includes("CPU")) return `${v.toFixed(1)} s`
+  if (name.includes("patches") || name.includes("batches")) return String(Math.round(v))
+  return `${Math.round(v)} ms`
+}
 
 const plane = await startBenchPlane()
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))

@@ -50,11 +50,7 @@ try {
         for (const per of perWrite) {
           const name = `probe-${size}-${per}`
           const freed = writes * per
-          const allocations: Record<string, { id: string; podref: string; ifname: string }> = {}
-          for (let i = 1; i <= size + freed; i++) {
-            const e = entry(i)
-            allocations[e.key] = { id: e.id, podref: e.podref, ifname: e.ifname }
-          }
+          const allocations = Object.fromEntries(Array.from({ length: size + freed }, (_, i) => entry(i + 1)).map((e) => [e.key, { id: e.id, podref: e.podref, ifname: e.ifname }]))
           yield* api.create(R.IPPools, POOL_NAMESPACE, { metadata: { name, namespace: POOL_NAMESPACE }, spec: { range: "10.0.0.0/16", allocations } })
           const cpu0 = cpuSeconds(apiserver)
           const t0 = performance.now()

@@ -14,7 +14,6 @@ export const medSpread = (xs: ReadonlyArray<number>, unit: (x: number) => string
   return xs.length === 1 ? unit(s.median) : `${unit(s.median)} (${unit(s.min)}–${unit(s.max)})`
 }
 
-/** Freed IPs of a mass run (one per pod: every pod has one interface). */
 /** Addresses a mass run freed: every interface of every pod. */
 export const freedIPs = (r: MassRun) => r.pods * r.perPod
 

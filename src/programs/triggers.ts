@@ -77,10 +77,11 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
         yield* FiberMap.run(timers, key, Effect.zipRight(Effect.sleep(Duration.millis(Math.max(0, at - now))), fire(pod)))
       })
     const forget = (pod: PodProjection) =>
-      Effect.zipRight(
-        Effect.sync(() => void reported.delete(queueKey(pod))),
-        FiberMap.remove(timers, queueKey(pod))
-      )
+      Effect.suspend(() => {
+        const key = queueKey(pod)
+        reported.delete(key)
+        return FiberMap.remove(timers, key)
+      })
     return { judgePod, forget }
   })
 

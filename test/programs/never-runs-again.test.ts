@@ -137,13 +137,19 @@ describe("pods that will never run again: the grace and the live re-check (TestC
   const atStart = <A, E, R>(body: Effect.Effect<A, E, R>) =>
     Effect.zipRight(TestClock.setTime(START), body.pipe(Effect.scoped, Effect.provide(memory({ namespace: POOLS, terminatingGrace: Duration.seconds(30) }))))
 
+  /** The terminating pod on node-1, tainted out of service, with the deletion loop running and the pod cached; answers the caches. */
+  const strandedAndWatched = Effect.gen(function* () {
+    yield* api((k) => k.create(R.Nodes, undefined, nodeObject("node-1", { ready: "Unknown", taints: [OUT_OF_SERVICE] })))
+    yield* terminatingPod("node-1")
+    const caches = yield* Caches
+    yield* startDeletionLoop()
+    yield* settleUntil(() => Effect.sync(() => Option.isSome(caches.pods.get(`${NS}/t`))), "the pod cached")
+    return caches
+  })
+
   it.effect("a terminating pod on an out-of-service node: kept within --terminating-grace, freed when it runs out (no event needed)", () =>
     atStart(Effect.gen(function* () {
-      yield* api((k) => k.create(R.Nodes, undefined, nodeObject("node-1", { ready: "Unknown", taints: [OUT_OF_SERVICE] })))
-      yield* terminatingPod("node-1")
-      const caches = yield* Caches
-      yield* startDeletionLoop()
-      yield* settleUntil(() => Effect.sync(() => Option.isSome(caches.pods.get(`${NS}/t`))), "the pod cached")
+      const caches = yield* strandedAndWatched
       yield* TestClock.adjust("29 seconds")
       yield* settle
       expect(yield* holder).toEqual([`${NS}/t`])
@@ -181,11 +187,7 @@ describe("pods that will never run again: the grace and the live re-check (TestC
 
   it.effect("the out-of-service taint removed before the grace ran out: kept; the node's change stopped the pod's timer, so nothing is read or written when the grace runs out", () =>
     atStart(Effect.gen(function* () {
-      yield* api((k) => k.create(R.Nodes, undefined, nodeObject("node-1", { ready: "Unknown", taints: [OUT_OF_SERVICE] })))
-      yield* terminatingPod("node-1")
-      const caches = yield* Caches
-      yield* startDeletionLoop()
-      yield* settleUntil(() => Effect.sync(() => Option.isSome(caches.pods.get(`${NS}/t`))), "the pod cached")
+      const caches = yield* strandedAndWatched
       yield* TestClock.adjust("10 seconds")
       const current = yield* api((k) => k.get(R.Nodes, undefined, "node-1"))
       yield* api((k) => k.replace(R.Nodes, undefined, { ...nodeObject("node-1", { ready: "True" }), metadata: { name: "node-1", resourceVersion: current.metadata.resourceVersion } }))
@@ -203,11 +205,7 @@ describe("pods that will never run again: the grace and the live re-check (TestC
 
   it.effect("a pod deleted while its grace ran: freed once, by the deletion; its timer stops with it (no second reconcile, no look again later)", () =>
     atStart(Effect.gen(function* () {
-      yield* api((k) => k.create(R.Nodes, undefined, nodeObject("node-1", { ready: "Unknown", taints: [OUT_OF_SERVICE] })))
-      yield* terminatingPod("node-1")
-      const caches = yield* Caches
-      yield* startDeletionLoop()
-      yield* settleUntil(() => Effect.sync(() => Option.isSome(caches.pods.get(`${NS}/t`))), "the pod cached")
+      const caches = yield* strandedAndWatched
       yield* TestClock.adjust("10 seconds")
       // The node confirms the deletion: the finalizer goes, the object with it.
       yield* patchPod("t", { metadata: { finalizers: [] } })
