@@ -74,7 +74,7 @@ const conf = conflictRows("allocator adds 10 IPs/s to the same pools (in memory)
 rows.push(...conf.rows)
 sections.push({
   title: "Conflicts with a concurrent allocator (in memory)",
-  body: `The mass deletion above, while the CNI simulation (\`startPod\`: GET pool, guarded JSON patch with retry, reservation, network-status) starts 10 single-interface pods per second round-robin in the same 10 pools until every address of the deleted pods is free. A conflict is a pool patch answered 422 (a failed \`test\` op). At rest the benchmark checks: every live pod's status IPs are held for it in its pool and have their reservation, no entry or reservation belongs to a deleted pod, no IP is listed by two pods.\n\n${conf.body}`
+  body: `The mass deletion above, while the CNI simulation (\`startPod\`: GET pool, guarded JSON patch with retry, reservation, network-status) starts 10 single-interface pods per second (a tick is skipped while 20 starts are still running) round-robin in the same 10 pools until every address of the deleted pods is free. A conflict is a pool patch answered 422 (a failed \`test\` op). At rest the benchmark checks: every live pod's status IPs are held for it in its pool and have their reservation, no entry or reservation belongs to a deleted pod, no IP is listed by two pods.\n\n${conf.body}`
 })
 
 // --- single deletions ------------------------------------------------------------------------

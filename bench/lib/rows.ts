@@ -174,11 +174,11 @@ export const conflictRows = (label: string, ours: MassRun, baseline: MassRun): {
     }
   ]
   const body = table(
-    ["contender", "pods deleted", "allocator pods started (failed)", "allocator pool patches (conflicts)", "contender pool patches (422)", "live pods / allocations / reservations at rest", "violations"],
+    ["contender", "pods deleted", "allocator pods started (failed, skipped at its bound)", "allocator pool patches (conflicts)", "contender pool patches (422)", "live pods / allocations / reservations at rest", "violations"],
     [ours, baseline].map((r) => [
       r.kind,
       r.pods,
-      `${r.allocator?.started ?? 0} (${r.allocator?.failed ?? 0})`,
+      `${r.allocator?.started ?? 0} (${r.allocator?.failed ?? 0}, ${r.allocator?.skipped ?? "–"})`,
       `${r.allocator?.poolPatches ?? 0} (${r.allocator?.poolConflicts ?? 0})`,
       `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
       `${r.rest.livePods} / ${r.rest.allocations} / ${r.rest.reservations}`,
