@@ -29,7 +29,7 @@ import { sum } from "./lib/prom.ts"
 import { type Row, type Section, machine, table, yesNo } from "./lib/results.ts"
 import { conflictRows, fmt, isolatedRows, massRows, medSpread, ms, rateRows, ratio, sec, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
 import { STEADY_NODES, buildSteadyWorld } from "./lib/rssworld.ts"
-import { type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { ALLOCATOR_IN_FLIGHT, type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { imageNodeFlags } from "./lib/image.ts"
 import { makePhases } from "./lib/phases.ts"
 import { bundle } from "../scripts/build.ts"
@@ -193,7 +193,7 @@ try {
   rows.push(...conf.rows)
   sections.push({
     title: "Conflicts with a concurrent allocator (real API server)",
-    body: `The mass deletion of ${S.conflict} single-interface pods at the shipped defaults while the CNI simulation (\`startPod\`: GET pool, resourceVersion-guarded JSON patch with retry, reservation, network-status) starts 10 single-interface pods per second (a tick is skipped while 20 starts are still running), round-robin in the same 10 pools, from the first delete until every address of the deleted pods is free. A conflict is a pool patch answered 422 (a failed \`test\` op). At rest: every live pod's status IPs are held for it and have their reservation, nothing belongs to a deleted pod, no IP is listed twice.\n\n${conf.body}`
+    body: `The mass deletion of ${S.conflict} single-interface pods at the shipped defaults while the CNI simulation (\`startPod\`: GET pool, resourceVersion-guarded JSON patch with retry, reservation, network-status) starts 10 single-interface pods per second (a tick is skipped while ${ALLOCATOR_IN_FLIGHT} starts are still running), round-robin in the same 10 pools, from the first delete until every address of the deleted pods is free. A conflict is a pool patch answered 422 (a failed \`test\` op). At rest: every live pod's status IPs are held for it and have their reservation, nothing belongs to a deleted pod, no IP is listed twice.\n\n${conf.body}`
   })
 
   // --- one isolated pod -----------------------------------------------------------------------

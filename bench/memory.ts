@@ -16,7 +16,7 @@ import { ROOT } from "./lib/paths.ts"
 import { networkStatusFor, realisticPod } from "./lib/pods.ts"
 import { type Row, type Section, machine, table, yesNo } from "./lib/results.ts"
 import { conflictRows, fmt, isolatedRows, massRows, ms, rateRows, ratio, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
-import { type IsolatedRun, type MassRun, type SingleRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { ALLOCATOR_IN_FLIGHT, type IsolatedRun, type MassRun, type SingleRun, informerSync, isolatedPod, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { makePhases } from "./lib/phases.ts"
 
 const quick = process.env["BENCH_SCALE"] === "quick"
@@ -74,7 +74,7 @@ const conf = conflictRows("allocator adds 10 IPs/s to the same pools (in memory)
 rows.push(...conf.rows)
 sections.push({
   title: "Conflicts with a concurrent allocator (in memory)",
-  body: `The mass deletion above, while the CNI simulation (\`startPod\`: GET pool, guarded JSON patch with retry, reservation, network-status) starts 10 single-interface pods per second (a tick is skipped while 20 starts are still running) round-robin in the same 10 pools until every address of the deleted pods is free. A conflict is a pool patch answered 422 (a failed \`test\` op). At rest the benchmark checks: every live pod's status IPs are held for it in its pool and have their reservation, no entry or reservation belongs to a deleted pod, no IP is listed by two pods.\n\n${conf.body}`
+  body: `The mass deletion above, while the CNI simulation (\`startPod\`: GET pool, guarded JSON patch with retry, reservation, network-status) starts 10 single-interface pods per second (a tick is skipped while ${ALLOCATOR_IN_FLIGHT} starts are still running) round-robin in the same 10 pools until every address of the deleted pods is free. A conflict is a pool patch answered 422 (a failed \`test\` op). At rest the benchmark checks: every live pod's status IPs are held for it in its pool and have their reservation, no entry or reservation belongs to a deleted pod, no IP is listed by two pods.\n\n${conf.body}`
 })
 
 // --- single deletions ------------------------------------------------------------------------

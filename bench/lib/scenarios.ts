@@ -72,11 +72,10 @@ export interface AllocatorStats {
 }
 
 /**
- * Pod starts the allocator keeps running at once. Unbounded, a server slowed by the deletion piled
- * up thousands of starts that all raced for the same free address (each retrying up to the
- * simulation's datastore limit), and the conflict phase of one benchmark run never ended.
+ * Pod starts the allocator keeps running at once: on a server slowed by the deletion, starts must
+ * not pile up and all race (each retrying up to the simulation's datastore limit) for the same free address.
  */
-const ALLOCATOR_IN_FLIGHT = 20
+export const ALLOCATOR_IN_FLIGHT = 20
 
 /** Starts a pod every 1000/rate ms with the real CNI simulation (startPod) until interrupted; a tick with ALLOCATOR_IN_FLIGHT starts running is skipped. */
 const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network>, rate: number) =>
