@@ -15,6 +15,9 @@ import type { Candidate } from "./reconcile.ts"
 /** Queue key: one candidate per pod incarnation. */
 export const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid}`
 
+/** The podref of a queue key. */
+export const podrefOfKey = (key: string): string => key.slice(0, key.lastIndexOf("/"))
+
 /** Tells the loop a candidate was queued (for the queue-wait histogram and the heap reclaim). */
 export type OnQueued = (key: string, now: number) => Effect.Effect<void>
 
@@ -63,18 +66,26 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
         }
         return why !== undefined || config.dryRun ? undefined : neverRunsAgainAt(pod, node, now, policy)
       })
-    /** When the timer fires: the incarnation the cache holds now, if it is still this one. */
-    const fire = (pod: PodProjection) =>
-      Effect.flatMap(Effect.sync(() => caches.pods.get(podRef(pod))), (cached) =>
-        Option.isSome(cached) && cached.value.uid === pod.uid ? Effect.asVoid(queueIfEnded(cached.value)) : Effect.void
-      )
+    /**
+     * Once `at` has come: the incarnation the cache holds then, if it is still this one, judged
+     * again. A timer may fire before the clock reads its time (Node counts it from the start of
+     * the event loop's turn that set it), so a pod whose time has not quite come sleeps again.
+     */
+    const timer = (pod: PodProjection, at: number) =>
+      Effect.gen(function* () {
+        for (let next: number | undefined = at; next !== undefined; ) {
+          yield* Effect.sleep(Duration.millis(Math.max(0, next - (yield* Clock.currentTimeMillis))))
+          const cached = caches.pods.get(podRef(pod))
+          if (Option.isNone(cached) || cached.value.uid !== pod.uid) return
+          next = yield* queueIfEnded(cached.value)
+        }
+      })
     const judgePod = (pod: PodProjection) =>
       Effect.gen(function* () {
         const at = yield* queueIfEnded(pod)
         const key = queueKey(pod)
         if (at === undefined) return yield* FiberMap.remove(timers, key)
-        const now = yield* Clock.currentTimeMillis
-        yield* FiberMap.run(timers, key, Effect.zipRight(Effect.sleep(Duration.millis(Math.max(0, at - now))), fire(pod)))
+        yield* FiberMap.run(timers, key, timer(pod, at))
       })
     const forget = (pod: PodProjection) =>
       Effect.suspend(() => {

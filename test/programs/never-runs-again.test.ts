@@ -158,6 +158,37 @@ describe("pods that will never run again: the grace and the live re-check (TestC
       expect(yield* reservationNames).toEqual([])
     })))
 
+  /** The test clock, except that a sleep longer than `ms` ends `ms` early: Node's timer set late in a long turn of its event loop does that. */
+  const earlyTimers = (ms: number) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
+    TestClock.testClockWith((clock) => {
+      const sleep = (d: Duration.DurationInput) => {
+        const millis = Duration.toMillis(d)
+        return clock.sleep(Duration.millis(millis > ms ? millis - ms : millis))
+      }
+      const early = new Proxy(clock, {
+        get: (target, p) => {
+          if (p === "sleep") return sleep
+          const value: unknown = Reflect.get(target, p, target)
+          return typeof value === "function" ? value.bind(target) : value
+        }
+      })
+      return Effect.withClock(body, early)
+    })
+
+  it.effect("a grace timer that fires before the clock reads its time sleeps again, and the pod is freed once its time has come", () =>
+    earlyTimers(50)(atStart(Effect.gen(function* () {
+      yield* strandedAndWatched
+      yield* TestClock.adjust("29900 millis")
+      yield* settle
+      expect(yield* holder).toEqual([`${NS}/t`])
+      // The timer fires at 29.95 s, 50 ms before the grace runs out.
+      yield* TestClock.adjust("60 millis")
+      yield* settle
+      expect(yield* holder).toEqual([`${NS}/t`])
+      yield* TestClock.adjust("50 millis")
+      yield* settleUntil(() => Effect.map(holder, (h) => h.length === 0), "freed once the grace ran out")
+    }))))
+
   it.effect("opt-in --free-on-notready-after: the node's Ready change is the trigger; kept while NotReady for less than that, freed once it has been that long", () =>
     Effect.zipRight(
       TestClock.setTime(START),
