@@ -17,7 +17,7 @@ import { Metrics } from "../services/Metrics.ts"
 import * as WorkQueue from "../services/WorkQueue.ts"
 import type { LoopActivity } from "./memory.ts"
 import { type Candidate, type PodResult, reconcileBatch } from "./reconcile.ts"
-import { feed } from "./triggers.ts"
+import { feed, podrefOfKey } from "./triggers.ts"
 
 /** Bounded, jittered exponential backoff between attempts; done after `retryAttempts` attempts. */
 export const retrySchedule = (c: Pick<ControllerConfigShape, "retryBaseDelay" | "retryMaxDelay" | "retryAttempts">) =>
@@ -135,9 +135,15 @@ const drain = (queue: Queue) =>
     }
   })
 
+/** What a running loop tells the rest of the leadership term. */
+export interface RunningLoop {
+  /** The podrefs whose pods the loop has queued or is working on: a sweep leaves those to it. */
+  readonly podrefsHeld: Effect.Effect<ReadonlySet<string>>
+}
+
 export interface DeletionLoopOptions<E, R> {
   /** Runs once the workers are up (the start-up sweep catches what happened before). */
-  readonly onSynced?: Effect.Effect<void, E, R>
+  readonly onSynced?: (loop: RunningLoop) => Effect.Effect<void, E, R>
   /** Told of the loop's work, for the heap reclaim after a burst (memory.ts). */
   readonly activity?: LoopActivity
   /** LOOK_AGAIN_AFTER unless given (tests). */
@@ -183,7 +189,8 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       // Registered after the workers, so it runs before they are interrupted: stop intake, drain.
       yield* Effect.addFinalizer(() => drain(queue))
       yield* Effect.logInfo("deletion loop started").pipe(Effect.annotateLogs({ workers: config.workers }))
-      yield* options.onSynced ?? Effect.void
+      const podrefsHeld = Effect.map(queue.keys, (keys) => new Set([...keys].map(podrefOfKey)))
+      yield* options.onSynced?.({ podrefsHeld }) ?? Effect.void
       return yield* Effect.never
     })
   )

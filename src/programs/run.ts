@@ -7,7 +7,7 @@ import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { LeaderElection } from "../services/LeaderElection.ts"
 import { Metrics } from "../services/Metrics.ts"
-import { runDeletionLoop } from "./deletion-loop.ts"
+import { type RunningLoop, runDeletionLoop } from "./deletion-loop.ts"
 import { serveEndpoints } from "./http.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
 import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
@@ -67,11 +67,11 @@ export const runController = Effect.scoped(
     yield* Effect.forkScoped(Effect.zipRight(caches.awaitSynced, reclaimMemory("caches synced")))
     const reclaim = yield* makeReclaimMonitor
     yield* Effect.forkScoped(reclaim.monitor)
-    const sweeps = Effect.gen(function* () {
+    const sweeps = (loop: RunningLoop) => Effect.gen(function* () {
       // One sweep at a time: the start-up one, the scheduled one, and the one after a relist of the
-      // pods; each runs again until it succeeds.
+      // pods; each runs again until it succeeds, and leaves the pods the loop holds to the loop.
       const sweeping = yield* Effect.makeSemaphore(1)
-      const sweep = sweeping.withPermits(1)(sweepUntilDone({ dryRun: config.dryRun }))
+      const sweep = sweeping.withPermits(1)(sweepUntilDone({ dryRun: config.dryRun, leave: loop.podrefsHeld }))
       yield* Effect.forkScoped(monitorPoolUsage())
       // Subscribed before the start-up sweep lists anything: a gap after that list is swept again.
       yield* Effect.forkScoped(sweepAfterRelists(sweep))
@@ -80,6 +80,6 @@ export const runController = Effect.scoped(
       yield* Effect.logInfo("sweeps scheduled").pipe(Effect.annotateLogs(yield* Effect.map(SubscriptionRef.get(schedule), (a) => ({ schedule: a.schedule.expression, source: a.source }))))
       yield* Effect.forkScoped(onSchedule(schedule, sweep))
     })
-    return yield* leader.runWhenLeader(runDeletionLoop({ onSynced: Effect.forkScoped(sweeps), activity: reclaim.activity }))
+    return yield* leader.runWhenLeader(runDeletionLoop({ onSynced: (loop) => Effect.forkScoped(sweeps(loop)), activity: reclaim.activity }))
   })
 )

@@ -151,10 +151,26 @@ const pruneSlicePools = (world: World, origin: (pool: ParsedPool) => PoolOrigin)
     return pruned
   })
 
+/** What a sweep is asked to do. */
+export interface SweepOptions {
+  readonly dryRun: boolean
+  /**
+   * The podrefs the deletion loop has queued or is working on, read right before freeing: the
+   * sweep leaves their addresses to the loop, which knows their pods (Events with the pod's uid,
+   * counted under the loop's trigger).
+   */
+  readonly leave?: Effect.Effect<ReadonlySet<string>> | undefined
+}
+
 /** Re-checks the candidates live, frees what is still an orphan, writes its Events; fails after that if any write failed. */
-const freeOrphans = (holdings: ReadonlyArray<Holding>) =>
+const freeOrphans = (found: ReadonlyArray<Holding>, leave: SweepOptions["leave"]) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
+    const loopHolds = leave === undefined ? new Set<string>() : yield* leave
+    const holdings = found.filter((h) => !loopHolds.has(h.podref))
+    if (holdings.length < found.length) {
+      yield* Effect.logInfo("sweep left orphans to the deletion loop, which holds their pods").pipe(Effect.annotateLogs({ podrefs: found.length - holdings.length }))
+    }
     // Re-check live right before freeing: a pod may have been (re)created since the list, or run again.
     const checked = yield* recheckHoldings(holdings)
     const execution = yield* execute(planRelease(checked.holdings, checked.facts))
@@ -220,13 +236,13 @@ const reportSweep = (world: World, report: SweepReport) =>
 
 /** One sweep. Never frees in dry-run; otherwise frees only what a live re-check confirms. */
 export const runSweep = (
-  options: { readonly dryRun: boolean }
+  options: SweepOptions
 ): Effect.Effect<SweepReport, KubeError | ReleaseError, IPPoolStore | Reservations | Pods | Metrics | ControllerConfig | KubeApi | NadConfigs | EventRecorder> =>
   Effect.gen(function* () {
     const config = yield* ControllerConfig
     const world = yield* listWorld
     const { orphans, holdings, snapshot } = yield* sweepHoldings(world)
-    const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings)
+    const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings, options.leave)
     const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world, snapshot.origin) : 0
     const pools = poolReports(world, orphans.allocations, snapshot)
     const report: SweepReport = {
@@ -246,7 +262,7 @@ export const runSweep = (
  * A sweep that logs and counts its failure instead of failing (the next one will try again), then
  * gives back the heap it grew (memory.ts).
  */
-export const sweepOnce = (options: { readonly dryRun: boolean }) =>
+export const sweepOnce = (options: SweepOptions) =>
   runSweep(options).pipe(
     Effect.tap(() => Effect.flatMap(Metrics, (m) => m.sweep("success"))),
     Effect.tapError((e) =>
@@ -267,7 +283,7 @@ export const SWEEP_RETRY = Schedule.exponential("1 second").pipe(Schedule.union(
  * leader that stepped down, or hidden in a watch gap): a sweep that failed (an API error, a 429
  * storm) must not leave them to the next scheduled one, by default a day later.
  */
-export const sweepUntilDone = (options: { readonly dryRun: boolean }, retry: Schedule.Schedule<unknown> = SWEEP_RETRY) =>
+export const sweepUntilDone = (options: SweepOptions, retry: Schedule.Schedule<unknown> = SWEEP_RETRY) =>
   Effect.flatMap(sweepOnce(options), (done) => (Option.isSome(done) ? Effect.succeed(done.value) : Effect.fail("sweep failed" as const))).pipe(
     Effect.retry(retry),
     Effect.orDie

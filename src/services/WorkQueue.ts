@@ -76,6 +76,8 @@ export interface WorkQueue<V> {
   readonly len: Effect.Effect<number>
   /** Keys held by workers. */
   readonly inFlight: Effect.Effect<number>
+  /** Every key waiting or held (not those still delayed). */
+  readonly keys: Effect.Effect<ReadonlySet<string>>
   /** Stops intake, drops delayed adds and wakes blocked takers with none. */
   readonly shutdown: Effect.Effect<void>
   /** Completes when no key is held. */
@@ -227,6 +229,7 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
       numRequeues: (key) => Effect.sync(() => backoffs.get(key)?.requeues ?? 0),
       len: Effect.sync(() => MutableQueue.length(queue)),
       inFlight: Effect.sync(() => processing.size),
+      keys: Effect.sync(() => new Set([...dirty, ...processing])),
       shutdown,
       awaitIdle
     } satisfies WorkQueue<V>

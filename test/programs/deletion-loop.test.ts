@@ -684,7 +684,7 @@ const instance = (state: MemoryClusterState, identity: string) =>
   )
 
 /** What main runs: the deletion loop (start-up sweep first) while this instance leads. */
-const leaderLoop = Effect.flatMap(LeaderElection, (le) => le.runWhenLeader(runDeletionLoop({ onSynced: Effect.asVoid(sweepOnce({ dryRun: false })) })))
+const leaderLoop = Effect.flatMap(LeaderElection, (le) => le.runWhenLeader(runDeletionLoop({ onSynced: (loop) => Effect.asVoid(sweepOnce({ dryRun: false, leave: loop.podrefsHeld })) })))
 
 const reportedBy = (state: MemoryClusterState) =>
   state

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Duration, Effect, Either, Fiber, Schedule, SubscriptionRef, TestClock } from "effect"
+import { Clock, Deferred, Duration, Effect, Either, Fiber, Schedule, SubscriptionRef, TestClock } from "effect"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
+import type { RunningLoop } from "../../src/programs/deletion-loop.ts"
 import { runSweep, sweepOnce, sweepUntilDone } from "../../src/programs/sweep.ts"
 import { onSchedule } from "../../src/programs/schedule.ts"
 import { parseSchedule } from "../../src/domain/cron.ts"
@@ -11,6 +12,7 @@ import { KubeApi } from "../../src/services/KubeApi.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 import { on, startDeletionLoop } from "../support/controller.ts"
+import { eventually, require } from "../support/eventually.ts"
 import { ApiHooks, type MemoryEnv, memoryWithHooks, once } from "../support/hooks.ts"
 import { networkStatus, podObject, poolObject } from "../support/objects.ts"
 import { createNad, eventsIn, reservationNames } from "../support/world.ts"
@@ -291,6 +293,46 @@ describe("sweep: default-network addresses", () => {
       expect(report.freed).toBe(0)
       expect(Object.keys(yield* rawAllocations("10.33.0.0-24"))).toEqual(["1", "2"])
     }).pipe(Effect.provide(memory())))
+})
+
+describe("sweep: what the deletion loop holds", () => {
+  it.live("deleted pods the loop is freeing or has queued are left to it by a sweep meanwhile: each freed once, its Event names the pod's uid, counted as a deletion", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const hooks = yield* ApiHooks
+        yield* createNad(NS, "net1", { range: "10.39.0.0/24" })
+        yield* createNad(NS, "net2", { range: "10.39.1.0/24" })
+        const first = yield* startPod(NS, "q0", [on("net2")])
+        const second = yield* startPod(NS, "p0", [on("net1")])
+        // The loop's write of q0's pool is held until the sweep has run; p0, deleted meanwhile, waits its turn.
+        const writing = yield* Deferred.make<void>()
+        const gate = yield* Deferred.make<void>()
+        hooks.before = once((c) => c.verb === "patch" && c.name === "10.39.1.0-24", () => Effect.zipRight(Deferred.succeed(writing, undefined), Deferred.await(gate)))
+        const handle = yield* Deferred.make<RunningLoop>()
+        yield* startDeletionLoop((loop) => Deferred.succeed(handle, loop))
+        const loop = yield* Deferred.await(handle)
+        // A failed expectation still lets the held write go, so the loop can stop.
+        yield* Effect.addFinalizer(() => Deferred.succeed(gate, undefined))
+        yield* deletePod(first)
+        yield* Deferred.await(writing)
+        yield* deletePod(second)
+        yield* eventually(Effect.flatMap(loop.podrefsHeld, (held) => require(() => held.has("default/p0"), "p0 queued")))
+        const report = yield* runSweep({ dryRun: false, leave: loop.podrefsHeld })
+        expect(report.orphanAllocations.map((o) => o.entry.podref).sort()).toEqual(["default/p0", "default/q0"])
+        expect(report).toMatchObject({ freed: 0, reservationsDeleted: 0 })
+        yield* Deferred.succeed(gate, undefined)
+        for (const pool of ["10.39.0.0-24", "10.39.1.0-24"]) {
+          yield* eventually(Effect.flatMap(rawAllocations(pool), (a) => require(() => Object.keys(a).length === 0, `${pool} emptied`)))
+        }
+        expect(yield* reservationNames).toEqual([])
+        const uids = Effect.map(api((k) => k.list(R.Events, NS)), (l) => l.items.map((e) => (e as unknown as { involvedObject: { name: string; uid?: string } }).involvedObject))
+        const byPod = (a: { readonly pod: string }, b: { readonly pod: string }) => a.pod.localeCompare(b.pod)
+        expect((yield* eventsIn(NS)).sort(byPod)).toEqual([gc("p0", second.ips[0]!.ips[0]!, "net1"), gc("q0", first.ips[0]!.ips[0]!, "net2")])
+        expect((yield* uids).map((o) => `${o.name} ${o.uid}`).sort()).toEqual([`p0 ${second.uid}`, `q0 ${first.uid}`])
+        expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(2)
+        expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(0)
+      })
+    ).pipe(Effect.provide(memoryWithHooks({ namespace: POOL_NS }))))
 })
 
 describe("sweep: the live re-check", () => {

@@ -148,6 +148,21 @@ describe("WorkQueue: client-go queue semantics", () => {
     }))
 })
 
+describe("WorkQueue: keys", () => {
+  it.scoped("keys are those waiting and those held, not those still delayed", () =>
+    Effect.gen(function*() {
+      const q = yield* WorkQueue.make<number>()
+      yield* q.add("held", 1)
+      yield* takeReady(q)
+      yield* q.add("waiting", 2)
+      yield* q.addAfter("delayed", 3, "1 second")
+      expect([...(yield* q.keys)].sort()).toEqual(["held", "waiting"])
+      yield* q.done("held")
+      yield* cycle(q)
+      expect([...(yield* q.keys)]).toEqual([])
+    }))
+})
+
 describe("WorkQueue: delays and rate limiting", () => {
   it.scoped("addAfter adds once the delay has passed", () =>
     Effect.gen(function*() {

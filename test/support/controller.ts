@@ -5,7 +5,7 @@
  */
 import { Deferred, Effect, Either, type Fiber, TestClock } from "effect"
 import { type Attachment, type RunningPod, addAttachments, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
-import { runDeletionLoop } from "../../src/programs/deletion-loop.ts"
+import { type RunningLoop, runDeletionLoop } from "../../src/programs/deletion-loop.ts"
 import { makeReclaimMonitor } from "../../src/programs/memory.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
@@ -23,12 +23,15 @@ export const on = (name: string, ifname = "net1", namespace = "default"): Attach
  * it, and returns once it listens for deletions and its workers are up (`onSynced` has run), so a
  * deletion made afterwards cannot be missed.
  */
-export const startDeletionLoop = <E = never, R = never>(onSynced: Effect.Effect<void, E, R> = Effect.void as Effect.Effect<void, E, R>) =>
+export const startDeletionLoop = <E = never, R = never>(
+  onSynced: Effect.Effect<void, E, R> | ((loop: RunningLoop) => Effect.Effect<void, E, R>) = Effect.void as Effect.Effect<void, E, R>
+) =>
   Effect.gen(function* () {
     const ready = yield* Deferred.make<void>()
     const reclaim = yield* makeReclaimMonitor
     yield* Effect.forkScoped(reclaim.monitor)
-    const fiber = yield* Effect.forkScoped(runDeletionLoop({ onSynced: Effect.zipRight(onSynced, Deferred.succeed(ready, undefined)), activity: reclaim.activity }))
+    const synced = (loop: RunningLoop) => Effect.zipRight(Effect.isEffect(onSynced) ? onSynced : onSynced(loop), Deferred.succeed(ready, undefined))
+    const fiber = yield* Effect.forkScoped(runDeletionLoop({ onSynced: synced, activity: reclaim.activity }))
     yield* Deferred.await(ready)
     return fiber as Fiber.RuntimeFiber<never, E>
   })
