@@ -68,8 +68,8 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
       })
     /**
      * Once `at` has come: the incarnation the cache holds then, if it is still this one, judged
-     * again. A timer may fire before the clock reads its time (Node counts it from the start of
-     * the event loop's turn that set it), so a pod whose time has not quite come sleeps again.
+     * again. A timer may fire a little before the clock reads its time, so a pod whose time has
+     * not quite come sleeps again.
      */
     const timer = (pod: PodProjection, at: number) =>
       Effect.gen(function* () {

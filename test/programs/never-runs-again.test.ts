@@ -158,7 +158,7 @@ describe("pods that will never run again: the grace and the live re-check (TestC
       expect(yield* reservationNames).toEqual([])
     })))
 
-  /** The test clock, except that a sleep longer than `ms` ends `ms` early: Node's timer set late in a long turn of its event loop does that. */
+  /** The test clock, except that a sleep longer than `ms` ends `ms` early, as a real timer may end a little before the clock reads its time. */
   const earlyTimers = (ms: number) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
     TestClock.testClockWith((clock) => {
       const sleep = (d: Duration.DurationInput) => {
