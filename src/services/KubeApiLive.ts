@@ -89,15 +89,23 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
 
     list: (r, ns, options = {}) => {
       const names = options.namesOnly === true && ns !== undefined ? { namespace: ns } : undefined
+      // Told once: from the start of the answer where it shows the token, else with the page.
+      let told = false
+      const tell = (token: string | undefined) => {
+        if (told) return
+        told = true
+        options.onContinue?.(token === "" ? undefined : token)
+      }
       const req: Request = {
         verb: "list",
         target: targetOf(r, ns),
         method: "GET",
         path: resourcePath(r, ns),
         query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector, ...(names === undefined ? {} : { includeObject: "None" }) },
-        ...(names === undefined ? acceptFor(options, true) : { accept: ACCEPT_TABLE })
+        ...(names === undefined ? acceptFor(options, true) : { accept: ACCEPT_TABLE }),
+        ...(options.onContinue === undefined ? {} : { onContinue: tell })
       }
-      return Effect.flatMap(send(req), (u) => listResult(r, req.target, u, names))
+      return Effect.flatMap(send(req), (u) => listResult(r, req.target, u, names)).pipe(Effect.tap((page) => Effect.sync(() => tell(page.continue))))
     },
 
     create: (r, ns, o) =>

@@ -437,6 +437,7 @@ export const makeMemoryKubeApi = (state: MemoryClusterState): KubeApiShape => ({
     call(state, "list", r, ns, undefined, () => {
       const out = state.list(r, ns, options)
       if (out instanceof KubeError) return out
+      options?.onContinue?.(out.continue === "" ? undefined : out.continue)
       if (options?.namesOnly === true && ns !== undefined) return { ...out, items: out.items.map((o) => nameOnly(o.metadata.name, o.metadata.namespace)) }
       return options?.metadataOnly !== true ? out : { ...out, items: out.items.map(partialObjectMetadata) }
     }),
