@@ -4,8 +4,11 @@
  *   adding what arrives for up to `windowMs` while keys keep arriving at `gatherMinRate` per
  *   second or more, so a mass deletion becomes one write per pool instead of many.
  * - One batch in flight: the next batch waits for the one being processed (and takes everything
- *   that queued meanwhile) unless every batch in flight has been out for `stalledMs`; then one
- *   more starts, so a stalled call holds the others up that long at most.
+ *   that queued meanwhile) unless every batch in flight has stalled: been out for `stalledMs`, or
+ *   `stalledFactor` times as long as recent batches took when that is longer (at most
+ *   `stalledMaxMs`); then one more starts, so a stalled call holds the others up that long at
+ *   most. On a slow API server batches take longer, so they overlap less and grow larger: fewer
+ *   writes of each pool, which is what such a server pays for.
  * Like WorkQueue, built per run; not a Context.Tag.
  */
 import { Clock, Deferred, Duration, Effect, Option } from "effect"
@@ -23,8 +26,12 @@ export interface BatchingOptions {
   readonly gatherSpanMs: number
   /** How often gathering looks at the queue. */
   readonly gatherPollMs: number
-  /** After this long in flight a batch no longer holds the next one back. */
+  /** After this long in flight a batch no longer holds the next one back... */
   readonly stalledMs: number
+  /** ...or after this many times the median time the last batches took, when that is longer... */
+  readonly stalledFactor: number
+  /** ...but never longer than this. */
+  readonly stalledMaxMs: number
 }
 
 /** The loop's batching; `windowMs` comes from `--batch-window`. BENCHMARKS.md's Decisions table says what set each. */
@@ -37,9 +44,14 @@ export const DEFAULT_BATCHING: Omit<BatchingOptions, "windowMs"> = {
   gatherMinRate: 100,
   gatherSpanMs: 200,
   gatherPollMs: 20,
-  // Trades the concurrency a slow API server sees against how long one stalled call delays the rest.
-  stalledMs: 250
+  // Trade the concurrency a slow API server sees against how long one stalled call delays the rest.
+  stalledMs: 250,
+  stalledFactor: 2,
+  stalledMaxMs: 2_000
 }
+
+/** How many landed batches the typical time of a batch is taken from. */
+const RECENT_BATCHES = 9
 
 /** A batch taken: its items, and the effect that marks it no longer in flight (once reconciled). */
 export interface Batch<V> {
@@ -52,10 +64,12 @@ export interface Batcher<V> {
   readonly next: Effect.Effect<Option.Option<Batch<V>>>
 }
 
-/** Batches in flight: `turn` waits until none is, or each has been out for `stalledMs`. */
-export const makeFlight = (stalledMs: number) =>
+/** Batches in flight: `turn` waits until none is, or each has stalled (see BatchingOptions). */
+export const makeFlight = (o: Pick<BatchingOptions, "stalledMs" | "stalledFactor" | "stalledMaxMs">) =>
   Effect.gen(function* () {
     const started = new Map<number, number>()
+    // How long the last batches took, oldest first.
+    const took: Array<number> = []
     let next = 0
     let changed = yield* Deferred.make<void>()
     const begin = Effect.map(Clock.currentTimeMillis, (now) => {
@@ -64,14 +78,26 @@ export const makeFlight = (stalledMs: number) =>
       return token
     })
     const end = (token: number) =>
-      Effect.suspend(() => {
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const at = started.get(token)
         started.delete(token)
+        if (at !== undefined) {
+          took.push(now - at)
+          if (took.length > RECENT_BATCHES) took.shift()
+        }
         const done = changed
         return Effect.flatMap(Deferred.make<void>(), (fresh) => {
           changed = fresh
           return Deferred.succeed(done, undefined)
         })
       })
+    const stalledAfter = () => {
+      if (took.length === 0) return o.stalledMs
+      const sorted = [...took].sort((a, b) => a - b)
+      // The lower median: of an even number, the faster middle one.
+      const typical = sorted[Math.floor((sorted.length - 1) / 2)] ?? 0
+      return Math.min(o.stalledMaxMs, Math.max(o.stalledMs, o.stalledFactor * typical))
+    }
     const turn = Effect.gen(function* () {
       for (;;) {
         // Taken before the check: a batch ending after it completes this one, and the loop looks again.
@@ -80,7 +106,7 @@ export const makeFlight = (stalledMs: number) =>
         const now = yield* Clock.currentTimeMillis
         let youngest = 0
         for (const at of started.values()) youngest = Math.max(youngest, at)
-        const wait = youngest + stalledMs - now
+        const wait = youngest + stalledAfter() - now
         if (wait <= 0) return
         yield* Effect.race(Deferred.await(signal), Effect.sleep(Duration.millis(wait)))
       }
@@ -119,7 +145,7 @@ export const make = <V>(queue: WorkQueue<V>, options: BatchingOptions): Effect.E
   Effect.gen(function* () {
     // One caller gathers at a time, so a gathering batch is not taken from it piecemeal.
     const gathering = yield* Effect.makeSemaphore(1)
-    const flight = yield* makeFlight(options.stalledMs)
+    const flight = yield* makeFlight(options)
     const next = gathering.withPermits(1)(
       Effect.gen(function* () {
         yield* flight.turn

@@ -129,3 +129,59 @@ describe("Batcher: one batch in flight", () => {
       expect(Option.isNone(yield* Fiber.join(next))).toBe(true)
     }))
 })
+
+describe("Batcher: a slow server's batches stall later", () => {
+  let key = 1_000
+  /** Batches that each take `ms` to land, one after another (each of a key not queued before). */
+  const landBatches = (queue: WorkQueue.WorkQueue<number>, batcher: Batcher.Batcher<number>, n: number, ms: number) =>
+    Effect.forEach(
+      Array.from({ length: n }, (_, i) => i),
+      () =>
+        Effect.gen(function* () {
+          yield* addMany(queue, key++, 1)
+          const b = yield* batcher.next
+          yield* TestClock.adjust(ms)
+          yield* Option.getOrThrow(b).landed
+        }),
+      { discard: true }
+    )
+
+  /** How long a batch in flight holds the next one back. */
+  const heldFor = (queue: WorkQueue.WorkQueue<number>, batcher: Batcher.Batcher<number>) =>
+    Effect.gen(function* () {
+      yield* addMany(queue, 0, 1)
+      yield* batcher.next
+      yield* addMany(queue, 10, 1)
+      const second = yield* Effect.fork(batcher.next)
+      let waited = 0
+      for (;;) {
+        yield* turn
+        if (Option.isSome(yield* Fiber.poll(second))) return waited
+        yield* TestClock.adjust(10)
+        waited += 10
+      }
+    })
+
+  it.scoped("after batches that took 600 ms, one in flight holds the next back for twice that, not stalledMs", () =>
+    Effect.gen(function* () {
+      const { queue, batcher } = yield* setup()
+      yield* landBatches(queue, batcher, 5, 600)
+      expect(yield* heldFor(queue, batcher)).toBe(OPTIONS.stalledFactor * 600)
+    }))
+
+  it.scoped("the typical time is the median of the last batches: one slow batch among fast ones does not move it", () =>
+    Effect.gen(function* () {
+      const { queue, batcher } = yield* setup()
+      yield* landBatches(queue, batcher, 4, 50)
+      yield* landBatches(queue, batcher, 1, 5_000)
+      yield* landBatches(queue, batcher, 4, 50)
+      expect(yield* heldFor(queue, batcher)).toBe(OPTIONS.stalledMs)
+    }))
+
+  it.scoped("however slow the batches, a stalled one holds the next back stalledMaxMs at most", () =>
+    Effect.gen(function* () {
+      const { queue, batcher } = yield* setup()
+      yield* landBatches(queue, batcher, 3, 10_000)
+      expect(yield* heldFor(queue, batcher)).toBe(OPTIONS.stalledMaxMs)
+    }))
+})
