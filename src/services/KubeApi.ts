@@ -78,6 +78,9 @@ export interface ListOptions extends ReadOptions {
   readonly onContinue?: ((token: string | undefined) => void) | undefined
 }
 
+/** A list's continue token as the next page's: the API server sends "" (or nothing) on the last page. */
+export const nextPageToken = (continueToken: string | undefined): string | undefined => (continueToken === "" ? undefined : continueToken)
+
 export interface ListResult {
   readonly items: ReadonlyArray<KubeObject>
   readonly resourceVersion: string
@@ -160,7 +163,6 @@ export const forEachPage = <E, R>(
   Effect.gen(function* () {
     const api = yield* KubeApi
     const pageSize = options.pageSize ?? 500
-    const tokenOf = (continueToken: string | undefined) => (continueToken === "" ? undefined : continueToken)
     const ask = (token: string | undefined): Effect.Effect<Asked, never, Scope.Scope> =>
       Effect.gen(function* () {
         const next = yield* Deferred.make<string | undefined>()
@@ -173,9 +175,9 @@ export const forEachPage = <E, R>(
               fieldSelector: options.fieldSelector,
               metadataOnly: options.metadataOnly,
               namesOnly: options.namesOnly,
-              onContinue: (t) => Deferred.unsafeDone(next, Exit.succeed(tokenOf(t)))
+              onContinue: (t) => Deferred.unsafeDone(next, Exit.succeed(nextPageToken(t)))
             })
-            .pipe(Effect.onExit((exit) => Deferred.succeed(next, Exit.isSuccess(exit) ? tokenOf(exit.value.continue) : undefined)))
+            .pipe(Effect.onExit((exit) => Deferred.succeed(next, Exit.isSuccess(exit) ? nextPageToken(exit.value.continue) : undefined)))
         )
         return { next, page }
       })
@@ -188,7 +190,7 @@ export const forEachPage = <E, R>(
           const early: string | undefined = yield* Deferred.await(current.next)
           let ahead: Asked | undefined = early === undefined ? undefined : yield* ask(early)
           const page = yield* Fiber.join(current.page)
-          const token = tokenOf(page.continue)
+          const token = nextPageToken(page.continue)
           // The page's own token decides; one read early that differs (a prefix misread) is dropped.
           if (token !== early) {
             if (ahead !== undefined) yield* Fiber.interrupt(ahead.page)

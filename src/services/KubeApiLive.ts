@@ -8,11 +8,11 @@
  */
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type KubeApiShape, type KubeObject, type ListResult, type ReadOptions, malformed, nameOnly } from "./KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type ListResult, type ReadOptions, malformed, nameOnly, nextPageToken } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import { type Resource, apiVersionOf, resourcePath } from "./resources.ts"
 import { type KubeConfigError, resolveKubeConfig, sourcesFrom } from "./live/kubeconfig.ts"
-import { type Request, makeRequester } from "./live/request.ts"
+import { type Request, type Requester, makeRequester } from "./live/request.ts"
 import { type Transport, makeRateLimiter, makeTransport, targetOf } from "./live/transport.ts"
 import { isKubeObject, isObject } from "./live/watch.ts"
 
@@ -74,6 +74,30 @@ const listResult = (r: Resource, target: string, u: unknown, names?: { readonly 
   return Effect.succeed({ ...page, items: names === undefined ? objects.map((o) => withTypeMeta(r, o)) : objects.map((o) => nameOnly(o.metadata.name, names.namespace)) })
 }
 
+/**
+ * One page of a list. `onContinue` is told once: from the start of the answer where it shows the
+ * token (request.ts), else with the page.
+ */
+const list = (send: Requester["send"], r: Resource, ns: string | undefined, options: ListOptions): Effect.Effect<ListResult, KubeError> => {
+  const names = options.namesOnly === true && ns !== undefined ? { namespace: ns } : undefined
+  let told = false
+  const tell = (token: string | undefined) => {
+    if (told) return
+    told = true
+    options.onContinue?.(nextPageToken(token))
+  }
+  const req: Request = {
+    verb: "list",
+    target: targetOf(r, ns),
+    method: "GET",
+    path: resourcePath(r, ns),
+    query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector, ...(names === undefined ? {} : { includeObject: "None" }) },
+    ...(names === undefined ? acceptFor(options, true) : { accept: ACCEPT_TABLE }),
+    ...(options.onContinue === undefined ? {} : { onContinue: tell })
+  }
+  return Effect.flatMap(send(req), (u) => listResult(r, req.target, u, names)).pipe(Effect.tap((page) => Effect.sync(() => tell(page.continue))))
+}
+
 /** KubeApi over a transport; every request and every watch start passes the limiter. */
 export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOptions): KubeApiShape => {
   const { send, watch } = makeRequester(transport, limiter, requestTimeout)
@@ -87,26 +111,7 @@ export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOpti
     get: (r, ns, name, options) =>
       object({ verb: "get", target: targetOf(r, ns, name), method: "GET", path: resourcePath(r, ns, name), ...acceptFor(options) }, r),
 
-    list: (r, ns, options = {}) => {
-      const names = options.namesOnly === true && ns !== undefined ? { namespace: ns } : undefined
-      // Told once: from the start of the answer where it shows the token, else with the page.
-      let told = false
-      const tell = (token: string | undefined) => {
-        if (told) return
-        told = true
-        options.onContinue?.(token === "" ? undefined : token)
-      }
-      const req: Request = {
-        verb: "list",
-        target: targetOf(r, ns),
-        method: "GET",
-        path: resourcePath(r, ns),
-        query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector, ...(names === undefined ? {} : { includeObject: "None" }) },
-        ...(names === undefined ? acceptFor(options, true) : { accept: ACCEPT_TABLE }),
-        ...(options.onContinue === undefined ? {} : { onContinue: tell })
-      }
-      return Effect.flatMap(send(req), (u) => listResult(r, req.target, u, names)).pipe(Effect.tap((page) => Effect.sync(() => tell(page.continue))))
-    },
+    list: (r, ns, options = {}) => list(send, r, ns, options),
 
     create: (r, ns, o) =>
       object(

@@ -103,20 +103,23 @@ export const listMetaOf = (start: string): { readonly continue?: unknown } | "mo
 }
 
 /** The body as text; a list's continue token told as soon as the start of the body shows it. */
-const bodyText = async (body: AsyncIterable<Buffer>, onContinue: ((token: string | undefined) => void) | undefined): Promise<string> => {
+const bodyText = async (body: AsyncIterable<Buffer>, onContinue: (token: string | undefined) => void): Promise<string> => {
   const chunks: Array<Buffer> = []
   let size = 0
-  let looking = onContinue !== undefined
+  // The start of the body while the token is looked for ("" once done). Latin-1 keeps a
+  // multi-byte character split between chunks from breaking the search; the metadata is ASCII.
+  let start = ""
+  let looking = true
   for await (const chunk of body) {
     chunks.push(chunk)
     size += chunk.length
     if (!looking) continue
-    // Latin-1 keeps a multi-byte character split between chunks from breaking the search; the
-    // metadata is ASCII.
-    const meta = listMetaOf(Buffer.concat(chunks, size).toString("latin1", 0, Math.min(size, PREFIX_BYTES)))
-    if (meta === "more" && size < PREFIX_BYTES) continue
+    start += chunk.toString("latin1", 0, Math.min(chunk.length, PREFIX_BYTES - start.length))
+    const meta = listMetaOf(start)
+    if (meta === "more" && start.length < PREFIX_BYTES) continue
     looking = false
-    if (meta !== "more" && meta !== undefined) onContinue?.(typeof meta.continue === "string" && meta.continue !== "" ? meta.continue : undefined)
+    start = ""
+    if (meta !== "more" && meta !== undefined) onContinue(typeof meta.continue === "string" ? meta.continue : undefined)
   }
   return chunks.length === 1 ? (chunks[0]?.toString("utf8") ?? "") : Buffer.concat(chunks, size).toString("utf8")
 }
