@@ -11,6 +11,7 @@ import fastJsonPatch from "fast-json-patch"
 import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, nameOnly, nextPageToken, objectKey, partialObjectMetadata } from "../services/KubeApi.ts"
 import { KubeError, type KubeErrorReason, statusForReason } from "../services/KubeError.ts"
 import { type Resource, apiVersionOf } from "../services/resources.ts"
+import { parseLabelSelector } from "./labelSelector.ts"
 
 export type Verb = "get" | "list" | "create" | "replace" | "patch" | "delete" | "watch"
 
@@ -43,8 +44,16 @@ export interface MemoryClusterOptions {
 interface Watcher {
   readonly plural: string
   readonly namespace: string | undefined
+  readonly selects: (o: KubeObject) => boolean
   readonly emit: (e: WatchEvent) => void
   readonly end: () => void
+}
+
+/** A change as history keeps it: the object after it and, for a watch's selector, before it (a deletion's is the object deleted). */
+interface Change {
+  readonly type: "ADDED" | "MODIFIED" | "DELETED"
+  readonly object: Stored
+  readonly prev: Stored | undefined
 }
 
 type Stored = KubeObject & { readonly metadata: KubeObject["metadata"] & { readonly resourceVersion: string } }
@@ -100,11 +109,24 @@ const selectsName = (selector: string | undefined): string | undefined => {
   return m === null ? undefined : m[1]
 }
 
+/**
+ * What a watch with a selector is told of a change, as the API server's watch cache tells it:
+ * an object that comes to match is ADDED, one that stops matching is DELETED (its last matching
+ * content at the change's resourceVersion), one that matches before and after is MODIFIED.
+ */
+const seenThrough = (selects: (o: KubeObject) => boolean, c: Change): WatchEvent | undefined => {
+  const now = c.type !== "DELETED" && selects(c.object)
+  const before = c.prev !== undefined && selects(c.prev)
+  if (now) return { type: before ? "MODIFIED" : "ADDED", object: clone(c.object) }
+  if (!before) return undefined
+  return { type: "DELETED", object: clone({ ...c.prev!, metadata: { ...c.prev!.metadata, resourceVersion: c.object.metadata.resourceVersion } }) }
+}
+
 /** The mutable world. Methods run synchronously inside Effect.sync, so each one is atomic. */
 export class MemoryClusterState {
   private rv = 1
   private readonly objects = new Map<string, Map<string, Stored>>()
-  private readonly history = new Map<string, Array<{ rv: number; event: WatchEvent & { object: KubeObject } }>>()
+  private readonly history = new Map<string, Array<{ rv: number; change: Change }>>()
   private readonly compactedBelow = new Map<string, number>()
   private readonly watchers = new Set<Watcher>()
   private faults: Array<Fault & { remaining: number }> = []
@@ -127,18 +149,20 @@ export class MemoryClusterState {
     return t
   }
 
-  private record(plural: string, type: "ADDED" | "MODIFIED" | "DELETED", object: Stored): void {
+  private record(plural: string, type: "ADDED" | "MODIFIED" | "DELETED", object: Stored, prev: Stored | undefined): void {
     const rv = Number(object.metadata.resourceVersion)
     let h = this.history.get(plural)
     if (h === undefined) this.history.set(plural, (h = []))
-    h.push({ rv, event: { type, object } })
+    const change: Change = { type, object, prev }
+    h.push({ rv, change })
     if (h.length > this.historyLimit) {
       const dropped = h.splice(0, h.length - this.historyLimit)
       this.compactedBelow.set(plural, dropped[dropped.length - 1]!.rv + 1)
     }
     for (const w of this.watchers) {
       if (w.plural === plural && (w.namespace === undefined || w.namespace === object.metadata.namespace)) {
-        w.emit({ type, object: clone(object) })
+        const event = seenThrough(w.selects, change)
+        if (event !== undefined) w.emit(event)
       }
     }
   }
@@ -178,11 +202,25 @@ export class MemoryClusterState {
     return o === undefined ? this.err("NotFound", "get", r, ns, name, `${r.plural} "${name}" not found`) : clone(o)
   }
 
-  list(r: Resource, ns: string | undefined, options: ListOptions = {}) {
+  /** The objects a list's or watch's selectors pick (a field selector other than metadata.name= picks all), or why it cannot be read. */
+  private selection(
+    verb: Verb,
+    r: Resource,
+    ns: string | undefined,
+    options: { readonly labelSelector?: string | undefined; readonly fieldSelector?: string | undefined }
+  ): ((o: KubeObject) => boolean) | KubeError {
     const only = selectsName(options.fieldSelector)
-    const keys = [...this.table(r.plural).keys()]
-      .filter((k) => ns === undefined || !r.namespaced || k.startsWith(`${ns}/`))
-      .filter((k) => only === undefined || k === objectKey(r.namespaced ? ns : undefined, only))
+    const labels = parseLabelSelector(options.labelSelector ?? "")
+    if (typeof labels !== "function") return this.err("BadRequest", verb, r, ns, undefined, `unable to parse requirement: "${labels.invalid}"`)
+    return (o) => (only === undefined || o.metadata.name === only) && labels(o.metadata.labels ?? {})
+  }
+
+  list(r: Resource, ns: string | undefined, options: ListOptions = {}) {
+    const selects = this.selection("list", r, ns, options)
+    if (selects instanceof KubeError) return selects
+    const table = this.table(r.plural)
+    const keys = [...table.keys()]
+      .filter((k) => (ns === undefined || !r.namespaced || k.startsWith(`${ns}/`)) && selects(table.get(k)!))
       .sort()
     let start = 0
     let listRv = String(this.rv)
@@ -214,8 +252,10 @@ export class MemoryClusterState {
       kind: r.kind,
       metadata: { ...clone(object.metadata), ...(r.namespaced ? { namespace: ns } : {}), resourceVersion: String(++this.rv) }
     }
-    this.table(r.plural).set(objectKey(ns, stored.metadata.name), stored)
-    this.record(r.plural, type, stored)
+    const key = objectKey(ns, stored.metadata.name)
+    const prev = this.table(r.plural).get(key)
+    this.table(r.plural).set(key, stored)
+    this.record(r.plural, type, stored, prev)
     return clone(stored)
   }
 
@@ -248,7 +288,7 @@ export class MemoryClusterState {
       const key = objectKey(ns, name)
       const last = this.table(r.plural).get(key)!
       this.table(r.plural).delete(key)
-      this.record(r.plural, "DELETED", { ...last, metadata: { ...last.metadata, resourceVersion: String(++this.rv) } })
+      this.record(r.plural, "DELETED", { ...last, metadata: { ...last.metadata, resourceVersion: String(++this.rv) } }, last)
     }
     return stored
   }
@@ -309,30 +349,40 @@ export class MemoryClusterState {
         }
       }
       this.table(r.plural).set(key, stamped)
-      this.record(r.plural, "MODIFIED", stamped)
+      this.record(r.plural, "MODIFIED", stamped, current)
       return
     }
     this.table(r.plural).delete(key)
-    this.record(r.plural, "DELETED", { ...current, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } })
+    this.record(r.plural, "DELETED", { ...current, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } }, current)
   }
 
   /**
    * Starts a watch; returns an unsubscribe function, or Gone when `fromRv` was compacted away.
    * From "" or "0" it starts, like the API server, with an ADDED event per current object.
    */
-  watch(r: Resource, ns: string | undefined, fromRv: string, watcher: Omit<Watcher, "plural" | "namespace">): (() => void) | KubeError {
+  watch(
+    r: Resource,
+    ns: string | undefined,
+    options: { readonly resourceVersion?: string | undefined; readonly labelSelector?: string | undefined; readonly fieldSelector?: string | undefined },
+    watcher: Omit<Watcher, "plural" | "namespace" | "selects">
+  ): (() => void) | KubeError {
+    const selects = this.selection("watch", r, ns, options)
+    if (selects instanceof KubeError) return selects
+    const fromRv = options.resourceVersion ?? ""
     if (fromRv === "" || fromRv === "0") {
-      for (const object of this.snapshot(r, ns)) watcher.emit({ type: "ADDED", object })
+      for (const object of this.snapshot(r, ns)) if (selects(object)) watcher.emit({ type: "ADDED", object })
     } else {
       const from = Number(fromRv)
       if (!Number.isFinite(from) || from + 1 < (this.compactedBelow.get(r.plural) ?? 0)) {
         return this.err("Gone", "watch", r, ns, undefined, `too old resource version: ${fromRv}`)
       }
-      for (const { rv, event } of this.history.get(r.plural) ?? []) {
-        if (rv > from && (ns === undefined || event.object.metadata.namespace === ns)) watcher.emit(clone(event))
+      for (const { rv, change } of this.history.get(r.plural) ?? []) {
+        if (rv <= from || (ns !== undefined && change.object.metadata.namespace !== ns)) continue
+        const event = seenThrough(selects, change)
+        if (event !== undefined) watcher.emit(event)
       }
     }
-    const w: Watcher = { plural: r.plural, namespace: ns, ...watcher }
+    const w: Watcher = { plural: r.plural, namespace: ns, selects, ...watcher }
     this.watchers.add(w)
     return () => this.watchers.delete(w)
   }
@@ -367,7 +417,7 @@ export class MemoryClusterState {
       metadata: { ...current.metadata, deletionTimestamp: new Date(this.now().getTime() + 30_000).toISOString(), deletionGracePeriodSeconds: 30, resourceVersion: String(++this.rv) }
     }
     this.table(pods.plural).set(key, marked)
-    this.record(pods.plural, "MODIFIED", marked)
+    this.record(pods.plural, "MODIFIED", marked, current)
   }
 
   /** What a kubelet does when a terminating pod's containers are gone: remove the object. */
@@ -376,7 +426,7 @@ export class MemoryClusterState {
     const current = this.table(pods.plural).get(key)
     if (current === undefined) return
     this.table(pods.plural).delete(key)
-    this.record(pods.plural, "DELETED", { ...current, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } })
+    this.record(pods.plural, "DELETED", { ...current, metadata: { ...current.metadata, resourceVersion: String(++this.rv) } }, current)
   }
 
   /** Objects of a resource, for assertions (copies). */
@@ -451,9 +501,8 @@ export const makeMemoryKubeApi = (state: MemoryClusterState): KubeApiShape => ({
         const fault = state.enter("watch", r, ns, undefined)
         if (fault instanceof KubeError) return void emit.fail(fault)
         // A stalled watch is deaf: it delivers nothing until closeWatches() ends it.
-        const only = selectsName(options.fieldSelector)
-        const unsubscribe = state.watch(r, ns, options.resourceVersion, {
-          emit: fault === "stall" ? () => {} : (e) => void (only !== undefined && e.type !== "BOOKMARK" && e.object.metadata.name !== only ? undefined : emit.single(e)),
+        const unsubscribe = state.watch(r, ns, options, {
+          emit: fault === "stall" ? () => {} : (e) => void emit.single(e),
           end: () => void emit.end()
         })
         if (unsubscribe instanceof KubeError) return void emit.fail(unsubscribe)

@@ -285,4 +285,39 @@ export const kubeApiContract = (target: ContractTarget) =>
           ])
         })
       ))
+
+    it.live("labelSelector: a list sees the matching objects; a watch sees one relabelled out as DELETED and one relabelled in as ADDED", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          const cm = (name: string, labels: Record<string, string>) => ({ metadata: { name, namespace: ns, labels: { contract: "ls", ...labels } }, data: { k: "1" } })
+          yield* api.create(R.ConfigMaps, ns, cm("ls-a", { app: "x", tier: "web" }))
+          yield* api.create(R.ConfigMaps, ns, cm("ls-b", { app: "y" }))
+          yield* api.create(R.ConfigMaps, ns, cm("ls-c", {}))
+          const names = (labelSelector: string) => Effect.map(api.list(R.ConfigMaps, ns, { labelSelector: `contract=ls,${labelSelector}` }), (l) => l.items.map((o) => o.metadata.name))
+          expect(yield* names("app in (x,z),tier")).toEqual(["ls-a"])
+          expect(yield* names("app!=x")).toEqual(["ls-b", "ls-c"])
+          expect(yield* names("app notin (x)")).toEqual(["ls-b", "ls-c"])
+          expect(yield* names("!app")).toEqual(["ls-c"])
+          expect(yield* names("app==y")).toEqual(["ls-b"])
+          const bad = yield* Effect.either(api.list(R.ConfigMaps, ns, { labelSelector: "app in x" }))
+          expect(Either.isLeft(bad) && bad.left.reason).toBe("BadRequest")
+
+          const listed = yield* api.list(R.ConfigMaps, ns, { labelSelector: "contract=ls,app=x" })
+          const relabel = (name: string, app: string) => api.patch(R.ConfigMaps, ns, name, { type: "merge", body: { metadata: { labels: { app } } } })
+          yield* relabel("ls-a", "y")
+          yield* relabel("ls-c", "w")
+          yield* relabel("ls-b", "x")
+          yield* api.patch(R.ConfigMaps, ns, "ls-b", { type: "merge", body: { data: { k: "2" } } })
+          const events = yield* api.watch(R.ConfigMaps, ns, { labelSelector: "contract=ls,app=x", resourceVersion: listed.resourceVersion }).pipe(
+            Stream.filter((e) => e.type !== "BOOKMARK"),
+            Stream.take(3),
+            Stream.runCollect,
+            Effect.timeout("20 seconds")
+          )
+          expect(
+            Chunk.toArray(events).map((e) => `${e.type} ${e.object.metadata.name} app=${e.object.metadata.labels?.["app"]} k=${String((e.object["data"] as { k: string }).k)}`)
+          ).toEqual(["DELETED ls-a app=x k=1", "ADDED ls-b app=x k=1", "MODIFIED ls-b app=x k=2"])
+        })
+      ))
   })
