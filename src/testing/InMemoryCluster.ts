@@ -11,7 +11,7 @@ import fastJsonPatch from "fast-json-patch"
 import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, nameOnly, nextPageToken, objectKey, partialObjectMetadata } from "../services/KubeApi.ts"
 import { KubeError, type KubeErrorReason, statusForReason } from "../services/KubeError.ts"
 import { type Resource, apiVersionOf } from "../services/resources.ts"
-import { parseLabelSelector } from "./labelSelector.ts"
+import { parseFieldSelector, parseLabelSelector } from "./selectors.ts"
 
 export type Verb = "get" | "list" | "create" | "replace" | "patch" | "delete" | "watch"
 
@@ -102,12 +102,6 @@ const validName = (name: string): boolean =>
 const namespaceMismatch = (r: Resource, ns: string | undefined, object: KubeObject): boolean =>
   r.namespaced && object.metadata.namespace !== undefined && object.metadata.namespace !== "" && object.metadata.namespace !== ns
 const MISMATCH = "the namespace of the provided object does not match the namespace sent on the request"
-
-/** The one field selector the controller uses, `metadata.name=<name>`; anything else selects everything (the emulation's limit). */
-const selectsName = (selector: string | undefined): string | undefined => {
-  const m = selector === undefined ? null : /^metadata\.name=([^,]+)$/.exec(selector)
-  return m === null ? undefined : m[1]
-}
 
 /**
  * What a watch with a selector is told of a change, as the API server's watch cache tells it:
@@ -202,17 +196,18 @@ export class MemoryClusterState {
     return o === undefined ? this.err("NotFound", "get", r, ns, name, `${r.plural} "${name}" not found`) : clone(o)
   }
 
-  /** The objects a list's or watch's selectors pick (a field selector other than metadata.name= picks all), or why it cannot be read. */
+  /** The objects a list's or watch's selectors pick, or why they cannot be read. */
   private selection(
     verb: Verb,
     r: Resource,
     ns: string | undefined,
     options: { readonly labelSelector?: string | undefined; readonly fieldSelector?: string | undefined }
   ): ((o: KubeObject) => boolean) | KubeError {
-    const only = selectsName(options.fieldSelector)
     const labels = parseLabelSelector(options.labelSelector ?? "")
     if (typeof labels !== "function") return this.err("BadRequest", verb, r, ns, undefined, `unable to parse requirement: "${labels.invalid}"`)
-    return (o) => (only === undefined || o.metadata.name === only) && labels(o.metadata.labels ?? {})
+    const fields = parseFieldSelector(r.kind, options.fieldSelector ?? "")
+    if (typeof fields !== "function") return this.err("BadRequest", verb, r, ns, undefined, `field label not supported (in memory): "${fields.invalid}"`)
+    return (o) => fields(o) && labels(o.metadata.labels ?? {})
   }
 
   list(r: Resource, ns: string | undefined, options: ListOptions = {}) {

@@ -286,6 +286,25 @@ export const kubeApiContract = (target: ContractTarget) =>
         })
       ))
 
+    it.live("fieldSelector on pods: spec.nodeName and status.phase, = and !=; a field the kind does not index is a 400", () =>
+      run(
+        Effect.gen(function* () {
+          const api = yield* KubeApi
+          const pod = (name: string, nodeName: string) => ({ metadata: { name, namespace: ns, labels: { contract: "fsel" } }, spec: { nodeName, containers: [{ name: "c", image: "i" }] } })
+          yield* api.create(R.Pods, ns, pod("fsel-a", "node-a"))
+          yield* api.create(R.Pods, ns, pod("fsel-b", "node-b"))
+          const names = (fieldSelector: string) =>
+            Effect.map(api.list(R.Pods, ns, { labelSelector: "contract=fsel", fieldSelector }), (l) => l.items.map((o) => o.metadata.name))
+          expect(yield* names("spec.nodeName=node-a")).toEqual(["fsel-a"])
+          expect(yield* names("spec.nodeName!=node-a")).toEqual(["fsel-b"])
+          expect(yield* names(`metadata.namespace=${ns},status.phase!=Succeeded`)).toEqual(["fsel-a", "fsel-b"])
+          const bad = yield* Effect.either(api.list(R.Pods, ns, { fieldSelector: "spec.noSuchField=x" }))
+          expect(Either.isLeft(bad) && bad.left.reason).toBe("BadRequest")
+          const crd = yield* Effect.either(api.list(R.IPPools, ns, { fieldSelector: "spec.range=10.0.0.0/8" }))
+          expect(Either.isLeft(crd) && crd.left.reason).toBe("BadRequest")
+        })
+      ))
+
     it.live("labelSelector: a list sees the matching objects; a watch sees one relabelled out as DELETED and one relabelled in as ADDED", () =>
       run(
         Effect.gen(function* () {

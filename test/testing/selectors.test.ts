@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { parseLabelSelector } from "../../src/testing/labelSelector.ts"
+import { parseFieldSelector, parseLabelSelector } from "../../src/testing/selectors.ts"
 
 const matches = (selector: string, labels: Record<string, string>) => {
   const p = parseLabelSelector(selector)
@@ -46,5 +46,29 @@ describe("parseLabelSelector", () => {
     expect(parseLabelSelector("a=1,,b=2")).toEqual({ invalid: "" })
     expect(parseLabelSelector("a=b c")).toEqual({ invalid: "a=b c" })
     expect(parseLabelSelector("env in ()")).toEqual({ invalid: "env in ()" })
+  })
+})
+
+describe("parseFieldSelector", () => {
+  const pod = { metadata: { name: "p", namespace: "ns" }, spec: { nodeName: "n1" }, status: { phase: "Running" } }
+  const matches = (kind: string, selector: string, o: Record<string, unknown>) => {
+    const p = parseFieldSelector(kind, selector)
+    if (typeof p !== "function") throw new Error(`unparsable: ${p.invalid}`)
+    return p(o)
+  }
+
+  it("name and namespace for every kind; node and phase for pods; = == != joined by commas", () => {
+    expect(matches("IPPool", "metadata.name=p", pod)).toBe(true)
+    expect(matches("IPPool", "metadata.name==q", pod)).toBe(false)
+    expect(matches("Pod", "spec.nodeName=n1,status.phase!=Succeeded", pod)).toBe(true)
+    expect(matches("Pod", "metadata.namespace=ns,spec.nodeName!=n1", pod)).toBe(false)
+    expect(matches("Pod", "spec.nodeName=", { metadata: { name: "unscheduled" } })).toBe(true)
+    expect(matches("Pod", "", pod)).toBe(true)
+  })
+
+  it("refuses a field the kind does not offer instead of selecting everything", () => {
+    expect(parseFieldSelector("IPPool", "spec.nodeName=n1")).toEqual({ invalid: "spec.nodeName=n1" })
+    expect(parseFieldSelector("Pod", "spec.restartPolicy=Always")).toEqual({ invalid: "spec.restartPolicy=Always" })
+    expect(parseFieldSelector("Pod", "metadata.name")).toEqual({ invalid: "metadata.name" })
   })
 })

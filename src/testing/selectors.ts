@@ -1,8 +1,16 @@
 /**
- * Kubernetes label selectors as the API server reads a list's or watch's `labelSelector`:
+ * Kubernetes label and field selectors, as the in-memory cluster reads a list's or watch's
+ * `labelSelector` and `fieldSelector` (the live one sends the text to the server).
+ *
+ * Label selectors:
  * requirements joined by commas, each `key`, `!key`, `key=value` (or `==`), `key!=value`,
  * `key in (a,b)`, `key notin (a,b)`, `key>n` or `key<n`. `!=` and `notin` also match objects
- * without the label. Used by the in-memory cluster; the live one sends the text to the server.
+ * without the label.
+ *
+ * Field selectors: `field=value` (or `==`) and `field!=value`, joined by commas, on the fields
+ * the API server offers for every kind (metadata.name, metadata.namespace) and, for pods,
+ * spec.nodeName and status.phase. Another field is refused, as the API server refuses a field it
+ * does not index, so a test cannot silently select everything.
  */
 export type Labels = Readonly<Record<string, string>>
 
@@ -72,4 +80,36 @@ export const parseLabelSelector = (selector: string): ((labels: Labels) => boole
     tests.push(test)
   }
   return (labels) => tests.every((t) => t(labels))
+}
+
+/** The fields a field selector may name, per kind, and how each is read from an object. */
+const FIELDS: Readonly<Record<string, (o: Readonly<Record<string, unknown>>) => unknown>> = {
+  "metadata.name": (o) => (o["metadata"] as { name?: unknown } | undefined)?.name,
+  "metadata.namespace": (o) => (o["metadata"] as { namespace?: unknown } | undefined)?.namespace
+}
+const POD_FIELDS: typeof FIELDS = {
+  ...FIELDS,
+  "spec.nodeName": (o) => (o["spec"] as { nodeName?: unknown } | undefined)?.nodeName,
+  "status.phase": (o) => (o["status"] as { phase?: unknown } | undefined)?.phase
+}
+const FIELD_REQUIREMENT = /^\s*([A-Za-z.]+)\s*(==|=|!=)\s*([^,=!]*?)\s*$/
+
+/** The field selector of a list or watch of `kind` as a predicate on objects, or the requirement it cannot read. */
+export const parseFieldSelector = (
+  kind: string,
+  selector: string
+): ((o: Readonly<Record<string, unknown>>) => boolean) | { readonly invalid: string } => {
+  if (selector.trim() === "") return () => true
+  const fields = kind === "Pod" ? POD_FIELDS : FIELDS
+  const tests: Array<(o: Readonly<Record<string, unknown>>) => boolean> = []
+  for (const text of selector.split(",")) {
+    const m = FIELD_REQUIREMENT.exec(text)
+    const read = m === null ? undefined : fields[m[1]!]
+    if (m === null || read === undefined) return { invalid: text.trim() }
+    const [, , op, value] = m as unknown as [string, string, string, string]
+    // An absent field reads as "", as the API server indexes it.
+    const is = (o: Readonly<Record<string, unknown>>) => String(read(o) ?? "") === value
+    tests.push(op === "!=" ? (o) => !is(o) : is)
+  }
+  return (o) => tests.every((t) => t(o))
 }
