@@ -8,7 +8,7 @@
  *
  *   node bench/rss-probe.ts [variant ...]     variants: image (default), image-tsc, no-malloc-env,
  *                                             v8-young, semi4, semi8, single-threaded-gc,
- *                                             optimize-for-size, heap-growing-25
+ *                                             optimize-for-size, heap-growing-25, mmap64k, mmap32k
  *   PROBE_BURST=n (one variant): then deletes n pods and reads the RSS once they are freed.
  *   PROBE_CHURN=r (one variant): then deletes r pods a second, one at a time, for
  *   PROBE_CHURN_SECONDS (300), reading the RSS every 30 s: steady churn, which never leaves the
@@ -60,7 +60,11 @@ const VARIANTS: Record<string, Variant> = {
   "optimize-for-size": { flags: [...IMAGE_FLAGS, "--optimize-for-size"], env: IMAGE_ENV, program: "bundle" },
   // The old generation may grow by a fixed 25 % over the live heap before the next full GC,
   // instead of V8's own factor (up to 2x at this heap cap): for the churn RSS.
-  "heap-growing-25": { flags: [...IMAGE_FLAGS, "--heap-growing-percent=25"], env: IMAGE_ENV, program: "bundle" }
+  "heap-growing-25": { flags: [...IMAGE_FLAGS, "--heap-growing-percent=25"], env: IMAGE_ENV, program: "bundle" },
+  // glibc serves allocations from this size up with their own mappings, returned when freed,
+  // instead of from the arena, whose free pages stay resident between live chunks.
+  mmap64k: { flags: IMAGE_FLAGS, env: { ...IMAGE_ENV, MALLOC_MMAP_THRESHOLD_: "65536", MALLOC_TRIM_THRESHOLD_: "65536" }, program: "bundle" },
+  mmap32k: { flags: IMAGE_FLAGS, env: { ...IMAGE_ENV, MALLOC_MMAP_THRESHOLD_: "32768", MALLOC_TRIM_THRESHOLD_: "32768" }, program: "bundle" }
 }
 const snapshot = process.env["PROBE_SNAPSHOT"] !== "0"
 /** PROBE_BURST=n: after the readings, delete n of the world's pods (one variant only) and read the RSS after the controller freed them. */
