@@ -20,6 +20,18 @@ const EXISTS = new RegExp(String.raw`^(!?)\s*(${KEY})$`)
 const EQUALITY = new RegExp(String.raw`^(${KEY})\s*(==|=|!=)\s*(${VALUE})$`)
 const SET = new RegExp(String.raw`^(${KEY})\s+(in|notin)\s*\(([^()]*)\)$`)
 const NUMERIC = new RegExp(String.raw`^(${KEY})\s*(>|<)\s*(-?\d+)$`)
+const SET_VALUE = new RegExp(`^${VALUE}$`)
+
+/** Every requirement parsed, as one predicate that needs them all; or the first that does not parse. */
+const allOf = <A>(texts: ReadonlyArray<string>, parse: (text: string) => ((a: A) => boolean) | undefined): ((a: A) => boolean) | { readonly invalid: string } => {
+  const tests: Array<(a: A) => boolean> = []
+  for (const text of texts) {
+    const test = parse(text)
+    if (test === undefined) return { invalid: text.trim() }
+    tests.push(test)
+  }
+  return (a) => tests.every((t) => t(a))
+}
 
 /** Splits at the commas outside parentheses. */
 const requirements = (selector: string): ReadonlyArray<string> => {
@@ -54,7 +66,7 @@ const requirement = (text: string): ((labels: Labels) => boolean) | undefined =>
   if (m !== null) {
     const [, key, op, list] = m as unknown as [string, string, string, string]
     const values = list.split(",").map((v) => v.trim())
-    if (list.trim() === "" || values.some((v) => !new RegExp(`^${VALUE}$`).test(v))) return undefined
+    if (list.trim() === "" || values.some((v) => !SET_VALUE.test(v))) return undefined
     return op === "in" ? (l) => key in l && values.includes(l[key]!) : (l) => !(key in l) || !values.includes(l[key]!)
   }
   m = NUMERIC.exec(text)
@@ -71,16 +83,8 @@ const requirement = (text: string): ((labels: Labels) => boolean) | undefined =>
 }
 
 /** The selector as a predicate on an object's labels, or the requirement it cannot parse. */
-export const parseLabelSelector = (selector: string): ((labels: Labels) => boolean) | { readonly invalid: string } => {
-  if (selector.trim() === "") return () => true
-  const tests: Array<(labels: Labels) => boolean> = []
-  for (const text of requirements(selector)) {
-    const test = requirement(text)
-    if (test === undefined) return { invalid: text }
-    tests.push(test)
-  }
-  return (labels) => tests.every((t) => t(labels))
-}
+export const parseLabelSelector = (selector: string): ((labels: Labels) => boolean) | { readonly invalid: string } =>
+  selector.trim() === "" ? () => true : allOf(requirements(selector), requirement)
 
 /** The fields a field selector may name, per kind, and how each is read from an object. */
 const FIELDS: Readonly<Record<string, (o: Readonly<Record<string, unknown>>) => unknown>> = {
@@ -94,22 +98,21 @@ const POD_FIELDS: typeof FIELDS = {
 }
 const FIELD_REQUIREMENT = /^\s*([A-Za-z.]+)\s*(==|=|!=)\s*([^,=!]*?)\s*$/
 
+const fieldRequirement =
+  (fields: typeof FIELDS) =>
+  (text: string): ((o: Readonly<Record<string, unknown>>) => boolean) | undefined => {
+    const m = FIELD_REQUIREMENT.exec(text)
+    const read = m === null ? undefined : fields[m[1]!]
+    if (m === null || read === undefined) return undefined
+    const [, , op, value] = m as unknown as [string, string, string, string]
+    // An absent field reads as "", as the API server indexes it.
+    const is = (o: Readonly<Record<string, unknown>>) => String(read(o) ?? "") === value
+    return op === "!=" ? (o) => !is(o) : is
+  }
+
 /** The field selector of a list or watch of `kind` as a predicate on objects, or the requirement it cannot read. */
 export const parseFieldSelector = (
   kind: string,
   selector: string
-): ((o: Readonly<Record<string, unknown>>) => boolean) | { readonly invalid: string } => {
-  if (selector.trim() === "") return () => true
-  const fields = kind === "Pod" ? POD_FIELDS : FIELDS
-  const tests: Array<(o: Readonly<Record<string, unknown>>) => boolean> = []
-  for (const text of selector.split(",")) {
-    const m = FIELD_REQUIREMENT.exec(text)
-    const read = m === null ? undefined : fields[m[1]!]
-    if (m === null || read === undefined) return { invalid: text.trim() }
-    const [, , op, value] = m as unknown as [string, string, string, string]
-    // An absent field reads as "", as the API server indexes it.
-    const is = (o: Readonly<Record<string, unknown>>) => String(read(o) ?? "") === value
-    tests.push(op === "!=" ? (o) => !is(o) : is)
-  }
-  return (o) => tests.every((t) => t(o))
-}
+): ((o: Readonly<Record<string, unknown>>) => boolean) | { readonly invalid: string } =>
+  selector.trim() === "" ? () => true : allOf(selector.split(","), fieldRequirement(kind === "Pod" ? POD_FIELDS : FIELDS))
