@@ -15,6 +15,7 @@
  *   node scripts/build.ts [outdir]        (default dist/)
  */
 import { execFileSync } from "node:child_process"
+import { isBuiltin } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as esbuild from "esbuild"
@@ -29,6 +30,9 @@ const SLIM = path.join(ROOT, "src/services/live/client-node-gen.ts")
  * (src/testing), reached only from the demo, tests and benchmarks.
  */
 const TESTING = path.join(ROOT, "src/testing")
+
+/** The esbuild namespace of the CommonJS facades over Node's own modules (builtins-by-require). */
+const BUILTIN = "builtin-by-require"
 
 /** Bundles the controller into `<outdir>/main.js`; returns that path and the source files inside. */
 export const bundleWithInputs = async (outdir: string): Promise<{ readonly outfile: string; readonly inputs: ReadonlyArray<string> }> => {
@@ -55,6 +59,21 @@ export const bundleWithInputs = async (outdir: string): Promise<{ readonly outfi
           build.onResolve({ filter: /^\.\/gen\/index\.js$/ }, (args) =>
             /[\\/]@kubernetes[\\/]client-node[\\/]dist[\\/]config\.js$/.test(args.importer) ? { path: SLIM } : undefined
           )
+        }
+      },
+      {
+        // Node's own modules are loaded with require(), not import: an ES module import of a built-in
+        // reads every one of its exports, lazy ones included (node:http's WebSocket loads Node's
+        // internal copy of undici, node:fs's promises and node:util's getters a few dozen modules),
+        // all of which stay resident. A CommonJS facade reads an export only when it is used.
+        name: "builtins-by-require",
+        setup: (build) => {
+          build.onResolve({ filter: /^(node:)?[a-z_/]+$/ }, (args) =>
+            args.kind === "import-statement" && isBuiltin(args.path)
+              ? { path: args.path.startsWith("node:") ? args.path : `node:${args.path}`, namespace: BUILTIN }
+              : undefined
+          )
+          build.onLoad({ filter: /.*/, namespace: BUILTIN }, (args) => ({ contents: `module.exports = require(${JSON.stringify(args.path)})`, loader: "js" }))
         }
       },
       {

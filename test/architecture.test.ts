@@ -3,6 +3,7 @@
  * below programs, the simulation outside production), the image's bundle without the simulation,
  * one module that writes releases, and short functions in src/programs.
  */
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -55,6 +56,26 @@ describe("the image's bundle", () => {
       const { inputs } = await bundleWithInputs(outdir)
       expect(inputs.some((i) => i.startsWith("src/programs/main.ts"))).toBe(true)
       expect(inputs.filter((i) => i.startsWith("src/testing/") || i.includes("node_modules/fast-json-patch/"))).toEqual([])
+    } finally {
+      fs.rmSync(outdir, { recursive: true, force: true })
+    }
+  })
+
+  it("loads Node's own modules with require(): no ES import of a built-in, so node:http's lazy WebSocket never loads Node's internal undici", async () => {
+    const outdir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-arch-"))
+    try {
+      const { outfile } = await bundleWithInputs(outdir)
+      const text = fs.readFileSync(outfile, "utf8")
+      // The banner's createRequire is the one ES import of a built-in left.
+      const esImports = [...text.matchAll(/\bfrom\s*"((?:node:)?[a-z_/]+)"/g)].map((m) => m[1])
+      expect(esImports).toEqual(["node:module"])
+      // Every module of the bundle is evaluated before --help is answered; what they loaded is reported at exit.
+      const probe = path.join(outdir, "probe.cjs")
+      fs.writeFileSync(probe, 'process.on("exit", () => process.stderr.write(`\\nLOADED ${JSON.stringify(process.moduleLoadList.filter((m) => /undici/.test(m)))}\\n`))\n')
+      const run = spawnSync(process.execPath, ["--require", probe, outfile, "--help"], { encoding: "utf8" })
+      expect(run.status).toBe(0)
+      expect(run.stdout).toContain("Usage: whereabouts-controller")
+      expect(/LOADED (.*)/.exec(run.stderr)?.[1]).toBe("[]")
     } finally {
       fs.rmSync(outdir, { recursive: true, force: true })
     }
