@@ -1,7 +1,8 @@
 /**
  * One copy of each repeated string in the caches. The same podref is written in a pool entry per
- * interface, in a reservation per address and as the pod cache's key; a node name and a namespace
- * in thousands of pods. Parsed from separate API answers, every occurrence is its own string.
+ * interface, in a reservation per address and as the pod cache's key; a pod's container id in each
+ * of its pool entries; a node name and a namespace in thousands of pods. Parsed from separate API
+ * answers, every occurrence is its own string.
  *
  * V8 keeps one internalized copy of every property name, in a table that does not keep its strings
  * alive, and a name read back from an object's keys is that copy. So equal strings passed through

@@ -100,8 +100,8 @@ export interface ReservationRecord {
 }
 
 export interface PoolEntry {
+  /** The allocation's offset from the range's address, as written (a decimal). */
   readonly key: string
-  readonly offset: bigint
   readonly ip: IPAddress
   readonly id: string
   readonly podref: string
@@ -172,14 +172,15 @@ export const parsePool = (
       entries.push(same)
       continue
     }
-    const offset = BigInt(key)
-    const ip = addOffset(base, offset)
+    const ip = addOffset(base, BigInt(key))
     if (ip === undefined) {
       invalid.push({ key, reason: `offset leaves the address family of ${range}` })
       continue
     }
-    // Podrefs and interface names repeat across pools, reservations and pods: keep one copy.
-    entries.push({ key, offset, ip, id: a.id, podref: intern(a.podref), ifname: internOptional(a.ifname) })
+    // Podrefs and interface names repeat across pools, reservations and pods, and a pod's container
+    // id in every pool it has an address from (Multus passes the sandbox's id to each attachment):
+    // keep one copy.
+    entries.push({ key, ip, id: intern(a.id), podref: intern(a.podref), ifname: internOptional(a.ifname) })
   }
   return { name, range, cidr, entries, invalid }
 }

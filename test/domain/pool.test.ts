@@ -90,8 +90,8 @@ describe("parsePool", () => {
     const parsed = pool("10.0.0.5/24", { "1": { id: "c1", podref: "ns/a", ifname: "net1" }, "0": { id: "", podref: "ns/b" } })
     expect(parsed.invalid).toStrictEqual([])
     const byKey = Object.fromEntries(parsed.entries.map((e) => [e.key, e]))
-    expect(byKey["1"]).toStrictEqual({ key: "1", offset: 1n, ip: ip("10.0.0.6"), id: "c1", podref: "ns/a", ifname: "net1" })
-    expect(byKey["0"]).toStrictEqual({ key: "0", offset: 0n, ip: ip("10.0.0.5"), id: "", podref: "ns/b", ifname: undefined })
+    expect(byKey["1"]).toStrictEqual({ key: "1", ip: ip("10.0.0.6"), id: "c1", podref: "ns/a", ifname: "net1" })
+    expect(byKey["0"]).toStrictEqual({ key: "0", ip: ip("10.0.0.5"), id: "", podref: "ns/b", ifname: undefined })
     expect(parsed.cidr).toStrictEqual(cidr("10.0.0.5/24"))
   })
 
@@ -123,7 +123,7 @@ describe("parsePool", () => {
   ])("IPv6 /48 offset %s → %s", (key, expected) => {
     const parsed = pool("2001:db8::/48", { [key]: alloc("ns/a") })
     expect(parsed.invalid).toStrictEqual([])
-    expect(parsed.entries.map((e) => [e.offset, formatIP(e.ip)])).toStrictEqual([[BigInt(key), expected]])
+    expect(parsed.entries.map((e) => [e.key, formatIP(e.ip)])).toStrictEqual([[key, expected]])
   })
 
   it("offsets that leave the address family are reported", () => {

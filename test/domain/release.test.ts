@@ -20,7 +20,7 @@ import { ip } from "./helpers.ts"
 
 const entry = (pool: string, key: string, address: string, podref: string, ifname: string | undefined = "net1", id = `c-${podref}`): HeldEntry => ({
   pool,
-  entry: { key, offset: BigInt(key), ip: ip(address), id, podref, ifname } satisfies PoolEntry,
+  entry: { key, ip: ip(address), id, podref, ifname } satisfies PoolEntry,
   network: "net1",
   reservation: address
 })
