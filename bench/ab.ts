@@ -13,7 +13,8 @@
  *           pod's pool entry and reservation free, p50 and p99
  *   rss     its steady world (n pods, default 10,000, 5 of 10 networks each), built once; each
  *           checkout's image bundle (its scripts/build.ts) with the image's node flags and
- *           environment: VmRSS 10 s after its caches synced and the start-up sweep ran
+ *           environment: VmRSS 10 s after its caches synced and the start-up sweep ran (`--pods 0`:
+ *           the networks and nodes alone, what the controller costs before any pod)
  *
  * The client limit defaults to the shipped one; commits from before QPS 0 meant "none" need a cap
  * given (`--qps 500 --burst 1000`). Evidence for BENCHMARKS.md prose; not part of a benchmark

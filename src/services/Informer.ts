@@ -62,6 +62,36 @@ export interface Informer<A> {
 
 const TRANSIENT: ReadonlySet<string> = new Set(["Unavailable", "Timeout", "TooManyRequests"])
 
+/**
+ * The keys an index holds under one value. Most values name a few objects (a podref's pools and
+ * reservations, one per interface), and a small array costs a fraction of a Set's hash table, so
+ * keys are kept in an array up to SMALL_INDEX_KEYS and in a Set past that (a node's pods), where
+ * a linear search would grow with the value's fan-out. An array is replaced by one of its exact
+ * length (concat, toSpliced), never grown in place: push, spread and filter leave a backing store
+ * of half again plus 16 slots, most of them never used.
+ */
+type IndexKeys = ReadonlyArray<string> | Set<string>
+const SMALL_INDEX_KEYS = 16
+
+/** The keys with `key` added: the same Set, or a new array (a Set once past SMALL_INDEX_KEYS). */
+const addKey = (keys: IndexKeys, key: string): IndexKeys => {
+  if (keys instanceof Set) return keys.add(key)
+  if (keys.includes(key)) return keys
+  return keys.length < SMALL_INDEX_KEYS ? keys.concat(key) : new Set([...keys, key])
+}
+
+/** The keys without `key`: the same Set, or a new array. */
+const dropKey = (keys: IndexKeys, key: string): IndexKeys => {
+  if (keys instanceof Set) {
+    keys.delete(key)
+    return keys
+  }
+  const at = keys.indexOf(key)
+  return at < 0 ? keys : keys.toSpliced(at, 1)
+}
+
+const sizeOf = (keys: IndexKeys): number => (keys instanceof Set ? keys.size : keys.length)
+
 const rewatchBackoff = Schedule.exponential("250 millis").pipe(
   Schedule.either(Schedule.spaced("5 seconds")),
   Schedule.jittered,
@@ -80,7 +110,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
     const { resource, namespace, transform, keyOf, versionOf } = options
     const identityOf = options.identityOf ?? keyOf
     const cache = new Map<string, A>()
-    const indexes = new Map<string, Map<string, Set<string>>>()
+    const indexes = new Map<string, Map<string, IndexKeys>>()
     const indexers = Object.entries(options.indexers ?? {})
     for (const [name] of indexers) indexes.set(name, new Map())
     const synced = yield* Deferred.make<void>()
@@ -96,8 +126,10 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
         const idx = indexes.get(name)!
         for (const v of fn(a)) {
           const keys = idx.get(v)
-          keys?.delete(key)
-          if (keys?.size === 0) idx.delete(v)
+          if (keys === undefined) continue
+          const left = dropKey(keys, key)
+          if (sizeOf(left) === 0) idx.delete(v)
+          else if (left !== keys) idx.set(v, left)
         }
       }
     }
@@ -105,9 +137,9 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       for (const [name, fn] of indexers) {
         const idx = indexes.get(name)!
         for (const v of fn(a)) {
-          let keys = idx.get(v)
-          if (keys === undefined) idx.set(v, (keys = new Set()))
-          keys.add(key)
+          const keys = idx.get(v)
+          const grown = keys === undefined ? [key] : addKey(keys, key)
+          if (grown !== keys) idx.set(v, grown)
         }
       }
     }

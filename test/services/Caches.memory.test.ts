@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Option, Queue, Stream } from "effect"
 import type { PodProjection } from "../../src/domain/pod.ts"
-import { Caches, layer as cachesLayer } from "../../src/services/Caches.ts"
+import { Caches, NODE_INDEX, layer as cachesLayer } from "../../src/services/Caches.ts"
 import { layerWith } from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster, layerMemory } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
@@ -40,6 +40,30 @@ describe("Caches on the in-memory cluster", () => {
       expect(after.pool.entries.filter((e) => before.pool.entries.includes(e))).toHaveLength(49)
       expect(caches.pools.byIndex("podref", "ns/p6")).toEqual([])
       expect(caches.pools.byIndex("podref", "ns/p7")).toEqual([after])
+    }).pipe(Effect.provide(world)))
+
+  it.scopedLive("an index keeps every key of a value as it grows past a small array and shrinks back: a node's pods", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      // Pods on a node are deleted gracefully unless told otherwise; these have no kubelet.
+      const now = { gracePeriodSeconds: 0 }
+      const names = Array.from({ length: 40 }, (_, i) => `p${i}`)
+      for (const n of names) yield* api.create(R.Pods, "ns", podObject("ns", n, { nodeName: n === "p3" ? "n2" : "n1" }))
+      const { caches } = yield* start
+      const onNode = (node: string) => caches.pods.byIndex(NODE_INDEX, node).map((p) => p.name).sort()
+      const n1 = names.filter((n) => n !== "p3")
+      expect(onNode("n1")).toEqual([...n1].sort())
+      expect(onNode("n2")).toEqual(["p3"])
+      // Moved between nodes by a recreation, and most of n1's deleted.
+      yield* api.delete(R.Pods, "ns", "p3", now)
+      yield* api.create(R.Pods, "ns", podObject("ns", "p3", { nodeName: "n1" }))
+      for (const n of n1.slice(0, 30)) yield* api.delete(R.Pods, "ns", n, now)
+      const left = [...n1.slice(30), "p3"].sort()
+      yield* eventually(require(() => caches.pods.size() === left.length && JSON.stringify(onNode("n1")) === JSON.stringify(left), "deletions not seen"))
+      expect(onNode("n2")).toEqual([])
+      for (const n of left) yield* api.delete(R.Pods, "ns", n, now)
+      yield* eventually(require(() => caches.pods.size() === 0, "deletions not seen"))
+      expect(onNode("n1")).toEqual([])
     }).pipe(Effect.provide(world)))
 
   it.scopedLive("a relist after 410 reports the pods deleted while the watch was down", () =>
