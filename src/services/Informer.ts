@@ -80,17 +80,36 @@ const addKey = (keys: IndexKeys, key: string): IndexKeys => {
   return keys.length < SMALL_INDEX_KEYS ? keys.concat(key) : new Set([...keys, key])
 }
 
-/** The keys without `key`: the same Set, or a new array. */
-const dropKey = (keys: IndexKeys, key: string): IndexKeys => {
+/** The keys without `key`: the same Set, or a new array; undefined once none is left. */
+const dropKey = (keys: IndexKeys, key: string): IndexKeys | undefined => {
   if (keys instanceof Set) {
     keys.delete(key)
-    return keys
+    return keys.size === 0 ? undefined : keys
   }
   const at = keys.indexOf(key)
-  return at < 0 ? keys : keys.toSpliced(at, 1)
+  if (at < 0) return keys
+  return keys.length === 1 ? undefined : keys.toSpliced(at, 1)
 }
 
-const sizeOf = (keys: IndexKeys): number => (keys instanceof Set ? keys.size : keys.length)
+/** A cache's indexes: per indexer, each value's keys; kept up to date as objects come and go. */
+const makeIndexes = <A>(indexers: Readonly<Record<string, (a: A) => ReadonlyArray<string>>>) => {
+  const byName = new Map(Object.entries(indexers).map(([name, fn]) => [name, { fn, idx: new Map<string, IndexKeys>() }]))
+  const update = (a: A, change: (keys: IndexKeys | undefined) => IndexKeys | undefined) => {
+    for (const { fn, idx } of byName.values()) {
+      for (const v of fn(a)) {
+        const keys = idx.get(v)
+        const next = change(keys)
+        if (next === undefined) idx.delete(v)
+        else if (next !== keys) idx.set(v, next)
+      }
+    }
+  }
+  return {
+    add: (key: string, a: A) => update(a, (keys) => (keys === undefined ? [key] : addKey(keys, key))),
+    remove: (key: string, a: A) => update(a, (keys) => (keys === undefined ? undefined : dropKey(keys, key))),
+    keys: (name: string, value: string): Iterable<string> => byName.get(name)?.idx.get(value) ?? []
+  }
+}
 
 const rewatchBackoff = Schedule.exponential("250 millis").pipe(
   Schedule.either(Schedule.spaced("5 seconds")),
@@ -110,9 +129,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
     const { resource, namespace, transform, keyOf, versionOf } = options
     const identityOf = options.identityOf ?? keyOf
     const cache = new Map<string, A>()
-    const indexes = new Map<string, Map<string, IndexKeys>>()
-    const indexers = Object.entries(options.indexers ?? {})
-    for (const [name] of indexers) indexes.set(name, new Map())
+    const indexes = makeIndexes(options.indexers ?? {})
     const synced = yield* Deferred.make<void>()
     const pubsub = yield* Effect.acquireRelease(PubSub.unbounded<InformerEvent<A>>(), PubSub.shutdown)
     const relists = yield* Effect.acquireRelease(PubSub.sliding<void>(1), PubSub.shutdown)
@@ -121,34 +138,12 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
     /** An optional resource found not served (until a list succeeds again). */
     let absent = false
 
-    const unindex = (key: string, a: A) => {
-      for (const [name, fn] of indexers) {
-        const idx = indexes.get(name)!
-        for (const v of fn(a)) {
-          const keys = idx.get(v)
-          if (keys === undefined) continue
-          const left = dropKey(keys, key)
-          if (sizeOf(left) === 0) idx.delete(v)
-          else if (left !== keys) idx.set(v, left)
-        }
-      }
-    }
-    const index = (key: string, a: A) => {
-      for (const [name, fn] of indexers) {
-        const idx = indexes.get(name)!
-        for (const v of fn(a)) {
-          const keys = idx.get(v)
-          const grown = keys === undefined ? [key] : addKey(keys, key)
-          if (grown !== keys) idx.set(v, grown)
-        }
-      }
-    }
     const put = (a: A): Array<InformerEvent<A>> => {
       const key = keyOf(a)
       const old = cache.get(key)
-      if (old !== undefined) unindex(key, old)
+      if (old !== undefined) indexes.remove(key, old)
       cache.set(key, a)
-      index(key, a)
+      indexes.add(key, a)
       if (old === undefined) return [{ type: "add", object: a }]
       if (identityOf(old) !== identityOf(a)) return [{ type: "delete", object: old }, { type: "add", object: a }]
       return versionOf(old) === versionOf(a) ? [] : [{ type: "update", object: a, old }]
@@ -157,7 +152,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       const key = keyOf(a)
       const old = cache.get(key)
       if (old === undefined) return [{ type: "delete", object: a }]
-      unindex(key, old)
+      indexes.remove(key, old)
       cache.delete(key)
       return [{ type: "delete", object: a }]
     }
@@ -275,8 +270,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       values: () => [...cache.values()],
       size: () => cache.size,
       byIndex: (name, value) => {
-        const keys = indexes.get(name)?.get(value)
-        return keys === undefined ? [] : [...keys].flatMap((k) => cache.get(k) ?? [])
+        return [...indexes.keys(name, value)].flatMap((k) => cache.get(k) ?? [])
       },
       subscribe: PubSub.subscribe(pubsub),
       subscribeRelists: PubSub.subscribe(relists),
