@@ -3,8 +3,11 @@
  * single deletions at a steady rate, one isolated pod, and informer sync. Each returns raw
  * numbers; bench/memory.ts and bench/apiserver.ts turn them into rows and tables.
  */
-import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope } from "effect"
+import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope, Stream } from "effect"
+import { parseCidr } from "../../src/domain/ip.ts"
 import { podRef, projectPod } from "../../src/domain/pod.ts"
+import { reservationName } from "../../src/domain/pool.ts"
+import { type ReleaseEntry, releaseOps } from "../../src/services/IPPoolStore.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { simulationStores } from "../../src/testing/layers.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
@@ -15,7 +18,7 @@ import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from 
 import { countingApi, rateSampler } from "./live.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
-import { type Network, type RestReport, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
+import { type Network, POOL_NAMESPACE, type RestReport, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
 
 const API = "whereabouts_controller_api_requests_total"
 const FREED = "whereabouts_controller_ips_freed_total"
@@ -491,3 +494,126 @@ export const restViolations = (r: RestReport): number => violations(r)
 
 /** Retries `effect` (e.g. a flaky setup step) a few times. */
 export const retrying = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.retry(effect, Schedule.recurs(2))
+
+export interface FloorOptions {
+  readonly pods: number
+  readonly pools: number
+  readonly rate: number
+  readonly label: string
+  /** Send the re-check GET first (default true). */
+  readonly recheck?: boolean
+  /** Send the Event (default true). */
+  readonly events?: boolean
+}
+
+export interface FloorRun {
+  readonly pods: number
+  readonly rate: number
+  /** Delete issued → the pod's pool entry gone, per pod (ms). */
+  readonly pool: Percentiles
+  readonly reservation: Percentiles
+  readonly cpu: Record<string, number>
+  /** The slowest pods: when (ms after the first delete) each was issued and how long it took. */
+  readonly slowest: ReadonlyArray<{ readonly atMs: number; readonly ms: number }>
+  /** Follow-up requests that failed (none expected). */
+  readonly failures: ReadonlyArray<string>
+}
+
+/**
+ * The floor under the single deletions: the same world and stream as `singleDeletions`, with no
+ * controller; as soon as a pod's DELETE is answered, the benchmark itself sends what the
+ * controller sends for that pod, in the executor's order — the live re-check (GET pod, 404), the
+ * reservation DELETE, then the guarded JSON patch of its one pool entry (`releaseOps`, as
+ * IPPoolStore.release sends it) with the Event alongside — with no queue, no batching, no client
+ * limit and no informer decoding. A pod watch and a pool watch stay open, as a controller's
+ * informers would. What the API server of this machine, in its current state, answers for the
+ * requests alone.
+ */
+export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<FloorRun, Error, KubeApi | Scope.Scope> =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const ns = `sd-${o.label}`
+    const nets = networks(ns, o.pools)
+    yield* createNetworks(nets)
+    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets))
+    const refs = started.map((p) => `${p.namespace}/${p.name}`)
+    const wanted = new Set(refs)
+    // What the guarded patch needs per pod: the entry's key and container id, as the pool holds them.
+    const entryOf = new Map<string, { pool: string; entry: ReleaseEntry }>()
+    for (const n of nets) {
+      const range = parseCidr(n.range)!
+      const pool = yield* api.get(R.IPPools, POOL_NAMESPACE, n.pool)
+      const allocations = (pool["spec"] as { allocations?: Record<string, { podref: string; id: string; ifname?: string }> }).allocations ?? {}
+      for (const [key, a] of Object.entries(allocations)) {
+        if (!wanted.has(a.podref)) continue
+        entryOf.set(a.podref, { pool: n.pool, entry: { key, podref: a.podref, id: a.id, ip: { family: range.family, value: range.address + BigInt(key) }, ifname: a.ifname ?? "net1" } })
+      }
+    }
+    const run = yield* Effect.scoped(
+      Effect.gen(function* () {
+        const tracker = yield* makeTracker()
+        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods, "the tracker sees every allocation", 60_000)
+        for (const [r, ns_] of [[R.Pods, undefined], [R.IPPools, POOL_NAMESPACE]] as const) {
+          yield* Effect.forkScoped(Effect.ignore(Stream.runDrain(api.watch(r, ns_, { resourceVersion: "0" }))))
+        }
+        yield* Effect.sleep(Duration.seconds(2))
+        const cpu0 = env.cpu()
+        const issued = new Map<string, number>()
+        const failures: Array<string> = []
+        const noted = (ref: string) => <A, E>(e: Effect.Effect<A, E>) =>
+          Effect.catchAll(Effect.asVoid(e), (err) => Effect.sync(() => void failures.push(`${ref}: ${String((err as { message?: unknown }).message ?? err)}`)))
+        const follow = (namespace: string, name: string) =>
+          Effect.gen(function* () {
+            const ref = `${namespace}/${name}`
+            const { pool, entry } = entryOf.get(ref)!
+            const note = noted(ref)
+            if (o.recheck !== false) yield* note(Effect.flip(api.get(R.Pods, namespace, name)))
+            yield* note(api.delete(R.OverlappingRangeIPReservations, POOL_NAMESPACE, reservationName(entry.ip, "")))
+            const now = new Date().toISOString()
+            const event: KubeObject = {
+              apiVersion: "v1",
+              kind: "Event",
+              metadata: { name: `${name}.floor`, namespace },
+              involvedObject: { apiVersion: "v1", kind: "Pod", namespace, name },
+              reason: "GarbageCollected",
+              message: `freed ${pool}/${entry.key} held by ${ref}`,
+              type: "Normal",
+              source: { component: "whereabouts-controller" },
+              firstTimestamp: now,
+              lastTimestamp: now,
+              count: 1
+            }
+            yield* Effect.all(
+              [
+                note(api.patch(R.IPPools, POOL_NAMESPACE, pool, { type: "json", ops: releaseOps([entry]) })),
+                o.events === false ? Effect.void : note(api.create(R.Events, namespace, event))
+              ],
+              { concurrency: 2, discard: true }
+            )
+          })
+        const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+        const t0 = performance.now() + 100
+        for (const [i, p] of started.entries()) {
+          const wait = t0 + (i * 1000) / o.rate - performance.now()
+          if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+          issued.set(`${p.namespace}/${p.name}`, performance.now())
+          fibers.push(yield* Effect.fork(api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 }).pipe(Effect.zipRight(follow(p.namespace, p.name)))))
+        }
+        yield* Fiber.joinAll(fibers).pipe(Effect.orDie)
+        yield* tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", 120_000)
+        const cpu = cpuDelta(cpu0, env.cpu())
+        const timed = refs.map((r) => ({ atMs: issued.get(r)! - t0, ms: tracker.poolFreedAt(r)! - issued.get(r)! }))
+        return {
+          pods: o.pods,
+          rate: o.rate,
+          pool: percentiles(timed.map((t) => t.ms)),
+          reservation: percentiles(refs.map((r) => tracker.reservationsFreedAt(r)! - issued.get(r)!)),
+          cpu,
+          slowest: [...timed].sort((a, b) => b.ms - a.ms).slice(0, 12),
+          failures
+        } satisfies FloorRun
+      })
+    )
+    if (env.name === "apiserver") yield* clearPools
+    return run
+  })
