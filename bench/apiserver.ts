@@ -105,7 +105,7 @@ try {
   const singleOurs = await run((e) => singleDeletions(e, "ours", { pods: S.single, pools: 10, rate: 50, limits: SHIPPED, label: "single-ours" }))
   const singleBase = await run((e) => singleDeletions(e, "baseline", { pods: S.single, pools: 10, rate: 50, limits: SHIPPED, label: "single-base" }))
   const singleFloorFresh = await run((e) => singleFloor(e, { pods: S.single, pools: 10, rate: 50, label: "single-floor" }))
-  log(`  ours p99 ${ms(singleOurs.pool.p99)}, baseline p99 ${ms(singleBase.pool.p99)}, the requests alone p99 ${ms(singleFloorFresh.pool.p99)}`)
+  log(`  ours p99 ${ms(singleOurs.pool.p99)}, baseline p99 ${ms(singleBase.pool.p99)}, the requests alone p99 ${ms(singleFloorFresh.pool.p99)} (${singleFloorFresh.failures.length} failed: ${singleFloorFresh.failures.slice(0, 3).join("; ")})`)
 
   // --- the headline: mass deletion at the shipped defaults ----------------------------------------
   phase(`shipped defaults: mass deletion of ${S.mass} pods × ${PER_POD} interfaces over 10 pools, controller ×${S.reps}${full ? ", baseline ×1" : ""}`)
@@ -190,6 +190,7 @@ try {
   phase(`shipped defaults: single deletions at 50/s, ${S.single} pods, after the mass runs on the same API server; and the floor`)
   const singleOursGrown = await run((e) => singleDeletions(e, "ours", { pods: S.single, pools: 10, rate: 50, limits: SHIPPED, label: "single-ours-grown" }))
   const singleFloorGrown = await run((e) => singleFloor(e, { pods: S.single, pools: 10, rate: 50, label: "single-floor-grown" }))
+  log(`  ours p99 ${ms(singleOursGrown.pool.p99)}, the requests alone p99 ${ms(singleFloorGrown.pool.p99)} (${singleFloorGrown.failures.length} failed: ${singleFloorGrown.failures.slice(0, 3).join("; ")})`)
   const single = singleRows(`single deletions at 50/s at the shipped defaults`, singleOurs, singleBase, { p50: 50, p99: 500 })
   rows.push(...single.rows)
   const grownLabel = "single deletions at 50/s at the shipped defaults, after the mass runs on the same API server"
@@ -203,7 +204,7 @@ try {
     met: yesNo(singleOursGrown.pool.p50 <= 50 && singleOursGrown.pool.p99 <= 500 && singleOursGrown.completed === singleOursGrown.pods)
   })
   const floorTable = table(
-    ["API server", "who sends the requests", "delete → pool entry free p50 / p99 / max", "reservation free p99", "CPU s (by process)"],
+    ["API server", "who sends the requests", "delete → pool entry free p50 / p99 / max", "reservation free p99", "requests failed for good", "CPU s (by process)"],
     [
       ["fresh (first phase)", "the controller", singleOurs] as const,
       ["fresh (first phase)", "the benchmark, as each DELETE is answered (the floor)", singleFloorFresh] as const,
@@ -212,8 +213,9 @@ try {
     ].map(([when, who, r]) => [
       when,
       who,
-      `${ms(r.pool.p50)} / ${ms(r.pool.p99)} / ${ms(r.pool.max)}`,
+      `${ms(r.pool.p50)} / ${ms(r.pool.p99)} / ${ms(r.pool.max)}${r.completed === r.pods ? "" : ` (${r.completed} of ${r.pods} freed)`}`,
       ms(r.reservation.p99),
+      "failures" in r ? String(r.failures.length) : "–",
       Object.entries(r.cpu).filter(([, v]) => !Number.isNaN(v)).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")
     ])
   )

@@ -66,7 +66,7 @@ try {
     )
     const go1 = await goStats()
     console.log(
-      `floor #${i + 1}: pool entry free p50 ${ms(floor.pool.p50)} / p99 ${ms(floor.pool.p99)} / max ${ms(floor.pool.max)}; reservation p99 ${ms(floor.reservation.p99)}; ` +
+      `floor #${i + 1}: ${floor.completed}/${floor.pods} freed; pool entry free p50 ${ms(floor.pool.p50)} / p99 ${ms(floor.pool.p99)} / max ${ms(floor.pool.max)}; reservation p99 ${ms(floor.reservation.p99)}; ` +
         `${floor.failures.length} failed requests${floor.failures.length > 0 ? ` (first: ${floor.failures[0]})` : ""}`
     )
     console.log(`  slowest (issued at +s: ms): ${floor.slowest.map((x) => `${fmt(x.atMs / 1000)}: ${ms(x.ms)}`).join(", ")}`)

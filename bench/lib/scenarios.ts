@@ -13,6 +13,7 @@ import { simulationStores } from "../../src/testing/layers.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
+import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from "./env.ts"
 import { countingApi, rateSampler } from "./live.ts"
@@ -515,6 +516,8 @@ export interface FloorRun {
   readonly cpu: Record<string, number>
   /** The slowest pods: when (ms after the first delete) each was issued and how long it took. */
   readonly slowest: ReadonlyArray<{ readonly atMs: number; readonly ms: number }>
+  /** Pods whose pool entry the tracker saw go (all, unless a request failed for good). */
+  readonly completed: number
   /** Follow-up requests that failed (none expected). */
   readonly failures: ReadonlyArray<string>
 }
@@ -560,14 +563,23 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
         const cpu0 = env.cpu()
         const issued = new Map<string, number>()
         const failures: Array<string> = []
-        const noted = (ref: string) => <A, E>(e: Effect.Effect<A, E>) =>
-          Effect.catchAll(Effect.asVoid(e), (err) => Effect.sync(() => void failures.push(`${ref}: ${String((err as { message?: unknown }).message ?? err)}`)))
+        // A request the server could not answer now is sent again, as a controller would; any other failure is noted.
+        const noted = (ref: string) => <A>(e: Effect.Effect<A, KubeError>) =>
+          e.pipe(
+            Effect.retry({ times: 5, schedule: Schedule.exponential("100 millis"), while: isRetryableKubeError }),
+            Effect.asVoid,
+            Effect.catchAll((err) => Effect.sync(() => void failures.push(`${ref}: ${err.reason}: ${err.message}`)))
+          )
         const follow = (namespace: string, name: string) =>
           Effect.gen(function* () {
             const ref = `${namespace}/${name}`
             const { pool, entry } = entryOf.get(ref)!
             const note = noted(ref)
-            if (o.recheck !== false) yield* note(Effect.flip(api.get(R.Pods, namespace, name)))
+            if (o.recheck !== false) {
+              const live = yield* Effect.either(api.get(R.Pods, namespace, name))
+              if (Either.isRight(live)) failures.push(`${ref}: the re-check found the pod`)
+              else if (live.left.reason !== "NotFound") yield* note(Effect.fail(live.left))
+            }
             yield* note(api.delete(R.OverlappingRangeIPReservations, POOL_NAMESPACE, reservationName(entry.ip, "")))
             const now = new Date().toISOString()
             const event: KubeObject = {
@@ -600,14 +612,18 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
           fibers.push(yield* Effect.fork(api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 }).pipe(Effect.zipRight(follow(p.namespace, p.name)))))
         }
         yield* Fiber.joinAll(fibers).pipe(Effect.orDie)
-        yield* tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", 120_000)
+        yield* Effect.either(
+          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", 120_000)
+        )
         const cpu = cpuDelta(cpu0, env.cpu())
-        const timed = refs.map((r) => ({ atMs: issued.get(r)! - t0, ms: tracker.poolFreedAt(r)! - issued.get(r)! }))
+        const freed = refs.filter((r) => tracker.poolFreedAt(r) !== undefined)
+        const timed = freed.map((r) => ({ atMs: issued.get(r)! - t0, ms: tracker.poolFreedAt(r)! - issued.get(r)! }))
         return {
           pods: o.pods,
           rate: o.rate,
           pool: percentiles(timed.map((t) => t.ms)),
-          reservation: percentiles(refs.map((r) => tracker.reservationsFreedAt(r)! - issued.get(r)!)),
+          reservation: percentiles(refs.flatMap((r) => (tracker.reservationsFreedAt(r) === undefined ? [] : [tracker.reservationsFreedAt(r)! - issued.get(r)!]))),
+          completed: freed.length,
           cpu,
           slowest: [...timed].sort((a, b) => b.ms - a.ms).slice(0, 12),
           failures
