@@ -19,7 +19,7 @@ import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from 
 import { countingApi, rateSampler } from "./live.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
-import { type Network, POOL_NAMESPACE, type RestReport, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
+import { type Network, POOL_NAMESPACE, type RestReport, type StartedPod, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
 
 const API = "whereabouts_controller_api_requests_total"
 const FREED = "whereabouts_controller_ips_freed_total"
@@ -355,6 +355,33 @@ const reconcileStats = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Samp
 }
 
 /** Deletes pods one by one at a steady rate; per pod, delete → address free. */
+/**
+ * Deletes the pods (grace 0) one every 1000/rate ms from 100 ms from now, each DELETE (and then
+ * `after`, if given) in a fiber of its own; joins them all. Per pod, in order: when its DELETE was
+ * issued and how late against the schedule, and how long the DELETE took to answer.
+ */
+const deleteAtRate = <E>(started: ReadonlyArray<StartedPod>, rate: number, after?: (p: StartedPod) => Effect.Effect<void, E>) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const t0 = performance.now() + 100
+    const issued: Array<number> = []
+    const lag: Array<number> = []
+    const answered: Array<number> = []
+    const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+    for (const [i, p] of started.entries()) {
+      const at = t0 + (i * 1000) / rate
+      const wait = at - performance.now()
+      if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+      const now = performance.now()
+      issued[i] = now
+      lag.push(now - at)
+      const deleted = api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 }).pipe(Effect.tap(() => Effect.sync(() => void answered.push(performance.now() - now))))
+      fibers.push(yield* Effect.fork(after === undefined ? deleted : Effect.zipRight(deleted, after(p))))
+    }
+    yield* Fiber.joinAll(fibers).pipe(Effect.orDie)
+    return { t0, issued, lag, answered }
+  })
+
 export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const api = yield* KubeApi
@@ -371,26 +398,8 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         yield* tracker.until(() => tracker.heldTotal(refs) === o.pods * perPod, "the tracker sees every allocation", 60_000)
         const m0 = yield* c.scrape
         const cpu0 = env.cpu(c)
-        const issued: Array<number> = []
-        const lag: Array<number> = []
         if (o.beforeDeletes !== undefined) yield* o.beforeDeletes
-        const t0 = performance.now() + 100
-        const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
-        const answered: Array<number> = []
-        for (const [i, p] of started.entries()) {
-          const at = t0 + (i * 1000) / o.rate
-          const wait = at - performance.now()
-          if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
-          const now = performance.now()
-          issued[i] = now
-          lag.push(now - at)
-          fibers.push(
-            yield* Effect.fork(
-              api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 }).pipe(Effect.tap(() => Effect.sync(() => void answered.push(performance.now() - now))))
-            )
-          )
-        }
-        yield* Fiber.joinAll(fibers).pipe(Effect.orDie)
+        const { issued, lag, answered } = yield* deleteAtRate(started, o.rate)
         yield* Effect.either(
           tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", o.timeoutMs ?? 600_000)
         )
@@ -561,7 +570,6 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
         }
         yield* Effect.sleep(Duration.seconds(2))
         const cpu0 = env.cpu()
-        const issued = new Map<string, number>()
         const failures: Array<string> = []
         // A request the server could not answer now is sent again, as a controller would; any other failure is noted.
         const noted = (ref: string) => <A>(e: Effect.Effect<A, KubeError>) =>
@@ -603,26 +611,18 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
               { concurrency: 2, discard: true }
             )
           })
-        const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
-        const t0 = performance.now() + 100
-        for (const [i, p] of started.entries()) {
-          const wait = t0 + (i * 1000) / o.rate - performance.now()
-          if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
-          issued.set(`${p.namespace}/${p.name}`, performance.now())
-          fibers.push(yield* Effect.fork(api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 }).pipe(Effect.zipRight(follow(p.namespace, p.name)))))
-        }
-        yield* Fiber.joinAll(fibers).pipe(Effect.orDie)
+        const { t0, issued } = yield* deleteAtRate(started, o.rate, (p) => follow(p.namespace, p.name))
         yield* Effect.either(
           tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", 120_000)
         )
         const cpu = cpuDelta(cpu0, env.cpu())
-        const freed = refs.filter((r) => tracker.poolFreedAt(r) !== undefined)
-        const timed = freed.map((r) => ({ atMs: issued.get(r)! - t0, ms: tracker.poolFreedAt(r)! - issued.get(r)! }))
+        const freed = [...refs.keys()].filter((i) => tracker.poolFreedAt(refs[i]!) !== undefined)
+        const timed = freed.map((i) => ({ atMs: issued[i]! - t0, ms: tracker.poolFreedAt(refs[i]!)! - issued[i]! }))
         return {
           pods: o.pods,
           rate: o.rate,
           pool: percentiles(timed.map((t) => t.ms)),
-          reservation: percentiles(refs.flatMap((r) => (tracker.reservationsFreedAt(r) === undefined ? [] : [tracker.reservationsFreedAt(r)! - issued.get(r)!]))),
+          reservation: percentiles(refs.flatMap((r, i) => (tracker.reservationsFreedAt(r) === undefined ? [] : [tracker.reservationsFreedAt(r)! - issued[i]!]))),
           completed: freed.length,
           cpu,
           slowest: [...timed].sort((a, b) => b.ms - a.ms).slice(0, 12),
