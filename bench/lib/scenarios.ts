@@ -4,13 +4,15 @@
  * numbers; bench/memory.ts and bench/apiserver.ts turn them into rows and tables.
  */
 import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope, Stream } from "effect"
-import { parseCidr } from "../../src/domain/ip.ts"
+import { REASON_GARBAGE_COLLECTED, garbageCollectedMessage } from "../../src/domain/events.ts"
+import { formatIP, parseCidr } from "../../src/domain/ip.ts"
 import { podRef, projectPod } from "../../src/domain/pod.ts"
 import { reservationName } from "../../src/domain/pool.ts"
 import { type ReleaseEntry, releaseOps } from "../../src/services/IPPoolStore.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { simulationStores } from "../../src/testing/layers.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
+import { COMPONENT } from "../../src/services/EventRecorder.ts"
 import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
@@ -354,7 +356,6 @@ const reconcileStats = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Samp
   return { count, meanMs: count > 0 ? (seconds * 1000) / count : Number.NaN }
 }
 
-/** Deletes pods one by one at a steady rate; per pod, delete → address free. */
 /**
  * Deletes the pods (grace 0) one every 1000/rate ms from 100 ms from now, each DELETE (and then
  * `after`, if given) in a fiber of its own; joins them all. Per pod, in order: when its DELETE was
@@ -382,6 +383,7 @@ const deleteAtRate = <E>(started: ReadonlyArray<StartedPod>, rate: number, after
     return { t0, issued, lag, answered }
   })
 
+/** Deletes pods one by one at a steady rate; per pod, delete → address free. */
 export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const api = yield* KubeApi
@@ -551,14 +553,14 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
     const refs = started.map((p) => `${p.namespace}/${p.name}`)
     const wanted = new Set(refs)
     // What the guarded patch needs per pod: the entry's key and container id, as the pool holds them.
-    const entryOf = new Map<string, { pool: string; entry: ReleaseEntry }>()
+    const entryOf = new Map<string, { pool: string; network: string; entry: ReleaseEntry }>()
     for (const n of nets) {
       const range = parseCidr(n.range)!
       const pool = yield* api.get(R.IPPools, POOL_NAMESPACE, n.pool)
       const allocations = (pool["spec"] as { allocations?: Record<string, { podref: string; id: string; ifname?: string }> }).allocations ?? {}
       for (const [key, a] of Object.entries(allocations)) {
         if (!wanted.has(a.podref)) continue
-        entryOf.set(a.podref, { pool: n.pool, entry: { key, podref: a.podref, id: a.id, ip: { family: range.family, value: range.address + BigInt(key) }, ifname: a.ifname ?? "net1" } })
+        entryOf.set(a.podref, { pool: n.pool, network: n.nad, entry: { key, podref: a.podref, id: a.id, ip: { family: range.family, value: range.address + BigInt(key) }, ifname: a.ifname ?? "net1" } })
       }
     }
     const run = yield* Effect.scoped(
@@ -581,7 +583,7 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
         const follow = (namespace: string, name: string) =>
           Effect.gen(function* () {
             const ref = `${namespace}/${name}`
-            const { pool, entry } = entryOf.get(ref)!
+            const { pool, network, entry } = entryOf.get(ref)!
             const note = noted(ref)
             if (o.recheck !== false) {
               const live = yield* Effect.either(api.get(R.Pods, namespace, name))
@@ -595,10 +597,10 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
               kind: "Event",
               metadata: { name: `${name}.floor`, namespace },
               involvedObject: { apiVersion: "v1", kind: "Pod", namespace, name },
-              reason: "GarbageCollected",
-              message: `freed ${pool}/${entry.key} held by ${ref}`,
+              reason: REASON_GARBAGE_COLLECTED,
+              message: garbageCollectedMessage(formatIP(entry.ip), network),
               type: "Normal",
-              source: { component: "whereabouts-controller" },
+              source: { component: COMPONENT },
               firstTimestamp: now,
               lastTimestamp: now,
               count: 1
