@@ -89,35 +89,81 @@ interface Backoff {
   readonly requeues: number
 }
 
+/** Fibers parked until woken; a wake-up completes the oldest (or every) parked one. */
+const makeWaiters = () => {
+  const parked: Array<Deferred.Deferred<void>> = []
+  return {
+    /** A fresh waiter, parked last. */
+    park: (): Deferred.Deferred<void> => {
+      const waiter = Deferred.unsafeMake<void>(FiberId.none)
+      parked.push(waiter)
+      return waiter
+    },
+    /** Unparks the waiter; false when it was woken already. */
+    unpark: (waiter: Deferred.Deferred<void>): boolean => {
+      const i = parked.indexOf(waiter)
+      if (i < 0) return false
+      parked.splice(i, 1)
+      return true
+    },
+    wakeOne: (): void => {
+      const waiter = parked.shift()
+      if (waiter !== undefined) Deferred.unsafeDone(waiter, Exit.void)
+    },
+    wakeAll: (): void => {
+      for (const waiter of parked.splice(0)) Deferred.unsafeDone(waiter, Exit.void)
+    }
+  }
+}
+
+/**
+ * The requeue limit of `addRateLimited`: per key, the next delay of `backoff` (none once it is
+ * done), and never sooner than the overall token bucket allows.
+ */
+const makeRequeueLimit = (backoff: Schedule.Schedule<unknown>, qps: number, burst: number, startMillis: number) => {
+  const backoffs = new Map<string, Backoff>()
+  const bucket = makeTokenBucket(qps, burst, startMillis)
+  // Steps the schedule directly instead of through a Schedule.driver: driver.next fuses the
+  // decision with the sleep, and the caller must learn "given up" now, not after the delay.
+  const next = (key: string): Effect.Effect<Option.Option<number>> =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const current = backoffs.get(key) ?? { state: backoff.initial, requeues: 0 }
+      const [state, , decision] = yield* backoff.step(now, undefined, current.state)
+      if (ScheduleDecision.isDone(decision)) return Option.none()
+      backoffs.set(key, { state, requeues: current.requeues + 1 })
+      return Option.some(Math.max(ScheduleIntervals.start(decision.intervals) - now, bucket.reserve(now).waitMillis))
+    })
+  return {
+    /** How long the key's next requeue waits (ms); none once its backoff is spent. */
+    next,
+    forget: (key: string): void => void backoffs.delete(key),
+    requeues: (key: string): number => backoffs.get(key)?.requeues ?? 0
+  }
+}
+
 /** Creates a queue whose delayed adds live in the surrounding scope. */
 export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue<V>, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const backoff = options.backoff ?? defaultBackoff
-    const qps = options.qps ?? DEFAULT_QPS
-    const burst = options.burst ?? DEFAULT_BURST
     const delayed = yield* FiberSet.make<void>()
+    const limit = makeRequeueLimit(
+      options.backoff ?? defaultBackoff,
+      options.qps ?? DEFAULT_QPS,
+      options.burst ?? DEFAULT_BURST,
+      yield* Clock.currentTimeMillis
+    )
 
     const queue = MutableQueue.unbounded<string>() // waiting keys: dirty and not held
     const values = new Map<string, V>() // latest value of each dirty key
     const dirty = new Set<string>() // keys needing (re)processing
     const processing = new Set<string>()
-    const takers: Array<Deferred.Deferred<void>> = []
-    const idlers: Array<Deferred.Deferred<void>> = []
-    const backoffs = new Map<string, Backoff>()
-    const bucket = makeTokenBucket(qps, burst, yield* Clock.currentTimeMillis)
+    const takers = makeWaiters()
+    const idlers = makeWaiters()
     let shuttingDown = false
-
-    const wakeOne = (waiters: Array<Deferred.Deferred<void>>): void => {
-      const waiter = waiters.shift()
-      if (waiter !== undefined) Deferred.unsafeDone(waiter, Exit.void)
-    }
-    const wakeAll = (waiters: Array<Deferred.Deferred<void>>): void => {
-      for (const waiter of waiters.splice(0)) Deferred.unsafeDone(waiter, Exit.void)
-    }
 
     const enqueue = (key: string): void => {
       MutableQueue.offer(queue, key)
-      wakeOne(takers)
+      takers.wakeOne()
     }
 
     const add = (key: string, value: V) =>
@@ -143,17 +189,10 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
       if (shuttingDown) return Effect.succeedNone
       const key = MutableQueue.poll(queue, undefined)
       if (key !== undefined) return Effect.succeedSome(handOut(key))
-      const waiter = Deferred.unsafeMake<void>(FiberId.none)
-      takers.push(waiter)
+      const waiter = takers.park()
       return Effect.interruptible(Deferred.await(waiter)).pipe(
-        Effect.onInterrupt(() =>
-          Effect.sync(() => {
-            const i = takers.indexOf(waiter)
-            // Already woken: pass the wake-up on, or the key it announced waits with takers asleep.
-            if (i >= 0) takers.splice(i, 1)
-            else wakeOne(takers)
-          })
-        ),
+        // Already woken: pass the wake-up on, or the key it announced waits with takers asleep.
+        Effect.onInterrupt(() => Effect.sync(() => takers.unpark(waiter) || takers.wakeOne())),
         Effect.zipRight(takeLoop)
       )
     })
@@ -179,7 +218,7 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
       Effect.sync(() => {
         if (!processing.delete(key)) return
         if (dirty.has(key)) enqueue(key)
-        if (processing.size === 0) wakeAll(idlers)
+        if (processing.size === 0) idlers.wakeAll()
       })
 
     const addAfter = (key: string, value: V, delay: Duration.DurationInput) => {
@@ -190,31 +229,19 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
       ).pipe(Effect.asVoid)
     }
 
-    // Steps the schedule directly instead of through a Schedule.driver: driver.next fuses the
-    // decision with the sleep, and the caller must learn "given up" now, not after the delay.
     const addRateLimited = (key: string, value: V) =>
-      Effect.gen(function*() {
-        if (shuttingDown) return true // not a give-up: this process just runs no more work
-        const now = yield* Clock.currentTimeMillis
-        const current = backoffs.get(key) ?? { state: backoff.initial, requeues: 0 }
-        const [state, , decision] = yield* backoff.step(now, undefined, current.state)
-        if (ScheduleDecision.isDone(decision)) return false
-        backoffs.set(key, { state, requeues: current.requeues + 1 })
-        const wait = Math.max(ScheduleIntervals.start(decision.intervals) - now, bucket.reserve(now).waitMillis)
-        yield* addAfter(key, value, Duration.millis(wait))
-        return true
+      Effect.suspend(() => {
+        if (shuttingDown) return Effect.succeed(true) // not a give-up: this process just runs no more work
+        return Effect.flatMap(limit.next(key), (wait) =>
+          Option.match(wait, { onNone: () => Effect.succeed(false), onSome: (ms) => Effect.as(addAfter(key, value, Duration.millis(ms)), true) })
+        )
       })
 
-    const awaitIdle = Effect.suspend(() => {
-      if (processing.size === 0) return Effect.void
-      const waiter = Deferred.unsafeMake<void>(FiberId.none)
-      idlers.push(waiter)
-      return Deferred.await(waiter)
-    })
+    const awaitIdle = Effect.suspend(() => (processing.size === 0 ? Effect.void : Deferred.await(idlers.park())))
 
     const shutdown = Effect.suspend(() => {
       shuttingDown = true
-      wakeAll(takers)
+      takers.wakeAll()
       return FiberSet.clear(delayed)
     })
 
@@ -225,8 +252,8 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
       take,
       takeBatch,
       done,
-      forget: (key) => Effect.sync(() => void backoffs.delete(key)),
-      numRequeues: (key) => Effect.sync(() => backoffs.get(key)?.requeues ?? 0),
+      forget: (key) => Effect.sync(() => limit.forget(key)),
+      numRequeues: (key) => Effect.sync(() => limit.requeues(key)),
       len: Effect.sync(() => MutableQueue.length(queue)),
       inFlight: Effect.sync(() => processing.size),
       keys: Effect.sync(() => new Set([...dirty, ...processing])),
