@@ -24,8 +24,8 @@ import {
   Stream,
   SubscriptionRef
 } from "effect"
-import { ControllerConfig, JITTER_FACTOR, leaseTimingsProblem } from "./ControllerConfig.ts"
-import { KubeApi, type KubeObject, objectKey } from "./KubeApi.ts"
+import { ControllerConfig, type ControllerConfigShape, JITTER_FACTOR, leaseTimingsProblem } from "./ControllerConfig.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, objectKey } from "./KubeApi.ts"
 import { Leases, apiVersionOf } from "./resources.ts"
 
 export interface LeaderElectionShape {
@@ -93,6 +93,201 @@ interface Observed {
 
 type Attempt = "acquired" | "held" | "failed"
 
+/** One campaign: the lease it names, its timings, and the lease as it last observed it. */
+interface Candidate {
+  readonly api: KubeApiShape
+  readonly config: ControllerConfigShape
+  readonly name: string
+  readonly namespace: string
+  readonly leaseDurationSeconds: number
+  observed: Observed | undefined
+}
+
+const leading = (c: Candidate): boolean => c.observed?.record.holderIdentity === c.config.identity
+const valid = (o: Observed, nowMillis: number) => o.time + o.record.leaseDurationSeconds * 1000 > nowMillis
+
+const observe = (c: Candidate, lease: KubeObject, record: LeaderRecord) =>
+  Effect.map(Clock.currentTimeMillis, (time) => {
+    c.observed = { record, time, lease }
+  })
+
+/** Writes the record over the lease (guarded by its resourceVersion); other spec fields (strategy, preferredHolder) are kept. */
+const write = (c: Candidate, lease: KubeObject, record: LeaderRecord) =>
+  c.api.replace(Leases, c.namespace, { ...lease, spec: { ...(lease["spec"] as object | undefined), ...record } }).pipe(
+    Effect.tap((written) => observe(c, written, record))
+  )
+
+/** No lease yet: create it, naming us. */
+const createLease = (c: Candidate, desired: LeaderRecord): Effect.Effect<Attempt> =>
+  Effect.gen(function*() {
+    const lease: KubeObject = {
+      apiVersion: apiVersionOf(Leases),
+      kind: Leases.kind,
+      metadata: { name: c.name, namespace: c.namespace },
+      spec: { ...desired }
+    }
+    const created = yield* Effect.either(c.api.create(Leases, c.namespace, lease))
+    if (Either.isLeft(created)) {
+      yield* Effect.logWarning(`error creating lease: ${created.left.message}`)
+      return "failed"
+    }
+    yield* observe(c, created.right, desired)
+    return "acquired"
+  })
+
+/** The lease as just read: held by someone else until it has not changed for its duration, else ours to write. */
+const claim = (c: Candidate, lease: KubeObject, desired: LeaderRecord, nowMillis: number): Effect.Effect<Attempt> =>
+  Effect.gen(function*() {
+    const current = recordOf(lease)
+    if (Either.isLeft(current)) {
+      yield* Effect.logWarning(`malformed lease spec: ${current.left}`)
+      return "failed"
+    }
+    const record = current.right
+    if (c.observed === undefined || JSON.stringify(c.observed.record) !== JSON.stringify(record)) {
+      yield* observe(c, lease, record)
+    } else {
+      c.observed = { ...c.observed, lease }
+    }
+    if (record.holderIdentity !== "" && valid(c.observed!, nowMillis) && !leading(c)) return "held"
+
+    const next: LeaderRecord = leading(c)
+      ? { ...desired, acquireTime: record.acquireTime, leaseTransitions: record.leaseTransitions }
+      : { ...desired, leaseTransitions: record.leaseTransitions + 1 }
+    const updated = yield* Effect.either(write(c, lease, next))
+    if (Either.isRight(updated)) return "acquired"
+    // A Conflict means another candidate won this round: expected, so quiet.
+    if (updated.left.reason === "Conflict") yield* Effect.logDebug(`lease update conflicted: ${updated.left.message}`)
+    else yield* Effect.logWarning(`failed to update lease: ${updated.left.message}`)
+    return "failed"
+  })
+
+const tryAcquireOrRenew = (c: Candidate): Effect.Effect<Attempt> =>
+  Effect.gen(function*() {
+    const nanos = yield* Clock.currentTimeNanos
+    const nowMillis = Number(nanos / 1_000_000n)
+    const now = formatMicroTime(nanos)
+    const desired: LeaderRecord = {
+      holderIdentity: c.config.identity,
+      leaseDurationSeconds: c.leaseDurationSeconds,
+      acquireTime: now,
+      renewTime: now,
+      leaseTransitions: 0
+    }
+    // Fast path: the leader assumes the lease is still the version it wrote last.
+    if (leading(c) && valid(c.observed!, nowMillis)) {
+      const { acquireTime, leaseTransitions } = c.observed!.record
+      const renewed = yield* Effect.either(write(c, c.observed!.lease, { ...desired, acquireTime, leaseTransitions }))
+      if (Either.isRight(renewed)) return "acquired"
+      yield* Effect.logDebug(`optimistic lease update failed, re-reading: ${renewed.left.message}`)
+    }
+    const got = yield* Effect.either(c.api.get(Leases, c.namespace, c.name))
+    if (Either.isRight(got)) return yield* claim(c, got.right, desired, nowMillis)
+    if (got.left.reason === "NotFound") return yield* createLease(c, desired)
+    yield* Effect.logWarning(`error retrieving lease: ${got.left.message}`)
+    return "failed"
+  })
+
+/** A hung API call counts as a failed attempt. */
+const within = (duration: Duration.Duration, attempt: Effect.Effect<Attempt>) =>
+  Effect.timeoutTo(attempt, { duration, onSuccess: (a) => a, onTimeout: (): Attempt => "failed" })
+
+/** Polls until we hold the lease; returns when the winning attempt started (local ms). */
+const acquire = (c: Candidate) =>
+  Effect.gen(function*() {
+    const retryMillis = Duration.toMillis(c.config.retryPeriod)
+    while (true) {
+      const start = yield* Clock.currentTimeMillis
+      const attempt = yield* within(c.config.renewDeadline, tryAcquireOrRenew(c))
+      if (attempt === "acquired") return start
+      const jitter = yield* Random.next
+      yield* Effect.sleep(Duration.millis(retryMillis * (1 + jitter * JITTER_FACTOR)))
+    }
+  })
+
+/** Renews every retryPeriod; returns why leadership was lost. */
+const renew = (c: Candidate, acquiredAt: number) =>
+  Effect.gen(function*() {
+    const retryMillis = Duration.toMillis(c.config.retryPeriod)
+    const renewDeadlineMillis = Duration.toMillis(c.config.renewDeadline)
+    let lastRenewal = acquiredAt
+    let wait = retryMillis
+    while (true) {
+      yield* Effect.sleep(Duration.millis(wait))
+      const start = yield* Clock.currentTimeMillis
+      const deadline = lastRenewal + renewDeadlineMillis
+      const attempt: Attempt = start >= deadline
+        ? "failed"
+        : yield* within(Duration.millis(deadline - start), tryAcquireOrRenew(c))
+      if (attempt === "acquired") {
+        lastRenewal = start
+        wait = retryMillis
+        continue
+      }
+      if (attempt === "held") return `lease is held by ${c.observed?.record.holderIdentity ?? "another candidate"}`
+      const after = yield* Clock.currentTimeMillis
+      if (after >= deadline) return `no successful renewal for ${Duration.format(c.config.renewDeadline)}`
+      wait = Math.min(retryMillis, deadline - after)
+    }
+  })
+
+/**
+ * Best effort, like client-go: an empty holder with a 1 s duration lets a standby take over at its
+ * next poll instead of after a full leaseDuration. One step further: a renewal cut short by the
+ * shutdown may still have been applied by the server, which makes our copy stale and the release
+ * conflict; then the lease is read again and, if it still names us, released from the fresh copy
+ * (never when someone else holds it).
+ */
+const release = (c: Candidate) =>
+  Effect.suspend(() => {
+    if (!leading(c)) return Effect.void
+    const lease = c.observed!.lease
+    return Effect.gen(function*() {
+      const now = formatMicroTime(yield* Clock.currentTimeNanos)
+      const { leaseTransitions } = c.observed!.record
+      const released = { holderIdentity: "", leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions }
+      const first = yield* Effect.either(write(c, lease, released))
+      if (Either.isLeft(first)) {
+        if (first.left.reason !== "Conflict") return yield* Effect.fail(first.left)
+        const fresh = yield* c.api.get(Leases, c.namespace, c.name)
+        const record = recordOf(fresh)
+        if (Either.isLeft(record) || record.right.holderIdentity !== c.config.identity) {
+          yield* Effect.logInfo("lease changed hands before the release; left as it is")
+          return
+        }
+        yield* write(c, fresh, { ...released, leaseTransitions: record.right.leaseTransitions })
+      }
+      yield* Effect.logInfo("released leadership")
+    }).pipe(
+      Effect.interruptible,
+      Effect.timeout(c.config.renewDeadline),
+      Effect.catchAll((e) => Effect.logWarning(`failed to release lease: ${e.message}`))
+    )
+  })
+
+/**
+ * Acquire, lead until a renewal fails, again, for as long as it runs; `leader` follows. When it
+ * stops (the last runWhenLeader left, after its work was interrupted) the lease is released.
+ */
+const campaign = (c: Candidate, leader: SubscriptionRef.SubscriptionRef<boolean>) => {
+  const loop: Effect.Effect<never> = Effect.gen(function*() {
+    while (true) {
+      const acquiredAt = yield* acquire(c)
+      yield* SubscriptionRef.set(leader, true)
+      yield* Effect.logInfo("became leader")
+      const why = yield* renew(c, acquiredAt)
+      yield* SubscriptionRef.set(leader, false)
+      yield* Effect.logWarning(`lost leadership: ${why}`)
+    }
+  })
+  // The log line tells a shutdown that hangs before the campaign stops (never logged) from one
+  // that hangs in the release (logged, then neither "released" nor "failed to release").
+  return Effect.ensuring(
+    loop,
+    Effect.logInfo("leader election stopping").pipe(Effect.zipRight(SubscriptionRef.set(leader, false)), Effect.zipRight(release(c)))
+  ).pipe(Effect.annotateLogs({ identity: c.config.identity, lease: objectKey(c.namespace, c.name) }))
+}
+
 /** Builds an elector; its campaign (and the lease) live at most as long as the scope. */
 export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | ControllerConfig | Scope.Scope> = Effect.gen(
   function*() {
@@ -104,184 +299,21 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
         runWhenLeader: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.zipRight(work, Effect.never)
       }
     }
-    const api = yield* KubeApi
-    const { identity, leaseName: name, leaseNamespace: namespace } = config
-    const leaseDurationMillis = Duration.toMillis(config.leaseDuration)
-    const renewDeadlineMillis = Duration.toMillis(config.renewDeadline)
-    const retryMillis = Duration.toMillis(config.retryPeriod)
     // The configuration refuses these at start-up; a config built in code is checked here.
     const problem = leaseTimingsProblem(config)
     if (problem !== undefined) return yield* Effect.dieMessage(problem)
-    const leaseDurationSeconds = Math.max(1, Math.floor(leaseDurationMillis / 1000))
+    const api = yield* KubeApi
     const leader = yield* SubscriptionRef.make(false)
-
-    const campaign = Effect.suspend(() => {
-      let observed: Observed | undefined
-      const leading = (o: Observed | undefined): o is Observed => o?.record.holderIdentity === identity
-      const valid = (o: Observed, nowMillis: number) => o.time + o.record.leaseDurationSeconds * 1000 > nowMillis
-      const observe = (lease: KubeObject, record: LeaderRecord) =>
-        Effect.map(Clock.currentTimeMillis, (time) => {
-          observed = { record, time, lease }
-        })
-      // Other spec fields (strategy, preferredHolder) are kept as they are.
-      const write = (lease: KubeObject, record: LeaderRecord) =>
-        api.replace(Leases, namespace, { ...lease, spec: { ...(lease["spec"] as object | undefined), ...record } }).pipe(
-          Effect.tap((written) => observe(written, record))
-        )
-
-      const tryAcquireOrRenew: Effect.Effect<Attempt> = Effect.gen(function*() {
-        const nanos = yield* Clock.currentTimeNanos
-        const nowMillis = Number(nanos / 1_000_000n)
-        const now = formatMicroTime(nanos)
-        const desired: LeaderRecord = {
-          holderIdentity: identity,
-          leaseDurationSeconds,
-          acquireTime: now,
-          renewTime: now,
-          leaseTransitions: 0
-        }
-        // Fast path: the leader assumes the lease is still the version it wrote last.
-        if (leading(observed) && valid(observed, nowMillis)) {
-          const { acquireTime, leaseTransitions } = observed.record
-          const renewed = yield* Effect.either(write(observed.lease, { ...desired, acquireTime, leaseTransitions }))
-          if (Either.isRight(renewed)) return "acquired"
-          yield* Effect.logDebug(`optimistic lease update failed, re-reading: ${renewed.left.message}`)
-        }
-
-        const got = yield* Effect.either(api.get(Leases, namespace, name))
-        if (Either.isLeft(got)) {
-          if (got.left.reason !== "NotFound") {
-            yield* Effect.logWarning(`error retrieving lease: ${got.left.message}`)
-            return "failed"
-          }
-          const lease: KubeObject = {
-            apiVersion: apiVersionOf(Leases),
-            kind: Leases.kind,
-            metadata: { name, namespace },
-            spec: { ...desired }
-          }
-          const created = yield* Effect.either(api.create(Leases, namespace, lease))
-          if (Either.isLeft(created)) {
-            yield* Effect.logWarning(`error creating lease: ${created.left.message}`)
-            return "failed"
-          }
-          yield* observe(created.right, desired)
-          return "acquired"
-        }
-        const current = recordOf(got.right)
-        if (Either.isLeft(current)) {
-          yield* Effect.logWarning(`malformed lease spec: ${current.left}`)
-          return "failed"
-        }
-        const record = current.right
-        if (observed === undefined || JSON.stringify(observed.record) !== JSON.stringify(record)) {
-          yield* observe(got.right, record)
-        } else {
-          observed = { ...observed, lease: got.right }
-        }
-        if (record.holderIdentity !== "" && valid(observed!, nowMillis) && !leading(observed)) return "held"
-
-        const next: LeaderRecord = leading(observed)
-          ? { ...desired, acquireTime: record.acquireTime, leaseTransitions: record.leaseTransitions }
-          : { ...desired, leaseTransitions: record.leaseTransitions + 1 }
-        const updated = yield* Effect.either(write(got.right, next))
-        if (Either.isRight(updated)) return "acquired"
-        // A Conflict means another candidate won this round: expected, so quiet.
-        if (updated.left.reason === "Conflict") yield* Effect.logDebug(`lease update conflicted: ${updated.left.message}`)
-        else yield* Effect.logWarning(`failed to update lease: ${updated.left.message}`)
-        return "failed"
-      })
-
-      /** A hung API call counts as a failed attempt. */
-      const within = (duration: Duration.Duration, attempt: Effect.Effect<Attempt>) =>
-        Effect.timeoutTo(attempt, { duration, onSuccess: (a) => a, onTimeout: (): Attempt => "failed" })
-
-      /** Polls until we hold the lease; returns when the winning attempt started (local ms). */
-      const acquire = Effect.gen(function*() {
-        while (true) {
-          const start = yield* Clock.currentTimeMillis
-          const attempt = yield* within(config.renewDeadline, tryAcquireOrRenew)
-          if (attempt === "acquired") return start
-          const jitter = yield* Random.next
-          yield* Effect.sleep(Duration.millis(retryMillis * (1 + jitter * JITTER_FACTOR)))
-        }
-      })
-
-      /** Renews every retryPeriod; returns why leadership was lost. */
-      const renew = (acquiredAt: number) =>
-        Effect.gen(function*() {
-          let lastRenewal = acquiredAt
-          let wait = retryMillis
-          while (true) {
-            yield* Effect.sleep(Duration.millis(wait))
-            const start = yield* Clock.currentTimeMillis
-            const deadline = lastRenewal + renewDeadlineMillis
-            const attempt: Attempt = start >= deadline
-              ? "failed"
-              : yield* within(Duration.millis(deadline - start), tryAcquireOrRenew)
-            if (attempt === "acquired") {
-              lastRenewal = start
-              wait = retryMillis
-              continue
-            }
-            if (attempt === "held") return `lease is held by ${observed?.record.holderIdentity ?? "another candidate"}`
-            const after = yield* Clock.currentTimeMillis
-            if (after >= deadline) return `no successful renewal for ${Duration.format(config.renewDeadline)}`
-            wait = Math.min(retryMillis, deadline - after)
-          }
-        })
-
-      // Best effort, like client-go: an empty holder with a 1 s duration lets a standby take over
-      // at its next poll instead of after a full leaseDuration. One step further: a renewal cut
-      // short by the shutdown may still have been applied by the server, which makes our copy
-      // stale and the release conflict; then the lease is read again and, if it still names us,
-      // released from the fresh copy (never when someone else holds it).
-      const release = Effect.suspend(() => {
-        if (!leading(observed)) return Effect.void
-        const lease = observed.lease
-        return Effect.gen(function*() {
-          const now = formatMicroTime(yield* Clock.currentTimeNanos)
-          const { leaseTransitions } = observed!.record
-          const released = { holderIdentity: "", leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions }
-          const first = yield* Effect.either(write(lease, released))
-          if (Either.isLeft(first)) {
-            if (first.left.reason !== "Conflict") return yield* Effect.fail(first.left)
-            const fresh = yield* api.get(Leases, namespace, name)
-            const record = recordOf(fresh)
-            if (Either.isLeft(record) || record.right.holderIdentity !== identity) {
-              yield* Effect.logInfo("lease changed hands before the release; left as it is")
-              return
-            }
-            yield* write(fresh, { ...released, leaseTransitions: record.right.leaseTransitions })
-          }
-          yield* Effect.logInfo("released leadership")
-        }).pipe(
-          Effect.interruptible,
-          Effect.timeout(config.renewDeadline),
-          Effect.catchAll((e) => Effect.logWarning(`failed to release lease: ${e.message}`))
-        )
-      })
-
-      const loop: Effect.Effect<never> = Effect.gen(function*() {
-        while (true) {
-          const acquiredAt = yield* acquire
-          yield* SubscriptionRef.set(leader, true)
-          yield* Effect.logInfo("became leader")
-          const why = yield* renew(acquiredAt)
-          yield* SubscriptionRef.set(leader, false)
-          yield* Effect.logWarning(`lost leadership: ${why}`)
-        }
-      })
-      // Runs when the last runWhenLeader leaves, after its work was interrupted.
-      // The log line tells a shutdown that hangs before the campaign stops (never logged) from one
-      // that hangs in the release (logged, then neither "released" nor "failed to release").
-      return Effect.ensuring(
-        loop,
-        Effect.logInfo("leader election stopping").pipe(Effect.zipRight(SubscriptionRef.set(leader, false)), Effect.zipRight(release))
-      )
-    }).pipe(Effect.annotateLogs({ identity, lease: objectKey(namespace, name) }))
-
-    const running = yield* RcRef.make({ acquire: Effect.forkScoped(campaign) })
+    // A fresh campaign each time the first runWhenLeader arrives: it starts with nothing observed.
+    const candidate = (): Candidate => ({
+      api,
+      config,
+      name: config.leaseName,
+      namespace: config.leaseNamespace,
+      leaseDurationSeconds: Math.max(1, Math.floor(Duration.toMillis(config.leaseDuration) / 1000)),
+      observed: undefined
+    })
+    const running = yield* RcRef.make({ acquire: Effect.forkScoped(Effect.suspend(() => campaign(candidate(), leader))) })
 
     const awaitLeadership = (value: boolean) =>
       leader.changes.pipe(Stream.filter((v) => v === value), Stream.take(1), Stream.runDrain)
