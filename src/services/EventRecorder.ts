@@ -14,7 +14,7 @@
  */
 import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Queue, type Scope, Stream, SubscriptionRef } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type KubeObject } from "./KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import { Metrics } from "./Metrics.ts"
 import { Events } from "./resources.ts"
@@ -80,8 +80,13 @@ interface Seen {
 /** metav1.Time: RFC 3339 with whole seconds. */
 const rfc3339 = (millis: number): string => new Date(millis).toISOString().replace(/\.\d{3}Z$/, "Z")
 
+interface Lru<V> {
+  readonly get: (key: string) => V | undefined
+  readonly set: (key: string, v: V) => void
+}
+
 /** An LRU map on top of Map's insertion order: a hit moves the key to the back. */
-const lru = <V>(capacity: number) => {
+const lru = <V>(capacity: number): Lru<V> => {
   const entries = new Map<string, V>()
   return {
     get: (key: string): V | undefined => {
@@ -112,6 +117,83 @@ interface Pending {
   count: number
 }
 
+/**
+ * One lock per key, dropped when its last user leaves: an effect run for a key while another for
+ * the same key is in flight waits for it.
+ */
+const keyedLocks = () => {
+  const locks = new Map<string, { readonly lock: Effect.Semaphore; users: number }>()
+  return <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => {
+        let entry = locks.get(key)
+        if (entry === undefined) locks.set(key, (entry = { lock: Effect.unsafeMakeSemaphore(1), users: 0 }))
+        entry.users++
+        return entry
+      }),
+      (entry) => entry.lock.withPermits(1)(effect),
+      (entry) =>
+        Effect.sync(() => {
+          entry.users--
+          if (entry.users === 0) locks.delete(key)
+        })
+    )
+}
+
+/**
+ * Writes one pending event: a count bump on the Event written for its key within the window,
+ * else a new Event (and then remembers it).
+ */
+const eventWriter = (api: KubeApiShape, identity: string, seen: Lru<Seen>, windowMillis: number) => {
+  // Names must be unique; under TestClock (or a coarse clock) two creates share a nanosecond.
+  let lastNanos = -1n
+  return (key: string, p: Pending) =>
+    Effect.gen(function*() {
+      const nanos = yield* Clock.currentTimeNanos
+      const nowMillis = Number(nanos / 1_000_000n)
+      const now = rfc3339(nowMillis)
+      const previous = seen.get(key)
+      const { regarding } = p
+
+      if (previous !== undefined && nowMillis - previous.lastSeenMillis < windowMillis) {
+        const count = previous.count + p.count
+        const patched = yield* api.patch(Events, regarding.namespace, previous.name, { type: "merge", body: { count, lastTimestamp: now } }).pipe(
+          Effect.as(true),
+          // Expired (events live ~1 h) or deleted: start a new Event below.
+          Effect.catchIf((e) => e._tag === "KubeError" && e.reason === "NotFound", () => Effect.succeed(false))
+        )
+        if (patched) {
+          seen.set(key, { name: previous.name, count, lastSeenMillis: nowMillis })
+          return
+        }
+      }
+
+      const unique = nanos > lastNanos ? nanos : lastNanos + 1n
+      lastNanos = unique
+      const name = `${regarding.name}.${unique.toString(16).padStart(16, "0")}`
+      yield* api.create(Events, regarding.namespace, eventObject(name, p, now, identity))
+      seen.set(key, { name, count: p.count, lastSeenMillis: nowMillis })
+    })
+}
+
+/** Counts a dropped Event, and says so in the log at most once per DROP_LOG_INTERVAL. */
+const dropReporter = (metrics: Metrics["Type"], capacity: number) => {
+  let droppedSinceLog = 0
+  let lastDropLog = Number.NEGATIVE_INFINITY
+  return (p: { readonly regarding: InvolvedObject; readonly reason: string }) =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      droppedSinceLog++
+      if (now - lastDropLog < Duration.toMillis(DROP_LOG_INTERVAL)) return metrics.events("dropped", 1)
+      const n = droppedSinceLog
+      droppedSinceLog = 0
+      lastDropLog = now
+      return Effect.zipRight(
+        metrics.events("dropped", 1),
+        Effect.logWarning(`event queue full (${capacity}): ${n} Event(s) dropped, the latest ${p.reason} on ${p.regarding.kind} ${p.regarding.namespace}/${p.regarding.name}`)
+      )
+    })
+}
+
 /** Builds a recorder over the KubeApi in context; its writers live as long as the scope. */
 export const make = (
   options: EventRecorderOptions = {}
@@ -129,54 +211,9 @@ export const make = (
     // Queued plus being written: flush waits for 0.
     const outstanding = yield* SubscriptionRef.make(0)
     const settleOne = SubscriptionRef.update(outstanding, (n) => n - 1)
-    // One lock per event key, dropped when its last user leaves: a key taken again while its
-    // previous write is still in flight waits for it, and then bumps that Event's count.
-    const locks = new Map<string, { readonly lock: Effect.Semaphore; users: number }>()
-    const exclusive = <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) =>
-      Effect.acquireUseRelease(
-        Effect.sync(() => {
-          let entry = locks.get(key)
-          if (entry === undefined) locks.set(key, (entry = { lock: Effect.unsafeMakeSemaphore(1), users: 0 }))
-          entry.users++
-          return entry
-        }),
-        (entry) => entry.lock.withPermits(1)(effect),
-        (entry) =>
-          Effect.sync(() => {
-            entry.users--
-            if (entry.users === 0) locks.delete(key)
-          })
-      )
-    // Names must be unique; under TestClock (or a coarse clock) two creates share a nanosecond.
-    let lastNanos = -1n
-
-    const write = (key: string, p: Pending) =>
-      Effect.gen(function*() {
-        const nanos = yield* Clock.currentTimeNanos
-        const nowMillis = Number(nanos / 1_000_000n)
-        const now = rfc3339(nowMillis)
-        const previous = seen.get(key)
-        const { regarding } = p
-
-        if (previous !== undefined && nowMillis - previous.lastSeenMillis < windowMillis) {
-          const count = previous.count + p.count
-          const patched = yield* api.patch(Events, regarding.namespace, previous.name, { type: "merge", body: { count, lastTimestamp: now } }).pipe(
-            Effect.as(true),
-            // Expired (events live ~1 h) or deleted: start a new Event below.
-            Effect.catchIf((e) => e._tag === "KubeError" && e.reason === "NotFound", () => Effect.succeed(false))
-          )
-          if (patched) {
-            seen.set(key, { name: previous.name, count, lastSeenMillis: nowMillis })
-            return
-          }
-        }
-
-        const unique = nanos > lastNanos ? nanos : lastNanos + 1n
-        lastNanos = unique
-        const name = `${regarding.name}.${unique.toString(16).padStart(16, "0")}`
-        yield* api.create(Events, regarding.namespace, eventObject(name, p, now, config.identity))
-        seen.set(key, { name, count: p.count, lastSeenMillis: nowMillis })
-      })
+    // A key taken again while its previous write is still in flight waits for it, and then bumps that Event's count.
+    const exclusive = keyedLocks()
+    const write = eventWriter(api, config.identity, seen, windowMillis)
 
     const writeOne = (key: string, p: Pending) =>
       exclusive(key, write(key, p)).pipe(
@@ -206,22 +243,7 @@ export const make = (
     const writers = Math.max(1, config.maxInFlight.events)
     // Forked while the layer is built (uninterruptible): made interruptible, or shutdown could not stop them.
     const fibers = yield* Effect.forEach(Array.from({ length: writers }), () => Effect.forkDaemon(Effect.interruptible(writer)))
-
-    // Dropped Events are counted, and said at most once per DROP_LOG_INTERVAL.
-    let droppedSinceLog = 0
-    let lastDropLog = Number.NEGATIVE_INFINITY
-    const dropped = (p: { readonly regarding: InvolvedObject; readonly reason: string }) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        droppedSinceLog++
-        if (now - lastDropLog < Duration.toMillis(DROP_LOG_INTERVAL)) return metrics.events("dropped", 1)
-        const n = droppedSinceLog
-        droppedSinceLog = 0
-        lastDropLog = now
-        return Effect.zipRight(
-          metrics.events("dropped", 1),
-          Effect.logWarning(`event queue full (${capacity}): ${n} Event(s) dropped, the latest ${p.reason} on ${p.regarding.kind} ${p.regarding.namespace}/${p.regarding.name}`)
-        )
-      })
+    const dropped = dropReporter(metrics, capacity)
 
     const record: EventRecorderShape["record"] = (regarding, type, reason, message) =>
       Effect.suspend(() => {
