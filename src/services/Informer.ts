@@ -5,7 +5,7 @@
  * indexes, and events — including deletions discovered by a relist.
  */
 import { Deferred, Duration, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
-import { KubeApi, type KubeObject, listProjected } from "./KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, listProjected } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import type { Resource } from "./resources.ts"
 
@@ -111,6 +111,36 @@ const makeIndexes = <A>(indexers: Readonly<Record<string, (a: A) => ReadonlyArra
   }
 }
 
+/**
+ * The cache and its indexes; `put` and `remove` apply an object and answer the events that change
+ * makes (none for a version already held; a delete and an add for a new object under an old key).
+ */
+const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" | "versionOf" | "indexers">) => {
+  const { keyOf, versionOf } = options
+  const identityOf = options.identityOf ?? keyOf
+  const cache = new Map<string, A>()
+  const indexes = makeIndexes(options.indexers ?? {})
+  const put = (a: A): Array<InformerEvent<A>> => {
+    const key = keyOf(a)
+    const old = cache.get(key)
+    if (old !== undefined) indexes.remove(key, old)
+    cache.set(key, a)
+    indexes.add(key, a)
+    if (old === undefined) return [{ type: "add", object: a }]
+    if (identityOf(old) !== identityOf(a)) return [{ type: "delete", object: old }, { type: "add", object: a }]
+    return versionOf(old) === versionOf(a) ? [] : [{ type: "update", object: a, old }]
+  }
+  const remove = (a: A): Array<InformerEvent<A>> => {
+    const key = keyOf(a)
+    const old = cache.get(key)
+    if (old === undefined) return [{ type: "delete", object: a }]
+    indexes.remove(key, old)
+    cache.delete(key)
+    return [{ type: "delete", object: a }]
+  }
+  return { cache, indexes, put, remove }
+}
+
 const rewatchBackoff = Schedule.exponential("250 millis").pipe(
   Schedule.either(Schedule.spaced("5 seconds")),
   Schedule.jittered,
@@ -122,158 +152,163 @@ const defaultBackoff = Schedule.exponential("1 second").pipe(
   Schedule.jittered
 )
 
+/** What one informer's loops share: its API, options, store, outlets and counters. */
+interface Loop<A> {
+  readonly api: KubeApiShape
+  readonly options: InformerOptions<A>
+  readonly store: ReturnType<typeof makeStore<A>>
+  readonly synced: Deferred.Deferred<void>
+  readonly pubsub: PubSub.PubSub<InformerEvent<A>>
+  readonly relists: PubSub.PubSub<void>
+  readonly state: {
+    lists: number
+    restarts: number
+    /** An optional resource found not served (until a list succeeds again). */
+    absent: boolean
+    /**
+     * A watch that delivered events or ran to its end proves the API works: the next failure starts
+     * the backoff afresh. A successful list alone does not: with a watch that is refused every time
+     * (403, say) each restart would relist everything once a second instead of backing off.
+     */
+    driverReset: boolean
+  }
+}
+
+const publish = <A>(l: Loop<A>, events: ReadonlyArray<InformerEvent<A>>) => (events.length === 0 ? Effect.void : PubSub.publishAll(l.pubsub, events))
+
+/** Lists everything, publishes what changed since the cache was last right (deletions too); answers the list's version. */
+const relist = <A>(l: Loop<A>) =>
+  Effect.gen(function* () {
+    const { options, store } = l
+    // Projected page by page: full objects never pile up.
+    const { items, resourceVersion } = yield* listProjected(options.resource, options.namespace, options.transform, {
+      pageSize: options.pageSize ?? 500,
+      ...(options.fieldSelector === undefined ? {} : { fieldSelector: options.fieldSelector })
+    })
+    const seen = new Set<string>()
+    const events: Array<InformerEvent<A>> = []
+    for (const a of items) {
+      seen.add(options.keyOf(a))
+      events.push(...store.put(a))
+    }
+    // Whatever vanished while we were not watching was deleted: say so.
+    for (const [key, old] of [...store.cache]) if (!seen.has(key)) events.push(...store.remove(old))
+    yield* publish(l, events)
+    yield* Deferred.succeed(l.synced, undefined)
+    if (l.state.lists++ > 0) yield* PubSub.publish(l.relists, undefined)
+    l.state.absent = false
+    return resourceVersion
+  })
+
+/** Watches from a version until the watch ends, publishing its events; answers the last version seen. */
+const watchFrom = <A>(l: Loop<A>, fromVersion: string): Effect.Effect<string, KubeError> => {
+  const { options, store } = l
+  let version = fromVersion
+  return l.api
+    .watch(options.resource, options.namespace, {
+      resourceVersion: version,
+      fieldSelector: options.fieldSelector,
+      timeoutSeconds: options.watchTimeoutSeconds ?? 300 + Math.floor(Math.random() * 300)
+    })
+    .pipe(
+      Stream.runForEach((event) => {
+        l.state.driverReset = true
+        if (event.type === "BOOKMARK") {
+          version = event.resourceVersion
+          return Effect.void
+        }
+        version = event.object.metadata.resourceVersion ?? version
+        const a = options.transform(event.object)
+        return publish(l, event.type === "DELETED" ? store.remove(a) : store.put(a))
+      }),
+      Effect.map(() => version)
+    )
+}
+
+/** One run: list, then watch and resume until a non-410 error ends it. */
+const run = <A>(l: Loop<A>) =>
+  Effect.gen(function* () {
+    let version = yield* relist(l)
+    for (;;) {
+      const next = yield* Effect.either(
+        // An API server restarting refuses connections for a while: resume the watch from where
+        // it was (as client-go does) instead of relisting everything; give up after a few tries.
+        watchFrom(l, version).pipe(Effect.retry({ schedule: rewatchBackoff, while: (e) => TRANSIENT.has(e.reason) }))
+      )
+      if (next._tag === "Right") {
+        version = next.right
+        l.state.driverReset = true
+      } else if (next.left.reason === "Gone") version = yield* relist(l)
+      else return yield* Effect.fail(next.left)
+    }
+  })
+
+/** Not served at all: nothing to cache, and synced so the controller runs without it; looked at again after `absentRetry`. */
+const whileAbsent = <A>(l: Loop<A>, e: KubeError) =>
+  Effect.gen(function* () {
+    const { resource } = l.options
+    if (!l.state.absent) {
+      l.state.absent = true
+      yield* Effect.logWarning(`${resource.plural} are not served (their CRD is not installed?): running without them, looking again periodically`).pipe(
+        Effect.annotateLogs({ resource: resource.plural, error: e.message })
+      )
+    }
+    const events: Array<InformerEvent<A>> = []
+    for (const old of [...l.store.cache.values()]) events.push(...l.store.remove(old))
+    yield* publish(l, events)
+    yield* Deferred.succeed(l.synced, undefined)
+    yield* Effect.sleep(l.options.optional!.absentRetry)
+  })
+
+/** Runs the informer for good: after an error, restarts with backoff (afresh once the API was seen working). */
+const supervise = <A>(l: Loop<A>) =>
+  Effect.gen(function* () {
+    const { options } = l
+    const backoff = yield* Schedule.driver(options.backoff ?? defaultBackoff)
+    const restart = (e: KubeError) =>
+      Effect.gen(function* () {
+        l.state.restarts++
+        if (l.state.driverReset) {
+          yield* backoff.reset
+          l.state.driverReset = false
+        }
+        yield* Effect.logWarning(`informer for ${options.resource.plural} failed, restarting`).pipe(
+          Effect.annotateLogs({ resource: options.resource.plural, error: e.message })
+        )
+        yield* backoff.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(Duration.seconds(30))))
+      })
+    return yield* Effect.forever(
+      run(l).pipe(
+        Effect.catchIf((e) => options.optional !== undefined && e.reason === "NotFound", (e) => whileAbsent(l, e)),
+        Effect.catchAll(restart)
+      )
+    )
+  })
+
 /** Starts an informer in the current scope; it stops when the scope closes. */
 export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Informer<A>, never, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
-    const api = yield* KubeApi
-    const { resource, namespace, transform, keyOf, versionOf } = options
-    const identityOf = options.identityOf ?? keyOf
-    const cache = new Map<string, A>()
-    const indexes = makeIndexes(options.indexers ?? {})
-    const synced = yield* Deferred.make<void>()
-    const pubsub = yield* Effect.acquireRelease(PubSub.unbounded<InformerEvent<A>>(), PubSub.shutdown)
-    const relists = yield* Effect.acquireRelease(PubSub.sliding<void>(1), PubSub.shutdown)
-    let lists = 0
-    let restarts = 0
-    /** An optional resource found not served (until a list succeeds again). */
-    let absent = false
-
-    const put = (a: A): Array<InformerEvent<A>> => {
-      const key = keyOf(a)
-      const old = cache.get(key)
-      if (old !== undefined) indexes.remove(key, old)
-      cache.set(key, a)
-      indexes.add(key, a)
-      if (old === undefined) return [{ type: "add", object: a }]
-      if (identityOf(old) !== identityOf(a)) return [{ type: "delete", object: old }, { type: "add", object: a }]
-      return versionOf(old) === versionOf(a) ? [] : [{ type: "update", object: a, old }]
+    const loop: Loop<A> = {
+      api: yield* KubeApi,
+      options,
+      store: makeStore(options),
+      synced: yield* Deferred.make<void>(),
+      pubsub: yield* Effect.acquireRelease(PubSub.unbounded<InformerEvent<A>>(), PubSub.shutdown),
+      relists: yield* Effect.acquireRelease(PubSub.sliding<void>(1), PubSub.shutdown),
+      state: { lists: 0, restarts: 0, absent: false, driverReset: false }
     }
-    const remove = (a: A): Array<InformerEvent<A>> => {
-      const key = keyOf(a)
-      const old = cache.get(key)
-      if (old === undefined) return [{ type: "delete", object: a }]
-      indexes.remove(key, old)
-      cache.delete(key)
-      return [{ type: "delete", object: a }]
-    }
-    const publish = (events: ReadonlyArray<InformerEvent<A>>) =>
-      events.length === 0 ? Effect.void : PubSub.publishAll(pubsub, events)
-
-    const relist = Effect.gen(function* () {
-      // Projected page by page: full objects never pile up.
-      const { items, resourceVersion } = yield* listProjected(resource, namespace, transform, {
-        pageSize: options.pageSize ?? 500,
-        ...(options.fieldSelector === undefined ? {} : { fieldSelector: options.fieldSelector })
-      })
-      const seen = new Set<string>()
-      const events: Array<InformerEvent<A>> = []
-      for (const a of items) {
-        seen.add(keyOf(a))
-        events.push(...put(a))
-      }
-      // Whatever vanished while we were not watching was deleted: say so.
-      for (const [key, old] of [...cache]) if (!seen.has(key)) events.push(...remove(old))
-      yield* publish(events)
-      yield* Deferred.succeed(synced, undefined)
-      if (lists++ > 0) yield* PubSub.publish(relists, undefined)
-      absent = false
-      return resourceVersion
-    })
-
-    // A watch that delivered events or ran to its end proves the API works: the next failure starts
-    // the backoff afresh. A successful list alone does not: with a watch that is refused every time
-    // (403, say) each restart would relist everything once a second instead of backing off.
-    let driverReset = false
-
-    const watchFrom = (fromVersion: string): Effect.Effect<string, KubeError> => {
-      let version = fromVersion
-      return api
-        .watch(resource, namespace, {
-          resourceVersion: version,
-          fieldSelector: options.fieldSelector,
-          timeoutSeconds: options.watchTimeoutSeconds ?? 300 + Math.floor(Math.random() * 300)
-        })
-        .pipe(
-          Stream.runForEach((event) => {
-            driverReset = true
-            if (event.type === "BOOKMARK") {
-              version = event.resourceVersion
-              return Effect.void
-            }
-            version = event.object.metadata.resourceVersion ?? version
-            const a = transform(event.object)
-            return publish(event.type === "DELETED" ? remove(a) : put(a))
-          }),
-          Effect.map(() => version)
-        )
-    }
-
-    // One run: list, then watch and resume until a non-410 error ends it.
-    const run = Effect.gen(function* () {
-      let version = yield* relist
-      for (;;) {
-        const next = yield* Effect.either(
-          // An API server restarting refuses connections for a while: resume the watch from where
-          // it was (as client-go does) instead of relisting everything; give up after a few tries.
-          watchFrom(version).pipe(Effect.retry({ schedule: rewatchBackoff, while: (e) => TRANSIENT.has(e.reason) }))
-        )
-        if (next._tag === "Right") {
-          version = next.right
-          driverReset = true
-        } else if (next.left.reason === "Gone") version = yield* relist
-        else return yield* Effect.fail(next.left)
-      }
-    })
-
-    // Not served at all: nothing to cache, and synced so the controller runs without it.
-    const whileAbsent = (e: KubeError) =>
-      Effect.gen(function* () {
-        if (!absent) {
-          absent = true
-          yield* Effect.logWarning(`${resource.plural} are not served (their CRD is not installed?): running without them, looking again periodically`).pipe(
-            Effect.annotateLogs({ resource: resource.plural, error: e.message })
-          )
-        }
-        const events: Array<InformerEvent<A>> = []
-        for (const old of [...cache.values()]) events.push(...remove(old))
-        yield* publish(events)
-        yield* Deferred.succeed(synced, undefined)
-        yield* Effect.sleep(options.optional!.absentRetry)
-      })
-
-    const backoff = yield* Schedule.driver(options.backoff ?? defaultBackoff)
-    const supervised = Effect.forever(
-      run.pipe(
-        Effect.catchIf((e) => options.optional !== undefined && e.reason === "NotFound", whileAbsent),
-        Effect.catchAll((e) =>
-          Effect.gen(function* () {
-            restarts++
-            if (driverReset) {
-              yield* backoff.reset
-              driverReset = false
-            }
-            yield* Effect.logWarning(`informer for ${resource.plural} failed, restarting`).pipe(
-              Effect.annotateLogs({ resource: resource.plural, error: e.message })
-            )
-            yield* backoff.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(Duration.seconds(30))))
-          })
-        )
-      )
-    )
-    yield* Effect.forkScoped(supervised)
-
+    yield* Effect.forkScoped(supervise(loop))
+    const { cache, indexes } = loop.store
     return {
-      resource,
-      awaitSynced: Deferred.await(synced),
-      isSynced: Deferred.isDone(synced),
+      resource: options.resource,
+      awaitSynced: Deferred.await(loop.synced),
+      isSynced: Deferred.isDone(loop.synced),
       get: (key) => Option.fromNullable(cache.get(key)),
       values: () => [...cache.values()],
       size: () => cache.size,
-      byIndex: (name, value) => {
-        return [...indexes.keys(name, value)].flatMap((k) => cache.get(k) ?? [])
-      },
-      subscribe: PubSub.subscribe(pubsub),
-      subscribeRelists: PubSub.subscribe(relists),
-      restarts: () => restarts
+      byIndex: (name, value) => [...indexes.keys(name, value)].flatMap((k) => cache.get(k) ?? []),
+      subscribe: PubSub.subscribe(loop.pubsub),
+      subscribeRelists: PubSub.subscribe(loop.relists),
+      restarts: () => loop.state.restarts
     } satisfies Informer<A>
   })
