@@ -9,12 +9,12 @@
  *
  *   node bench/apiserver-profile.ts [mass|single]
  */
-import { execFileSync, spawn } from "node:child_process"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect } from "effect"
-import { startBenchPlane } from "./lib/controlplane.ts"
+import { pprofTo, startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, SHIPPED } from "./lib/env.ts"
 import { driverLayer, runOver } from "./lib/live.ts"
 import { massDeletion, singleDeletions } from "./lib/scenarios.ts"
@@ -30,15 +30,10 @@ const log = (line: string) => process.stderr.write(`[apiserver-profile] ${line}\
 const plane = await startBenchPlane()
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
 try {
-  let capture: Promise<number> | undefined
+  let capture: Promise<void> | undefined
   const startProfile = Effect.sync(() => {
     log(`profiling kube-apiserver for ${seconds} s from the first delete`)
-    const ca = path.join(out, "ca.crt")
-    fs.writeFileSync(ca, plane.caPem)
-    const curl = spawn("curl", ["-sS", "--fail", "--cacert", ca, "-H", `Authorization: Bearer ${plane.token}`, "-o", profile, `${plane.server}/debug/pprof/profile?seconds=${seconds}`], {
-      stdio: ["ignore", "inherit", "inherit"]
-    })
-    capture = new Promise((resolve) => curl.on("exit", (code) => resolve(code ?? 1)))
+    capture = pprofTo(plane, `profile?seconds=${seconds}`, profile, (seconds + 30) * 1000)
   })
   const { env } = apiserverEnv(plane)
   const measured = runOver(driverLayer(plane))
@@ -56,7 +51,8 @@ try {
           )
     )
   )
-  if (capture === undefined || (await capture) !== 0) throw new Error("the profile was not taken")
+  if (capture === undefined) throw new Error("the profile was not taken")
+  await capture
   const binary = path.join(plane.assets, "kube-apiserver")
   process.stdout.write(`profile: ${profile} (binary ${binary})\n`)
   process.stdout.write(execFileSync("go", ["tool", "pprof", "-top", "-cum", "-nodecount=60", binary, profile], { encoding: "utf8", maxBuffer: 64 << 20 }))

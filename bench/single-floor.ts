@@ -18,9 +18,14 @@
  *                                                per pod) on the same API server
  *   FLOOR_PODS=500 FLOOR_RATE=25 FLOOR_EVENTS=0 FLOOR_RECHECK=0 ...   scale, rate, without the
  *                                                Event or the re-check GET
+ *   FLOOR_HEAP_PROFILE=/tmp/apiserver.heap ...   at the end, kube-apiserver's heap profile (after a
+ *                                                GC) to that file, and what of its heap in use was
+ *                                                allocated decoding etcd's watch events: the objects
+ *                                                its watch cache keeps (needs Go for the summary)
  */
+import { execFileSync } from "node:child_process"
 import { Effect } from "effect"
-import { startBenchPlane } from "./lib/controlplane.ts"
+import { pprofTo, startBenchPlane } from "./lib/controlplane.ts"
 import { SHIPPED, apiserverEnv } from "./lib/env.ts"
 import { driverLayer, runOver } from "./lib/live.ts"
 import { parseProm } from "./lib/prom.ts"
@@ -33,6 +38,7 @@ const rate = num("FLOOR_RATE", 50)
 const compare = num("FLOOR_COMPARE", 0)
 const afterMass = num("FLOOR_AFTER_MASS", 0)
 const massRuns = num("FLOOR_MASS_RUNS", 1)
+const heapProfile = process.env["FLOOR_HEAP_PROFILE"]
 const log = (line: string) => process.stderr.write(`[single-floor] ${line}\n`)
 
 const plane = await startBenchPlane()
@@ -53,6 +59,17 @@ const cpuText = (cpu: Record<string, number>) =>
     .filter(([, v]) => !Number.isNaN(v))
     .map(([k, v]) => `${k} ${fmt(v)}`)
     .join(", ")
+
+/**
+ * kube-apiserver's heap in use, and the part allocated while decoding etcd watch events (the
+ * objects of every version its watch cache holds), from `go tool pprof -top -cum` of a heap profile.
+ */
+const heapSummary = (file: string) => {
+  const top = execFileSync("go", ["tool", "pprof", "-top", "-cum", "-inuse_space", "-nodecount=200", file], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+  const total = /of ([\d.]+[kMG]?B) total/.exec(top)?.[1] ?? "?"
+  const decode = top.split("\n").find((l) => l.trim().endsWith("etcd3.decodeObj"))?.trim().split(/\s+/).slice(3, 5).join(" ") ?? "? (no etcd3.decodeObj line)"
+  return `in use ${total}; allocated decoding etcd watch events (etcd3.decodeObj), cum: ${decode}`
+}
 
 try {
   log(`kube-apiserver ${plane.version}; ${pods} pods at ${rate}/s; contender logs in ${logDir}`)
@@ -78,6 +95,15 @@ try {
     const g1 = await goStats()
     console.log(`controller #${i + 1}: pool entry free p50 ${ms(ours.pool.p50)} / p99 ${ms(ours.pool.p99)} / max ${ms(ours.pool.max)}; reservation p99 ${ms(ours.reservation.p99)}`)
     console.log(`  CPU s: ${cpuText(ours.cpu)}; kube-apiserver heap ${fmt(g0.heapMiB)} → ${fmt(g1.heapMiB)} MiB, ${g1.gcs - g0.gcs} GCs`)
+  }
+  if (heapProfile !== undefined) {
+    await pprofTo(plane, "heap?gc=1", heapProfile)
+    console.log(`kube-apiserver heap profile: ${heapProfile}`)
+    try {
+      console.log(`  ${heapSummary(heapProfile)}`)
+    } catch (e) {
+      console.log(`  go tool pprof unavailable (${(e as Error).message.split("\n")[0]})`)
+    }
   }
 } finally {
   await plane.stop()

@@ -14,11 +14,10 @@
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
-import * as https from "node:https"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Cause, Effect } from "effect"
-import { startBenchPlane } from "./lib/controlplane.ts"
+import { pprofTo, startBenchPlane } from "./lib/controlplane.ts"
 import { summarize } from "./lib/cpuprofile.ts"
 import { apiserverEnv, SHIPPED } from "./lib/env.ts"
 import { driverLayer } from "./lib/live.ts"
@@ -36,23 +35,6 @@ const log = (line: string) => process.stderr.write(`[single-profile] ${line}\n`)
 
 const plane = await startBenchPlane()
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
-
-/** The API server's CPU profile over `seconds`, as pprof's gzipped protobuf. */
-const apiserverProfile = (seconds: number, file: string): Promise<void> =>
-  new Promise((resolve, reject) => {
-    const req = https.get(
-      `${plane.server}/debug/pprof/profile?seconds=${seconds}`,
-      { ca: plane.caPem, headers: { Authorization: `Bearer ${plane.token}` }, timeout: (seconds + 30) * 1000 },
-      (res) => {
-        if (res.statusCode !== 200) return reject(new Error(`pprof: HTTP ${res.statusCode}`))
-        const out = fs.createWriteStream(file)
-        res.pipe(out)
-        out.on("finish", () => resolve())
-        res.on("error", reject)
-      }
-    )
-    req.on("error", reject)
-  })
 
 try {
   const profDir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-cpuprof-"))
@@ -93,7 +75,7 @@ try {
                 yield* scrapeBoth(c)
                 // Finalizers run last-in first-out: this one runs before the contender is stopped.
                 yield* Effect.addFinalizer(() => scrapeBoth(c))
-                pprof = apiserverProfile(Math.ceil(pods / rate) + 3, goProfile)
+                pprof = pprofTo(plane, `profile?seconds=${Math.ceil(pods / rate) + 3}`, goProfile, (Math.ceil(pods / rate) + 33) * 1000)
               })
             )
         },

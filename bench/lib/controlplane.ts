@@ -5,6 +5,7 @@
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as https from "node:https"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type ControlPlane, DIR_PREFIX, adminRequest, installCrds, reapOrphans, startControlPlane } from "../../test/live/cluster.ts"
@@ -56,6 +57,23 @@ export const startBenchPlane = async (): Promise<BenchPlane> => {
 }
 
 export { adminRequest }
+
+/**
+ * Saves one of kube-apiserver's Go profiles (`/debug/pprof/<what>`, e.g. `profile?seconds=20` or
+ * `heap?gc=1`) to `file`, as pprof's gzipped protobuf; resolves once it is written.
+ */
+export const pprofTo = (plane: ControlPlane, what: string, file: string, timeoutMs = 120_000): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const req = https.get(`${plane.server}/debug/pprof/${what}`, { ca: plane.caPem, headers: { Authorization: `Bearer ${plane.token}` }, timeout: timeoutMs }, (res) => {
+      if (res.statusCode !== 200) return reject(new Error(`pprof ${what}: HTTP ${res.statusCode}`))
+      const out = fs.createWriteStream(file)
+      res.pipe(out)
+      out.on("finish", () => resolve())
+      res.on("error", reject)
+    })
+    req.on("timeout", () => req.destroy(new Error(`pprof ${what}: no answer in ${timeoutMs} ms`)))
+    req.on("error", reject)
+  })
 
 /** CPU seconds (user + system) a process has used so far, from /proc. */
 export const cpuSeconds = (pid: number): number => {
