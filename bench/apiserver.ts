@@ -12,7 +12,6 @@
  *   BENCH_UPSTREAM=0 leaves that comparison out (it is also left out, with a log line, when its
  *                    binary cannot be had: scripts/upstream-controlloop.sh)
  */
-import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Layer, type Scope } from "effect"
@@ -25,7 +24,6 @@ import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
 import { apiserverRequests, driverLayer, runOver } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
-import { sum } from "./lib/prom.ts"
 import { type Row, type Section, machine, table, yesNo } from "./lib/results.ts"
 import { conflictRows, fmt, isolatedRows, massRows, medSpread, ms, rateRows, ratio, sec, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
 import { STEADY_NODES, buildSteadyWorld } from "./lib/rssworld.ts"
@@ -281,7 +279,7 @@ try {
   // --- upstream's own pod controller on the same API server -----------------------------------
   if (process.env["BENCH_UPSTREAM"] !== "0") {
     phase(`upstream whereabouts pod controller and the controller: ${S.upstream} pods / 10 pools on one node, as released and at QPS ${RAISED.qps}`)
-    const up = await upstreamComparison(env, plane, logDir, run, { pods: S.upstream, pools: 10, reps: 1, defaults: SHIPPED, raised: RAISED, log })
+    const up = await upstreamComparison(plane, logDir, run, { pods: S.upstream, pools: 10, reps: 1, defaults: SHIPPED, raised: RAISED, log })
     if (typeof up === "string") log(`  left out: ${up}`)
     else {
       data["upstream"] = { binary: up.binary, runs: up.runs }

@@ -24,7 +24,6 @@
  *                                                its watch cache keeps (needs Go for the summary)
  */
 import { execFileSync } from "node:child_process"
-import { Effect } from "effect"
 import { pprofTo, startBenchPlane } from "./lib/controlplane.ts"
 import { SHIPPED, apiserverEnv } from "./lib/env.ts"
 import { driverLayer, runOver } from "./lib/live.ts"

@@ -36,7 +36,7 @@ const run = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Sc
 let result: Awaited<ReturnType<typeof upstreamComparison>>
 try {
   phase(`upstream pod controller vs the controller: ${pods} pods / 10 pools on one node, ×${reps}`)
-  result = await upstreamComparison(env, plane, logDir, run, { pods, pools: 10, reps, defaults: SHIPPED, raised: { qps: 500, burst: 1_000 }, log })
+  result = await upstreamComparison(plane, logDir, run, { pods, pools: 10, reps, defaults: SHIPPED, raised: { qps: 500, burst: 1_000 }, log })
 } finally {
   await plane.stop()
 }

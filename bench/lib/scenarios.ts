@@ -386,7 +386,6 @@ const deleteAtRate = <E>(started: ReadonlyArray<StartedPod>, rate: number, after
 /** Deletes pods one by one at a steady rate; per pod, delete → address free. */
 export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
-    const api = yield* KubeApi
     const ns = `sd-${o.label}`
     const nets = networks(ns, o.pools)
     yield* createNetworks(nets)

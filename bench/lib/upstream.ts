@@ -297,7 +297,7 @@ const medText = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => number
  * node, `pools` pools, deleted at once), each as released and then both at `raised`; `reps`
  * times, alternating. A string when the upstream binary cannot be had.
  */
-export const upstreamComparison = async (env: BenchEnv, plane: BenchPlane, logDir: string, run: Runner, o: ComparisonOptions): Promise<Comparison | string> => {
+export const upstreamComparison = async (plane: BenchPlane, logDir: string, run: Runner, o: ComparisonOptions): Promise<Comparison | string> => {
   const binary = upstreamBinary()
   if (Either.isLeft(binary)) return binary.left
   const flatFile = path.join(logDir, "whereabouts.conf")

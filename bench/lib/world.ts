@@ -137,8 +137,8 @@ export const bulkStart = (
     }
     // 4. One overlapping-range reservation per address.
     yield* Effect.forEach(
-      started.flatMap((s, i) => s.ips.map((x) => ({ s, x, i }))),
-      ({ s, x, i }) =>
+      started.flatMap((s) => s.ips.map((x) => ({ s, x }))),
+      ({ s, x }) =>
         api.create(R.OverlappingRangeIPReservations, POOL_NAMESPACE, {
           metadata: { name: reservationName(parseIP(x.ip)!, ""), namespace: POOL_NAMESPACE },
           spec: { podref: `${namespace}/${s.name}`, ifname: x.ifname }

@@ -10,7 +10,7 @@ import { type IPAddress, formatIP, ipEquals, parseIP } from "./ip.ts"
 import type { PodProjection } from "./pod.ts"
 import type { ParsedPool, ReservationRecord } from "./pool.ts"
 import type { Skip } from "./operator-release.ts"
-import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
+import type { Holding } from "./release.ts"
 import { gatherByPodref } from "./holdings.ts"
 
 const Address = Schema.String.pipe(Schema.filter((s) => parseIP(s) !== undefined, { message: (i) => `${JSON.stringify(i.actual)} is not an IP address` }))

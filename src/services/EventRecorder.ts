@@ -15,7 +15,6 @@
 import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Queue, type Scope, Stream, SubscriptionRef } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "./KubeApi.ts"
-import type { KubeError } from "./KubeError.ts"
 import { Metrics } from "./Metrics.ts"
 import { Events } from "./resources.ts"
 import type { EventType, InvolvedObject } from "../domain/events.ts"

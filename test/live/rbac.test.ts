@@ -168,7 +168,7 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       yield* api.patch(R.Pods, podNs, "stranded", { type: "merge", body: { metadata: { finalizers: ["test.example/held"] } } })
       yield* api.delete(R.Pods, podNs, "stranded", { gracePeriodSeconds: 0 })
       const ghost = yield* startPod(podNs, "ghost", [on(podNs, "net")])
-      const keeper = yield* startPod(podNs, "keeper", [on(podNs, "net")])
+      yield* startPod(podNs, "keeper", [on(podNs, "net")])
       const victim = yield* startPod(podNs, "victim", [on(podNs, "net")])
       const unreserved = yield* startPod(podNs, "unreserved", [on(podNs, "net")])
       const twin = yield* startPod(podNs, "twin", [on(podNs, "twin-net", "net1"), on(podNs, "twin-net", "net2")])

@@ -149,7 +149,7 @@ describe("pods that will never run again: the grace and the live re-check (TestC
 
   it.effect("a terminating pod on an out-of-service node: kept within --terminating-grace, freed when it runs out (no event needed)", () =>
     atStart(Effect.gen(function* () {
-      const caches = yield* strandedAndWatched
+      yield* strandedAndWatched
       yield* TestClock.adjust("29 seconds")
       yield* settle
       expect(yield* holder).toEqual([`${NS}/t`])
@@ -236,7 +236,7 @@ describe("pods that will never run again: the grace and the live re-check (TestC
 
   it.effect("a pod deleted while its grace ran: freed once, by the deletion; its timer stops with it (no second reconcile, no look again later)", () =>
     atStart(Effect.gen(function* () {
-      const caches = yield* strandedAndWatched
+      yield* strandedAndWatched
       yield* TestClock.adjust("10 seconds")
       // The node confirms the deletion: the finalizer goes, the object with it.
       yield* patchPod("t", { metadata: { finalizers: [] } })

@@ -60,8 +60,6 @@ const refusal = (verb: string, target: string, status: number, retryAfterSeconds
 const flowOver = (api: KubeApiShape, inFlight: Partial<Record<FlowKind, number>> = {}) =>
   wrap(api, { inFlight: { ...DEFAULT_IN_FLIGHT, ...inFlight }, requestTimeout: Duration.seconds(30) })
 
-const pool = (name: string) => ({ metadata: { name }, spec: {} })
-
 describe("ApiFlow: requests in flight per kind of work", () => {
   it.effect("a burst of 100 pool patches has at most pool-writes in flight; pod reads meanwhile are not held behind them", () =>
     Effect.gen(function* () {

@@ -10,9 +10,7 @@ import type { Attachment } from "../../../src/testing/cni-plugin.ts"
 import { formatIP } from "../../../src/domain/ip.ts"
 import { parsePool } from "../../../src/domain/pool.ts"
 import { ControllerConfig, layerWith } from "../../../src/services/ControllerConfig.ts"
-import * as IPPoolStore from "../../../src/services/IPPoolStore.ts"
 import { KubeApi, type KubeObject, listAll } from "../../../src/services/KubeApi.ts"
-import * as Reservations from "../../../src/services/Reservations.ts"
 import * as R from "../../../src/services/resources.ts"
 import { liveKubeApi, runningEnvtest } from "../../support/live.ts"
 import { type Credentials, credentialsOf, restOk } from "./rest.ts"
@@ -98,7 +96,6 @@ export const poolView = (pool: string) =>
 
 /** Reservation name → podref, in the whereabouts namespace. */
 export const reservationView = Effect.gen(function* () {
-  const api = yield* KubeApi
   const { namespace } = yield* ControllerConfig
   const { items } = yield* listAll(R.OverlappingRangeIPReservations, namespace)
   return Object.fromEntries(items.map((o) => [o.metadata.name, (o["spec"] as { podref: string }).podref] as const).sort(([a], [b]) => a.localeCompare(b, "en", { numeric: true })))
@@ -136,7 +133,6 @@ export interface SeenEvent {
 
 export const eventsIn = (namespace: string) =>
   Effect.gen(function* () {
-    const api = yield* KubeApi
     const { items } = yield* listAll(R.Events, namespace)
     return items.map((o): SeenEvent => {
       const e = o as unknown as {

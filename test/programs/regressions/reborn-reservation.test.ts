@@ -9,7 +9,7 @@
  * patches the pool at once; a large one deletes reservations first).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import { reconcilePods } from "../../../src/programs/reconcile.ts"
 import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"

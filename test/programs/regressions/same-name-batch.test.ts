@@ -6,7 +6,7 @@
  * whole patch (422), every retry round did the same, and the address leaked with an error.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect } from "effect"
 import { deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import { memory } from "../../../src/testing/layers.ts"
 import { reconcilePods } from "../../../src/programs/reconcile.ts"
