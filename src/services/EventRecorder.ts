@@ -15,7 +15,7 @@
 import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Queue, type Scope, Stream, SubscriptionRef } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "./KubeApi.ts"
-import { Metrics } from "./Metrics.ts"
+import { Metrics, type MetricsShape } from "./Metrics.ts"
 import { Events } from "./resources.ts"
 import type { EventType, InvolvedObject } from "../domain/events.ts"
 
@@ -176,7 +176,7 @@ const eventWriter = (api: KubeApiShape, identity: string, seen: Lru<Seen>, windo
 }
 
 /** Counts a dropped Event, and says so in the log at most once per DROP_LOG_INTERVAL. */
-const dropReporter = (metrics: Metrics["Type"], capacity: number) => {
+const dropReporter = (metrics: MetricsShape, capacity: number) => {
   let droppedSinceLog = 0
   let lastDropLog = Number.NEGATIVE_INFINITY
   return (p: { readonly regarding: InvolvedObject; readonly reason: string }) =>

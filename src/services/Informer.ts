@@ -141,6 +141,8 @@ const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" |
   return { cache, indexes, put, remove }
 }
 
+type Store<A> = ReturnType<typeof makeStore<A>>
+
 const rewatchBackoff = Schedule.exponential("250 millis").pipe(
   Schedule.either(Schedule.spaced("5 seconds")),
   Schedule.jittered,
@@ -156,7 +158,7 @@ const defaultBackoff = Schedule.exponential("1 second").pipe(
 interface Loop<A> {
   readonly api: KubeApiShape
   readonly options: InformerOptions<A>
-  readonly store: ReturnType<typeof makeStore<A>>
+  readonly store: Store<A>
   readonly synced: Deferred.Deferred<void>
   readonly pubsub: PubSub.PubSub<InformerEvent<A>>
   readonly relists: PubSub.PubSub<void>
