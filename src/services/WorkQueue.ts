@@ -142,6 +142,82 @@ const makeRequeueLimit = (backoff: Schedule.Schedule<unknown>, qps: number, burs
   }
 }
 
+/**
+ * client-go's three sets, synchronous: the waiting keys in order, the dirty keys with their latest
+ * values, and the held ones. A key is queued when it turns dirty while not held, or when it is
+ * released dirty; `queued` and `idle` tell the caller whom to wake.
+ */
+const makeKeys = <V>(queued: () => void, idle: () => void) => {
+  const queue = MutableQueue.unbounded<string>() // waiting keys: dirty and not held
+  const values = new Map<string, V>() // latest value of each dirty key
+  const dirty = new Set<string>() // keys needing (re)processing
+  const processing = new Set<string>()
+  const enqueue = (key: string): void => {
+    MutableQueue.offer(queue, key)
+    queued()
+  }
+  return {
+    add: (key: string, value: V): void => {
+      values.set(key, value)
+      if (dirty.has(key)) return
+      dirty.add(key)
+      if (!processing.has(key)) enqueue(key)
+    },
+    /** The oldest waiting key, now held; undefined when none waits. */
+    poll: (): WorkItem<V> | undefined => {
+      const key = MutableQueue.poll(queue, undefined)
+      if (key === undefined) return undefined
+      const value = values.get(key) as V // every queued key is dirty, so it has a value
+      values.delete(key)
+      dirty.delete(key)
+      processing.add(key)
+      return { key, value }
+    },
+    done: (key: string): void => {
+      if (!processing.delete(key)) return
+      if (dirty.has(key)) enqueue(key)
+      if (processing.size === 0) idle()
+    },
+    waiting: (): number => MutableQueue.length(queue),
+    held: (): number => processing.size,
+    all: (): ReadonlySet<string> => new Set([...dirty, ...processing])
+  }
+}
+
+type Keys<V> = ReturnType<typeof makeKeys<V>>
+
+/**
+ * The oldest waiting key, now held, waiting for one if none waits; none once `stopped()`.
+ * A wake-up is a hint, not a hand-off: the key stays queued until a running taker pops it, so an
+ * interrupted taker can't swallow a key (Effect's Queue.take can, between the hand-off and the taker
+ * resuming). Only the wait itself is interruptible.
+ */
+const takeFrom = <V>(keys: Keys<V>, takers: ReturnType<typeof makeWaiters>, stopped: () => boolean) => {
+  const loop: Effect.Effect<Option.Option<WorkItem<V>>> = Effect.suspend(() => {
+    if (stopped()) return Effect.succeedNone
+    const item = keys.poll()
+    if (item !== undefined) return Effect.succeedSome(item)
+    const waiter = takers.park()
+    return Effect.interruptible(Deferred.await(waiter)).pipe(
+      // Already woken: pass the wake-up on, or the key it announced waits with takers asleep.
+      Effect.onInterrupt(() => Effect.sync(() => takers.unpark(waiter) || takers.wakeOne())),
+      Effect.zipRight(loop)
+    )
+  })
+  return loop
+}
+
+/** Up to `max` of the keys already waiting, now held; it never waits. */
+const pollUpTo = <V>(keys: Keys<V>, max: number): Array<WorkItem<V>> => {
+  const items: Array<WorkItem<V>> = []
+  while (items.length < max) {
+    const item = keys.poll()
+    if (item === undefined) break
+    items.push(item)
+  }
+  return items
+}
+
 /** Creates a queue whose delayed adds live in the surrounding scope. */
 export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue<V>, never, Scope.Scope> =>
   Effect.gen(function*() {
@@ -152,74 +228,19 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
       options.burst ?? DEFAULT_BURST,
       yield* Clock.currentTimeMillis
     )
-
-    const queue = MutableQueue.unbounded<string>() // waiting keys: dirty and not held
-    const values = new Map<string, V>() // latest value of each dirty key
-    const dirty = new Set<string>() // keys needing (re)processing
-    const processing = new Set<string>()
     const takers = makeWaiters()
     const idlers = makeWaiters()
+    const keys = makeKeys<V>(takers.wakeOne, idlers.wakeAll)
     let shuttingDown = false
-
-    const enqueue = (key: string): void => {
-      MutableQueue.offer(queue, key)
-      takers.wakeOne()
-    }
 
     const add = (key: string, value: V) =>
       Effect.sync(() => {
-        if (shuttingDown) return
-        values.set(key, value)
-        if (dirty.has(key)) return
-        dirty.add(key)
-        if (!processing.has(key)) enqueue(key)
+        if (!shuttingDown) keys.add(key, value)
       })
 
-    // A wake-up is a hint, not a hand-off: the key stays queued until a running taker pops it,
-    // so an interrupted taker can't swallow a key (Effect's Queue.take can, between the hand-off
-    // and the taker resuming). Only the wait itself is interruptible.
-    const handOut = (key: string): WorkItem<V> => {
-      const value = values.get(key) as V // every queued key is dirty, so it has a value
-      values.delete(key)
-      dirty.delete(key)
-      processing.add(key)
-      return { key, value }
-    }
-    const takeLoop: Effect.Effect<Option.Option<WorkItem<V>>> = Effect.suspend(() => {
-      if (shuttingDown) return Effect.succeedNone
-      const key = MutableQueue.poll(queue, undefined)
-      if (key !== undefined) return Effect.succeedSome(handOut(key))
-      const waiter = takers.park()
-      return Effect.interruptible(Deferred.await(waiter)).pipe(
-        // Already woken: pass the wake-up on, or the key it announced waits with takers asleep.
-        Effect.onInterrupt(() => Effect.sync(() => takers.unpark(waiter) || takers.wakeOne())),
-        Effect.zipRight(takeLoop)
-      )
-    })
-    const take = Effect.uninterruptible(takeLoop)
+    const takeLoop = takeFrom(keys, takers, () => shuttingDown)
     // The first key may be waited for; the rest are only those already waiting.
-    const takeBatch = (max: number) =>
-      Effect.uninterruptible(
-        Effect.map(
-          takeLoop,
-          Option.map((first) => {
-            const items = [first]
-            while (items.length < max) {
-              const key = MutableQueue.poll(queue, undefined)
-              if (key === undefined) break
-              items.push(handOut(key))
-            }
-            return items
-          })
-        )
-      )
-
-    const done = (key: string) =>
-      Effect.sync(() => {
-        if (!processing.delete(key)) return
-        if (dirty.has(key)) enqueue(key)
-        if (processing.size === 0) idlers.wakeAll()
-      })
+    const takeBatch = (max: number) => Effect.uninterruptible(Effect.map(takeLoop, Option.map((first) => [first, ...pollUpTo(keys, max - 1)])))
 
     const addAfter = (key: string, value: V, delay: Duration.DurationInput) => {
       const millis = Duration.toMillis(delay)
@@ -237,27 +258,23 @@ export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue
         )
       })
 
-    const awaitIdle = Effect.suspend(() => (processing.size === 0 ? Effect.void : Deferred.await(idlers.park())))
-
-    const shutdown = Effect.suspend(() => {
-      shuttingDown = true
-      takers.wakeAll()
-      return FiberSet.clear(delayed)
-    })
-
     return {
       add,
       addAfter,
       addRateLimited,
-      take,
+      take: Effect.uninterruptible(takeLoop),
       takeBatch,
-      done,
+      done: (key) => Effect.sync(() => keys.done(key)),
       forget: (key) => Effect.sync(() => limit.forget(key)),
       numRequeues: (key) => Effect.sync(() => limit.requeues(key)),
-      len: Effect.sync(() => MutableQueue.length(queue)),
-      inFlight: Effect.sync(() => processing.size),
-      keys: Effect.sync(() => new Set([...dirty, ...processing])),
-      shutdown,
-      awaitIdle
+      len: Effect.sync(keys.waiting),
+      inFlight: Effect.sync(keys.held),
+      keys: Effect.sync(keys.all),
+      shutdown: Effect.suspend(() => {
+        shuttingDown = true
+        takers.wakeAll()
+        return FiberSet.clear(delayed)
+      }),
+      awaitIdle: Effect.suspend(() => (keys.held() === 0 ? Effect.void : Deferred.await(idlers.park())))
     } satisfies WorkQueue<V>
   })
