@@ -54,130 +54,135 @@ export class Metrics extends Context.Tag("whereabouts-controller/Metrics")<Metri
 
 const P = "whereabouts_controller_"
 
-/**
- * `processMetrics`: also prom-client's default collectors (process_resident_memory_bytes, CPU,
- * open fds, nodejs_heap_*, event-loop lag, GC) — for the deployed process only, since they start
- * timers and GC observers that tests do not want one of per layer.
- */
 /** One series per label value, at 0. */
 const atZero = (counters: ReadonlyArray<prom.Counter>, label: string, values: ReadonlyArray<string>) => {
   for (const c of counters) for (const v of values) c.inc({ [label]: v }, 0)
 }
 
-export const make = (options: { readonly processMetrics?: boolean } = {}): MetricsShape => {
-  const registry = new prom.Registry()
-  if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry })
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
+
+/** Every metric of ours, registered in `registry`. */
+const declare = (registry: prom.Registry) => {
   const counter = (name: string, help: string, labelNames: ReadonlyArray<string> = []) =>
     new prom.Counter({ name: P + name, help, labelNames, registers: [registry] })
   const gauge = (name: string, help: string, labelNames: ReadonlyArray<string> = []) =>
     new prom.Gauge({ name: P + name, help, labelNames, registers: [registry] })
+  const histogram = (name: string, help: string, buckets: Array<number>, labelNames: ReadonlyArray<string> = []) =>
+    new prom.Histogram({ name: P + name, help, labelNames, buckets, registers: [registry] })
+  return {
+    freed: counter("ips_freed_total", "IP allocations freed, by what found them.", ["trigger"]),
+    reservations: counter("reservations_deleted_total", "OverlappingRangeIPReservations deleted.", ["trigger"]),
+    failures: counter("failures_total", "Reconcile failures, by reason.", ["reason"]),
+    duration: histogram("reconcile_duration_seconds", "Duration of one reconcile of a batch of deleted pods.", LATENCY_BUCKETS),
+    waited: histogram(
+      "workqueue_queue_duration_seconds",
+      "How long a deleted pod waited in the work queue before a worker took it (first attempt).",
+      [0.001, ...LATENCY_BUCKETS]
+    ),
+    depth: gauge("workqueue_depth", "Deleted pods waiting in the work queue."),
+    inFlight: gauge("workqueue_in_flight", "Deleted pods being reconciled."),
+    retries: counter("workqueue_retries_total", "Rate-limited requeues after retryable failures."),
+    api: counter("api_requests_total", "Kubernetes API requests, by verb, resource and HTTP code.", ["verb", "resource", "code"]),
+    apiDuration: histogram(
+      "api_request_duration_seconds",
+      "Kubernetes API request latency (watches excluded), by verb and resource; includes any wait for the client rate limiter.",
+      LATENCY_BUCKETS,
+      ["verb", "resource"]
+    ),
+    events: counter("events_total", "Kubernetes Events: recorded into the queue (queued), written, failed, dropped (queue full or shutdown).", ["result"]),
+    eventQueue: gauge("event_queue_depth", "Distinct Events waiting to be written."),
+    apiInFlight: gauge("api_in_flight", "Kubernetes API requests in flight, by kind of work (bounded by --max-in-flight).", ["kind"]),
+    apiPauses: counter("api_pauses_total", "Times a 429 with Retry-After paused a kind of work.", ["kind"]),
+    apiPausedSeconds: counter("api_paused_seconds_total", "Seconds of pause the API server's Retry-After asked for, by kind of work.", ["kind"]),
+    leader: gauge("leader", "1 while this instance holds the leader lease."),
+    poolSize: gauge("pool_size", "Addresses a pool can hand out: from the IPAM configs of the NADs that write it, else from its range.", ["pool"]),
+    poolUsed: gauge("pool_used", "Allocations in a pool.", ["pool"]),
+    poolFree: gauge("pool_free", "Addresses a pool can still hand out.", ["pool"]),
+    poolOver: gauge("pool_usage_over_threshold", "1 when a pool's usage is at or over the threshold.", ["pool"]),
+    orphans: gauge("orphans", "Orphans found by the last sweep (in dry-run: what would be freed).", ["kind", "dry_run"]),
+    sweeps: counter("sweeps_total", "Full orphan sweeps, by result.", ["result"]),
+    restarts: counter("informer_restarts_total", "Informer restarts after errors.", ["resource"])
+  }
+}
 
-  const freed = counter("ips_freed_total", "IP allocations freed, by what found them.", ["trigger"])
-  const reservations = counter("reservations_deleted_total", "OverlappingRangeIPReservations deleted.", ["trigger"])
-  const failures = counter("failures_total", "Reconcile failures, by reason.", ["reason"])
-  const duration = new prom.Histogram({
-    name: `${P}reconcile_duration_seconds`,
-    help: "Duration of one reconcile of a batch of deleted pods.",
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [registry]
-  })
-  const waited = new prom.Histogram({
-    name: `${P}workqueue_queue_duration_seconds`,
-    help: "How long a deleted pod waited in the work queue before a worker took it (first attempt).",
-    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [registry]
-  })
-  const depth = gauge("workqueue_depth", "Deleted pods waiting in the work queue.")
-  const inFlight = gauge("workqueue_in_flight", "Deleted pods being reconciled.")
-  const retries = counter("workqueue_retries_total", "Rate-limited requeues after retryable failures.")
-  const api = counter("api_requests_total", "Kubernetes API requests, by verb, resource and HTTP code.", ["verb", "resource", "code"])
-  const apiDuration = new prom.Histogram({
-    name: `${P}api_request_duration_seconds`,
-    help: "Kubernetes API request latency (watches excluded), by verb and resource; includes any wait for the client rate limiter.",
-    labelNames: ["verb", "resource"],
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [registry]
-  })
-  const events = counter("events_total", "Kubernetes Events: recorded into the queue (queued), written, failed, dropped (queue full or shutdown).", ["result"])
-  const eventQueue = gauge("event_queue_depth", "Distinct Events waiting to be written.")
-  const apiInFlight = gauge("api_in_flight", "Kubernetes API requests in flight, by kind of work (bounded by --max-in-flight).", ["kind"])
-  const apiPauses = counter("api_pauses_total", "Times a 429 with Retry-After paused a kind of work.", ["kind"])
-  const apiPausedSeconds = counter("api_paused_seconds_total", "Seconds of pause the API server's Retry-After asked for, by kind of work.", ["kind"])
-  const leader = gauge("leader", "1 while this instance holds the leader lease.")
-  const poolSize = gauge("pool_size", "Addresses a pool can hand out: from the IPAM configs of the NADs that write it, else from its range.", ["pool"])
-  const poolUsed = gauge("pool_used", "Allocations in a pool.", ["pool"])
-  const poolFree = gauge("pool_free", "Addresses a pool can still hand out.", ["pool"])
-  const poolOver = gauge("pool_usage_over_threshold", "1 when a pool's usage is at or over the threshold.", ["pool"])
-  const orphans = gauge("orphans", "Orphans found by the last sweep (in dry-run: what would be freed).", ["kind", "dry_run"])
-  const sweeps = counter("sweeps_total", "Full orphan sweeps, by result.", ["result"])
-  const restarts = counter("informer_restarts_total", "Informer restarts after errors.", ["resource"])
+/** The current value of one of our series, or of a histogram's `_count`, `_sum` or `_bucket`. */
+const readValue = async (registry: prom.Registry, name: string, labels: Readonly<Record<string, string>>) => {
+  const series = /^(.*)_(count|sum|bucket)$/.exec(name)
+  const metric = registry.getSingleMetric(P + name) ?? (series === null ? undefined : registry.getSingleMetric(P + series[1]))
+  if (metric === undefined) return undefined
+  const values: ReadonlyArray<prom.MetricValueWithName<string>> = (await metric.get()).values
+  const match = values.find(
+    (v) => (v.metricName === undefined || v.metricName === P + name) && Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l)
+  )
+  return match?.value
+}
+
+/**
+ * `processMetrics`: also prom-client's default collectors (process_resident_memory_bytes, CPU,
+ * open fds, nodejs_heap_*, event-loop lag, GC) — for the deployed process only, since they start
+ * timers and GC observers that tests do not want one of per layer.
+ */
+export const make = (options: { readonly processMetrics?: boolean } = {}): MetricsShape => {
+  const registry = new prom.Registry()
+  if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry })
+  const m = declare(registry)
   // The series alerts and the dashboard read exist from the start, at 0: increase() and rate()
   // count an increment only against an earlier sample, so a series born at 1 hides its first event
   // (the first give-up, the first failed sweep). informer_restarts_total's come with run.ts's first carry.
-  atZero([freed, reservations], "trigger", FREE_TRIGGERS)
-  atZero([failures], "reason", ["RetriesExhausted"])
-  atZero([events], "result", ["queued", "written", "failed", "dropped"])
-  atZero([sweeps], "result", ["success", "failure"])
-  atZero([apiPauses, apiPausedSeconds], "kind", FLOW_KINDS)
+  atZero([m.freed, m.reservations], "trigger", FREE_TRIGGERS)
+  atZero([m.failures], "reason", ["RetriesExhausted"])
+  atZero([m.events], "result", ["queued", "written", "failed", "dropped"])
+  atZero([m.sweeps], "result", ["success", "failure"])
+  atZero([m.apiPauses, m.apiPausedSeconds], "kind", FLOW_KINDS)
+  const poolGauges = [m.poolSize, m.poolUsed, m.poolFree, m.poolOver]
 
   return {
-    ipsFreed: (trigger, n) => Effect.sync(() => freed.inc({ trigger }, n)),
-    reservationsDeleted: (trigger, n) => Effect.sync(() => reservations.inc({ trigger }, n)),
-    failure: (reason) => Effect.sync(() => failures.inc({ reason })),
-    reconcileDuration: (seconds) => Effect.sync(() => duration.observe(seconds)),
-    queue: (d, f) =>
+    ipsFreed: (trigger, n) => Effect.sync(() => m.freed.inc({ trigger }, n)),
+    reservationsDeleted: (trigger, n) => Effect.sync(() => m.reservations.inc({ trigger }, n)),
+    failure: (reason) => Effect.sync(() => m.failures.inc({ reason })),
+    reconcileDuration: (seconds) => Effect.sync(() => m.duration.observe(seconds)),
+    queue: (depth, inFlight) =>
       Effect.sync(() => {
-        depth.set(d)
-        inFlight.set(f)
+        m.depth.set(depth)
+        m.inFlight.set(inFlight)
       }),
-    retry: () => Effect.sync(() => retries.inc()),
+    retry: () => Effect.sync(() => m.retries.inc()),
     apiRequest: (verb, resource, code, seconds) =>
       Effect.sync(() => {
-        api.inc({ verb, resource, code })
-        if (seconds !== undefined) apiDuration.observe({ verb, resource }, seconds)
+        m.api.inc({ verb, resource, code })
+        if (seconds !== undefined) m.apiDuration.observe({ verb, resource }, seconds)
       }),
-    events: (result, n) => Effect.sync(() => events.inc({ result }, n)),
-    eventQueue: (d) => Effect.sync(() => eventQueue.set(d)),
-    apiInFlight: (kind, n) => Effect.sync(() => apiInFlight.set({ kind }, n)),
+    events: (result, n) => Effect.sync(() => m.events.inc({ result }, n)),
+    eventQueue: (depth) => Effect.sync(() => m.eventQueue.set(depth)),
+    apiInFlight: (kind, n) => Effect.sync(() => m.apiInFlight.set({ kind }, n)),
     apiPaused: (kind, seconds) =>
       Effect.sync(() => {
-        apiPauses.inc({ kind })
-        apiPausedSeconds.inc({ kind }, seconds)
+        m.apiPauses.inc({ kind })
+        m.apiPausedSeconds.inc({ kind }, seconds)
       }),
-    queueWait: (seconds) => Effect.sync(() => waited.observe(seconds)),
+    queueWait: (seconds) => Effect.sync(() => m.waited.observe(seconds)),
     leader: (is) =>
       Effect.sync(() => {
-        leader.set(is ? 1 : 0)
+        m.leader.set(is ? 1 : 0)
         // What only the leader measures goes with the lease: a standby's last pool usage and orphan
         // counts would go stale beside the new leader's on a dashboard.
-        if (!is) for (const g of [poolSize, poolUsed, poolFree, poolOver, orphans]) g.reset()
+        if (!is) for (const g of [...poolGauges, m.orphans]) g.reset()
       }),
     pools: (usage, threshold) =>
       Effect.sync(() => {
-        for (const g of [poolSize, poolUsed, poolFree, poolOver]) g.reset()
+        for (const g of poolGauges) g.reset()
         for (const u of usage) {
-          poolSize.set({ pool: u.pool }, u.size)
-          poolUsed.set({ pool: u.pool }, u.used)
-          poolFree.set({ pool: u.pool }, u.free)
-          poolOver.set({ pool: u.pool }, u.size > 0 && (u.size - u.free) / u.size >= threshold ? 1 : 0)
+          m.poolSize.set({ pool: u.pool }, u.size)
+          m.poolUsed.set({ pool: u.pool }, u.used)
+          m.poolFree.set({ pool: u.pool }, u.free)
+          m.poolOver.set({ pool: u.pool }, u.size > 0 && (u.size - u.free) / u.size >= threshold ? 1 : 0)
         }
       }),
-    orphans: (kind, n, dryRun) => Effect.sync(() => orphans.set({ kind, dry_run: String(dryRun) }, n)),
-    sweep: (result) => Effect.sync(() => sweeps.inc({ result })),
-    informerRestarts: (resource, n) => Effect.sync(() => restarts.inc({ resource }, n)),
+    orphans: (kind, n, dryRun) => Effect.sync(() => m.orphans.set({ kind, dry_run: String(dryRun) }, n)),
+    sweep: (result) => Effect.sync(() => m.sweeps.inc({ result })),
+    informerRestarts: (resource, n) => Effect.sync(() => m.restarts.inc({ resource }, n)),
     render: Effect.promise(async () => ({ contentType: registry.contentType, body: await registry.metrics() })),
-    value: (name, labels = {}) =>
-      Effect.promise(async () => {
-        // A histogram's series (`_count`, `_sum`, `_bucket`) are read through the histogram.
-        const series = /^(.*)_(count|sum|bucket)$/.exec(name)
-        const metric = registry.getSingleMetric(P + name) ?? (series === null ? undefined : registry.getSingleMetric(P + series[1]))
-        if (metric === undefined) return undefined
-        const values: ReadonlyArray<prom.MetricValueWithName<string>> = (await metric.get()).values
-        const match = values.find(
-          (v) => (v.metricName === undefined || v.metricName === P + name) && Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l)
-        )
-        return match?.value
-      })
+    value: (name, labels = {}) => Effect.promise(() => readValue(registry, name, labels))
   }
 }
 
