@@ -148,36 +148,25 @@ export class Caches extends Context.Tag("whereabouts-controller/Caches")<Caches,
 
 const nsName = (a: { readonly namespace: string; readonly name: string }) => `${a.namespace}/${a.name}`
 
-/** Starts the four informers for the lifetime of the layer. */
-export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Layer.scoped(
-  Caches,
+const podInformer = (pageSize: number) =>
+  makeInformer<PodProjection>({
+    resource: R.Pods,
+    transform: projectPod,
+    // The cache's key is the podref pool entries and reservations hold: one shared copy.
+    keyOf: (p) => intern(podRef(p)),
+    identityOf: (p) => p.uid,
+    versionOf: (p) => p.resourceVersion,
+    indexers: { [NODE_INDEX]: (p) => (p.nodeName === undefined ? [] : [p.nodeName]) },
+    pageSize
+  })
+
+/** IPPools, indexed by podref; a changed pool reuses its cached version's unchanged entries (updatePoolRecord). */
+const poolInformer = (namespace: string, pageSize: number) =>
   Effect.gen(function* () {
-    const config = yield* ControllerConfig
-    const pageSize = config.pageSize
-    // Registered first, so it runs once every informer below has stopped (a shutdown's progress).
-    yield* Effect.addFinalizer(() => Effect.logInfo("informers stopped"))
-    const pods = yield* makeInformer<PodProjection>({
-      resource: R.Pods,
-      transform: projectPod,
-      // The cache's key is the podref pool entries and reservations hold: one shared copy.
-      keyOf: (p) => intern(podRef(p)),
-      identityOf: (p) => p.uid,
-      versionOf: (p) => p.resourceVersion,
-      indexers: { [NODE_INDEX]: (p) => (p.nodeName === undefined ? [] : [p.nodeName]) },
-      pageSize
-    })
-    const nads = yield* makeInformer<NadRecord>({
-      resource: R.NetworkAttachmentDefinitions,
-      transform: toNadRecord,
-      keyOf: nsName,
-      versionOf: (n) => n.resourceVersion,
-      pageSize
-    })
-    // The pool's cached version, for updatePoolRecord to reuse its unchanged entries.
     let cachedPool: (name: string) => PoolRecord | undefined = () => undefined
     const pools: Informer<PoolRecord> = yield* makeInformer<PoolRecord>({
       resource: R.IPPools,
-      namespace: config.namespace,
+      namespace,
       transform: (o) => updatePoolRecord(o, cachedPool(o.metadata.name)),
       keyOf: (p) => p.name,
       versionOf: (p) => p.resourceVersion,
@@ -185,6 +174,38 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       pageSize
     })
     cachedPool = (name) => Option.getOrUndefined(pools.get(name))
+    return pools
+  })
+
+/** One ConfigMap, watched by name. */
+const configMapInformer = (namespace: string, name: string, pageSize: number) =>
+  makeInformer<ConfigMapRecord>({
+    resource: R.ConfigMaps,
+    namespace,
+    fieldSelector: `metadata.name=${name}`,
+    transform: toConfigMapRecord,
+    keyOf: (c) => c.name,
+    versionOf: (c) => c.resourceVersion,
+    pageSize
+  })
+
+/** Starts the informers for the lifetime of the layer. */
+export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Layer.scoped(
+  Caches,
+  Effect.gen(function* () {
+    const config = yield* ControllerConfig
+    const pageSize = config.pageSize
+    // Registered first, so it runs once every informer below has stopped (a shutdown's progress).
+    yield* Effect.addFinalizer(() => Effect.logInfo("informers stopped"))
+    const pods = yield* podInformer(pageSize)
+    const nads = yield* makeInformer<NadRecord>({
+      resource: R.NetworkAttachmentDefinitions,
+      transform: toNadRecord,
+      keyOf: nsName,
+      versionOf: (n) => n.resourceVersion,
+      pageSize
+    })
+    const pools = yield* poolInformer(config.namespace, pageSize)
     const reservations = yield* makeInformer<ReservationRecord>({
       resource: R.OverlappingRangeIPReservations,
       namespace: config.namespace,
@@ -210,18 +231,7 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       versionOf: (n) => n.resourceVersion,
       pageSize
     })
-    const scheduleConfigMap =
-      config.scheduleConfigMap === ""
-        ? undefined
-        : yield* makeInformer<ConfigMapRecord>({
-            resource: R.ConfigMaps,
-            namespace: config.namespace,
-            fieldSelector: `metadata.name=${config.scheduleConfigMap}`,
-            transform: toConfigMapRecord,
-            keyOf: (c) => c.name,
-            versionOf: (c) => c.resourceVersion,
-            pageSize
-          })
+    const scheduleConfigMap = config.scheduleConfigMap === "" ? undefined : yield* configMapInformer(config.namespace, config.scheduleConfigMap, pageSize)
     const all = [pods, nads, pools, reservations, nodeSlicePools, nodes, ...(scheduleConfigMap === undefined ? [] : [scheduleConfigMap])] as const
     return {
       scheduleConfigMap,
