@@ -4,7 +4,7 @@
  * own program runs as the contender; the scenario and its driver are this checkout's.
  *
  *   git worktree add /tmp/a <commit> && ln -s "$PWD/node_modules" /tmp/a/node_modules
- *   node bench/ab.ts <mass|single|rss> [--runs 3] [--pods n] [--per-pod n] [--qps n --burst n] /tmp/a /tmp/b …
+ *   node bench/ab.ts <mass|single|rss> [--runs 3] [--pods n] [--per-pod n] [--qps n --burst n] [--fresh] /tmp/a /tmp/b …
  *
  *   mass    the mass deletion of `npm run bench:apiserver` (n pods, default 1,000, over 10 pools,
  *           `--per-pod` whereabouts interfaces each, default 1; the headline's is 2): last delete
@@ -16,6 +16,10 @@
  *           environment: VmRSS 10 s after its caches synced and the start-up sweep ran (`--pods 0`:
  *           the networks and nodes alone, what the controller costs before any pod)
  *
+ * One API server serves every run unless `--fresh` starts a new one for each (for `rss`, with its
+ * world built again): kube-apiserver's watch cache grows with every run it serves, so on one
+ * server the later runs meet a slower server, and alternating only spreads that drift evenly.
+ *
  * The client limit defaults to the shipped one; commits from before QPS 0 meant "none" need a cap
  * given (`--qps 500 --burst 1000`). Evidence for BENCHMARKS.md prose; not part of a benchmark
  * command.
@@ -24,8 +28,8 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { startBenchPlane } from "./lib/controlplane.ts"
-import { apiserverEnv, type BenchEnv, SHIPPED, stolenSeconds } from "./lib/env.ts"
+import { type BenchPlane, startBenchPlane } from "./lib/controlplane.ts"
+import { apiserverEnv, SHIPPED, stolenSeconds } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
 import { driverLayer, runOver } from "./lib/live.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
@@ -40,12 +44,14 @@ const option = (name: string, fallback: number) => takeNumber(args, name, fallba
 const scenario = args.shift()
 const PODS = { mass: 1_000, single: 300, rss: 10_000 } as const
 if (scenario !== "mass" && scenario !== "single" && scenario !== "rss") {
-  throw new Error("usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n --burst n] <checkout> [<checkout> …]")
+  throw new Error("usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n --burst n] [--fresh] <checkout> [<checkout> …]")
 }
 const runs = option("--runs", 3)
 const pods = option("--pods", PODS[scenario])
 const perPod = option("--per-pod", 1)
 const limits = { qps: option("--qps", SHIPPED.qps), burst: option("--burst", SHIPPED.burst) }
+const fresh = args.includes("--fresh")
+if (fresh) args.splice(args.indexOf("--fresh"), 1)
 const checkouts = args.map((a) => path.resolve(a))
 if (checkouts.length === 0) throw new Error("no checkout given")
 
@@ -64,60 +70,86 @@ const fmt = (name: string, v: number) => {
   return `${Math.round(v)} ms`
 }
 
-const plane = await startBenchPlane()
-for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
+/** What a run may leave behind on its server: watches still open, goroutines, its heap. */
+const serverState = async (plane: BenchPlane) => {
+  const m = parseProm(await plane.metrics(), (n) => n === "apiserver_longrunning_requests" || n === "go_goroutines" || n === "go_memstats_heap_inuse_bytes")
+  const watches = sum(m, "apiserver_longrunning_requests", { verb: "WATCH" })
+  return `${watches} watches open, ${sum(m, "go_goroutines")} goroutines, heap ${(sum(m, "go_memstats_heap_inuse_bytes") / 2 ** 20).toFixed(0)} MiB`
+}
+
+/** An API server ready for runs: for `rss`, with the steady world built. */
+const startPlane = async (): Promise<BenchPlane> => {
+  const plane = await startBenchPlane()
+  try {
+    if (scenario === "rss") await runOver(driverLayer(plane))(buildSteadyWorld(plane, pods, 10, 5))
+    process.stdout.write(`${fresh ? "a fresh" : "the"} API server before the run: ${await serverState(plane)}\n`)
+    return plane
+  } catch (e) {
+    await plane.stop()
+    throw e
+  }
+}
+
+const image = imageNodeFlags()
+const bundles = new Map<string, string>()
+if (scenario === "rss") {
+  for (const c of checkouts) {
+    const out = fs.mkdtempSync(path.join(os.tmpdir(), "ab-bundle-"))
+    execFileSync(process.execPath, [path.join(c, "scripts/build.ts"), out], { cwd: c, stdio: ["ignore", "ignore", "inherit"] })
+    bundles.set(c, path.join(out, "main.js"))
+  }
+}
+const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "ab-logs-"))
+
+/** One run of the scenario by checkout `c` on `plane`, its readings noted. */
+const runOne = async (plane: BenchPlane, c: string, label: string) => {
+  const effect = runOver(driverLayer(plane))
+  const env = apiserverEnv(plane, { oursScript: path.join(c, "src/programs/main.ts") }).env
+  if (scenario === "mass") {
+    const r = await effect(massDeletion(env, "ours", { pods, pools: 10, perPod, limits, label }))
+    note(c, "every pool entry free after the last delete", r.poolFreedMs)
+    note(c, "every entry and reservation free", Math.max(r.poolFreedMs, r.reservationsFreedMs))
+    note(c, "every Event written", r.reconciledMs)
+    // What the run cost: how long the deletes took, CPU seconds per process, the pool writes and reconcile batches.
+    note(c, "deletes", r.deleteWindowMs)
+    note(c, "kube-apiserver CPU", r.cpu["kube-apiserver"] ?? Number.NaN)
+    note(c, "controller CPU", r.cpu["contender"] ?? Number.NaN)
+    note(c, "pool patches", count(r.calls, "patch", "ippools"))
+    note(c, "reconcile batches", r.batches)
+  } else if (scenario === "single") {
+    const r = await effect(singleDeletions(env, "ours", { pods, pools: 10, rate: 50, limits, label }))
+    note(c, "pool entry p50", r.pool.p50)
+    note(c, "pool entry p99", r.pool.p99)
+    note(c, "reservation p50", r.reservation.p50)
+    note(c, "reservation p99", r.reservation.p99)
+  } else {
+    const r = await memoryAfterSync("ours", { kubeconfig: plane.kubeconfigPath, ...limits, logDir, label, script: bundles.get(c)!, nodeArgs: image.flags, env: image.env })
+    note(c, "RSS 10 s after sync and sweep", r.rss)
+    note(c, "peak RSS", r.hwm)
+  }
+}
+
+let shared: BenchPlane | undefined
+const planes = new Set<BenchPlane>()
+const stopAll = () => Promise.all([...planes].map((p) => p.stop()))
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => void stopAll().finally(() => process.exit(130)))
 try {
-  const driver = driverLayer(plane)
-  const effect = runOver(driver)
-  const envOf = new Map<string, BenchEnv>(checkouts.map((c) => [c, apiserverEnv(plane, { oursScript: path.join(c, "src/programs/main.ts") }).env]))
-  const image = imageNodeFlags()
-  const bundles = new Map<string, string>()
-  if (scenario === "rss") {
-    for (const c of checkouts) {
-      const out = fs.mkdtempSync(path.join(os.tmpdir(), "ab-bundle-"))
-      execFileSync(process.execPath, [path.join(c, "scripts/build.ts"), out], { cwd: c, stdio: ["ignore", "ignore", "inherit"] })
-      bundles.set(c, path.join(out, "main.js"))
-    }
-    await effect(buildSteadyWorld(plane, pods, 10, 5))
-  }
-  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "ab-logs-"))
-  /** What a run may leave behind on the shared server: watches still open, goroutines, its heap. */
-  const serverState = async () => {
-    const m = parseProm(await plane.metrics(), (n) => n === "apiserver_longrunning_requests" || n === "go_goroutines" || n === "go_memstats_heap_inuse_bytes")
-    const watches = sum(m, "apiserver_longrunning_requests", { verb: "WATCH" })
-    return `${watches} watches open, ${sum(m, "go_goroutines")} goroutines, heap ${(sum(m, "go_memstats_heap_inuse_bytes") / 2 ** 20).toFixed(0)} MiB`
-  }
-  process.stdout.write(`the API server before the first run: ${await serverState()}\n`)
   for (let i = 0; i < runs; i++) {
     for (const c of checkouts) {
+      const plane = fresh || shared === undefined ? await startPlane() : shared
+      planes.add(plane)
+      if (!fresh) shared = plane
       const stolen0 = stolenSeconds()
       // Namespaces are named after it: an RFC 1123 label, whatever the checkout's directory is called.
       const label = `ab-${i}-${path.basename(c).toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+$/, "")}`
-      if (scenario === "mass") {
-        const r = await effect(massDeletion(envOf.get(c)!, "ours", { pods, pools: 10, perPod, limits, label }))
-        note(c, "every pool entry free after the last delete", r.poolFreedMs)
-        note(c, "every entry and reservation free", Math.max(r.poolFreedMs, r.reservationsFreedMs))
-        note(c, "every Event written", r.reconciledMs)
-        // What the run cost: how long the deletes took, CPU seconds per process, the pool writes and reconcile batches.
-        note(c, "deletes", r.deleteWindowMs)
-        note(c, "kube-apiserver CPU", r.cpu["kube-apiserver"] ?? Number.NaN)
-        note(c, "controller CPU", r.cpu["contender"] ?? Number.NaN)
-        note(c, "pool patches", count(r.calls, "patch", "ippools"))
-        note(c, "reconcile batches", r.batches)
-      } else if (scenario === "single") {
-        const r = await effect(singleDeletions(envOf.get(c)!, "ours", { pods, pools: 10, rate: 50, limits, label }))
-        note(c, "pool entry p50", r.pool.p50)
-        note(c, "pool entry p99", r.pool.p99)
-        note(c, "reservation p50", r.reservation.p50)
-        note(c, "reservation p99", r.reservation.p99)
-      } else {
-        const r = await memoryAfterSync("ours", { kubeconfig: plane.kubeconfigPath, ...limits, logDir, label, script: bundles.get(c)!, nodeArgs: image.flags, env: image.env })
-        note(c, "RSS 10 s after sync and sweep", r.rss)
-        note(c, "peak RSS", r.hwm)
-      }
+      await runOne(plane, c, label)
       const last = [...readings.get(c)!].map(([name, vs]) => `${name} ${fmt(name, vs.at(-1)!)}`).join(", ")
       process.stdout.write(`${c} #${i + 1}: ${last}\n`)
-      process.stdout.write(`  the API server after it: ${await serverState()}; CPU stolen by the hypervisor during the run ${(stolenSeconds() - stolen0).toFixed(1)} s\n`)
+      process.stdout.write(`  the API server after it: ${await serverState(plane)}; CPU stolen by the hypervisor during the run ${(stolenSeconds() - stolen0).toFixed(1)} s\n`)
+      if (fresh) {
+        planes.delete(plane)
+        await plane.stop()
+      }
     }
   }
   for (const [c, byName] of readings) {
@@ -127,6 +159,6 @@ try {
     }
   }
 } finally {
-  await plane.stop()
+  await stopAll()
 }
 process.exit(0)
