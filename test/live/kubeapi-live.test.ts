@@ -5,7 +5,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as tls from "node:tls"
 import { expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Either, Fiber, Schedule, Stream } from "effect"
+import { Chunk, Duration, Effect, Either, Fiber, HashMap, Logger, LogLevel, Schedule, Stream } from "effect"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import type { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
@@ -60,6 +60,29 @@ describeLive("KubeApiLive on a real API server", () => {
       expect(elapsed).toBeGreaterThanOrEqual(480) // 10 tokens at 50 ms each (timer granularity: a few ms early at most)
       expect(elapsed).toBeLessThan(10_000)
     }).pipe(Effect.provide(liveKubeApi({ apiQps: 20, apiBurst: 30 }))))
+
+  it.live("API Priority and Fairness: a real server names the flow schema and priority level of a request, and --log-level debug shows them once", () =>
+    Effect.gen(function* () {
+      const api = yield* setup
+      const lines: Array<Record<string, unknown>> = []
+      const logger = Logger.make(({ message, annotations }) => {
+        if (String(message).includes("Priority and Fairness")) lines.push({ message: String(message), ...Object.fromEntries(HashMap.toEntries(annotations)) })
+      })
+      yield* Effect.forEach(["a", "b", "c"], (name) => Effect.either(api.get(R.IPPools, ns, name))).pipe(
+        Logger.withMinimumLogLevel(LogLevel.Debug),
+        Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+      )
+      // One line for the three requests: the same user, so the same flow schema and priority level.
+      expect(lines).toEqual([
+        {
+          message: "API Priority and Fairness classifies requests",
+          verb: "get",
+          target: `ippools ${ns}/a`,
+          flowSchemaUID: expect.stringMatching(/^[0-9a-f-]{36}$/),
+          priorityLevelUID: expect.stringMatching(/^[0-9a-f-]{36}$/)
+        }
+      ])
+    }).pipe(Effect.provide(liveKubeApi())))
 
   it.live("errors carry the server's Status message; a watch from a compacted version fails with Gone", () =>
     Effect.gen(function* () {

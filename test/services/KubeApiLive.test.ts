@@ -10,7 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, ConfigProvider, Duration, Effect, Fiber, Layer, Ref, Stream, TestClock } from "effect"
+import { Chunk, ConfigProvider, Duration, Effect, Fiber, HashMap, Layer, Logger, LogLevel, Ref, Stream, TestClock } from "effect"
 import { afterAll, beforeAll, vi } from "vitest"
 import { programKubeApi } from "../../src/programs/layers.ts"
 import { MAX_RETRY_AFTER } from "../../src/services/ApiFlow.ts"
@@ -509,6 +509,45 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       expect(yield* Effect.flip(api.get(R.Pods, "ns", "always"))).toMatchObject({ reason: "Unavailable", status: 503, detail: "busy" })
       expect(fake.seen).toHaveLength(1 + MAX_RETRY_AFTER)
     }).pipe(Effect.provide(fakeFlowApi())))
+
+  it.live("API Priority and Fairness: the flow schema and priority level a response names are logged at debug, once per pair, and again with every 429", () =>
+    Effect.gen(function* () {
+      const apf = (schema: string, level: string) => ({ "X-Kubernetes-PF-FlowSchema-UID": schema, "X-Kubernetes-PF-PriorityLevel-UID": level })
+      serve((req, res) => {
+        const name = req.url?.split("/").at(-1) ?? ""
+        if (name === "bare") return json(res, 200, pod("bare", "1"))
+        if (name === "throttled") return res.writeHead(429, { ...apf("fs-1", "pl-1"), "Content-Type": "application/json" }).end(JSON.stringify({ kind: "Status", code: 429 }))
+        const [schema, level] = name === "other" ? ["fs-2", "pl-2"] : name === "quiet" ? ["fs-3", "pl-3"] : ["fs-1", "pl-1"]
+        return res.writeHead(200, { ...apf(schema!, level!), "Content-Type": "application/json" }).end(JSON.stringify(pod(name, "1")))
+      })
+      const lines: Array<string> = []
+      const logger = Logger.make(({ logLevel, message, annotations }) => {
+        const a = Object.fromEntries(HashMap.toEntries(annotations))
+        lines.push(`${logLevel.label} ${String(message)}: ${String(a["verb"])} ${String(a["target"])} ${String(a["flowSchemaUID"])}/${String(a["priorityLevelUID"])}`)
+      })
+      const api = yield* KubeApi
+      const at = (level: LogLevel.LogLevel) => <A, E, R>(effect: Effect.Effect<A, E, R>) => effect.pipe(Logger.withMinimumLogLevel(level), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      // At the default level: nothing, and the pair is still new when debug is on.
+      yield* at(LogLevel.Info)(api.get(R.Pods, "ns", "quiet"))
+      expect(lines).toEqual([])
+      yield* at(LogLevel.Debug)(
+        Effect.gen(function* () {
+          yield* api.get(R.Pods, "ns", "a")
+          yield* api.get(R.Pods, "ns", "b")
+          yield* api.get(R.Pods, "ns", "other")
+          yield* api.get(R.Pods, "ns", "bare")
+          yield* api.get(R.Pods, "ns", "quiet")
+          for (let i = 0; i < 2; i++) expect(yield* Effect.flip(api.get(R.Pods, "ns", "throttled"))).toMatchObject({ reason: "TooManyRequests", status: 429 })
+        })
+      )
+      expect(lines).toEqual([
+        "DEBUG API Priority and Fairness classifies requests: get pods ns/a fs-1/pl-1",
+        "DEBUG API Priority and Fairness classifies requests: get pods ns/other fs-2/pl-2",
+        "DEBUG API Priority and Fairness classifies requests: get pods ns/quiet fs-3/pl-3",
+        "DEBUG API Priority and Fairness rejected a request (429): get pods ns/throttled fs-1/pl-1",
+        "DEBUG API Priority and Fairness rejected a request (429): get pods ns/throttled fs-1/pl-1"
+      ])
+    }).pipe(Effect.provide(fakeApi())))
 
   it("Retry-After is read from 429 and 5xx answers, in whole seconds only", () => {
     const { retryAfterSeconds } = live()

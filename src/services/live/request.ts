@@ -5,7 +5,7 @@
  * open here too and become a stream of events (watch.ts).
  */
 import type { HttpMethod } from "@kubernetes/client-node/dist/gen/http/http.js"
-import { Duration, Effect, type RateLimiter, type Scope, type Stream } from "effect"
+import { Duration, Effect, FiberRef, LogLevel, type RateLimiter, type Scope, type Stream } from "effect"
 import { fetch, interceptors, request } from "undici"
 import { type WatchEvent, malformed } from "../KubeApi.ts"
 import { KubeError } from "../KubeError.ts"
@@ -62,10 +62,14 @@ const makeFlowLog = () => {
     if (schema === undefined && level === undefined) return Effect.void
     const key = `${schema}/${level}`
     if (res.status !== 429 && seen.has(key)) return Effect.void
-    seen.add(key)
-    return Effect.logDebug(res.status === 429 ? "API Priority and Fairness rejected a request (429)" : "API Priority and Fairness classifies requests").pipe(
-      Effect.annotateLogs({ verb: req.verb, target: req.target, flowSchemaUID: schema ?? "", priorityLevelUID: level ?? "" })
-    )
+    return Effect.flatMap(FiberRef.get(FiberRef.currentMinimumLogLevel), (minimum) => {
+      // A pair counts as seen once it was logged, not while debug lines are off.
+      if (LogLevel.greaterThan(minimum, LogLevel.Debug)) return Effect.void
+      seen.add(key)
+      return Effect.logDebug(res.status === 429 ? "API Priority and Fairness rejected a request (429)" : "API Priority and Fairness classifies requests").pipe(
+        Effect.annotateLogs({ verb: req.verb, target: req.target, flowSchemaUID: schema ?? "", priorityLevelUID: level ?? "" })
+      )
+    })
   }
 }
 
