@@ -3,8 +3,9 @@
  * at most once (its latest value wins), at most one worker holds a key, and a key added while it
  * is held is handed out again after `done`. Built by the controller per run; not a Context.Tag.
  *
- * State is one mutable object touched only inside synchronous blocks: JS runs one fiber step at
- * a time, so each block is atomic and no locks are needed.
+ * The state (the key sets, the parked takers, the shutdown flag) is plain mutable data touched
+ * only inside synchronous blocks: JS runs one fiber step at a time, so each block is atomic and no
+ * locks are needed.
  */
 import {
   Clock,
