@@ -292,7 +292,7 @@ export const helpText = (command?: Command): string => {
     ? ["", "What release frees (its own flags, no environment variables):", ...RELEASE_ARGUMENTS.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)]
     : []
   return [
-    "whereabouts-controller — frees whereabouts IP allocations of deleted pods",
+    "whereabouts-controller — frees the whereabouts IP allocations of pods that are gone or will never run again",
     "",
     "Usage: whereabouts-controller [command] [options]",
     "",
