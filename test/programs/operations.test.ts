@@ -8,20 +8,15 @@ import { memory } from "../../src/testing/layers.ts"
 import { monitorPoolUsage, poolNearlyFullMessage } from "../../src/programs/pool-usage.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
 import * as MetricsModule from "../../src/services/Metrics.ts"
+import { freePort as drawPort } from "../live/cluster.ts"
 import { eventually } from "../support/eventually.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { poolObject } from "../support/objects.ts"
 import { cachesCaughtUp, createNad, eventsIn } from "../support/world.ts"
 
-const freePort = () =>
-  Effect.async<number>((resume) => {
-    const s = createServer()
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port
-      s.close(() => resume(Effect.succeed(port)))
-    })
-  })
+/** A loopback port drawn as the live tier draws its own (below the ephemeral range, never twice in a row). */
+const freePort = () => Effect.promise(drawPort)
 
 const on = (name: string) => [{ nad: { namespace: "default", name }, ifname: "net1" }]
 
