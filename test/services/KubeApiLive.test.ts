@@ -18,6 +18,7 @@ import { layerWith } from "../../src/services/ControllerConfig.ts"
 import { KubeApi, forEachPage } from "../../src/services/KubeApi.ts"
 import * as Metrics from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
+import { freePort } from "../live/cluster.ts"
 
 // client-node 2 and undici 8 do not load below Node 22.19 (see API-NOTES): run through npm/npx.
 const [major = 0, minor = 0] = process.versions.node.split(".").map(Number)
@@ -439,15 +440,8 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       expect(yield* Effect.flip(api.get(R.Pods, "ns", "x"))).toMatchObject({ reason: "NotFound", status: 404, target: "pods ns/x", detail: 'pods "x" not found' })
       const slow = yield* Effect.flip(api.get(R.Pods, "ns", "slow"))
       expect(slow).toMatchObject({ reason: "Timeout", verb: "get", target: "pods ns/slow" })
-      const closedPort = yield* Effect.promise(
-        () =>
-          new Promise<number>((resolve) => {
-            const probe = http.createServer().listen(0, "127.0.0.1", () => {
-              const { port } = probe.address() as AddressInfo
-              probe.close(() => resolve(port))
-            })
-          })
-      )
+      // Nothing listens there: a port drawn below the ephemeral range, bound and closed again.
+      const closedPort = yield* Effect.promise(freePort)
       const closed = writeFile("closed.yaml", kubeconfigText(`http://127.0.0.1:${closedPort}`, { insecure: true }))
       const refused = yield* Effect.flip(
         Effect.flatMap(KubeApi, (other) => other.get(R.Pods, "ns", "x")).pipe(Effect.provide(live().layerLive.pipe(Layer.provide(layerWith({ kubeconfig: closed })), Layer.orDie)))
