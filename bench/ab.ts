@@ -136,9 +136,8 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => vo
 try {
   for (let i = 0; i < runs; i++) {
     for (const c of checkouts) {
-      const plane = fresh || shared === undefined ? await startPlane() : shared
+      const plane = fresh ? await startPlane() : (shared ??= await startPlane())
       planes.add(plane)
-      if (!fresh) shared = plane
       const stolen0 = stolenSeconds()
       // Namespaces are named after it: an RFC 1123 label, whatever the checkout's directory is called.
       const label = `ab-${i}-${path.basename(c).toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/-+$/, "")}`

@@ -507,12 +507,13 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
   it.live("API Priority and Fairness: the flow schema and priority level a response names are logged at debug, once per pair, and again with every 429", () =>
     Effect.gen(function* () {
       const apf = (schema: string, level: string) => ({ "X-Kubernetes-PF-FlowSchema-UID": schema, "X-Kubernetes-PF-PriorityLevel-UID": level })
+      const pairs: Record<string, readonly [string, string]> = { other: ["fs-2", "pl-2"], quiet: ["fs-3", "pl-3"] }
       serve((req, res) => {
         const name = req.url?.split("/").at(-1) ?? ""
         if (name === "bare") return json(res, 200, pod("bare", "1"))
         if (name === "throttled") return res.writeHead(429, { ...apf("fs-1", "pl-1"), "Content-Type": "application/json" }).end(JSON.stringify({ kind: "Status", code: 429 }))
-        const [schema, level] = name === "other" ? ["fs-2", "pl-2"] : name === "quiet" ? ["fs-3", "pl-3"] : ["fs-1", "pl-1"]
-        return res.writeHead(200, { ...apf(schema!, level!), "Content-Type": "application/json" }).end(JSON.stringify(pod(name, "1")))
+        const [schema, level] = pairs[name] ?? ["fs-1", "pl-1"]
+        return res.writeHead(200, { ...apf(schema, level), "Content-Type": "application/json" }).end(JSON.stringify(pod(name, "1")))
       })
       const lines: Array<string> = []
       const logger = Logger.make(({ logLevel, message, annotations }) => {
