@@ -187,7 +187,7 @@ const freeOrphans = (found: ReadonlyArray<Holding>, leave: SweepOptions["leave"]
     return execution.counts
   })
 
-const poolReports = (world: World, orphans: ReadonlyArray<OrphanAllocation>, snapshot: Snapshot): ReadonlyArray<PoolReport> => {
+export const poolReports = (world: World, orphans: ReadonlyArray<OrphanAllocation>, snapshot: Snapshot): ReadonlyArray<PoolReport> => {
   const orphansByPool = new Map<string, number>()
   for (const o of orphans) orphansByPool.set(o.pool, (orphansByPool.get(o.pool) ?? 0) + 1)
   return world.poolList.map((p): PoolReport => {

@@ -1,0 +1,202 @@
+/**
+ * `preflight`: read-only checks an operator runs before installing, with their own kubeconfig: the
+ * CRDs, the RBAC the controller would get, upstream's own freeing components, NADs it cannot read
+ * and pools near full. It writes nothing but access reviews, which the API server does not store.
+ * Exit code 0 when nothing failed (warnings allowed), 1 when a check failed; could not complete: 3.
+ */
+import { Effect } from "effect"
+import { type CheckRow, CRD_SPECS, type CrdProbe, type CrdSpec, type NadIssue, type RbacProbe, type RbacSubject, type UpstreamWorkload, UPSTREAM_APP_LABELS, countVerdicts, crdRow, exitCodeOf, nadRows, rbacRow, upstreamProgram, upstreamRows } from "../domain/preflight.ts"
+import { type AccessCheck, CONTROLLER_SERVICE_ACCOUNT, describeAccess, resolveNeeds } from "../domain/rbac-needs.ts"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
+import { KubeApi, listAll } from "../services/KubeApi.ts"
+import type { KubeError, KubeErrorReason } from "../services/KubeError.ts"
+import { NadConfigs } from "../services/NadConfigs.ts"
+import * as R from "../services/resources.ts"
+import { table } from "./audit.ts"
+import { poolNearlyFullMessage } from "./pool-usage.ts"
+import { listingSnapshot } from "./snapshot.ts"
+import { type PoolReport, listWhereabouts, poolReports } from "./sweep.ts"
+
+// What only preflight reads, as the operator: kept out of resources.ts, which lists what the
+// controller itself touches (and its RBAC grants).
+const DaemonSets: R.Resource = { group: "apps", version: "v1", plural: "daemonsets", kind: "DaemonSet", namespaced: true }
+const Deployments: R.Resource = { group: "apps", version: "v1", plural: "deployments", kind: "Deployment", namespaced: true }
+const ServiceAccounts: R.Resource = { group: "", version: "v1", plural: "serviceaccounts", kind: "ServiceAccount", namespaced: true }
+const review = (kind: string): R.Resource => ({ group: "authorization.k8s.io", version: "v1", plural: `${kind.toLowerCase()}s`, kind, namespaced: false })
+const SelfSubjectReviews: R.Resource = { group: "authentication.k8s.io", version: "v1", plural: "selfsubjectreviews", kind: "SelfSubjectReview", namespaced: false }
+
+/** Failures after which no check can say anything: nothing answered, or not as anyone. Exit code 3. */
+const COULD_NOT_COMPLETE: ReadonlySet<KubeErrorReason> = new Set(["Unavailable", "Timeout", "Unauthorized", "TooManyRequests", "Unknown"])
+
+/** A check's KubeErrors become its finding, except those that end the whole command. */
+const explained =
+  <B>(onError: (e: KubeError) => B) =>
+  <A, R>(effect: Effect.Effect<A, KubeError, R>): Effect.Effect<A | B, KubeError, R> =>
+    Effect.catchIf(effect, (e) => !COULD_NOT_COMPLETE.has(e.reason), (e) => Effect.succeed(onError(e)))
+
+const CRDS: ReadonlyArray<{ readonly spec: CrdSpec; readonly resource: R.Resource; readonly inNamespace: boolean }> = [
+  { spec: CRD_SPECS.ippools, resource: R.IPPools, inNamespace: true },
+  { spec: CRD_SPECS.reservations, resource: R.OverlappingRangeIPReservations, inNamespace: true },
+  { spec: CRD_SPECS.nodeSlicePools, resource: R.NodeSlicePools, inNamespace: true },
+  { spec: CRD_SPECS.nads, resource: R.NetworkAttachmentDefinitions, inNamespace: false }
+]
+
+/** Served: a list with limit=1 answers (a 404 on the collection: not installed). */
+const probeCrd = (resource: R.Resource, namespace: string | undefined) =>
+  Effect.flatMap(KubeApi, (api) => api.list(resource, namespace, { limit: 1, metadataOnly: true })).pipe(
+    Effect.as<CrdProbe>({ _tag: "Served" }),
+    explained((e): CrdProbe => (e.reason === "NotFound" ? { _tag: "Missing" } : { _tag: "Failed", error: e.message }))
+  )
+
+interface Reviewer {
+  readonly subject: RbacSubject
+  /** The user and groups a SubjectAccessReview asks about; undefined: a SelfSubjectAccessReview. */
+  readonly as?: { readonly user: string; readonly groups: ReadonlyArray<string> } | undefined
+}
+
+const allowed = (reviewer: Reviewer, a: AccessCheck) =>
+  Effect.flatMap(KubeApi, (api) =>
+    api.create(review(reviewer.as === undefined ? "SelfSubjectAccessReview" : "SubjectAccessReview"), undefined, {
+      metadata: { name: "" },
+      spec: {
+        resourceAttributes: { group: a.group, resource: a.resource, verb: a.verb, ...(a.namespace === undefined ? {} : { namespace: a.namespace }), ...(a.name === undefined ? {} : { name: a.name }) },
+        ...(reviewer.as === undefined ? {} : { user: reviewer.as.user, groups: reviewer.as.groups })
+      }
+    })
+  ).pipe(Effect.map((o) => (o["status"] as { allowed?: unknown } | undefined)?.allowed === true))
+
+const reviewAll = (reviewer: Reviewer, checks: ReadonlyArray<AccessCheck>) =>
+  Effect.map(Effect.forEach(checks, (a) => allowed(reviewer, a), { concurrency: 8 }), (answers) =>
+    checks.filter((_, i) => !answers[i]).map(describeAccess)
+  )
+
+/** The caller's user name (SelfSubjectReview, Kubernetes 1.28+), when the server says. */
+const callerName = Effect.flatMap(KubeApi, (api) => api.create(SelfSubjectReviews, undefined, { metadata: { name: "" } })).pipe(
+  Effect.map((o) => (o["status"] as { userInfo?: { username?: unknown } } | undefined)?.userInfo?.username),
+  Effect.map((u) => (typeof u === "string" && u !== "" ? u : undefined)),
+  explained(() => undefined)
+)
+
+export interface ServiceAccountRef {
+  readonly namespace: string
+  readonly name: string
+}
+
+const serviceAccountExists = (sa: ServiceAccountRef) =>
+  Effect.flatMap(KubeApi, (api) => api.get(ServiceAccounts, sa.namespace, sa.name, { metadataOnly: true })).pipe(
+    Effect.as<boolean | undefined>(true),
+    explained((e) => (e.reason === "NotFound" ? false : undefined))
+  )
+
+/**
+ * Whose access to review: the ServiceAccount named, else the controller's own when it exists in
+ * --namespace (an install being checked), else the caller (a cluster not installed to yet, or
+ * preflight run inside the controller's pod, where the caller is that ServiceAccount).
+ */
+const chooseReviewer = (named: ServiceAccountRef | undefined, namespace: string) =>
+  Effect.gen(function* () {
+    const caller = yield* callerName
+    const self: Reviewer = { subject: { who: caller === undefined ? "the caller" : `the caller (${caller})` } }
+    const sa = named ?? { namespace, name: CONTROLLER_SERVICE_ACCOUNT }
+    const exists = yield* serviceAccountExists(sa)
+    const user = `system:serviceaccount:${sa.namespace}:${sa.name}`
+    if (named === undefined && exists !== true) return { ...self, subject: { ...self.subject, note: `no ServiceAccount ${sa.namespace}/${sa.name} found: the caller's own access` } }
+    if (caller === user) return self
+    const who = `ServiceAccount ${sa.namespace}/${sa.name}`
+    const groups = ["system:serviceaccounts", `system:serviceaccounts:${sa.namespace}`, "system:authenticated"]
+    return { subject: { who, ...(exists === false ? { note: "it does not exist yet" } : {}) }, as: { user, groups } } satisfies Reviewer
+  })
+
+const rbacCheck = (named: ServiceAccountRef | undefined) =>
+  Effect.gen(function* () {
+    const config = yield* ControllerConfig
+    const checks = resolveNeeds(config)
+    const reviewer = yield* chooseReviewer(named, config.namespace)
+    const reviewed = (r: Reviewer) => Effect.map(reviewAll(r, checks), (denied): RbacProbe => ({ _tag: "Reviewed", subject: r.subject, checked: checks.length, denied }))
+    // Reviewing another identity takes create on subjectaccessreviews; without it, the caller's own access is what can be told.
+    const fallback = (e: KubeError) =>
+      Effect.flatMap(callerName, (caller) =>
+        reviewed({ subject: { who: caller === undefined ? "the caller" : `the caller (${caller})`, note: `cannot review ${reviewer.subject.who}: ${e.reason.toLowerCase()} to create subjectaccessreviews` } })
+      )
+    const probe = yield* reviewed(reviewer).pipe(
+      Effect.catchIf((e) => reviewer.as !== undefined && e.reason === "Forbidden", fallback),
+      explained((e): RbacProbe => ({ _tag: "Failed", subject: reviewer.subject, error: e.message }))
+    )
+    return rbacRow(probe)
+  })
+
+/** DaemonSets and Deployments with upstream's labels, in every namespace, that run one of its freeing programs. */
+const upstreamWorkloads = Effect.gen(function* () {
+  const labelSelector = `app in (${UPSTREAM_APP_LABELS.join(",")})`
+  const found: Array<UpstreamWorkload> = []
+  for (const [kind, resource] of [["DaemonSet", DaemonSets], ["Deployment", Deployments]] as const) {
+    const { items } = yield* listAll(resource, undefined, { labelSelector })
+    for (const o of items) {
+      const spec = (o["spec"] ?? {}) as { replicas?: unknown; template?: { spec?: { containers?: unknown } } }
+      const program = upstreamProgram(spec.template?.spec?.containers)
+      if (program === undefined) continue
+      const replicas = kind === "Deployment" ? (typeof spec.replicas === "number" ? spec.replicas : 1) : undefined
+      found.push({ kind, namespace: o.metadata.namespace ?? "", name: o.metadata.name, program, ...(replicas === undefined ? {} : { replicas }) })
+    }
+  }
+  return found
+}).pipe(explained((e) => ({ error: e.message })))
+
+/** One warning per pool at or over the threshold (as the controller's PoolNearlyFull Event), else one ok row. */
+export const poolRows = (pools: ReadonlyArray<Pick<PoolReport, "name" | "size" | "free">>, threshold: number): ReadonlyArray<CheckRow> => {
+  const over = pools.filter((p) => p.size > 0 && (p.size - p.free) / p.size >= threshold)
+  if (over.length === 0) return [{ check: "pool usage", result: "ok", detail: `${pools.length} pool${pools.length === 1 ? "" : "s"}, none at or over the ${Math.round(threshold * 100)}% threshold` }]
+  return over.map((p) => ({ check: `pool ${p.name}`, result: "warn", detail: poolNearlyFullMessage(p.name, p.size - p.free, p.size, threshold) }))
+}
+
+const notChecked = (why: string): ReadonlyArray<CheckRow> => [
+  { check: "NAD configs", result: "warn", detail: `not checked: ${why}` },
+  { check: "pool usage", result: "warn", detail: `not checked: ${why}` }
+]
+
+/** NADs whose config cannot be read, and pool usage with the sweep's capacity (audit's SIZE and FREE). */
+const dataRows = Effect.gen(function* () {
+  const { poolUsageThreshold } = yield* ControllerConfig
+  const decoder = yield* NadConfigs
+  const listed = yield* listWhereabouts
+  const issues: Array<NadIssue> = []
+  let whereabouts = 0
+  for (const nad of listed.nads) {
+    const decoded = decoder.decode(nad)
+    if (decoded._tag === "Left") issues.push({ namespace: nad.namespace, name: nad.name, why: decoded.left.message })
+    else if (decoded.right._tag === "Whereabouts") whereabouts++
+  }
+  const snapshot = yield* listingSnapshot(listed.poolList.map((p) => p.pool), listed.reservationList, listed.nads, listed.nodeSlicePools)
+  // poolReports reads the pools alone: no pod list, and no orphans counted.
+  const pools = poolReports({ ...listed, podList: [], nodes: [] }, [], snapshot)
+  return [...nadRows({ whereabouts, other: listed.nads.length - whereabouts - issues.length, issues }), ...poolRows(pools, poolUsageThreshold)]
+}).pipe(explained((e) => notChecked(e.message)))
+
+/** Every check, in the table's order. */
+export const preflightRows = (serviceAccount: ServiceAccountRef | undefined) =>
+  Effect.gen(function* () {
+    const { namespace } = yield* ControllerConfig
+    const probes = yield* Effect.forEach(CRDS, (c) => Effect.map(probeCrd(c.resource, c.inNamespace ? namespace : undefined), (probe) => ({ ...c, probe })))
+    const unserved = probes.filter((p) => p.spec !== CRD_SPECS.nodeSlicePools && p.probe._tag !== "Served").map((p) => p.spec.name)
+    const data = unserved.length === 0 ? yield* dataRows : notChecked(`${unserved.join(" and ")} not served`)
+    return [...probes.map((p) => crdRow(p.spec, p.probe)), yield* rbacCheck(serviceAccount), ...(yield* Effect.map(upstreamWorkloads, upstreamRows)), ...data]
+  })
+
+/** The rows as a table with a summary line, or as one JSON document. */
+export const renderPreflight = (rows: ReadonlyArray<CheckRow>, output: "table" | "json"): string => {
+  const counts = countVerdicts(rows)
+  if (output === "json") return JSON.stringify({ checks: rows, summary: counts }, null, 2)
+  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
+  const verdict = counts.fail > 0 ? "not ready: fix the failures first" : counts.warn > 0 ? "ready; read the warnings" : "ready"
+  return [table(["CHECK", "RESULT", "DETAIL"], rows.map((r) => [r.check, r.result, r.detail])), "", `${counts.ok} ok, ${plural(counts.warn, "warning")}, ${plural(counts.fail, "failure")}: ${verdict}.`].join("\n")
+}
+
+/** Runs every check; fails only when it could not complete. */
+export const preflight = (output: "table" | "json", serviceAccount: ServiceAccountRef | undefined) =>
+  Effect.map(preflightRows(serviceAccount), (rows) => ({ text: renderPreflight(rows, output), exitCode: exitCodeOf(rows) as number }))
+
+/** What preflight prints (on stderr) when it could not complete: exit code 3. */
+export const couldNotComplete = (error: unknown) => ({
+  text: `whereabouts-controller: preflight could not complete: ${error instanceof Error ? error.message : String(error)}`,
+  exitCode: 3
+})
