@@ -1,7 +1,7 @@
 /**
  * A real kube-apiserver + etcd for the benchmarks, started through the test harness
  * (test/live/cluster.ts) with the binaries from scripts/envtest-assets.sh (KUBEBUILDER_ASSETS
- * or its cache, else built once), and the CRDs from deploy/ installed.
+ * or its cache, else built once), and the CRDs of deploy/components installed.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -39,7 +39,7 @@ export const startBenchPlane = async (): Promise<BenchPlane> => {
   reapOrphans()
   const plane = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assets)
   try {
-    const dirs = [path.join(ROOT, "deploy/crds"), path.join(ROOT, "deploy/components/nad-crd")]
+    const dirs = [path.join(ROOT, "deploy/components/whereabouts-crds"), path.join(ROOT, "deploy/components/nad-crd")]
     const files = dirs.flatMap((d) => fs.readdirSync(d).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml").map((f) => path.join(d, f)))
     await installCrds(plane, files)
     const v = await adminRequest(plane, "GET", "/version")

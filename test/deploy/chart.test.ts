@@ -131,25 +131,32 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
     }
   })
 
-  it("with the defaults it renders deploy/ without the whereabouts CRDs (they usually exist already)", () => {
-    expectSameObjects(helmTemplate(tool("helm")), kustomized().filter((o) => o["kind"] !== "CustomResourceDefinition"))
-  })
-
-  it("with crds.whereabouts it renders exactly deploy/; the CRDs are kept on uninstall", () => {
-    const chart = helmTemplate(tool("helm"), ["crds.whereabouts=true"])
+  it("with the defaults it renders exactly deploy/: no CRD (whereabouts' usually exist already, and are its manifests')", () => {
+    const chart = helmTemplate(tool("helm"))
     expectSameObjects(chart, kustomized())
-    for (const crd of kind(chart, "CustomResourceDefinition")) expect(crd["metadata"]["annotations"]?.["helm.sh/resource-policy"], idOf(crd)).toBe("keep")
+    expect(kind(chart, "CustomResourceDefinition")).toEqual([])
   })
 
-  it("with everything on it renders deploy/ with the nad-crd and monitoring components", () => {
-    expectSameObjects(helmTemplate(tool("helm"), ALL_ON), kustomizeWith(tool("kubectl"), ["nad-crd", "monitoring"]))
+  it("with crds.whereabouts it renders deploy/ with the whereabouts-crds component; every CRD it installs is kept on uninstall", () => {
+    const chart = helmTemplate(tool("helm"), ["crds.whereabouts=true"])
+    expectSameObjects(chart, kustomizeWith(tool("kubectl"), ["whereabouts-crds"]))
+    expect(kind(chart, "CustomResourceDefinition")).toHaveLength(3)
+    for (const sets of [["crds.whereabouts=true"], ["crds.networkAttachmentDefinition=true"], ["crds.whereabouts=true", "annotations.team=net"]]) {
+      const crds = kind(helmTemplate(tool("helm"), sets), "CustomResourceDefinition")
+      expect(crds.length, sets.join(",")).toBeGreaterThan(0)
+      for (const crd of crds) expect(crd["metadata"]["annotations"]?.["helm.sh/resource-policy"], `${sets.join(",")}: ${idOf(crd)}`).toBe("keep")
+    }
+  })
+
+  it("with everything on it renders deploy/ with the whereabouts-crds, nad-crd and monitoring components", () => {
+    expectSameObjects(helmTemplate(tool("helm"), ALL_ON), kustomizeWith(tool("kubectl"), ["whereabouts-crds", "nad-crd", "monitoring"]))
   })
 
   it("its CRDs, rules and dashboard are deploy/'s own files (symbolic links), not copies", () => {
     const links: ReadonlyArray<readonly [string, string]> = [
-      ["files/crds/whereabouts.cni.cncf.io_ippools.yaml", "crds/whereabouts.cni.cncf.io_ippools.yaml"],
-      ["files/crds/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml", "crds/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml"],
-      ["files/crds/whereabouts.cni.cncf.io_nodeslicepools.yaml", "crds/whereabouts.cni.cncf.io_nodeslicepools.yaml"],
+      ["files/crds/whereabouts.cni.cncf.io_ippools.yaml", "components/whereabouts-crds/whereabouts.cni.cncf.io_ippools.yaml"],
+      ["files/crds/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml", "components/whereabouts-crds/whereabouts.cni.cncf.io_overlappingrangeipreservations.yaml"],
+      ["files/crds/whereabouts.cni.cncf.io_nodeslicepools.yaml", "components/whereabouts-crds/whereabouts.cni.cncf.io_nodeslicepools.yaml"],
       ["files/crds/network-attachment-definitions.yaml", "components/nad-crd/network-attachment-definitions.yaml"],
       ["files/prometheusrule.yaml", "components/monitoring/prometheusrule.yaml"],
       ["files/dashboard.json", "components/monitoring/dashboard.json"]

@@ -77,12 +77,9 @@ suite(title, () => {
   const podSpec = () => deployment()["spec"]["template"]["spec"] as Obj
   const containers = () => [...(podSpec()["initContainers"] ?? []), ...podSpec()["containers"]] as Array<Obj>
 
-  it("renders exactly the controller's objects, namespaced ones in kube-system, no NAD CRD by default", () => {
+  it("renders exactly the controller's objects, namespaced ones in kube-system, no CRD by default", () => {
     expect(objects.map(idOf).toSorted()).toEqual(
       [
-        "CustomResourceDefinition//ippools.whereabouts.cni.cncf.io",
-        "CustomResourceDefinition//overlappingrangeipreservations.whereabouts.cni.cncf.io",
-        "CustomResourceDefinition//nodeslicepools.whereabouts.cni.cncf.io",
         `ServiceAccount/${NAMESPACE}/whereabouts-controller`,
         "ClusterRole//whereabouts-controller",
         "ClusterRoleBinding//whereabouts-controller",
@@ -95,6 +92,26 @@ suite(title, () => {
     )
   })
 
+  it("holds nothing of whereabouts' (no CRD, no object of its group), so `kubectl delete -k deploy/` cannot delete any", () => {
+    expect(objects.filter((o) => o["kind"] === "CustomResourceDefinition").map(idOf)).toEqual([])
+    expect(objects.filter((o) => String(o["apiVersion"]).startsWith(`${R.IPPools.group}/`)).map(idOf)).toEqual([])
+    // Nor do names collide with whereabouts' own objects of a 0.9 install (its daemonset-install.yaml).
+    const upstream = ["ServiceAccount/kube-system/whereabouts", "ClusterRole//whereabouts-cni", "ClusterRoleBinding//whereabouts", "ConfigMap/kube-system/whereabouts-config", "DaemonSet/kube-system/whereabouts"]
+    expect(objects.map(idOf).filter((id) => upstream.includes(id))).toEqual([])
+  })
+
+  it("the whereabouts-crds component composes with deploy/ and adds only whereabouts' three CRDs, labelled as ours", () => {
+    const withCrds = kustomizeWith(kubectl, ["whereabouts-crds"])
+    const added = withCrds.filter((o) => !objects.some((b) => idOf(b) === idOf(o)))
+    expect(added.map(idOf).toSorted()).toEqual(
+      [R.IPPools, R.OverlappingRangeIPReservations, R.NodeSlicePools].map((r) => `CustomResourceDefinition//${r.plural}.${r.group}`).toSorted()
+    )
+    expect(withCrds).toHaveLength(objects.length + 3)
+    for (const crd of added) expect(crd["metadata"]["labels"], idOf(crd)).toEqual({ "app.kubernetes.io/part-of": "whereabouts-controller", "app.kubernetes.io/managed-by": "kustomize" })
+    // deploy/'s own objects come out of the composition as they are without it.
+    for (const o of objects) expect(withCrds.find((w) => idOf(w) === idOf(o)), idOf(o)).toEqual(o)
+  })
+
   it("the nad-crd component composes with deploy/ and adds only the NetworkAttachmentDefinition CRD", () => {
     const withNad = kustomizeWith(kubectl, ["nad-crd"])
     const added = withNad.filter((o) => !objects.some((b) => idOf(b) === idOf(o)))
@@ -103,9 +120,9 @@ suite(title, () => {
     expect(withNad).toHaveLength(objects.length + 1)
   })
 
-  it("the CRDs serve the group, version and plurals the controller uses", () => {
-    const crds = objects.filter((o) => o["kind"] === "CustomResourceDefinition")
-    for (const r of [R.IPPools, R.OverlappingRangeIPReservations]) {
+  it("the component's CRDs serve the group, version and plurals the controller uses", () => {
+    const crds = kustomizeWith(kubectl, ["whereabouts-crds"]).filter((o) => o["kind"] === "CustomResourceDefinition")
+    for (const r of [R.IPPools, R.OverlappingRangeIPReservations, R.NodeSlicePools]) {
       const crd = crds.find((c) => c["spec"]["names"]["plural"] === r.plural)
       expect(crd, r.plural).toBeDefined()
       expect(crd!["spec"]["group"]).toBe(r.group)

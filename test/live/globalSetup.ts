@@ -1,6 +1,6 @@
 /**
- * The real-API-server tier: starts etcd + kube-apiserver (envtest style), installs the CRDs from
- * deploy/, and hands the kubeconfig to the test files through provide/inject.
+ * The real-API-server tier: starts etcd + kube-apiserver (envtest style), installs the CRDs of
+ * deploy/components, and hands the kubeconfig to the test files through provide/inject.
  *
  *   WHEREABOUTS_ENVTEST=skip     never run it
  *   WHEREABOUTS_ENVTEST=require  run it or fail the whole run
@@ -144,7 +144,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   const plane = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assets)
   let control: Awaited<ReturnType<typeof controlServer>> | undefined
   try {
-    const dirs = [path.join(root, "deploy/crds"), path.join(root, "deploy/components/nad-crd")]
+    const dirs = [path.join(root, "deploy/components/whereabouts-crds"), path.join(root, "deploy/components/nad-crd")]
     const files = dirs.flatMap((d) => fs.readdirSync(d).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml").map((f) => path.join(d, f)))
     const crds = await installCrds(plane, files)
     control = await controlServer(plane)
