@@ -52,11 +52,11 @@ export const findKubectl = (): Found => {
   return executable(kubectl) ? { path: kubectl } : { reason: `${dir} has no kubectl` }
 }
 
-const ASSETS = { "helm.sh": "HELM", "promtool.sh": "PROMTOOL", "prometheus-operator-crds.sh": "PROMETHEUS_OPERATOR_CRDS" } as const
+const ASSETS = { "helm.sh": "HELM", "promtool.sh": "PROMTOOL", "actionlint.sh": "ACTIONLINT", "prometheus-operator-crds.sh": "PROMETHEUS_OPERATOR_CRDS" } as const
 
 /**
- * What scripts/helm.sh, scripts/promtool.sh or scripts/prometheus-operator-crds.sh provide (a
- * binary; the last a directory of CRDs): the override variable (HELM, PROMTOOL,
+ * What scripts/helm.sh, promtool.sh, actionlint.sh or prometheus-operator-crds.sh provide (a
+ * binary; the last a directory of CRDs): the override variable (HELM, PROMTOOL, ACTIONLINT,
  * PROMETHEUS_OPERATOR_CRDS) or the script's cache; built only when required.
  */
 export const findGoAsset = <S extends keyof typeof ASSETS>(script: S, override: (typeof ASSETS)[S]): Found => {
