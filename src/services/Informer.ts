@@ -7,6 +7,7 @@
 import { Deferred, Duration, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
 import { KubeApi, type KubeApiShape, type KubeObject, listProjected } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
+import { isUnreachable } from "./live/reachability.ts"
 import type { Resource } from "./resources.ts"
 
 export type InformerEvent<A> =
@@ -274,7 +275,10 @@ const supervise = <A>(l: Loop<A>) =>
           yield* backoff.reset
           l.state.driverReset = false
         }
-        yield* Effect.logWarning(`informer for ${options.resource.plural} failed, restarting`).pipe(
+        // A server that cannot be reached fails every informer at once: the live KubeApi says so once
+        // (reachability.ts), each informer's attempts are detail.
+        const log = isUnreachable(e) ? Effect.logDebug : Effect.logWarning
+        yield* log(`informer for ${options.resource.plural} failed, restarting`).pipe(
           Effect.annotateLogs({ resource: options.resource.plural, error: e.message })
         )
         yield* backoff.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(Duration.seconds(30))))

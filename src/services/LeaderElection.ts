@@ -26,6 +26,8 @@ import {
 } from "effect"
 import { ControllerConfig, type ControllerConfigShape, JITTER_FACTOR, leaseTimingsProblem } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, objectKey } from "./KubeApi.ts"
+import type { KubeError } from "./KubeError.ts"
+import { isUnreachable } from "./live/reachability.ts"
 import { Leases, apiVersionOf } from "./resources.ts"
 
 export interface LeaderElectionShape {
@@ -117,6 +119,13 @@ const write = (c: Candidate, lease: KubeObject, record: LeaderRecord) =>
     Effect.tap((written) => observe(c, written, record))
   )
 
+/**
+ * An attempt on the lease that failed. Against a server that cannot be reached every attempt fails:
+ * the live KubeApi says so once (reachability.ts), the attempts are detail. What lasts (leadership
+ * lost) is said where it happens.
+ */
+const attemptFailed = (what: string, e: KubeError) => (isUnreachable(e) ? Effect.logDebug : Effect.logWarning)(`${what}: ${e.message}`)
+
 /** No lease yet: create it, naming us. */
 const createLease = (c: Candidate, desired: LeaderRecord): Effect.Effect<Attempt> =>
   Effect.gen(function*() {
@@ -128,7 +137,7 @@ const createLease = (c: Candidate, desired: LeaderRecord): Effect.Effect<Attempt
     }
     const created = yield* Effect.either(c.api.create(Leases, c.namespace, lease))
     if (Either.isLeft(created)) {
-      yield* Effect.logWarning(`error creating lease: ${created.left.message}`)
+      yield* attemptFailed("error creating lease", created.left)
       return "failed"
     }
     yield* observe(c, created.right, desired)
@@ -158,7 +167,7 @@ const claim = (c: Candidate, lease: KubeObject, desired: LeaderRecord, nowMillis
     if (Either.isRight(updated)) return "acquired"
     // A Conflict means another candidate won this round: expected, so quiet.
     if (updated.left.reason === "Conflict") yield* Effect.logDebug(`lease update conflicted: ${updated.left.message}`)
-    else yield* Effect.logWarning(`failed to update lease: ${updated.left.message}`)
+    else yield* attemptFailed("failed to update lease", updated.left)
     return "failed"
   })
 
@@ -184,7 +193,7 @@ const tryAcquireOrRenew = (c: Candidate): Effect.Effect<Attempt> =>
     const got = yield* Effect.either(c.api.get(Leases, c.namespace, c.name))
     if (Either.isRight(got)) return yield* claim(c, got.right, desired, nowMillis)
     if (got.left.reason === "NotFound") return yield* createLease(c, desired)
-    yield* Effect.logWarning(`error retrieving lease: ${got.left.message}`)
+    yield* attemptFailed("error retrieving lease", got.left)
     return "failed"
   })
 

@@ -450,6 +450,31 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       expect(refused.detail).toContain("ECONNREFUSED")
     }).pipe(Effect.provide(fakeApi({ requestTimeout: Duration.millis(300) }))))
 
+  it.live("a server that cannot be reached is said once however many requests and watches fail, and once when it answers again", () =>
+    Effect.gen(function* () {
+      const port = yield* Effect.promise(freePort)
+      const server = `http://127.0.0.1:${port}`
+      const kubeconfig = writeFile("later.yaml", kubeconfigText(server, { insecure: true }))
+      const lines: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => void lines.push(`${logLevel.label} ${String(message)}`))
+      yield* Effect.gen(function* () {
+        const api = yield* KubeApi
+        for (let i = 0; i < 3; i++) expect(yield* Effect.flip(api.get(R.Pods, "ns", "p"))).toMatchObject({ reason: "Unavailable" })
+        expect(yield* Effect.flip(Stream.runDrain(api.watch(R.Pods, "ns", { resourceVersion: "1" })))).toMatchObject({ reason: "Unavailable" })
+        expect(lines).toEqual([expect.stringMatching(new RegExp(`^WARN cannot reach ${server} since \\d\\d:\\d\\d:\\d\\d: connection refused$`))])
+        const up = http.createServer((_req, res) => json(res, 200, pod("p", "1")))
+        yield* Effect.acquireRelease(
+          Effect.promise(() => new Promise<void>((resolve) => up.listen(port, "127.0.0.1", resolve))),
+          () => Effect.promise(() => new Promise((resolve) => (up.closeAllConnections(), up.close(resolve))))
+        )
+        for (let i = 0; i < 3; i++) expect((yield* api.get(R.Pods, "ns", "p")).metadata.name).toBe("p")
+        expect(lines.slice(1)).toEqual([expect.stringMatching(new RegExp(`^INFO reached ${server} after \\d+ s$`))])
+      }).pipe(
+        Effect.scoped,
+        Effect.provide(Layer.merge(live().layerLive.pipe(Layer.provide(layerWith({ kubeconfig })), Layer.orDie), Logger.replace(Logger.defaultLogger, logger)))
+      )
+    }))
+
   it.live("credentials that never come (a credential plugin that hangs) end as a Timeout within requestTimeout, the request never sent", () =>
     Effect.gen(function* () {
       serve((_req, res) => json(res, 200, pod("p", "1")))

@@ -10,6 +10,7 @@ import { fetch, interceptors, request } from "undici"
 import { type WatchEvent, malformed } from "../KubeApi.ts"
 import { KubeError } from "../KubeError.ts"
 import { errorText } from "./kubeconfig.ts"
+import { type Reachability, makeReachability } from "./reachability.ts"
 import { type Transport, errorFromFailure, errorFromResponse } from "./transport.ts"
 import { watchEvents } from "./watch.ts"
 
@@ -163,10 +164,20 @@ const answer = async (transport: Transport, dispatcher: Transport["dispatcher"],
   }
 }
 
-export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLimiter, requestTimeout: Duration.DurationInput): Requester => {
+/**
+ * The requests and watches of one transport. Each attempt tells `reach` whether the server answered
+ * (reachability.ts): one line per change of that, however many callers fail meanwhile.
+ */
+export const makeRequester = (
+  transport: Transport,
+  limiter: RateLimiter.RateLimiter,
+  requestTimeout: Duration.DurationInput,
+  reach: Reachability = makeReachability(transport.server)
+): Requester => {
   const timeout = Duration.decode(requestTimeout)
   const timeoutMillis = Duration.toMillis(timeout)
   const timedOut = (req: Request) => new KubeError({ reason: "Timeout", verb: req.verb, target: req.target, detail: `no answer within ${Duration.format(timeout)}` })
+  const noAnswer = (e: KubeError) => Effect.zipRight(reach.failed(e), Effect.fail(e))
   const flowLog = makeFlowLog()
 
   /** The credentials of a watch, as a KubeError when they cannot be had. */
@@ -200,9 +211,11 @@ export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLim
         }
         const timer = setTimeout(() => {
           aborter.abort()
-          settle(Effect.fail(timedOut(req)))
+          settle(noAnswer(timedOut(req)))
         }, timeoutMillis)
-        void answer(transport, dispatcher, req, aborter.signal).then((a) => settle(a instanceof KubeError ? Effect.fail(a) : Effect.as(flowLog(req, a), a)))
+        void answer(transport, dispatcher, req, aborter.signal).then((a) =>
+          settle(a instanceof KubeError ? noAnswer(a) : reach.answered.pipe(Effect.zipRight(flowLog(req, a)), Effect.as(a)))
+        )
         return Effect.sync(() => {
           settled = true
           clearTimeout(timer)
@@ -230,7 +243,10 @@ export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLim
       const res = yield* Effect.tryPromise({
         try: () => fetch(url, { method: "GET", headers, dispatcher: transport.watchDispatcher, signal: controller.signal }),
         catch: (e) => errorFromFailure(req.verb, req.target, e)
-      }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => timedOut(req) }))
+      }).pipe(
+        Effect.timeoutFail({ duration: timeout, onTimeout: () => timedOut(req) }),
+        Effect.tapBoth({ onFailure: reach.failed, onSuccess: () => reach.answered })
+      )
       if (res.status !== 200 || res.body === null) {
         const text = yield* Effect.promise(() => res.text().catch(() => "")).pipe(Effect.timeoutTo({ duration: timeout, onSuccess: (t) => t, onTimeout: () => "" }))
         return yield* Effect.fail(errorFromResponse(req.verb, req.target, res.status, text, res.headers.get("retry-after")))

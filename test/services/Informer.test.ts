@@ -1,0 +1,61 @@
+/**
+ * What an informer says when it restarts: a list that got no answer (the server cannot be reached,
+ * which the live KubeApi reports once for everyone) only at debug; one the server refused (a 403
+ * naming the resource) as the warning it always was.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, HashMap, Logger, LogLevel, Schedule, Stream, TestClock } from "effect"
+import { makeInformer } from "../../src/services/Informer.ts"
+import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
+import { KubeError } from "../../src/services/KubeError.ts"
+import { Pods } from "../../src/services/resources.ts"
+
+/** A KubeApi whose lists fail with these errors in turn, then answer an empty list; its watches stay open. */
+const failingLists = (errors: ReadonlyArray<KubeError>): KubeApiShape => {
+  let calls = 0
+  const unused = () => Effect.die("not used")
+  return {
+    list: () => {
+      const e = errors[calls++]
+      return e === undefined ? Effect.succeed({ items: [], resourceVersion: "1", continue: undefined }) : Effect.fail(e)
+    },
+    watch: () => Stream.never,
+    get: unused,
+    create: unused,
+    replace: unused,
+    patch: unused,
+    delete: unused
+  }
+}
+
+describe("informer restarts", () => {
+  it.scoped("no answer from the server: each restart at debug; a 403: a warning naming the resource", () =>
+    Effect.gen(function* () {
+      const lines: Array<string> = []
+      // Its own lines (effect's runtime adds debug lines of its own about the list's page fibers).
+      const logger = Logger.make(({ logLevel, message, annotations }) => {
+        if (String(message).startsWith("informer for")) lines.push(`${logLevel.label} ${String(message)} ${String(HashMap.get(annotations, "error").pipe((o) => (o._tag === "Some" ? o.value : "")))}`)
+      })
+      const refused = new KubeError({ reason: "Unavailable", verb: "list", target: "pods", detail: "ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:6443" })
+      const timedOut = new KubeError({ reason: "Timeout", verb: "list", target: "pods", detail: "no answer within 30s" })
+      const forbidden = new KubeError({ reason: "Forbidden", verb: "list", target: "pods", status: 403, detail: 'pods is forbidden: User "x" cannot list resource "pods"' })
+      const busy = new KubeError({ reason: "Unavailable", verb: "list", target: "pods", status: 503, detail: "the server is currently unable to handle the request" })
+      const informer = yield* makeInformer({
+        resource: Pods,
+        transform: (o: KubeObject) => o.metadata.name,
+        keyOf: (name) => name,
+        versionOf: () => undefined,
+        backoff: Schedule.spaced("1 second")
+      }).pipe(Effect.provideService(KubeApi, failingLists([refused, refused, timedOut, forbidden, busy])), Effect.provide(Logger.add(logger)), Logger.withMinimumLogLevel(LogLevel.Debug))
+      yield* TestClock.adjust("10 seconds")
+      yield* informer.awaitSynced
+      expect(lines).toEqual([
+        `DEBUG informer for pods failed, restarting ${refused.message}`,
+        `DEBUG informer for pods failed, restarting ${refused.message}`,
+        `DEBUG informer for pods failed, restarting ${timedOut.message}`,
+        `WARN informer for pods failed, restarting ${forbidden.message}`,
+        `WARN informer for pods failed, restarting ${busy.message}`
+      ])
+      expect(informer.restarts()).toBe(5)
+    }))
+})
