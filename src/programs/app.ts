@@ -3,7 +3,7 @@
  * SIGTERM/SIGINT interrupt the program, which stops taking work, drains and releases its lease.
  */
 import { readFileSync } from "node:fs"
-import { Cause, Config, ConfigError, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel } from "effect"
+import { Cause, Config, ConfigError, Effect, Either, Exit, Fiber, Layer } from "effect"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
 import { layerLive } from "../services/KubeApiLive.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
@@ -12,28 +12,10 @@ import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
 import { type ParsedCli, configProvider, describeConfigError, helpText, parseCli } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
+import { logging } from "./logging.ts"
 import { loadTargets, release } from "./release.ts"
 import { runController } from "./run.ts"
 import { armShutdownDeadline } from "./shutdown.ts"
-
-const LEVELS: Record<string, LogLevel.LogLevel> = {
-  debug: LogLevel.Debug,
-  info: LogLevel.Info,
-  warning: LogLevel.Warning,
-  warn: LogLevel.Warning,
-  error: LogLevel.Error
-}
-
-const logging = Effect.gen(function* () {
-  const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(ControllerConfig.DEFAULTS.logLevel))
-  const format = yield* Config.literal("json", "logfmt")("LOG_FORMAT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.logFormat))
-  const minimum = LEVELS[level.toLowerCase()]
-  if (minimum === undefined) return yield* Effect.fail(new Error(`LOG_LEVEL must be debug, info, warning or error (got "${level}")`))
-  // Logs go to stderr, for every command: stdout carries only what a command prints (audit's report), so
-  // `audit -o json > report.json` is one JSON document; a container runtime collects both streams.
-  const logger = Logger.withConsoleError(format === "json" ? Logger.jsonLogger : Logger.logfmtLogger)
-  return Layer.merge(Logger.replace(Logger.defaultLogger, logger), Logger.minimumLogLevel(minimum))
-})
 
 /** From package.json: two levels up from src/programs/*.ts, one up from the bundle (dist/main.js). */
 const version = (): string => {
@@ -116,8 +98,9 @@ const main = (argv: ReadonlyArray<string>): void => {
     process.stdout.write(`${version()}\n`)
     return
   }
-  const provider = configProvider(cli.command === "demo" && !cli.values.has("LOG_LEVEL") ? { ...cli, values: new Map([...cli.values, ["LOG_LEVEL", "warning"]]) } : cli)
-  const runnable = Effect.flatMap(logging, (logger) => Effect.provide(program(cli), logger)).pipe(Effect.withConfigProvider(provider))
+  // Logs read well where they are read: short lines on a terminal, JSON for a collector (logging.ts).
+  const logger = logging(cli.command, process.stderr.isTTY === true)
+  const runnable = Effect.flatMap(logger, (layer) => Effect.provide(program(cli), layer)).pipe(Effect.withConfigProvider(configProvider(cli)))
   const fiber = Effect.runFork(runnable)
   let signals = 0
   const onSignal = (signal: string) => {

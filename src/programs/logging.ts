@@ -1,0 +1,90 @@
+/**
+ * The logger of every command: lines on stderr, in the format and from the level the command line
+ * or the environment asks for. Unset, both follow who reads them: a person at a terminal gets
+ * short lines (`text`), a log collector JSON; a command run by hand that answers on stdout (audit,
+ * release, preflight, demo) says only what is wrong, the controller (`run`) also what it did.
+ */
+import { Cause, Config, type ConfigError, Effect, Inspectable, Layer, Logger, LogLevel, Option } from "effect"
+import * as ControllerConfig from "../services/ControllerConfig.ts"
+
+export const LOG_FORMATS = ["json", "logfmt", "text"] as const
+export type LogFormat = (typeof LOG_FORMATS)[number]
+
+/** The format when none is given: text for a person at a terminal, JSON for a log collector. An explicit one always wins. */
+export const chooseLogFormat = (isTTY: boolean, explicit: LogFormat | undefined): LogFormat => explicit ?? (isTTY ? "text" : "json")
+
+/** Commands run by hand whose answer is on stdout: their progress lines are noise unless asked for. */
+const QUIET_COMMANDS: ReadonlySet<string> = new Set(["audit", "release", "preflight", "demo"])
+
+/** The level when none is given: warning for a one-shot command, info for the controller. */
+export const defaultLogLevel = (command: string): string => (QUIET_COMMANDS.has(command) ? "warning" : ControllerConfig.DEFAULTS.logLevel)
+
+const LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = {
+  debug: LogLevel.Debug,
+  info: LogLevel.Info,
+  warning: LogLevel.Warning,
+  warn: LogLevel.Warning,
+  error: LogLevel.Error
+}
+
+const two = (n: number) => String(n).padStart(2, "0")
+
+/** A value as logfmt writes it: bare when it is one word, else quoted as JSON. */
+const shown = (value: unknown): string => {
+  const text = typeof value === "string" ? value : Inspectable.toStringUnknown(value, 0)
+  return text !== "" && /^[^\s"=]+$/.test(text) ? text : JSON.stringify(text)
+}
+
+const COLOURS: Readonly<Partial<Record<LogLevel.LogLevel["_tag"], string>>> = { Trace: "90", Debug: "34", Info: "32", Warning: "33", Error: "31", Fatal: "1;31" }
+
+/**
+ * One line a person reads: `12:00:01 INFO  sweep finished  pools=3 freed=2` — the local time of
+ * day, the level, the message, then the annotations as key=value (and a span's age, should one be
+ * open). No fiber id: it tells a reader nothing. A cause follows on lines of its own, indented.
+ */
+export const textLogger = (colours: boolean): Logger.Logger<unknown, string> =>
+  Logger.make(({ annotations, cause, date, logLevel, message, spans }) => {
+    const paint = (code: string | undefined, text: string) => (colours && code !== undefined ? `\x1b[${code}m${text}\x1b[0m` : text)
+    const words = (Array.isArray(message) ? message : [message]).map((m) => (typeof m === "string" ? m : Inspectable.toStringUnknown(m, 0)))
+    const pairs: Array<string> = []
+    for (const [key, value] of annotations) if (value !== undefined) pairs.push(`${paint("90", `${key}=`)}${shown(value)}`)
+    for (const span of spans) pairs.push(`${paint("90", `${span.label}=`)}${date.getTime() - span.startTime}ms`)
+    const time = paint("90", `${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())}`)
+    const line = `${time} ${paint(COLOURS[logLevel._tag], logLevel.label.padEnd(5))} ${words.join(" ")}${pairs.length === 0 ? "" : `  ${pairs.join(" ")}`}`
+    return Cause.isEmpty(cause) ? line : `${line}\n${Cause.pretty(cause, { renderErrorCause: true }).replace(/^/gm, "    ")}`
+  })
+
+export interface LogSettings {
+  readonly format: LogFormat
+  readonly minimum: LogLevel.LogLevel
+  /** Colours in the text format; only ever on a terminal. */
+  readonly colours: boolean
+}
+
+/**
+ * The settings of `command`, read from LOG_LEVEL, LOG_FORMAT and NO_COLOR (https://no-color.org:
+ * set to anything, no colours), with stderr a terminal or not.
+ */
+export const logSettings = (command: string, terminal: boolean): Effect.Effect<LogSettings, Error | ConfigError.ConfigError> =>
+  Effect.gen(function* () {
+    const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(defaultLogLevel(command)))
+    const explicit = yield* Config.option(Config.literal(...LOG_FORMATS)("LOG_FORMAT"))
+    const noColour = yield* Config.option(Config.string("NO_COLOR"))
+    const minimum = LEVELS[level.toLowerCase()]
+    if (minimum === undefined) return yield* Effect.fail(new Error(`LOG_LEVEL must be debug, info, warning or error (got "${level}")`))
+    const format = chooseLogFormat(terminal, Option.getOrUndefined(explicit))
+    return { format, minimum, colours: terminal && Option.getOrElse(noColour, () => "") === "" }
+  })
+
+/**
+ * The logger as a layer. Logs go to stderr, for every command: stdout carries only what a command
+ * prints (audit's report), so `audit -o json > report.json` is one JSON document; a container
+ * runtime collects both streams.
+ */
+export const loggerLayer = (settings: LogSettings): Layer.Layer<never> => {
+  const logger = settings.format === "json" ? Logger.jsonLogger : settings.format === "logfmt" ? Logger.logfmtLogger : textLogger(settings.colours)
+  return Layer.merge(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(logger)), Logger.minimumLogLevel(settings.minimum))
+}
+
+/** The logger of `command`, from the configuration. */
+export const logging = (command: string, terminal: boolean) => Effect.map(logSettings(command, terminal), loggerLayer)
