@@ -164,8 +164,8 @@ const ROWS: ReadonlyArray<OptionRow> = [
     commands: policy
   },
   { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
-  { flag: "log-level", env: "LOG_LEVEL", kind: "string", key: "logLevel", help: "debug, info, warning or error", commands: all },
-  { flag: "log-format", env: "LOG_FORMAT", kind: "string", key: "logFormat", help: "json or logfmt", commands: all },
+  { flag: "log-level", env: "LOG_LEVEL", kind: "string", key: "logLevel", help: "debug, info, warning or error; unset, audit, release, preflight and demo log at warning (only what is wrong) and run at info", commands: all },
+  { flag: "log-format", env: "LOG_FORMAT", kind: "string", note: "text on a terminal, else json", help: "json, logfmt or text (a line a person reads: time, level, message, key=value)", commands: all },
   { flag: "output", short: "o", env: "OUTPUT", kind: "string", key: "output", help: "output of audit and release: table or json", commands: ["audit", "release"] }
 ]
 

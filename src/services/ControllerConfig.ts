@@ -111,9 +111,8 @@ export const DEFAULTS = {
   terminatingGrace: Duration.seconds(30),
   // Read by the command line itself (logging, audit's output), not part of the shape.
   logLevel: "info",
-  logFormat: "json",
   output: "table"
-} as const satisfies Partial<ControllerConfigShape> & { readonly logLevel: string; readonly logFormat: "json" | "logfmt"; readonly output: "table" | "json" }
+} as const satisfies Partial<ControllerConfigShape> & { readonly logLevel: string; readonly output: "table" | "json" }
 
 export type DefaultedKey = keyof typeof DEFAULTS
 
@@ -223,7 +222,7 @@ export const leaseTimingsProblem = (c: Pick<ControllerConfigShape, "leaseDuratio
  * identity, the lease beside the pools) and loopback endpoints; override what matters.
  */
 export const defaults = (overrides: Partial<ControllerConfigShape> = {}): ControllerConfigShape => {
-  const { logLevel: _l, logFormat: _f, output: _o, ...shape } = DEFAULTS
+  const { logLevel: _l, output: _o, ...shape } = DEFAULTS
   return {
     ...shape,
     kubeconfig: undefined,
