@@ -4,7 +4,7 @@
  * project pins, and .dockerignore lets in everything the build stages copy.
  */
 import { existsSync, readFileSync } from "node:fs"
-import { join } from "node:path"
+import { join, posix } from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { parseAllDocuments } from "yaml"
@@ -82,6 +82,41 @@ describe("Dockerfile", () => {
     const bases = stages.map((s) => s[0]!.split(/\s+/)[1]!)
     expect(bases.length).toBeGreaterThanOrEqual(2)
     for (const base of bases) expect(base, base).toMatch(new RegExp(`node(js)?:?${major}\\b|nodejs${major}-`))
+  })
+
+  it("the in-cluster commands of docs/install.md and the chart's NOTES run the image's node on the bundle under its WORKDIR, with arguments the CLI parses", () => {
+    const entrypoint = jsonArg(runtime, "ENTRYPOINT")
+    const workdir = runtime.filter((l) => /^WORKDIR\s/i.test(l)).at(-1)!.split(/\s+/)[1]!
+    const bundle = posix.join(workdir, entrypoint.at(-1)!)
+    expect(`${entrypoint[0]} ${bundle}`).toBe("/nodejs/bin/node /app/dist/main.js")
+    for (const file of ["docs/install.md", "charts/whereabouts-controller/templates/NOTES.txt"]) {
+      const text = read(file)
+      // Every mention of the bundle is its path in the image: exec starts in WORKDIR, but a path that
+      // does not depend on it is what an operator can copy anywhere.
+      for (const m of text.matchAll(/[^\s`'"]*main\.js/g)) expect(m[0], file).toBe(bundle)
+      const commands = [...text.matchAll(/ -- (\S+) (\S+) ([^\n<>|`]*)/g)].filter((m) => m[2] === bundle)
+      expect(commands.map((m) => m[3]!.trim().split(/\s+/)[0]), file).toEqual(expect.arrayContaining(["audit", "release"]))
+      for (const [, node, , args] of commands) {
+        expect(node, file).toBe(entrypoint[0])
+        expect(() => parseCli(args!.trim().split(/\s+/)), `${file}: ${args}`).not.toThrow()
+      }
+    }
+  })
+
+  it("deploy/operator/audit-job.yaml runs the image's ENTRYPOINT with `audit -o json`, as the controller's ServiceAccount and the image's uid", () => {
+    const job = parseAllDocuments(read("deploy/operator/audit-job.yaml")).map((d) => d.toJS() as Record<string, any>).find((o) => o["kind"] === "Job")!
+    const pod = job["spec"]["template"]["spec"]
+    const [container] = pod["containers"]
+    // No `command`: the ENTRYPOINT (node, its heap flags, the bundle) runs the arguments.
+    expect(container["command"]).toBeUndefined()
+    const cli = parseCli(container["args"])
+    expect(cli.command).toBe("audit")
+    expect(cli.values.get("OUTPUT")).toBe("json")
+    const deployment = parseAllDocuments(read("deploy/deployment.yaml")).map((d) => d.toJS() as Record<string, any>).find((o) => o["kind"] === "Deployment")!
+    expect(pod["serviceAccountName"]).toBe(deployment["spec"]["template"]["spec"]["serviceAccountName"])
+    expect(container["image"]).toBe(deployment["spec"]["template"]["spec"]["containers"][0]["image"])
+    expect(`USER ${pod["securityContext"]["runAsUser"]}:${pod["securityContext"]["runAsGroup"]}`).toBe(runtime.filter((l) => /^USER\s/i.test(l)).at(-1))
+    expect(pod["restartPolicy"]).toBe("Never")
   })
 
   it(".dockerignore lets in every path the build stages copy from the context", () => {
