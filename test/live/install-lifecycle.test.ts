@@ -1,0 +1,268 @@
+/**
+ * docs/install.md's commands, run as written on an API server of this file's own that already
+ * runs whereabouts 0.9.2 (its CRDs and install manifests from its Go module, applied with kubectl;
+ * pools, reservations and a NodeSlicePool as the plugin writes them): install → upgrade (another
+ * image tag and log level) → roll back → uninstall, with kustomize and with Helm. Afterwards every
+ * object of whereabouts' is exactly what it was (resourceVersion, labels, annotations,
+ * managedFields and all), and nothing of the controller is left. No kubelet runs here, so the
+ * Deployment's pods never start and nothing is freed: any difference would be the manifests'.
+ * Its own API server: upstream's CRDs replace the tier's copies, and Helm's keep policy needs a
+ * cluster without them first.
+ */
+import { execFile, spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, beforeAll, expect, it, onTestFinished } from "vitest"
+import { parse, stringify } from "yaml"
+import { CHART, DEPLOY, type Found, ROOT, findGoAsset, required } from "../deploy/support/tools.ts"
+import { describeLive } from "../support/live.ts"
+import { type ControlPlane, DIR_PREFIX, startControlPlane } from "./cluster.ts"
+import { WHEREABOUTS_KINDS, snapshotOf, upstreamCrdDir, upstreamData, upstreamInstallFiles, upstreamNodeSliceController } from "./support/upstream-whereabouts.ts"
+
+type Obj = Record<string, any>
+interface Run {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const NS = "kube-system"
+const RELEASE = "whereabouts-controller"
+const WHEREABOUTS_CRDS = ["ippools", "overlappingrangeipreservations", "nodeslicepools"].map((p) => `${p}.whereabouts.cni.cncf.io`)
+/** What the controller creates at run time: leader election's Lease, released (not deleted) at shutdown. */
+const LEASE = { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name: "whereabouts-controller", namespace: NS }, spec: { holderIdentity: "", leaseDurationSeconds: 1, leaseTransitions: 1 } }
+/** Every kind the controller's install creates (and the Lease it leaves), for "nothing left behind". */
+const OURS = "serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings,deployments,services,poddisruptionbudgets,leases,secrets,configmaps"
+
+const exec = (bin: string, args: ReadonlyArray<string>, options: { readonly stdin?: string; readonly env?: NodeJS.ProcessEnv } = {}): Promise<Run> =>
+  new Promise((resolve) => {
+    const child = execFile(bin, [...args], { maxBuffer: 64 << 20, timeout: 120_000, env: options.env ?? process.env }, (err, stdout, stderr) =>
+      resolve({ code: err === null ? 0 : typeof err.code === "number" ? err.code : 1, stdout, stderr })
+    )
+    child.stdin?.end(options.stdin ?? "")
+  })
+
+/** The envtest assets dir (kubectl, etcd, kube-apiserver): KUBEBUILDER_ASSETS, else the script's cache; globalSetup built it. */
+const assetsDir = (): string => {
+  const fromEnv = process.env["KUBEBUILDER_ASSETS"]
+  if (fromEnv !== undefined && fromEnv !== "") return fromEnv
+  return spawnSync("bash", [path.join(ROOT, "scripts/envtest-assets.sh")], { encoding: "utf8", env: { ...process.env, ENVTEST_ASSETS_NO_BUILD: "1" } }).stdout.trim()
+}
+
+describeLive("install, upgrade, roll back, uninstall where whereabouts already runs (docs/install.md)", () => {
+  let plane: ControlPlane | undefined
+  let tools: { readonly helm: string; readonly crds: string } | { readonly reason: string } = { reason: "not looked up yet" }
+  let tmp = ""
+  const kubectl = () => path.join(assetsDir(), "kubectl")
+  const k = (args: ReadonlyArray<string>, stdin?: string) => exec(kubectl(), ["--kubeconfig", plane!.kubeconfigPath, ...args], stdin === undefined ? {} : { stdin })
+  const ok = async (args: ReadonlyArray<string>, stdin?: string): Promise<string> => {
+    const out = await k(args, stdin)
+    expect(out.code, `kubectl ${args.join(" ")}: ${out.stderr}`).toBe(0)
+    return out.stdout
+  }
+  const helm = (args: ReadonlyArray<string>) =>
+    exec((tools as { helm: string }).helm, [...args, "--kubeconfig", plane!.kubeconfigPath], {
+      env: { ...process.env, HELM_CONFIG_HOME: path.join(tmp, "helm/config"), HELM_CACHE_HOME: path.join(tmp, "helm/cache"), HELM_DATA_HOME: path.join(tmp, "helm/data") }
+    })
+  const helmOk = async (args: ReadonlyArray<string>): Promise<string> => {
+    const out = await helm(args)
+    expect(out.code, `helm ${args.join(" ")}: ${out.stderr}`).toBe(0)
+    return out.stdout
+  }
+
+  beforeAll(async () => {
+    const found: Record<"helm" | "crds", Found> = { helm: findGoAsset("helm.sh", "HELM"), crds: upstreamCrdDir(required()) }
+    const reasons = Object.values(found).flatMap((f) => ("reason" in f ? [f.reason] : []))
+    if (reasons.length > 0) {
+      if (required()) throw new Error(`WHEREABOUTS_ENVTEST=require but the install tests cannot run: ${reasons.join("; ")}`)
+      tools = { reason: reasons.join("; ") }
+      return
+    }
+    tools = { helm: (found.helm as { path: string }).path, crds: (found.crds as { path: string }).path }
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), "wac-install-"))
+    plane = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assetsDir())
+  }, 120_000)
+  afterAll(async () => {
+    await plane?.stop()
+    if (tmp !== "") fs.rmSync(tmp, { recursive: true, force: true })
+  })
+  const ready = (skip: (note: string) => void): boolean => {
+    if ("reason" in tools) skip(tools.reason)
+    return !("reason" in tools)
+  }
+
+  /** Everything of whereabouts' on the server, exactly as served. */
+  const whereabouts = async (): Promise<Record<string, Obj>> => snapshotOf([JSON.parse(await ok(["get", WHEREABOUTS_KINDS.join(","), "-A", "-o", "json"])) as Obj])
+
+  let upstream: Promise<Record<string, Obj>> | undefined
+  /** Installs upstream whereabouts as its README does (kubectl apply -f), writes its data; resolves with the snapshot. */
+  const installUpstream = () =>
+    (upstream ??= (async () => {
+      const crdDir = (tools as { crds: string }).crds
+      for (const file of upstreamInstallFiles(crdDir)) await ok(["apply", "-f", file])
+      await ok(["wait", "--for=condition=Established", "--timeout=60s", ...WHEREABOUTS_CRDS.map((c) => `crd/${c}`)])
+      for (const o of upstreamData(NS)) {
+        const { status, ...rest } = o as Obj
+        await ok(["create", "-f", "-"], JSON.stringify(rest))
+        // No status subresource in upstream's NodeSlicePool CRD: its controller writes status with the object.
+        if (status !== undefined) await ok(["replace", "-f", "-"], JSON.stringify({ ...o, metadata: JSON.parse(await ok(["get", `${o["kind"]}/${(o["metadata"] as Obj)["name"]}`, "-n", NS, "-o", "json"]))["metadata"] }))
+      }
+      const snapshot = await whereabouts()
+      expect(Object.keys(snapshot).filter((id) => id.startsWith("CustomResourceDefinition/")).toSorted()).toEqual(WHEREABOUTS_CRDS.map((c) => `CustomResourceDefinition//${c}`).toSorted())
+      expect(Object.keys(snapshot).filter((id) => /^(IPPool|OverlappingRangeIPReservation|NodeSlicePool)\//.test(id))).toHaveLength(upstreamData(NS).length)
+      expect(snapshot["NodeSlicePool/kube-system/slicenet"]?.["status"]?.["allocations"]).toHaveLength(2)
+      return snapshot
+    })())
+
+  /** Nothing of the controller's is on the server: no object named after it, none labelled part of it, no Helm release. */
+  const expectNothingLeft = async (names: ReadonlyArray<string> = [RELEASE]) => {
+    const all = JSON.parse(await ok(["get", OURS, "-A", "-o", "json"])) as Obj
+    const left = (all["items"] as Array<Obj>)
+      .filter((o) => names.some((n) => String(o["metadata"]["name"]).startsWith(n)) || o["metadata"]["labels"]?.["app.kubernetes.io/part-of"] === "whereabouts-controller" || o["metadata"]["labels"]?.["owner"] === "helm")
+      .map((o) => `${o["kind"]}/${o["metadata"]["namespace"] ?? ""}/${o["metadata"]["name"]}`)
+    expect(left).toEqual([])
+  }
+
+  /** After a failed test too, so the next test starts from whereabouts alone (no-ops after a passing one). */
+  const tidyAfter = (...steps: ReadonlyArray<() => Promise<unknown>>) =>
+    onTestFinished(async () => {
+      for (const step of steps) await step()
+      await k(["-n", NS, "delete", "lease", "whereabouts-controller", "--ignore-not-found"])
+    })
+  const uninstall = (release: string) => () => helm(["uninstall", release, "-n", NS, "--ignore-not-found"])
+
+  const deploymentOf = async (name = RELEASE): Promise<Obj> => JSON.parse(await ok(["get", "deployment", name, "-n", NS, "-o", "json"])) as Obj
+  const envOf = (d: Obj): Record<string, string> => Object.fromEntries((d["spec"]["template"]["spec"]["containers"][0]["env"] as Array<Obj>).map((e) => [e["name"], e["value"] ?? "(from field)"]))
+
+  it(`Helm with crds.whereabouts=true, on a cluster without whereabouts: \`helm uninstall\` keeps the CRDs (helm.sh/resource-policy: keep)`, async (ctx) => {
+    if (!ready((note) => ctx.skip(note))) return
+    expect((await k(["get", `crd/${WHEREABOUTS_CRDS[0]}`])).code, "whereabouts' CRDs must not exist yet").not.toBe(0)
+    tidyAfter(uninstall("demo"))
+    await helmOk(["install", "demo", CHART, "-n", NS, "--set", "crds.whereabouts=true"])
+    const out = await helmOk(["uninstall", "demo", "-n", NS])
+    expect(out).toContain("These resources were kept due to the resource policy")
+    const kept = JSON.parse(await ok(["get", ...WHEREABOUTS_CRDS.map((c) => `crd/${c}`), "-o", "json"])) as Obj
+    for (const crd of kept["items"] as Array<Obj>) expect(crd["metadata"]["annotations"]["helm.sh/resource-policy"], crd["metadata"]["name"]).toBe("keep")
+    await expectNothingLeft(["demo-"])
+    // Make room for upstream's own CRDs (the next tests' cluster).
+    await ok(["delete", "--wait=true", ...WHEREABOUTS_CRDS.map((c) => `crd/${c}`)])
+  }, 120_000)
+
+  it("kustomize: apply -k deploy/ → apply -k a newer copy → apply -k deploy/ again → delete -k deploy/: whereabouts untouched, nothing of ours left", async (ctx) => {
+    if (!ready((note) => ctx.skip(note))) return
+    const before = await installUpstream()
+    tidyAfter(() => k(["delete", "-k", DEPLOY, "--ignore-not-found"]))
+
+    await ok(["apply", "-k", DEPLOY])
+    const installed = await deploymentOf()
+    expect(installed["metadata"]["generation"]).toBe(1)
+    // The audit Job of deploy/operator/ is accepted next to it (it runs as the ServiceAccount just installed).
+    expect((await ok(["apply", "--dry-run=server", "-f", path.join(DEPLOY, "operator/audit-job.yaml")])).trim()).toBe("job.batch/whereabouts-controller-audit created (server dry run)")
+
+    // The next release's deploy/: another image tag and a changed option.
+    const next = path.join(tmp, "deploy-next")
+    fs.cpSync(DEPLOY, next, { recursive: true })
+    const kustomization = path.join(next, "kustomization.yaml")
+    fs.writeFileSync(kustomization, fs.readFileSync(kustomization, "utf8").replace(/newTag: .*/, "newTag: 9.9.9"))
+    const deployment = parse(fs.readFileSync(path.join(next, "deployment.yaml"), "utf8")) as Obj
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"].push({ name: "LOG_LEVEL", value: "debug" })
+    fs.writeFileSync(path.join(next, "deployment.yaml"), stringify(deployment))
+    await ok(["apply", "-k", next])
+    const upgraded = await deploymentOf()
+    expect(upgraded["spec"]["template"]["spec"]["containers"][0]["image"]).toMatch(/:9\.9\.9$/)
+    expect(envOf(upgraded)["LOG_LEVEL"]).toBe("debug")
+
+    await ok(["apply", "-k", DEPLOY])
+    const rolledBack = await deploymentOf()
+    expect(rolledBack["spec"]["template"]).toEqual(installed["spec"]["template"])
+    expect(rolledBack["metadata"]["generation"]).toBe(3)
+
+    // The controller ran and left its Lease; whereabouts' data is what it was.
+    await ok(["create", "-f", "-"], JSON.stringify(LEASE))
+    expect(await whereabouts()).toEqual(before)
+
+    const dryRun = await ok(["delete", "--dry-run=server", "-k", DEPLOY])
+    expect(dryRun).toContain("(server dry run)")
+    expect(dryRun).not.toMatch(/customresourcedefinition|whereabouts\.cni\.cncf\.io/)
+    const named = await ok(["delete", "--dry-run=server", "-k", DEPLOY, "-o", "name"])
+    expect(named.trim().split("\n").toSorted()).toEqual(
+      [
+        "serviceaccount/whereabouts-controller",
+        "clusterrole.rbac.authorization.k8s.io/whereabouts-controller",
+        "clusterrolebinding.rbac.authorization.k8s.io/whereabouts-controller",
+        "role.rbac.authorization.k8s.io/whereabouts-controller",
+        "rolebinding.rbac.authorization.k8s.io/whereabouts-controller",
+        "deployment.apps/whereabouts-controller",
+        "poddisruptionbudget.policy/whereabouts-controller",
+        "service/whereabouts-controller-metrics"
+      ].toSorted()
+    )
+    // docs/install.md's uninstall, as one line.
+    await ok(["delete", "-k", DEPLOY])
+    await ok(["-n", NS, "delete", "lease", "whereabouts-controller", "--ignore-not-found"])
+    await expectNothingLeft()
+    expect(await whereabouts()).toEqual(before)
+  }, 180_000)
+
+  it("Helm: install → upgrade --set → rollback → uninstall: whereabouts untouched, nothing of ours left; NOTES print the audit command", async (ctx) => {
+    if (!ready((note) => ctx.skip(note))) return
+    const before = await installUpstream()
+    tidyAfter(uninstall(RELEASE))
+
+    const install = await helmOk(["install", RELEASE, CHART, "-n", NS])
+    expect(install).toContain("Audit first: the start-up sweep frees at once")
+    expect(install).toContain(`kubectl -n ${NS} exec deploy/${RELEASE} -- /nodejs/bin/node /app/dist/main.js audit\n`)
+    const installed = await deploymentOf()
+    expect(envOf(installed)["LOG_LEVEL"]).toBeUndefined()
+
+    await helmOk(["upgrade", RELEASE, CHART, "-n", NS, "--reset-then-reuse-values", "--set", "config.logLevel=debug"])
+    expect(envOf(await deploymentOf())["LOG_LEVEL"]).toBe("debug")
+
+    await helmOk(["rollback", RELEASE, "-n", NS])
+    const rolledBack = await deploymentOf()
+    expect(rolledBack["spec"]["template"]).toEqual(installed["spec"]["template"])
+    const history = JSON.parse(await helmOk(["history", RELEASE, "-n", NS, "-o", "json"])) as Array<Obj>
+    expect(history.map((r) => `${r["revision"]} ${r["status"]}`)).toEqual(["1 superseded", "2 superseded", "3 deployed"])
+
+    await ok(["create", "-f", "-"], JSON.stringify(LEASE))
+    expect(await whereabouts()).toEqual(before)
+
+    await helmOk(["uninstall", RELEASE, "-n", NS])
+    await ok(["-n", NS, "delete", "lease", "whereabouts-controller", "--ignore-not-found"])
+    await expectNothingLeft()
+    expect(await whereabouts()).toEqual(before)
+  }, 180_000)
+
+  it("Helm refuses to take over whereabouts' CRDs (crds.whereabouts=true where they exist) and changes nothing", async (ctx) => {
+    if (!ready((note) => ctx.skip(note))) return
+    const before = await installUpstream()
+    tidyAfter(uninstall(RELEASE))
+    const refused = await helm(["install", RELEASE, CHART, "-n", NS, "--set", "crds.whereabouts=true"])
+    expect(refused.code).not.toBe(0)
+    expect(refused.stderr).toMatch(/CustomResourceDefinition "[a-z]+\.whereabouts\.cni\.cncf\.io" in namespace "" exists and cannot be imported into the current release/)
+    expect(await whereabouts()).toEqual(before)
+    expect(JSON.parse(await helmOk(["list", "-a", "-n", NS, "-o", "json"]))).toEqual([])
+    await expectNothingLeft()
+  }, 120_000)
+
+  it(`beside upstream's node-slice controller (also a Deployment ${NS}/whereabouts-controller): Helm refuses that name, installs and uninstalls under another, and leaves upstream's alone`, async (ctx) => {
+    if (!ready((note) => ctx.skip(note))) return
+    await installUpstream()
+    tidyAfter(uninstall(RELEASE), uninstall("wac"))
+    await ok(["apply", "-f", upstreamNodeSliceController((tools as { crds: string }).crds)])
+    const before = await whereabouts()
+    expect(before[`Deployment/${NS}/whereabouts-controller`], "upstream's node-slice controller").toBeDefined()
+
+    const refused = await helm(["install", RELEASE, CHART, "-n", NS])
+    expect(refused.code).not.toBe(0)
+    expect(refused.stderr).toContain(`Deployment "whereabouts-controller" in namespace "${NS}" exists and cannot be imported into the current release`)
+    expect(JSON.parse(await helmOk(["list", "-a", "-n", NS, "-o", "json"]))).toEqual([])
+
+    await helmOk(["install", "wac", CHART, "-n", NS])
+    expect((await deploymentOf("wac-whereabouts-controller"))["spec"]["template"]["spec"]["serviceAccountName"]).toBe("wac-whereabouts-controller")
+    await helmOk(["uninstall", "wac", "-n", NS])
+    await expectNothingLeft(["wac-"])
+    expect(await whereabouts()).toEqual(before)
+  }, 120_000)
+})
