@@ -100,7 +100,10 @@ const chooseReviewer = (named: ServiceAccountRef | undefined, namespace: string)
     const sa = named ?? { namespace, name: CONTROLLER_SERVICE_ACCOUNT }
     const exists = yield* serviceAccountExists(sa)
     const user = `system:serviceaccount:${sa.namespace}:${sa.name}`
-    if (named === undefined && exists !== true) return { ...self, subject: { ...self.subject, note: `no ServiceAccount ${sa.namespace}/${sa.name} found: the caller's own access` } }
+    if (named === undefined && exists !== true) {
+      const why = exists === false ? `no ServiceAccount ${sa.namespace}/${sa.name}` : `cannot read ServiceAccount ${sa.namespace}/${sa.name}`
+      return { ...self, subject: { ...self.subject, note: `${why}: the caller's own access` } }
+    }
     if (caller === user) return self
     const who = `ServiceAccount ${sa.namespace}/${sa.name}`
     const groups = ["system:serviceaccounts", `system:serviceaccounts:${sa.namespace}`, "system:authenticated"]
@@ -191,12 +194,6 @@ export const renderPreflight = (rows: ReadonlyArray<CheckRow>, output: "table" |
   return [table(["CHECK", "RESULT", "DETAIL"], rows.map((r) => [r.check, r.result, r.detail])), "", `${counts.ok} ok, ${plural(counts.warn, "warning")}, ${plural(counts.fail, "failure")}: ${verdict}.`].join("\n")
 }
 
-/** Runs every check; fails only when it could not complete. */
+/** Runs every check; fails only when it could not complete (the command's exit code 3, as every one-shot's). */
 export const preflight = (output: "table" | "json", serviceAccount: ServiceAccountRef | undefined) =>
   Effect.map(preflightRows(serviceAccount), (rows) => ({ text: renderPreflight(rows, output), exitCode: exitCodeOf(rows) as number }))
-
-/** What preflight prints (on stderr) when it could not complete: exit code 3. */
-export const couldNotComplete = (error: unknown) => ({
-  text: `whereabouts-controller: preflight could not complete: ${error instanceof Error ? error.message : String(error)}`,
-  exitCode: 3
-})
