@@ -246,10 +246,13 @@ describeLive("install, upgrade, roll back, uninstall where whereabouts already r
     await expectNothingLeft()
   }, 120_000)
 
-  it(`beside upstream's node-slice controller (also a Deployment ${NS}/whereabouts-controller): Helm refuses that name, installs and uninstalls under another, and leaves upstream's alone`, async (ctx) => {
+  it(`beside upstream's node-slice controller (also a Deployment ${NS}/whereabouts-controller): Helm refuses that name; Helm under another and kustomize with a namePrefix install and uninstall leaving upstream's alone`, async (ctx) => {
     if (!ready((note) => ctx.skip(note))) return
     await installUpstream()
-    tidyAfter(uninstall(RELEASE), uninstall("wac"))
+    const prefixed = path.join(tmp, "prefixed")
+    fs.mkdirSync(prefixed, { recursive: true })
+    fs.writeFileSync(path.join(prefixed, "kustomization.yaml"), stringify({ apiVersion: "kustomize.config.k8s.io/v1beta1", kind: "Kustomization", namePrefix: "wac-", resources: [path.relative(prefixed, DEPLOY)] }))
+    tidyAfter(uninstall(RELEASE), uninstall("wac"), () => k(["delete", "-k", prefixed, "--ignore-not-found"]))
     await ok(["apply", "-f", upstreamNodeSliceController((tools as { crds: string }).crds)])
     const before = await whereabouts()
     expect(before[`Deployment/${NS}/whereabouts-controller`], "upstream's node-slice controller").toBeDefined()
@@ -262,6 +265,14 @@ describeLive("install, upgrade, roll back, uninstall where whereabouts already r
     await helmOk(["install", "wac", CHART, "-n", NS])
     expect((await deploymentOf("wac-whereabouts-controller"))["spec"]["template"]["spec"]["serviceAccountName"]).toBe("wac-whereabouts-controller")
     await helmOk(["uninstall", "wac", "-n", NS])
+    await expectNothingLeft(["wac-"])
+    expect(await whereabouts()).toEqual(before)
+
+    // docs/install.md's kustomization with namePrefix: wac- over deploy/.
+    await ok(["apply", "-k", prefixed])
+    expect((await deploymentOf("wac-whereabouts-controller"))["spec"]["template"]["spec"]["serviceAccountName"]).toBe("wac-whereabouts-controller")
+    expect(await whereabouts()).toEqual(before)
+    await ok(["delete", "-k", prefixed])
     await expectNothingLeft(["wac-"])
     expect(await whereabouts()).toEqual(before)
   }, 120_000)
