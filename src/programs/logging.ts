@@ -29,10 +29,10 @@ const LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = {
 
 const two = (n: number) => String(n).padStart(2, "0")
 
-/** A value as logfmt writes it: bare when it is one word, else quoted as JSON. */
+/** A value as a person reads it: a string bare when it is one word, else quoted; anything else as compact JSON. */
 const shown = (value: unknown): string => {
-  const text = typeof value === "string" ? value : Inspectable.toStringUnknown(value, 0)
-  return text !== "" && /^[^\s"=]+$/.test(text) ? text : JSON.stringify(text)
+  if (typeof value !== "string") return Inspectable.toStringUnknown(value, 0)
+  return /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value)
 }
 
 const COLOURS: Readonly<Partial<Record<LogLevel.LogLevel["_tag"], string>>> = { Trace: "90", Debug: "34", Info: "32", Warning: "33", Error: "31", Fatal: "1;31" }

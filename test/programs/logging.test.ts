@@ -68,13 +68,15 @@ describe("the text line", () => {
           yield* Effect.logWarning("informer for pods failed, restarting").pipe(Effect.annotateLogs({ resource: "pods", error: "list pods: Forbidden (HTTP 403): no", skipped: undefined }))
           yield* Effect.logError("sweep failed")
           yield* Effect.logInfo("became leader").pipe(Effect.annotateLogs({ lease: { name: "l", namespace: "kube-system" } }))
+          yield* Effect.logInfo("no schedule").pipe(Effect.annotateLogs({ source: "" }))
         })
       )
       expect(lines).toEqual([
         expect.stringMatching(/^\d\d:\d\d:\d\d INFO {2}sweep finished {2}pools=3 freed=2$/),
         expect.stringMatching(/^\d\d:\d\d:\d\d WARN {2}informer for pods failed, restarting {2}resource=pods error="list pods: Forbidden \(HTTP 403\): no"$/),
         expect.stringMatching(/^\d\d:\d\d:\d\d ERROR sweep failed$/),
-        expect.stringMatching(/^\d\d:\d\d:\d\d INFO {2}became leader {2}lease="\{\\"name\\":\\"l\\",\\"namespace\\":\\"kube-system\\"\}"$/)
+        expect.stringMatching(/^\d\d:\d\d:\d\d INFO {2}became leader {2}lease=\{"name":"l","namespace":"kube-system"\}$/),
+        expect.stringMatching(/^\d\d:\d\d:\d\d INFO {2}no schedule {2}source=""$/)
       ])
       expect(lines.join("\n")).not.toMatch(/fiber|#\d|spans|\{"message"/)
     }))
