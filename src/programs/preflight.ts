@@ -102,27 +102,25 @@ const chooseReviewer = (named: ServiceAccountRef | undefined, namespace: string)
     const user = `system:serviceaccount:${sa.namespace}:${sa.name}`
     if (named === undefined && exists !== true) {
       const why = exists === false ? `no ServiceAccount ${sa.namespace}/${sa.name}` : `cannot read ServiceAccount ${sa.namespace}/${sa.name}`
-      return { ...self, subject: { ...self.subject, note: `${why}: the caller's own access` } }
+      return { reviewer: { subject: { ...self.subject, note: `${why}: the caller's own access` } }, self }
     }
-    if (caller === user) return self
+    if (caller === user) return { reviewer: self, self }
     const who = `ServiceAccount ${sa.namespace}/${sa.name}`
     const groups = ["system:serviceaccounts", `system:serviceaccounts:${sa.namespace}`, "system:authenticated"]
-    return { subject: { who, ...(exists === false ? { note: "it does not exist yet" } : {}) }, as: { user, groups } } satisfies Reviewer
+    const reviewer: Reviewer = { subject: { who, ...(exists === false ? { note: "it does not exist yet" } : {}) }, as: { user, groups } }
+    return { reviewer, self }
   })
 
 const rbacCheck = (named: ServiceAccountRef | undefined) =>
   Effect.gen(function* () {
     const config = yield* ControllerConfig
     const checks = resolveNeeds(config)
-    const reviewer = yield* chooseReviewer(named, config.namespace)
+    const { reviewer, self } = yield* chooseReviewer(named, config.namespace)
     const reviewed = (r: Reviewer) => Effect.map(reviewAll(r, checks), (denied): RbacProbe => ({ _tag: "Reviewed", subject: r.subject, checked: checks.length, denied }))
     // Reviewing another identity takes create on subjectaccessreviews; without it, the caller's own access is what can be told.
-    const fallback = (e: KubeError) =>
-      Effect.flatMap(callerName, (caller) =>
-        reviewed({ subject: { who: caller === undefined ? "the caller" : `the caller (${caller})`, note: `cannot review ${reviewer.subject.who}: ${e.reason.toLowerCase()} to create subjectaccessreviews` } })
-      )
+    const fallback = reviewed({ subject: { ...self.subject, note: `cannot review ${reviewer.subject.who}: forbidden to create subjectaccessreviews` } })
     const probe = yield* reviewed(reviewer).pipe(
-      Effect.catchIf((e) => reviewer.as !== undefined && e.reason === "Forbidden", fallback),
+      Effect.catchIf((e) => reviewer.as !== undefined && e.reason === "Forbidden", () => fallback),
       explained((e): RbacProbe => ({ _tag: "Failed", subject: reviewer.subject, error: e.message }))
     )
     return rbacRow(probe)
