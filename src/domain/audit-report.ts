@@ -3,7 +3,8 @@
  * what is wrong reads as one line naming the field, and matched against what the pools and
  * reservations hold now. Only an entry that is still the one the report saw (pool, address,
  * podref, and container id and interface where the report has them) and still an orphan by the
- * sweep's rule is handed on; every other one is skipped with the reason. Pure.
+ * sweep's rule is handed on; every other one is skipped with the reason, and marked already free
+ * when the report's holder no longer holds it (a retried release is done, not failed). Pure.
  */
 import { Either, ParseResult, Schema } from "effect"
 import { type IPAddress, formatIP, ipEquals, parseIP } from "./ip.ts"
@@ -77,23 +78,30 @@ const heldNow = (podref: string, pods: CurrentState["pods"]): string => {
   return `no longer an orphan: pod ${podref}${pod === undefined ? "" : ` (uid ${pod.uid})`} exists and may hold it`
 }
 
+/** Why the report's entry is not to be freed now: gone (free already), or changed while its podref still holds it. */
+type Changed = { readonly why: string; readonly free: boolean }
+
 /** Why the pool's entry for the report's address is not the one the report saw, or undefined when it is. */
-const changedEntry = (r: ReportAllocation, ip: IPAddress, pool: ParsedPool | undefined): string | undefined => {
-  if (pool === undefined) return `pool ${r.pool} no longer exists`
+const changedEntry = (r: ReportAllocation, ip: IPAddress, pool: ParsedPool | undefined): Changed | undefined => {
+  const free = (why: string): Changed => ({ why, free: true })
+  const held = (why: string): Changed => ({ why, free: false })
+  if (pool === undefined) return free(`already freed: pool ${r.pool} no longer exists`)
   const entry = pool.entries.find((e) => ipEquals(e.ip, ip))
-  if (entry === undefined) return `already freed: pool ${r.pool} holds no allocation of ${formatIP(ip)}`
-  if (entry.podref !== r.podref) return `changed since the report: ${formatIP(ip)} now belongs to ${entry.podref}`
-  if (r.offset !== undefined && entry.key !== r.offset) return `changed since the report: ${formatIP(ip)} is now at offset ${entry.key} (was ${r.offset})`
-  if (r.containerId !== undefined && entry.id !== r.containerId) return `changed since the report: container id ${entry.id} (was ${r.containerId}): a pod of that name took it back`
-  if (r.ifname !== undefined && r.ifname !== null && (entry.ifname ?? "") !== r.ifname) return `changed since the report: interface ${entry.ifname ?? "(none)"} (was ${r.ifname})`
+  if (entry === undefined) return free(`already freed: pool ${r.pool} holds no allocation of ${formatIP(ip)}`)
+  if (entry.podref !== r.podref) return free(`already freed: ${formatIP(ip)} now belongs to ${entry.podref}`)
+  if (r.offset !== undefined && entry.key !== r.offset) return held(`changed since the report: ${formatIP(ip)} is now at offset ${entry.key} (was ${r.offset})`)
+  if (r.containerId !== undefined && entry.id !== r.containerId) return held(`changed since the report: container id ${entry.id} (was ${r.containerId}): a pod of that name took it back`)
+  if (r.ifname !== undefined && r.ifname !== null && (entry.ifname ?? "") !== r.ifname) return held(`changed since the report: interface ${entry.ifname ?? "(none)"} (was ${r.ifname})`)
   return undefined
 }
 
-const changedReservation = (r: ReportReservation, listed: ReservationRecord | undefined): string | undefined => {
-  if (listed === undefined) return `already deleted: no reservation ${r.name}`
-  if (listed.podref !== r.podref) return `changed since the report: reservation ${r.name} now belongs to ${listed.podref}`
+const changedReservation = (r: ReportReservation, listed: ReservationRecord | undefined): Changed | undefined => {
+  if (listed === undefined) return { why: `already deleted: no reservation ${r.name}`, free: true }
+  if (listed.podref !== r.podref) return { why: `already freed: reservation ${r.name} now belongs to ${listed.podref}`, free: true }
   return undefined
 }
+
+const alreadyFree = (free: boolean): Pick<Skip, "alreadyFree"> => (free ? { alreadyFree: true } : {})
 
 /**
  * The report's entries that are still the same and still orphans, as holdings marked as an
@@ -106,9 +114,9 @@ export const matchReport = (report: AuditReport, now: CurrentState): { readonly 
   const orphans = new Map(now.orphans.map((h) => [h.podref, h] as const))
   for (const r of report.orphanedAllocations) {
     const ip = parseIP(r.ip)!
-    const skip = (why: string) => skipped.push({ kind: "allocation", name: r.pool, ip: formatIP(ip), podref: r.podref, why })
+    const skip = (why: string, free = false) => skipped.push({ kind: "allocation", name: r.pool, ip: formatIP(ip), podref: r.podref, why, ...alreadyFree(free) })
     const changed = changedEntry(r, ip, now.pools.get(r.pool))
-    if (changed !== undefined) skip(changed)
+    if (changed !== undefined) skip(changed.why, changed.free)
     else {
       const held = orphans.get(r.podref)?.entries.find((e) => e.pool === r.pool && ipEquals(e.entry.ip, ip))
       if (held === undefined) skip(heldNow(r.podref, now.pods))
@@ -116,12 +124,12 @@ export const matchReport = (report: AuditReport, now: CurrentState): { readonly 
     }
   }
   for (const r of report.orphanedReservations) {
-    const skip = (why: string) => skipped.push({ kind: "reservation", name: r.name, ip: r.ip ?? undefined, podref: r.podref, why })
+    const skip = (why: string, free = false) => skipped.push({ kind: "reservation", name: r.name, ip: r.ip ?? undefined, podref: r.podref, why, ...alreadyFree(free) })
     const changed = changedReservation(r, now.reservations.get(r.name))
     const holding = orphans.get(r.podref)
     const held = holding?.reservations.find((h) => h.name === r.name)
     const staying = holding?.entries.find((e) => e.reservation === r.name && !(picked.get(r.podref)?.entries.includes(e) ?? false))
-    if (changed !== undefined) skip(changed)
+    if (changed !== undefined) skip(changed.why, changed.free)
     else if (held === undefined) skip(heldNow(r.podref, now.pods))
     else if (staying !== undefined) skip(`its address ${formatIP(staying.entry.ip)} stays allocated in pool ${staying.pool} (not released from this report)`)
     else if (!pick(r.podref).reservations.includes(held)) pick(r.podref).reservations.push(held)

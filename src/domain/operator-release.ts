@@ -25,6 +25,8 @@ export interface Skip {
   readonly ip: string | undefined
   readonly podref: string
   readonly why: string
+  /** Nothing holds it any more (freed before, by whoever): done, not a failure, so a retried release exits 0. */
+  readonly alreadyFree?: true
 }
 
 /** The holdings (claim Operator) of what was named, and what was named but holds nothing. */
@@ -45,16 +47,16 @@ export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { read
     const found = deletedPodHolding(findPodHoldings({ ...pod, uid: "" }, snapshot), new Map(), snapshot)
     // Only reservations that exist and are this podref's: one listed for nobody is nothing to free.
     const reservations = found.reservations.filter((r) => r.listed?.podref === ref)
-    if (found.entries.length === 0 && reservations.length === 0) skipped.push({ kind: "pod", name: "", ip: undefined, podref: ref, why: `pod ${ref} holds no address in these pools` })
+    if (found.entries.length === 0 && reservations.length === 0) skipped.push({ kind: "pod", name: "", ip: undefined, podref: ref, why: `pod ${ref} holds no address in these pools`, alreadyFree: true })
     found.entries.forEach((e) => addEntry(ref, e))
     reservations.forEach((r) => addReservation(ref, r))
   }
   for (const target of targets.ips) {
-    const skip = (why: string) => skipped.push({ kind: "allocation", name: target.pool, ip: formatIP(target.ip), podref: "", why })
+    const skip = (why: string, free?: "free") => skipped.push({ kind: "allocation", name: target.pool, ip: formatIP(target.ip), podref: "", why, ...(free === undefined ? {} : { alreadyFree: true as const }) })
     const pool = snapshot.pool(target.pool)
     const entry = pool?.entries.find((e) => ipEquals(e.ip, target.ip))
     if (pool === undefined) skip(`no pool ${target.pool}`)
-    else if (entry === undefined) skip(`pool ${target.pool} holds no allocation of ${formatIP(target.ip)}`)
+    else if (entry === undefined) skip(`pool ${target.pool} holds no allocation of ${formatIP(target.ip)}`, "free")
     else {
       const held = heldEntry(pool.name, pool, entry, snapshot)
       addEntry(entry.podref, held)

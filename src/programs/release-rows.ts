@@ -1,7 +1,8 @@
 /**
  * What `release` prints: one row per allocation or reservation it was asked to free — freed (or,
- * in dry-run, would be freed), or skipped, refused or failed with the reason — as a table or as
- * JSON, and the exit code they make (0 only when everything asked for was freed).
+ * in dry-run, would be freed), already free, or skipped, refused or failed with the reason — as a
+ * table or as JSON, and the exit code they make (0 when everything asked for is free afterwards,
+ * freed now or already: a release run again on the same report is done, not failed).
  */
 import type { Skip } from "../domain/operator-release.ts"
 import { formatIP } from "../domain/ip.ts"
@@ -9,8 +10,14 @@ import type { HeldEntry, HeldReservation, OwnerPlan, PlannedEntry, ReleasePlan }
 import { table } from "./audit.ts"
 import type { Execution } from "./executor.ts"
 
-/** "refused": a pod of that name may run (--force frees it anyway); "skipped": stale, changed, or kept by the rules. */
-export type RowResult = "freed" | "would free" | "skipped" | "refused" | "failed"
+/**
+ * "already free": nothing holds it any more (freed before, by whoever); "refused": a pod of that
+ * name may run (--force frees it anyway); "skipped": changed while still held, or kept by the rules.
+ */
+export type RowResult = "freed" | "would free" | "already free" | "skipped" | "refused" | "failed"
+
+/** What counts as done for the exit code. */
+const DONE: ReadonlyArray<RowResult> = ["freed", "would free", "already free"]
 
 export interface ReleaseRow {
   readonly result: RowResult
@@ -19,7 +26,7 @@ export interface ReleaseRow {
   readonly name: string
   readonly ip: string | undefined
   readonly podref: string
-  /** Why it was not freed ("" for what was). */
+  /** Why it was not freed now ("" for what was). */
   readonly why: string
 }
 
@@ -31,7 +38,7 @@ const reservationRow = (result: RowResult, plan: OwnerPlan, r: HeldReservation, 
   return { result, kind: "reservation", name: r.name, ip: ip === undefined ? undefined : formatIP(ip), podref: plan.holding.podref, why }
 }
 
-export const skipRow = (s: Skip): ReleaseRow => ({ result: "skipped", ...s })
+export const skipRow = ({ alreadyFree, ...s }: Skip): ReleaseRow => ({ result: alreadyFree === true ? "already free" : "skipped", ...s })
 
 /** What a plan keeps or cannot do: an operator's named pod that may run is refused, the rest skipped. */
 const keptRows = (plan: OwnerPlan): ReadonlyArray<ReleaseRow> => {
@@ -58,8 +65,11 @@ const errorOf = (execution: Execution, podref: string): string => {
   return outcome?._tag === "Failed" || outcome?._tag === "PartlyFreed" ? outcome.error.message : "not written"
 }
 
-/** Rows of a plan the executor carried out: each planned entry and reservation as it went. */
-export const executedRows = (plan: ReleasePlan, execution: Execution): ReadonlyArray<ReleaseRow> => {
+/**
+ * Rows of a plan the executor carried out: each planned entry and reservation as it went.
+ * `goneNow`: the entries the guarded patch left that a read afterwards found free (another freed them first).
+ */
+export const executedRows = (plan: ReleasePlan, execution: Execution, goneNow: ReadonlySet<PlannedEntry> = new Set()): ReadonlyArray<ReleaseRow> => {
   const released = new Set<PlannedEntry>(execution.released)
   const skipped = new Set<PlannedEntry>(execution.skipped)
   return plan.owners.flatMap((o) => {
@@ -68,33 +78,35 @@ export const executedRows = (plan: ReleasePlan, execution: Execution): ReadonlyA
     const entries = o.entries.map((p) =>
       released.has(p)
         ? entryRow("freed", ref, p.held)
-        : skipped.has(p)
-          ? entryRow("skipped", ref, p.held, "changed right before the write (the guarded patch left it): no longer the entry read")
-          : entryRow("failed", ref, p.held, errorOf(execution, ref))
+        : goneNow.has(p)
+          ? entryRow("already free", ref, p.held, "freed by another right before the write")
+          : skipped.has(p)
+            ? entryRow("skipped", ref, p.held, "changed right before the write (the guarded patch left it): no longer the entry read")
+            : entryRow("failed", ref, p.held, errorOf(execution, ref))
     )
     const reservations = o.reservations.map((r) => {
       if (done?.deleted.has(r.name) === true && execution.restored.has(r.name)) return reservationRow("skipped", o, r, "given back: its address was taken back before the pool write")
       if (done?.deleted.has(r.name) === true) return reservationRow("freed", o, r)
-      if (done?.reassigned.has(r.name) === true) return reservationRow("skipped", o, r, "changed since it was read (now another pod's): left alone")
+      if (done?.reassigned.has(r.name) === true) return reservationRow("already free", o, r, "changed since it was read (now another pod's): left alone")
       if (done === undefined || done.error !== undefined) return reservationRow("failed", o, r, done?.error?.message ?? errorOf(execution, ref))
-      return reservationRow("skipped", o, r, "already deleted")
+      return reservationRow("already free", o, r, "already deleted")
     })
     return [...entries, ...reservations, ...keptRows(o)]
   })
 }
 
-/** 0 when everything asked for was freed (or would be), 1 when anything was skipped, refused or failed. */
-export const exitCodeOf = (rows: ReadonlyArray<ReleaseRow>): number => (rows.every((r) => r.result === "freed" || r.result === "would free") ? 0 : 1)
+/** 0 when everything asked for is free afterwards (freed now, would be, or already), 1 when anything is still held. */
+export const exitCodeOf = (rows: ReadonlyArray<ReleaseRow>): number => (rows.every((r) => DONE.includes(r.result)) ? 0 : 1)
 
 const counted = (rows: ReadonlyArray<ReleaseRow>, result: RowResult) => rows.filter((r) => r.result === result).length
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : word.endsWith("s") ? "es" : "s"}`
 
-/** One line: how many addresses and reservations were freed (would be), skipped, refused, failed. */
+/** One line: how many addresses and reservations were freed (would be), already free, skipped, refused, failed. */
 export const summary = (rows: ReadonlyArray<ReleaseRow>, dryRun: boolean): string => {
   const done = rows.filter((r) => r.result === (dryRun ? "would free" : "freed"))
   const what = `${plural(done.filter((r) => r.kind === "allocation").length, "address")} and ${plural(done.filter((r) => r.kind === "reservation").length, "reservation")}`
-  const rest = (["skipped", "refused", "failed"] as const).flatMap((r) => (counted(rows, r) > 0 ? [`${counted(rows, r)} ${r}`] : []))
+  const rest = (["already free", "skipped", "refused", "failed"] as const).flatMap((r) => (counted(rows, r) > 0 ? [`${counted(rows, r)} ${r}`] : []))
   return `${dryRun ? "Would free" : "Freed"} ${what}${rest.length === 0 ? "" : `; ${rest.join(", ")}`}.${dryRun ? " (dry run: nothing written)" : ""}`
 }
 
@@ -115,13 +127,14 @@ const jsonRow = (r: ReleaseRow) => ({
   podref: r.podref
 })
 
-/** Machine-readable result: what was freed (wouldFree in dry-run) and what was not, with the reason. */
+/** Machine-readable result: what was freed (wouldFree in dry-run), what was already free, and what was not freed, with the reason. */
 export const renderRowsJson = (rows: ReadonlyArray<ReleaseRow>, dryRun: boolean): string =>
   JSON.stringify(
     {
       dryRun,
       [dryRun ? "wouldFree" : "freed"]: rows.filter((r) => r.result === "freed" || r.result === "would free").map(jsonRow),
-      skipped: rows.filter((r) => r.result !== "freed" && r.result !== "would free").map((r) => ({ result: r.result, ...jsonRow(r), reason: r.why }))
+      alreadyFree: rows.filter((r) => r.result === "already free").map((r) => ({ ...jsonRow(r), reason: r.why })),
+      skipped: rows.filter((r) => !DONE.includes(r.result)).map((r) => ({ result: r.result, ...jsonRow(r), reason: r.why }))
     },
     null,
     2

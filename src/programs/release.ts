@@ -12,7 +12,9 @@ import { Data, Effect, Either } from "effect"
 import { type AuditReport, decodeAuditReport, matchReport } from "../domain/audit-report.ts"
 import { type NamedTargets, namedHoldings } from "../domain/operator-release.ts"
 import { podRef } from "../domain/pod.ts"
-import { type ReleasePlan, planRelease } from "../domain/release.ts"
+import { ipEquals } from "../domain/ip.ts"
+import { type PlannedEntry, type ReleasePlan, planRelease } from "../domain/release.ts"
+import { IPPoolStore } from "../services/IPPoolStore.ts"
 import type { ReleaseTargets } from "./cli.ts"
 import { execute } from "./executor.ts"
 import { recheckHoldings } from "./recheck.ts"
@@ -78,12 +80,31 @@ const logFreed = (r: ReleaseRow) =>
     Effect.annotateLogs({ ...(r.kind === "allocation" ? { pool: r.name } : { reservation: r.name }), ip: r.ip ?? "", podref: r.podref })
   )
 
+/**
+ * The entries the guarded patch left that nothing holds any more, read again: gone from their pool,
+ * or now another podref's (freed by another first). A pool that cannot be read proves nothing.
+ */
+const freedByAnother = (skipped: ReadonlyArray<PlannedEntry>) =>
+  Effect.gen(function* () {
+    const store = yield* IPPoolStore
+    const gone = new Set<PlannedEntry>()
+    for (const pool of new Set(skipped.map((p) => p.held.pool))) {
+      const now = yield* Effect.either(store.get(pool))
+      if (Either.isLeft(now) && now.left.reason !== "NotFound") continue
+      for (const p of skipped.filter((s) => s.held.pool === pool)) {
+        const entry = Either.isRight(now) ? now.right.pool.entries.find((e) => ipEquals(e.ip, p.held.entry.ip)) : undefined
+        if (entry === undefined || entry.podref !== p.held.entry.podref) gone.add(p)
+      }
+    }
+    return gone
+  })
+
 /** Carries the plan out, with its Events and metrics written before the command ends. */
 const carryOut = (plan: ReleasePlan) =>
   Effect.gen(function* () {
     const execution = yield* execute(plan)
     yield* execution.finish
-    const rows = executedRows(plan, execution)
+    const rows = executedRows(plan, execution, yield* freedByAnother(execution.skipped))
     yield* Effect.forEach(rows.filter((r) => r.result === "freed"), logFreed, { discard: true })
     return rows
   })
@@ -93,7 +114,7 @@ export interface ReleaseOptions {
   readonly output: "table" | "json"
 }
 
-/** Runs a release: the text to print and the exit code (0 when all was freed, 1 when anything was not). */
+/** Runs a release: the text to print and the exit code (0 when everything asked for is free afterwards, 1 when anything is still held). */
 export const release = (targets: LoadedTargets, options: ReleaseOptions) =>
   Effect.gen(function* () {
     const found = targets._tag === "Report" ? yield* reportHoldings(targets.report) : yield* namedHoldingsNow(targets)

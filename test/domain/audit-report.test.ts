@@ -78,17 +78,19 @@ describe("matchReport", () => {
     expect(m.holdings.flatMap((h) => h.entries.map((e) => formatIP(e.entry.ip)))).toEqual(["10.1.0.2"])
   })
 
+  // Already free: the report's holder holds it no more, whoever freed it (a retried release is done).
+  // Still held: its podref holds it still, changed since the report.
   it.each([
-    ["the pool is gone", allocation("10.9.0.2", "ns/a", { pool: "10.9.0.0-24" }), "pool 10.9.0.0-24 no longer exists"],
-    ["already freed", allocation("10.1.0.7", "ns/a"), "already freed: pool 10.1.0.0-24 holds no allocation of 10.1.0.7"],
-    ["another podref now", allocation("10.1.0.3", "ns/a"), "changed since the report: 10.1.0.3 now belongs to ns/b"],
-    ["re-ADDed (another container id)", allocation("10.1.0.2", "ns/a", { containerId: "old" }), "changed since the report: container id c2 (was old): a pod of that name took it back"],
-    ["another offset (the range changed)", allocation("10.1.0.2", "ns/a", { offset: "7" }), "changed since the report: 10.1.0.2 is now at offset 2 (was 7)"],
-    ["another interface", allocation("10.1.0.2", "ns/a", { ifname: "net2" }), "changed since the report: interface net1 (was net2)"]
-  ])("skipped, with the reason: %s", (_, entry, why) => {
+    ["the pool is gone", allocation("10.9.0.2", "ns/a", { pool: "10.9.0.0-24" }), "already freed: pool 10.9.0.0-24 no longer exists", true],
+    ["already freed", allocation("10.1.0.7", "ns/a"), "already freed: pool 10.1.0.0-24 holds no allocation of 10.1.0.7", true],
+    ["another podref now", allocation("10.1.0.3", "ns/a"), "already freed: 10.1.0.3 now belongs to ns/b", true],
+    ["re-ADDed (another container id)", allocation("10.1.0.2", "ns/a", { containerId: "old" }), "changed since the report: container id c2 (was old): a pod of that name took it back", false],
+    ["another offset (the range changed)", allocation("10.1.0.2", "ns/a", { offset: "7" }), "changed since the report: 10.1.0.2 is now at offset 2 (was 7)", false],
+    ["another interface", allocation("10.1.0.2", "ns/a", { ifname: "net2" }), "changed since the report: interface net1 (was net2)", false]
+  ])("skipped, with the reason: %s", (_, entry, why, free) => {
     const m = matchReport(report([entry]), now(pools, []))
     expect(m.holdings).toEqual([])
-    expect(m.skipped.map((s) => s.why)).toEqual([why])
+    expect(m.skipped.map((s) => [s.why, s.alreadyFree === true])).toEqual([[why, free]])
   })
 
   it("the same entry, but a pod of that name exists again and may hold it: no longer an orphan", () => {
@@ -99,9 +101,10 @@ describe("matchReport", () => {
       "allocation 10.1.0.0-24: no longer an orphan: pod ns/a (uid u2) exists and may hold it",
       "reservation 10.1.0.2: no longer an orphan: pod ns/a (uid u2) exists and may hold it"
     ])
+    expect(m.skipped.some((s) => s.alreadyFree === true)).toBe(false)
   })
 
-  it("reservations: already deleted, now another pod's, and one whose address stays allocated are skipped", () => {
+  it("reservations: already deleted and now another pod's are already free; one whose address stays allocated is skipped", () => {
     const listed = [reservation("10.1.0.2", "ns/a"), reservation("10.1.0.5", "ns/other")]
     const m = matchReport(
       report([], [
@@ -112,10 +115,10 @@ describe("matchReport", () => {
       now(pools, listed)
     )
     expect(m.holdings).toEqual([])
-    expect(m.skipped.map((s) => `${s.name}: ${s.why}`)).toEqual([
-      "10.1.0.9: already deleted: no reservation 10.1.0.9",
-      "10.1.0.5: changed since the report: reservation 10.1.0.5 now belongs to ns/other",
-      "10.1.0.2: its address 10.1.0.2 stays allocated in pool 10.1.0.0-24 (not released from this report)"
+    expect(m.skipped.map((s) => `${s.alreadyFree === true ? "free" : "held"} ${s.name}: ${s.why}`)).toEqual([
+      "free 10.1.0.9: already deleted: no reservation 10.1.0.9",
+      "free 10.1.0.5: already freed: reservation 10.1.0.5 now belongs to ns/other",
+      "held 10.1.0.2: its address 10.1.0.2 stays allocated in pool 10.1.0.0-24 (not released from this report)"
     ])
   })
 

@@ -1,8 +1,8 @@
 /**
  * `release` in memory: each way of naming what to free (an audit report, --pod, --ip), a live
  * holder refused and --force, a stale report (an entry changed after the report, a pod reborn, an
- * address already freed), --force still guarded per entry, dry-run writing nothing, the output,
- * the exit codes and a bad report file.
+ * address already freed), a release run again, --force still guarded per entry, dry-run writing
+ * nothing, the output, the exit codes and a bad report file.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -52,7 +52,7 @@ const rowsOf = (text: string) =>
   text
     .split("\n")
     .slice(1)
-    .filter((l) => /^(freed|would free|skipped|refused|failed) /.test(l))
+    .filter((l) => /^(freed|would free|already free|skipped|refused|failed) /.test(l))
     .map((l) => l.replace(/\s{3,}/g, " | "))
 
 const removeEntry = (pool: string, key: string) => api((k) => k.patch(R.IPPools, "kube-system", pool, { type: "json", ops: [{ op: "remove", path: `/spec/allocations/${key}` }] }))
@@ -95,7 +95,7 @@ describe("release --from-report", () => {
       expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(0)
     }).pipe(Effect.provide(memory())))
 
-  it.live("a stale report: an entry changed after it, a pod reborn, an address already freed are skipped with the reason; the rest is freed; exit 1", () =>
+  it.live("a stale report: an entry changed after it and a pod reborn are skipped, an address already freed is already free, each with the reason; the rest is freed; exit 1", () =>
     Effect.gen(function* () {
       const pods = yield* world(["a", "b", "c", "d"])
       for (const p of Object.values(pods)) yield* deletePod(p)
@@ -117,12 +117,12 @@ describe("release --from-report", () => {
         "freed | reservation | 10.50.0.4 | 10.50.0.4 | default/d",
         `skipped | allocation | 10.50.0.0-24 | 10.50.0.1 | default/a | changed since the report: container id ${a.containerId} (was ${pods["a"]!.containerId}): a pod of that name took it back`,
         `skipped | allocation | 10.50.0.0-24 | 10.50.0.2 | default/b | no longer an orphan: pod default/b (uid ${uidB}) exists and may hold it`,
-        "skipped | allocation | 10.50.0.0-24 | 10.50.0.3 | default/c | already freed: pool 10.50.0.0-24 holds no allocation of 10.50.0.3",
+        "already free | allocation | 10.50.0.0-24 | 10.50.0.3 | default/c | already freed: pool 10.50.0.0-24 holds no allocation of 10.50.0.3",
         `skipped | reservation | 10.50.0.1 | 10.50.0.1 | default/a | no longer an orphan: pod default/a (uid ${uidA}) exists and may hold it`,
         `skipped | reservation | 10.50.0.2 | 10.50.0.2 | default/b | no longer an orphan: pod default/b (uid ${uidB}) exists and may hold it`,
-        "skipped | reservation | 10.50.0.3 | 10.50.0.3 | default/c | already deleted: no reservation 10.50.0.3"
+        "already free | reservation | 10.50.0.3 | 10.50.0.3 | default/c | already deleted: no reservation 10.50.0.3"
       ])
-      expect(result.text).toContain("Freed 1 address and 1 reservation; 6 skipped.")
+      expect(result.text).toContain("Freed 1 address and 1 reservation; 2 already free, 4 skipped.")
       expect(yield* allocationsOf(POOL)).toEqual({
         "1": { id: a.containerId, podref: "default/a", ifname: "net1" },
         "2": { id: pods["b"]!.containerId, podref: "default/b", ifname: "net1" }
@@ -137,12 +137,37 @@ describe("release --from-report", () => {
       const table = yield* releaseWith(["--from-report", file])
       expect(table).toEqual({ text: "Nothing to release.", exitCode: 0 })
       const json = yield* releaseWith(["--from-report", file], { output: "json" })
-      expect(JSON.parse(json.text)).toEqual({ dryRun: false, freed: [], skipped: [] })
+      expect(JSON.parse(json.text)).toEqual({ dryRun: false, freed: [], alreadyFree: [], skipped: [] })
+    }).pipe(Effect.provide(memory())))
+
+  it.live("run twice on the same report: the second run finds everything already free, says so, and exits 0 too", () =>
+    Effect.gen(function* () {
+      const pods = yield* world(["gone", "live"])
+      yield* deletePod(pods["gone"]!)
+      const file = yield* auditToFile
+      const first = yield* releaseWith(["--from-report", file])
+      expect(first.exitCode).toBe(0)
+      expect(rowsOf(first.text)).toEqual(["freed | allocation | 10.50.0.0-24 | 10.50.0.1 | default/gone", "freed | reservation | 10.50.0.1 | 10.50.0.1 | default/gone"])
+      const again = yield* releaseWith(["--from-report", file])
+      expect(again.exitCode).toBe(0)
+      expect(rowsOf(again.text)).toEqual([
+        "already free | allocation | 10.50.0.0-24 | 10.50.0.1 | default/gone | already freed: pool 10.50.0.0-24 holds no allocation of 10.50.0.1",
+        "already free | reservation | 10.50.0.1 | 10.50.0.1 | default/gone | already deleted: no reservation 10.50.0.1"
+      ])
+      expect(again.text).toContain("Freed 0 addresses and 0 reservations; 2 already free.")
+      const json = JSON.parse((yield* releaseWith(["--from-report", file], { output: "json" })).text) as Record<string, ReadonlyArray<Record<string, unknown>>>
+      expect(json["freed"]).toEqual([])
+      expect(json["skipped"]).toEqual([])
+      expect(json["alreadyFree"]!.map((r) => `${String(r["kind"])} ${String(r["ip"])}: ${String(r["reason"])}`)).toEqual([
+        "allocation 10.50.0.1: already freed: pool 10.50.0.0-24 holds no allocation of 10.50.0.1",
+        "reservation 10.50.0.1: already deleted: no reservation 10.50.0.1"
+      ])
+      expect(yield* podrefsOf(POOL)).toEqual(["default/live"])
     }).pipe(Effect.provide(memory())))
 })
 
 describe("release --pod and --ip", () => {
-  it.live("a live holder is refused and nothing written; --force frees it; a pod that never runs again needs no --force; a pod holding nothing is skipped", () =>
+  it.live("a live holder is refused and nothing written; --force frees it; a pod that never runs again needs no --force; a pod holding nothing is already free", () =>
     Effect.gen(function* () {
       const pods = yield* world(["live", "done"])
       const refused = yield* releaseWith(["--pod", "default/live"])
@@ -170,11 +195,15 @@ describe("release --pod and --ip", () => {
       expect(yield* metric("ips_freed_total", { trigger: "operator" })).toBe(2)
 
       const nothing = yield* releaseWith(["--pod", "default/nobody"])
-      expect(nothing.exitCode).toBe(1)
-      expect(rowsOf(nothing.text)).toEqual(["skipped | pod | - | - | default/nobody | pod default/nobody holds no address in these pools"])
+      expect(nothing.exitCode).toBe(0)
+      expect(rowsOf(nothing.text)).toEqual(["already free | pod | - | - | default/nobody | pod default/nobody holds no address in these pools"])
+      // Run again, --pod finds what it freed already free.
+      const again = yield* releaseWith(["--pod", "default/live", "--force"])
+      expect(again.exitCode).toBe(0)
+      expect(rowsOf(again.text)).toEqual(["already free | pod | - | - | default/live | pod default/live holds no address in these pools"])
     }).pipe(Effect.provide(memory())))
 
-  it.live("--ip frees one address of a pod on two networks, with its reservation; the other address stays; an unknown pool or address is skipped", () =>
+  it.live("--ip frees one address of a pod on two networks, with its reservation; the other address stays; an unknown pool is skipped, an address no entry holds already free", () =>
     Effect.gen(function* () {
       yield* createNad(NS, "net1", { range: "10.50.0.0/24" })
       yield* createNad(NS, "blue", { range: "10.51.0.0/24", network_name: "blue" })
@@ -192,8 +221,11 @@ describe("release --pod and --ip", () => {
       expect(missing.exitCode).toBe(1)
       expect(rowsOf(missing.text)).toEqual([
         "skipped | allocation | nope | 10.9.9.9 | - | no pool nope",
-        "skipped | allocation | 10.50.0.0-24 | 10.50.0.200 | - | pool 10.50.0.0-24 holds no allocation of 10.50.0.200"
+        "already free | allocation | 10.50.0.0-24 | 10.50.0.200 | - | pool 10.50.0.0-24 holds no allocation of 10.50.0.200"
       ])
+      const freedBefore = yield* releaseWith(["--ip", "blue-10.51.0.0-24/10.51.0.1"])
+      expect(freedBefore.exitCode).toBe(0)
+      expect(rowsOf(freedBefore.text)).toEqual(["already free | allocation | blue-10.51.0.0-24 | 10.51.0.1 | - | pool blue-10.51.0.0-24 holds no allocation of 10.51.0.1"])
     }).pipe(Effect.provide(memory())))
 
   it.live("--force still goes through the guarded write: an entry rewritten between the read and the write is skipped, and its reservation given back", () =>
@@ -224,7 +256,7 @@ describe("release --pod and --ip", () => {
 })
 
 describe("release next to a running controller", () => {
-  it.live("the controller's sweep frees a report's orphan first: release's guarded patch skips it, and it is freed once, with one Event", () =>
+  it.live("the controller's sweep frees a report's orphan first: release's guarded patch skips it, finds it already free, and it is freed once, with one Event", () =>
     Effect.gen(function* () {
       const hooks = yield* ApiHooks
       const env = yield* Effect.context<MemoryEnv>()
@@ -237,9 +269,9 @@ describe("release next to a running controller", () => {
       )
       const result = yield* releaseWith(["--from-report", file])
       hooks.clear()
-      expect(result.exitCode).toBe(1)
+      expect(result.exitCode).toBe(0)
       expect(rowsOf(result.text)).toEqual([
-        "skipped | allocation | 10.50.0.0-24 | 10.50.0.1 | default/gone | changed right before the write (the guarded patch left it): no longer the entry read",
+        "already free | allocation | 10.50.0.0-24 | 10.50.0.1 | default/gone | freed by another right before the write",
         // Release had deleted the reservation before its pool patch: the sweep found it gone.
         "freed | reservation | 10.50.0.1 | 10.50.0.1 | default/gone"
       ])
@@ -279,6 +311,7 @@ describe("release --dry-run, output, exit codes", () => {
           { kind: "allocation", pool: POOL, ip: "10.50.0.1", podref: "default/gone" },
           { kind: "reservation", name: "10.50.0.1", ip: "10.50.0.1", podref: "default/gone" }
         ],
+        alreadyFree: [],
         skipped: []
       })
       expect(yield* podrefsOf(POOL)).toEqual(["default/gone", "default/live"])
@@ -300,6 +333,7 @@ describe("release --dry-run, output, exit codes", () => {
           { kind: "allocation", pool: POOL, ip: "10.50.0.1", podref: "default/gone" },
           { kind: "reservation", name: "10.50.0.1", ip: "10.50.0.1", podref: "default/gone" }
         ],
+        alreadyFree: [],
         skipped: [
           { result: "refused", kind: "allocation", pool: POOL, ip: "10.50.0.2", podref: "default/live", reason: why },
           { result: "refused", kind: "reservation", name: "10.50.0.2", ip: "10.50.0.2", podref: "default/live", reason: why }
