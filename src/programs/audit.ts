@@ -1,5 +1,6 @@
-/** `audit`: the sweep in dry-run, once, rendered for an operator (table or JSON); exit code 1 on orphans. */
+/** `audit`: the sweep in dry-run, once, rendered for an operator (table or JSON), with the bad input it met; exit code 1 on orphans. */
 import { Effect } from "effect"
+import { hasBadInput } from "../domain/bad-input.ts"
 import { formatIP } from "../domain/ip.ts"
 import { ORPHAN_REASON_TEXT, type SweepReport, runSweep } from "./sweep.ts"
 
@@ -15,6 +16,20 @@ const explain = (o: { readonly reason: keyof typeof ORPHAN_REASON_TEXT; readonly
   o.detail === undefined ? ORPHAN_REASON_TEXT[o.reason] : `${ORPHAN_REASON_TEXT[o.reason]} (${o.detail})`
 
 const percent = (used: number, size: number) => (size === 0 ? "-" : `${((used / size) * 100).toFixed(1)}%`)
+
+/**
+ * What audit could not read, each with what is wrong: one section per kind, only for kinds met.
+ * Listed, not counted as orphans: bad input alone leaves the exit code 0.
+ */
+const badInputTables = ({ badInput: b }: SweepReport): ReadonlyArray<string> => {
+  if (!hasBadInput(b)) return ["", "No bad input."]
+  const section = (title: string, header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => (rows.length === 0 ? [] : ["", title, table(header, rows)])
+  return [
+    ...section("NADs whose config cannot be read:", ["NAD", "WHY"], b.nads.map((n) => [`${n.namespace}/${n.name}`, n.why])),
+    ...section("Pool entries that cannot be parsed (left as they are):", ["POOL", "KEY", "REASON"], b.poolEntries.map((e) => [e.pool, e.key, e.reason])),
+    ...section("Pods whose Multus annotations cannot be read:", ["POD", "ANNOTATION", "WHY"], b.pods.map((p) => [`${p.namespace}/${p.name}`, p.annotation, p.why]))
+  ]
+}
 
 /** Human-readable report. */
 export const renderTable = (r: SweepReport): string => {
@@ -53,7 +68,7 @@ export const renderTable = (r: SweepReport): string => {
           ["RESERVATION", "IP", "PODREF", "REASON"],
           r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, explain(o)])
         )
-  return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ""].join("\n")
+  return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ...badInputTables(r), ""].join("\n")
 }
 
 /** Machine-readable report. */
@@ -81,7 +96,8 @@ export const renderJson = (r: SweepReport): string =>
         reason: o.reason,
         ...(o.detail === undefined ? {} : { detail: o.detail }),
         explanation: explain(o)
-      }))
+      })),
+      badInput: r.badInput
     },
     null,
     2

@@ -5,6 +5,7 @@
  * (`audit`) it only plans and reports. Runs once after start-up and then on its schedule (schedule.ts).
  */
 import { Clock, Effect, Either, Option, Schedule } from "effect"
+import { type BadInput, badInputOf } from "../domain/bad-input.ts"
 import { type Snapshot, orphanHoldings } from "../domain/holdings.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
@@ -50,6 +51,8 @@ export interface SweepReport {
   readonly pools: ReadonlyArray<PoolReport>
   readonly orphanAllocations: ReadonlyArray<OrphanAllocation>
   readonly orphanReservations: ReadonlyArray<OrphanReservation>
+  /** NADs, pool entries and pods' Multus annotations that cannot be read: each skips only what it describes. */
+  readonly badInput: BadInput
   /** Node-slice pools whose NodeSlicePool gives their slice to no node, or to another. */
   readonly staleSlicePools: ReadonlyArray<{ readonly name: string; readonly node: string; readonly used: number }>
   /** Empty stale node-slice pools deleted (with --prune-slice-pools). */
@@ -240,6 +243,7 @@ export const runSweep = (
 ): Effect.Effect<SweepReport, KubeError | ReleaseError, IPPoolStore | Reservations | Pods | Metrics | ControllerConfig | KubeApi | NadConfigs | EventRecorder> =>
   Effect.gen(function* () {
     const config = yield* ControllerConfig
+    const nadConfigs = yield* NadConfigs
     const world = yield* listWorld
     const { orphans, holdings, snapshot } = yield* sweepHoldings(world)
     const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings, options.leave)
@@ -250,6 +254,7 @@ export const runSweep = (
       pools,
       orphanAllocations: orphans.allocations,
       orphanReservations: orphans.reservations,
+      badInput: badInputOf(world.nads.map((n) => ({ ...n, decoded: nadConfigs.decode(n) })), world.poolList.map((p) => p.pool), world.podList),
       staleSlicePools: pools.flatMap((p) => (p.owner === "stale" ? [{ name: p.name, node: p.node ?? "", used: p.used }] : [])),
       prunedPools,
       ...done

@@ -12,7 +12,7 @@ import { freePort as drawPort } from "../live/cluster.ts"
 import { eventually } from "../support/eventually.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
-import { poolObject } from "../support/objects.ts"
+import { podObject, poolObject } from "../support/objects.ts"
 import { cachesCaughtUp, createNad, eventsIn } from "../support/world.ts"
 
 /** A loopback port drawn as the live tier draws its own (below the ephemeral range, never twice in a row). */
@@ -173,6 +173,36 @@ describe("audit", () => {
       expect(keep.ips[0]!.ips).toEqual(["10.61.0.1"])
     }).pipe(Effect.provide(memory())))
 
+  it.live("lists the bad input it met (an unreadable NAD config, unparsable pool entries, a pod's unreadable Multus annotation), in the table and the JSON; bad input alone exits 0", () =>
+    Effect.gen(function* () {
+      const api = yield* KubeApi
+      yield* createNad("default", "net1", { range: "10.67.0.0/24" })
+      yield* createNad("default", "broken", "{not json")
+      // Not bad input: a NAD of another IPAM, one without any, one whose config lives on the nodes.
+      yield* createNad("default", "dhcp", JSON.stringify({ cniVersion: "0.3.1", name: "dhcp", type: "macvlan", ipam: { type: "dhcp" } }))
+      yield* createNad("default", "plain", JSON.stringify({ cniVersion: "0.3.1", name: "plain", type: "bridge" }))
+      yield* createNad("default", "on-disk", "")
+      yield* api.create(R.IPPools, "kube-system", poolObject("kube-system", "10.66.0.0-24", "10.66.0.0/24", { abc: { id: "x", podref: "default/junk" }, "-1": { id: "y", podref: "default/junk" } }))
+      yield* api.create(R.Pods, "default", podObject("default", "odd", { status: "[{not json", nodeName: "node-1" }))
+      yield* startPod("default", "fine", on("net1"))
+      const table = yield* audit("table")
+      expect(table.exitCode).toBe(0)
+      const json = JSON.parse((yield* audit("json")).text) as { badInput: { nads: Array<Record<string, string>>; poolEntries: Array<Record<string, string>>; pods: Array<Record<string, string>> } }
+      expect(json.badInput.nads).toEqual([{ namespace: "default", name: "broken", why: expect.stringContaining("JSON") }])
+      expect(json.badInput.poolEntries).toEqual([
+        { pool: "10.66.0.0-24", key: "abc", reason: "offset is not a non-negative decimal integer" },
+        { pool: "10.66.0.0-24", key: "-1", reason: "offset is not a non-negative decimal integer" }
+      ])
+      expect(json.badInput.pods).toEqual([{ namespace: "default", name: "odd", annotation: "k8s.v1.cni.cncf.io/network-status", why: expect.any(String) }])
+      expect(table.text).toContain("NADs whose config cannot be read:")
+      expect(table.text).toMatch(/^default\/broken\s+\S/m)
+      expect(table.text).toMatch(/^10\.66\.0\.0-24\s+abc\s+offset is not a non-negative decimal integer$/m)
+      expect(table.text).toMatch(/^default\/odd\s+k8s\.v1\.cni\.cncf\.io\/network-status\s+\S/m)
+      expect(table.text).not.toContain("default/dhcp")
+      expect(table.text).not.toContain("default/plain")
+      expect(table.text).not.toContain("default/on-disk")
+    }).pipe(Effect.provide(memory())))
+
   it.live("a clean cluster audits to exit code 0", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.62.0.0/24" })
@@ -181,6 +211,8 @@ describe("audit", () => {
       expect(out.exitCode).toBe(0)
       expect(out.text).toContain("No orphaned allocations.")
       expect(out.text).toContain("No orphaned reservations.")
+      expect(out.text).toContain("No bad input.")
+      expect(JSON.parse((yield* audit("json")).text)).toMatchObject({ badInput: { nads: [], poolEntries: [], pods: [] } })
     }).pipe(Effect.provide(memory())))
 })
 
