@@ -10,7 +10,7 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import { type ParsedCli, configProvider, describeConfigError, helpText, parseCli } from "./cli.ts"
+import { EXIT_USAGE, type ParsedCli, checkOptions, configProvider, describeConfigError, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { loadTargets, release } from "./release.ts"
@@ -67,7 +67,7 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
         const targets = yield* Effect.either(loadTargets(cli.release!))
         if (Either.isLeft(targets)) {
           process.stderr.write(`whereabouts-controller: ${targets.left.message}\n`)
-          return 2
+          return EXIT_USAGE
         }
         // Its Events are queued like the controller's: written before the command exits.
         const done = yield* release(targets.right, options).pipe(Effect.tap(() => Effect.flatMap(EventRecorder, (r) => r.flush)), Effect.provide(oneShot))
@@ -88,7 +88,7 @@ const main = (argv: ReadonlyArray<string>): void => {
     cli = parseCli(argv)
   } catch (e) {
     process.stderr.write(`whereabouts-controller: ${(e as Error).message}\nTry --help.\n`)
-    process.exit(2)
+    process.exit(EXIT_USAGE)
   }
   if (cli.help) {
     process.stdout.write(`${helpText(cli.command === "run" && !argv.includes("run") ? undefined : cli.command)}\n`)
@@ -97,6 +97,12 @@ const main = (argv: ReadonlyArray<string>): void => {
   if (cli.version) {
     process.stdout.write(`${version()}\n`)
     return
+  }
+  // Every value checked before anything runs: one line each, naming the option as it was given.
+  const problems = checkOptions(cli, process.env)
+  if (problems.length > 0) {
+    for (const p of problems) process.stderr.write(`whereabouts-controller: ${p}\n`)
+    process.exit(EXIT_USAGE)
   }
   // Logs read well where they are read: short lines on a terminal, JSON for a collector (logging.ts).
   const logger = logging(cli.command, process.stderr.isTTY === true)
@@ -115,16 +121,15 @@ const main = (argv: ReadonlyArray<string>): void => {
     if (Exit.isSuccess(exit)) process.exit(exit.value)
     if (Cause.isInterruptedOnly(exit.cause)) process.exit(0)
     const failure = Cause.failureOption(exit.cause)
-    const message =
-      failure._tag === "None"
-        ? Cause.pretty(exit.cause)
-        : ConfigError.isConfigError(failure.value)
-          ? `invalid configuration: ${describeConfigError(failure.value)}`
-          : failure.value instanceof Error
-            ? failure.value.message
-            : String(failure.value)
+    // A configuration the checks let through (leader election's timings) is bad usage too; anything
+    // else is a command that could not complete, told apart from what a one-shot command found.
+    if (failure._tag === "Some" && ConfigError.isConfigError(failure.value)) {
+      for (const line of describeConfigError(failure.value)) process.stderr.write(`whereabouts-controller: ${line}\n`)
+      process.exit(EXIT_USAGE)
+    }
+    const message = failure._tag === "None" ? Cause.pretty(exit.cause) : failure.value instanceof Error ? failure.value.message : String(failure.value)
     process.stderr.write(`whereabouts-controller: ${message}\n`)
-    process.exit(1)
+    process.exit(exitCodeOfFailure(cli.command))
   })
 }
 

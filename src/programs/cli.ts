@@ -1,22 +1,45 @@
 /**
- * Command line: one table of options drives parsing (node:util parseArgs), `--help`, and the
- * mapping of flags onto the environment-variable keys the Config layer reads — flags win over
- * the environment, which wins over defaults. What `release` frees is a second, smaller table of
- * flags without variables, checked here into one way of naming it.
+ * Command line: one table of options drives parsing (node:util parseArgs), `--help` (the common
+ * options first, then the tuning knobs, each with its value type), the check of every value before
+ * anything runs, and the mapping of flags onto the environment-variable keys the Config layer reads
+ * — flags win over the environment, which wins over defaults. What `release` frees is a second,
+ * smaller table of flags without variables, checked here into one way of naming it.
  */
 import { parseArgs } from "node:util"
-import { type ConfigError, ConfigProvider, Duration } from "effect"
+import { type ConfigError, ConfigProvider, Duration, Either } from "effect"
+import { parseSchedule } from "../domain/cron.ts"
 import { type IPAddress, parseIP } from "../domain/ip.ts"
+import {
+  ADDRESS,
+  BOOLEAN,
+  COUNT,
+  DURATION,
+  NAME,
+  PATH,
+  PORT,
+  RATE,
+  RATIO,
+  type ValueType,
+  formatDuration,
+  parseChoice,
+  parseDuration
+} from "../domain/option-values.ts"
 import { splitPodRef } from "../domain/pod.ts"
-import { DEFAULTS, type DefaultedKey } from "../services/ControllerConfig.ts"
+import { DEFAULTS, type DefaultedKey, parseMaxInFlight } from "../services/ControllerConfig.ts"
 
 interface OptionRow {
   readonly flag: string
   readonly env: string
   readonly kind: "string" | "boolean"
+  /** What it takes: the placeholder --help shows, and the parser that checks it (option-values.ts). */
+  readonly value: ValueType
+  /** One of the handful an operator sets: --help and docs/options.md list these first, the tuning knobs after. */
+  readonly common?: true
   /** The option's default in DEFAULTS; without one, `note` says what applies when it is unset. */
   readonly key?: DefaultedKey
   readonly note?: string
+  /** A good value for an error message, where the default is none or too long to be one. */
+  readonly example?: string
   /** A one-letter alias, as kubectl's `-o` for --output. */
   readonly short?: string
   readonly help: string
@@ -28,14 +51,17 @@ export interface OptionSpec extends OptionRow {
   readonly default: string
 }
 
-/** A duration as the flags take it: "500 millis", "1 second", "2 minutes". */
-export const showDuration = (d: Duration.Duration): string => {
-  const ms = Duration.toMillis(d)
-  const unit = (n: number, name: string) => `${n} ${name}${n === 1 ? "" : "s"}`
-  if (ms % 60_000 === 0 && ms >= 60_000) return unit(ms / 60_000, "minute")
-  if (ms % 1000 === 0) return unit(ms / 1000, "second")
-  return `${ms} millis`
-}
+/** A duration as --help shows it: Go's syntax, as Kubernetes users write it ("500ms", "30s", "1m30s"). */
+export const showDuration = (d: Duration.Duration): string => formatDuration(d)
+
+// The option values whose rules belong to the command line's own domain modules.
+const IN_FLIGHT: ValueType = { placeholder: "<kind=n,...>", example: "events=4,pool-writes=16", parse: parseMaxInFlight }
+const SCHEDULE: ValueType = { placeholder: "<schedule>", example: '"@every 6h"', parse: (text) => Either.mapLeft(parseSchedule(text.trim()), (e) => e.message) }
+/** Unset or "": off. */
+const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)) }
+const LOG_LEVEL: ValueType = { placeholder: "<level>", example: "info", parse: parseChoice(["debug", "info", "warning", "error", "warn"], { named: 4, ignoreCase: true }) }
+const LOG_FORMAT: ValueType = { placeholder: "<format>", example: "logfmt", parse: parseChoice(["json", "logfmt", "text"]) }
+const OUTPUT: ValueType = { placeholder: "<format>", example: "json", parse: parseChoice(["table", "json"]) }
 
 const shown = (row: OptionRow): string => {
   if (row.note !== undefined) return row.note
@@ -56,35 +82,39 @@ const runOnly: ReadonlyArray<Command> = ["run"]
 const policy: ReadonlyArray<Command> = ["run", "release"]
 
 const ROWS: ReadonlyArray<OptionRow> = [
-  { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", note: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
-  { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", key: "namespace", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
-  { flag: "workers", env: "WORKERS", kind: "string", key: "workers", help: "most batches of deleted pods reconciled at once; more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server", commands: runOnly },
+  { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", value: PATH, common: true, note: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
+  { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", value: NAME, common: true, key: "namespace", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
+  { flag: "workers", env: "WORKERS", kind: "string", value: COUNT, key: "workers", help: "most batches of deleted pods reconciled at once; more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server", commands: runOnly },
   {
     flag: "batch-window",
     env: "BATCH_WINDOW",
     kind: "string",
+    value: DURATION,
     key: "batchWindow",
     help: "how long a mass deletion that keeps arriving is gathered into one batch: fewer, larger pool writes, against a later first free; 0 never waits",
     commands: runOnly
   },
-  { flag: "retry-attempts", env: "RETRY_ATTEMPTS", kind: "string", key: "retryAttempts", help: "attempts per deleted pod before giving up with a Warning event", commands: runOnly },
-  { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", kind: "string", key: "retryBaseDelay", help: "first retry delay (doubles each attempt, jittered)", commands: runOnly },
-  { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", kind: "string", key: "retryMaxDelay", help: "longest retry delay", commands: runOnly },
+  { flag: "retry-attempts", env: "RETRY_ATTEMPTS", kind: "string", value: COUNT, key: "retryAttempts", help: "attempts per deleted pod before giving up with a Warning event", commands: runOnly },
+  { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", kind: "string", value: DURATION, key: "retryBaseDelay", help: "first retry delay (doubles each attempt, jittered)", commands: runOnly },
+  { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", kind: "string", value: DURATION, key: "retryMaxDelay", help: "longest retry delay", commands: runOnly },
   {
     flag: "max-in-flight",
     env: "MAX_IN_FLIGHT",
     kind: "string",
+    value: IN_FLIGHT,
     key: "maxInFlight",
+    example: "events=4,pool-writes=16",
     help: "API requests in flight at once per kind of work, as kind=n,... (the kinds not named keep theirs); a 429 with Retry-After pauses its kind until then; Events go one at a time while addresses are being freed",
     commands: live
   },
-  { flag: "api-qps", env: "API_QPS", kind: "string", key: "apiQps", help: "opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it); set one for a small or shared API server", commands: live },
-  { flag: "api-burst", env: "API_BURST", kind: "string", key: "apiBurst", help: "API requests allowed at once above --api-qps (with a cap only)", commands: live },
-  { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", key: "requestTimeout", help: "timeout of one API request once sent (the wait for --api-qps not counted); a 429 or 5xx that names a Retry-After is sent again after it, up to 3 times", commands: live },
+  { flag: "api-qps", env: "API_QPS", kind: "string", value: RATE, key: "apiQps", help: "opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it); set one for a small or shared API server", commands: live },
+  { flag: "api-burst", env: "API_BURST", kind: "string", value: COUNT, key: "apiBurst", help: "API requests allowed at once above --api-qps (with a cap only)", commands: live },
+  { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", value: DURATION, key: "requestTimeout", help: "timeout of one API request once sent (the wait for --api-qps not counted); a 429 or 5xx that names a Retry-After is sent again after it, up to 3 times", commands: live },
   {
     flag: "http2",
     env: "HTTP2",
     kind: "boolean",
+    value: BOOLEAN,
     key: "http2",
     help: "send requests over HTTP/2 where the API server offers it (one multiplexed connection); watches stay on HTTP/1.1",
     commands: live
@@ -93,15 +123,18 @@ const ROWS: ReadonlyArray<OptionRow> = [
     flag: "api-compression",
     env: "API_COMPRESSION",
     kind: "boolean",
+    value: BOOLEAN,
     key: "apiCompression",
     help: "ask the API server to gzip large answers (lists, big pools): less traffic for more CPU on both ends; worth it over a slow link to the API server",
     commands: live
   },
-  { flag: "page-size", env: "PAGE_SIZE", kind: "string", key: "pageSize", help: "objects per page of full lists: fewer requests, against more memory per page", commands: live },
+  { flag: "page-size", env: "PAGE_SIZE", kind: "string", value: COUNT, key: "pageSize", help: "objects per page of full lists: fewer requests, against more memory per page", commands: live },
   {
     flag: "reconcile-schedule",
     env: "RECONCILE_SCHEDULE",
     kind: "string",
+    value: SCHEDULE,
+    common: true,
     note: "the ConfigMap's, the file's, the flat file's reconciler_cron_expression, else 30 4 * * *",
     help: "schedule of the full orphan sweep, in whereabouts' syntax (robfig/cron: five fields, @daily, @every 1h, ?, CRON_TZ=); first of the sources listed here wins",
     commands: runOnly
@@ -110,47 +143,52 @@ const ROWS: ReadonlyArray<OptionRow> = [
     flag: "reconcile-schedule-configmap",
     env: "RECONCILE_SCHEDULE_CONFIGMAP",
     kind: "string",
+    value: NAME,
     key: "scheduleConfigMap",
     help: "ConfigMap in --namespace whose key holds the schedule, read at start-up and watched: a change takes effect without a restart (\"\" to not look)",
     commands: runOnly
   },
-  { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", kind: "string", key: "scheduleConfigMapKey", help: "the key of that ConfigMap", commands: runOnly },
-  { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", kind: "string", key: "scheduleFile", help: "file holding the schedule, read when it exists and looked at again every minute", commands: runOnly },
-  { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", key: "sweepOnStart", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
-  { flag: "dry-run", env: "DRY_RUN", kind: "boolean", key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
-  { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", key: "leaderElect", help: "elect a leader through a Lease (run 2 replicas safely)", commands: runOnly },
-  { flag: "lease-name", env: "LEASE_NAME", kind: "string", key: "leaseName", help: "name of the leader Lease", commands: runOnly },
-  { flag: "lease-namespace", env: "LEASE_NAMESPACE", kind: "string", note: "$POD_NAMESPACE, else --namespace", help: "namespace of the leader Lease", commands: runOnly },
-  { flag: "lease-duration", env: "LEASE_DURATION", kind: "string", key: "leaseDuration", help: "how long a lease is valid without renewal", commands: runOnly },
-  { flag: "renew-deadline", env: "RENEW_DEADLINE", kind: "string", key: "renewDeadline", help: "the leader gives up if it cannot renew for this long", commands: runOnly },
-  { flag: "retry-period", env: "RETRY_PERIOD", kind: "string", key: "retryPeriod", help: "interval of lease acquire/renew attempts", commands: runOnly },
-  { flag: "metrics-port", env: "METRICS_PORT", kind: "string", key: "metricsPort", help: "port of /metrics (0 disables)", commands: runOnly },
-  { flag: "health-port", env: "HEALTH_PORT", kind: "string", key: "healthPort", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
-  { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", note: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
-  { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", key: "shutdownTimeout", help: "on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + --renew-deadline + 2 s, then the process exits 1", commands: runOnly },
-  { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric", commands: runOnly },
+  { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", kind: "string", value: NAME, key: "scheduleConfigMapKey", help: "the key of that ConfigMap", commands: runOnly },
+  { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", kind: "string", value: PATH, key: "scheduleFile", help: "file holding the schedule, read when it exists and looked at again every minute", commands: runOnly },
+  { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", value: BOOLEAN, key: "sweepOnStart", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
+  { flag: "dry-run", env: "DRY_RUN", kind: "boolean", value: BOOLEAN, common: true, key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
+  { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", value: BOOLEAN, key: "leaderElect", help: "elect a leader through a Lease (run 2 replicas safely)", commands: runOnly },
+  { flag: "lease-name", env: "LEASE_NAME", kind: "string", value: NAME, key: "leaseName", help: "name of the leader Lease", commands: runOnly },
+  { flag: "lease-namespace", env: "LEASE_NAMESPACE", kind: "string", value: NAME, note: "$POD_NAMESPACE, else --namespace", help: "namespace of the leader Lease", commands: runOnly },
+  { flag: "lease-duration", env: "LEASE_DURATION", kind: "string", value: DURATION, key: "leaseDuration", help: "how long a lease is valid without renewal", commands: runOnly },
+  { flag: "renew-deadline", env: "RENEW_DEADLINE", kind: "string", value: DURATION, key: "renewDeadline", help: "the leader gives up if it cannot renew for this long", commands: runOnly },
+  { flag: "retry-period", env: "RETRY_PERIOD", kind: "string", value: DURATION, key: "retryPeriod", help: "interval of lease acquire/renew attempts", commands: runOnly },
+  { flag: "metrics-port", env: "METRICS_PORT", kind: "string", value: PORT, key: "metricsPort", help: "port of /metrics (0 disables)", commands: runOnly },
+  { flag: "health-port", env: "HEALTH_PORT", kind: "string", value: PORT, key: "healthPort", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
+  { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", value: ADDRESS, note: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
+  { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", value: DURATION, key: "shutdownTimeout", help: "on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + --renew-deadline + 2 s, then the process exits 1", commands: runOnly },
+  { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", value: RATIO, key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric", commands: runOnly },
   {
     flag: "prune-slice-pools",
     env: "PRUNE_SLICE_POOLS",
     kind: "boolean",
+    value: BOOLEAN,
     key: "pruneSlicePools",
     help: "sweeps delete empty node-slice pools of nodes that no longer own their slice, once their NodeSlicePool read live confirms it (audit lists them either way)",
     commands: runOnly
   },
-  { flag: "free-terminal-pods", env: "FREE_TERMINAL_PODS", kind: "boolean", key: "freeTerminalPods", help: "free the addresses of pods that finished (phase Succeeded or Failed) while their objects remain", commands: policy },
+  { flag: "free-terminal-pods", env: "FREE_TERMINAL_PODS", kind: "boolean", value: BOOLEAN, common: true, key: "freeTerminalPods", help: "free the addresses of pods that finished (phase Succeeded or Failed) while their objects remain", commands: policy },
   {
     flag: "free-evicted-pods",
     env: "FREE_EVICTED_PODS",
     kind: "boolean",
+    value: BOOLEAN,
+    common: true,
     key: "freeEvictedPods",
     help: "free the addresses of evicted pods: by the kubelet, or by the taint manager from an unreachable node (upstream's reconciler does the latter)",
     commands: policy
   },
-  { flag: "free-on-out-of-service", env: "FREE_ON_OUT_OF_SERVICE", kind: "boolean", key: "freeOnOutOfService", help: "free the addresses of terminating pods on a node tainted node.kubernetes.io/out-of-service", commands: policy },
+  { flag: "free-on-out-of-service", env: "FREE_ON_OUT_OF_SERVICE", kind: "boolean", value: BOOLEAN, common: true, key: "freeOnOutOfService", help: "free the addresses of terminating pods on a node tainted node.kubernetes.io/out-of-service", commands: policy },
   {
     flag: "terminating-grace",
     env: "TERMINATING_GRACE",
     kind: "string",
+    value: DURATION,
     key: "terminatingGrace",
     help: "how long past a terminating pod's grace period its node's state (gone, out of service, not ready) counts: longer is safer against a node that comes back",
     commands: policy
@@ -159,14 +197,16 @@ const ROWS: ReadonlyArray<OptionRow> = [
     flag: "free-on-notready-after",
     env: "FREE_ON_NOTREADY_AFTER",
     kind: "string",
+    value: OPTIONAL_DURATION,
+    common: true,
     note: "off",
     help: "opt-in: free a terminating pod's addresses once its node has been NotReady or Unknown this long (a partitioned node may still run its pods)",
     commands: policy
   },
-  { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
-  { flag: "log-level", env: "LOG_LEVEL", kind: "string", key: "logLevel", help: "debug, info, warning or error; unset, audit, release, preflight and demo log at warning (only what is wrong) and run at info", commands: all },
-  { flag: "log-format", env: "LOG_FORMAT", kind: "string", note: "text on a terminal, else json", help: "json, logfmt or text (a line a person reads: time, level, message, key=value)", commands: all },
-  { flag: "output", short: "o", env: "OUTPUT", kind: "string", key: "output", help: "output of audit and release: table or json", commands: ["audit", "release"] }
+  { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", value: PATH, note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
+  { flag: "log-level", env: "LOG_LEVEL", kind: "string", value: LOG_LEVEL, common: true, key: "logLevel", help: "debug, info, warning or error; unset, audit, release, preflight and demo log at warning (only what is wrong) and run at info", commands: all },
+  { flag: "log-format", env: "LOG_FORMAT", kind: "string", value: LOG_FORMAT, common: true, note: "text on a terminal, else json", help: "json, logfmt or text (a line a person reads: time, level, message, key=value)", commands: all },
+  { flag: "output", short: "o", env: "OUTPUT", kind: "string", value: OUTPUT, common: true, key: "output", help: "output of audit and release: table or json", commands: ["audit", "release"] }
 ]
 
 /** Every option, with its default as shown. */
@@ -255,12 +295,31 @@ const releaseTargets = (values: Record<string, unknown>): ReleaseTargets => {
   return { _tag: "Named", pods: pods.map(podTarget), ips: ips.map(ipTarget), force }
 }
 
+/**
+ * `--workers -3` read as `--workers=-3`: parseArgs takes a value that starts with a dash for another
+ * option (and calls the flag ambiguous), where a negative number is a value to refuse by name.
+ */
+const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet<string>): Array<string> => {
+  const out: Array<string> = []
+  for (let i = 0; i < argv.length; i++) {
+    const [arg, next] = [argv[i]!, argv[i + 1]]
+    if (arg === "--") return [...out, ...argv.slice(i)]
+    if (takesValue.has(arg) && next !== undefined && /^-[\d.]/.test(next)) {
+      out.push(`${arg}=${next}`)
+      i++
+    } else out.push(arg)
+  }
+  return out
+}
+
 /** Parses argv (without node and script); throws TypeError with a readable message on bad input. */
 export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
   for (const a of RELEASE_ARGUMENTS) options[a.flag] = { type: a.kind, multiple: a.multiple }
-  const { values, positionals } = parseArgs({ args: [...argv], options, allowPositionals: true, allowNegative: true, strict: true })
+  const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
+  const args = joinNegativeValues(argv, takesValue)
+  const { values, positionals } = parseArgs({ args, options, allowPositionals: true, allowNegative: true, strict: true })
   const [command = "run", ...rest] = positionals
   if (!(COMMANDS as ReadonlyArray<string>).includes(command)) throw new TypeError(`unknown command "${command}" (run, audit, release or demo)`)
   if (rest.length > 0) throw new TypeError(`unexpected argument "${rest[0]}"`)
@@ -280,14 +339,61 @@ export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
 export const configProvider = (cli: ParsedCli): ConfigProvider.ConfigProvider =>
   ConfigProvider.fromMap(new Map(cli.values)).pipe(ConfigProvider.orElse(() => ConfigProvider.fromEnv()))
 
+/** The exit code of bad usage (an unknown flag, a bad value), for every command. */
+export const EXIT_USAGE = 2
+
+/**
+ * The exit code of a command that could not complete (the API server unreachable, forbidden, a
+ * bad kubeconfig): 1 for the controller; 3 for a one-shot command, whose 1 says what it found.
+ */
+export const exitCodeOfFailure = (command: Command): number => (command === "run" || command === "demo" ? 1 : 3)
+
+/** What each command's exit code means, as --help and docs/options.md state it. */
+export const EXIT_CODES: ReadonlyArray<{ readonly command: Command; readonly codes: ReadonlyArray<readonly [number, string]> }> = [
+  { command: "run", codes: [[0, "stopped (SIGTERM or SIGINT)"], [1, "failed"], [EXIT_USAGE, "bad usage"]] },
+  {
+    command: "audit",
+    codes: [[0, "no orphans"], [1, "orphans found (bad input alone does not count)"], [EXIT_USAGE, "bad usage"], [3, "could not complete (API server unreachable, forbidden, bad kubeconfig)"]]
+  },
+  {
+    command: "release",
+    codes: [
+      [0, "everything asked for is free: freed now, or already free"],
+      [1, "something is still held (refused, skipped or failed)"],
+      [EXIT_USAGE, "bad usage, or a report it cannot read"],
+      [3, "could not complete"]
+    ]
+  }
+]
+
+/** How durations are written, as --help and docs/options.md say it. */
+export const DURATION_SYNTAX = 'Durations are Go durations, as every Kubernetes component takes them: 500ms, 30s, 1m30s, 2h, 0 (effect\'s "30 seconds" works too).'
+
+const flagText = (o: OptionSpec) => `${o.short === undefined ? "" : `-${o.short}, `}${o.kind === "boolean" ? `--${o.flag} / --no-${o.flag}` : `--${o.flag} ${o.value.placeholder}`}`
+const argText = (a: ArgumentSpec) => (a.kind === "boolean" ? `--${a.flag}` : `--${a.flag} ${a.value}`)
+
+/** The options --help and docs/options.md list, in their order: the common ones first, then the tuning knobs. */
+export const optionGroups = (command?: Command): ReadonlyArray<{ readonly title: string; readonly rows: ReadonlyArray<OptionSpec> }> => {
+  const rows = OPTIONS.filter((o) => command === undefined || o.commands.includes(command))
+  return [
+    { title: "Options", rows: rows.filter((o) => o.common === true) },
+    { title: "Tuning (the defaults suit most clusters)", rows: rows.filter((o) => o.common !== true) }
+  ].filter((g) => g.rows.length > 0)
+}
+
+const exitCodeLines = (command?: Command): ReadonlyArray<string> => {
+  const shown = EXIT_CODES.filter((e) => command === undefined || e.command === command)
+  if (shown.length === 0) return []
+  return ["", "Exit codes:", ...shown.map((e) => `  ${e.command.padEnd(8)} ${e.codes.map(([code, meaning]) => `${code} ${meaning}`).join("; ")}`)]
+}
+
 /** `--help` text, generated from the option tables. */
 export const helpText = (command?: Command): string => {
-  const rows = OPTIONS.filter((o) => command === undefined || o.commands.includes(command))
-  const flagText = (o: OptionSpec) => `${o.short === undefined ? "" : `-${o.short}, `}${o.kind === "boolean" ? `--${o.flag} / --no-${o.flag}` : `--${o.flag} <value>`}`
-  const argText = (a: ArgumentSpec) => (a.kind === "boolean" ? `--${a.flag}` : `--${a.flag} ${a.value}`)
+  const groups = optionGroups(command)
   const releasing = command === undefined || command === "release"
-  const width = Math.max(...rows.map((o) => flagText(o).length), ...(releasing ? RELEASE_ARGUMENTS.map((a) => argText(a).length) : []))
-  const lines = rows.map((o) => `  ${flagText(o).padEnd(width)}  ${o.help}\n  ${"".padEnd(width)}  env ${o.env}, default: ${o.default}`)
+  const width = Math.max(...groups.flatMap((g) => g.rows.map((o) => flagText(o).length)), ...(releasing ? RELEASE_ARGUMENTS.map((a) => argText(a).length) : []))
+  const line = (o: OptionSpec) => `  ${flagText(o).padEnd(width)}  ${o.help}\n  ${"".padEnd(width)}  env ${o.env}, default: ${o.default}`
+  const optionLines = groups.flatMap((g, i) => [...(i === 0 ? [] : [""]), `${g.title}${command === undefined ? "" : ` (${command})`}:`, ...g.rows.map(line)])
   const releaseLines = releasing
     ? ["", "What release frees (its own flags, no environment variables):", ...RELEASE_ARGUMENTS.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)]
     : []
@@ -298,29 +404,61 @@ export const helpText = (command?: Command): string => {
     "",
     "Commands:",
     "  run      (default) run the controller against the cluster of the kubeconfig",
-    "  audit    report every pool and every orphaned allocation/reservation, free nothing;",
-    "           exit code 1 when orphans exist",
-    "  release  free by hand, through the controller's guarded release: --from-report, --pod or --ip;",
-    "           exit code 0 when all was freed, 1 when something was skipped or refused, 2 on bad input",
+    "  audit    report every pool, every orphaned allocation/reservation and the bad input met; free nothing",
+    "  release  free by hand, through the controller's guarded release: --from-report, --pod or --ip",
     "  demo     replay the full-pool StatefulSet story on an embedded in-memory cluster",
     "",
-    `Options${command === undefined ? "" : ` (${command})`}:`,
-    ...lines,
+    ...optionLines,
     ...releaseLines,
     "",
     `  ${"-h, --help".padEnd(width)}  show this help`,
     `  ${"--version".padEnd(width)}  print the version`,
     "",
-    "Durations are written like \"500 millis\", \"30 seconds\", \"2 minutes\"."
+    DURATION_SYNTAX,
+    ...exitCodeLines(command)
   ].join("\n")
 }
 
+/** An option named by its flag and its variable, for a message about its value: `--metrics-port (METRICS_PORT)`. */
+export const optionName = (flag: string): string => {
+  const row = OPTIONS.find((o) => o.flag === flag)
+  return row === undefined ? `--${flag}` : `--${flag} (${row.env})`
+}
+
+/** An option as the user gave it: the flag (with its variable), or the variable (with its flag). */
+const named = (row: OptionSpec, fromFlag: boolean) => (fromFlag ? `--${row.flag} (${row.env})` : `${row.env} (--${row.flag})`)
+
+/** A good value, written as the user wrote the bad one. */
+const goodExample = (row: OptionSpec, fromFlag: boolean) => {
+  const value = row.example ?? (row.key !== undefined && row.default !== "" ? row.default : row.value.example)
+  return fromFlag ? `--${row.flag} ${value}` : `${row.env}=${value}`
+}
+
+/** One line: the option as given, its value, why it is refused, and a good one. */
+const badValue = (row: OptionSpec, fromFlag: boolean, text: string, why: string) => `${named(row, fromFlag)} ${JSON.stringify(text)}: ${why}; e.g. ${goodExample(row, fromFlag)}`
+
 /**
- * A configuration error as one line per key: "WORKERS: Expected an integer value but received
- * "zero"". effect's own rendering also lists, for every option with a default, the "missing"
- * alternative the default stands for, which reads as if the option were required.
+ * Every option's value, from its flag or else its environment variable, checked by the rule the
+ * configuration reads it with: one line per bad value, naming the option as the user gave it, the
+ * value and a good one. Empty when all are good.
  */
-export const describeConfigError = (error: ConfigError.ConfigError): string => {
+export const checkOptions = (cli: ParsedCli, env: Readonly<Record<string, string | undefined>>): ReadonlyArray<string> =>
+  OPTIONS.flatMap((row) => {
+    const typed = cli.values.get(row.env)
+    const text = typed ?? env[row.env]
+    // An option without a default takes "" as unset, as the configuration does.
+    if (text === undefined || (text === "" && row.key === undefined)) return []
+    const parsed = row.value.parse(text)
+    return Either.isLeft(parsed) ? [badValue(row, typed !== undefined, text, parsed.left)] : []
+  })
+
+/**
+ * A configuration error as one line per key, an option's named by its flag and variable with a
+ * good value: `--workers (WORKERS) "zero": not a whole number; e.g. --workers 4`. effect's own
+ * rendering also lists, for every option with a default, the "missing" alternative the default
+ * stands for, which reads as if the option were required.
+ */
+export const describeConfigError = (error: ConfigError.ConfigError): ReadonlyArray<string> => {
   const leaves: Array<{ readonly key: string; readonly missing: boolean; readonly message: string }> = []
   const walk = (e: ConfigError.ConfigError): void => {
     switch (e._op) {
@@ -335,6 +473,10 @@ export const describeConfigError = (error: ConfigError.ConfigError): string => {
   }
   walk(error)
   const wrong = new Set(leaves.filter((l) => !l.missing).map((l) => l.key))
-  const lines = leaves.filter((l) => !(l.missing && wrong.has(l.key))).map((l) => (l.key === "" ? l.message : `${l.key}: ${l.message}`))
-  return [...new Set(lines)].join("; ")
+  const line = (l: (typeof leaves)[number]) => {
+    const row = OPTIONS.find((o) => o.env === l.key)
+    if (row === undefined || l.missing) return l.key === "" ? l.message : `${l.key}: ${l.message}`
+    return `${named(row, true)} ${l.message}; e.g. ${goodExample(row, true)}`
+  }
+  return [...new Set(leaves.filter((l) => !(l.missing && wrong.has(l.key))).map(line))]
 }

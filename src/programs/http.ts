@@ -6,10 +6,28 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { Effect, Runtime } from "effect"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { Metrics } from "../services/Metrics.ts"
+import { optionName } from "./cli.ts"
 
 type Handler = (req: IncomingMessage) => Effect.Effect<{ readonly status: number; readonly type: string; readonly body: string }>
 
-const serve = (port: number, host: string, routes: Readonly<Record<string, Handler>>) =>
+/**
+ * Why a server could not listen, in one line naming the option to change: Node's own error
+ * (`listen EADDRINUSE :::8080`) names neither the option nor what to do.
+ */
+export const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" | "health-port", port: number, host: string): Error => {
+  const where = host === "" ? `port ${port}` : `${host} port ${port}`
+  const why =
+    e.code === "EADDRINUSE"
+      ? `${optionName(portFlag)} ${port}: ${where} is already in use (another process listens there); choose a free port, or 0 to turn this endpoint off`
+      : e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND"
+        ? `${optionName("bind-address")} "${host}": not an address of this host (unset listens on every address)`
+        : e.code === "EACCES"
+          ? `${optionName(portFlag)} ${port}: not allowed to listen on ${where} (ports below 1024 need privileges); choose a port above 1023`
+          : `${optionName(portFlag)} ${port}: cannot listen on ${where}: ${e.message}`
+  return new Error(why)
+}
+
+const serve = (portFlag: "metrics-port" | "health-port", port: number, host: string, routes: Readonly<Record<string, Handler>>) =>
   Effect.acquireRelease(
     Effect.flatMap(Effect.runtime<never>(), (runtime) =>
       Effect.async<ReturnType<typeof createServer>, Error>((resume) => {
@@ -25,7 +43,7 @@ const serve = (port: number, host: string, routes: Readonly<Record<string, Handl
             (e: unknown) => res.writeHead(500, { "content-type": "text/plain" }).end(`${String(e)}\n`)
           )
         })
-        server.once("error", (e) => resume(Effect.fail(e)))
+        server.once("error", (e: NodeJS.ErrnoException) => resume(Effect.fail(listenError(e, portFlag, port, host))))
         // No host: Node listens on :: (IPv6 and IPv4) where the host has IPv6, else on 0.0.0.0.
         if (host === "") server.listen(port, () => resume(Effect.succeed(server)))
         else server.listen(port, host, () => resume(Effect.succeed(server)))
@@ -48,13 +66,13 @@ export const serveEndpoints = (ready: Effect.Effect<boolean>) =>
       if (a !== null && typeof a === "object") listening.push(a.family === "IPv6" ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`)
     }
     if (config.healthPort > 0) {
-      yield* Effect.tap(serve(config.healthPort, config.bindAddress, {
+      yield* Effect.tap(serve("health-port", config.healthPort, config.bindAddress, {
         "/healthz": () => Effect.succeed(text(200, "ok\n")),
         "/readyz": () => Effect.map(ready, (ok) => (ok ? text(200, "ok\n") : text(503, "informers not synced\n")))
       }), (server) => Effect.sync(() => where(server)))
     }
     if (config.metricsPort > 0) {
-      yield* Effect.tap(serve(config.metricsPort, config.bindAddress, {
+      yield* Effect.tap(serve("metrics-port", config.metricsPort, config.bindAddress, {
         "/metrics": () => Effect.map(metrics.render, (m) => ({ status: 200, type: m.contentType, body: m.body }))
       }), (server) => Effect.sync(() => where(server)))
     }

@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto"
 import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
 import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
 import { DEFAULT_IN_FLIGHT, type FlowKind, parseInFlight } from "../domain/api-flow.ts"
+import { type Parse, formatDuration, parseCount, parseDuration, parsePort, parseRate, parseRatio } from "../domain/option-values.ts"
 
 export interface ControllerConfigShape {
   /** Namespace of IPPools and OverlappingRangeIPReservations (`WHEREABOUTS_NAMESPACE`). */
@@ -116,12 +117,17 @@ export const DEFAULTS = {
 
 export type DefaultedKey = keyof typeof DEFAULTS
 
-const duration = (key: string, fallback: Duration.Duration) => Config.duration(key).pipe(Config.withDefault(fallback))
-const integer = (key: string, fallback: number, min = 0) =>
-  Config.integer(key).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${key} must be an integer ≥ ${min}`, validation: (n) => n >= min })
-  )
+/** A value read with the parser the command line checks it with (option-values.ts): one rule for both. */
+const parsed = <A>(key: string, parse: Parse<A>) =>
+  Config.string(key).pipe(Config.mapOrFail((text) => Either.mapLeft(parse(text), (why) => ConfigError.InvalidData([], `${JSON.stringify(text)}: ${why}`))))
+const duration = (key: string, fallback: Duration.Duration) => parsed(key, parseDuration).pipe(Config.withDefault(fallback))
+const count = (key: string, fallback: number) => parsed(key, parseCount(1)).pipe(Config.withDefault(fallback))
+const port = (key: string, fallback: number) => parsed(key, parsePort).pipe(Config.withDefault(fallback))
+/** `kind=n,...`: the kinds named change, the others keep their defaults. */
+export const parseMaxInFlight: Parse<Readonly<Record<FlowKind, number>>> = (text) => {
+  const parsed = parseInFlight(text)
+  return "ok" in parsed ? Either.right(parsed.ok) : Either.left(parsed.error)
+}
 const optionalString = (key: string) => Config.option(Config.nonEmptyString(key)).pipe(Config.map(Option.getOrUndefined))
 const D = DEFAULTS
 
@@ -129,27 +135,18 @@ const D = DEFAULTS
 export const config: Config.Config<ControllerConfigShape> = Config.all({
   namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault(D.namespace)),
   kubeconfig: optionalString("KUBECONFIG"),
-  workers: integer("WORKERS", D.workers, 1),
+  workers: count("WORKERS", D.workers),
   batchWindow: duration("BATCH_WINDOW", D.batchWindow),
-  retryAttempts: integer("RETRY_ATTEMPTS", D.retryAttempts, 1),
+  retryAttempts: count("RETRY_ATTEMPTS", D.retryAttempts),
   retryBaseDelay: duration("RETRY_BASE_DELAY", D.retryBaseDelay),
   retryMaxDelay: duration("RETRY_MAX_DELAY", D.retryMaxDelay),
-  apiQps: Config.number("API_QPS").pipe(
-    Config.withDefault(D.apiQps),
-    Config.validate({ message: "API_QPS must be ≥ 0 (0: no client-side cap)", validation: (n) => n >= 0 })
-  ),
-  apiBurst: integer("API_BURST", D.apiBurst, 1),
-  maxInFlight: Config.string("MAX_IN_FLIGHT").pipe(
-    Config.withDefault(""),
-    Config.mapOrFail((text) => {
-      const parsed = parseInFlight(text)
-      return "ok" in parsed ? Either.right(parsed.ok) : Either.left(ConfigError.InvalidData([], `MAX_IN_FLIGHT: ${parsed.error}`))
-    })
-  ),
+  apiQps: parsed("API_QPS", parseRate).pipe(Config.withDefault(D.apiQps)),
+  apiBurst: count("API_BURST", D.apiBurst),
+  maxInFlight: parsed("MAX_IN_FLIGHT", parseMaxInFlight).pipe(Config.withDefault(D.maxInFlight)),
   requestTimeout: duration("REQUEST_TIMEOUT", D.requestTimeout),
   http2: Config.boolean("HTTP2").pipe(Config.withDefault(D.http2)),
   apiCompression: Config.boolean("API_COMPRESSION").pipe(Config.withDefault(D.apiCompression)),
-  pageSize: integer("PAGE_SIZE", D.pageSize, 1),
+  pageSize: count("PAGE_SIZE", D.pageSize),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
   scheduleConfigMapKey: Config.nonEmptyString("RECONCILE_SCHEDULE_CONFIGMAP_KEY").pipe(Config.withDefault(D.scheduleConfigMapKey)),
@@ -164,21 +161,21 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   leaseDuration: duration("LEASE_DURATION", D.leaseDuration),
   renewDeadline: duration("RENEW_DEADLINE", D.renewDeadline),
   retryPeriod: duration("RETRY_PERIOD", D.retryPeriod),
-  metricsPort: integer("METRICS_PORT", D.metricsPort),
-  healthPort: integer("HEALTH_PORT", D.healthPort),
+  metricsPort: port("METRICS_PORT", D.metricsPort),
+  healthPort: port("HEALTH_PORT", D.healthPort),
   bindAddress: Config.string("BIND_ADDRESS").pipe(Config.withDefault(D.bindAddress)),
   shutdownTimeout: duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout),
-  poolUsageThreshold: Config.number("POOL_USAGE_THRESHOLD").pipe(
-    Config.withDefault(D.poolUsageThreshold),
-    Config.validate({ message: "POOL_USAGE_THRESHOLD must be in (0, 1]", validation: (n) => n > 0 && n <= 1 })
-  ),
+  poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio).pipe(Config.withDefault(D.poolUsageThreshold)),
   flatConfigPath: optionalString("FLAT_CONFIG_PATH"),
   pruneSlicePools: Config.boolean("PRUNE_SLICE_POOLS").pipe(Config.withDefault(D.pruneSlicePools)),
   freeTerminalPods: Config.boolean("FREE_TERMINAL_PODS").pipe(Config.withDefault(D.freeTerminalPods)),
   freeEvictedPods: Config.boolean("FREE_EVICTED_PODS").pipe(Config.withDefault(D.freeEvictedPods)),
   freeOnOutOfService: Config.boolean("FREE_ON_OUT_OF_SERVICE").pipe(Config.withDefault(D.freeOnOutOfService)),
   terminatingGrace: duration("TERMINATING_GRACE", D.terminatingGrace),
-  freeOnNotReadyAfter: Config.option(Config.duration("FREE_ON_NOTREADY_AFTER")).pipe(Config.map(Option.getOrUndefined))
+  // Unset or "": off.
+  freeOnNotReadyAfter: Config.option(parsed("FREE_ON_NOTREADY_AFTER", (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)))).pipe(
+    Config.map(Option.getOrUndefined)
+  )
 }).pipe(
   // The lease lives where the controller runs (POD_NAMESPACE) unless told otherwise.
   Config.map(({ leaseNamespaceOverride, podNamespace, ...rest }) => ({
@@ -211,9 +208,10 @@ export const JITTER_FACTOR = 1.2
 export const leaseTimingsProblem = (c: Pick<ControllerConfigShape, "leaseDuration" | "renewDeadline" | "retryPeriod">): string | undefined => {
   const [lease, renew, retry] = [c.leaseDuration, c.renewDeadline, c.retryPeriod].map(Duration.toMillis) as [number, number, number]
   if (lease > renew && renew > JITTER_FACTOR * retry && retry > 0) return undefined
+  const [shownLease, shownRenew, shownRetry] = [c.leaseDuration, c.renewDeadline, c.retryPeriod].map(formatDuration)
   return (
-    "leader election needs LEASE_DURATION > RENEW_DEADLINE > 1.2 × RETRY_PERIOD > 0 " +
-    `(got ${Duration.format(c.leaseDuration)}, ${Duration.format(c.renewDeadline)}, ${Duration.format(c.retryPeriod)})`
+    "leader election needs --lease-duration > --renew-deadline > 1.2 × --retry-period > 0 " +
+    `(LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD: got ${shownLease}, ${shownRenew}, ${shownRetry}); e.g. --lease-duration 15s --renew-deadline 10s --retry-period 2s`
   )
 }
 

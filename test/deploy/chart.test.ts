@@ -77,10 +77,10 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   kubeconfig: "/etc/whereabouts-controller/kubeconfig",
   namespace: "pools",
   workers: 8,
-  "batch-window": "2 seconds",
+  "batch-window": "2s",
   "retry-attempts": 7,
-  "retry-base-delay": "250 millis",
-  "retry-max-delay": "1 minute",
+  "retry-base-delay": "250ms",
+  "retry-max-delay": "1m30s",
   "max-in-flight": "events=4,pool-writes=16",
   "api-qps": 12.5,
   "api-burst": 40,
@@ -98,7 +98,7 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   "leader-elect": false,
   "lease-name": "wac-lease",
   "lease-namespace": "leases",
-  "lease-duration": "30 seconds",
+  "lease-duration": "30s",
   "renew-deadline": "20 seconds",
   "retry-period": "4 seconds",
   "metrics-port": 9090,
@@ -111,6 +111,7 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   "free-evicted-pods": false,
   "free-on-out-of-service": false,
   "terminating-grace": "1 minute",
+  // effect's spelling, still accepted
   "free-on-notready-after": "10 minutes",
   "flat-config": "/etc/whereabouts/whereabouts.conf",
   "log-level": "debug",
@@ -363,7 +364,8 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
       expect(refused(["serviceMonitor.enable=true"])).toContain("additional properties 'enable' not allowed")
     })
     it("a duration, number or level the controller would refuse at start-up", () => {
-      expect(refused(["config.batchWindow=10m"])).toContain("at '/config/batchWindow': '10m' does not match pattern")
+      expect(refused(["config.batchWindow=1d"])).toContain("at '/config/batchWindow': '1d' does not match pattern '^(0|([0-9]+(\\\\.[0-9]+)?(h|m|s|ms|us|µs|ns))+|")
+      expect(refused(["config.leaseDuration=-1s"])).toContain("at '/config/leaseDuration': '-1s' does not match pattern")
       expect(refused(["config.workers=0"])).toContain("at '/config/workers': minimum: got 0, want 1")
       expect(refused(["config.poolUsageThreshold=most"])).toContain("at '/config/poolUsageThreshold'")
       expect(refused(["config.logLevel=loud"])).toContain("at '/config/logLevel'")

@@ -1,8 +1,9 @@
 /**
  * The one-shot commands as a user runs them against a real API server: what they print on stdout
  * is the report alone (logs go to stderr), and the exit code says whether orphans exist (audit)
- * or whether everything asked for was freed (release). release runs as an operator would: with
- * its own credentials, bound to exactly deploy/operator/release-clusterrole.yaml.
+ * or whether everything asked for is free afterwards (release), apart from bad usage (2) and a
+ * command that could not complete (3). release runs as an operator would: with its own
+ * credentials, bound to exactly deploy/operator/release-clusterrole.yaml.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -13,6 +14,7 @@ import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { describeLive, runningEnvtest, uniqueNamespace } from "../support/live.ts"
+import { freePort } from "./cluster.ts"
 import { runCommand } from "./support/controller-process.ts"
 import { type Obj, applyObjects, deployObjects, serviceAccountToken, writeTokenKubeconfig } from "./support/rbac.ts"
 import { adminCredentials, createNad, credentialsOf, rest, ensureNamespace, eventLines, gcMessage, liveWorld, on, poolEntries, reservationView } from "./support/world.ts"
@@ -41,7 +43,10 @@ const logText = (stderr: string) => stderr.replace(/"timestamp":"[^"]*"/g, "")
 
 describeLive("commands against a real API server", () => {
   const POOLS = uniqueNamespace("cmd-pools")
-  const run = (command: string, args: ReadonlyArray<string>) => Effect.promise(() => runCommand(command, { kubeconfig: runningEnvtest().kubeconfigPath, namespace: POOLS, args }))
+  // Pools of their own for the exit-code tests below: the first test leaves an orphan in POOLS.
+  const [CLEAN_POOLS, TWICE_POOLS] = [uniqueNamespace("clean-pools"), uniqueNamespace("twice-pools")]
+  const run = (command: string, args: ReadonlyArray<string>, namespace = POOLS) =>
+    Effect.promise(() => runCommand(command, { kubeconfig: runningEnvtest().kubeconfigPath, namespace, args }))
 
   it.live("audit -o json: stdout is one JSON document (the logs are on stderr); exit 1 with an orphan", () =>
     Effect.gen(function* () {
@@ -154,4 +159,77 @@ describeLive("commands against a real API server", () => {
       expect(usage.code).toBe(2)
       expect(usage.stderr).toContain('--ip "10.252.0.0/24": "24" is not an IP address')
     }).pipe(Effect.provide(liveWorld(RELEASE_POOLS))), 120_000)
+  it.live("audit exits 0 on a clean cluster, 2 on bad usage (one line naming the flag, nothing asked of the cluster), 3 when the API server cannot be reached", () =>
+    Effect.gen(function* () {
+      const ns = uniqueNamespace("clean")
+      yield* ensureNamespace(CLEAN_POOLS)
+      yield* ensureNamespace(ns)
+      yield* createNad(ns, "net", { range: "10.253.0.0/24" })
+      yield* startPod(ns, "keep", [on(ns, "net")])
+      const clean = yield* run("audit", [], CLEAN_POOLS)
+      expect(clean.code, clean.stderr).toBe(0)
+      expect(clean.stdout).toContain("No orphaned allocations.")
+
+      for (const [args, line] of [
+        [["--batch-window", "1d"], 'whereabouts-controller: --batch-window (BATCH_WINDOW) "1d": days are not a Go duration unit: write 24h; e.g. --batch-window 1s'],
+        [["--workers", "-3"], 'whereabouts-controller: --workers (WORKERS) "-3": must be at least 1; e.g. --workers 4'],
+        [["-o", "yaml"], 'whereabouts-controller: --output (OUTPUT) "yaml": must be table or json; e.g. --output table']
+      ] as const) {
+        const usage = yield* run("audit", args, CLEAN_POOLS)
+        expect(usage.code, usage.stderr).toBe(2)
+        expect(usage.stdout).toBe("")
+        expect(usage.stderr.trim().split("\n")).toEqual([line])
+      }
+
+      // A closed loopback port: nothing listens there.
+      const closed = yield* Effect.promise(freePort)
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "unreachable-"))
+      const kubeconfig = path.join(dir, "kubeconfig")
+      fs.writeFileSync(
+        kubeconfig,
+        JSON.stringify({
+          apiVersion: "v1",
+          kind: "Config",
+          clusters: [{ name: "c", cluster: { server: `http://127.0.0.1:${closed}`, "insecure-skip-tls-verify": true } }],
+          users: [{ name: "u", user: { token: "unused" } }],
+          contexts: [{ name: "c", context: { cluster: "c", user: "u" } }],
+          "current-context": "c"
+        })
+      )
+      const unreachable = yield* Effect.promise(() => runCommand("audit", { kubeconfig, namespace: CLEAN_POOLS, args: ["-o", "json"] }))
+      expect(unreachable.code, unreachable.stderr).toBe(3)
+      expect(unreachable.stdout).toBe("")
+      expect(unreachable.stderr).toContain(`127.0.0.1:${closed}`)
+      const missing = yield* Effect.promise(() => runCommand("audit", { kubeconfig: path.join(dir, "no-such-kubeconfig"), namespace: CLEAN_POOLS }))
+      expect(missing.code, missing.stderr).toBe(3)
+    }).pipe(Effect.provide(liveWorld(CLEAN_POOLS))), 60_000)
+
+  it.live("release --from-report run twice on the same report exits 0 both times; the second run says each orphan is already free", () =>
+    Effect.gen(function* () {
+      const ns = uniqueNamespace("twice")
+      yield* ensureNamespace(TWICE_POOLS)
+      yield* ensureNamespace(ns)
+      yield* createNad(ns, "net", { range: "10.254.0.0/24" })
+      yield* startPod(ns, "keep", [on(ns, "net")])
+      yield* deletePod(yield* startPod(ns, "gone", [on(ns, "net")]))
+      const audited = yield* run("audit", ["-o", "json"], TWICE_POOLS)
+      expect(audited.code, audited.stderr).toBe(1)
+      const report = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "release-twice-")), "report.json")
+      fs.writeFileSync(report, audited.stdout)
+
+      const first = yield* run("release", ["--from-report", report], TWICE_POOLS)
+      expect(first.code, first.stderr).toBe(0)
+      expect(first.stdout).toContain("Freed 1 address and 1 reservation.")
+      const second = yield* run("release", ["--from-report", report], TWICE_POOLS)
+      expect(second.code, second.stderr).toBe(0)
+      expect(second.stdout.split("\n").filter((l) => l.startsWith("already free ")).map((l) => l.replace(/\s{3,}/g, " | "))).toEqual([
+        `already free | allocation | 10.254.0.0-24 | 10.254.0.2 | ${ns}/gone | already freed: pool 10.254.0.0-24 holds no allocation of 10.254.0.2`,
+        `already free | reservation | 10.254.0.2 | 10.254.0.2 | ${ns}/gone | already deleted: no reservation 10.254.0.2`
+      ])
+      expect(second.stdout).toContain("Freed 0 addresses and 0 reservations; 2 already free.")
+      const json = yield* run("release", ["--from-report", report, "-o", "json"], TWICE_POOLS)
+      expect(json.code, json.stderr).toBe(0)
+      expect(JSON.parse(json.stdout)).toMatchObject({ freed: [], skipped: [], alreadyFree: [{ kind: "allocation", ip: "10.254.0.2" }, { kind: "reservation", ip: "10.254.0.2" }] })
+      expect(Object.keys(yield* poolEntries("10.254.0.0-24"))).toEqual(["10.254.0.1"])
+    }).pipe(Effect.provide(liveWorld(TWICE_POOLS))), 60_000)
 })

@@ -1,8 +1,23 @@
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { ConfigProvider, Duration, Effect } from "effect"
 import { parse as parseYaml } from "yaml"
-import { OPTIONS, RELEASE_ARGUMENTS, configProvider, describeConfigError, helpText, parseCli, showDuration } from "../../src/programs/cli.ts"
+import {
+  DURATION_SYNTAX,
+  EXIT_CODES,
+  EXIT_USAGE,
+  OPTIONS,
+  type OptionSpec,
+  RELEASE_ARGUMENTS,
+  checkOptions,
+  configProvider,
+  describeConfigError,
+  exitCodeOfFailure,
+  helpText,
+  optionGroups,
+  parseCli,
+  showDuration
+} from "../../src/programs/cli.ts"
 import { config } from "../../src/services/ControllerConfig.ts"
 
 describe("command line", () => {
@@ -32,13 +47,16 @@ describe("command line", () => {
     expect(Object.fromEntries(parseCli(["audit", "-o", "json"]).values)).toEqual({ OUTPUT: "json" })
     expect(Object.fromEntries(parseCli(["release", "-ojson", "--pod", "ns/a"]).values)).toEqual({ OUTPUT: "json" })
     expect(parseCli(["audit", "-h"]).help).toBe(true)
-    expect(helpText("audit")).toMatch(/^ {2}-o, --output <value> /m)
+    expect(helpText("audit")).toMatch(/^ {2}-o, --output <format> /m)
     expect(() => parseCli(["audit", "-x"])).toThrow()
   })
 
-  it("reads durations and rejects bad values with the key named", () => {
-    const ok = Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli(["--retry-base-delay", "250 millis", "--shutdown-timeout", "1 minute"]))))
+  it("reads durations in Go's syntax and in effect's, and rejects bad values with the key named", () => {
+    const read = (args: ReadonlyArray<string>) => Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([...args]))))
+    const ok = read(["--retry-base-delay", "250 millis", "--shutdown-timeout", "1 minute"])
     expect(ok.retryBaseDelay.toString()).toContain("250")
+    const go = read(["--batch-window", "1s", "--retry-max-delay", "1m30s", "--request-timeout=500ms", "--terminating-grace", "1.5h", "--free-on-notready-after", "0"])
+    expect([go.batchWindow, go.retryMaxDelay, go.requestTimeout, go.terminatingGrace, go.freeOnNotReadyAfter!].map(Duration.toMillis)).toEqual([1_000, 90_000, 500, 5_400_000, 0])
     const bad = Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli(["--workers", "zero"]))))
     expect(bad._tag).toBe("Failure")
     expect(JSON.stringify(bad)).toContain("WORKERS")
@@ -46,26 +64,31 @@ describe("command line", () => {
 
   it("refuses lease timings client-go refuses, at start-up, with the values; not without leader election", () => {
     const read = (args: ReadonlyArray<string>) => Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli([...args]))))
-    const bad = read(["--lease-duration", "10 seconds", "--renew-deadline", "10 seconds"])
+    const bad = read(["--lease-duration", "10s", "--renew-deadline", "10 seconds"])
     expect(bad._tag).toBe("Failure")
-    expect(JSON.stringify(bad)).toContain("LEASE_DURATION > RENEW_DEADLINE > 1.2 × RETRY_PERIOD > 0 (got 10s, 10s, 2s)")
-    expect(read(["--renew-deadline", "2 seconds"])._tag).toBe("Failure") // not above 1.2 × 2 s
-    expect(read(["--renew-deadline", "3 seconds"])._tag).toBe("Success")
-    expect(read(["--no-leader-elect", "--lease-duration", "1 second"])._tag).toBe("Success")
+    expect(JSON.stringify(bad)).toContain("--lease-duration > --renew-deadline > 1.2 × --retry-period > 0 (LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD: got 10s, 10s, 2s)")
+    expect(read(["--renew-deadline", "2s"])._tag).toBe("Failure") // not above 1.2 × 2 s
+    expect(read(["--renew-deadline", "3s"])._tag).toBe("Success")
+    expect(read(["--no-leader-elect", "--lease-duration", "1s"])._tag).toBe("Success")
   })
 
-  it("a configuration error reads as one line per key, without the defaults' 'missing' alternatives", () => {
+  it("a configuration error reads as one line per key, naming the flag, without the defaults' 'missing' alternatives", () => {
     const error = (args: ReadonlyArray<string>) => {
       const exit = Effect.runSyncExit(Effect.flip(Effect.withConfigProvider(config, configProvider(parseCli([...args])))))
       if (exit._tag === "Failure") throw new Error("the configuration was read")
       return describeConfigError(exit.value)
     }
-    expect(error(["--workers", "zero", "--retry-base-delay", "soon"])).toBe(
-      'WORKERS: Expected an integer value but received "zero"; RETRY_BASE_DELAY: Expected a duration but received "soon"'
-    )
-    expect(error(["--renew-deadline", "20 seconds"])).toBe("leader election needs LEASE_DURATION > RENEW_DEADLINE > 1.2 × RETRY_PERIOD > 0 (got 15s, 20s, 2s)")
-    expect(error(["--max-in-flight", "events=4,pools=3"])).toContain('MAX_IN_FLIGHT: unknown kind "pools" (kinds: pool-writes, reservations, pod-reads, events, lists, leader-election, other)')
-    expect(error(["--api-qps=-1"])).toContain("API_QPS must be ≥ 0 (0: no client-side cap)")
+    expect(error(["--workers", "zero", "--retry-base-delay", "soon"])).toEqual([
+      '--workers (WORKERS) "zero": not a whole number; e.g. --workers 4',
+      '--retry-base-delay (RETRY_BASE_DELAY) "soon": "soon" is not a Go duration; e.g. --retry-base-delay 500ms'
+    ])
+    expect(error(["--renew-deadline", "20s"])).toEqual([
+      "leader election needs --lease-duration > --renew-deadline > 1.2 × --retry-period > 0 (LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD: got 15s, 20s, 2s); e.g. --lease-duration 15s --renew-deadline 10s --retry-period 2s"
+    ])
+    expect(error(["--max-in-flight", "events=4,pools=3"])).toEqual([
+      '--max-in-flight (MAX_IN_FLIGHT) "events=4,pools=3": unknown kind "pools" (kinds: pool-writes, reservations, pod-reads, events, lists, leader-election, other); e.g. --max-in-flight events=4,pool-writes=16'
+    ])
+    expect(error(["--api-qps=-1"])).toEqual(['--api-qps (API_QPS) "-1": cannot be negative (0: no cap); e.g. --api-qps 0'])
   })
 
   it("--max-in-flight changes the kinds it names; no cap on the request rate by default", () => {
@@ -122,15 +145,30 @@ describe("command line", () => {
     expect(readmeRows).toEqual(role.rules.map((r) => [r.resources.join(", "), r.verbs.join(", ")]))
   })
 
-  it("the README's options table has one row per option, with its flag, variable and default as --help shows them", () => {
-    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8")
-    const section = readme.slice(readme.indexOf("## Options"), readme.indexOf("\n## ", readme.indexOf("## Options") + 1))
-    const plain = (cell: string) => cell.trim().replaceAll("`", "").replace(/ \((audit|release)(, (audit|release))*\)$/, "")
-    const rows = section
-      .split("\n")
-      .filter((l) => l.startsWith("| `--"))
-      .map((l) => l.split(" | ").slice(0, 3).map((c) => plain(c.replace(/^\| /, ""))))
-    expect(rows).toEqual(OPTIONS.map((o) => [`--${o.flag}`, o.env, o.default]))
+  const optionsDoc = () => readFileSync(new URL("../../docs/options.md", import.meta.url), "utf8")
+  /** Every markdown table of `text` whose header starts with `header`: its rows as cells without backticks. */
+  const tablesOf = (text: string, header: string) => {
+    const tables: Array<Array<Array<string>>> = []
+    let rows: Array<Array<string>> | undefined
+    for (const l of text.split("\n")) {
+      if (l.startsWith(`| ${header} |`)) tables.push((rows = []))
+      else if (rows !== undefined && l.startsWith("|") && !l.startsWith("|---")) rows.push(l.split("|").slice(1, -1).map((c) => c.trim().replaceAll("`", "")))
+      else if (!l.startsWith("|")) rows = undefined
+    }
+    return tables
+  }
+
+  it("docs/options.md has one row per option, grouped and ordered as --help shows them, with its flag, value type, variable and default", () => {
+    const tables = tablesOf(optionsDoc(), "flag | value").map((rows) => rows.map((cells) => cells.slice(0, 4)))
+    const expected = (o: OptionSpec) => [`--${o.flag}${o.short === undefined ? "" : `, -${o.short}`}`, o.kind === "boolean" ? "" : o.value.placeholder, o.env, o.default]
+    expect(tables).toEqual(optionGroups().map((g) => g.rows.map(expected)))
+    expect(readFileSync(new URL("../../README.md", import.meta.url), "utf8")).toContain("[docs/options.md](docs/options.md)")
+  })
+
+  it("docs/options.md states the exit codes --help states", () => {
+    const [rows] = tablesOf(optionsDoc(), "command | exit code")
+    expect(rows).toEqual(EXIT_CODES.flatMap((e) => e.codes.map(([code, meaning]) => [e.command, String(code), meaning])))
+    for (const e of EXIT_CODES) expect(helpText(e.command)).toContain(`  ${e.command.padEnd(8)} ${e.codes.map(([code, meaning]) => `${code} ${meaning}`).join("; ")}`)
   })
 
   it("--help shows the defaults Config applies", () => {
@@ -138,8 +176,121 @@ describe("command line", () => {
     const shownFor = (flag: string) => OPTIONS.find((o) => o.flag === flag)!.default
     expect(shownFor("workers")).toBe(String(applied.workers))
     expect(shownFor("retry-base-delay")).toBe(showDuration(applied.retryBaseDelay))
-    expect(shownFor("batch-window")).toBe("1 second")
+    expect(shownFor("batch-window")).toBe("1s")
+    expect(shownFor("retry-base-delay")).toBe("500ms")
     expect(shownFor("api-qps")).toBe(String(applied.apiQps))
     expect(shownFor("sweep-on-start")).toBe(String(applied.sweepOnStart))
   })
 })
+
+/**
+ * A value each option's type refuses (a type that refuses nothing is listed as such), given by
+ * flag and by environment variable: the error is one line naming the option as it was given, the
+ * value and a good one, and the configuration refuses the same value by the same rule.
+ */
+const REFUSED: Readonly<Record<string, string | null>> = {
+  "<duration>": "1d",
+  "<count>": "-3",
+  "<port>": "99999",
+  "<qps>": "-1",
+  "<ratio>": "1.5",
+  "<name>": null,
+  "<schedule>": "@often",
+  "<kind=n,...>": "pools=3",
+  "<level>": "loud",
+  "<format>": "yaml",
+  "": "maybe",
+  "<path>": null,
+  "<address>": null
+}
+
+describe("configuration errors", () => {
+  const readConfig = (env: Record<string, string>) => Effect.runSyncExit(Effect.withConfigProvider(config, ConfigProvider.fromMap(new Map(Object.entries(env)))))
+  // Read by the command line itself (logging, output), not by ControllerConfig.
+  const notInConfig = new Set(["LOG_LEVEL", "LOG_FORMAT", "OUTPUT"])
+  const refusable = (o: OptionSpec) => {
+    const bad = REFUSED[o.value.placeholder]
+    expect(bad, `a refused sample for ${o.value.placeholder} (--${o.flag})`).not.toBe(undefined)
+    return bad ?? undefined
+  }
+
+  it("every configuration error names its flag and variable, the value and a good one, by flag and by environment variable", () => {
+    let checked = 0
+    for (const o of OPTIONS) {
+      const bad = refusable(o)
+      if (bad === undefined) continue
+      checked++
+      const byEnv = checkOptions(parseCli([]), { [o.env]: bad })
+      expect(byEnv, o.env).toHaveLength(1)
+      expect(byEnv[0]!.startsWith(`${o.env} (--${o.flag}) ${JSON.stringify(bad)}: `), byEnv[0]).toBe(true)
+      expect(byEnv[0]).not.toContain("\n")
+      const good = byEnv[0]!.slice(byEnv[0]!.lastIndexOf(`e.g. ${o.env}=`) + `e.g. ${o.env}=`.length)
+      expect(checkOptions(parseCli([]), { [o.env]: good.replace(/^"(.*)"$/, "$1") }), `${o.env}'s example ${good}`).toEqual([])
+      if (o.kind === "string") {
+        const byFlag = checkOptions(parseCli([`--${o.flag}`, bad]), { [o.env]: "ignored: the flag wins" })
+        expect(byFlag, o.flag).toHaveLength(1)
+        expect(byFlag[0]!.startsWith(`--${o.flag} (${o.env}) ${JSON.stringify(bad)}: `), byFlag[0]).toBe(true)
+        expect(byFlag[0]).toContain(`; e.g. --${o.flag} `)
+      }
+      // The schedule is parsed where run reads its sources (schedule.ts), not by the Config.
+      if (!notInConfig.has(o.env) && o.flag !== "reconcile-schedule") {
+        const read = readConfig({ [o.env]: bad })
+        expect(read._tag, `ControllerConfig refuses ${o.env}=${bad}`).toBe("Failure")
+      }
+    }
+    expect(checked).toBeGreaterThan(30)
+  })
+
+  it("a value that starts with a dash is a value, refused by name, not another flag", () => {
+    expect(parseCli(["--workers", "-3"]).values.get("WORKERS")).toBe("-3")
+    expect(parseCli(["--workers=-3"]).values.get("WORKERS")).toBe("-3")
+    expect(checkOptions(parseCli(["run", "--workers", "-3"]), {})).toEqual(['--workers (WORKERS) "-3": must be at least 1; e.g. --workers 4'])
+    expect(checkOptions(parseCli(["--batch-window", "-1s"]), {})).toEqual(['--batch-window (BATCH_WINDOW) "-1s": a duration cannot be negative; e.g. --batch-window 1s'])
+    expect(parseCli(["release", "--from-report", "-"]).release).toEqual({ _tag: "Report", path: "-" })
+    // A flag followed by another flag still lacks its value.
+    expect(() => parseCli(["--workers", "--dry-run"])).toThrow(/--workers/)
+  })
+
+  it("a port out of range, a negative rate, a threshold outside (0, 1] and an empty count are refused by name", () => {
+    expect(checkOptions(parseCli(["--metrics-port", "99999", "--api-qps", "-1", "--pool-usage-threshold", "0"]), { PAGE_SIZE: "" })).toEqual([
+      '--api-qps (API_QPS) "-1": cannot be negative (0: no cap); e.g. --api-qps 0',
+      'PAGE_SIZE (--page-size) "": not a whole number; e.g. PAGE_SIZE=500',
+      '--metrics-port (METRICS_PORT) "99999": not a port (0 to 65535; 0 turns it off); e.g. --metrics-port 8080',
+      '--pool-usage-threshold (POOL_USAGE_THRESHOLD) "0": not a ratio above 0 and at most 1; e.g. --pool-usage-threshold 0.9'
+    ])
+  })
+
+  it("an option without a default, or a name, takes \"\" as unset, as the configuration does; good values pass", () => {
+    const cli = parseCli(["--kubeconfig", "", "--free-on-notready-after", "", "--namespace", "", "--batch-window", "1m30s", "--log-level", "WARN"])
+    expect(checkOptions(cli, { LEASE_NAMESPACE: "" })).toEqual([])
+    const read = Effect.runSync(Effect.withConfigProvider(config, configProvider(cli)))
+    expect(read).toMatchObject({ kubeconfig: undefined, freeOnNotReadyAfter: undefined, namespace: "kube-system" })
+  })
+})
+
+describe("--help", () => {
+  it("leads with the options an operator sets, then the tuning knobs under a heading, each with its value type", () => {
+    const help = helpText()
+    const tuning = help.indexOf("\nTuning (the defaults suit most clusters):\n")
+    expect(tuning).toBeGreaterThan(0)
+    const [common, knobs] = optionGroups()
+    expect(common!.rows.map((o) => o.flag)).toEqual(
+      expect.arrayContaining(["kubeconfig", "namespace", "dry-run", "reconcile-schedule", "log-level", "log-format", "free-terminal-pods", "free-evicted-pods", "free-on-out-of-service", "free-on-notready-after"])
+    )
+    for (const o of common!.rows) expect(help.indexOf(`--${o.flag} `), o.flag).toBeLessThan(tuning)
+    for (const o of knobs!.rows) expect(help.indexOf(`  --${o.flag} `), o.flag).toBeGreaterThan(tuning)
+    for (const o of OPTIONS.filter((r) => r.kind === "string")) expect(help).toContain(`--${o.flag} ${o.value.placeholder} `)
+    expect(help).toContain(DURATION_SYNTAX)
+  })
+
+  it("states the exit codes: bad usage is 2 everywhere, a one-shot command that could not complete 3, the controller 1", () => {
+    expect(EXIT_USAGE).toBe(2)
+    expect(exitCodeOfFailure("audit")).toBe(3)
+    expect(exitCodeOfFailure("release")).toBe(3)
+    expect(exitCodeOfFailure("run")).toBe(1)
+    const audit = EXIT_CODES.find((e) => e.command === "audit")!.codes.map(([code]) => code)
+    expect(audit).toEqual([0, 1, 2, 3])
+    expect(helpText("audit")).toContain("Exit codes:\n  audit    0 no orphans; 1 orphans found")
+  })
+})
+

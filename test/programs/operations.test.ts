@@ -46,6 +46,24 @@ describe("HTTP endpoints", () => {
     }))
 })
 
+describe("HTTP endpoints that cannot listen", () => {
+  it.scopedLive("a port another process listens on fails with one line naming the option, not Node's EADDRINUSE", () =>
+    Effect.gen(function* () {
+      const [health, metricsPort] = [yield* freePort(), yield* freePort()]
+      yield* Effect.acquireRelease(
+        Effect.async<ReturnType<typeof createServer>>((resume) => {
+          const taken = createServer()
+          taken.listen(metricsPort, "127.0.0.1", () => resume(Effect.succeed(taken)))
+        }),
+        (taken) => Effect.async<void>((resume) => void taken.close(() => resume(Effect.void)))
+      )
+      const error = yield* Effect.flip(serveEndpoints(Effect.succeed(true)).pipe(Effect.provide(memory({ healthPort: health, metricsPort, bindAddress: "127.0.0.1" }))))
+      expect(error.message).toBe(
+        `--metrics-port (METRICS_PORT) ${metricsPort}: 127.0.0.1 port ${metricsPort} is already in use (another process listens there); choose a free port, or 0 to turn this endpoint off`
+      )
+    }))
+})
+
 /** Whether this host can listen on IPv6 loopback (the test below needs it for its IPv6 half). */
 const hostHasIPv6 = await new Promise<boolean>((resolve) => {
   const s = createServer()
