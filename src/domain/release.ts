@@ -6,6 +6,9 @@
  * kept, why. The executor (src/programs/executor.ts) carries a plan out.
  *
  * The safety rules, each stated once:
+ * 0. An address another live pod's network-status lists in the same collision domain is never
+ *    freed, whichever podref its entry or reservation names (claims.ts): it is kept and reported
+ *    as held for another. Only an operator's --force frees it.
  * 1. An entry is freed only while the live re-check finds no pod of its podref, or (the sweep)
  *    finds the live pod's status proving it does not hold the address. A deleted pod's namesake
  *    that exists — reborn under the same name, or still terminating — keeps everything.
@@ -23,12 +26,13 @@
  *    counted under trigger "operator", and its Events say it was an operator's release.
  */
 import { Data } from "effect"
+import { stillClaims } from "./claims.ts"
 import { type EventIntent, OPERATOR_FORCED_NOTE, OPERATOR_RELEASE_NOTE, REASON_GARBAGE_COLLECTED, garbageCollectedMessage, podObject } from "./events.ts"
 import { type IPAddress, formatIP } from "./ip.ts"
 import { type ReservationOrphanReason, entryVerdict, reservationVerdict } from "./liveness.ts"
 import { NEVER_RUNS_AGAIN_REASONS, type NeverRunsAgain } from "./never-runs-again.ts"
-import type { PodProjection } from "./pod.ts"
-import type { PoolEntry, ReservationRecord } from "./pool.ts"
+import { type PodProjection, podHoldsIP, podRef } from "./pod.ts"
+import { type PoolEntry, type ReservationRecord, parseReservationName } from "./pool.ts"
 
 /**
  * Why a candidate was freed, as `ips_freed_total{trigger}` counts it: what found it, why its pod
@@ -74,6 +78,8 @@ export interface HeldEntry {
   readonly network: string
   /** The reservation of its address, when its network keeps reservations. */
   readonly reservation: string | undefined
+  /** Other pods whose status lists this address in its collision domain (rule 0), to be confirmed live. */
+  readonly claimants?: ReadonlyArray<string> | undefined
 }
 
 /** A reservation a candidate holds. */
@@ -84,6 +90,8 @@ export interface HeldReservation {
   readonly ip: IPAddress | undefined
   /** The sweep's finding from its listing; undefined for a deleted pod's. */
   readonly orphan: ReservationOrphanReason | undefined
+  /** Pods whose status lists its address in its collision domain (rule 0), to be confirmed live. */
+  readonly claimants?: ReadonlyArray<string> | undefined
 }
 
 /** Everything one podref holds, as the caches or the sweep's listing show it. */
@@ -137,8 +145,11 @@ export interface OwnerPlan {
   readonly kept: ReadonlyArray<Kept>
 }
 
-/** Something a plan keeps: in words, why, and which entry or reservation it is. */
-export type Kept = { readonly what: string; readonly why: string } & (
+/**
+ * Something a plan keeps: in words, why, and which entry or reservation it is; `heldFor` names
+ * the other live pod that lists its address (rule 0).
+ */
+export type Kept = { readonly what: string; readonly why: string; readonly heldFor?: string } & (
   | { readonly entry: HeldEntry; readonly reservation?: undefined }
   | { readonly reservation: HeldReservation; readonly entry?: undefined }
 )
@@ -256,9 +267,51 @@ const gcEvent = (regarding: EventIntent["regarding"], held: HeldEntry, detail: s
   }
 }
 
+/** The first claimant whose live pod still lists one of `ips`, and that address: whom it is held for (rule 0). */
+const heldFor = (claimants: ReadonlyArray<string> | undefined, ips: ReadonlyArray<IPAddress>, live: LivePods): { readonly pod: PodProjection; readonly ip: IPAddress } | undefined => {
+  for (const ref of claimants ?? []) {
+    const pod = live.get(ref)
+    const ip = ips.find((a) => stillClaims(pod, a, (p, x) => podHoldsIP(p, x, undefined)))
+    if (pod !== undefined && ip !== undefined) return { pod, ip }
+  }
+  return undefined
+}
+
+const keptFor = (k: Kept, by: { readonly pod: PodProjection; readonly ip: IPAddress }): Kept => ({
+  ...k,
+  why: `held for another: pod ${podRef(by.pod)} (uid ${by.pod.uid}) lists ${formatIP(by.ip)} in the same network`,
+  heldFor: podRef(by.pod)
+})
+
+/** The addresses a reservation may stand for: its own, that of the entry it guards, else every reading of its name. */
+const reservationIPs = (r: HeldReservation, plan: OwnerPlan): ReadonlyArray<IPAddress> => {
+  const ip = r.ip ?? plan.holding.entries.find((e) => e.reservation === r.name)?.entry.ip
+  return ip !== undefined ? [ip] : parseReservationName(r.name).map((c) => c.ip)
+}
+
+/** Rule 0 over a plan: what another live pod lists stays, with the reservation of its address. */
+const keepForOthers = (plan: OwnerPlan, live: LivePods): OwnerPlan => {
+  if (plan.decision !== "release" || plan.holding.operator?.force === true) return plan
+  const kept: Array<Kept> = [...plan.kept]
+  const entries = plan.entries.filter((p) => {
+    const by = heldFor(p.held.claimants, [p.held.entry.ip], live)
+    if (by !== undefined) kept.push(keptFor(keptEntry(p.held, ""), by))
+    return by === undefined
+  })
+  const keptNames = new Set(plan.entries.filter((p) => !entries.includes(p)).flatMap((p) => p.held.reservation ?? []))
+  const reservations = plan.reservations.filter((r) => {
+    const by = heldFor(r.claimants, reservationIPs(r, plan), live)
+    if (by !== undefined) kept.push(keptFor(keptReservation(r, ""), by))
+    else if (keptNames.has(r.name)) kept.push(keptReservation(r, "its address stays allocated"))
+    return by === undefined && !keptNames.has(r.name)
+  })
+  if (kept.length === plan.kept.length) return plan
+  return { ...plan, decision: entries.length + reservations.length > 0 ? "release" : "kept", entries, reservations, kept }
+}
+
 /** Plans the release of every holding against what the live re-check found. */
 export const planRelease = (holdings: ReadonlyArray<Holding>, facts: LivenessFacts): ReleasePlan => ({
-  owners: holdings.map((h) => planOwner(h, facts.live.get(h.podref), facts))
+  owners: holdings.map((h) => keepForOthers(planOwner(h, facts.live.get(h.podref), facts), facts.live))
 })
 
 /** The plan's entries per pool (one guarded patch each), in the order pools first appear. */

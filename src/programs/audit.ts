@@ -17,6 +17,19 @@ const explain = (o: { readonly reason: keyof typeof ORPHAN_REASON_TEXT; readonly
 
 const percent = (used: number, size: number) => (size === 0 ? "-" : `${((used / size) * 100).toFixed(1)}%`)
 
+/** Entries and reservations named for one pod while another live pod lists their address: kept (rule 0), shown only when there are some. */
+const heldForAnotherTable = (r: SweepReport): ReadonlyArray<string> =>
+  r.heldForAnother.length === 0
+    ? []
+    : [
+        "",
+        "Held for another (kept: a live pod lists the address, but the entry names another podref; see docs/rules.md):",
+        table(
+          ["KIND", "NAME", "IP", "PODREF", "LISTED BY"],
+          r.heldForAnother.map((h) => [h.kind, h.name, h.ip === undefined ? "?" : formatIP(h.ip), h.podref, h.claimants.join(",")])
+        )
+      ]
+
 /**
  * What audit could not read, each with what is wrong: one section per kind, only for kinds met.
  * Listed, not counted as orphans: bad input alone leaves the exit code 0.
@@ -68,7 +81,7 @@ export const renderTable = (r: SweepReport): string => {
           ["RESERVATION", "IP", "PODREF", "REASON"],
           r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, explain(o)])
         )
-  return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ...badInputTables(r), ""].join("\n")
+  return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ...heldForAnotherTable(r), ...badInputTables(r), ""].join("\n")
 }
 
 /** Machine-readable report. */
@@ -88,6 +101,7 @@ export const renderJson = (r: SweepReport): string =>
         ...(o.detail === undefined ? {} : { detail: o.detail }),
         explanation: explain(o)
       })),
+      heldForAnother: r.heldForAnother.map((h) => ({ kind: h.kind, name: h.name, ip: h.ip === undefined ? null : formatIP(h.ip), podref: h.podref, listedBy: h.claimants })),
       orphanedReservations: r.orphanReservations.map((o) => ({
         name: o.name,
         ip: o.ip === undefined ? null : formatIP(o.ip),

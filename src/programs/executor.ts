@@ -217,9 +217,18 @@ const finishing = (plan: ReleasePlan, released: ReadonlyMap<string, ReadonlyArra
     }
   })
 
+/** One line per entry or reservation rule 0 kept, naming it, its podref and the pod that lists its address. */
+const logHeldForAnother = (plan: ReleasePlan) =>
+  Effect.forEach(
+    plan.owners.flatMap((o) => o.kept.flatMap((k) => (k.heldFor === undefined ? [] : [{ owner: o.holding.podref, k }]))),
+    ({ owner, k }) => Effect.logWarning("kept an address another live pod lists: held for another").pipe(Effect.annotateLogs({ what: k.what, podref: owner, listedBy: k.heldFor ?? "" })),
+    { discard: true }
+  )
+
 /** Carries out the plan; never fails as a whole: each owner gets its outcome. */
 export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPoolStore | Reservations | EventRecorder | Metrics> =>
   Effect.gen(function* () {
+    yield* logHeldForAnother(plan)
     const releasing = plan.owners.filter((o) => o.decision === "release")
     // Reservations first, while the pool still holds their entries (rule 3); an owner whose delete failed keeps its entries for the retry.
     const reservations = new Map<string, ReservationsDone>()

@@ -5,7 +5,8 @@
  */
 import { Clock, Effect, Either, Option } from "effect"
 import { type NodeFact, neverRunsAgain } from "../domain/never-runs-again.ts"
-import { type PodProjection, podRef } from "../domain/pod.ts"
+import { type ClaimSource, claimantRefs, withClaimants } from "../domain/claims.ts"
+import { type PodProjection, podRef, splitPodRef } from "../domain/pod.ts"
 import { type Holding, type LivePods, type LivenessFacts, recheckTargets } from "../domain/release.ts"
 import type { Caches } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
@@ -94,18 +95,25 @@ const failAll = (holdings: ReadonlyArray<Holding>, refs: ReadonlySet<string>, e:
  * The live re-check of a plan's candidates: whether a pod of each name exists now (for a deletion,
  * existence is all that counts, so metadata only) and, for the sweep's orphans, pods that would
  * never run again and pods an operator named, the pod's state, and for the latter two its node's,
- * read fresh. A failed read fails
- * every holding it was for.
+ * read fresh. With a claim source, the other pods listing a candidate's addresses are found
+ * (rule 0) and read fresh too. A failed read fails every holding it was for.
  */
-export const recheckHoldings = (holdings: ReadonlyArray<Holding>, namespacePods?: (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>) =>
+export const recheckHoldings = (
+  found: ReadonlyArray<Holding>,
+  namespacePods?: (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>,
+  claims?: ClaimSource
+) =>
   Effect.gen(function* () {
+    const holdings = claims === undefined ? found : withClaimants(found, claims)
     const targets = recheckTargets(holdings)
     const [deleted, full] = [targets.filter((h) => h.claim === "Deleted"), targets.filter((h) => h.claim !== "Deleted")]
+    const claimants = claimantRefs(targets)
+    const stateRefs = new Set([...full.map((h) => h.podref), ...claimants])
     const byName = yield* Effect.either(livePodsByRef(deleted.flatMap((h) => h.pod ?? []), { metadataOnly: true, namesOnly: true }, namespacePods))
-    const byState = yield* Effect.either(livePodsByRef(full.flatMap((h) => h.pod ?? []), {}, namespacePods))
+    const byState = yield* Effect.either(livePodsByRef([...stateRefs].flatMap((ref) => splitPodRef(ref) ?? []), {}, namespacePods))
     let checked = holdings
     if (Either.isLeft(byName)) checked = failAll(checked, new Set(deleted.map((h) => h.podref)), byName.left)
-    if (Either.isLeft(byState)) checked = failAll(checked, new Set(full.map((h) => h.podref)), byState.left)
+    if (Either.isLeft(byState)) checked = failAll(checked, new Set(targets.filter((h) => h.claim !== "Deleted" || claimantRefs([h]).size > 0).map((h) => h.podref)), byState.left)
     const live: LivePods = new Map([...Either.getOrElse(byName, () => new Map()), ...Either.getOrElse(byState, () => new Map())])
     // Pods that may never run again, and pods an operator named (freed if they never run again): judged by their nodes too.
     const ended = new Set(full.filter((h) => h.claim === "NeverRunsAgain" || h.claim === "Operator").map((h) => h.podref))

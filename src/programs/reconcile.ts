@@ -24,7 +24,7 @@ import type { Pods } from "../services/Pods.ts"
 import type { Reservations } from "../services/Reservations.ts"
 import { apiError, execute } from "./executor.ts"
 import { cachedPodsIn, recheckHoldings } from "./recheck.ts"
-import { cacheSnapshot } from "./snapshot.ts"
+import { cacheClaims, cacheSnapshot } from "./snapshot.ts"
 
 export { Outcome }
 
@@ -117,7 +117,7 @@ export const reconcileBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<B
     const snapshot = yield* cacheSnapshot
     const caches = yield* Caches
     const found = yield* holdingsOf(batch, snapshot)
-    const { holdings, facts } = yield* recheckHoldings(found.holdings, cachedPodsIn(caches))
+    const { holdings, facts } = yield* recheckHoldings(found.holdings, cachedPodsIn(caches), yield* cacheClaims)
     const execution = yield* execute(planRelease(holdings, facts))
     // Incarnations of one pod shared one holding: what it freed is reported once, not once per incarnation.
     const reported = new Set<string>()

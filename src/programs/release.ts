@@ -17,10 +17,11 @@ import { type PlannedEntry, type ReleasePlan, planRelease } from "../domain/rele
 import { IPPoolStore } from "../services/IPPoolStore.ts"
 import type { ReleaseTargets } from "./cli.ts"
 import { execute } from "./executor.ts"
+import { Pods } from "../services/Pods.ts"
 import { recheckHoldings } from "./recheck.ts"
 import { type ReleaseRow, executedRows, exitCodeOf, plannedRows, renderRows, renderRowsJson, skipRow, summary } from "./release-rows.ts"
 import { listWhereabouts, listWorld, sweepHoldings } from "./sweep.ts"
-import { listingSnapshot } from "./snapshot.ts"
+import { listingClaims, listingSnapshot } from "./snapshot.ts"
 
 /** Input release cannot use (a report that cannot be read or is not one): exit code 2. */
 export class ReleaseInputError extends Data.TaggedError("ReleaseInputError")<{ readonly message: string }> {}
@@ -59,12 +60,14 @@ const reportHoldings = (report: AuditReport) =>
   Effect.gen(function* () {
     const world = yield* listWorld
     const { holdings } = yield* sweepHoldings(world)
-    return matchReport(report, {
+    const matched = matchReport(report, {
       pools: new Map(world.poolList.map((p) => [p.name, p.pool] as const)),
       reservations: new Map(world.reservationList.map((r) => [r.name, r] as const)),
       pods: new Map(world.podList.map((p) => [podRef(p), p] as const)),
       orphans: holdings
     })
+    // What another pod holds left the orphans already (rule 0): nothing more to look for.
+    return { ...matched, claims: undefined }
   })
 
 /** What was named by pod and by pool/IP, found in a fresh listing of the pools and reservations. */
@@ -72,7 +75,9 @@ const namedHoldingsNow = (targets: NamedTargets) =>
   Effect.gen(function* () {
     const listed = yield* listWhereabouts
     const snapshot = yield* listingSnapshot(listed.poolList.map((p) => p.pool), listed.reservationList, listed.nads, listed.nodeSlicePools)
-    return namedHoldings(targets, snapshot)
+    // Rule 0: who else lists the addresses named, unless --force frees them anyway.
+    const claims = targets.force ? undefined : listingClaims(yield* Effect.flatMap(Pods, (pods) => pods.list()), snapshot)
+    return { ...namedHoldings(targets, snapshot), claims }
   })
 
 const logFreed = (r: ReleaseRow) =>
@@ -119,7 +124,7 @@ export const release = (targets: LoadedTargets, options: ReleaseOptions) =>
   Effect.gen(function* () {
     const found = targets._tag === "Report" ? yield* reportHoldings(targets.report) : yield* namedHoldingsNow(targets)
     // Right before the writes: who holds these podrefs now, and their nodes, read live.
-    const checked = yield* recheckHoldings(found.holdings)
+    const checked = yield* recheckHoldings(found.holdings, undefined, found.claims)
     const plan = planRelease(checked.holdings, checked.facts)
     const rows = [...(options.dryRun ? plannedRows(plan) : yield* carryOut(plan)), ...found.skipped.map(skipRow)]
     yield* Effect.logInfo(`release finished: ${summary(rows, options.dryRun)}`)

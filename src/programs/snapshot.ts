@@ -7,7 +7,10 @@ import { Effect, Option } from "effect"
 import { type Snapshot, poolNaming } from "../domain/holdings.ts"
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import type { ParsedPool, ReservationRecord } from "../domain/pool.ts"
-import { Caches, type NadRecord, PODREF_INDEX } from "../services/Caches.ts"
+import { type ClaimSource, listedIPKeys } from "../domain/claims.ts"
+import { ipKey } from "../domain/ip.ts"
+import type { PodProjection } from "../domain/pod.ts"
+import { Caches, LISTED_IP_INDEX, type NadRecord, PODREF_INDEX } from "../services/Caches.ts"
 import { NadConfigs, type NadConfigsShape } from "../services/NadConfigs.ts"
 
 /** Pool naming (NADs and NodeSlicePools), built on first use: a batch may need none of it. */
@@ -59,3 +62,22 @@ export const listingSnapshot = (
       ...lazyNaming(() => nads, () => nodeSlicePools, decoder)
     } satisfies Snapshot
   })
+
+/** Who else lists an address, from the pod cache's index (claims.ts), its networks read through the snapshot. */
+export const cacheClaims: Effect.Effect<ClaimSource, never, Caches | NadConfigs> = Effect.gen(function* () {
+  const caches = yield* Caches
+  const snapshot = yield* cacheSnapshot
+  return { listedBy: (ip) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip)), nad: snapshot.nad, nodeSlice: snapshot.nodeSlice }
+})
+
+/** Who else lists an address, from a fresh listing of pods. */
+export const listingClaims = (pods: ReadonlyArray<PodProjection>, snapshot: Snapshot): ClaimSource => {
+  let byIP: Map<string, Array<PodProjection>> | undefined
+  const index = () => {
+    if (byIP !== undefined) return byIP
+    byIP = new Map()
+    for (const p of pods) for (const k of listedIPKeys(p)) byIP.set(k, [...(byIP.get(k) ?? []), p])
+    return byIP
+  }
+  return { listedBy: (ip) => index().get(ipKey(ip)) ?? [], nad: snapshot.nad, nodeSlice: snapshot.nodeSlice }
+}

@@ -6,8 +6,10 @@
  */
 import { Clock, Effect, Either, Option, Schedule } from "effect"
 import { type BadInput, badInputOf } from "../domain/bad-input.ts"
+import { type HeldForAnother, separateHeldForAnother } from "../domain/claims.ts"
 import { type Snapshot, orphanHoldings } from "../domain/holdings.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
+import { formatIP } from "../domain/ip.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, sliceOfNode } from "../domain/node-slices.ts"
 import type { ParsedPool } from "../domain/pool.ts"
@@ -27,7 +29,7 @@ import * as R from "../services/resources.ts"
 import { execute } from "./executor.ts"
 import { reclaimMemory } from "./memory.ts"
 import { recheckHoldings } from "./recheck.ts"
-import { listingSnapshot } from "./snapshot.ts"
+import { listingClaims, listingSnapshot } from "./snapshot.ts"
 
 export interface PoolReport {
   readonly name: string
@@ -51,6 +53,8 @@ export interface SweepReport {
   readonly pools: ReadonlyArray<PoolReport>
   readonly orphanAllocations: ReadonlyArray<OrphanAllocation>
   readonly orphanReservations: ReadonlyArray<OrphanReservation>
+  /** Orphans by their own podref that another live pod's status lists (rule 0): kept. */
+  readonly heldForAnother: ReadonlyArray<HeldForAnother>
   /** NADs, pool entries and pods' Multus annotations that cannot be read: each skips only what it describes. */
   readonly badInput: BadInput
   /** Node-slice pools whose NodeSlicePool gives their slice to no node, or to another. */
@@ -110,10 +114,12 @@ export const sweepHoldings = (world: World) =>
       return neverRunsAgain(pod, node === undefined ? { _tag: "Gone" } : { _tag: "Present", node }, now, policy)
     }
     const reservations = world.reservationList.map((r) => ({ metadata: { name: r.name }, spec: { podref: r.podref } }))
-    const orphans = findOrphans(pools, live, reservations, { networkOf, neverRunsAgain: ended })
+    const found = findOrphans(pools, live, reservations, { networkOf, neverRunsAgain: ended })
     const listed = new Map(world.reservationList.map((r) => [r.name, r] as const))
-    const holdings = orphanHoldings(orphans, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
-    return { orphans, holdings, snapshot }
+    const all = orphanHoldings(found, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
+    // Rule 0: what another listed pod holds is no orphan, whichever podref it names.
+    const { orphans, holdings, heldForAnother } = separateHeldForAnother(found, all, listingClaims(world.podList, snapshot))
+    return { orphans, holdings, heldForAnother, snapshot }
   })
 
 /**
@@ -220,6 +226,11 @@ const reportSweep = (world: World, report: SweepReport) =>
         yield* Effect.logWarning("pool has an unreadable allocation; left as is").pipe(Effect.annotateLogs({ pool: p.name, key: bad.key, reason: bad.reason }))
       }
     }
+    for (const h of report.heldForAnother) {
+      yield* Effect.logWarning("kept an address another live pod lists: held for another").pipe(
+        Effect.annotateLogs({ [h.kind === "allocation" ? "pool" : "reservation"]: h.name, ip: h.ip === undefined ? "" : formatIP(h.ip), podref: h.podref, listedBy: h.claimants.join(",") })
+      )
+    }
     yield* metrics.pools(report.pools.map((p) => ({ pool: p.name, size: p.size, used: p.used, free: p.free })), config.poolUsageThreshold)
     yield* metrics.orphans("allocation", report.orphanAllocations.length, report.dryRun)
     yield* metrics.orphans("reservation", report.orphanReservations.length, report.dryRun)
@@ -230,6 +241,7 @@ const reportSweep = (world: World, report: SweepReport) =>
         pods: world.podList.length,
         orphanAllocations: report.orphanAllocations.length,
         orphanReservations: report.orphanReservations.length,
+        heldForAnother: report.heldForAnother.length,
         freed: report.freed,
         reservationsDeleted: report.reservationsDeleted,
         spared: report.spared
@@ -245,7 +257,7 @@ export const runSweep = (
     const config = yield* ControllerConfig
     const nadConfigs = yield* NadConfigs
     const world = yield* listWorld
-    const { orphans, holdings, snapshot } = yield* sweepHoldings(world)
+    const { orphans, holdings, heldForAnother, snapshot } = yield* sweepHoldings(world)
     const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings, options.leave)
     const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world, snapshot.origin) : 0
     const pools = poolReports(world, orphans.allocations, snapshot)
@@ -254,6 +266,7 @@ export const runSweep = (
       pools,
       orphanAllocations: orphans.allocations,
       orphanReservations: orphans.reservations,
+      heldForAnother,
       badInput: badInputOf(world.nads.map((n) => ({ ...n, decoded: nadConfigs.decode(n) })), world.poolList.map((p) => p.pool), world.podList),
       staleSlicePools: pools.flatMap((p) => (p.owner === "stale" ? [{ name: p.name, node: p.node ?? "", used: p.used }] : [])),
       prunedPools,

@@ -9,6 +9,7 @@ import { intern } from "../domain/intern.ts"
 import { type NodeRecord, OUT_OF_SERVICE_TAINT } from "../domain/never-runs-again.ts"
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import { type ParsedPool, type ReservationRecord, parsePool } from "../domain/pool.ts"
+import { listedIPKeys } from "../domain/claims.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { type Informer, makeInformer } from "./Informer.ts"
@@ -56,6 +57,8 @@ export type { NodeRecord, NodeSlicePoolRecord, ReservationRecord }
 export const PODREF_INDEX = "podref"
 /** Pods by the node they run on. */
 export const NODE_INDEX = "node"
+/** Pods by the addresses their network-status lists (ipKey): who else holds an address (claims.ts). */
+export const LISTED_IP_INDEX = "listedIP"
 
 const str = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
 const specOf = (o: KubeObject): Record<string, unknown> =>
@@ -156,7 +159,7 @@ const podInformer = (pageSize: number) =>
     keyOf: (p) => intern(podRef(p)),
     identityOf: (p) => p.uid,
     versionOf: (p) => p.resourceVersion,
-    indexers: { [NODE_INDEX]: (p) => (p.nodeName === undefined ? [] : [p.nodeName]) },
+    indexers: { [NODE_INDEX]: (p) => (p.nodeName === undefined ? [] : [p.nodeName]), [LISTED_IP_INDEX]: listedIPKeys },
     pageSize
   })
 

@@ -250,6 +250,59 @@ describe("nextStep", () => {
   })
 })
 
+describe("planRelease: rule 0, an address another live pod lists", () => {
+  const claimed = (claim: Claim, extra: Partial<Holding> = {}) =>
+    holding(
+      "ns/someone-else",
+      claim,
+      [{ ...entry("p", "1", "10.0.0.1", "ns/someone-else"), claimants: ["ns/mon-a"] }, entry("p", "2", "10.0.0.2", "ns/someone-else")],
+      [reservation("10.0.0.1"), reservation("10.0.0.2")],
+      extra
+    )
+  const judge = (pod: PodProjection) => (pod.phase === "Succeeded" ? ({ reason: "terminal", detail: "pod Succeeded" } as const) : undefined)
+
+  it.each(["Deleted", "Orphan", "NeverRunsAgain"] as const)("%s: the claimed entry and its reservation stay, held for the pod that lists it; the rest goes", (claim) => {
+    const live = new Map([["ns/mon-a", livePod("ns/mon-a", ["10.0.0.1"])]])
+    const [o] = planRelease([claimed(claim, { pod: { namespace: "ns", name: "someone-else", uid: "old" } })], { live, neverRunsAgain: judge }).owners
+    expect(o!.entries.map((p) => formatIP(p.held.entry.ip))).toEqual(["10.0.0.2"])
+    expect(o!.reservations.map((r) => r.name)).toEqual(["10.0.0.2"])
+    expect(o!.kept.map((k) => `${k.what}: ${k.why} [${k.heldFor ?? ""}]`)).toEqual([
+      "p 10.0.0.1: held for another: pod ns/mon-a (uid new) lists 10.0.0.1 in the same network [ns/mon-a]",
+      "reservation 10.0.0.1: its address stays allocated []"
+    ])
+  })
+
+  it("the claimant gone, finished, or no longer listing the address at the re-check: freed", () => {
+    for (const live of [
+      new Map<string, PodProjection>(),
+      new Map([["ns/mon-a", livePod("ns/mon-a", ["10.0.0.1"], { phase: "Succeeded" })]]),
+      new Map([["ns/mon-a", livePod("ns/mon-a", ["10.0.0.7"])]])
+    ]) {
+      const [o] = planRelease([claimed("Orphan")], { live }).owners
+      expect(o!.entries.map((p) => formatIP(p.held.entry.ip))).toEqual(["10.0.0.1", "10.0.0.2"])
+      expect(o!.kept).toEqual([])
+    }
+  })
+
+  it("a claimant whose status cannot prove anything (Pending) keeps it", () => {
+    const [o] = planRelease([claimed("Orphan")], { live: new Map([["ns/mon-a", livePod("ns/mon-a", ["10.0.0.1"], { phase: "Pending" })]]) }).owners
+    expect(o!.kept.map((k) => k.heldFor)).toEqual(["ns/mon-a", undefined])
+  })
+
+  it("a reservation claimed on its own (its entry named for a pod that is gone) stays", () => {
+    const h = holding("ns/someone-else", "Orphan", [], [{ ...reservation("10.0.0.1"), claimants: ["ns/mon-a"] }])
+    const [o] = planRelease([h], { live: new Map([["ns/mon-a", livePod("ns/mon-a", ["10.0.0.1"])]]) }).owners
+    expect(o).toMatchObject({ decision: "kept", reservations: [], kept: [{ what: "reservation 10.0.0.1", heldFor: "ns/mon-a" }] })
+  })
+
+  it("an operator's release keeps it; --force frees it", () => {
+    const live = new Map([["ns/mon-a", livePod("ns/mon-a", ["10.0.0.1"])]])
+    const asked = (force: boolean) => claimed("Operator", { trigger: "operator", operator: { force } })
+    expect(planRelease([asked(false)], { live, neverRunsAgain: judge }).owners[0]!.kept.map((k) => k.heldFor)).toEqual(["ns/mon-a", undefined])
+    expect(planRelease([asked(true)], { live, neverRunsAgain: judge }).owners[0]!.entries).toHaveLength(2)
+  })
+})
+
 describe("planRelease: properties", () => {
   const octet = fc.integer({ min: 1, max: 12 })
   const holdingArb = fc.record({

@@ -1,0 +1,212 @@
+/**
+ * Rule 0 of the planner (release.ts): an address a live pod's network-status lists in the same
+ * collision domain is held, whichever podref its pool entry or reservation names. An entry edited
+ * by hand, restored from a backup or rewritten by a bug may name a pod that is gone while another
+ * pod still uses the address; freeing it would let the next ADD hand that address out twice.
+ *
+ * Collision domains: an address is the same address in its pool, and, where overlapping ranges are
+ * on, wherever its reservation name is the same (one network name, any pool). A named network and
+ * a network with overlapping ranges off are domains of their own. Where a pod's network cannot be
+ * read (its NAD gone or unreadable, a config that no longer covers the address, the cluster's
+ * default network), its listing counts in every domain: never free what you are not sure is dead.
+ */
+import { Either } from "effect"
+import { type IPAddress, cidrContains, ipKey, parseIP } from "./ip.ts"
+import type { NadConfigResult, IpamConfigError } from "./ipam-config.ts"
+import { decodeNetworkStatus, statusAttachment } from "./multus.ts"
+import { nodeSlicePoolName, slicePoolName } from "./node-slices.ts"
+import { type PodProjection, podRef } from "./pod.ts"
+import { parseReservationName, poolName, reservationName } from "./pool.ts"
+import type { Orphans } from "./orphans.ts"
+import type { Holding } from "./release.ts"
+
+/** A key of a collision domain: two holders of one address conflict when they share a key. */
+type DomainKey = string
+
+const anyKey = (ip: IPAddress): DomainKey => `ip:${ipKey(ip)}`
+const poolKey = (pool: string, ip: IPAddress): DomainKey => `pool:${pool}|${ipKey(ip)}`
+const reservationKey = (name: string): DomainKey => `reservation:${name}`
+
+/** What a claim's domains are resolved with: a NAD's decoded config, and the slice a NodeSlicePool gives a node. */
+export interface ClaimLookup {
+  readonly nad: (namespace: string, name: string) => Either.Either<NadConfigResult, IpamConfigError> | undefined
+  readonly nodeSlice: (nodeSlicePool: string, node: string) => string | undefined
+}
+
+/** Where claims come from: the pods whose network-status lists an address (any network), and how to read their networks. */
+export interface ClaimSource extends ClaimLookup {
+  readonly listedBy: (ip: IPAddress) => ReadonlyArray<PodProjection>
+}
+
+/** The domains of an entry of `pool` at `ip`, guarded by the reservation `reservation` where its network keeps them. */
+export const entryDomains = (pool: string, ip: IPAddress, reservation: string | undefined): ReadonlyArray<DomainKey> => [
+  anyKey(ip),
+  poolKey(pool, ip),
+  ...(reservation === undefined ? [] : [reservationKey(reservation)])
+]
+
+/** The domains of a reservation: its name, and every address the name can stand for. */
+export const reservationDomains = (name: string, ip: IPAddress | undefined): ReadonlyArray<DomainKey> => [
+  reservationKey(name),
+  ...(ip === undefined ? parseReservationName(name).map((c) => anyKey(c.ip)) : [anyKey(ip)])
+]
+
+const sameIP = (text: string, ip: IPAddress): boolean => {
+  const parsed = parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
+  return parsed !== undefined && parsed.family === ip.family && parsed.value === ip.value
+}
+
+/** The domains of one network a pod lists `ip` on, from its NAD's config; every domain when it cannot be read. */
+const networkDomains = (pod: PodProjection, nad: { readonly namespace: string; readonly name: string }, ip: IPAddress, lookup: ClaimLookup): ReadonlyArray<DomainKey> => {
+  const decoded = lookup.nad(nad.namespace, nad.name)
+  if (decoded === undefined) return [anyKey(ip)]
+  if (Either.isLeft(decoded)) return decoded.left.reason === "MissingIpam" ? [] : [anyKey(ip)]
+  if (decoded.right._tag === "NotWhereabouts") return []
+  const config = decoded.right.config
+  const reservation = config.enableOverlappingRanges ? [reservationKey(reservationName(ip, config.networkName))] : []
+  if (config.nodeSliceSize !== undefined) {
+    const node = pod.nodeName ?? ""
+    const slice = lookup.nodeSlice(nodeSlicePoolName(config), node)
+    return slice === undefined ? [anyKey(ip)] : [poolKey(slicePoolName(slice, node, config.networkName), ip), ...reservation]
+  }
+  const pools = config.ranges.filter((r) => cidrContains(r.cidr, ip)).map((r) => poolKey(poolName(r.range, config.networkName), ip))
+  // A config edited since the pod's ADD no longer names the pool the address came from.
+  return pools.length === 0 ? [anyKey(ip)] : [...pools, ...reservation]
+}
+
+/** The domains in which a pod's network-status lists `ip` (none when it does not). */
+export const claimDomains = (pod: PodProjection, ip: IPAddress, lookup: ClaimLookup): ReadonlyArray<DomainKey> => {
+  if (pod.networkStatus === undefined) return []
+  const decoded = decodeNetworkStatus(pod.networkStatus)
+  if (Either.isLeft(decoded)) return []
+  return decoded.right
+    .filter((e) => (e.ips ?? []).some((text) => sameIP(text, ip)))
+    .flatMap((e) => (e.default === true && !e.name.includes("/") ? [anyKey(ip)] : networkDomains(pod, statusAttachment(e, pod.namespace), ip, lookup)))
+}
+
+/** A pod in a phase it never leaves holds nothing (a restart is a new pod). */
+const mayRun = (pod: PodProjection): boolean => pod.phase !== "Succeeded" && pod.phase !== "Failed"
+
+/**
+ * The podrefs of pods other than `exclude` that list an address of these domains: candidates for
+ * rule 0, confirmed by the live re-check before anything is kept for them.
+ */
+export const claimantsOf = (domains: ReadonlyArray<DomainKey>, ip: IPAddress, exclude: string | undefined, source: ClaimSource): ReadonlyArray<string> => {
+  const keys = new Set(domains)
+  const out: Array<string> = []
+  for (const pod of source.listedBy(ip)) {
+    const ref = podRef(pod)
+    if (ref === exclude || !mayRun(pod) || out.includes(ref)) continue
+    if (claimDomains(pod, ip, source).some((k) => keys.has(k))) out.push(ref)
+  }
+  return out
+}
+
+/** The podrefs listing any address a reservation can stand for, in its domains. */
+export const reservationClaimants = (name: string, ip: IPAddress | undefined, exclude: string | undefined, source: ClaimSource): ReadonlyArray<string> => {
+  const domains = reservationDomains(name, ip)
+  const ips = ip === undefined ? parseReservationName(name).map((c) => c.ip) : [ip]
+  return [...new Set(ips.flatMap((a) => claimantsOf(domains, a, exclude, source)))]
+}
+
+/**
+ * Whether the live pod of a claimant still holds `ip` (by the same reading as every other rule: a
+ * status that cannot prove anything keeps it), so an entry it claims stays.
+ */
+export const stillClaims = (live: PodProjection | undefined, ip: IPAddress, holds: (pod: PodProjection, ip: IPAddress) => "holds" | "not-held" | "unknown"): boolean =>
+  live !== undefined && mayRun(live) && holds(live, ip) !== "not-held"
+
+/**
+ * The holdings with their claimants found: per entry the other pods listing its address in its
+ * domains, per reservation those listing its address (its own pod too where the listing found no
+ * allocation of it: a live pod's address must stay reserved).
+ */
+export const withClaimants = (holdings: ReadonlyArray<Holding>, source: ClaimSource): ReadonlyArray<Holding> =>
+  holdings.map((h) => {
+    if (h.error !== undefined) return h
+    const entries = h.entries.map((e) => {
+      const claimants = claimantsOf(entryDomains(e.pool, e.entry.ip, e.reservation), e.entry.ip, h.podref, source)
+      return claimants.length === 0 ? e : { ...e, claimants }
+    })
+    const reservations = h.reservations.map((r) => {
+      const ip = r.ip ?? h.entries.find((e) => e.reservation === r.name)?.entry.ip
+      const claimants = reservationClaimants(r.name, ip, r.orphan === "NoAllocation" ? undefined : h.podref, source)
+      return claimants.length === 0 ? r : { ...r, claimants }
+    })
+    return { ...h, entries, reservations }
+  })
+
+/** An orphan by its own podref that another pod's status lists: kept, and reported (rule 0). */
+export interface HeldForAnother {
+  readonly kind: "allocation" | "reservation"
+  /** The pool of an allocation, the name of a reservation. */
+  readonly name: string
+  readonly ip: IPAddress | undefined
+  /** Whom the entry or reservation names. */
+  readonly podref: string
+  /** The pods whose status lists the address. */
+  readonly claimants: ReadonlyArray<string>
+}
+
+/**
+ * The sweep's orphans without what other pods of its listing hold (rule 0): those leave the
+ * orphans and holdings for a list of their own. The listing is the live read here.
+ */
+export const separateHeldForAnother = (orphans: Orphans, holdings: ReadonlyArray<Holding>, source: ClaimSource) => {
+  const claimed = withClaimants(holdings, source)
+  const held: Array<HeldForAnother> = []
+  const entryKeys = new Set<string>()
+  const reservationNames = new Set<string>()
+  for (const h of claimed) {
+    for (const e of h.entries) {
+      if (e.claimants === undefined) continue
+      entryKeys.add(`${e.pool}/${e.entry.key}`)
+      held.push({ kind: "allocation", name: e.pool, ip: e.entry.ip, podref: h.podref, claimants: e.claimants })
+    }
+    for (const r of h.reservations) {
+      // The reservation of an address kept stays with it.
+      const guarded = h.entries.some((e) => e.claimants !== undefined && e.reservation === r.name)
+      if (r.claimants === undefined && !guarded) continue
+      reservationNames.add(r.name)
+      held.push({ kind: "reservation", name: r.name, ip: r.ip, podref: h.podref, claimants: r.claimants ?? h.entries.find((e) => e.reservation === r.name)?.claimants ?? [] })
+    }
+  }
+  const rest = claimed
+    .map((h) => ({ ...h, entries: h.entries.filter((e) => e.claimants === undefined), reservations: h.reservations.filter((r) => !reservationNames.has(r.name)) }))
+    .filter((h) => h.entries.length + h.reservations.length > 0)
+  return {
+    orphans: {
+      allocations: orphans.allocations.filter((o) => !entryKeys.has(`${o.pool}/${o.entry.key}`)),
+      reservations: orphans.reservations.filter((o) => !reservationNames.has(o.name))
+    } satisfies Orphans,
+    holdings: rest,
+    heldForAnother: held
+  }
+}
+
+/** Every podref some holding's entry or reservation is claimed by: the pods the live re-check reads. */
+export const claimantRefs = (holdings: ReadonlyArray<Holding>): ReadonlySet<string> =>
+  new Set(holdings.flatMap((h) => [...h.entries.flatMap((e) => e.claimants ?? []), ...h.reservations.flatMap((r) => r.claimants ?? [])]))
+
+/** The address keys a pod's status lists, any network: the pod cache's index for finding claimants. */
+export const listedIPKeys = (pod: PodProjection): ReadonlyArray<string> => {
+  if (pod.networkStatus === undefined) return []
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(pod.networkStatus)
+  } catch {
+    return []
+  }
+  if (!Array.isArray(parsed)) return []
+  const keys = new Set<string>()
+  for (const e of parsed as Array<unknown>) {
+    const ips = typeof e === "object" && e !== null ? (e as { ips?: unknown }).ips : undefined
+    if (!Array.isArray(ips)) continue
+    for (const text of ips) {
+      if (typeof text !== "string") continue
+      const ip = parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
+      if (ip !== undefined) keys.add(ipKey(ip))
+    }
+  }
+  return [...keys]
+}
