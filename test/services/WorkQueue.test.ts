@@ -108,7 +108,7 @@ describe("WorkQueue: client-go queue semantics", () => {
           Effect.flatMap(Option.match({
             onNone: () => Effect.void,
             onSome: ({ key }) =>
-              restore(Effect.sync(() => handled.push(key))).pipe(Effect.ensuring(q.done(key)))
+              restore(Effect.sync(() => void handled.push(key))).pipe(Effect.ensuring(q.done(key)))
           }))
         )
       )
