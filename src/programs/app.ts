@@ -13,6 +13,7 @@ import { audit } from "./audit.ts"
 import { EXIT_USAGE, type ParsedCli, checkOptions, configProvider, describeConfigError, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
+import { preflight } from "./preflight.ts"
 import { loadTargets, release } from "./release.ts"
 import { runController } from "./run.ts"
 import { armShutdownDeadline } from "./shutdown.ts"
@@ -71,6 +72,12 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
         }
         // Its Events are queued like the controller's: written before the command exits.
         const done = yield* release(targets.right, options).pipe(Effect.tap(() => Effect.flatMap(EventRecorder, (r) => r.flush)), Effect.provide(oneShot))
+        process.stdout.write(`${done.text}\n`)
+        return done.exitCode
+      }
+      case "preflight": {
+        // Read-only: the stores it lists through, no informers, no Lease, no Events.
+        const done = yield* preflight(yield* outputFormat, cli.serviceAccount).pipe(Effect.provide(oneShot))
         process.stdout.write(`${done.text}\n`)
         return done.exitCode
       }

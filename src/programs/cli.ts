@@ -25,6 +25,7 @@ import {
   parseDuration
 } from "../domain/option-values.ts"
 import { splitPodRef } from "../domain/pod.ts"
+import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULTS, type DefaultedKey, parseMaxInFlight } from "../services/ControllerConfig.ts"
 
 interface OptionRow {
@@ -72,11 +73,11 @@ const shown = (row: OptionRow): string => {
   return String(value)
 }
 
-export type Command = "run" | "audit" | "release" | "demo"
+export type Command = "run" | "audit" | "release" | "preflight" | "demo"
 
-const COMMANDS: ReadonlyArray<Command> = ["run", "audit", "release", "demo"]
+const COMMANDS: ReadonlyArray<Command> = ["run", "audit", "release", "preflight", "demo"]
 const all: ReadonlyArray<Command> = COMMANDS
-const live: ReadonlyArray<Command> = ["run", "audit", "release"]
+const live: ReadonlyArray<Command> = ["run", "audit", "release", "preflight"]
 const runOnly: ReadonlyArray<Command> = ["run"]
 /** What decides that a pod will never run again: the controller's rule, which release follows too. */
 const policy: ReadonlyArray<Command> = ["run", "release"]
@@ -162,7 +163,7 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "health-port", env: "HEALTH_PORT", kind: "string", value: PORT, key: "healthPort", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
   { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", value: ADDRESS, note: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
   { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", value: DURATION, key: "shutdownTimeout", help: "on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + --renew-deadline + 2 s, then the process exits 1", commands: runOnly },
-  { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", value: RATIO, key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric", commands: runOnly },
+  { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", value: RATIO, key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric (preflight warns at it too)", commands: ["run", "preflight"] },
   {
     flag: "prune-slice-pools",
     env: "PRUNE_SLICE_POOLS",
@@ -206,7 +207,7 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", value: PATH, note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
   { flag: "log-level", env: "LOG_LEVEL", kind: "string", value: LOG_LEVEL, common: true, key: "logLevel", help: "debug, info, warning or error; unset, audit, release, preflight and demo log at warning (only what is wrong) and run at info", commands: all },
   { flag: "log-format", env: "LOG_FORMAT", kind: "string", value: LOG_FORMAT, common: true, note: "text on a terminal, else json", help: "json, logfmt or text (a line a person reads: time, level, message, key=value)", commands: all },
-  { flag: "output", short: "o", env: "OUTPUT", kind: "string", value: OUTPUT, common: true, key: "output", help: "output of audit and release: table or json", commands: ["audit", "release"] }
+  { flag: "output", short: "o", env: "OUTPUT", kind: "string", value: OUTPUT, common: true, key: "output", help: "output of audit, release and preflight: table or json", commands: ["audit", "release", "preflight"] }
 ]
 
 /** Every option, with its default as shown. */
@@ -244,6 +245,17 @@ export const RELEASE_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   }
 ]
 
+/** preflight's own argument: whose access to review. A flag only, as release's. */
+export const PREFLIGHT_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
+  {
+    flag: "as-service-account",
+    kind: "string",
+    multiple: false,
+    value: "<namespace>/<name>",
+    help: `review this ServiceAccount's access (SubjectAccessReview) instead of <--namespace>/${CONTROLLER_SERVICE_ACCOUNT}'s when that exists, else the caller's`
+  }
+]
+
 /** What `release` was asked to free, checked. */
 export type ReleaseTargets =
   | { readonly _tag: "Report"; readonly path: string }
@@ -262,6 +274,8 @@ export interface ParsedCli {
   readonly values: ReadonlyMap<string, string>
   /** `release` only. */
   readonly release?: ReleaseTargets | undefined
+  /** `preflight` only: --as-service-account. */
+  readonly serviceAccount?: { readonly namespace: string; readonly name: string } | undefined
 }
 
 const podTarget = (text: string) => {
@@ -295,6 +309,15 @@ const releaseTargets = (values: Record<string, unknown>): ReleaseTargets => {
   return { _tag: "Named", pods: pods.map(podTarget), ips: ips.map(ipTarget), force }
 }
 
+/** --as-service-account, checked: preflight's only, as <namespace>/<name>. */
+const preflightServiceAccount = (command: string, text: unknown) => {
+  if (typeof text !== "string") return undefined
+  if (command !== "preflight") throw new TypeError("--as-service-account is an option of the preflight command")
+  const ref = splitPodRef(text)
+  if (ref === undefined) throw new TypeError(`--as-service-account "${text}": expected <namespace>/<name>, e.g. kube-system/${CONTROLLER_SERVICE_ACCOUNT}`)
+  return ref
+}
+
 /**
  * `--workers -3` read as `--workers=-3`: parseArgs takes a value that starts with a dash for another
  * option (and calls the flag ambiguous), where a negative number is a value to refuse by name.
@@ -316,12 +339,12 @@ const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet
 export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
-  for (const a of RELEASE_ARGUMENTS) options[a.flag] = { type: a.kind, multiple: a.multiple }
+  for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: a.kind, multiple: a.multiple }
   const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
   const args = joinNegativeValues(argv, takesValue)
   const { values, positionals } = parseArgs({ args, options, allowPositionals: true, allowNegative: true, strict: true })
   const [command = "run", ...rest] = positionals
-  if (!(COMMANDS as ReadonlyArray<string>).includes(command)) throw new TypeError(`unknown command "${command}" (run, audit, release or demo)`)
+  if (!(COMMANDS as ReadonlyArray<string>).includes(command)) throw new TypeError(`unknown command "${command}" (run, audit, release, preflight or demo)`)
   if (rest.length > 0) throw new TypeError(`unexpected argument "${rest[0]}"`)
   const mapped = new Map<string, string>()
   for (const o of OPTIONS) {
@@ -332,7 +355,8 @@ export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
   const stray = RELEASE_ARGUMENTS.find((a) => values[a.flag] !== undefined)
   if (command !== "release" && stray !== undefined) throw new TypeError(`--${stray.flag} is an option of the release command`)
   const release = command === "release" && !help ? releaseTargets(values) : undefined
-  return { command: command as Command, help, version: values["version"] === true, values: mapped, release }
+  const serviceAccount = preflightServiceAccount(command, values["as-service-account"])
+  return { command: command as Command, help, version: values["version"] === true, values: mapped, release, serviceAccount }
 }
 
 /** Flags first, then the environment. */
@@ -363,6 +387,10 @@ export const EXIT_CODES: ReadonlyArray<{ readonly command: Command; readonly cod
       [EXIT_USAGE, "bad usage, or a report it cannot read"],
       [3, "could not complete"]
     ]
+  },
+  {
+    command: "preflight",
+    codes: [[0, "no check failed (warnings allowed)"], [1, "a check failed"], [EXIT_USAGE, "bad usage"], [3, "could not complete (API server unreachable, bad credentials)"]]
   }
 ]
 
@@ -391,25 +419,30 @@ const exitCodeLines = (command?: Command): ReadonlyArray<string> => {
 export const helpText = (command?: Command): string => {
   const groups = optionGroups(command)
   const releasing = command === undefined || command === "release"
-  const width = Math.max(...groups.flatMap((g) => g.rows.map((o) => flagText(o).length)), ...(releasing ? RELEASE_ARGUMENTS.map((a) => argText(a).length) : []))
+  const checking = command === undefined || command === "preflight"
+  const commandArguments = [...(releasing ? RELEASE_ARGUMENTS : []), ...(checking ? PREFLIGHT_ARGUMENTS : [])]
+  const width = Math.max(...groups.flatMap((g) => g.rows.map((o) => flagText(o).length)), ...commandArguments.map((a) => argText(a).length))
   const line = (o: OptionSpec) => `  ${flagText(o).padEnd(width)}  ${o.help}\n  ${"".padEnd(width)}  env ${o.env}, default: ${o.default}`
   const optionLines = groups.flatMap((g, i) => [...(i === 0 ? [] : [""]), `${g.title}${command === undefined ? "" : ` (${command})`}:`, ...g.rows.map(line)])
   const releaseLines = releasing
     ? ["", "What release frees (its own flags, no environment variables):", ...RELEASE_ARGUMENTS.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)]
     : []
+  const preflightLines = checking ? ["", "Whose access preflight reviews (a flag only):", ...PREFLIGHT_ARGUMENTS.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)] : []
   return [
     "whereabouts-controller — frees the whereabouts IP allocations of pods that are gone or will never run again",
     "",
     "Usage: whereabouts-controller [command] [options]",
     "",
     "Commands:",
-    "  run      (default) run the controller against the cluster of the kubeconfig",
-    "  audit    report every pool, every orphaned allocation/reservation and the bad input met; free nothing",
-    "  release  free by hand, through the controller's guarded release: --from-report, --pod or --ip",
-    "  demo     replay the full-pool StatefulSet story on an embedded in-memory cluster",
+    "  run        (default) run the controller against the cluster of the kubeconfig",
+    "  audit      report every pool, every orphaned allocation/reservation and the bad input met; free nothing",
+    "  release    free by hand, through the controller's guarded release: --from-report, --pod or --ip",
+    "  preflight  before installing: CRDs, RBAC, upstream's reconciler, unreadable NADs, full pools; writes nothing",
+    "  demo       replay the full-pool StatefulSet story on an embedded in-memory cluster",
     "",
     ...optionLines,
     ...releaseLines,
+    ...preflightLines,
     "",
     `  ${"-h, --help".padEnd(width)}  show this help`,
     `  ${"--version".padEnd(width)}  print the version`,

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest"
 import { CRD_SPECS, type CheckRow, UPSTREAM_RUNNING, crdRow, exitCodeOf, nadRows, rbacRow, upstreamProgram, upstreamRows } from "../../src/domain/preflight.ts"
+import { CONTROLLER_SERVICE_ACCOUNT } from "../../src/domain/rbac-needs.ts"
+import { helpText, parseCli } from "../../src/programs/cli.ts"
 import { poolRows, renderPreflight } from "../../src/programs/preflight.ts"
 
 /** The containers of upstream's manifests as they ship (doc/crds/daemonset-install.yaml, reconciler-deployment.yaml, the chart's). */
@@ -122,5 +124,27 @@ describe("preflight rendering", () => {
 
   it("-o json: one document with every check and the counts", () => {
     expect(JSON.parse(renderPreflight(rows, "json"))).toEqual({ checks: rows, summary: { ok: 1, warn: 1, fail: 1 } })
+  })
+})
+
+describe("preflight's command line", () => {
+  it("takes -o, the pool threshold and --as-service-account <namespace>/<name>; refuses a malformed one, and the flag on other commands", () => {
+    const cli = parseCli(["preflight", "-o", "json", "--pool-usage-threshold", "0.8", "--as-service-account", "kube-system/wac"])
+    expect(cli.command).toBe("preflight")
+    expect(Object.fromEntries(cli.values)).toEqual({ OUTPUT: "json", POOL_USAGE_THRESHOLD: "0.8" })
+    expect(cli.serviceAccount).toEqual({ namespace: "kube-system", name: "wac" })
+    expect(parseCli(["preflight"]).serviceAccount).toBeUndefined()
+    expect(() => parseCli(["preflight", "--as-service-account", "wac"])).toThrow(`--as-service-account "wac": expected <namespace>/<name>, e.g. kube-system/${CONTROLLER_SERVICE_ACCOUNT}`)
+    expect(() => parseCli(["audit", "--as-service-account", "a/b"])).toThrow("--as-service-account is an option of the preflight command")
+  })
+
+  it("--help lists the command, its flag and its exit codes; other commands' help does not show the flag", () => {
+    expect(helpText()).toMatch(/^ {2}preflight {2}before installing: /m)
+    const help = helpText("preflight")
+    expect(help).toContain("--as-service-account <namespace>/<name>")
+    expect(help).toContain("--pool-usage-threshold")
+    expect(help).not.toContain("--from-report <file>")
+    expect(help).toContain("preflight 0 no check failed (warnings allowed); 1 a check failed; 2 bad usage; 3 could not complete")
+    expect(helpText("audit")).not.toContain("--as-service-account")
   })
 })
