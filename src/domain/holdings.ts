@@ -7,10 +7,11 @@
 import { Either } from "effect"
 import { type EventIntent, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
 import { capacityToNumber, countWithin, intervalsSize, poolIntervals, sliceRange } from "./capacity.ts"
-import { parseCidr, usableRange } from "./ip.ts"
+import { ipEquals, parseCidr, parseIP, usableRange } from "./ip.ts"
 import type { IpamConfigError, IpRange, NadConfigResult } from "./ipam-config.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode, slicePoolName } from "./node-slices.ts"
 import type { Orphans } from "./orphans.ts"
+import { decodeNetworkStatus, statusAttachment } from "./multus.ts"
 import { type PodProjection, podAttachments, podRef, splitPodRef } from "./pod.ts"
 import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName, reservationName } from "./pool.ts"
 import { type HeldEntry, type HeldReservation, type Holding, type Problem, type ReleaseError } from "./release.ts"
@@ -255,6 +256,25 @@ export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
 }
 
 /**
+ * The NAD an entry came from, as the pod's own status tells it: the attachment listing its address,
+ * else the one on its interface. What an Event names first, since the NADs writing a pool may be
+ * several, or none readable (a NAD deleted or broken since).
+ */
+export const networkOnPod = (pod: PodProjection, entry: PoolEntry): string | undefined => {
+  if (pod.networkStatus === undefined) return undefined
+  const decoded = decodeNetworkStatus(pod.networkStatus)
+  if (Either.isLeft(decoded)) return undefined
+  const secondary = decoded.right.filter((e) => e.default !== true)
+  const lists = (text: string) => {
+    const ip = parseIP(text.split("/")[0]!)
+    return ip !== undefined && ipEquals(ip, entry.ip)
+  }
+  const listing = secondary.find((e) => (e.ips ?? []).some(lists))
+  const match = listing ?? (entry.ifname === undefined || entry.ifname === "" ? undefined : secondary.find((e) => e.interface === entry.ifname))
+  return match === undefined ? undefined : statusAttachment(match, pod.namespace).name
+}
+
+/**
  * The holding of a deleted pod: its entries in the pools found (those read live included) and the
  * reservations it owns — named by the podref index, and those of its entries' addresses. Pass the
  * snapshot as it was before the live re-check: a reservation created after it can only be a
@@ -281,7 +301,7 @@ export const deletedPodHolding = (
       if (entry.podref !== f.ref) continue
       const reservation = keeps ? reservationName(entry.ip, reservationNetwork) : undefined
       if (reservation !== undefined) names.add(reservation)
-      entries.push({ pool: pool.name, entry, network, reservation })
+      entries.push({ pool: pool.name, entry, network: networkOnPod(f.pod, entry) ?? network, reservation })
     }
   }
   const reservations: Array<HeldReservation> = []

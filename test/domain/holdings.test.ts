@@ -77,10 +77,10 @@ describe("findPodHoldings + deletedPodHolding", () => {
     expect(view(pod, { nads: NET1 }, new Map([["10.1.0.0-24", P1]]))).toMatchObject({ entries: ["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"], reservations: ["10.1.0.5"] })
   })
 
-  it("a NAD deleted first: found through the podref index, the Event names a NAD that writes the pool, and a Warning waits for a free", () => {
+  it("a NAD deleted first: found through the podref index, the Event names the NAD the pod's status lists the address on, and a Warning waits for a free", () => {
     const w: World = { pools: [P1], nads: { "other/net1": NET1["ns/net1"] } }
     expect(view(deleted("web", [{ name: "ns/gone", interface: "net1", ips: ["10.1.0.5"] }]), w)).toMatchObject({
-      entries: ["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"],
+      entries: ["10.1.0.0-24 10.1.0.5 gone 10.1.0.5"],
       ifFreed: ["Warning NetworkAttachmentDefinitionNotFound: network-attachment-definition ns/gone not found; freeing the pod's addresses found by podref"]
     })
   })
@@ -125,10 +125,22 @@ describe("findPodHoldings + deletedPodHolding", () => {
     const w: World = { pools: [P1, pool("10.3.0.0/24", { "1": { id: "c", podref: "ns/web" } })], nads: { "ns/net1": "{not json", "ns/net3": config({ type: "whereabouts", range: "10.3.0.0/24" }) } }
     const pod = deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }, { name: "ns/net3", interface: "net3", ips: ["10.3.0.1"] }])
     expect(view(pod, w)).toMatchObject({
-      entries: ["10.3.0.0-24 10.3.0.1 net3 10.3.0.1", "10.1.0.0-24 10.1.0.5 10.1.0.0-24 10.1.0.5"],
+      entries: ["10.3.0.0-24 10.3.0.1 net3 10.3.0.1", "10.1.0.0-24 10.1.0.5 net1 10.1.0.5"],
       error: undefined,
       problems: [expect.stringMatching(/^BadNadConfig: cannot read network-attachment-definition ns\/net1: spec.config is not valid JSON: /)]
     })
+  })
+
+  // Tried as a new user would: a pod attached to NAD `broken` got "from network storage", the other
+  // NAD writing the same pool. The pod's own status says which network the address came from.
+  it("the Event of an entry found by podref names the network the pod's status lists it on, also when its NAD cannot be read", () => {
+    const w: World = { pools: [P1], nads: { "ns/broken": "{not json", "ns/storage": config({ type: "whereabouts", range: "10.1.0.0/24" }) } }
+    const listed = deleted("web", [{ name: "ns/broken", interface: "net1", ips: ["10.1.0.5/24"] }])
+    expect(view(listed, w).entries).toEqual(["10.1.0.0-24 10.1.0.5 broken 10.1.0.5"])
+    // Not listed by address (a status from before the ADD): matched by interface.
+    expect(view(deleted("web", [{ name: "ns/broken", interface: "net1", ips: [] }]), w).entries).toEqual(["10.1.0.0-24 10.1.0.5 broken 10.1.0.5"])
+    // Nothing on the pod says: the NAD that writes the pool.
+    expect(view(deleted("web", []), w).entries).toEqual(["10.1.0.0-24 10.1.0.5 storage 10.1.0.5"])
   })
 
   it("a NAD whose config is empty (it lives on the nodes) or has no ipam is not ours: no problem reported", () => {
