@@ -2,7 +2,7 @@
  * What an operator names for `release --pod/--ip`, as the planner's holdings: a pod's podref with
  * everything it holds in any pool and its reservations, or one address of a pool with its
  * reservation. Claim "Operator": the planner frees them while no pod of that name exists or the
- * one there will never run again, or, forced, whatever the pod (src/domain/release.ts, rule 6).
+ * one there will never run again, or, forced, whatever the pod (src/domain/release.ts, rule 9).
  * One holding per podref, however it was named. Pure: the program brings a fresh listing.
  */
 import { type Snapshot, deletedPodHolding, findPodHoldings, gatherByPodref, heldEntry } from "./holdings.ts"

@@ -5,22 +5,28 @@
  * remove with their guards, the reservations to delete, the Events to write, and for everything
  * kept, why. The executor (src/programs/executor.ts) carries a plan out.
  *
- * The safety rules, each stated once:
+ * The safety rules, numbered as docs/rules.md numbers them (one numbering for the code and the docs):
  * 0. An address another live pod's network-status lists in the same collision domain is never
  *    freed, whichever podref its entry or reservation names (claims.ts): it is kept and reported
  *    as held for another. Only an operator's --force frees it.
- * 1. An entry is freed only while the live re-check finds no pod of its podref, or (the sweep)
+ * 1. Only what a dead pod held: found by holdings.ts (annotations, NADs, the podref index) or by
+ *    the sweep's orphan detection (orphans.ts).
+ * 2. An entry is freed only while the live re-check finds no pod of its podref, or (the sweep)
  *    finds the live pod's status proving it does not hold the address. A deleted pod's namesake
  *    that exists — reborn under the same name, or still terminating — keeps everything.
- * 2. Every removal is guarded by `test` ops on the entry's podref and id: an entry rewritten since
+ * 3. Every removal is guarded by `test` ops on the entry's podref and id: an entry rewritten since
  *    (a reborn pod's idempotent re-ADD changes the id) is skipped, never freed.
- * 3. Reservations go before the pool entries they guard, so a CNI ADD never meets a free address
+ * 4. Reservations go before the pool entries they guard, so a CNI ADD never meets a free address
  *    still reserved by a dead pod; a reservation changed since it was seen belongs to whoever
- *    changed it and is left alone.
- * 4. A reservation deleted for an entry the release then skipped (taken back by a reborn pod) is
+ *    changed it and is left alone; a reservation stays with an entry that stays.
+ * 5. A reservation deleted for an entry the release then skipped (taken back by a reborn pod) is
  *    given back.
- * 5. The Normal Event is written only for an entry actually removed.
- * 6. What an operator asks to free (the release command) goes through the same rules: a report's
+ * 6. The Normal Event is written only for an entry actually removed.
+ * 7. A pod that still exists is freed only when it will never run again (never-runs-again.ts),
+ *    judged again on that same incarnation (uid) and its node, read live.
+ * 8. Failures are visible (the deletion loop's retries and give-up); bad input skips only what it
+ *    describes.
+ * 9. What an operator asks to free (the release command) goes through the same rules: a report's
  *    orphans as the sweep's, an address or a pod named by hand only while no pod of that name
  *    exists or it will never run again — unless forced, and even then guarded per entry. It is
  *    counted under trigger "operator", and its Events say it was an operator's release.

@@ -230,7 +230,7 @@ export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPo
   Effect.gen(function* () {
     yield* logHeldForAnother(plan)
     const releasing = plan.owners.filter((o) => o.decision === "release")
-    // Reservations first, while the pool still holds their entries (rule 3); an owner whose delete failed keeps its entries for the retry.
+    // Reservations first, while the pool still holds their entries (rule 4); an owner whose delete failed keeps its entries for the retry.
     const reservations = new Map<string, ReservationsDone>()
     yield* Effect.forEach(releasing, (o) => Effect.map(deleteReservationsOf(o), (done) => void reservations.set(o.holding.podref, done)), {
       concurrency: RESERVATION_CONCURRENCY,
@@ -238,7 +238,7 @@ export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPo
     })
     const ready = releasing.filter((o) => reservations.get(o.holding.podref)?.error === undefined)
     const pools = yield* releasePools(ready.flatMap((o) => o.entries))
-    // Rule 4: give back what a reborn pod took back, for skipped entries and those of failed pools (the retry will find the pod alive).
+    // Rule 5: give back what a reborn pod took back, for skipped entries and those of failed pools (the retry will find the pod alive).
     const deletedFor = (owner: string) => reservations.get(owner)?.deleted
     const toRestore = [...pools.skipped, ...pools.failed.map((f) => f.entry)]
     const restored = new Set<string>()
