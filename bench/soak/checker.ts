@@ -231,7 +231,7 @@ export const startChecker = (deps: CheckerDeps) => {
     startWatcher(deps.creds, `${W}/ippools`, onPool),
     startWatcher(deps.creds, `${W}/overlappingrangeipreservations`, onReservation),
     startWatcher(deps.creds, "/api/v1/nodes", onNode),
-    startWatcher(deps.creds, `/apis/coordination.k8s.io/v1/namespaces/${POOLS_NAMESPACE}/leases?fieldSelector=metadata.name%3Dwhereabouts-controller`, onLease),
+    startWatcher(deps.creds, `/apis/coordination.k8s.io/v1/namespaces/${POOLS_NAMESPACE}/leases?fieldSelector=metadata.name%3Dwhereabouts-gc`, onLease),
     ...NAMESPACES.map((ns) => startWatcher(deps.creds, `/api/v1/namespaces/${ns}/events`, onEvent))
   ]
 

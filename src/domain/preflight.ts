@@ -54,7 +54,7 @@ export const crdRow = (spec: CrdSpec, probe: CrdProbe): CheckRow => {
 
 /** Whose access the RBAC check asked about, and how. */
 export interface RbacSubject {
-  /** e.g. "ServiceAccount kube-system/whereabouts-controller", "the caller (admin)". */
+  /** e.g. "ServiceAccount kube-system/whereabouts-gc", "the caller (admin)". */
   readonly who: string
   /** Why the caller was checked instead of a ServiceAccount, when it was. */
   readonly note?: string | undefined

@@ -29,7 +29,7 @@ export const RBAC_NEEDS: ReadonlyArray<RbacNeed> = [
   ...rule("namespace", "", "configmaps", ["get", "list", "watch"], "whereabouts-config"),
   ...rule("namespace", "whereabouts.cni.cncf.io", "overlappingrangeipreservations", ["get", "list", "watch", "delete", "create"]),
   ...rule("namespace", "coordination.k8s.io", "leases", ["create"]),
-  ...rule("namespace", "coordination.k8s.io", "leases", ["get", "update"], "whereabouts-controller")
+  ...rule("namespace", "coordination.k8s.io", "leases", ["get", "update"], "whereabouts-gc")
 ]
 
 /** One access to ask the API server about (a SubjectAccessReview's resourceAttributes). */
@@ -70,9 +70,9 @@ export const resolveNeeds = (ctx: NeedContext, needs: ReadonlyArray<RbacNeed> = 
     return [{ ...base, ...namespace, name }]
   })
 
-/** "patch ippools in kube-system", "get leases/whereabouts-controller in kube-system", "list pods cluster-wide". */
+/** "patch ippools in kube-system", "get leases/whereabouts-gc in kube-system", "list pods cluster-wide". */
 export const describeAccess = (a: AccessCheck): string =>
   `${a.verb} ${a.resource}${a.name === undefined ? "" : `/${a.name}`}${a.namespace === undefined ? " cluster-wide" : ` in ${a.namespace}`}`
 
 /** The ServiceAccount deploy/ runs the controller as, in the namespace it is installed to (the chart's is its full name). */
-export const CONTROLLER_SERVICE_ACCOUNT = "whereabouts-controller"
+export const CONTROLLER_SERVICE_ACCOUNT = "whereabouts-gc"

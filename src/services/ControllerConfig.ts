@@ -93,7 +93,7 @@ export const DEFAULTS = {
   sweepOnStart: true,
   dryRun: false,
   leaderElect: true,
-  leaseName: "whereabouts-controller",
+  leaseName: "whereabouts-gc",
   leaseDuration: Duration.seconds(15),
   renewDeadline: Duration.seconds(10),
   retryPeriod: Duration.seconds(2),

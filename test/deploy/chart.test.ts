@@ -13,7 +13,7 @@ import { describe, expect, it } from "vitest"
 import { parse, parseDocument, isMap, isScalar } from "yaml"
 import { OPTIONS } from "../../src/programs/cli.ts"
 import { decodeConfig, resolveEnv } from "./support/config.ts"
-import { CHART, DEPLOY, EXPECTED_RBAC, type Obj, ROOT, findGoAsset, findKubectl, helm, helmTemplate, idOf, kustomize, kustomizeWith, needAll, parseObjects, rbacRows } from "./support/tools.ts"
+import { CHART, DEPLOY, EXPECTED_RBAC, type Obj, RELEASE, ROOT, findGoAsset, findKubectl, helm, helmTemplate, idOf, kustomize, kustomizeWith, needAll, parseObjects, rbacRows } from "./support/tools.ts"
 
 const found = needAll("test/deploy/chart.test.ts", { helm: findGoAsset("helm.sh", "HELM"), kubectl: findKubectl() })
 const tool = (k: "helm" | "kubectl"): string => ("reason" in found ? "" : found[k])
@@ -58,7 +58,7 @@ const withValues = (values: Obj, extra: ReadonlyArray<string> = []) => {
   const dir = mkdtempSync(join(tmpdir(), "wac-chart-"))
   try {
     writeFileSync(join(dir, "values.yaml"), JSON.stringify(values))
-    return helm(tool("helm"), ["template", "whereabouts-controller", CHART, "--namespace", "kube-system", "-f", join(dir, "values.yaml"), ...extra])
+    return helm(tool("helm"), ["template", RELEASE, CHART, "--namespace", "kube-system", "-f", join(dir, "values.yaml"), ...extra])
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
@@ -153,6 +153,12 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
     expectSameObjects(helmTemplate(tool("helm"), ALL_ON), kustomizeWith(tool("kubectl"), ["whereabouts-crds", "nad-crd", "monitoring"]))
   })
 
+  it(`under the documented release name (${RELEASE}) names every object of its own whereabouts-gc…, none whereabouts-controller (upstream's node-slice controller Deployment)`, () => {
+    const ours = helmTemplate(tool("helm"), ALL_ON).filter((o) => o["kind"] !== "CustomResourceDefinition")
+    expect(ours.length).toBeGreaterThan(8)
+    expect(ours.map(idOf).filter((id) => !/\/whereabouts-gc(-metrics|-dashboard)?$/.test(id))).toEqual([])
+  })
+
   it("its CRDs, rules and dashboard are deploy/'s own files (symbolic links), not copies", () => {
     const links: ReadonlyArray<readonly [string, string]> = [
       ["files/crds/whereabouts.cni.cncf.io_ippools.yaml", "components/whereabouts-crds/whereabouts.cni.cncf.io_ippools.yaml"],
@@ -185,13 +191,13 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
         row
           .replace("Role kube-system/", row.includes("coordination.k8s.io/leases") ? "Role leases/" : "Role pools/")
           .replace("[whereabouts-config]", "[sweep-schedule]")
-          .replace("leases[whereabouts-controller]", "leases[wac-lease]")
+          .replace("leases[whereabouts-gc]", "leases[wac-lease]")
       ).toSorted()
       expect(rbacRows(chart)).toEqual(expected)
       for (const b of kind(chart, "RoleBinding")) {
         expect(["pools", "leases"]).toContain(b["metadata"]["namespace"])
-        expect(b["subjects"]).toEqual([{ kind: "ServiceAccount", name: "whereabouts-controller", namespace: "kube-system" }])
-        expect(b["roleRef"]).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "whereabouts-controller" })
+        expect(b["subjects"]).toEqual([{ kind: "ServiceAccount", name: "whereabouts-gc", namespace: "kube-system" }])
+        expect(b["roleRef"]).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "whereabouts-gc" })
       }
       expect(kind(chart, "RoleBinding")).toHaveLength(2)
     })
@@ -206,13 +212,13 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
 
     it("under another release name every object and reference carries that name; the Lease keeps the controller's default", () => {
       const chart = helmTemplate(tool("helm"), [], { release: "wac" })
-      for (const o of chart) expect(o["metadata"]["name"], idOf(o)).toMatch(/^wac-whereabouts-controller(-metrics)?$/)
-      expect(theOne(chart, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]).toBe("wac-whereabouts-controller")
+      for (const o of chart) expect(o["metadata"]["name"], idOf(o)).toMatch(/^wac-whereabouts-gc(-metrics)?$/)
+      expect(theOne(chart, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]).toBe("wac-whereabouts-gc")
       for (const b of [...kind(chart, "RoleBinding"), ...kind(chart, "ClusterRoleBinding")]) {
-        expect(b["subjects"][0]["name"]).toBe("wac-whereabouts-controller")
-        expect(b["roleRef"]["name"]).toBe("wac-whereabouts-controller")
+        expect(b["subjects"][0]["name"]).toBe("wac-whereabouts-gc")
+        expect(b["roleRef"]["name"]).toBe("wac-whereabouts-gc")
       }
-      expect(rbacRows(chart)).toEqual(EXPECTED_RBAC.map((r) => r.replace(/(Role (kube-system\/)?)whereabouts-controller /, "$1wac-whereabouts-controller ")).toSorted())
+      expect(rbacRows(chart)).toEqual(EXPECTED_RBAC.map((r) => r.replace(/(Role (kube-system\/)?)whereabouts-gc /, "$1wac-whereabouts-gc ")).toSorted())
     })
   })
 
@@ -241,8 +247,8 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
       const env = envOf(chart)
       for (const o of RUN_OPTIONS) expect(env[o.env], o.env).toBe(String(SAMPLE[o.flag]))
       const deployment = theOne(chart, "Deployment")
-      const decoded = decodeConfig(resolveEnv(deployment, containerOf(chart), "whereabouts-controller-abc"))
-      const defaults = decodeConfig(resolveEnv(deployment, containerOf(helmTemplate(tool("helm"))), "whereabouts-controller-abc"))
+      const decoded = decodeConfig(resolveEnv(deployment, containerOf(chart), "whereabouts-gc-abc"))
+      const defaults = decodeConfig(resolveEnv(deployment, containerOf(helmTemplate(tool("helm"))), "whereabouts-gc-abc"))
       // Every field of the configuration moved off its default: each option got through.
       const unchanged = Object.keys(defaults).filter((k) => k !== "identity" && JSON.stringify((decoded as Obj)[k]) === JSON.stringify((defaults as Obj)[k]))
       expect(unchanged).toEqual([])
@@ -303,8 +309,8 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
     const d = theOne(chart, "Deployment")
     const pod = d["spec"]["template"]
     expect(d["spec"]["replicas"]).toBe(3)
-    expect(d["spec"]["selector"]["matchLabels"]).toEqual({ "app.kubernetes.io/name": "whereabouts-controller", "app.kubernetes.io/component": "controller" })
-    expect(pod["metadata"]["labels"]).toEqual({ "app.kubernetes.io/name": "whereabouts-controller", "app.kubernetes.io/component": "controller", "sidecar.istio.io/inject": "false" })
+    expect(d["spec"]["selector"]["matchLabels"]).toEqual({ "app.kubernetes.io/name": "whereabouts-gc", "app.kubernetes.io/component": "controller" })
+    expect(pod["metadata"]["labels"]).toEqual({ "app.kubernetes.io/name": "whereabouts-gc", "app.kubernetes.io/component": "controller", "sidecar.istio.io/inject": "false" })
     expect(pod["metadata"]["annotations"]).toEqual({ "example/scrape": "true" })
     expect(pod["spec"]).toMatchObject({
       imagePullSecrets: [{ name: "registry" }],
@@ -348,13 +354,13 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
     expect(urls.length).toBeGreaterThanOrEqual(6)
     for (const u of urls) expect(u).toBe(`${u.split(" ")[0]} https://wiki.example/runbooks/wac#${u.split(" ")[0]!.toLowerCase()}`)
     const cm = theOne(chart, "ConfigMap")
-    expect(cm["metadata"]).toMatchObject({ name: "whereabouts-controller-dashboard", namespace: "monitoring", labels: { grafana_dashboard: "1" }, annotations: { grafana_folder: "Networking" } })
+    expect(cm["metadata"]).toMatchObject({ name: "whereabouts-gc-dashboard", namespace: "monitoring", labels: { grafana_dashboard: "1" }, annotations: { grafana_folder: "Networking" } })
     expect(cm["data"]["whereabouts-controller.json"]).toBe(readFileSync(join(DEPLOY, "components/monitoring/dashboard.json"), "utf8"))
   })
 
   describe("bad values are refused, naming the value", () => {
     const refused = (sets: ReadonlyArray<string>) => {
-      const run = helm(tool("helm"), ["template", "whereabouts-controller", CHART, ...sets.flatMap((s) => ["--set", s])])
+      const run = helm(tool("helm"), ["template", RELEASE, CHART, ...sets.flatMap((s) => ["--set", s])])
       expect(run.code, sets.join(",")).not.toBe(0)
       return run.stderr
     }

@@ -80,14 +80,14 @@ suite(title, () => {
   it("renders exactly the controller's objects, namespaced ones in kube-system, no CRD by default", () => {
     expect(objects.map(idOf).toSorted()).toEqual(
       [
-        `ServiceAccount/${NAMESPACE}/whereabouts-controller`,
-        "ClusterRole//whereabouts-controller",
-        "ClusterRoleBinding//whereabouts-controller",
-        `Role/${NAMESPACE}/whereabouts-controller`,
-        `RoleBinding/${NAMESPACE}/whereabouts-controller`,
-        `Deployment/${NAMESPACE}/whereabouts-controller`,
-        `PodDisruptionBudget/${NAMESPACE}/whereabouts-controller`,
-        `Service/${NAMESPACE}/whereabouts-controller-metrics`
+        `ServiceAccount/${NAMESPACE}/whereabouts-gc`,
+        "ClusterRole//whereabouts-gc",
+        "ClusterRoleBinding//whereabouts-gc",
+        `Role/${NAMESPACE}/whereabouts-gc`,
+        `RoleBinding/${NAMESPACE}/whereabouts-gc`,
+        `Deployment/${NAMESPACE}/whereabouts-gc`,
+        `PodDisruptionBudget/${NAMESPACE}/whereabouts-gc`,
+        `Service/${NAMESPACE}/whereabouts-gc-metrics`
       ].toSorted()
     )
   })
@@ -95,8 +95,9 @@ suite(title, () => {
   it("holds nothing of whereabouts' (no CRD, no object of its group), so `kubectl delete -k deploy/` cannot delete any", () => {
     expect(objects.filter((o) => o["kind"] === "CustomResourceDefinition").map(idOf)).toEqual([])
     expect(objects.filter((o) => String(o["apiVersion"]).startsWith(`${R.IPPools.group}/`)).map(idOf)).toEqual([])
-    // Nor do names collide with whereabouts' own objects of a 0.9 install (its daemonset-install.yaml).
-    const upstream = ["ServiceAccount/kube-system/whereabouts", "ClusterRole//whereabouts-cni", "ClusterRoleBinding//whereabouts", "ConfigMap/kube-system/whereabouts-config", "DaemonSet/kube-system/whereabouts"]
+    // Nor do names collide with whereabouts' own objects of a 0.9 install (its daemonset-install.yaml,
+    // and node-slice-controller.yaml's Deployment).
+    const upstream = ["ServiceAccount/kube-system/whereabouts", "ClusterRole//whereabouts-cni", "ClusterRoleBinding//whereabouts", "ConfigMap/kube-system/whereabouts-config", "DaemonSet/kube-system/whereabouts", "Deployment/kube-system/whereabouts-controller"]
     expect(objects.map(idOf).filter((id) => upstream.includes(id))).toEqual([])
   })
 
@@ -180,7 +181,7 @@ suite(title, () => {
   it("the Deployment's environment is read by ControllerConfig and decodes to what the manifests assume", () => {
     const d = deployment()
     const [c] = podSpec()["containers"]
-    const env = resolveEnv(d, c, "whereabouts-controller-7d9f8-abcde")
+    const env = resolveEnv(d, c, "whereabouts-gc-7d9f8-abcde")
     const { read, result } = loadConfig(env)
     // Sanity: the recording saw the keys the config is known to have.
     expect(read).toContain("WHEREABOUTS_NAMESPACE")
@@ -190,7 +191,7 @@ suite(title, () => {
     const cfg = result.right
     expect(cfg.namespace).toBe(NAMESPACE)
     expect(cfg.leaderElect).toBe(true)
-    expect(cfg.identity).toBe("whereabouts-controller-7d9f8-abcde")
+    expect(cfg.identity).toBe("whereabouts-gc-7d9f8-abcde")
     expect(cfg.leaseNamespace).toBe(d["metadata"]["namespace"])
     // Every address: the kubelet probes the pod IP, which is IPv6 in an IPv6-only cluster.
     expect(cfg.bindAddress).toBe("")

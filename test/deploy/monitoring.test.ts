@@ -215,9 +215,9 @@ suite(`the rules under promtool, the component under kustomize${"reason" in foun
     const composed = kustomizeWith(tool("kubectl"), ["monitoring"])
     const added = composed.filter((o) => !base.some((b) => idOf(b) === idOf(o)))
     expect(added.map(idOf).toSorted()).toEqual([
-      "ConfigMap/kube-system/whereabouts-controller-dashboard",
-      "PrometheusRule/kube-system/whereabouts-controller",
-      "ServiceMonitor/kube-system/whereabouts-controller"
+      "ConfigMap/kube-system/whereabouts-gc-dashboard",
+      "PrometheusRule/kube-system/whereabouts-gc",
+      "ServiceMonitor/kube-system/whereabouts-gc"
     ])
     expect(composed).toHaveLength(base.length + 3)
     const service = base.find((o) => o["kind"] === "Service")!

@@ -21,7 +21,7 @@ import { ruleVerbs, shippedRbac } from "./support/rbac.ts"
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 const DEPLOY = path.join(ROOT, "deploy")
-const SA = "system:serviceaccount:kube-system:whereabouts-controller"
+const SA = "system:serviceaccount:kube-system:whereabouts-gc"
 
 type Obj = Record<string, any>
 
@@ -266,7 +266,7 @@ describeLive("charts/whereabouts-controller on a real API server (helm template 
     const text = composed.map((o) => JSON.stringify(o)).join("\n---\n")
     const out = await dryRun(text)
     expect(out.code, out.stderr).toBe(0)
-    for (const kind of ["servicemonitor", "prometheusrule"]) expect(out.stdout).toContain(`${kind}.monitoring.coreos.com/whereabouts-controller serverside-applied (server dry run)`)
+    for (const kind of ["servicemonitor", "prometheusrule"]) expect(out.stdout).toContain(`${kind}.monitoring.coreos.com/whereabouts-gc serverside-applied (server dry run)`)
   }, 60_000)
 
   it("the Prometheus Operator's schemas do validate: a scrape interval or a `for` that is no Prometheus duration is refused", async (ctx) => {

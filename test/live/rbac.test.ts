@@ -237,7 +237,7 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
         // Only this controller's: the others running side by side see these pods' deletions too
         // (pods are watched cluster-wide) and report the missing NAD on them as well.
         const events = (yield* eventsIn(podNs)).filter((e) => e.reportingInstance === identity)
-        const lease = yield* Effect.either(api.get(R.Leases, poolNs, "whereabouts-controller"))
+        const lease = yield* Effect.either(api.get(R.Leases, poolNs, "whereabouts-gc"))
         const stalePool = yield* Effect.either(api.get(R.IPPools, poolNs, "gone-node-10.224.0.0-28"))
         const strandedPool = yield* poolView("10.225.0.0-24")
         const spec = lease._tag === "Right" ? (lease.right["spec"] as { holderIdentity?: string; acquireTime?: string; renewTime?: string }) : {}
@@ -322,7 +322,7 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
     Effect.gen(function* () {
       // kube-system, the Lease named in the Role's resourceNames: exactly as deploy/ installs it.
       const install = installation(rbac, { namespace: "kube-system" })
-      expect(install.serviceAccount).toBe("whereabouts-controller")
+      expect(install.serviceAccount).toBe("whereabouts-gc")
       const outcome = yield* scenario("as shipped", install, undefined, true)
       expect(failing(outcome), outcome.tail).toEqual([])
       expect(outcome.keeperKept).toBe(true)
@@ -399,8 +399,8 @@ const MUST_FAIL: Readonly<Record<string, ReadonlyArray<Check>>> = {
   "Role configmaps[whereabouts-config] list": ["ready"], // the schedule's informer never syncs
   "Role configmaps[whereabouts-config] watch": ["no403"],
   "Role leases create": ["leading"],
-  "Role leases[whereabouts-controller] get": ["leading"],
-  "Role leases[whereabouts-controller] update": ["renewing"] // created, then never renewed: steps down
+  "Role leases[whereabouts-gc] get": ["leading"],
+  "Role leases[whereabouts-gc] update": ["renewing"] // created, then never renewed: steps down
 }
 
 /**

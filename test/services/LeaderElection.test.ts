@@ -8,7 +8,7 @@ import * as R from "../../src/services/resources.ts"
 
 const START = Date.parse("2026-11-03T10:00:00Z")
 const NS = "kube-system"
-const LEASE = "whereabouts-controller"
+const LEASE = "whereabouts-gc"
 
 /** One cluster per test; every elector built in the test shares it. */
 const cluster = Layer.provideMerge(layerMemory, InMemoryCluster.layer())

@@ -4,15 +4,20 @@ install moved from `kubectl apply -k deploy/` to this chart keeps its Deployment
 immutable); the helm labels are added to metadata only.
 */}}
 
+{{/*
+The objects' base name is whereabouts-gc, not the chart's name: upstream whereabouts' optional
+node-slice controller is the Deployment whereabouts-controller, which a release of that name
+would collide with. Release whereabouts-gc: every name is deploy/'s.
+*/}}
 {{- define "wac.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- default "whereabouts-gc" .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{- define "wac.fullname" -}}
 {{- if .Values.fullnameOverride -}}
 {{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- $name := include "wac.name" . -}}
 {{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
@@ -38,7 +43,7 @@ immutable); the helm labels are added to metadata only.
 
 {{/* The names RBAC grants by resourceNames: the controller's defaults unless configured. */}}
 {{- define "wac.leaseName" -}}
-{{- default "whereabouts-controller" .Values.config.leaseName -}}
+{{- default "whereabouts-gc" .Values.config.leaseName -}}
 {{- end -}}
 
 {{- define "wac.scheduleConfigMap" -}}

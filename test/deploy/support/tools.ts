@@ -130,8 +130,8 @@ export const helm = (helmPath: string, args: ReadonlyArray<string>): HelmRun => 
   return { code: run.status, stdout: run.stdout, stderr }
 }
 
-/** The release name that makes the chart's names deploy/'s (`whereabouts-controller`). */
-export const RELEASE = "whereabouts-controller"
+/** The release name that makes the chart's names deploy/'s (`whereabouts-gc`), as docs/install.md installs it. */
+export const RELEASE = "whereabouts-gc"
 
 /** `helm template` of the chart in kube-system, `--set` each of `sets`; throws with helm's message when it fails. */
 export const helmTemplate = (helmPath: string, sets: ReadonlyArray<string> = [], options: { readonly release?: string; readonly namespace?: string } = {}): Array<Obj> => {
@@ -145,17 +145,17 @@ export const idOf = (o: Obj): string => `${o["kind"]}/${o["metadata"]?.["namespa
 /** Every grant of deploy/, one row per (role, apiGroup, resource, resourceNames); verbs sorted. Change only on purpose. */
 export const EXPECTED_RBAC: ReadonlyArray<string> = [
   // ClusterRole: cluster-wide reads of pods and NADs, Events next to the pods.
-  "ClusterRole whereabouts-controller | core/pods | get,list,watch",
-  "ClusterRole whereabouts-controller | core/nodes | get,list,watch",
-  "ClusterRole whereabouts-controller | k8s.cni.cncf.io/network-attachment-definitions | list,watch",
-  "ClusterRole whereabouts-controller | core/events | create,patch",
+  "ClusterRole whereabouts-gc | core/pods | get,list,watch",
+  "ClusterRole whereabouts-gc | core/nodes | get,list,watch",
+  "ClusterRole whereabouts-gc | k8s.cni.cncf.io/network-attachment-definitions | list,watch",
+  "ClusterRole whereabouts-gc | core/events | create,patch",
   // Role in kube-system: the pools, their reservations and the leader Lease.
-  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/ippools | delete,get,list,patch,watch",
-  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/nodeslicepools | get,list,watch",
-  "Role kube-system/whereabouts-controller | whereabouts.cni.cncf.io/overlappingrangeipreservations | create,delete,get,list,watch",
-  "Role kube-system/whereabouts-controller | core/configmaps[whereabouts-config] | get,list,watch",
-  "Role kube-system/whereabouts-controller | coordination.k8s.io/leases | create",
-  "Role kube-system/whereabouts-controller | coordination.k8s.io/leases[whereabouts-controller] | get,update"
+  "Role kube-system/whereabouts-gc | whereabouts.cni.cncf.io/ippools | delete,get,list,patch,watch",
+  "Role kube-system/whereabouts-gc | whereabouts.cni.cncf.io/nodeslicepools | get,list,watch",
+  "Role kube-system/whereabouts-gc | whereabouts.cni.cncf.io/overlappingrangeipreservations | create,delete,get,list,watch",
+  "Role kube-system/whereabouts-gc | core/configmaps[whereabouts-config] | get,list,watch",
+  "Role kube-system/whereabouts-gc | coordination.k8s.io/leases | create",
+  "Role kube-system/whereabouts-gc | coordination.k8s.io/leases[whereabouts-gc] | get,update"
 ].toSorted()
 
 export const rbacRows = (objects: ReadonlyArray<Obj>): Array<string> =>

@@ -62,7 +62,7 @@ export interface RuleVerb {
   readonly rule: number
   readonly resource: string
   readonly verb: string
-  /** e.g. `Role leases[whereabouts-controller] update`. */
+  /** e.g. `Role leases[whereabouts-gc] update`. */
   readonly label: string
 }
 

@@ -46,7 +46,7 @@ export const upstreamCrdDir = (mayDownload: boolean): Found => {
 /** The files `kubectl apply -f` installs whereabouts from: its CRDs, then its DaemonSet and RBAC. */
 export const upstreamInstallFiles = (crdDir: string): ReadonlyArray<string> => [...CRD_FILES, "daemonset-install.yaml"].map((f) => path.join(crdDir, f))
 
-/** upstream's node-slice controller: a Deployment named kube-system/whereabouts-controller, as ours is. */
+/** upstream's node-slice controller: the Deployment kube-system/whereabouts-controller (the project's name: ours is whereabouts-gc). */
 export const upstreamNodeSliceController = (crdDir: string): string => path.join(crdDir, "node-slice-controller.yaml")
 
 const WA = "whereabouts.cni.cncf.io/v1alpha1"
@@ -100,7 +100,7 @@ export const isWhereabouts = (o: Obj): boolean => {
   const name = String(o["metadata"]?.["name"] ?? "")
   if (o["kind"] === "CustomResourceDefinition") return name.endsWith(".whereabouts.cni.cncf.io")
   if (String(o["apiVersion"]).startsWith("whereabouts.cni.cncf.io/")) return true
-  // The node-slice controller's Deployment has our name, and upstream's selector.
+  // The node-slice controller's Deployment, by its selector (app: whereabouts-controller).
   return ["whereabouts", "whereabouts-cni", "whereabouts-config"].includes(name) || o["spec"]?.["selector"]?.["matchLabels"]?.["app"] === "whereabouts-controller"
 }
 

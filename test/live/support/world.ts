@@ -163,7 +163,7 @@ export const eventLines = (namespace: string, filter: (e: SeenEvent) => boolean 
 export const gcMessage = (ip: string, network: string) => `successful cleanup of IP address [${ip}] from network ${network}`
 
 /** The Lease's holder ("" when released, undefined when there is no Lease). */
-export const leaseHolder = (namespace: string, name = "whereabouts-controller") =>
+export const leaseHolder = (namespace: string, name = "whereabouts-gc") =>
   Effect.flatMap(KubeApi, (api) =>
     api.get(R.Leases, namespace, name).pipe(
       Effect.map((l: KubeObject) => String((l["spec"] as { holderIdentity?: string } | undefined)?.holderIdentity ?? "")),
