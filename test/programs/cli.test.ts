@@ -113,9 +113,9 @@ describe("command line", () => {
     expect(helpText("release")).not.toContain("--workers")
   })
 
-  const readme = () => readFileSync(new URL("../../README.md", import.meta.url), "utf8")
+  const operating = () => readFileSync(new URL("../../docs/operating.md", import.meta.url), "utf8")
   const section = (title: string) => {
-    const text = readme()
+    const text = operating()
     const start = text.indexOf(`## ${title}`)
     return text.slice(start, text.indexOf("\n## ", start + 1))
   }
@@ -131,18 +131,18 @@ describe("command line", () => {
     return rows
   }
 
-  it("the README's table of release flags is the command's, flag by flag", () => {
-    expect(tableRows(section("Freeing by hand"), "flag")).toEqual(RELEASE_ARGUMENTS.map((a) => [`--${a.flag}`, a.value, a.help.replaceAll("`", "")]))
+  it("docs/operating.md's table of release flags is the command's, flag by flag", () => {
+    expect(tableRows(section("release: freeing by hand"), "flag")).toEqual(RELEASE_ARGUMENTS.map((a) => [`--${a.flag}`, a.value, a.help.replaceAll("`", "")]))
   })
 
-  it("the README's RBAC table for release is deploy/operator/release-clusterrole.yaml, verb by verb", () => {
+  it("docs/operating.md's RBAC table for release is deploy/operator/release-clusterrole.yaml, verb by verb", () => {
     const role = parseYaml(readFileSync(new URL("../../deploy/operator/release-clusterrole.yaml", import.meta.url), "utf8")) as {
       kind: string
       rules: Array<{ resources: Array<string>; verbs: Array<string> }>
     }
     expect(role.kind).toBe("ClusterRole")
-    const readmeRows = tableRows(section("Freeing by hand"), "resource").map(([resource, verbs]) => [resource, verbs])
-    expect(readmeRows).toEqual(role.rules.map((r) => [r.resources.join(", "), r.verbs.join(", ")]))
+    const documented = tableRows(section("release: freeing by hand"), "resource").map(([resource, verbs]) => [resource, verbs])
+    expect(documented).toEqual(role.rules.map((r) => [r.resources.join(", "), r.verbs.join(", ")]))
   })
 
   const optionsDoc = () => readFileSync(new URL("../../docs/options.md", import.meta.url), "utf8")
