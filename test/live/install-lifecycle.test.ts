@@ -2,7 +2,8 @@
  * docs/install.md's commands, run as written on an API server of this file's own that already
  * runs whereabouts 0.9.2 (its CRDs and install manifests from its Go module, applied with kubectl;
  * pools, reservations and a NodeSlicePool as the plugin writes them): install → upgrade (another
- * image tag and log level) → roll back → uninstall, with kustomize and with Helm. Afterwards every
+ * image tag and log level) → roll back → uninstall, with kustomize and with Helm, also beside
+ * upstream's node-slice controller (a Deployment of the project's name). Afterwards every
  * object of whereabouts' is exactly what it was (resourceVersion, labels, annotations,
  * managedFields and all), and nothing of the controller is left. No kubelet runs here, so the
  * Deployment's pods never start and nothing is freed: any difference would be the manifests'.
@@ -28,10 +29,18 @@ interface Run {
 }
 
 const NS = "kube-system"
-const RELEASE = "whereabouts-controller"
+/** docs/install.md's release name, which gives deploy/'s names. */
+const RELEASE = "whereabouts-gc"
 const WHEREABOUTS_CRDS = ["ippools", "overlappingrangeipreservations", "nodeslicepools"].map((p) => `${p}.whereabouts.cni.cncf.io`)
 /** What the controller creates at run time: leader election's Lease, released (not deleted) at shutdown. */
-const LEASE = { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name: "whereabouts-controller", namespace: NS }, spec: { holderIdentity: "", leaseDurationSeconds: 1, leaseTransitions: 1 } }
+const LEASE_NAME = "whereabouts-gc"
+const LEASE = { apiVersion: "coordination.k8s.io/v1", kind: "Lease", metadata: { name: LEASE_NAME, namespace: NS }, spec: { holderIdentity: "", leaseDurationSeconds: 1, leaseTransitions: 1 } }
+/** docs/install.md's clean-up of an install under the earlier names, its commands split into arguments. */
+const earlierNamesCleanup = (): ReadonlyArray<ReadonlyArray<string>> => {
+  const doc = fs.readFileSync(path.join(ROOT, "docs/install.md"), "utf8")
+  const block = /\*\*Installed under the earlier names\*\*[\s\S]*?```sh\n([\s\S]*?)```/.exec(doc)?.[1] ?? ""
+  return block.split("\n").map((l) => l.trim()).filter((l) => l.startsWith("kubectl ")).map((l) => l.split(/\s+/).slice(1))
+}
 /** Every kind the controller's install creates (and the Lease it leaves), for "nothing left behind". */
 const OURS = "serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings,deployments,services,poddisruptionbudgets,leases,secrets,configmaps"
 
@@ -128,7 +137,7 @@ describeLive("install, upgrade, roll back, uninstall where whereabouts already r
   const tidyAfter = (...steps: ReadonlyArray<() => Promise<unknown>>) =>
     onTestFinished(async () => {
       for (const step of steps) await step()
-      await k(["-n", NS, "delete", "lease", "whereabouts-controller", "--ignore-not-found"])
+      await k(["-n", NS, "delete", "lease", LEASE_NAME, "--ignore-not-found"])
     })
   const uninstall = (release: string) => () => helm(["uninstall", release, "-n", NS, "--ignore-not-found"])
 
@@ -149,19 +158,20 @@ describeLive("install, upgrade, roll back, uninstall where whereabouts already r
     await ok(["delete", "--wait=true", ...WHEREABOUTS_CRDS.map((c) => `crd/${c}`)])
   }, 120_000)
 
-  it("kustomize: apply -k deploy/ → apply -k a newer copy → apply -k deploy/ again → delete -k deploy/: whereabouts untouched, nothing of ours left", async (ctx) => {
-    if (!ready((note) => ctx.skip(note))) return
-    const before = await installUpstream()
-    tidyAfter(() => k(["delete", "-k", DEPLOY, "--ignore-not-found"]))
-
+  /**
+   * docs/install.md's kustomize commands: apply -k deploy/ → apply -k a newer copy → apply -k deploy/
+   * again → delete -k deploy/ and the Lease. whereabouts' objects stay `before` throughout;
+   * `whileInstalled` runs once the release is rolled back, before the uninstall.
+   */
+  const kustomizeLifecycle = async (before: Record<string, Obj>, whileInstalled: () => Promise<void> = async () => {}) => {
     await ok(["apply", "-k", DEPLOY])
     const installed = await deploymentOf()
     expect(installed["metadata"]["generation"]).toBe(1)
     // The audit Job of deploy/operator/ is accepted next to it (it runs as the ServiceAccount just installed).
-    expect((await ok(["apply", "--dry-run=server", "-f", path.join(DEPLOY, "operator/audit-job.yaml")])).trim()).toBe("job.batch/whereabouts-controller-audit created (server dry run)")
+    expect((await ok(["apply", "--dry-run=server", "-f", path.join(DEPLOY, "operator/audit-job.yaml")])).trim()).toBe("job.batch/whereabouts-gc-audit created (server dry run)")
 
     // The next release's deploy/: another image tag and a changed option.
-    const next = path.join(tmp, "deploy-next")
+    const next = fs.mkdtempSync(path.join(tmp, "deploy-next-"))
     fs.cpSync(DEPLOY, next, { recursive: true })
     const kustomization = path.join(next, "kustomization.yaml")
     fs.writeFileSync(kustomization, fs.readFileSync(kustomization, "utf8").replace(/newTag: .*/, "newTag: 9.9.9"))
@@ -181,6 +191,7 @@ describeLive("install, upgrade, roll back, uninstall where whereabouts already r
     // The controller ran and left its Lease; whereabouts' data is what it was.
     await ok(["create", "-f", "-"], JSON.stringify(LEASE))
     expect(await whereabouts()).toEqual(before)
+    await whileInstalled()
 
     const dryRun = await ok(["delete", "--dry-run=server", "-k", DEPLOY])
     expect(dryRun).toContain("(server dry run)")
@@ -188,32 +199,30 @@ describeLive("install, upgrade, roll back, uninstall where whereabouts already r
     const named = await ok(["delete", "--dry-run=server", "-k", DEPLOY, "-o", "name"])
     expect(named.trim().split("\n").toSorted()).toEqual(
       [
-        "serviceaccount/whereabouts-controller",
-        "clusterrole.rbac.authorization.k8s.io/whereabouts-controller",
-        "clusterrolebinding.rbac.authorization.k8s.io/whereabouts-controller",
-        "role.rbac.authorization.k8s.io/whereabouts-controller",
-        "rolebinding.rbac.authorization.k8s.io/whereabouts-controller",
-        "deployment.apps/whereabouts-controller",
-        "poddisruptionbudget.policy/whereabouts-controller",
-        "service/whereabouts-controller-metrics"
+        "serviceaccount/whereabouts-gc",
+        "clusterrole.rbac.authorization.k8s.io/whereabouts-gc",
+        "clusterrolebinding.rbac.authorization.k8s.io/whereabouts-gc",
+        "role.rbac.authorization.k8s.io/whereabouts-gc",
+        "rolebinding.rbac.authorization.k8s.io/whereabouts-gc",
+        "deployment.apps/whereabouts-gc",
+        "poddisruptionbudget.policy/whereabouts-gc",
+        "service/whereabouts-gc-metrics"
       ].toSorted()
     )
     // docs/install.md's uninstall, as one line.
     await ok(["delete", "-k", DEPLOY])
-    await ok(["-n", NS, "delete", "lease", "whereabouts-controller", "--ignore-not-found"])
+    await ok(["-n", NS, "delete", "lease", LEASE_NAME, "--ignore-not-found"])
     await expectNothingLeft()
     expect(await whereabouts()).toEqual(before)
-  }, 180_000)
+  }
 
-  it("Helm: install → upgrade --set → rollback → uninstall: whereabouts untouched, nothing of ours left; NOTES print the audit command", async (ctx) => {
-    if (!ready((note) => ctx.skip(note))) return
-    const before = await installUpstream()
-    tidyAfter(uninstall(RELEASE))
-
+  /** docs/install.md's Helm commands: install → upgrade --set → rollback → uninstall and the Lease. */
+  const helmLifecycle = async (before: Record<string, Obj>) => {
     const install = await helmOk(["install", RELEASE, CHART, "-n", NS])
     expect(install).toContain("Audit first: the start-up sweep frees at once")
     expect(install).toContain(`kubectl -n ${NS} exec deploy/${RELEASE} -- /nodejs/bin/node /app/dist/main.js audit\n`)
     const installed = await deploymentOf()
+    expect(installed["spec"]["template"]["spec"]["serviceAccountName"]).toBe(RELEASE)
     expect(envOf(installed)["LOG_LEVEL"]).toBeUndefined()
 
     await helmOk(["upgrade", RELEASE, CHART, "-n", NS, "--reset-then-reuse-values", "--set", "config.logLevel=debug"])
@@ -229,10 +238,41 @@ describeLive("install, upgrade, roll back, uninstall where whereabouts already r
     expect(await whereabouts()).toEqual(before)
 
     await helmOk(["uninstall", RELEASE, "-n", NS])
-    await ok(["-n", NS, "delete", "lease", "whereabouts-controller", "--ignore-not-found"])
+    await ok(["-n", NS, "delete", "lease", LEASE_NAME, "--ignore-not-found"])
     await expectNothingLeft()
     expect(await whereabouts()).toEqual(before)
+  }
+
+  it("kustomize: apply -k deploy/ → apply -k a newer copy → apply -k deploy/ again → delete -k deploy/: whereabouts untouched, nothing of ours left", async (ctx) => {
+    if (!ready((note) => ctx.skip(note))) return
+    const before = await installUpstream()
+    tidyAfter(() => k(["delete", "-k", DEPLOY, "--ignore-not-found"]))
+    await kustomizeLifecycle(before)
   }, 180_000)
+
+  it("Helm: install → upgrade --set → rollback → uninstall: whereabouts untouched, nothing of ours left; NOTES print the audit command", async (ctx) => {
+    if (!ready((note) => ctx.skip(note))) return
+    const before = await installUpstream()
+    tidyAfter(uninstall(RELEASE))
+    await helmLifecycle(before)
+  }, 180_000)
+
+  it("docs/install.md's clean-up of an install under the earlier names (whereabouts-controller) removes all of it and nothing of whereabouts'", async (ctx) => {
+    if (!ready((note) => ctx.skip(note))) return
+    const before = await installUpstream()
+    const commands = earlierNamesCleanup()
+    expect(commands).toHaveLength(3)
+    // deploy/ as it was before the objects were renamed, with the Lease such a controller held.
+    const earlier = (await ok(["kustomize", DEPLOY])).replaceAll("whereabouts-gc", "whereabouts-controller")
+    tidyAfter(() => k(["delete", "-f", "-", "--ignore-not-found"], earlier))
+    await ok(["apply", "-f", "-"], earlier)
+    await ok(["create", "-f", "-"], JSON.stringify({ ...LEASE, metadata: { ...LEASE.metadata, name: "whereabouts-controller" } }))
+    expect((await deploymentOf("whereabouts-controller"))["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]).toBe("whereabouts-controller")
+
+    for (const args of commands) await ok(args)
+    await expectNothingLeft(["whereabouts-controller"])
+    expect(await whereabouts()).toEqual(before)
+  }, 120_000)
 
   it("Helm refuses to take over whereabouts' CRDs (crds.whereabouts=true where they exist) and changes nothing", async (ctx) => {
     if (!ready((note) => ctx.skip(note))) return
@@ -246,34 +286,23 @@ describeLive("install, upgrade, roll back, uninstall where whereabouts already r
     await expectNothingLeft()
   }, 120_000)
 
-  it(`beside upstream's node-slice controller (also a Deployment ${NS}/whereabouts-controller): Helm refuses that name; Helm under another and kustomize with a namePrefix install and uninstall leaving upstream's alone`, async (ctx) => {
+  it(`beside upstream's node-slice controller (the Deployment ${NS}/whereabouts-controller): kustomize and Helm install, upgrade, roll back and uninstall, and that Deployment stays exactly as it was`, async (ctx) => {
     if (!ready((note) => ctx.skip(note))) return
     await installUpstream()
-    const prefixed = path.join(tmp, "prefixed")
-    fs.mkdirSync(prefixed, { recursive: true })
-    fs.writeFileSync(path.join(prefixed, "kustomization.yaml"), stringify({ apiVersion: "kustomize.config.k8s.io/v1beta1", kind: "Kustomization", namePrefix: "wac-", resources: [path.relative(prefixed, DEPLOY)] }))
-    tidyAfter(uninstall(RELEASE), uninstall("wac"), () => k(["delete", "-k", prefixed, "--ignore-not-found"]))
+    tidyAfter(uninstall(RELEASE), () => k(["delete", "-k", DEPLOY, "--ignore-not-found"]))
+    // As its docs install it (the file is upstream's own, from its module); it stays for the rest of this server's life.
     await ok(["apply", "-f", upstreamNodeSliceController((tools as { crds: string }).crds)])
     const before = await whereabouts()
-    expect(before[`Deployment/${NS}/whereabouts-controller`], "upstream's node-slice controller").toBeDefined()
+    const nodeSlice = before[`Deployment/${NS}/whereabouts-controller`]
+    expect(nodeSlice?.["spec"]?.["selector"], "upstream's node-slice controller").toEqual({ matchLabels: { app: "whereabouts-controller" } })
 
-    const refused = await helm(["install", RELEASE, CHART, "-n", NS])
-    expect(refused.code).not.toBe(0)
-    expect(refused.stderr).toContain(`Deployment "whereabouts-controller" in namespace "${NS}" exists and cannot be imported into the current release`)
-    expect(JSON.parse(await helmOk(["list", "-a", "-n", NS, "-o", "json"]))).toEqual([])
-
-    await helmOk(["install", "wac", CHART, "-n", NS])
-    expect((await deploymentOf("wac-whereabouts-controller"))["spec"]["template"]["spec"]["serviceAccountName"]).toBe("wac-whereabouts-controller")
-    await helmOk(["uninstall", "wac", "-n", NS])
-    await expectNothingLeft(["wac-"])
+    await kustomizeLifecycle(before, async () => {
+      const deployments = (await ok(["-n", NS, "get", "deployments", "-o", "name"])).trim().split("\n")
+      expect(deployments).toEqual(expect.arrayContaining(["deployment.apps/whereabouts-controller", "deployment.apps/whereabouts-gc"]))
+      // docs/install.md's clean-up of the earlier names selects nothing of upstream's, nor of this install.
+      for (const args of earlierNamesCleanup()) expect((await ok([...args, "--dry-run=server", "-o", "name"])).trim(), args.join(" ")).toMatch(/^(No resources found.*)?$/)
+    })
+    await helmLifecycle(before)
     expect(await whereabouts()).toEqual(before)
-
-    // docs/install.md's kustomization with namePrefix: wac- over deploy/.
-    await ok(["apply", "-k", prefixed])
-    expect((await deploymentOf("wac-whereabouts-controller"))["spec"]["template"]["spec"]["serviceAccountName"]).toBe("wac-whereabouts-controller")
-    expect(await whereabouts()).toEqual(before)
-    await ok(["delete", "-k", prefixed])
-    await expectNothingLeft(["wac-"])
-    expect(await whereabouts()).toEqual(before)
-  }, 120_000)
+  }, 300_000)
 })
