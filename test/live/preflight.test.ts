@@ -24,6 +24,17 @@ import { adminCredentials, createNad, ensureNamespace, liveWorld, restOk } from 
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 
+/** The kubectl commands of docs/migration.md's "Turn off upstream's freeing" step, as written (without `rollout status`). */
+const migrationCommands = (): ReadonlyArray<string> => {
+  const doc = fs.readFileSync(path.join(ROOT, "docs/migration.md"), "utf8")
+  const step = doc.slice(doc.indexOf("**Turn off upstream's freeing**"), doc.indexOf("**Confirm**"))
+  const blocks = [...step.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!.split("\n").map((l) => l.trim()).join("\n"))
+  return blocks.flatMap((b) => b.split(/\n(?=kubectl )/)).map((c) => c.trim()).filter((c) => c !== "" && !c.includes("rollout status"))
+}
+
+/** The directory of the tier's kubectl (the envtest assets). */
+const kubectlDir = (): string => spawnSync("bash", [path.join(ROOT, "scripts/envtest-assets.sh")], { encoding: "utf8", env: { ...process.env, ENVTEST_ASSETS_NO_BUILD: "1" } }).stdout.trim()
+
 interface Report {
   readonly checks: ReadonlyArray<CheckRow>
   readonly summary: Readonly<Record<CheckRow["result"], number>>
@@ -196,10 +207,24 @@ describeLive("preflight against a real API server", () => {
         expect(one(r, "upstream ip-reconciler")).toEqual({ check: "upstream ip-reconciler", result: "warn", detail: `Deployment ${ns}/whereabouts-reconciler: ${UPSTREAM_RUNNING}` })
         expect(one(r, "upstream ip-control-loop")).toEqual({ check: "upstream ip-control-loop", result: "warn", detail: `DaemonSet ${ns}/whereabouts: ${UPSTREAM_RUNNING}` })
 
-        // Scaled to 0, the reconciler no longer runs.
-        yield* restOk(admin, "PATCH", appsPath(objects[0]!, true), { spec: { replicas: 0 } }, [200], "application/merge-patch+json")
-        const scaled = report((yield* run(["-o", "json"])).stdout)
-        expect(one(scaled, "upstream ip-reconciler")).toEqual({ check: "upstream ip-reconciler", result: "ok", detail: `Deployment ${ns}/whereabouts-reconciler is scaled to 0` })
+        // docs/migration.md's step 4, run as written (its namespace this test's): the reconciler
+        // scaled to 0, the control loop patched out of the DaemonSet's script; `rollout status`
+        // waits for a DaemonSet controller this tier does not run, so it is left out.
+        const commands = migrationCommands().map((c) => c.replaceAll("kube-system", ns))
+        expect(commands.map((c) => c.split(" ").slice(0, 5).join(" "))).toEqual([
+          `kubectl -n ${ns} scale deployment`,
+          `kubectl -n ${ns} patch daemonset`
+        ])
+        for (const c of commands) {
+          const done = spawnSync("bash", ["-c", c], { encoding: "utf8", env: { ...process.env, KUBECONFIG: runningEnvtest().kubeconfigPath, PATH: `${kubectlDir()}:${process.env["PATH"] ?? ""}` } })
+          expect(done.status, `${c}\n${done.stderr}`).toBe(0)
+        }
+        const migrated = report((yield* run(["-o", "json"])).stdout)
+        expect(one(migrated, "upstream ip-reconciler")).toEqual({ check: "upstream ip-reconciler", result: "ok", detail: `Deployment ${ns}/whereabouts-reconciler is scaled to 0` })
+        expect(one(migrated, "upstream ip-control-loop").result).toBe("ok")
+        // The plugin installer and the token watcher stay.
+        const ds = yield* restOk(admin, "GET", appsPath(objects[1]!, true))
+        expect(JSON.stringify(ds)).toContain("SLEEP=false source /install-cni.sh\\n/token-watcher.sh &\\nwait")
       }).pipe(Effect.ensuring(Effect.forEach(objects, (o) => Effect.orDie(restOk(admin, "DELETE", appsPath(o, true), undefined, [200, 202, 404])), { discard: true })))
     }).pipe(Effect.provide(liveWorld(POOLS))), 60_000)
 
