@@ -1,7 +1,7 @@
 /**
  * deploy/components/monitoring: the alerts pass `promtool check rules` and their unit tests
- * (test/deploy/rules.test.yaml, a firing and a quiet case each), every alert has a runbook in the
- * README, every metric and label the alerts and the dashboard query is one the controller
+ * (test/deploy/rules.test.yaml, a firing and a quiet case each), every alert has a runbook in
+ * docs/runbooks.md, every metric and label the alerts and the dashboard query is one the controller
  * exports (its registry built as the program builds it, then every metric touched), and the
  * component composes with deploy/ into a ServiceMonitor of the metrics Service, the rules and the
  * dashboard ConfigMap for Grafana's sidecar.
@@ -21,8 +21,8 @@ const MONITORING = join(DEPLOY, "components/monitoring")
 const RULE: Obj = parse(readFileSync(join(MONITORING, "prometheusrule.yaml"), "utf8"))
 const DASHBOARD_TEXT = readFileSync(join(MONITORING, "dashboard.json"), "utf8")
 const DASHBOARD: Obj = JSON.parse(DASHBOARD_TEXT)
-const README = readFileSync(join(ROOT, "README.md"), "utf8")
-const RUNBOOK_BASE = "https://github.com/whereabouts-controller/whereabouts-controller/blob/main/README.md"
+const RUNBOOKS = readFileSync(join(ROOT, "docs/runbooks.md"), "utf8")
+const RUNBOOK_BASE = "https://github.com/whereabouts-controller/whereabouts-controller/blob/main/docs/runbooks.md"
 
 const rules = (): Array<Obj> => (RULE["spec"]["groups"] as Array<Obj>).flatMap((g) => g["rules"] as Array<Obj>)
 const alerts = (): Array<Obj> => rules().filter((r) => typeof r["alert"] === "string")
@@ -65,13 +65,8 @@ const anchorOf = (heading: string): string =>
     .replace(/[^\p{L}\p{N} _-]/gu, "")
     .replace(/ /g, "-")
 
-/** The README's "## Monitoring" section, up to the next "## ". */
-const monitoringSection = (): string => {
-  const start = README.indexOf("\n## Monitoring\n")
-  expect(start, "README has a ## Monitoring section").toBeGreaterThan(0)
-  const end = README.indexOf("\n## ", start + 1)
-  return README.slice(start, end === -1 ? undefined : end)
-}
+/** docs/runbooks.md, one "## <alert>" section per alert. */
+const runbooks = (): string => RUNBOOKS
 
 describe("what the alerts and the dashboard query", () => {
   let series: ReadonlyMap<string, ReadonlySet<string>> = new Map()
@@ -152,9 +147,9 @@ describe("what the alerts and the dashboard query", () => {
 })
 
 describe("the alerts' runbooks", () => {
-  it("every alert has a severity, a summary, a description and a runbook_url pointing at its README section", () => {
-    const section = monitoringSection()
-    const headings = new Map([...section.matchAll(/^#{3,4} (.+)$/gm)].map((m) => [anchorOf(m[1]!), m.index!]))
+  it("every alert has a severity, a summary, a description and a runbook_url pointing at its section of docs/runbooks.md", () => {
+    const section = runbooks()
+    const headings = new Map([...section.matchAll(/^#{2,4} (.+)$/gm)].map((m) => [anchorOf(m[1]!), m.index!]))
     for (const a of alerts()) {
       const name = String(a["alert"])
       expect(["info", "warning", "critical"], name).toContain(a["labels"]?.["severity"])
@@ -163,7 +158,7 @@ describe("the alerts' runbooks", () => {
       const url = String(a["annotations"]?.["runbook_url"])
       expect(url, name).toBe(`${RUNBOOK_BASE}#${anchorOf(name)}`)
       const at = headings.get(anchorOf(name))
-      expect(at, `README ## Monitoring has a heading ${name}`).toBeDefined()
+      expect(at, `docs/runbooks.md has a heading ${name}`).toBeDefined()
       const body = section.slice(at!, section.indexOf("\n#", at! + 1) === -1 ? undefined : section.indexOf("\n#", at! + 1))
       for (const part of ["**What it means.**", "**What to check.**", "**What to do.**"]) expect(body, `${name}: ${part}`).toContain(part)
     }
