@@ -5,7 +5,6 @@
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
-import * as https from "node:https"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type ControlPlane, DIR_PREFIX, adminRequest, installCrds, reapOrphans, startControlPlane } from "../../test/live/cluster.ts"
@@ -54,30 +53,6 @@ export const startBenchPlane = async (): Promise<BenchPlane> => {
     await plane.stop()
     throw e
   }
-}
-
-export { adminRequest }
-
-/**
- * Saves one of kube-apiserver's Go profiles (`/debug/pprof/<what>`, e.g. `profile?seconds=20` or
- * `heap?gc=1`) to `file`, as pprof's gzipped protobuf; resolves once it is written. A CPU profile
- * is started before the run it covers and awaited after it, so a failure is reported where it is
- * awaited, never as an unhandled rejection that ends the process meanwhile.
- */
-export const pprofTo = (plane: ControlPlane, what: string, file: string, timeoutMs = 120_000): Promise<void> => {
-  const saved = new Promise<void>((resolve, reject) => {
-    const req = https.get(`${plane.server}/debug/pprof/${what}`, { ca: plane.caPem, headers: { Authorization: `Bearer ${plane.token}` }, timeout: timeoutMs }, (res) => {
-      if (res.statusCode !== 200) return reject(new Error(`pprof ${what}: HTTP ${res.statusCode}`))
-      const out = fs.createWriteStream(file)
-      res.pipe(out)
-      out.on("finish", () => resolve())
-      res.on("error", reject)
-    })
-    req.on("timeout", () => req.destroy(new Error(`pprof ${what}: no answer in ${timeoutMs} ms`)))
-    req.on("error", reject)
-  })
-  saved.catch(() => undefined)
-  return saved
 }
 
 /** CPU seconds (user + system) a process has used so far, from /proc. */

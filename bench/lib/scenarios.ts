@@ -21,7 +21,7 @@ import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from 
 import { countingApi, rateSampler } from "./live.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
-import { type Network, POOL_NAMESPACE, type RestReport, type StartedPod, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
+import { type Network, POOL_NAMESPACE, type RestReport, type StartedPod, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin } from "./world.ts"
 
 const API = "whereabouts_controller_api_requests_total"
 const FREED = "whereabouts_controller_ips_freed_total"
@@ -152,8 +152,6 @@ export interface MassOptions {
   /** Also sample the API server's counters every second (costly: ~2 MB of text per sample). */
   readonly serverRates?: boolean
   readonly timeoutMs?: number
-  /** Runs just before the first delete (e.g. starts a CPU profile of the API server). */
-  readonly beforeDeletes?: Effect.Effect<void>
 }
 
 export interface Rates {
@@ -226,7 +224,6 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         )
         const serverSampler = o.serverRates === true && o.serverCounts !== undefined ? rateSampler(async () => serverTotal(await o.serverCounts!())) : undefined
         const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
-        if (o.beforeDeletes !== undefined) yield* o.beforeDeletes
         const del = yield* deleteAll(started)
         const timeoutMs = o.timeoutMs ?? 600_000
         const freed = yield* Effect.either(
@@ -286,8 +283,6 @@ export interface SingleOptions {
   readonly timeoutMs?: number
   /** Whereabouts interfaces per pod (default 1). */
   readonly perPod?: number
-  /** Runs just before the first delete (e.g. starts a CPU profile of the API server). */
-  readonly beforeDeletes?: Effect.Effect<void>
 }
 
 export interface SingleRun {
@@ -325,7 +320,7 @@ export interface StepLatency {
 }
 
 /** The contender's step histograms: label, metric, labels (for requests: `verb` and `resource`). */
-export const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, string>>]> = [
+const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, string>>]> = [
   ["deletion event → a worker takes it", "whereabouts_controller_workqueue_queue_duration_seconds", {}],
   ["reconcile of a batch (Events not included)", "whereabouts_controller_reconcile_duration_seconds", {}],
   ["GET pod (re-check)", "whereabouts_controller_api_request_duration_seconds", { verb: "get", resource: "pods" }],
@@ -399,7 +394,6 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         yield* tracker.until(() => tracker.heldTotal(refs) === o.pods * perPod, "the tracker sees every allocation", 60_000)
         const m0 = yield* c.scrape
         const cpu0 = env.cpu(c)
-        if (o.beforeDeletes !== undefined) yield* o.beforeDeletes
         const { issued, lag, answered } = yield* deleteAtRate(started, o.rate)
         yield* Effect.either(
           tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", o.timeoutMs ?? 600_000)
@@ -501,20 +495,11 @@ export const informerSync = (kind: Kind, pageSize?: number) =>
     })
   )
 
-export const restViolations = (r: RestReport): number => violations(r)
-
-/** Retries `effect` (e.g. a flaky setup step) a few times. */
-export const retrying = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.retry(effect, Schedule.recurs(2))
-
 export interface FloorOptions {
   readonly pods: number
   readonly pools: number
   readonly rate: number
   readonly label: string
-  /** Send the re-check GET first (default true). */
-  readonly recheck?: boolean
-  /** Send the Event (default true). */
-  readonly events?: boolean
 }
 
 export interface FloorRun {
@@ -584,11 +569,9 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
             const ref = `${namespace}/${name}`
             const { pool, network, entry } = entryOf.get(ref)!
             const note = noted(ref)
-            if (o.recheck !== false) {
-              const live = yield* Effect.either(api.get(R.Pods, namespace, name))
-              if (Either.isRight(live)) failures.push(`${ref}: the re-check found the pod`)
-              else if (live.left.reason !== "NotFound") yield* note(Effect.fail(live.left))
-            }
+            const live = yield* Effect.either(api.get(R.Pods, namespace, name))
+            if (Either.isRight(live)) failures.push(`${ref}: the re-check found the pod`)
+            else if (live.left.reason !== "NotFound") yield* note(Effect.fail(live.left))
             yield* note(api.delete(R.OverlappingRangeIPReservations, POOL_NAMESPACE, reservationName(entry.ip, "")))
             const now = new Date().toISOString()
             const event: KubeObject = {
@@ -607,7 +590,7 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
             yield* Effect.all(
               [
                 note(api.patch(R.IPPools, POOL_NAMESPACE, pool, { type: "json", ops: releaseOps([entry]) })),
-                o.events === false ? Effect.void : note(api.create(R.Events, namespace, event))
+                note(api.create(R.Events, namespace, event))
               ],
               { concurrency: 2, discard: true }
             )
