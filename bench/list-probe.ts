@@ -1,9 +1,8 @@
 /**
  * Where an informer sync of the steady world's pods spends its time: builds the world of
  * `npm run bench:apiserver`'s RSS row (PROBE_PODS, 10,000), then syncs the pod informer (ours,
- * KubeApiLive, no client cap) at page sizes given as arguments (default 500), with and without
- * --api-compression (PROBE_COMPRESSION), alternating, PROBE_RUNS (3) times each; per sync: wall
- * time, this process's CPU and kube-apiserver's CPU.
+ * KubeApiLive, no client cap) at page sizes given as arguments (default 500), alternating,
+ * PROBE_RUNS (3) times each; per sync: wall time, this process's CPU and kube-apiserver's CPU.
  *
  *   node bench/list-probe.ts [pageSize ...]
  *   PROBE_PROFILE=1: one more sync at the first page size under a V8 CPU profile of this
@@ -25,9 +24,6 @@ import type * as KubeApiLive from "../src/services/KubeApiLive.ts"
 import type * as Scenarios from "./lib/scenarios.ts"
 
 const sizes = process.argv.slice(2).map(Number)
-/** PROBE_COMPRESSION: off, on, or both (alternating, the default). */
-const compressions = { off: [false], on: [true], both: [false, true] }[process.env["PROBE_COMPRESSION"] ?? "both"]
-if (compressions === undefined) throw new Error("PROBE_COMPRESSION: off, on or both")
 if (sizes.length === 0) sizes.push(500)
 const pods = Number(process.env["PROBE_PODS"] ?? 10_000)
 const runs = Number(process.env["PROBE_RUNS"] ?? 3)
@@ -52,22 +48,21 @@ const plane = await startBenchPlane()
 try {
   const world = await Effect.runPromise(buildSteadyWorld(plane, pods, 10, 5).pipe(Effect.provide(driverLayer(plane))))
   log(`world built in ${Math.round(world.ms / 1000)} s`)
-  const layerFor = (code: Code, apiCompression: boolean) =>
-    code.layerLive.pipe(Layer.provide(code.layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0, apiCompression })), Layer.orDie)
+  const layerFor = (code: Code) => code.layerLive.pipe(Layer.provide(code.layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0 })), Layer.orDie)
   const apiserver = planePids(plane).apiserver!
   const results = new Map<string, Array<string>>()
-  const sync = (pageSize: number, compression: boolean, code: Code = codes[0]!) =>
-    Effect.runPromise(Effect.map(code.informerSync("ours", pageSize), (r) => r.pods).pipe(Effect.provide(layerFor(code, compression))))
+  const sync = (pageSize: number, code: Code = codes[0]!) =>
+    Effect.runPromise(Effect.map(code.informerSync("ours", pageSize), (r) => r.pods).pipe(Effect.provide(layerFor(code))))
   for (let i = 0; i < runs; i++) {
-    for (const code of codes) for (const pageSize of sizes) for (const compression of compressions) {
+    for (const code of codes) for (const pageSize of sizes) {
       const cpu0 = process.cpuUsage()
       const s0 = cpuSeconds(apiserver)
       const t = performance.now()
-      const n = await sync(pageSize, compression, code)
+      const n = await sync(pageSize, code)
       const ms = performance.now() - t
       const cpu = process.cpuUsage(cpu0)
       const line = `${Math.round(ms)} ms (client CPU ${((cpu.user + cpu.system) / 1e6).toFixed(2)} s, apiserver CPU ${(cpuSeconds(apiserver) - s0).toFixed(2)} s, ${n} pods)`
-      const key = `${code.label === "" ? "" : `${code.label}: `}page ${pageSize}, compression ${compression ? "on" : "off"}`
+      const key = `${code.label === "" ? "" : `${code.label}: `}page ${pageSize}`
       results.set(key, [...(results.get(key) ?? []), line])
       log(`${key}: ${line}`)
     }
@@ -77,7 +72,7 @@ try {
     session.connect()
     await session.post("Profiler.enable")
     await session.post("Profiler.start")
-    await sync(sizes[0]!, compressions[0]!)
+    await sync(sizes[0]!)
     const { profile } = await session.post("Profiler.stop")
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "list-probe-")), "sync.cpuprofile")
     fs.writeFileSync(file, JSON.stringify(profile))

@@ -111,24 +111,6 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "api-qps", env: "API_QPS", kind: "string", value: RATE, key: "apiQps", help: "opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it); set one for a small or shared API server", commands: live },
   { flag: "api-burst", env: "API_BURST", kind: "string", value: COUNT, key: "apiBurst", help: "API requests allowed at once above --api-qps (with a cap only)", commands: live },
   { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", value: DURATION, key: "requestTimeout", help: "timeout of one API request once sent (the wait for --api-qps not counted); a 429 or 5xx that names a Retry-After is sent again after it, up to 3 times", commands: live },
-  {
-    flag: "http2",
-    env: "HTTP2",
-    kind: "boolean",
-    value: BOOLEAN,
-    key: "http2",
-    help: "send requests over HTTP/2 where the API server offers it (one multiplexed connection); watches stay on HTTP/1.1",
-    commands: live
-  },
-  {
-    flag: "api-compression",
-    env: "API_COMPRESSION",
-    kind: "boolean",
-    value: BOOLEAN,
-    key: "apiCompression",
-    help: "ask the API server to gzip large answers (lists, big pools): less traffic for more CPU on both ends; worth it over a slow link to the API server",
-    commands: live
-  },
   { flag: "page-size", env: "PAGE_SIZE", kind: "string", value: COUNT, key: "pageSize", help: "objects per page of full lists: fewer requests, against more memory per page", commands: live },
   {
     flag: "reconcile-schedule",
@@ -212,6 +194,22 @@ const ROWS: ReadonlyArray<OptionRow> = [
 
 /** Every option, with its default as shown. */
 export const OPTIONS: ReadonlyArray<OptionSpec> = ROWS.map((row) => ({ ...row, default: shown(row) }))
+
+/** Options that are gone, and what is fixed in their place: named when given, as docs/options.md lists them. */
+export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly env: string; readonly now: string }> = [
+  { flag: "http2", env: "HTTP2", now: "HTTP/1.1 only: HTTP/2 measured no clear gain, stalled watches and once hung a shutdown in native code" },
+  { flag: "api-compression", env: "API_COMPRESSION", now: "answers uncompressed: next to the API server gzip cost more CPU than it saved" }
+]
+
+/** A removed option given as a flag (`--http2`, `--no-http2`, `--http2=…`): one line naming it and what replaced it. */
+const refuseRemoved = (argv: ReadonlyArray<string>): void => {
+  for (const arg of argv) {
+    if (arg === "--") return
+    const name = /^--(?:no-)?([a-z0-9-]+)/.exec(arg)?.[1]
+    const gone = REMOVED_OPTIONS.find((r) => r.flag === name)
+    if (gone !== undefined) throw new TypeError(`--${gone.flag} was removed: ${gone.now} (docs/options.md, "Removed options")`)
+  }
+}
 
 /**
  * The release command's own arguments: what to free. Flags only, no environment variables — a
@@ -337,6 +335,7 @@ const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet
 
 /** Parses argv (without node and script); throws TypeError with a readable message on bad input. */
 export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
+  refuseRemoved(argv)
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
   for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: a.kind, multiple: a.multiple }

@@ -24,10 +24,6 @@ export interface ControllerConfigShape {
   /** Requests in flight at once per kind of work (ApiFlow.ts). */
   readonly maxInFlight: Readonly<Record<FlowKind, number>>
   readonly requestTimeout: Duration.Duration
-  /** Requests (watches never) over HTTP/2 where the API server takes it (live/transport.ts). */
-  readonly http2: boolean
-  /** Ask for gzip-compressed answers (live/transport.ts). */
-  readonly apiCompression: boolean
   readonly pageSize: number
   /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   readonly reconcileSchedule: string | undefined
@@ -87,8 +83,6 @@ export const DEFAULTS = {
   apiBurst: 30,
   maxInFlight: DEFAULT_IN_FLIGHT,
   requestTimeout: Duration.seconds(30),
-  http2: false,
-  apiCompression: false,
   pageSize: 500,
   sweepOnStart: true,
   dryRun: false,
@@ -144,8 +138,6 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   apiBurst: count("API_BURST", D.apiBurst),
   maxInFlight: parsed("MAX_IN_FLIGHT", parseMaxInFlight).pipe(Config.withDefault(D.maxInFlight)),
   requestTimeout: duration("REQUEST_TIMEOUT", D.requestTimeout),
-  http2: Config.boolean("HTTP2").pipe(Config.withDefault(D.http2)),
-  apiCompression: Config.boolean("API_COMPRESSION").pipe(Config.withDefault(D.apiCompression)),
   pageSize: count("PAGE_SIZE", D.pageSize),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),

@@ -174,7 +174,7 @@ export const layerLive: Layer.Layer<KubeApi, KubeConfigError, ControllerConfig> 
   Effect.gen(function* () {
     const config = yield* ControllerConfig
     const resolved = yield* resolveKubeConfig(yield* sourcesFrom(config.kubeconfig))
-    const transport = yield* makeTransport(resolved, { http2: config.http2, compression: config.apiCompression })
+    const transport = yield* makeTransport(resolved)
     const limiter = yield* makeRateLimiter(config.apiQps, config.apiBurst)
     yield* Effect.logDebug(`Kubernetes API ${transport.server} (from ${resolved.source})`)
     return makeLiveKubeApi({ transport, limiter, requestTimeout: config.requestTimeout })

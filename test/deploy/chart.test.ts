@@ -85,8 +85,6 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   "api-qps": 12.5,
   "api-burst": 40,
   "request-timeout": "45 seconds",
-  http2: true,
-  "api-compression": true,
   "page-size": 250,
   "reconcile-schedule": "@every 6h",
   "reconcile-schedule-configmap": "sweep-schedule",

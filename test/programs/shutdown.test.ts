@@ -1,6 +1,4 @@
-import { spawnSync } from "node:child_process"
 import { EventEmitter } from "node:events"
-import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, HashMap, Logger } from "effect"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
@@ -66,31 +64,4 @@ describe("shutdown deadline", () => {
     expect(describeResources([])).toBe("none")
     expect(describeResources(["Timeout", "FSReqCallback", "Timeout"])).toBe("Timeout×2, FSReqCallback")
   })
-
-  it("a main thread that never runs JavaScript again (stuck in native code) is still ended: the watchdog thread's line, then SIGKILL", () => {
-    // A real process: SIGTERM to itself, then a loop that never yields, as the HTTP/2 session's
-    // spin in Http2Session::SendPendingData held the thread: the deadline's timer cannot fire.
-    const root = path.resolve(import.meta.dirname, "../..")
-    const code = `
-const { Duration, Effect, Layer } = await import("effect")
-const { armShutdownDeadline } = await import(${JSON.stringify(path.join(root, "src/programs/shutdown.ts"))})
-const ControllerConfig = await import(${JSON.stringify(path.join(root, "src/services/ControllerConfig.ts"))})
-process.on("SIGTERM", () => {})
-const signalled = Effect.zipRight(Effect.sync(() => process.kill(process.pid, "SIGTERM")), Effect.sleep("50 millis"))
-await Effect.runPromise(Effect.scoped(Effect.zipRight(armShutdownDeadline({ margin: "10 millis" }), signalled)).pipe(
-  Effect.provide(ControllerConfig.layerWith({ shutdownTimeout: Duration.millis(100), renewDeadline: Duration.millis(100) }))))
-const started = Date.now()
-while (Date.now() - started < 20_000) {}
-process.stdout.write("survived\\n")`
-    const started = Date.now()
-    const r = spawnSync(process.execPath, ["--input-type=module", "-e", code], { cwd: root, encoding: "utf8", timeout: 15_000 })
-    const elapsed = Date.now() - started
-    expect(r.signal).toBe("SIGKILL")
-    expect(r.stdout).not.toContain("survived")
-    expect(elapsed).toBeLessThan(15_000)
-    const line = JSON.parse(r.stderr.trim().split("\n").at(-1)!) as { message: string; logLevel: string; annotations: Record<string, unknown> }
-    expect(line).toMatchObject({ logLevel: "ERROR", annotations: { signal: "SIGTERM", deadline: "210ms", backstopMs: 1210 } })
-    expect(line.message).toContain("SIGKILL from the watchdog thread")
-  }, 20_000)
 })
-

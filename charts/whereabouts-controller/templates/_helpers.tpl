@@ -107,8 +107,6 @@ WHEREABOUTS_NAMESPACE is written by the Deployment itself (it defaults to the re
   (list "apiQps" "API_QPS")
   (list "apiBurst" "API_BURST")
   (list "requestTimeout" "REQUEST_TIMEOUT")
-  (list "http2" "HTTP2")
-  (list "apiCompression" "API_COMPRESSION")
   (list "pageSize" "PAGE_SIZE")
   (list "reconcileSchedule" "RECONCILE_SCHEDULE")
   (list "reconcileScheduleConfigmap" "RECONCILE_SCHEDULE_CONFIGMAP")

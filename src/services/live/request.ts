@@ -6,7 +6,7 @@
  */
 import type { HttpMethod } from "@kubernetes/client-node/dist/gen/http/http.js"
 import { Duration, Effect, FiberRef, LogLevel, type RateLimiter, type Scope, type Stream } from "effect"
-import { fetch, interceptors, request } from "undici"
+import { fetch, request } from "undici"
 import { type WatchEvent, malformed } from "../KubeApi.ts"
 import { KubeError } from "../KubeError.ts"
 import { errorText } from "./kubeconfig.ts"
@@ -75,12 +75,13 @@ const makeFlowLog = () => {
 }
 
 /** The headers of a request: its credentials, what it accepts and sends. */
-const headersFor = (transport: Transport, req: Request, auth: Record<string, string>): Record<string, string> => ({
+const headersFor = (req: Request, auth: Record<string, string>): Record<string, string> => ({
   ...auth,
   Accept: req.accept ?? "application/json",
   "User-Agent": USER_AGENT,
-  // Only when asked: the server compresses large answers then, at a CPU cost on both ends.
-  "Accept-Encoding": transport.compression ? "gzip" : "identity",
+  // Uncompressed: next to the API server gzip costs CPU on both ends for nothing (BENCHMARKS.md's
+  // Decisions); said outright, as fetch (watches) would ask for gzip.
+  "Accept-Encoding": "identity",
   ...(req.body === undefined ? {} : { "Content-Type": req.contentType ?? "application/json" })
 })
 
@@ -149,7 +150,7 @@ const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: R
 }
 
 /** Credentials, then the exchange, until `signal` aborts it: the answer, or why there is none. */
-const answer = async (transport: Transport, dispatcher: Transport["dispatcher"], req: Request, signal: AbortSignal): Promise<Answer | KubeError> => {
+const answer = async (transport: Transport, req: Request, signal: AbortSignal): Promise<Answer | KubeError> => {
   const url = urlOf(transport.server, req.path, req.query)
   let auth: Record<string, string>
   try {
@@ -158,7 +159,7 @@ const answer = async (transport: Transport, dispatcher: Transport["dispatcher"],
     return unauthorized(req, e)
   }
   try {
-    return await exchange(dispatcher, url, req, headersFor(transport, req, auth), signal)
+    return await exchange(transport.dispatcher, url, req, headersFor(req, auth), signal)
   } catch (e) {
     return errorFromFailure(req.verb, req.target, e)
   }
@@ -185,12 +186,7 @@ export const makeRequester = (
     Effect.tryPromise({
       try: () => transport.headers(url, req.method),
       catch: (e) => unauthorized(req, e)
-    }).pipe(Effect.map((auth) => headersFor(transport, req, auth)))
-
-  // Requests use undici's own request API, watches fetch (their body is read as a web stream):
-  // fetch costs several times the CPU per request (WHATWG Request/Response/stream objects).
-  // fetch decompresses by itself; request needs the interceptor.
-  const dispatcher = transport.dispatcher.compose(interceptors.decompress())
+    }).pipe(Effect.map((auth) => headersFor(req, auth)))
 
   /**
    * One attempt, through the limiter, under one timer that aborts it (an interruption aborts it
@@ -213,7 +209,7 @@ export const makeRequester = (
           aborter.abort()
           settle(noAnswer(timedOut(req)))
         }, timeoutMillis)
-        void answer(transport, dispatcher, req, aborter.signal).then((a) =>
+        void answer(transport, req, aborter.signal).then((a) =>
           settle(a instanceof KubeError ? noAnswer(a) : reach.answered.pipe(Effect.zipRight(flowLog(req, a)), Effect.as(a)))
         )
         return Effect.sync(() => {
@@ -240,8 +236,10 @@ export const makeRequester = (
       // Our own controller, aborted when the stream's scope closes (the consumer stopped or was interrupted).
       const controller = new AbortController()
       yield* Effect.addFinalizer(() => Effect.sync(() => controller.abort()))
+      // fetch, whose body reads as a web stream; requests use undici's request API, as fetch costs
+      // several times the CPU per request (WHATWG Request/Response/stream objects).
       const res = yield* Effect.tryPromise({
-        try: () => fetch(url, { method: "GET", headers, dispatcher: transport.watchDispatcher, signal: controller.signal }),
+        try: () => fetch(url, { method: "GET", headers, dispatcher: transport.dispatcher, signal: controller.signal }),
         catch: (e) => errorFromFailure(req.verb, req.target, e)
       }).pipe(
         Effect.timeoutFail({ duration: timeout, onTimeout: () => timedOut(req) }),

@@ -63,17 +63,12 @@ export const errorFromFailure = (verb: string, target: string, failure: unknown)
   return new KubeError({ reason, verb, target, detail: (code === undefined ? text : `${code}: ${text}`).slice(0, MAX_DETAIL) })
 }
 
-
 export interface Transport {
   readonly server: string
-  /** Requests. */
+  /** Requests and watches: one keep-alive HTTP/1.1 Agent. */
   readonly dispatcher: Dispatcher
-  /** Watches: always HTTP/1.1 (makeTransport). */
-  readonly watchDispatcher: Dispatcher
   /** Auth headers for one request (bearer, exec or token-file credentials, refreshed by client-node). */
   readonly headers: (url: string, method: HttpMethod) => Promise<Record<string, string>>
-  /** Ask for gzip-compressed answers (TransportOptions.compression). */
-  readonly compression: boolean
 }
 
 interface TlsOptions {
@@ -104,58 +99,34 @@ const connectionOptions = (resolved: ResolvedKubeConfig): Effect.Effect<TlsOptio
       })
   })
 
-/** How requests travel; watches always speak HTTP/1.1 (below). */
-export interface TransportOptions {
-  /** Requests (not watches) over HTTP/2 where the server takes it: one multiplexed connection. */
-  readonly http2: boolean
-  /**
-   * Ask the API server to gzip large answers (it compresses those over 128 KiB: lists, big pools).
-   * Less traffic for CPU on both ends: worth it over a slow link, a cost next to the API server.
-   */
-  readonly compression: boolean
-}
-
-/**
- * The transport of a resolved kubeconfig: keep-alive Agents, closed with the scope — one for
- * everything, or with `http2` one that offers h2 for requests and one on HTTP/1.1 for watches.
- */
-export const makeTransport = (
-  resolved: ResolvedKubeConfig,
-  transportOptions: TransportOptions = { http2: false, compression: false }
-): Effect.Effect<Transport, KubeConfigError, Scope.Scope> =>
+/** The transport of a resolved kubeconfig: one keep-alive Agent, closed with the scope. */
+export const makeTransport = (resolved: ResolvedKubeConfig): Effect.Effect<Transport, KubeConfigError, Scope.Scope> =>
   Effect.gen(function* () {
     const tls = yield* connectionOptions(resolved)
     const cluster = resolved.kc.getCurrentCluster()!
     // Keep-alive probes after 30 s, as client-go and client-node do; watches may be quiet for minutes,
     // so no body timeout (requests have their own timeout, watches their own idle limit).
     const connect = { ...tls, keepAlive: true, keepAliveInitialDelay: 30_000 }
-    // Watches never over h2, although undici offers it and the API server takes it: over h2 a watch
-    // can stall for good while requests run beside it (an informer blind until its idle limit).
-    // Requests only when asked: Node's HTTP/2 session has been seen spinning in native code at a
-    // shutdown (Http2Session::SendPendingData), where no JavaScript runs again, not even the
-    // shutdown deadline. test/live/kubeapi-live.test.ts holds both.
-    const agent = (allowH2: boolean) =>
-      Effect.acquireRelease(
-        Effect.try({
-          try: (): Dispatcher => {
-            const options = { connect, allowH2, keepAliveTimeout: 30_000, bodyTimeout: 0 }
-            return cluster.proxyUrl === undefined || cluster.proxyUrl === ""
-              ? new Agent(options)
-              : new ProxyAgent({ ...options, allowH2: false, uri: cluster.proxyUrl, requestTls: tls })
-          },
-          catch: (e) => new KubeConfigError({ attempts: [...resolved.tried, { source: resolved.source, problem: `proxy-url: ${errorText(e)}` }] })
-        }),
-        (d) => Effect.promise(() => d.destroy().catch(() => undefined))
-      )
-    const watchDispatcher = yield* agent(false)
-    const dispatcher = transportOptions.http2 ? yield* agent(true) : watchDispatcher
+    // HTTP/1.1 only, although undici offers h2 and the API server takes it: over h2 a watch can stall
+    // for good while requests run beside it (an informer blind until its idle limit), and Node's
+    // HTTP/2 session has been seen spinning in native code at a shutdown, where no JavaScript runs
+    // again. test/live/kubeapi-live.test.ts holds the first.
+    const options = { connect, allowH2: false, keepAliveTimeout: 30_000, bodyTimeout: 0 }
+    const dispatcher = yield* Effect.acquireRelease(
+      Effect.try({
+        try: (): Dispatcher =>
+          cluster.proxyUrl === undefined || cluster.proxyUrl === "" ? new Agent(options) : new ProxyAgent({ ...options, uri: cluster.proxyUrl, requestTls: tls }),
+        catch: (e) => new KubeConfigError({ attempts: [...resolved.tried, { source: resolved.source, problem: `proxy-url: ${errorText(e)}` }] })
+      }),
+      (d) => Effect.promise(() => d.destroy().catch(() => undefined))
+    )
     const server = cluster.server.replace(/\/+$/, "")
     const headers = async (url: string, method: HttpMethod) => {
       const ctx = new RequestContext(url, method)
       await resolved.kc.applySecurityAuthentication(ctx)
       return ctx.getHeaders()
     }
-    return { server, dispatcher, watchDispatcher, headers, compression: transportOptions.compression }
+    return { server, dispatcher, headers }
   })
 
 /** The client-side limit of API requests: the shared token bucket (TokenBucket.ts). */
