@@ -4,7 +4,7 @@
  * rate-limited) and `InMemoryCluster.ts` (an in-process API server emulation, the role
  * client-go's fake tracker plays). Every other service is written once, over this tag.
  */
-import { Context, Deferred, Effect, Exit, Fiber, type Scope, type Stream } from "effect"
+import { Context, Effect, type Stream } from "effect"
 import { KubeError } from "./KubeError.ts"
 import type { Resource } from "./resources.ts"
 
@@ -70,12 +70,6 @@ export interface ListOptions extends ReadOptions {
   readonly continue?: string | undefined
   readonly labelSelector?: string | undefined
   readonly fieldSelector?: string | undefined
-  /**
-   * Told the page's continue token (undefined on the last page) as soon as it is known, at the
-   * latest when the page is returned; KubeApiLive reads it from the start of the answer, before
-   * the items have arrived, so the next page can be asked for while this one is read.
-   */
-  readonly onContinue?: ((token: string | undefined) => void) | undefined
 }
 
 /** A list's continue token as the next page's: the API server sends "" (or nothing) on the last page. */
@@ -133,18 +127,10 @@ export class KubeApi extends Context.Tag("whereabouts-controller/KubeApi")<KubeA
 export const objectKey = (namespace: string | undefined, name: string): string =>
   namespace === undefined || namespace === "" ? name : `${namespace}/${name}`
 
-/** A page asked for: its continue token once known, and the page. */
-interface Asked {
-  readonly next: Deferred.Deferred<string | undefined>
-  readonly page: Fiber.RuntimeFiber<ListResult, KubeError>
-}
-
 /**
  * Lists every page (`limit`/`continue`), handing each page to `onPage` as it arrives so callers
  * keep only what they need of each object (a page of full pods is garbage before the next one
- * is fetched). The next page is asked for as soon as this one's continue token is known
- * (`onContinue`), so the server produces it while this one is read; at most one page is read
- * ahead. An expired continue token (410) restarts the list once from the beginning, as
+ * is fetched). An expired continue token (410) restarts the list once from the beginning, as
  * client-go's pager does; `onStart` runs before every (re)start so callers can reset.
  */
 export const forEachPage = <E, R>(
@@ -162,48 +148,20 @@ export const forEachPage = <E, R>(
 ): Effect.Effect<string, KubeError | E, KubeApi | R> =>
   Effect.gen(function* () {
     const api = yield* KubeApi
-    const pageSize = options.pageSize ?? 500
-    const ask = (token: string | undefined): Effect.Effect<Asked, never, Scope.Scope> =>
-      Effect.gen(function* () {
-        const next = yield* Deferred.make<string | undefined>()
-        const page = yield* Effect.forkScoped(
-          api
-            .list(r, namespace, {
-              limit: pageSize,
-              continue: token,
-              labelSelector: options.labelSelector,
-              fieldSelector: options.fieldSelector,
-              metadataOnly: options.metadataOnly,
-              namesOnly: options.namesOnly,
-              onContinue: (t) => Deferred.unsafeDone(next, Exit.succeed(nextPageToken(t)))
-            })
-            .pipe(Effect.onExit((exit) => Deferred.succeed(next, Exit.isSuccess(exit) ? nextPageToken(exit.value.continue) : undefined)))
-        )
-        return { next, page }
-      })
-    const once = Effect.scoped(
-      Effect.gen(function* () {
-        options.onStart?.()
-        let resourceVersion: string | undefined
-        let current: Asked | undefined = yield* ask(undefined)
-        while (current !== undefined) {
-          const early: string | undefined = yield* Deferred.await(current.next)
-          let ahead: Asked | undefined = early === undefined ? undefined : yield* ask(early)
-          const page = yield* Fiber.join(current.page)
-          const token = nextPageToken(page.continue)
-          // The page's own token decides; one read early that differs (a prefix misread) is dropped.
-          if (token !== early) {
-            if (ahead !== undefined) yield* Fiber.interrupt(ahead.page)
-            ahead = token === undefined ? undefined : yield* ask(token)
-          }
-          // The list's version is the snapshot of the first page; later pages belong to it.
-          resourceVersion ??= page.resourceVersion
-          yield* onPage(page.items)
-          current = ahead
-        }
-        return resourceVersion ?? ""
-      })
-    )
+    const { onStart, pageSize = 500, ...selection } = options
+    const once = Effect.gen(function* () {
+      onStart?.()
+      let resourceVersion: string | undefined
+      let token: string | undefined
+      do {
+        const page = yield* api.list(r, namespace, { ...selection, limit: pageSize, continue: token })
+        // The list's version is the snapshot of the first page; later pages belong to it.
+        resourceVersion ??= page.resourceVersion
+        token = nextPageToken(page.continue)
+        yield* onPage(page.items)
+      } while (token !== undefined)
+      return resourceVersion
+    })
     return yield* once.pipe(Effect.catchIf((e): e is KubeError => e instanceof KubeError && e.reason === "Gone", () => once))
   })
 

@@ -8,7 +8,7 @@
  */
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type ListResult, type ReadOptions, malformed, nameOnly, nextPageToken } from "./KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type ListResult, type ReadOptions, malformed, nameOnly } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import { type Resource, apiVersionOf, resourcePath } from "./resources.ts"
 import { type KubeConfigError, resolveKubeConfig, sourcesFrom } from "./live/kubeconfig.ts"
@@ -74,28 +74,18 @@ const listResult = (r: Resource, target: string, u: unknown, names?: { readonly 
   return Effect.succeed({ ...page, items: names === undefined ? objects.map((o) => withTypeMeta(r, o)) : objects.map((o) => nameOnly(o.metadata.name, names.namespace)) })
 }
 
-/**
- * One page of a list. `onContinue` is told once: from the start of the answer where it shows the
- * token (request.ts), else with the page.
- */
+/** One page of a list. */
 const list = (send: Requester["send"], r: Resource, ns: string | undefined, options: ListOptions): Effect.Effect<ListResult, KubeError> => {
   const names = options.namesOnly === true && ns !== undefined ? { namespace: ns } : undefined
-  let told = false
-  const tell = (token: string | undefined) => {
-    if (told) return
-    told = true
-    options.onContinue?.(nextPageToken(token))
-  }
   const req: Request = {
     verb: "list",
     target: targetOf(r, ns),
     method: "GET",
     path: resourcePath(r, ns),
     query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector, ...(names === undefined ? {} : { includeObject: "None" }) },
-    ...(names === undefined ? acceptFor(options, true) : { accept: ACCEPT_TABLE }),
-    ...(options.onContinue === undefined ? {} : { onContinue: tell })
+    ...(names === undefined ? acceptFor(options, true) : { accept: ACCEPT_TABLE })
   }
-  return Effect.flatMap(send(req), (u) => listResult(r, req.target, u, names)).pipe(Effect.tap((page) => Effect.sync(() => tell(page.continue))))
+  return Effect.flatMap(send(req), (u) => listResult(r, req.target, u, names))
 }
 
 /** KubeApi over a transport; every request and every watch start passes the limiter. */

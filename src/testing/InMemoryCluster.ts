@@ -8,7 +8,7 @@
 import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Layer, Stream } from "effect"
 import fastJsonPatch from "fast-json-patch"
-import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, nameOnly, nextPageToken, objectKey, partialObjectMetadata } from "../services/KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type Patch, type ReadOptions, type WatchEvent, nameOnly, objectKey, partialObjectMetadata } from "../services/KubeApi.ts"
 import { KubeError, type KubeErrorReason, statusForReason } from "../services/KubeError.ts"
 import { type Resource, apiVersionOf } from "../services/resources.ts"
 import { parseFieldSelector, parseLabelSelector } from "./selectors.ts"
@@ -482,7 +482,6 @@ export const makeMemoryKubeApi = (state: MemoryClusterState): KubeApiShape => ({
     call(state, "list", r, ns, undefined, () => {
       const out = state.list(r, ns, options)
       if (out instanceof KubeError) return out
-      options?.onContinue?.(nextPageToken(out.continue))
       if (options?.namesOnly === true && ns !== undefined) return { ...out, items: out.items.map((o) => nameOnly(o.metadata.name, o.metadata.namespace)) }
       return options?.metadataOnly !== true ? out : { ...out, items: out.items.map(partialObjectMetadata) }
     }),

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, vi } from "vitest"
 import { programKubeApi } from "../../src/programs/layers.ts"
 import { MAX_RETRY_AFTER } from "../../src/services/ApiFlow.ts"
 import { layerWith } from "../../src/services/ControllerConfig.ts"
-import { KubeApi, forEachPage } from "../../src/services/KubeApi.ts"
+import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as Metrics from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 import { freePort } from "../live/cluster.ts"
@@ -23,7 +23,6 @@ import { freePort } from "../live/cluster.ts"
 const [major = 0, minor = 0] = process.versions.node.split(".").map(Number)
 const supported = major > 22 || (major === 22 && minor >= 19)
 const Live = supported ? await import("../../src/services/KubeApiLive.ts") : undefined
-const Requests = supported ? await import("../../src/services/live/request.ts") : undefined
 const describeSupported = supported ? describe : describe.skip
 const live = () => Live!
 
@@ -361,47 +360,6 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       serve((_req, res) => json(res, 200, { ...table, columnDefinitions: [{ name: "Ready", type: "string", format: "" }] }))
       expect(yield* Effect.flip(api.list(R.Pods, "ns", { namesOnly: true }))).toMatchObject({ reason: "Unknown", detail: "malformed response: expected a table with a name column" })
     }).pipe(Effect.provide(fakeApi())))
-
-  it.live("a list's next page is asked for once the start of this page's answer shows its continue token, before the rest of it has come", () =>
-    Effect.gen(function* () {
-      // Page 1 sends its start, then holds the rest until page 2 has been asked for: a client
-      // that waits for the whole of page 1 first never gets it, and the test times out.
-      let release: (() => void) | undefined
-      serve((req, res) => {
-        const token = new URL(req.url ?? "", fake.url).searchParams.get("continue")
-        if (token === null) {
-          res.writeHead(200, { "Content-Type": "application/json" })
-          res.write('{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5","continue":"t\\u002b2"},"items":[')
-          release = () => res.end(`${JSON.stringify(pod("a", "4"))}]}`)
-          return
-        }
-        json(res, 200, { kind: "PodList", apiVersion: "v1", metadata: { resourceVersion: "5" }, items: [pod("b", "5")] })
-        release?.()
-      })
-      const told: Array<string | undefined> = []
-      const names: Array<string> = []
-      const rv = yield* forEachPage(R.Pods, "ns", (items) => Effect.sync(() => void names.push(...items.map((o) => o.metadata.name))), { pageSize: 1 }).pipe(
-        Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => new Error("page 2 was not asked for while page 1 was still coming") })
-      )
-      expect(names).toEqual(["a", "b"])
-      expect(rv).toBe("5")
-      // The token as the JSON says it, escapes read.
-      expect(fake.seen.map((s) => new URL(s.url, fake.url).searchParams.get("continue"))).toEqual([null, "t+2"])
-      const api = yield* KubeApi
-      yield* api.list(R.Pods, "ns", { limit: 1, continue: "t+2", onContinue: (t) => void told.push(t) })
-      expect(told).toEqual([undefined])
-    }).pipe(Effect.provide(fakeApi())))
-
-  it("listMetaOf: a list's metadata from the start of its answer, when it comes before the items", () => {
-    const start = '{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9","continue":"abc="},"items":[{"metadata"'
-    expect(Requests!.listMetaOf(start)).toEqual({ resourceVersion: "9", continue: "abc=" })
-    expect(Requests!.listMetaOf('{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"9"},"columnDefinitions":[')).toEqual({ resourceVersion: "9" })
-    // Not yet: the start may still grow into it.
-    expect(Requests!.listMetaOf('{"kind":"PodList","apiVer')).toBe("more")
-    expect(Requests!.listMetaOf('{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9","contin')).toBe("more")
-    // Never: a custom resource's list may put its items first (Go sorts a map's keys).
-    expect(Requests!.listMetaOf('{"apiVersion":"whereabouts.cni.cncf.io/v1alpha1","items":[{"apiVersion"')).toBeUndefined()
-  })
 
   it.live("asks for answers uncompressed (Accept-Encoding: identity), watches too", () =>
     Effect.gen(function* () {

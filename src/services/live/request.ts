@@ -24,8 +24,6 @@ export interface Request {
   readonly contentType?: string
   /** The Accept header; plain JSON by default. */
   readonly accept?: string
-  /** A list's: told its continue token once the start of a 2xx answer shows it (see `listMetaOf`). */
-  readonly onContinue?: ((token: string | undefined) => void) | undefined
 }
 
 export interface Requester {
@@ -87,49 +85,6 @@ const headersFor = (req: Request, auth: Record<string, string>): Record<string, 
 
 const unauthorized = (req: Request, e: unknown) => new KubeError({ reason: "Unauthorized", verb: req.verb, target: req.target, detail: `credentials: ${errorText(e)}` })
 
-/** How much of an answer's start is searched for a list's metadata. */
-const PREFIX_BYTES = 64 * 1024
-
-/**
- * The `metadata` of a list from the start of its JSON, when the answer puts it before the items
- * (built-in kinds and tables do: kind, apiVersion, metadata, then the items or columns; custom
- * resources' lists may not); "more" when the start may not hold it yet, undefined when it will
- * not (the caller then waits for the whole answer).
- */
-export const listMetaOf = (start: string): { readonly continue?: unknown } | "more" | undefined => {
-  const m = /^\{(?:"(?:kind|apiVersion)":"[^"\\]*",)*"metadata":(\{[^{}]*\})/.exec(start)
-  // An array opens only after the metadata (the items, a table's columns): the metadata comes later or not at all.
-  if (m === null) return start.includes("[") ? undefined : "more"
-  try {
-    const meta = JSON.parse(m[1] ?? "") as unknown
-    return typeof meta === "object" && meta !== null ? meta : undefined
-  } catch {
-    return undefined
-  }
-}
-
-/** The body as text; a list's continue token told as soon as the start of the body shows it. */
-const bodyText = async (body: AsyncIterable<Buffer>, onContinue: (token: string | undefined) => void): Promise<string> => {
-  const chunks: Array<Buffer> = []
-  let size = 0
-  // The start of the body while the token is looked for ("" once done). Latin-1 keeps a
-  // multi-byte character split between chunks from breaking the search; the metadata is ASCII.
-  let start = ""
-  let looking = true
-  for await (const chunk of body) {
-    chunks.push(chunk)
-    size += chunk.length
-    if (!looking) continue
-    start += chunk.toString("latin1", 0, Math.min(chunk.length, PREFIX_BYTES - start.length))
-    const meta = listMetaOf(start)
-    if (meta === "more" && start.length < PREFIX_BYTES) continue
-    looking = false
-    start = ""
-    if (meta !== "more" && meta !== undefined) onContinue(typeof meta.continue === "string" ? meta.continue : undefined)
-  }
-  return chunks.length === 1 ? (chunks[0]?.toString("utf8") ?? "") : Buffer.concat(chunks, size).toString("utf8")
-}
-
 /** One undici request; its answer read whole. */
 const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: Request, headers: Record<string, string>, signal: AbortSignal): Promise<Answer> => {
   const body = req.body === undefined ? {} : { body: JSON.stringify(req.body) }
@@ -143,7 +98,7 @@ const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: R
   }
   return {
     status: r.statusCode,
-    text: req.onContinue !== undefined && r.statusCode >= 200 && r.statusCode <= 299 ? await bodyText(r.body, req.onContinue) : await r.body.text(),
+    text: await r.body.text(),
     retryAfter: header("retry-after"),
     flow: { schema: header("x-kubernetes-pf-flowschema-uid"), level: header("x-kubernetes-pf-prioritylevel-uid") }
   }
