@@ -21,7 +21,7 @@ import type { Orphans } from "./orphans.ts"
 import type { Holding } from "./release.ts"
 
 /** A key of a collision domain: two holders of one address conflict when they share a key. */
-type DomainKey = string
+export type DomainKey = string
 
 const anyKey = (ip: IPAddress): DomainKey => `ip:${ipKey(ip)}`
 const poolKey = (pool: string, ip: IPAddress): DomainKey => `pool:${pool}|${ipKey(ip)}`
@@ -56,23 +56,45 @@ const sameIP = (text: string, ip: IPAddress): boolean => {
   return parsed !== undefined && parsed.family === ip.family && parsed.value === ip.value
 }
 
-/** The domains of one network a pod lists `ip` on, from its NAD's config; every domain when it cannot be read. */
-const networkDomains = (pod: PodProjection, nad: { readonly namespace: string; readonly name: string }, ip: IPAddress, lookup: ClaimLookup): ReadonlyArray<DomainKey> => {
+/**
+ * Where an address a pod lists on a network lives, by its NAD's config: the pools that network
+ * writes it to and the reservation guarding it (none where overlapping ranges are off); not
+ * whereabouts' at all; or not known (a NAD gone or unreadable, a slice or range that no longer
+ * covers it), which rule 0 counts in every domain.
+ */
+export type ListedIn =
+  | { readonly _tag: "NotWhereabouts" }
+  | { readonly _tag: "Unknown" }
+  | { readonly _tag: "Network"; readonly pools: ReadonlyArray<string>; readonly reservation: string | undefined }
+
+const NOT_WHEREABOUTS: ListedIn = { _tag: "NotWhereabouts" }
+const UNKNOWN: ListedIn = { _tag: "Unknown" }
+
+/** Where `ip`, listed by `pod` on the network of `nad`, lives. */
+export const listedIn = (pod: PodProjection, nad: { readonly namespace: string; readonly name: string }, ip: IPAddress, lookup: ClaimLookup): ListedIn => {
   const decoded = lookup.nad(nad.namespace, nad.name)
-  if (decoded === undefined) return [anyKey(ip)]
-  if (Either.isLeft(decoded)) return decoded.left.reason === "MissingIpam" ? [] : [anyKey(ip)]
-  if (decoded.right._tag === "NotWhereabouts") return []
+  if (decoded === undefined) return UNKNOWN
+  if (Either.isLeft(decoded)) return decoded.left.reason === "MissingIpam" ? NOT_WHEREABOUTS : UNKNOWN
+  if (decoded.right._tag === "NotWhereabouts") return NOT_WHEREABOUTS
   const config = decoded.right.config
-  const reservation = config.enableOverlappingRanges ? [reservationKey(reservationName(ip, config.networkName))] : []
+  const reservation = config.enableOverlappingRanges ? reservationName(ip, config.networkName) : undefined
   if (config.nodeSliceSize !== undefined) {
     const node = pod.nodeName ?? ""
     const slice = lookup.nodeSlice(nodeSlicePoolName(config), node)
-    return slice === undefined ? [anyKey(ip)] : [poolKey(slicePoolName(slice, node, config.networkName), ip), ...reservation]
+    return slice === undefined ? UNKNOWN : { _tag: "Network", pools: [slicePoolName(slice, node, config.networkName)], reservation }
   }
-  const pools = config.ranges.filter((r) => cidrContains(r.cidr, ip)).map((r) => poolKey(poolName(r.range, config.networkName), ip))
+  const pools = config.ranges.filter((r) => cidrContains(r.cidr, ip)).map((r) => poolName(r.range, config.networkName))
   // A config edited since the pod's ADD no longer names the pool the address came from.
-  return pools.length === 0 ? [anyKey(ip)] : [...pools, ...reservation]
+  return pools.length === 0 ? UNKNOWN : { _tag: "Network", pools, reservation }
 }
+
+/** The collision domains of a listed address: none outside whereabouts, every one where its network is not known. */
+export const listedDomains = (where: ListedIn, ip: IPAddress): ReadonlyArray<DomainKey> =>
+  where._tag === "NotWhereabouts"
+    ? []
+    : where._tag === "Unknown"
+      ? [anyKey(ip)]
+      : [...where.pools.map((p) => poolKey(p, ip)), ...(where.reservation === undefined ? [] : [reservationKey(where.reservation)])]
 
 /** The domains in which a pod's network-status lists `ip` (none when it does not). */
 export const claimDomains = (pod: PodProjection, ip: IPAddress, lookup: ClaimLookup): ReadonlyArray<DomainKey> => {
@@ -81,7 +103,7 @@ export const claimDomains = (pod: PodProjection, ip: IPAddress, lookup: ClaimLoo
   if (Either.isLeft(decoded)) return []
   return decoded.right
     .filter((e) => (e.ips ?? []).some((text) => sameIP(text, ip)))
-    .flatMap((e) => (e.default === true && !e.name.includes("/") ? [anyKey(ip)] : networkDomains(pod, statusAttachment(e, pod.namespace), ip, lookup)))
+    .flatMap((e) => (e.default === true && !e.name.includes("/") ? [anyKey(ip)] : listedDomains(listedIn(pod, statusAttachment(e, pod.namespace), ip, lookup), ip)))
 }
 
 /** A pod in a phase it never leaves holds nothing (a restart is a new pod). */

@@ -9,6 +9,7 @@ import {
   compactNetworkStatus,
   decodeNetworkSelection,
   decodeNetworkStatus,
+  readNetworkStatus,
   statusAttachment
 } from "../../src/domain/multus.ts"
 import { left, right } from "./helpers.ts"
@@ -182,5 +183,44 @@ describe("compactNetworkStatus", () => {
       }),
       { numRuns: 500 }
     )
+  })
+})
+
+describe("readNetworkStatus: decodeNetworkStatus's verdict without Schema", () => {
+  const agrees = (text: string) => {
+    const decoded = decodeNetworkStatus(text)
+    const read = readNetworkStatus(text)
+    expect(read === undefined, text.slice(0, 200)).toBe(Either.isLeft(decoded))
+    if (Either.isRight(decoded) && read !== undefined) {
+      const pick = (e: NetworkStatusEntry) => ({ name: e.name, interface: e.interface, ips: e.ips, default: e.default })
+      expect(read.map(pick)).toStrictEqual(decoded.right.map(pick))
+    }
+  }
+
+  it.each([
+    ["a default and a secondary entry", JSON.stringify([{ name: "cluster", interface: "eth0", ips: ["10.244.1.5"], default: true }, { name: "ns/net", interface: "net1", ips: ["10.0.0.5/24"] }])],
+    ["ips null", JSON.stringify([{ name: "ns/net", ips: null }])],
+    ["no ips", JSON.stringify([{ name: "ns/net" }])],
+    ["an empty array", "[]"],
+    ["not JSON", "{not json"],
+    ["an object, not an array", JSON.stringify({ name: "ns/net" })],
+    ["an entry without a name", JSON.stringify([{ interface: "net1" }])],
+    ["a name that is a number", JSON.stringify([{ name: 5 }])],
+    ["an interface that is null", JSON.stringify([{ name: "ns/net", interface: null }])],
+    ["a mac that is a number", JSON.stringify([{ name: "ns/net", mac: 5 }])],
+    ["default as a string", JSON.stringify([{ name: "ns/net", default: "true" }])],
+    ["an address that is a number", JSON.stringify([{ name: "ns/net", ips: ["10.0.0.1", 5] }])],
+    ["ips as a string", JSON.stringify([{ name: "ns/net", ips: "10.0.0.1" }])],
+    ["an entry that is an array", JSON.stringify([["ns/net"]])],
+    ["an entry that is null", JSON.stringify([null])],
+    ["dns and device-info of any shape", JSON.stringify([{ name: "ns/net", dns: 5, "device-info": [1] }])],
+    ["over the size limit", JSON.stringify([{ name: "ns/net", extra: "x".repeat(MAX_ANNOTATION_BYTES) }])]
+  ])("%s", (_name, text) => agrees(text))
+
+  it("agrees with decodeNetworkStatus on any JSON array of small objects", () => {
+    const value = fc.oneof(fc.string(), fc.boolean(), fc.integer(), fc.constant(null), fc.array(fc.oneof(fc.string(), fc.integer()), { maxLength: 3 }), fc.dictionary(fc.string(), fc.string(), { maxKeys: 2 }))
+    const key = fc.constantFrom("name", "interface", "ips", "mac", "default", "dns", "device-info", "extra")
+    const entry = fc.oneof({ weight: 9, arbitrary: fc.dictionary(key, value, { maxKeys: 8 }) }, { weight: 1, arbitrary: value })
+    fc.assert(fc.property(fc.array(entry, { maxLength: 4 }), (list) => agrees(JSON.stringify(list))), { numRuns: 1000 })
   })
 })

@@ -1,0 +1,340 @@
+/**
+ * The invariants an IPAM must keep, judged over one view of the cluster (the controller's caches,
+ * or audit's fresh listing). What no one else watches, and what a garbage collector that frees
+ * addresses must prove it never broke:
+ *  - live-not-held: a running pod lists an address of a whereabouts network that no pool entry of
+ *    that network holds for it (the next ADD can hand the address to another pod);
+ *  - held-for-another: the pool entry of that address names another podref;
+ *  - duplicate: one address listed by two running pods in one collision domain, or held in two
+ *    pools of one domain for two running pods;
+ *  - reservation-drift: a running pod's entry without its OverlappingRangeIPReservation where its
+ *    network keeps them, or with one naming another podref (an ADD in an overlapping pool of the
+ *    network can then be handed the address).
+ * Collision domains are rule 0's (claims.ts): an address in its pool and, where overlapping ranges
+ * are on, the same reservation name across the pools of one network; a named network and a network
+ * with overlapping ranges off are domains of their own.
+ *
+ * Only settled facts count. A pod is judged only while Running and not terminating, on what its
+ * network-status lists: a Pending pod, an ADD in flight, a reborn pod whose status is not written
+ * yet list nothing. Where rule 0 counts a listing it cannot place (a NAD gone or unreadable, the
+ * cluster's default network) in every domain so as never to free it, the monitor reports nothing
+ * for it: it cannot say which pool should hold the address. A pool entry names a podref and a
+ * container id, and a pod's status carries no container id, so an entry left by an earlier
+ * incarnation of the same name counts as the pod's own (its re-ADD rewrites the id). How long a
+ * disagreement must last before it is reported (the grace) is the caller's: this module has no
+ * memory.
+ */
+import { Either } from "effect"
+import { type DomainKey, type ListedIn, listedDomains, listedIn, type ClaimLookup } from "./claims.ts"
+import {
+  REASON_ADDRESS_NOT_HELD,
+  REASON_DUPLICATE_ADDRESS,
+  REASON_HELD_FOR_ANOTHER,
+  REASON_RESERVATION_DRIFT,
+  heldForAnotherMessage,
+  heldTwiceMessage,
+  listedTwiceMessage,
+  notHeldMessage,
+  reservationDriftMessage
+} from "./events.ts"
+import { type IPAddress, cidrAddress, formatIP, ipEquals, ipKey, lastOf, networkOf, offsetOf, parseIP } from "./ip.ts"
+import type { IpamConfig, IpamConfigError, NadConfigResult } from "./ipam-config.ts"
+import { readNetworkStatus, statusAttachment } from "./multus.ts"
+import { type PoolOrigin, nodeSlicePoolName } from "./node-slices.ts"
+import { type PodProjection, podRef } from "./pod.ts"
+import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName } from "./pool.ts"
+
+export const INVARIANT_KINDS = ["live-not-held", "held-for-another", "duplicate", "reservation-drift"] as const
+export type InvariantKind = (typeof INVARIANT_KINDS)[number]
+
+/** The Event reason of each kind (events.ts). */
+export const VIOLATION_REASON: Readonly<Record<InvariantKind, string>> = {
+  "live-not-held": REASON_ADDRESS_NOT_HELD,
+  "held-for-another": REASON_HELD_FOR_ANOTHER,
+  duplicate: REASON_DUPLICATE_ADDRESS,
+  "reservation-drift": REASON_RESERVATION_DRIFT
+}
+
+export interface PodIdentity {
+  readonly namespace: string
+  readonly name: string
+  readonly uid: string
+}
+
+export interface InvariantViolation {
+  readonly kind: InvariantKind
+  /** The same disagreement has the same id from one evaluation to the next; a pod reborn under its name makes a new one. */
+  readonly id: string
+  readonly ip: IPAddress
+  /** The running pods it involves: those whose state makes it a violation, and who get its Event. */
+  readonly pods: ReadonlyArray<PodIdentity>
+  /** The pool (or pools) whose entries it is about. */
+  readonly pools: ReadonlyArray<string>
+  readonly reservation: string | undefined
+  /** Whom the entry or reservation names instead, where it names another podref. */
+  readonly holder: string | undefined
+  /** One line naming every object involved: the Event's message, audit's row, the log line. */
+  readonly message: string
+}
+
+/** An entry of a pool at an address. */
+export type EntryLookup = (pool: ParsedPool, ip: IPAddress) => PoolEntry | undefined
+
+/** Pools this small are scanned; larger ones get an index. */
+const SCAN_AT_MOST = 8
+
+/**
+ * Entries by offset, indexed once per version of a pool (an updated pool is a new object) and
+ * dropped with it; the index keys are the entries' own offset strings. Keep one per caller.
+ */
+export const makeEntryLookup = (): EntryLookup => {
+  const byPool = new WeakMap<ParsedPool, Map<string, PoolEntry>>()
+  return (pool, ip) => {
+    if (pool.entries.length <= SCAN_AT_MOST) return pool.entries.find((e) => ipEquals(e.ip, ip))
+    if (pool.cidr === undefined) return undefined
+    const offset = offsetOf(cidrAddress(pool.cidr), ip)
+    if (offset === undefined) return undefined
+    let index = byPool.get(pool)
+    if (index === undefined) {
+      index = new Map()
+      for (const e of pool.entries) index.set(e.key, e)
+      byPool.set(pool, index)
+    }
+    return index.get(offset.toString())
+  }
+}
+
+/**
+ * The network name a pool's reservations are named with, for the pools whose network keeps them
+ * (a NAD that writes the pool has overlapping ranges on); undefined for the others and for pools
+ * no readable NAD writes.
+ */
+export const reservationNetworks = (
+  nads: Iterable<Either.Either<NadConfigResult, IpamConfigError>>,
+  origin: (pool: ParsedPool) => PoolOrigin
+): ((pool: ParsedPool) => string | undefined) => {
+  const rangePools = new Set<string>()
+  const sliceNetworks = new Set<string>()
+  for (const decoded of nads) {
+    if (Either.isLeft(decoded) || decoded.right._tag !== "Whereabouts") continue
+    const config: IpamConfig = decoded.right.config
+    if (!config.enableOverlappingRanges) continue
+    if (config.nodeSliceSize !== undefined) sliceNetworks.add(nodeSlicePoolName(config))
+    else for (const r of config.ranges) rangePools.add(poolName(r.range, config.networkName))
+  }
+  return (pool) => {
+    const o = origin(pool)
+    const keeps = o._tag === "Slice" ? sliceNetworks.has(o.nodeSlicePool) : rangePools.has(pool.name)
+    return keeps ? o.network : undefined
+  }
+}
+
+/** What the invariants are judged on: one consistent view, and rule 0's way of placing a listing. */
+export interface InvariantView extends ClaimLookup {
+  readonly pods: Iterable<PodProjection>
+  readonly pod: (ref: string) => PodProjection | undefined
+  readonly pools: Iterable<ParsedPool>
+  readonly pool: (name: string) => ParsedPool | undefined
+  readonly reservation: (name: string) => ReservationRecord | undefined
+  readonly entryAt: EntryLookup
+  /** reservationNetworks over the view's NADs. */
+  readonly reservationNetwork: (pool: ParsedPool) => string | undefined
+}
+
+/** A pod whose listing is a settled fact: its ADD is done and no deletion has begun. */
+export const judged = (pod: PodProjection): boolean => pod.phase === "Running" && pod.deletionTimestamp === undefined
+
+const identity = (pod: PodProjection): PodIdentity => ({ namespace: pod.namespace, name: pod.name, uid: pod.uid })
+
+/** An address a judged pod lists on a whereabouts network it can place. */
+interface Listing {
+  readonly pod: PodProjection
+  readonly ref: string
+  readonly network: string
+  readonly ip: IPAddress
+  readonly where: Extract<ListedIn, { _tag: "Network" }>
+}
+
+const listedIP = (text: string): IPAddress | undefined => parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
+
+/** The addresses a pod lists that belong to a whereabouts network it can place. */
+const listingsOf = (pod: PodProjection, view: InvariantView): ReadonlyArray<Listing> => {
+  const entries = pod.networkStatus === undefined ? undefined : readNetworkStatus(pod.networkStatus)
+  if (entries === undefined) return []
+  const ref = podRef(pod)
+  const out: Array<Listing> = []
+  for (const e of entries) {
+    // The cluster network's entry: rule 0 keeps it everywhere, but no pool is known to owe it.
+    if (e.default === true && !e.name.includes("/")) continue
+    const nad = statusAttachment(e, pod.namespace)
+    for (const text of e.ips ?? []) {
+      const ip = listedIP(text)
+      const where = ip === undefined ? undefined : listedIn(pod, nad, ip, view)
+      if (ip !== undefined && where?._tag === "Network") out.push({ pod, ref, network: `${nad.namespace}/${nad.name}`, ip, where })
+    }
+  }
+  return out
+}
+
+/** A violation of one listing's pod (addresses are formatted only for what is reported). */
+const ofListing = (l: Listing, kind: InvariantKind, pools: ReadonlyArray<string>, holder: string | undefined, message: (ip: string) => string): InvariantViolation => ({
+  kind,
+  id: `${kind}|${l.ref}|${l.pod.uid}|${ipKey(l.ip)}|${pools.join(",")}|${holder ?? ""}`,
+  ip: l.ip,
+  pods: [identity(l.pod)],
+  pools,
+  reservation: l.where.reservation,
+  holder,
+  message: message(formatIP(l.ip))
+})
+
+/** live-not-held, held-for-another or reservation-drift of one listing, if any. */
+const holdingOf = (l: Listing, view: InvariantView): InvariantViolation | undefined => {
+  let other: { readonly pool: string; readonly entry: PoolEntry } | undefined
+  let own: string | undefined
+  for (const name of l.where.pools) {
+    const pool = view.pool(name)
+    const entry = pool === undefined ? undefined : view.entryAt(pool, l.ip)
+    if (entry?.podref === l.ref) {
+      own = name
+      break
+    }
+    if (entry !== undefined) other ??= { pool: name, entry }
+  }
+  if (own === undefined && other === undefined) {
+    return ofListing(l, "live-not-held", l.where.pools, undefined, (ip) => notHeldMessage(ip, l.ref, l.network, l.where.pools[0]!))
+  }
+  if (own === undefined) {
+    const { pool, entry } = other!
+    return ofListing(l, "held-for-another", [pool], entry.podref, (ip) => heldForAnotherMessage(ip, l.ref, l.network, pool, entry.podref))
+  }
+  const name = l.where.reservation
+  if (name === undefined) return undefined
+  const owner = view.reservation(name)?.podref
+  if (owner === l.ref) return undefined
+  return ofListing(l, "reservation-drift", [own], owner, (ip) => reservationDriftMessage(ip, l.ref, own, name, owner))
+}
+
+/** One id per address and set of pods, whether they list it or their entries hold it: one report for both. */
+const duplicateId = (ip: IPAddress, pods: ReadonlyArray<PodProjection>): string =>
+  `duplicate|${ipKey(ip)}|${[...new Set(pods.map((p) => `${podRef(p)}@${p.uid}`))].sort().join(",")}`
+
+/** A duplicate when another judged pod listed the address in one of this listing's domains first. */
+const listedTwice = (l: Listing, first: Map<DomainKey, Listing>): ReadonlyArray<InvariantViolation> => {
+  const out: Array<InvariantViolation> = []
+  for (const domain of listedDomains(l.where, l.ip)) {
+    const earlier = first.get(domain)
+    if (earlier === undefined) first.set(domain, l)
+    else if (earlier.ref !== l.ref) {
+      out.push({
+        kind: "duplicate",
+        id: duplicateId(l.ip, [earlier.pod, l.pod]),
+        ip: l.ip,
+        pods: [identity(earlier.pod), identity(l.pod)],
+        pools: [...new Set([...earlier.where.pools, ...l.where.pools])],
+        reservation: l.where.reservation,
+        holder: undefined,
+        message: listedTwiceMessage(formatIP(l.ip), { pod: earlier.ref, network: earlier.network }, { pod: l.ref, network: l.network })
+      })
+    }
+  }
+  return out
+}
+
+/** Groups of two or more pools whose ranges overlap (one family, sorted by first address). */
+const overlappingGroups = (pools: ReadonlyArray<ParsedPool>): ReadonlyArray<ReadonlyArray<ParsedPool>> => {
+  const ranged = pools.flatMap((p) => (p.cidr === undefined ? [] : [{ p, family: p.cidr.family, first: networkOf(p.cidr), last: lastOf(p.cidr) }]))
+  ranged.sort((a, b) => a.family - b.family || (a.first < b.first ? -1 : a.first > b.first ? 1 : 0))
+  const groups: Array<Array<ParsedPool>> = []
+  let group: Array<ParsedPool> = []
+  let end = -1n
+  let family = 0
+  for (const r of ranged) {
+    if (r.family === family && r.first <= end) {
+      group.push(r.p)
+      if (r.last > end) end = r.last
+      continue
+    }
+    if (group.length > 1) groups.push(group)
+    ;[group, end, family] = [[r.p], r.last, r.family]
+  }
+  if (group.length > 1) groups.push(group)
+  return groups
+}
+
+/** Entries of overlapping pools of one reservation-keeping network that hold one address for two judged pods. */
+const heldTwice = (pools: ReadonlyArray<ParsedPool>, view: InvariantView): ReadonlyArray<InvariantViolation> => {
+  const out: Array<InvariantViolation> = []
+  for (const group of overlappingGroups(pools)) {
+    const byIP = new Map<string, Array<{ readonly pool: string; readonly entry: PoolEntry; readonly pod: PodProjection }>>()
+    for (const pool of group) {
+      for (const entry of pool.entries) {
+        const pod = view.pod(entry.podref)
+        if (pod === undefined || !judged(pod)) continue
+        const k = ipKey(entry.ip)
+        const holders = byIP.get(k)
+        if (holders === undefined) byIP.set(k, [{ pool: pool.name, entry, pod }])
+        else holders.push({ pool: pool.name, entry, pod })
+      }
+    }
+    for (const holders of byIP.values()) {
+      if (new Set(holders.map((h) => h.entry.podref)).size < 2) continue
+      holders.sort((a, b) => a.pool.localeCompare(b.pool) || a.entry.podref.localeCompare(b.entry.podref))
+      const named = holders.map((h) => ({ pod: h.entry.podref, pool: h.pool }))
+      out.push({
+        kind: "duplicate",
+        id: duplicateId(holders[0]!.entry.ip, holders.map((h) => h.pod)),
+        ip: holders[0]!.entry.ip,
+        pods: [...new Map(holders.map((h) => [h.entry.podref, identity(h.pod)])).entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, p]) => p),
+        pools: [...new Set(holders.map((h) => h.pool))],
+        reservation: undefined,
+        holder: undefined,
+        message: heldTwiceMessage(formatIP(holders[0]!.entry.ip), named)
+      })
+    }
+  }
+  return out
+}
+
+/** The pools that keep reservations, by the network name those are named with. */
+const reservingPools = (view: InvariantView): ReadonlyMap<string, ReadonlyArray<ParsedPool>> => {
+  const byNetwork = new Map<string, Array<ParsedPool>>()
+  for (const pool of view.pools) {
+    if (pool.entries.length === 0) continue
+    const network = view.reservationNetwork(pool)
+    if (network === undefined) continue
+    const list = byNetwork.get(network)
+    if (list === undefined) byNetwork.set(network, [pool])
+    else list.push(pool)
+  }
+  return byNetwork
+}
+
+/**
+ * Every violation the view shows, once each. Linear in pods and pool entries: each judged pod's
+ * status is read once (without Schema), entries are found by offset; only pools of one
+ * reservation-keeping network whose ranges overlap are indexed by address.
+ */
+export const invariantViolations = (view: InvariantView): ReadonlyArray<InvariantViolation> => {
+  const found = new Map<string, InvariantViolation>()
+  const add = (v: InvariantViolation | undefined) => {
+    if (v !== undefined && !found.has(v.id)) found.set(v.id, v)
+  }
+  const first = new Map<DomainKey, Listing>()
+  for (const pod of view.pods) {
+    if (!judged(pod)) continue
+    for (const l of listingsOf(pod, view)) {
+      listedTwice(l, first).forEach(add)
+      add(holdingOf(l, view))
+    }
+  }
+  for (const pools of reservingPools(view).values()) if (pools.length > 1) heldTwice(pools, view).forEach(add)
+  return [...found.values()]
+}
+
+/** How many violations of each kind, every kind named. */
+export const countByKind = (violations: Iterable<InvariantViolation>): Readonly<Record<InvariantKind, number>> => {
+  const counts: Record<InvariantKind, number> = { "live-not-held": 0, "held-for-another": 0, duplicate: 0, "reservation-drift": 0 }
+  for (const v of violations) counts[v.kind]++
+  return counts
+}
