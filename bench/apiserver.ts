@@ -33,6 +33,10 @@ import { makePhases } from "./lib/phases.ts"
 import { bundle } from "../scripts/build.ts"
 import { upstreamComparison } from "./lib/upstream.ts"
 
+if (process.argv.includes("--help")) {
+  process.stdout.write("npm run bench:apiserver   the scenarios on a real kube-apiserver + etcd; environment: BENCH_FULL=1, BENCH_SCALE=quick, UPSTREAM_PODS=n, BENCH_UPSTREAM=0 (bench/apiserver.ts's header says what each does)\n")
+  process.exit(0)
+}
 const quick = process.env["BENCH_SCALE"] === "quick"
 const full = process.env["BENCH_FULL"] === "1"
 const S = quick
@@ -349,7 +353,7 @@ try {
   })
   sections.push({
     title: "Memory and informer sync (real API server)",
-    body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status) on ${STEADY_NODES} Ready Node objects, each attached to ${S.perPod} of 10 networks: 10 pools of ${(S.steadyPods * S.perPod) / 10} allocations and ${S.steadyPods * S.perPod} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The image's run is \`${Object.entries(image.env).filter(([k]) => k.startsWith("MALLOC_")).map(([k, v]) => `${k}=${v}`).join(" ")} node ${image.flags.join(" ")} bench/.build/main.js run\`: the bundle the image's build makes (scripts/build.ts) with the environment and node flags of its ENV and ENTRYPOINT, the heap percentage turned into the cap it gives under the deployment's memory limit (${HEAP_CAP}). The controller gives unused heap back to the OS once its caches synced, after each sweep and after a mass deletion (src/programs/memory.ts); the RSS is read 10 s after the start-up sweep. \`rss-ours-dist-idle\` ran against the same API server just before the steady world was built. Where the memory goes: \`node bench/rss-probe.ts\` builds the same world and reports the V8 heap spaces and a heap-snapshot summary. Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at QPS 20/burst 30) in the benchmark process, three times each, alternating.\n\n${table(
+    body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status) on ${STEADY_NODES} Ready Node objects, each attached to ${S.perPod} of 10 networks: 10 pools of ${(S.steadyPods * S.perPod) / 10} allocations and ${S.steadyPods * S.perPod} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The image's run is \`${Object.entries(image.env).filter(([k]) => k.startsWith("MALLOC_")).map(([k, v]) => `${k}=${v}`).join(" ")} node ${image.flags.join(" ")} bench/.build/main.js run\`: the bundle the image's build makes (scripts/build.ts) with the environment and node flags of its ENV and ENTRYPOINT, the heap percentage turned into the cap it gives under the deployment's memory limit (${HEAP_CAP}). The controller gives unused heap back to the OS once its caches synced, after each sweep and after a mass deletion (src/programs/memory.ts); the RSS is read 10 s after the start-up sweep. \`rss-ours-dist-idle\` ran against the same API server just before the steady world was built. Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at the shipped client limit) in the benchmark process, three times each, alternating.\n\n${table(
       ["process", "start → ready", "RSS after sync", "RSS 10 s later", "peak RSS", "CPU s"],
       [idle, ...rss].map((r) => [r.label, ms(r.readyMs), MiB(r.rssAfterSync), MiB(r.rss), MiB(r.hwm), fmt(r.cpu)])
     )}\n\n${table(["cache", "sync runs (ms)"], [["projection (ours)", sync.ours.map((x) => fmt(x)).join(", ")], ["full objects (baseline)", sync.baseline.map((x) => fmt(x)).join(", ")]])}`

@@ -14,7 +14,7 @@
  */
 import { fileURLToPath } from "node:url"
 import { Cause, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option, Queue, type Scope } from "effect"
-import { cidrContains, formatIP, parseCidr, parseIP } from "../src/domain/ip.ts"
+import { cidrContains, parseCidr, parseIP } from "../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus, statusAttachment } from "../src/domain/multus.ts"
 import { poolName, reservationName } from "../src/domain/pool.ts"
 import { serveEndpoints } from "../src/programs/http.ts"
@@ -205,21 +205,3 @@ const main = async () => {
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) void main()
-
-/**
- * The anchors' address search (whereabouts' IterateForAssignment): a set of every reserved IP as
- * text, then every candidate from the first usable address upwards, formatted and looked up.
- */
-export const naiveLowestFree = (cidrText: string, allocations: Readonly<Record<string, unknown>>): string | undefined => {
-  const cidr = parseCidr(cidrText)
-  if (cidr === undefined) return undefined
-  const reserved = new Set<string>()
-  for (const key of Object.keys(allocations)) reserved.add(formatIP({ family: cidr.family, value: cidr.address + BigInt(key) }))
-  const hostBits = BigInt((cidr.family === 4 ? 32 : 128) - cidr.prefix)
-  const last = cidr.address + (1n << hostBits) - 2n
-  for (let ip = cidr.address + 1n; ip <= last; ip++) {
-    const text = formatIP({ family: cidr.family, value: ip })
-    if (!reserved.has(text)) return text
-  }
-  return undefined
-}

@@ -1,31 +1,32 @@
 /**
- * One interface over the two places the scenarios run: the in-memory API server (contenders in
- * process) and a real kube-apiserver (contenders as processes). A scenario is written once over
- * `BenchEnv`; its own calls go through the driver KubeApi in context (unlimited, uncounted).
+ * Where the scenarios run: a real kube-apiserver, the contenders as processes. A scenario is
+ * written over `BenchEnv`; its own calls go through the driver KubeApi in context (unlimited,
+ * uncounted).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, Logger, LogLevel, type Scope } from "effect"
+import { Effect, type Scope } from "effect"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { type BenchPlane, cpuSeconds, planePids } from "./controlplane.ts"
-import { type Limits, memoryWorld, startContender } from "./memenv.ts"
 import { type Kind, type Proc, spawnContender, waitMetric } from "./proc.ts"
 import { type Sample, sum } from "./prom.ts"
 
-export type { Kind, Limits }
+export type { Kind }
+
+export interface Limits {
+  /** Requests per second; 0 = no client-side limit. */
+  readonly qps: number
+  readonly burst: number
+}
 
 export interface Contender {
   readonly kind: Kind
   readonly scrape: Effect.Effect<ReadonlyArray<Sample>>
-  /** In memory: requests its client-side rate limiter let through so far (counted on admission). */
-  readonly admitted?: () => number
-  /** The process, on a real API server. */
-  readonly proc?: Proc
+  readonly proc: Proc
 }
 
 export interface BenchEnv {
-  readonly name: "memory" | "apiserver"
   /** Starts a contender for the scope: synced, its start-up sweep (controller) done. */
   readonly start: (kind: Kind, limits: Limits, label: string, config?: Partial<ControllerConfig.ControllerConfigShape>) => Effect.Effect<Contender, Error, Scope.Scope>
   /** Cumulative CPU seconds per process of the system (apiserver, etcd, contender, bench). */
@@ -37,28 +38,11 @@ const benchCpu = () => {
   return (u.user + u.system) / 1e6
 }
 
-/** A fresh in-memory world for one run; returns the env and the driver KubeApi. */
-export const memoryEnv = (latency: string) => {
-  const world = memoryWorld({ latency: latency as `${number} millis` })
-  const env: BenchEnv = {
-    name: "memory",
-    start: (kind, limits, _label, config = {}) =>
-      Effect.map(
-        // The contender's log lines would flood the benchmark's output: warnings and errors only.
-        startContender(world, kind, limits, config).pipe(Logger.withMinimumLogLevel(LogLevel.Warning)),
-        (h): Contender => ({ kind, scrape: h.scrape, admitted: h.admitted })
-      ),
-    cpu: () => ({ "bench process (API server, contender and driver)": benchCpu() })
-  }
-  return { env, driver: world.driver, state: world.state }
-}
-
 /** The env over a running control plane; contenders are spawned with logs in `logDir`. */
 export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: ReadonlyArray<string>; readonly oursScript?: string } = {}) => {
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-bench-"))
   const pids = planePids(plane)
   const env: BenchEnv = {
-    name: "apiserver",
     start: (kind, limits, label, config = {}) =>
       Effect.gen(function* () {
         const extra: Record<string, string> = {}
@@ -95,7 +79,7 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
     cpu: (c) => ({
       "kube-apiserver": pids.apiserver === undefined ? Number.NaN : cpuSeconds(pids.apiserver),
       etcd: pids.etcd === undefined ? Number.NaN : cpuSeconds(pids.etcd),
-      contender: c?.proc === undefined ? Number.NaN : cpuSeconds(c.proc.pid),
+      contender: c === undefined ? Number.NaN : cpuSeconds(c.proc.pid),
       "bench driver": benchCpu(),
       "stolen by the hypervisor": stolenSeconds()
     })
@@ -120,8 +104,6 @@ export const stolenSeconds = (): number => {
 /** after − before, per key. */
 export const cpuDelta = (before: Record<string, number>, after: Record<string, number>): Record<string, number> =>
   Object.fromEntries(Object.keys(after).map((k) => [k, Math.round(((after[k] ?? 0) - (before[k] ?? 0)) * 100) / 100]))
-
-export const defaults = ControllerConfig.defaults
 
 /** The client-side request limit `deploy/` ships (the controller's defaults; QPS 0: none). */
 export const SHIPPED: Limits = { qps: ControllerConfig.DEFAULTS.apiQps, burst: ControllerConfig.DEFAULTS.apiBurst }

@@ -1,4 +1,4 @@
-/** Summary rows and detail tables of the scenarios, shared by both benchmark commands. */
+/** Summary rows and detail tables of the scenarios. */
 import { count, type IsolatedRun, type MassRun, type SingleRun } from "./scenarios.ts"
 import { type Row, table, yesNo } from "./results.ts"
 import { excessOver } from "./live.ts"
@@ -276,7 +276,7 @@ export const isolatedRows = (label: string, ours: IsolatedRun, baseline: Isolate
 export { fmt, ms, sec, spread, table, yesNo }
 
 /** Client rate limit rows: the highest one-second and ten-second request rates against the limit. */
-export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: "contender" | "server" | "admitted") => {
+export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: "contender" | "server") => {
   const r = (m: MassRun) => (side === "server" ? m.serverRates : m.rates)
   const qps = ours.limits.qps
   const burst = ours.limits.burst
@@ -287,7 +287,7 @@ export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: 
   const excess = (x: typeof o) => (x?.points === undefined ? undefined : excessOver(x.points, qps))
   const eo = excess(o)
   const met = eo === undefined ? undefined : eo <= burst
-  const source = side === "server" ? "API server's apiserver_request_total" : side === "admitted" ? "requests the contender's limiter let through, counted on admission" : "contender's api_requests_total"
+  const source = side === "server" ? "API server's apiserver_request_total" : "contender's api_requests_total"
   const rows: Array<Row> = [
     {
       scenario: label,

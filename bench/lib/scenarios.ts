@@ -1,7 +1,7 @@
 /**
- * The scenarios, written once over BenchEnv: mass deletion (optionally racing an allocator),
- * single deletions at a steady rate, one isolated pod, and informer sync. Each returns raw
- * numbers; bench/memory.ts and bench/apiserver.ts turn them into rows and tables.
+ * The scenarios, over BenchEnv: mass deletion (optionally racing an allocator), single deletions
+ * at a steady rate (and their floor: the requests alone), one isolated pod, and informer sync.
+ * Each returns raw numbers; bench/apiserver.ts turns them into rows and tables.
  */
 import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope, Stream } from "effect"
 import { REASON_GARBAGE_COLLECTED, garbageCollectedMessage } from "../../src/domain/events.ts"
@@ -215,13 +215,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const m0 = yield* c.scrape
         const s0 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu0 = env.cpu(c)
-        // In memory the limiter's own admissions (exact); a process only has its completed requests.
-        const admitted = c.admitted
-        const sampler = rateSampler(
-          admitted !== undefined
-            ? async () => admitted()
-            : () => Effect.runPromise(Effect.map(c.scrape, (s) => sum(s, API, (l) => l["verb"] !== "watch" && l["resource"] !== "leases")))
-        )
+        const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => sum(s, API, (l) => l["verb"] !== "watch" && l["resource"] !== "leases"))))
         const serverSampler = o.serverRates === true && o.serverCounts !== undefined ? rateSampler(async () => serverTotal(await o.serverCounts!())) : undefined
         const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
         const del = yield* deleteAll(started)
@@ -269,7 +263,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         } satisfies MassRun
       })
     )
-    if (env.name === "apiserver") yield* clearPools
+    yield* clearPools
     return run
   })
 
@@ -427,7 +421,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         } satisfies SingleRun
       })
     )
-    if (env.name === "apiserver") yield* clearPools
+    yield* clearPools
     return run
   })
 
@@ -471,18 +465,18 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
         return { kind, samples, latencyMs } satisfies IsolatedRun
       })
     )
-    if (env.name === "apiserver") yield* clearPools
+    yield* clearPools
     return run
   }).pipe(Effect.mapError((e) => (e instanceof Error ? e : new Error(String(e)))))
 
 /** List + watch of every pod until synced, caching projections (ours) or whole objects (baseline); ms. */
-export const informerSync = (kind: Kind, pageSize?: number) =>
+export const informerSync = (kind: Kind) =>
   Effect.scoped(
     Effect.gen(function* () {
       const t = performance.now()
       const informer =
         kind === "ours"
-          ? yield* makeInformer({ resource: R.Pods, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion, ...(pageSize === undefined ? {} : { pageSize }) })
+          ? yield* makeInformer({ resource: R.Pods, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion })
           : yield* makeInformer<KubeObject>({
               resource: R.Pods,
               transform: (o) => o,
@@ -614,6 +608,6 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
         } satisfies FloorRun
       })
     )
-    if (env.name === "apiserver") yield* clearPools
+    yield* clearPools
     return run
   })
