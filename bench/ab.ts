@@ -39,13 +39,16 @@ import { count, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { takeNumber } from "./lib/args.ts"
 import { spread } from "./lib/stats.ts"
 
+const USAGE = "usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n --burst n] [--fresh] <checkout> [<checkout> …]"
 const args = process.argv.slice(2)
+if (args.includes("--help")) {
+  process.stdout.write(`${USAGE}\n(bench/ab.ts's header says what each scenario measures)\n`)
+  process.exit(0)
+}
 const option = (name: string, fallback: number) => takeNumber(args, name, fallback)
 const scenario = args.shift()
 const PODS = { mass: 1_000, single: 300, rss: 10_000 } as const
-if (scenario !== "mass" && scenario !== "single" && scenario !== "rss") {
-  throw new Error("usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n --burst n] [--fresh] <checkout> [<checkout> …]")
-}
+if (scenario !== "mass" && scenario !== "single" && scenario !== "rss") throw new Error(USAGE)
 const runs = option("--runs", 3)
 const pods = option("--pods", PODS[scenario])
 const perPod = option("--per-pod", 1)

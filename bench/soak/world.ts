@@ -7,7 +7,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Duration, Effect } from "effect"
+import { Effect } from "effect"
 import { addOffset, cidrAddress, formatIP, parseCidr } from "../../src/domain/ip.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
@@ -153,5 +153,3 @@ export const controllerKubeconfig = (admin: Credentials, server: string, dir: st
     fs.mkdirSync(dir, { recursive: true })
     return writeTokenKubeconfig(path.join(dir, "controller.kubeconfig"), { ...admin, server }, rbac.serviceAccount, token)
   })
-
-export const RETRY = Duration.seconds(1)
