@@ -35,7 +35,9 @@ EXPOSE 8080 8081
 # the container; 16 MiB semi-spaces keep it small. glibc's allocator keeps an arena per thread
 # and large blocks after the first is freed (its mmap threshold adapts upwards), so the buffers
 # of the first full lists stay resident: two arenas and a fixed 128 KiB threshold and trim give
-# them back. What each of these saved is in BENCHMARKS.md's Decisions table.
+# them back. --expose-gc lets the controller run one compacting collection after a burst (the
+# first lists, a sweep, a mass deletion), which hands the heap V8 grew for it back to the OS
+# (src/programs/memory.ts). What each of these saved is in BENCHMARKS.md's Decisions table.
 ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072
-ENTRYPOINT ["/nodejs/bin/node", "--max-old-space-size-percentage=40", "--max-semi-space-size=16", "dist/main.js"]
+ENTRYPOINT ["/nodejs/bin/node", "--max-old-space-size-percentage=40", "--max-semi-space-size=16", "--expose-gc", "dist/main.js"]
 CMD ["run"]

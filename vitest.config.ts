@@ -7,6 +7,8 @@ export default defineConfig({
     // Controller logs are evidence when a test fails and noise when it passes.
     silent: "passed-only",
     hookTimeout: 120_000,
+    // --expose-gc as the image's ENTRYPOINT passes it: the controller's heap reclaim (src/programs/memory.ts) runs.
+    poolOptions: { forks: { execArgv: ["--expose-gc"] } },
     projects: [
       {
         extends: true,

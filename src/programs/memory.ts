@@ -5,29 +5,12 @@
  * once the caches are synced. A full, compacting collection right after such a burst returns the
  * rest; its pause is short next to the burst (BENCHMARKS.md's Decisions table).
  *
- * Node exposes that collection only through `gc()`, behind --expose-gc; the flag can be set at
- * run time and the function taken from a fresh context (as Jest's --logHeapUsage does), so no
- * node flag is needed to run the controller. Where that is refused, nothing is reclaimed.
+ * Node exposes that collection only as `gc()`, behind --expose-gc, which the image's ENTRYPOINT
+ * passes (as the tests do). Run without it (`npm start`), nothing is reclaimed.
  */
-import * as v8 from "node:v8"
-import * as vm from "node:vm"
 import { Clock, Effect, Schedule } from "effect"
 
 type CollectGarbage = (options?: { readonly type?: "major" | "minor"; readonly execution?: "sync" | "async"; readonly flavor?: "regular" | "last-resort" }) => void
-
-let collector: CollectGarbage | undefined | null = null
-
-const collectGarbage = (): CollectGarbage | undefined => {
-  if (collector !== null) return collector
-  const exposed = (globalThis as { gc?: CollectGarbage }).gc
-  try {
-    if (exposed === undefined) v8.setFlagsFromString("--expose-gc")
-    collector = exposed ?? (vm.runInNewContext("gc") as CollectGarbage)
-  } catch {
-    collector = undefined
-  }
-  return collector
-}
 
 const MiB = (bytes: number) => Math.round(bytes / 2 ** 20)
 
@@ -37,8 +20,8 @@ const MiB = (bytes: number) => Math.round(bytes / 2 ** 20)
  */
 export const reclaimMemory = (after: string): Effect.Effect<void> =>
   Effect.suspend(() => {
-    const gc = collectGarbage()
-    if (gc === undefined) return Effect.logDebug("cannot reclaim memory: gc() is not available").pipe(Effect.annotateLogs({ after }))
+    const gc = (globalThis as { gc?: CollectGarbage }).gc
+    if (gc === undefined) return Effect.logDebug("cannot reclaim memory: node runs without --expose-gc").pipe(Effect.annotateLogs({ after }))
     const before = process.memoryUsage()
     const started = performance.now()
     gc({ type: "major", execution: "sync", flavor: "last-resort" })

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, HashMap, Logger } from "effect"
+import { Effect, HashMap, LogLevel, Logger } from "effect"
 import { reclaimMemory } from "../../src/programs/memory.ts"
 
 describe("reclaimMemory", () => {
-  it.effect("shrinks the heap a burst grew, without --expose-gc, and logs the pause", () =>
+  it.effect("shrinks the heap a burst grew and logs the pause (node runs with --expose-gc, as in the image)", () =>
     Effect.gen(function* () {
       const lines: Array<Record<string, unknown>> = []
       const logger = Logger.make(({ message, annotations }) => {
@@ -21,6 +21,22 @@ describe("reclaimMemory", () => {
       expect(lines).toHaveLength(1)
       expect(lines[0]).toMatchObject({ message: "returned unused heap memory to the operating system", after: "test burst" })
       expect(typeof lines[0]!["pauseMs"]).toBe("number")
+    })
+  )
+
+  it.effect("without --expose-gc reclaims nothing and says so at debug", () =>
+    Effect.gen(function* () {
+      const lines: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => void lines.push(`${logLevel.label} ${String(message)}`))
+      const global = globalThis as { gc?: unknown }
+      const gc = global.gc
+      global.gc = undefined
+      yield* reclaimMemory("test").pipe(
+        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+        Logger.withMinimumLogLevel(LogLevel.Debug),
+        Effect.ensuring(Effect.sync(() => void (global.gc = gc)))
+      )
+      expect(lines).toEqual(["DEBUG cannot reclaim memory: node runs without --expose-gc"])
     })
   )
 })
