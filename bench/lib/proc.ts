@@ -84,7 +84,9 @@ export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> 
   const script = o.script ?? (kind === "ours" ? path.join(ROOT, "src/programs/main.ts") : path.join(ROOT, "bench/baseline.ts"))
   const logFile = path.join(o.logDir, `${o.label}.log`)
   const fd = fs.openSync(logFile, "w")
-  const child: ChildProcess = spawn(process.execPath, [...(o.nodeArgs ?? []), script, "run"], {
+  // Ours with --expose-gc unless the image's flags are given (which hold it): its heap reclaim runs as deployed.
+  const nodeArgs = o.nodeArgs ?? (kind === "ours" ? ["--expose-gc"] : [])
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, script, "run"], {
     cwd: ROOT,
     stdio: ["ignore", fd, fd],
     env: {
