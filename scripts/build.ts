@@ -9,8 +9,8 @@
  * Identifiers are kept, so stack traces still name functions. Licence comments go to
  * dist/main.js.LEGAL.txt.
  *
- * client-node's KubeConfig is bundled without its generated API, as the entry point's module hook
- * does for unbundled runs (src/services/live/slim-client-node.ts).
+ * client-node's KubeConfig is bundled without its generated API (src/services/live/client-node-gen.ts):
+ * loading it then adds 34 MiB of RSS instead of 74 MiB (BENCHMARKS.md's Decisions table).
  *
  *   node scripts/build.ts [outdir]        (default dist/)
  */
@@ -77,7 +77,7 @@ export const bundleWithInputs = async (outdir: string): Promise<{ readonly outfi
         }
       },
       {
-        // app.ts loads the demo with a dynamic import; a static one from production code fails the build.
+        // main.ts loads the demo with a dynamic import; a static one from production code fails the build.
         name: "no-testing",
         setup: (build) => {
           build.onResolve({ filter: /testing[\\/]/ }, (args) => {

@@ -50,12 +50,15 @@ describe("layering", () => {
 })
 
 describe("the image's bundle", () => {
-  it("holds no in-memory API server, CNI simulation, demo or fast-json-patch", async () => {
+  it("holds no in-memory API server, CNI simulation, demo or fast-json-patch, nor client-node's generated API", async () => {
     const outdir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-arch-"))
     try {
       const { inputs } = await bundleWithInputs(outdir)
       expect(inputs.some((i) => i.startsWith("src/programs/main.ts"))).toBe(true)
       expect(inputs.filter((i) => i.startsWith("src/testing/") || i.includes("node_modules/fast-json-patch/"))).toEqual([])
+      // client-node's KubeConfig without its generated API: the slim module in, no generated API class or model.
+      expect(inputs).toContain("src/services/live/client-node-gen.ts")
+      expect(inputs.filter((i) => /client-node\/dist\/gen\/(index|apis\/|models\/all)/.test(i))).toEqual([])
     } finally {
       fs.rmSync(outdir, { recursive: true, force: true })
     }
