@@ -41,6 +41,10 @@ export const parseDuration: Parse<Duration.Duration> = (text) => {
   return Either.flatMap(unsigned(t.slice(1)), (d) => (Duration.toMillis(d) === 0 ? Either.right(d) : Either.left("a duration cannot be negative")))
 }
 
+/** A duration above zero: a period, where 0 would spin. */
+export const parsePositiveDuration: Parse<Duration.Duration> = (text) =>
+  Either.flatMap(parseDuration(text), (d) => (Duration.toMillis(d) > 0 ? Either.right(d) : Either.left("must be above 0")))
+
 /** A duration in Go's syntax, as short as it reads: `500ms`, `1s`, `1m30s`, `2h`, `1.5s`. */
 export const formatDuration = (d: Duration.Duration): string => {
   const ns = Duration.unsafeToNanos(d)
@@ -106,6 +110,7 @@ export const parseChoice =
 export const parseAny: Parse<string> = (text) => Either.right(text)
 
 export const DURATION: ValueType<Duration.Duration> = { placeholder: "<duration>", example: "30s", parse: parseDuration }
+export const PERIOD: ValueType<Duration.Duration> = { placeholder: "<duration>", example: "1m", parse: parsePositiveDuration }
 export const COUNT: ValueType<number> = { placeholder: "<count>", example: "4", parse: parseCount(1) }
 export const PORT: ValueType<number> = { placeholder: "<port>", example: "8080", parse: parsePort }
 export const RATE: ValueType<number> = { placeholder: "<qps>", example: "20", parse: parseRate }

@@ -16,6 +16,7 @@ import {
   DURATION,
   NAME,
   PATH,
+  PERIOD,
   PORT,
   RATE,
   RATIO,
@@ -146,6 +147,24 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", value: ADDRESS, note: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
   { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", value: DURATION, key: "shutdownTimeout", help: "on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + --renew-deadline + 2 s, then the process exits 1", commands: runOnly },
   { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", value: RATIO, key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric (preflight warns at it too)", commands: ["run", "preflight"] },
+  {
+    flag: "invariant-interval",
+    env: "INVARIANT_INTERVAL",
+    kind: "string",
+    value: PERIOD,
+    key: "invariantInterval",
+    help: "how often the leader checks, on its caches alone (no API request), that every running pod holds the addresses its status lists and that none is used twice; also after each sweep",
+    commands: runOnly
+  },
+  {
+    flag: "invariant-grace",
+    env: "INVARIANT_GRACE",
+    kind: "string",
+    value: DURATION,
+    key: "invariantGrace",
+    help: "how long such a violation must last before it is reported (an ADD in progress never is); audit judges only pods Ready for this long",
+    commands: ["run", "audit"]
+  },
   {
     flag: "prune-slice-pools",
     env: "PRUNE_SLICE_POOLS",

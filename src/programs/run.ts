@@ -1,6 +1,6 @@
 /**
  * The controller as deployed: probes and metrics, leader election, and while leader the
- * deletion loop, the start-up sweep, the cron sweep and the pool-usage monitor.
+ * deletion loop, the start-up sweep, the cron sweep, the pool-usage and the invariant monitors.
  */
 import { Duration, Effect, Schedule, Stream, SubscriptionRef } from "effect"
 import { Caches } from "../services/Caches.ts"
@@ -9,6 +9,7 @@ import { LeaderElection } from "../services/LeaderElection.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { type RunningLoop, runDeletionLoop } from "./deletion-loop.ts"
 import { serveEndpoints } from "./http.ts"
+import { makeInvariantMonitor } from "./invariant-monitor.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
 import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
 import { sweepAfterRelists } from "./relists.ts"
@@ -71,8 +72,11 @@ export const runController = Effect.scoped(
       // One sweep at a time: the start-up one, the scheduled one, and the one after a relist of the
       // pods; each runs again until it succeeds, and leaves the pods the loop holds to the loop.
       const sweeping = yield* Effect.makeSemaphore(1)
-      const sweep = sweeping.withPermits(1)(sweepUntilDone({ dryRun: config.dryRun, leave: loop.podrefsHeld }))
+      // The invariants are judged on the caches every --invariant-interval, and after each sweep.
+      const invariants = yield* makeInvariantMonitor
+      const sweep = sweeping.withPermits(1)(sweepUntilDone({ dryRun: config.dryRun, leave: loop.podrefsHeld })).pipe(Effect.tap(() => invariants.evaluate))
       yield* Effect.forkScoped(monitorPoolUsage())
+      yield* Effect.forkScoped(invariants.run)
       // Subscribed before the start-up sweep lists anything: a gap after that list is swept again.
       yield* Effect.forkScoped(sweepAfterRelists(sweep))
       if (config.sweepOnStart) yield* sweep

@@ -6,30 +6,53 @@ import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
 import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
 import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
-import { DEFAULT_IN_FLIGHT, type FlowKind, parseInFlight } from "../domain/api-flow.ts"
-import { type Parse, formatDuration, parseCount, parseDuration, parsePort, parseRate, parseRatio } from "../domain/option-values.ts"
+import { type Parse, formatDuration, parseCount, parseDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
 
-export interface ControllerConfigShape {
+/**
+ * Tuning that is not an option: what the defaults of the former options were, kept as constants
+ * because no operator has a reason to change them (BENCHMARKS.md's Decisions table has the
+ * measurement behind the batching and the bounds). In the shape so tests can shorten them.
+ */
+export interface Tuning {
+  /** Objects per page of a full list: client-go's pager's; a page of full pods is a few MB. */
+  readonly pageSize: number
+  /**
+   * One API request once sent (the wait for --api-qps not counted): a 429 or 5xx that names a
+   * Retry-After is sent again after it, so no wait longer than this is honoured.
+   */
+  readonly requestTimeout: Duration.Duration
+  /** Requests allowed at once above --api-qps (with a cap only): controller-runtime's burst. */
+  readonly apiBurst: number
+  /** Attempts per pod before giving up with a Warning Event; the next sweep frees what is left. */
+  readonly retryAttempts: number
+  /** First retry delay (doubling each attempt, jittered) and the longest: client-go's workqueue shape. */
+  readonly retryBaseDelay: Duration.Duration
+  readonly retryMaxDelay: Duration.Duration
+  /** How long a mass deletion that keeps arriving is gathered into one batch (Batcher.ts; 0: never). */
+  readonly batchWindow: Duration.Duration
+}
+
+export const TUNING: Tuning = {
+  pageSize: 500,
+  requestTimeout: Duration.seconds(30),
+  apiBurst: 30,
+  retryAttempts: 5,
+  retryBaseDelay: Duration.millis(500),
+  retryMaxDelay: Duration.seconds(30),
+  batchWindow: Duration.seconds(1)
+}
+
+/** The options, and the tuning beside them. */
+export interface ControllerConfigShape extends Tuning {
   /** Namespace of IPPools and OverlappingRangeIPReservations (`WHEREABOUTS_NAMESPACE`). */
   readonly namespace: string
   readonly kubeconfig: string | undefined
   readonly workers: number
-  /** A worker that takes a batch of at least GATHER_FROM pods waits this long for more (0: never). */
-  readonly batchWindow: Duration.Duration
-  readonly retryAttempts: number
-  readonly retryBaseDelay: Duration.Duration
-  readonly retryMaxDelay: Duration.Duration
   readonly apiQps: number
-  readonly apiBurst: number
-  /** Requests in flight at once per kind of work (ApiFlow.ts). */
-  readonly maxInFlight: Readonly<Record<FlowKind, number>>
-  readonly requestTimeout: Duration.Duration
-  readonly pageSize: number
   /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   readonly reconcileSchedule: string | undefined
   /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
   readonly scheduleConfigMap: string
-  readonly scheduleConfigMapKey: string
   /** File holding the schedule (whereabouts mounts that ConfigMap there); read when it exists. */
   readonly scheduleFile: string
   readonly sweepOnStart: boolean
@@ -47,6 +70,10 @@ export interface ControllerConfigShape {
   readonly bindAddress: string
   readonly shutdownTimeout: Duration.Duration
   readonly poolUsageThreshold: number
+  /** How often the leader judges the invariants on its caches (src/programs/invariant-monitor.ts). */
+  readonly invariantInterval: Duration.Duration
+  /** How long a violation must last before it is reported; audit judges pods Ready this long. */
+  readonly invariantGrace: Duration.Duration
   /** Extra flat-file path tried first (whereabouts.conf defaults for NADs). */
   readonly flatConfigPath: string | undefined
   /** Sweeps delete empty node-slice pools whose NodeSlicePool gives their slice to no node, or to another. */
@@ -75,15 +102,7 @@ export class ControllerConfig extends Context.Tag("whereabouts-controller/Contro
 export const DEFAULTS = {
   namespace: "kube-system",
   workers: 4,
-  batchWindow: Duration.seconds(1),
-  retryAttempts: 5,
-  retryBaseDelay: Duration.millis(500),
-  retryMaxDelay: Duration.seconds(30),
   apiQps: 0,
-  apiBurst: 30,
-  maxInFlight: DEFAULT_IN_FLIGHT,
-  requestTimeout: Duration.seconds(30),
-  pageSize: 500,
   sweepOnStart: true,
   dryRun: false,
   leaderElect: true,
@@ -96,8 +115,9 @@ export const DEFAULTS = {
   bindAddress: "",
   shutdownTimeout: Duration.seconds(30),
   poolUsageThreshold: 0.9,
+  invariantInterval: Duration.minutes(1),
+  invariantGrace: Duration.minutes(1),
   scheduleConfigMap: "whereabouts-config",
-  scheduleConfigMapKey: "cron-expression",
   scheduleFile: "/cron-schedule/config",
   pruneSlicePools: false,
   freeTerminalPods: true,
@@ -117,11 +137,6 @@ const parsed = <A>(key: string, parse: Parse<A>) =>
 const duration = (key: string, fallback: Duration.Duration) => parsed(key, parseDuration).pipe(Config.withDefault(fallback))
 const count = (key: string, fallback: number) => parsed(key, parseCount(1)).pipe(Config.withDefault(fallback))
 const port = (key: string, fallback: number) => parsed(key, parsePort).pipe(Config.withDefault(fallback))
-/** `kind=n,...`: the kinds named change, the others keep their defaults. */
-export const parseMaxInFlight: Parse<Readonly<Record<FlowKind, number>>> = (text) => {
-  const parsed = parseInFlight(text)
-  return "ok" in parsed ? Either.right(parsed.ok) : Either.left(parsed.error)
-}
 const optionalString = (key: string) => Config.option(Config.nonEmptyString(key)).pipe(Config.map(Option.getOrUndefined))
 const D = DEFAULTS
 
@@ -130,18 +145,9 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault(D.namespace)),
   kubeconfig: optionalString("KUBECONFIG"),
   workers: count("WORKERS", D.workers),
-  batchWindow: duration("BATCH_WINDOW", D.batchWindow),
-  retryAttempts: count("RETRY_ATTEMPTS", D.retryAttempts),
-  retryBaseDelay: duration("RETRY_BASE_DELAY", D.retryBaseDelay),
-  retryMaxDelay: duration("RETRY_MAX_DELAY", D.retryMaxDelay),
   apiQps: parsed("API_QPS", parseRate).pipe(Config.withDefault(D.apiQps)),
-  apiBurst: count("API_BURST", D.apiBurst),
-  maxInFlight: parsed("MAX_IN_FLIGHT", parseMaxInFlight).pipe(Config.withDefault(D.maxInFlight)),
-  requestTimeout: duration("REQUEST_TIMEOUT", D.requestTimeout),
-  pageSize: count("PAGE_SIZE", D.pageSize),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
-  scheduleConfigMapKey: Config.nonEmptyString("RECONCILE_SCHEDULE_CONFIGMAP_KEY").pipe(Config.withDefault(D.scheduleConfigMapKey)),
   scheduleFile: Config.string("RECONCILE_SCHEDULE_FILE").pipe(Config.withDefault(D.scheduleFile)),
   sweepOnStart: Config.boolean("SWEEP_ON_START").pipe(Config.withDefault(D.sweepOnStart)),
   dryRun: Config.boolean("DRY_RUN").pipe(Config.withDefault(D.dryRun)),
@@ -158,6 +164,8 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   bindAddress: Config.string("BIND_ADDRESS").pipe(Config.withDefault(D.bindAddress)),
   shutdownTimeout: duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout),
   poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio).pipe(Config.withDefault(D.poolUsageThreshold)),
+  invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration).pipe(Config.withDefault(D.invariantInterval)),
+  invariantGrace: duration("INVARIANT_GRACE", D.invariantGrace),
   flatConfigPath: optionalString("FLAT_CONFIG_PATH"),
   pruneSlicePools: Config.boolean("PRUNE_SLICE_POOLS").pipe(Config.withDefault(D.pruneSlicePools)),
   freeTerminalPods: Config.boolean("FREE_TERMINAL_PODS").pipe(Config.withDefault(D.freeTerminalPods)),
@@ -172,6 +180,7 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   // The lease lives where the controller runs (POD_NAMESPACE) unless told otherwise.
   Config.map(({ leaseNamespaceOverride, podNamespace, ...rest }) => ({
     ...rest,
+    ...TUNING,
     leaseNamespace: Option.getOrElse(Option.orElse(leaseNamespaceOverride, () => podNamespace), () => rest.namespace)
   })),
   // Refused at start-up, with the values, rather than when the elector is built.
@@ -215,6 +224,7 @@ export const defaults = (overrides: Partial<ControllerConfigShape> = {}): Contro
   const { logLevel: _l, output: _o, ...shape } = DEFAULTS
   return {
     ...shape,
+    ...TUNING,
     kubeconfig: undefined,
     reconcileSchedule: undefined,
     leaseNamespace: DEFAULTS.namespace,

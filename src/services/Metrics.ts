@@ -7,6 +7,7 @@ import { Context, Effect, Layer } from "effect"
 import * as prom from "prom-client"
 
 import { FLOW_KINDS } from "../domain/api-flow.ts"
+import type { InvariantKind } from "../domain/invariants.ts"
 import { FREE_TRIGGERS, type FreeTrigger } from "../domain/release.ts"
 
 export type { FreeTrigger }
@@ -43,6 +44,8 @@ export interface MetricsShape {
   readonly pools: (usage: ReadonlyArray<PoolUsage>, threshold: number) => Effect.Effect<void>
   readonly orphans: (kind: "allocation" | "reservation", n: number, dryRun: boolean) => Effect.Effect<void>
   readonly sweep: (result: "success" | "failure") => Effect.Effect<void>
+  /** The invariant violations the monitor currently reports (past their grace), per kind. */
+  readonly invariantViolations: (counts: Readonly<Record<InvariantKind, number>>) => Effect.Effect<void>
   readonly informerRestarts: (resource: string, n: number) => Effect.Effect<void>
   /** Prometheus text exposition. */
   readonly render: Effect.Effect<{ readonly contentType: string; readonly body: string }>
@@ -101,6 +104,7 @@ const declare = (registry: prom.Registry) => {
     poolOver: gauge("pool_usage_over_threshold", "1 when a pool's usage is at or over the threshold.", ["pool"]),
     orphans: gauge("orphans", "Orphans found by the last sweep (in dry-run: what would be freed).", ["kind", "dry_run"]),
     sweeps: counter("sweeps_total", "Full orphan sweeps, by result.", ["result"]),
+    violations: gauge("invariant_violations", "Invariant violations reported now (past their grace), by kind.", ["kind"]),
     restarts: counter("informer_restarts_total", "Informer restarts after errors.", ["resource"])
   }
 }
@@ -164,9 +168,9 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
     leader: (is) =>
       Effect.sync(() => {
         m.leader.set(is ? 1 : 0)
-        // What only the leader measures goes with the lease: a standby's last pool usage and orphan
-        // counts would go stale beside the new leader's on a dashboard.
-        if (!is) for (const g of [...poolGauges, m.orphans]) g.reset()
+        // What only the leader measures goes with the lease: a standby's last pool usage, orphan
+        // and invariant counts would go stale beside the new leader's on a dashboard.
+        if (!is) for (const g of [...poolGauges, m.orphans, m.violations]) g.reset()
       }),
     pools: (usage, threshold) =>
       Effect.sync(() => {
@@ -180,6 +184,10 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
       }),
     orphans: (kind, n, dryRun) => Effect.sync(() => m.orphans.set({ kind, dry_run: String(dryRun) }, n)),
     sweep: (result) => Effect.sync(() => m.sweeps.inc({ result })),
+    invariantViolations: (counts) =>
+      Effect.sync(() => {
+        for (const [kind, n] of Object.entries(counts)) m.violations.set({ kind }, n)
+      }),
     informerRestarts: (resource, n) => Effect.sync(() => m.restarts.inc({ resource }, n)),
     render: Effect.promise(async () => ({ contentType: registry.contentType, body: await registry.metrics() })),
     value: (name, labels = {}) => Effect.promise(() => readValue(registry, name, labels))

@@ -104,6 +104,8 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   "bind-address": "::",
   "shutdown-timeout": "20 seconds",
   "pool-usage-threshold": 0.75,
+  "invariant-interval": "30s",
+  "invariant-grace": "2 minutes",
   "prune-slice-pools": true,
   "free-terminal-pods": false,
   "free-evicted-pods": false,

@@ -47,6 +47,7 @@ const exportedByController = Effect.gen(function* () {
     pools: m.pools([{ pool: "10.0.0.0-24", size: 254, used: 1, free: 253 }], 0.9),
     orphans: m.orphans("allocation", 1, false),
     sweep: m.sweep("success"),
+    invariantViolations: m.invariantViolations({ "live-not-held": 1, "held-for-another": 0, duplicate: 0, "reservation-drift": 0 }),
     informerRestarts: m.informerRestarts("pods", 1),
     events: m.events("written", 1),
     eventQueue: m.eventQueue(0),

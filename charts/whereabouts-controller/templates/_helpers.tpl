@@ -125,6 +125,8 @@ WHEREABOUTS_NAMESPACE is written by the Deployment itself (it defaults to the re
   (list "bindAddress" "BIND_ADDRESS")
   (list "shutdownTimeout" "SHUTDOWN_TIMEOUT")
   (list "poolUsageThreshold" "POOL_USAGE_THRESHOLD")
+  (list "invariantInterval" "INVARIANT_INTERVAL")
+  (list "invariantGrace" "INVARIANT_GRACE")
   (list "pruneSlicePools" "PRUNE_SLICE_POOLS")
   (list "freeTerminalPods" "FREE_TERMINAL_PODS")
   (list "freeEvictedPods" "FREE_EVICTED_PODS")

@@ -1,0 +1,122 @@
+/**
+ * The invariant monitor (src/domain/invariants.ts) as the leader runs it: every
+ * --invariant-interval and after each sweep, judged on the caches alone, so it costs the API server
+ * nothing. A violation is reported once it has been seen for --invariant-grace (the caches of pods
+ * and pools follow the API server each at their own pace, and an ADD, a DEL or a free is
+ * half-written for a moment): `invariant_violations{kind}` counts it, each pod it involves gets a
+ * Warning Event and the log one line naming the objects, once; a line again when it clears. A new
+ * leader starts with no memory, so what it finds is reported again after its own grace. It never
+ * repairs: which side is wrong is an operator's call (docs/runbooks.md).
+ */
+import { Clock, Duration, Effect, Option, Schedule } from "effect"
+import {
+  type EntryLookup,
+  type InvariantView,
+  type InvariantViolation,
+  VIOLATION_REASON,
+  countByKind,
+  invariantViolations,
+  makeEntryLookup,
+  reservationNetworks
+} from "../domain/invariants.ts"
+import { formatIP } from "../domain/ip.ts"
+import { Caches } from "../services/Caches.ts"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
+import { EventRecorder } from "../services/EventRecorder.ts"
+import { Metrics } from "../services/Metrics.ts"
+import { NadConfigs } from "../services/NadConfigs.ts"
+import { cacheSnapshot } from "./snapshot.ts"
+
+/** The caches as the invariants' view (read it at once: it follows the informers). */
+export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<InvariantView, never, Caches | NadConfigs> =>
+  Effect.gen(function* () {
+    const caches = yield* Caches
+    const decoder = yield* NadConfigs
+    const snapshot = yield* cacheSnapshot
+    return {
+      pods: caches.pods.values(),
+      pod: (ref) => Option.getOrUndefined(caches.pods.get(ref)),
+      pools: caches.pools.values().map((p) => p.pool),
+      pool: snapshot.pool,
+      reservation: snapshot.reservation,
+      nad: snapshot.nad,
+      nodeSlice: snapshot.nodeSlice,
+      entryAt,
+      reservationNetwork: reservationNetworks(caches.nads.values().map(decoder.decode), snapshot.origin)
+    }
+  })
+
+/** What a log line says of a violation, beside its message. */
+export const violationAnnotations = (v: InvariantViolation) => ({
+  kind: v.kind,
+  ip: formatIP(v.ip),
+  pods: v.pods.map((p) => `${p.namespace}/${p.name}`).join(","),
+  pools: v.pools.join(","),
+  ...(v.reservation === undefined ? {} : { reservation: v.reservation }),
+  ...(v.holder === undefined ? {} : { heldFor: v.holder })
+})
+
+interface Tracked {
+  readonly violation: InvariantViolation
+  readonly since: number
+  reported: boolean
+}
+
+export interface InvariantMonitor {
+  /** One evaluation; evaluations never overlap. */
+  readonly evaluate: Effect.Effect<void>
+  /** Evaluates now and then every `interval`, until interrupted. */
+  readonly run: Effect.Effect<void>
+}
+
+/** A monitor with its own memory of what it has seen since when, and what it has reported. */
+export const makeInvariantMonitor = Effect.gen(function* () {
+  const { invariantInterval, invariantGrace } = yield* ControllerConfig
+  const metrics = yield* Metrics
+  const events = yield* EventRecorder
+  const graceMillis = Duration.toMillis(invariantGrace)
+  const entryAt = makeEntryLookup()
+  const tracked = new Map<string, Tracked>()
+  const lock = yield* Effect.makeSemaphore(1)
+  const caches = yield* Effect.context<Caches | NadConfigs>()
+
+  const report = (v: InvariantViolation) =>
+    Effect.zipRight(
+      Effect.logWarning(`invariant violated: ${v.message}`).pipe(Effect.annotateLogs(violationAnnotations(v))),
+      Effect.forEach(v.pods, (p) => events.record({ kind: "Pod", ...p }, "Warning", VIOLATION_REASON[v.kind], v.message), { discard: true })
+    )
+
+  const judge = (found: ReadonlyArray<InvariantViolation>, now: number) => {
+    const seen = new Set<string>()
+    const due: Array<InvariantViolation> = []
+    for (const v of found) {
+      seen.add(v.id)
+      let t = tracked.get(v.id)
+      if (t === undefined) tracked.set(v.id, (t = { violation: v, since: now, reported: false }))
+      if (!t.reported && now - t.since >= graceMillis) {
+        t.reported = true
+        due.push(v)
+      }
+    }
+    const cleared: Array<InvariantViolation> = []
+    for (const [id, t] of tracked) {
+      if (seen.has(id)) continue
+      tracked.delete(id)
+      if (t.reported) cleared.push(t.violation)
+    }
+    return { due, cleared }
+  }
+
+  const evaluate = lock.withPermits(1)(
+    Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      const found = invariantViolations(yield* Effect.provide(cacheInvariantView(entryAt), caches))
+      const { due, cleared } = judge(found, now)
+      for (const v of cleared) yield* Effect.logInfo(`invariant violation cleared: ${v.message}`).pipe(Effect.annotateLogs(violationAnnotations(v)))
+      yield* Effect.forEach(due, report, { discard: true })
+      yield* metrics.invariantViolations(countByKind([...tracked.values()].filter((t) => t.reported).map((t) => t.violation)))
+    })
+  )
+
+  return { evaluate, run: Effect.asVoid(Effect.repeat(evaluate, Schedule.spaced(invariantInterval))) } satisfies InvariantMonitor
+})
