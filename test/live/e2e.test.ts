@@ -268,10 +268,10 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         yield* waitForValue("both reservations deleted", reservationsLike("10.211."), {})
         const warning = `network-attachment-definition ${ns}/gone not found; freeing the pod's addresses found by podref`
         const events = yield* waitUntil("three events, count 2 on the warning", eventsIn(ns), (es) => es.length === 3 && es.some((e) => e.count === 2))
-        // Without its NAD the pool's network is all there is to name (unnamed network: the pool).
+        // Without its NAD, the Events name the network the pod's status lists the addresses on.
         expect(events.map((e) => [e.type, e.reason, e.name, e.uid, e.message, e.count]).sort()).toEqual([
-          ["Normal", GC, "twin", twin.uid, gcMessage("10.211.0.1", "10.211.0.0-24"), 1],
-          ["Normal", GC, "twin", twin.uid, gcMessage("10.211.0.2", "10.211.0.0-24"), 1],
+          ["Normal", GC, "twin", twin.uid, gcMessage("10.211.0.1", "gone"), 1],
+          ["Normal", GC, "twin", twin.uid, gcMessage("10.211.0.2", "gone"), 1],
           ["Warning", "NetworkAttachmentDefinitionNotFound", "twin", twin.uid, warning, 2]
         ])
         yield* awaitMetric(c, "whereabouts_controller_ips_freed_total", { trigger: "deletion" }, (v) => v === 2)

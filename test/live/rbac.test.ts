@@ -223,8 +223,8 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       const twinWarning = `network-attachment-definition ${podNs}/twin-net not found; freeing the pod's addresses found by podref`
       const wantEvents = [
         `${GC} ghost ${gcMessage("10.220.0.1", "net")}`,
-        `${GC} twin ${gcMessage("10.221.0.1", "10.221.0.0-24")}`,
-        `${GC} twin ${gcMessage("10.221.0.2", "10.221.0.0-24")}`,
+        `${GC} twin ${gcMessage("10.221.0.1", "twin-net")}`,
+        `${GC} twin ${gcMessage("10.221.0.2", "twin-net")}`,
         `${GC} stranded ${gcMessage("10.225.0.1", "stranded-net")} (node out of service)`,
         `${GC} unreserved ${gcMessage("10.220.0.4", "net")}`,
         `${GC} victim ${gcMessage("10.220.0.3", "net")}`
