@@ -33,10 +33,11 @@ export interface ControlPlane {
 
 /** Temp dirs of the harness start with this, so a later run can find what a killed one left. */
 export const DIR_PREFIX = "whereabouts-envtest-"
-const STATE_FILE = "harness.json"
+/** Written in a harness dir: its owner pid and its children, for reapOrphans. */
+export const STATE_FILE = "harness.json"
 const STOP_GRACE_MS = 5_000
 
-interface Running {
+export interface Running {
   readonly child: ChildProcess
   readonly exited: Promise<void>
   done: boolean
@@ -127,7 +128,8 @@ const tail = (file: string, lines: number): string => {
   }
 }
 
-const launch = (bin: string, args: ReadonlyArray<string>, logFile: string): Running => {
+/** Spawns `bin` with stdout and stderr appended to `logFile`. */
+export const launch = (bin: string, args: ReadonlyArray<string>, logFile: string): Running => {
   const fd = fs.openSync(logFile, "a")
   try {
     // detached: false keeps them in our process group, so a terminal Ctrl-C reaches them too.
@@ -147,7 +149,8 @@ const launch = (bin: string, args: ReadonlyArray<string>, logFile: string): Runn
   }
 }
 
-const terminate = async (r: Running | undefined): Promise<void> => {
+/** SIGTERM, then SIGKILL after a grace period; resolves once it exited. */
+export const terminate = async (r: Running | undefined): Promise<void> => {
   if (r === undefined || r.done) return
   r.child.kill("SIGTERM")
   const timer = sleep(STOP_GRACE_MS).then(() => "late" as const)

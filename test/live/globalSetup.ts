@@ -9,7 +9,9 @@
  *
  * The files that allocate with the upstream CNI plugin also need scripts/whereabouts-plugin.sh to
  * provide it (WHEREABOUTS_PLUGIN, its cache, or Go): without it they skip, or, under require, the
- * run fails.
+ * run fails. So do the files that run Kubernetes' own controllers (scripts/controlplane-assets.sh,
+ * KUBE_CONTROLPLANE_ASSETS) and upstream whereabouts' e2e suite (scripts/whereabouts-e2e.sh,
+ * WHEREABOUTS_E2E); those files start them themselves.
  */
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
@@ -18,7 +20,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { TestProject } from "vitest/node"
-import type { EnvtestInfo, PluginInfo } from "../support/live.ts"
+import type { AssetInfo, EnvtestInfo, PluginInfo } from "../support/live.ts"
 import { type ControlPlane, DIR_PREFIX, installCrds, reapOrphans, startControlPlane } from "./cluster.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
@@ -58,6 +60,20 @@ const pluginInfo = (): Promise<Extract<PluginInfo, { status: "available" }>> =>
         if (vErr !== null || !version.startsWith("whereabouts ")) return reject(new Error(`${bin} does not run as the whereabouts plugin: ${vErr?.message ?? about}`))
         resolve({ status: "available", path: bin, version })
       })
+    })
+    child.stderr?.on("data", (chunk: Buffer) => {
+      for (const line of chunk.toString().split("\n")) if (/building|built|done in/.test(line)) log(line)
+    })
+  })
+
+/** The one line a Go-asset script prints (scripts/lib/go-asset.sh), or its last error line. */
+const assetOf = (script: string): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const child = execFile("bash", [path.join(root, "scripts", script)], { cwd: root, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      const out = stdout.trim()
+      if (err === null && out !== "") return resolve(out)
+      const last = stderr.trim().split("\n").filter((l) => l !== "").at(-1) ?? err?.message ?? "no output"
+      reject(new Error(last.replace(/^[\w-]+: (ERROR: )?/, "")))
     })
     child.stderr?.on("data", (chunk: Buffer) => {
       for (const line of chunk.toString().split("\n")) if (/building|built|done in/.test(line)) log(line)
@@ -121,7 +137,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     return skip(tooOld)
   }
   // Both may build from the Go module proxy on a cold cache: side by side, not one after the other.
-  const [found, plugin] = await Promise.allSettled([assetsDir(), pluginInfo()])
+  const [found, plugin, controllers, e2eSuite] = await Promise.allSettled([assetsDir(), pluginInfo(), assetOf("controlplane-assets.sh"), assetOf("whereabouts-e2e.sh")])
   if (found.status === "rejected") {
     const why = found.reason instanceof Error ? found.reason.message : String(found.reason)
     if (mode === "require") throw new Error(`WHEREABOUTS_ENVTEST=require, but no kube-apiserver/etcd: ${why}`)
@@ -138,6 +154,16 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     log(`upstream-plugin tests skipped: no whereabouts CNI plugin (${why}); set WHEREABOUTS_PLUGIN or install Go (scripts/whereabouts-plugin.sh); ${INSIST}`)
     pluginProvided = { status: "missing", reason: `no whereabouts CNI plugin (${why})` }
   }
+
+  const optional = (got: PromiseSettledResult<string>, what: string, how: string): AssetInfo => {
+    if (got.status === "fulfilled") return { status: "available", path: got.value }
+    const why = got.reason instanceof Error ? got.reason.message : String(got.reason)
+    if (mode === "require") throw new Error(`WHEREABOUTS_ENVTEST=require, but no ${what}: ${why}`)
+    log(`tests that need ${what} skipped (${why}); ${how}; ${INSIST}`)
+    return { status: "missing", reason: `no ${what} (${why})` }
+  }
+  const kubeControllers = optional(controllers, "kube-controller-manager and kube-scheduler", "set KUBE_CONTROLPLANE_ASSETS or install Go (scripts/controlplane-assets.sh)")
+  const upstreamE2e = optional(e2eSuite, "upstream whereabouts' e2e suite", "set WHEREABOUTS_E2E or install Go (scripts/whereabouts-e2e.sh)")
 
   for (const dir of reapOrphans()) log(`envtest: removed ${dir} and its processes, left by a killed run`)
   const started = Date.now()
@@ -156,6 +182,10 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   }
   project.provide("envtest", { status: "running", kubeconfigPath: plane.kubeconfigPath, server: plane.server, controlUrl: control.url } satisfies EnvtestInfo)
   project.provide("whereaboutsPlugin", pluginProvided)
+  project.provide("kubeControllers", kubeControllers)
+  project.provide("upstreamE2e", upstreamE2e)
+  project.provide("envtestAssets", assets)
+  project.provide("planeDir", plane.dir)
   return async () => {
     await control?.close()
     await plane.stop()

@@ -29,10 +29,21 @@ export type PluginInfo =
     }
   | { readonly status: "missing"; readonly reason: string }
 
+/** A Go-built asset a few files need (a directory or a binary), from its script under scripts/. */
+export type AssetInfo = { readonly status: "available"; readonly path: string } | { readonly status: "missing"; readonly reason: string }
+
 declare module "vitest" {
   export interface ProvidedContext {
     envtest: EnvtestInfo
     whereaboutsPlugin: PluginInfo
+    /** A directory with kube-controller-manager and kube-scheduler (scripts/controlplane-assets.sh). */
+    kubeControllers: AssetInfo
+    /** Upstream whereabouts' e2e test binary (scripts/whereabouts-e2e.sh). */
+    upstreamE2e: AssetInfo
+    /** The directory with kube-apiserver and etcd the tier runs (scripts/envtest-assets.sh). */
+    envtestAssets: string
+    /** The tier's control-plane dir (cluster.ts): its certs, the API server's key and CA among them. */
+    planeDir: string
   }
 }
 
@@ -64,6 +75,36 @@ export const describeWithPlugin = (name: string, body: () => void): void => {
   if (info.status === "skipped") describe.skip(`${name} (skipped: ${info.reason})`, body)
   else if (plugin?.status !== "available") describe.skip(`${name} (skipped: ${plugin?.reason ?? "no plugin info from globalSetup"})`, body)
   else describe(name, body)
+}
+
+const assetMissing = (key: "kubeControllers" | "upstreamE2e"): string | undefined => {
+  const info = envtest()
+  if (info.status === "skipped") return info.reason
+  const plugin = inject("whereaboutsPlugin")
+  if (plugin?.status !== "available") return plugin?.reason ?? "no plugin info from globalSetup"
+  const asset = inject(key)
+  return asset?.status === "available" ? undefined : (asset?.reason ?? `no ${key} info from globalSetup`)
+}
+
+/**
+ * describeWithPlugin for files that also run kube-controller-manager and kube-scheduler (they start
+ * them themselves, test/live/support/controlplane.ts); with `upstreamE2e`, upstream's e2e suite too.
+ * Under WHEREABOUTS_ENVTEST=require a missing one fails globalSetup instead.
+ */
+export const describeWithKubernetes = (name: string, body: () => void, options: { readonly upstreamE2e?: boolean } = {}): void => {
+  const why = assetMissing("kubeControllers") ?? (options.upstreamE2e === true ? assetMissing("upstreamE2e") : undefined)
+  if (why !== undefined) describe.skip(`${name} (skipped: ${why})`, body)
+  else describe(name, body)
+}
+
+/** What describeWithKubernetes checked: the controllers' directory, the e2e binary, the tier's assets and dir. */
+export const kubernetesAssets = () => {
+  const path = (key: "kubeControllers" | "upstreamE2e") => {
+    const a = inject(key)
+    if (a?.status !== "available") throw new Error(`${key} is not available: ${a?.reason ?? "no info"}`)
+    return a.path
+  }
+  return { controllers: () => path("kubeControllers"), upstreamE2e: () => path("upstreamE2e"), envtest: inject("envtestAssets"), planeDir: inject("planeDir") }
 }
 
 /** The plugin executable; only meaningful inside describeWithPlugin. */
