@@ -300,7 +300,7 @@ export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: 
     },
     {
       scenario: label,
-      metric: `most requests any window between two samples held beyond QPS × its length (same counter)`,
+      metric: `most requests any window between two samples held beyond QPS × its length (${source})`,
       ours: eo === undefined ? "–" : fmt(eo),
       baseline: excess(b) === undefined ? "–" : fmt(excess(b)!),
       ratio: "–",
