@@ -1,4 +1,8 @@
-/** `audit`: the sweep in dry-run, once, rendered for an operator (table or JSON), with the bad input it met; exit code 1 on orphans. */
+/**
+ * `audit`: the sweep in dry-run, once, rendered for an operator (table or JSON), with the
+ * invariants judged on the same listing and the bad input it met. Exit code 4 on an invariant
+ * violation (a live pod's address at risk is worse than a leak), else 1 on orphans.
+ */
 import { Effect } from "effect"
 import { hasBadInput } from "../domain/bad-input.ts"
 import { formatIP } from "../domain/ip.ts"
@@ -29,6 +33,26 @@ const heldForAnotherTable = (r: SweepReport): ReadonlyArray<string> =>
           r.heldForAnother.map((h) => [h.kind, h.name, h.ip === undefined ? "?" : formatIP(h.ip), h.podref, h.claimants.join(",")])
         )
       ]
+
+/** Exit code of an audit that found invariant violations, with or without orphans. */
+export const EXIT_VIOLATIONS = 4
+
+/** The invariant violations, and how many the listing showed for pods not settled long enough to judge. */
+const violationsTable = (r: SweepReport): ReadonlyArray<string> => {
+  const judged = r.invariants
+  if (judged === undefined) return []
+  const unsettled = judged.notJudged === 0 ? [] : [`(${judged.notJudged} more in the listing involve pods not Ready for --invariant-grace, or changed since: run audit again to judge them)`]
+  if (judged.violations.length === 0) return ["", "No invariant violations.", ...unsettled]
+  return [
+    "",
+    "Invariant violations (running pods whose addresses are at risk; what each kind means and what to do: docs/runbooks.md):",
+    table(
+      ["KIND", "IP", "PODS", "POOL", "RESERVATION", "NAMES"],
+      judged.violations.map((v) => [v.kind, formatIP(v.ip), v.pods.map((p) => `${p.namespace}/${p.name}`).join(","), v.pools.join(","), v.reservation ?? "-", v.holder ?? "-"])
+    ),
+    ...unsettled
+  ]
+}
 
 /**
  * What audit could not read, each with what is wrong: one section per kind, only for kinds met.
@@ -81,7 +105,7 @@ export const renderTable = (r: SweepReport): string => {
           ["RESERVATION", "IP", "PODREF", "REASON"],
           r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, explain(o)])
         )
-  return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ...heldForAnotherTable(r), ...badInputTables(r), ""].join("\n")
+  return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ...heldForAnotherTable(r), ...violationsTable(r), ...badInputTables(r), ""].join("\n")
 }
 
 /** Machine-readable report. */
@@ -111,6 +135,20 @@ export const renderJson = (r: SweepReport): string =>
         ...(o.detail === undefined ? {} : { detail: o.detail }),
         explanation: explain(o)
       })),
+      ...(r.invariants === undefined
+        ? {}
+        : {
+            invariantViolations: r.invariants.violations.map((v) => ({
+              kind: v.kind,
+              ip: formatIP(v.ip),
+              pods: v.pods.map((p) => `${p.namespace}/${p.name}`),
+              pools: v.pools,
+              reservation: v.reservation ?? null,
+              names: v.holder ?? null,
+              message: v.message
+            })),
+            invariantViolationsNotJudged: r.invariants.notJudged
+          }),
       badInput: r.badInput
     },
     null,
@@ -119,7 +157,7 @@ export const renderJson = (r: SweepReport): string =>
 
 /** Runs the audit and returns the text to print and the exit code. */
 export const audit = (output: "table" | "json") =>
-  Effect.map(runSweep({ dryRun: true }), (report) => ({
+  Effect.map(runSweep({ dryRun: true, invariants: true }), (report) => ({
     text: output === "json" ? renderJson(report) : renderTable(report),
-    exitCode: report.orphanAllocations.length + report.orphanReservations.length > 0 ? 1 : 0
+    exitCode: (report.invariants?.violations.length ?? 0) > 0 ? EXIT_VIOLATIONS : report.orphanAllocations.length + report.orphanReservations.length > 0 ? 1 : 0
   }))

@@ -27,6 +27,7 @@ import { Pods } from "../services/Pods.ts"
 import { Reservations } from "../services/Reservations.ts"
 import * as R from "../services/resources.ts"
 import { execute } from "./executor.ts"
+import { type AuditedInvariants, auditInvariants } from "./invariant-audit.ts"
 import { reclaimMemory } from "./memory.ts"
 import { recheckHoldings } from "./recheck.ts"
 import { listingClaims, listingSnapshot } from "./snapshot.ts"
@@ -66,6 +67,8 @@ export interface SweepReport {
   readonly reservationsDeleted: number
   /** Candidates the live re-check (or a changed entry) saved. */
   readonly spared: number
+  /** The invariants judged on this listing (audit only: SweepOptions.invariants). */
+  readonly invariants?: AuditedInvariants | undefined
 }
 
 /**
@@ -169,6 +172,8 @@ export interface SweepOptions {
    * counted under the loop's trigger).
    */
   readonly leave?: Effect.Effect<ReadonlySet<string>> | undefined
+  /** Also judge the invariants on the listing (audit; the controller judges them on its caches). */
+  readonly invariants?: boolean | undefined
 }
 
 /** Re-checks the candidates live, frees what is still an orphan, writes its Events; fails after that if any write failed. */
@@ -256,11 +261,13 @@ export const runSweep = (
   Effect.gen(function* () {
     const config = yield* ControllerConfig
     const nadConfigs = yield* NadConfigs
+    const listedFrom = yield* Clock.currentTimeMillis
     const world = yield* listWorld
     const { orphans, holdings, heldForAnother, snapshot } = yield* sweepHoldings(world)
     const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings, options.leave)
     const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world, snapshot.origin) : 0
     const pools = poolReports(world, orphans.allocations, snapshot)
+    const invariants = options.invariants === true ? yield* auditInvariants(world, snapshot, listedFrom) : undefined
     const report: SweepReport = {
       dryRun: options.dryRun,
       pools,
@@ -270,7 +277,8 @@ export const runSweep = (
       badInput: badInputOf(world.nads.map((n) => ({ ...n, decoded: nadConfigs.decode(n) })), world.poolList.map((p) => p.pool), world.podList),
       staleSlicePools: pools.flatMap((p) => (p.owner === "stale" ? [{ name: p.name, node: p.node ?? "", used: p.used }] : [])),
       prunedPools,
-      ...done
+      ...done,
+      ...(invariants === undefined ? {} : { invariants })
     }
     yield* reportSweep(world, report)
     return report

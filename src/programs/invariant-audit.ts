@@ -1,0 +1,70 @@
+/**
+ * The invariants as `audit` judges them: on its fresh listing, once. A one-shot command has no
+ * memory of how long a disagreement has lasted, so it takes the pods' own word for how settled they
+ * are instead: a violation counts only when every pod it involves, read live after the listing, is
+ * still that Running pod and has been Ready since --invariant-grace before audit began to list. Its
+ * ADD (entry, reservation, status) was then done before any of the listing was read, so an ADD or
+ * a free caught half-way by the listing never counts. A pod without a Ready condition was not
+ * started by a kubelet and is not judged either. What is left out is counted, so a second run can
+ * tell.
+ */
+import { Duration, Effect, Either } from "effect"
+import type { Snapshot } from "../domain/holdings.ts"
+import { type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup, reservationNetworks } from "../domain/invariants.ts"
+import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
+import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
+import { NadConfigs } from "../services/NadConfigs.ts"
+import * as R from "../services/resources.ts"
+import type { World } from "./sweep.ts"
+
+export interface AuditedInvariants {
+  readonly violations: ReadonlyArray<InvariantViolation>
+  /** Violations the listing shows whose pods are not Ready for long enough (or changed since): not counted. */
+  readonly notJudged: number
+}
+
+/** When a pod object's Ready condition turned True (ms since the epoch); undefined when it is not Ready. */
+export const readySince = (o: KubeObject): number | undefined => {
+  const status = typeof o["status"] === "object" && o["status"] !== null ? (o["status"] as Record<string, unknown>) : {}
+  const conditions = Array.isArray(status["conditions"]) ? (status["conditions"] as Array<Record<string, unknown>>) : []
+  const ready = conditions.find((c) => typeof c === "object" && c !== null && c["type"] === "Ready" && c["status"] === "True")
+  const since = typeof ready?.["lastTransitionTime"] === "string" ? Date.parse(ready["lastTransitionTime"]) : Number.NaN
+  return Number.isNaN(since) ? undefined : since
+}
+
+/** Whether the pod, read live, is still this Running pod and has been Ready since `before`. */
+const settled = (pod: PodIdentity, before: number) =>
+  Effect.flatMap(KubeApi, (api) =>
+    Effect.map(Effect.either(api.get(R.Pods, pod.namespace, pod.name)), (read) => {
+      if (Either.isLeft(read)) return false
+      const live: PodProjection = projectPod(read.right)
+      const since = readySince(read.right)
+      return live.uid === pod.uid && judged(live) && since !== undefined && since <= before
+    })
+  )
+
+/** The violations of a sweep's listing whose pods are settled; `startedAt` is when the listing began. */
+export const auditInvariants = (world: World, snapshot: Snapshot, startedAt: number) =>
+  Effect.gen(function* () {
+    const { invariantGrace } = yield* ControllerConfig
+    const decoder = yield* NadConfigs
+    const pods = new Map(world.podList.map((p) => [podRef(p), p] as const))
+    const found = invariantViolations({
+      pods: world.podList,
+      pod: (ref) => pods.get(ref),
+      pools: world.poolList.map((p) => p.pool),
+      pool: snapshot.pool,
+      reservation: snapshot.reservation,
+      nad: snapshot.nad,
+      nodeSlice: snapshot.nodeSlice,
+      entryAt: makeEntryLookup(),
+      reservationNetwork: reservationNetworks(world.nads.map(decoder.decode), snapshot.origin)
+    })
+    const before = startedAt - Duration.toMillis(invariantGrace)
+    // Each pod read once, however many violations involve it.
+    const refs = [...new Map(found.flatMap((v) => v.pods).map((p) => [`${p.namespace}/${p.name}@${p.uid}`, p] as const))]
+    const verdicts = new Map(yield* Effect.forEach(refs, ([key, p]) => Effect.map(settled(p, before), (ok) => [key, ok] as const), { concurrency: 8 }))
+    const violations = found.filter((v) => v.pods.every((p) => verdicts.get(`${p.namespace}/${p.name}@${p.uid}`) === true))
+    return { violations, notJudged: found.length - violations.length } satisfies AuditedInvariants
+  })
