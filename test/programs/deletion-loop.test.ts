@@ -13,11 +13,11 @@ import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster, MemoryClusterState, layerMemory as memoryKubeApi } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import { LeaderElection } from "../../src/services/LeaderElection.ts"
-import { Metrics } from "../../src/services/Metrics.ts"
 import * as NadConfigs from "../../src/services/NadConfigs.ts"
 import * as R from "../../src/services/resources.ts"
 import {
   CLEAN,
+  metric,
   on,
   poolState,
   restReport,
@@ -64,7 +64,6 @@ const inHookedTestWorld =
   <A, E>(body: Effect.Effect<A, E, Scope.Scope | Layer.Layer.Success<ReturnType<typeof memoryWithHooks>>>) =>
     Effect.zipRight(TestClock.setTime(START), Effect.scoped(body).pipe(Effect.provide(memoryWithHooks({ ...BASE, ...config }))))
 
-const metric = (name: string, labels: Record<string, string> = {}) => Effect.flatMap(Metrics, (m) => m.value(name, labels))
 
 /** Real time: waits until the metric reaches `n`. */
 const metricReaches = (name: string, labels: Record<string, string>, n: number) =>

@@ -11,12 +11,11 @@ import { runSweep } from "../../src/programs/sweep.ts"
 import { projectPod } from "../../src/domain/pod.ts"
 import { Caches } from "../../src/services/Caches.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
-import { Metrics } from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 import { type RunningPod, startPod } from "../../src/testing/cni-plugin.ts"
 import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { memory } from "../../src/testing/layers.ts"
-import { on, settle, settleUntil, startDeletionLoop } from "../support/controller.ts"
+import { metric, on, settle, settleUntil, startDeletionLoop } from "../support/controller.ts"
 import { eventually, require } from "../support/eventually.ts"
 import { networkStatus, nodeObject, podObject, poolObject } from "../support/objects.ts"
 import { cachesCaughtUp, createNad, eventsIn, podrefsOf, reservationNames } from "../support/world.ts"
@@ -27,7 +26,6 @@ const OUT_OF_SERVICE = { key: "node.kubernetes.io/out-of-service", effect: "NoEx
 
 const api = <A, E>(f: (k: typeof KubeApi.Service) => Effect.Effect<A, E>) => Effect.flatMap(KubeApi, f)
 const patchPod = (name: string, body: unknown) => api((k) => k.patch(R.Pods, NS, name, { type: "merge", body }))
-const metric = (name: string, labels: Record<string, string>) => Effect.flatMap(Metrics, (m) => m.value(name, labels))
 
 /** Held Terminating from now on, as a node that never confirms the deletion leaves it (a finalizer here). */
 const holdTerminating = (name: string) =>

@@ -14,12 +14,11 @@ import { runSweep } from "../../src/programs/sweep.ts"
 import { type ReleaseTargets, parseCli } from "../../src/programs/cli.ts"
 import { type LoadedTargets, ReleaseInputError, loadTargets, release } from "../../src/programs/release.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
-import { Metrics } from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 import { type RunningPod, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
 import { PluginStore } from "../../src/testing/PluginStore.ts"
-import { on } from "../support/controller.ts"
+import { metric, on } from "../support/controller.ts"
 import { type ApiCallInfo, ApiHooks, type MemoryEnv, memoryWithHooks, once } from "../support/hooks.ts"
 import { podObject } from "../support/objects.ts"
 import { allocationsOf, createNad, eventsIn, podrefsOf, reservationNames } from "../support/world.ts"
@@ -27,7 +26,6 @@ import { allocationsOf, createNad, eventsIn, podrefsOf, reservationNames } from 
 const NS = "default"
 const POOL = "10.50.0.0-24"
 const api = <A, E>(f: (k: typeof KubeApi.Service) => Effect.Effect<A, E>) => Effect.flatMap(KubeApi, f)
-const metric = (name: string, labels: Record<string, string>) => Effect.flatMap(Metrics, (m) => m.value(name, labels))
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "release-test-"))
 let files = 0

@@ -9,9 +9,8 @@ import { parseSchedule } from "../../src/domain/cron.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
-import { Metrics } from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
-import { on, startDeletionLoop } from "../support/controller.ts"
+import { metric, on, startDeletionLoop } from "../support/controller.ts"
 import { eventually, require } from "../support/eventually.ts"
 import { ApiHooks, type MemoryEnv, memoryWithHooks, once } from "../support/hooks.ts"
 import { networkStatus, podObject, poolObject } from "../support/objects.ts"
@@ -43,7 +42,6 @@ const livePod = (name: string, ips: ReadonlyArray<{ readonly network: string; re
   )
 const rawAllocations = (pool: string) =>
   Effect.map(InMemoryCluster, (c) => (c.snapshot(R.IPPools, POOL_NS).find((p) => p.metadata.name === pool)!["spec"] as { allocations: Alloc }).allocations)
-const metric = (name: string, labels: Record<string, string> = {}) => Effect.flatMap(Metrics, (m) => m.value(name, labels))
 const gc = (pod: string, ip: string, network: string) => ({
   type: "Normal",
   reason: "IPAddressGarbageCollected",
