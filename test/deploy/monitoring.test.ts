@@ -113,7 +113,7 @@ describe("what the alerts and the dashboard query", () => {
     expect(unfiltered).toEqual([])
   })
 
-  it("the dashboard shows pool usage, IPs freed by trigger, queue depth and wait, API requests by verb and code, reconcile latency and memory", () => {
+  it("the dashboard shows pool usage, IPs freed by trigger, queue depth and wait, API requests by verb and code, reconcile latency, memory and invariant violations by kind", () => {
     const uses = (metric: string, by: ReadonlyArray<string> = []) =>
       panelExprs().some(({ expr }) => {
         const refs = queryRefs(expr)
@@ -127,7 +127,8 @@ describe("what the alerts and the dashboard query", () => {
       ["whereabouts_controller_workqueue_queue_duration_seconds_bucket", ["le"]],
       ["whereabouts_controller_api_requests_total", ["verb", "code"]],
       ["whereabouts_controller_reconcile_duration_seconds_bucket", ["le"]],
-      ["process_resident_memory_bytes", []]
+      ["process_resident_memory_bytes", []],
+      ["whereabouts_controller_invariant_violations", ["kind"]]
     ]
     expect(wanted.filter(([metric, by]) => !uses(metric, by))).toEqual([])
   })
