@@ -15,7 +15,6 @@
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Layer, type Scope } from "effect"
-import { DEFAULT_IN_FLIGHT, type FlowKind } from "../src/domain/api-flow.ts"
 import * as ControllerConfig from "../src/services/ControllerConfig.ts"
 import { KubeApi } from "../src/services/KubeApi.ts"
 import { layerLive } from "../src/services/KubeApiLive.ts"
@@ -149,42 +148,7 @@ try {
   rows.push(...writeRows(`API writes per freed IP (${S.mass}-pod runs${full ? "" : `; baseline from the ${S.same}-pod runs`})`, bigOurs, full ? bigBase : sameBase))
   sections.push({
     title: "Mass deletion at the shipped defaults (real API server)",
-    body: `Both contenders as deploy/ ships the controller: no client-side cap (\`--api-qps 0\`), the bounds per kind of work of \`--max-in-flight\`'s defaults; the baseline over the same client, uncapped too, so the difference is the design. Pods started by the CNI simulation in bulk (\`bulkStart\`: pods with realistic specs and both Multus annotations, ${PER_POD} whereabouts interfaces each on two of the 10 networks, the plugin's own \`assignIP\`, one guarded write per pool, one reservation per IP) in a namespace of their own; the contender is started (and, for the controller, its start-up sweep has run); then every pod is deleted (16 deletes in flight, grace 0 — no kubelet here) and the benchmark's own watch on pools and reservations timestamps when the last entry and the last reservation of the deleted pods went. "→ Events written" is when the contender's \`events_total{result="written"}\` reached one per freed IP. Calls are the contender's own \`api_requests_total\` (watches and leader-election leases left out), each attempt counted, a 429 too; the API server runs its default API Priority and Fairness configuration. CPU seconds per process over the run, from /proc.\n\nAt ${S.mass} pods the baseline needs minutes per run${full ? " (measured once, with `BENCH_FULL=1`)" : " and runs only with `BENCH_FULL=1`"}; the ${S.same}-pod runs compare both at the same scale, alternating, ${S.sameReps} times each.\n\n${big.body}\n\n${same.body}`
-  })
-
-  // --- what set --max-in-flight's defaults: the same deletion with every bound halved, as shipped, doubled
-  const scaled = (f: number) => Object.fromEntries(Object.entries(DEFAULT_IN_FLIGHT).map(([k, n]) => [k, Math.max(1, Math.round(n * f))])) as Record<FlowKind, number>
-  const variants = [
-    { name: "halved", maxInFlight: scaled(0.5) },
-    { name: "shipped", maxInFlight: DEFAULT_IN_FLIGHT },
-    { name: "doubled", maxInFlight: scaled(2) }
-  ]
-  phase(`--max-in-flight: ${S.same} pods × ${PER_POD} over 10 pools with every bound halved, as shipped and doubled, ×${S.sameReps} each, alternating`)
-  const bounds = new Map<string, Array<MassRun>>(variants.map((v) => [v.name, []]))
-  for (let i = 0; i < S.sameReps; i++) {
-    for (const v of variants) {
-      const r = await run((e) => massDeletion(e, "ours", { pods: S.same, pools: 10, perPod: PER_POD, limits: SHIPPED, label: `bounds-${v.name}-${i}`, serverCounts, config: { maxInFlight: v.maxInFlight } }))
-      bounds.get(v.name)!.push(r)
-      log(`  ${v.name} #${i + 1}: all free ${fmt(Math.max(r.poolFreedMs, r.reservationsFreedMs) / 1000)} s, Events ${fmt(r.reconciledMs / 1000)} s after the last delete`)
-    }
-  }
-  data["maxInFlight"] = Object.fromEntries(variants.map((v) => [v.name, { bounds: v.maxInFlight, runs: bounds.get(v.name) }]))
-  const boundsTable = table(
-    ["bounds", "→ all free, median (min–max)", "→ Events written, median", "429s", "kube-apiserver CPU s, median"],
-    variants.map((v) => {
-      const rs = bounds.get(v.name)!
-      return [
-        `${v.name}: ${Object.entries(v.maxInFlight).map(([k, n]) => `${k}=${n}`).join(",")}`,
-        medSpread(rs.map((r) => Math.max(r.poolFreedMs, r.reservationsFreedMs)), sec),
-        sec(spread(rs.map((r) => r.reconciledMs)).median),
-        String(rs.reduce((a, r) => a + Object.entries(r.calls).filter(([k]) => k.endsWith(" 429")).reduce((x, [, n]) => x + n, 0), 0)),
-        fmt(spread(rs.map((r) => r.cpu["kube-apiserver"] ?? Number.NaN)).median)
-      ]
-    })
-  )
-  sections.push({
-    title: "What set --max-in-flight's defaults (real API server)",
-    body: `The same-scale mass deletion (${S.same} pods × ${PER_POD} interfaces, 10 pools, no client cap) with every bound of \`--max-in-flight\` halved, as shipped and doubled, ${S.sameReps} runs each, alternating.\n\n${boundsTable}`
+    body: `Both contenders as deploy/ ships the controller: no client-side cap (\`--api-qps 0\`), its bounds per kind of work; the baseline over the same client, uncapped too, so the difference is the design. Pods started by the CNI simulation in bulk (\`bulkStart\`: pods with realistic specs and both Multus annotations, ${PER_POD} whereabouts interfaces each on two of the 10 networks, the plugin's own \`assignIP\`, one guarded write per pool, one reservation per IP) in a namespace of their own; the contender is started (and, for the controller, its start-up sweep has run); then every pod is deleted (16 deletes in flight, grace 0 — no kubelet here) and the benchmark's own watch on pools and reservations timestamps when the last entry and the last reservation of the deleted pods went. "→ Events written" is when the contender's \`events_total{result="written"}\` reached one per freed IP. Calls are the contender's own \`api_requests_total\` (watches and leader-election leases left out), each attempt counted, a 429 too; the API server runs its default API Priority and Fairness configuration. CPU seconds per process over the run, from /proc.\n\nAt ${S.mass} pods the baseline needs minutes per run${full ? " (measured once, with `BENCH_FULL=1`)" : " and runs only with `BENCH_FULL=1`"}; the ${S.same}-pod runs compare both at the same scale, alternating, ${S.sameReps} times each.\n\n${big.body}\n\n${same.body}`
   })
 
   // --- single deletions at the shipped defaults ------------------------------------------------

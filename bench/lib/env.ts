@@ -48,7 +48,6 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
         const extra: Record<string, string> = {}
         if (config.workers !== undefined) extra["WORKERS"] = String(config.workers)
         if (config.sweepOnStart === false) extra["SWEEP_ON_START"] = "false"
-        if (config.maxInFlight !== undefined) extra["MAX_IN_FLIGHT"] = Object.entries(config.maxInFlight).map(([k, n]) => `${k}=${n}`).join(",")
         const proc = yield* Effect.acquireRelease(
           Effect.tryPromise({
             try: () =>

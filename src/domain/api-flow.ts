@@ -1,11 +1,12 @@
-/**
- * The kinds of work the controller's API requests are bounded by (src/services/ApiFlow.ts), their
- * default bounds, and the `--max-in-flight` syntax.
- */
+/** The kinds of work the controller's API requests are bounded by (src/services/ApiFlow.ts), and their bounds. */
 export const FLOW_KINDS = ["pool-writes", "reservations", "pod-reads", "events", "lists", "leader-election", "other"] as const
 export type FlowKind = (typeof FLOW_KINDS)[number]
 
-/** Requests in flight at once, per kind (BENCHMARKS.md's Decisions). */
+/**
+ * Requests in flight at once, per kind: what one replica may put in flight on a shared API server,
+ * set by the mass deletion (BENCHMARKS.md's Decisions). To take less of a server, cap the rate
+ * (--api-qps).
+ */
 export const DEFAULT_IN_FLIGHT: Readonly<Record<FlowKind, number>> = {
   "pool-writes": 8,
   reservations: 32,
@@ -27,19 +28,3 @@ export const YIELDS_TO: Readonly<Partial<Record<FlowKind, ReadonlyArray<FlowKind
 export const YIELDING_IN_FLIGHT = 1
 /** How long after its last request a kind still counts as busy (a deletion batch gathers for up to a second between writes). */
 export const YIELD_HOLD_MS = 1_000
-
-/** `pool-writes=8,events=4`: the kinds named, each at least 1; the others keep DEFAULT_IN_FLIGHT. */
-export const parseInFlight = (text: string): { readonly ok: Readonly<Record<FlowKind, number>> } | { readonly error: string } => {
-  const out: Record<FlowKind, number> = { ...DEFAULT_IN_FLIGHT }
-  for (const item of text.split(",").map((s) => s.trim()).filter((s) => s !== "")) {
-    const m = /^([a-z-]+)=(\d+)$/.exec(item)
-    if (m === null) return { error: `"${item}" is not <kind>=<number>` }
-    const kind = m[1] as FlowKind
-    if (!FLOW_KINDS.includes(kind)) return { error: `unknown kind "${m[1]}" (kinds: ${FLOW_KINDS.join(", ")})` }
-    const n = Number(m[2])
-    if (n < 1) return { error: `${kind} must be at least 1` }
-    out[kind] = n
-  }
-  return { ok: out }
-}
-

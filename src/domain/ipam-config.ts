@@ -18,6 +18,9 @@ import {
 
 export const DEFAULT_RECONCILER_CRON = "30 4 * * *"
 
+/** The key of whereabouts' ConfigMap (`whereabouts-config`) that holds the reconciler's schedule. */
+export const SCHEDULE_CONFIGMAP_KEY = "cron-expression"
+
 /** Where whereabouts looks for its flat-file defaults, after the config's own `configuration_path`. */
 export const FLAT_FILE_PATHS: ReadonlyArray<string> = [
   "/etc/kubernetes/cni/net.d/whereabouts.d/whereabouts.conf",

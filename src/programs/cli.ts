@@ -27,7 +27,9 @@ import {
 } from "../domain/option-values.ts"
 import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
-import { DEFAULTS, type DefaultedKey, parseMaxInFlight } from "../services/ControllerConfig.ts"
+import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
+import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
+import { DEFAULTS, type DefaultedKey, TUNING } from "../services/ControllerConfig.ts"
 
 interface OptionRow {
   readonly flag: string
@@ -57,7 +59,6 @@ export interface OptionSpec extends OptionRow {
 export const showDuration = (d: Duration.Duration): string => formatDuration(d)
 
 // The option values whose rules belong to the command line's own domain modules.
-const IN_FLIGHT: ValueType = { placeholder: "<kind=n,...>", example: "events=4,pool-writes=16", parse: parseMaxInFlight }
 const SCHEDULE: ValueType = { placeholder: "<schedule>", example: '"@every 6h"', parse: (text) => Either.mapLeft(parseSchedule(text.trim()), (e) => e.message) }
 /** Unset or "": off. */
 const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)) }
@@ -87,32 +88,8 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", value: PATH, common: true, note: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
   { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", value: NAME, common: true, key: "namespace", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
   { flag: "workers", env: "WORKERS", kind: "string", value: COUNT, key: "workers", help: "most batches of deleted pods reconciled at once; more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server", commands: runOnly },
-  {
-    flag: "batch-window",
-    env: "BATCH_WINDOW",
-    kind: "string",
-    value: DURATION,
-    key: "batchWindow",
-    help: "how long a mass deletion that keeps arriving is gathered into one batch: fewer, larger pool writes, against a later first free; 0 never waits",
-    commands: runOnly
-  },
-  { flag: "retry-attempts", env: "RETRY_ATTEMPTS", kind: "string", value: COUNT, key: "retryAttempts", help: "attempts per deleted pod before giving up with a Warning event", commands: runOnly },
-  { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", kind: "string", value: DURATION, key: "retryBaseDelay", help: "first retry delay (doubles each attempt, jittered)", commands: runOnly },
-  { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", kind: "string", value: DURATION, key: "retryMaxDelay", help: "longest retry delay", commands: runOnly },
-  {
-    flag: "max-in-flight",
-    env: "MAX_IN_FLIGHT",
-    kind: "string",
-    value: IN_FLIGHT,
-    key: "maxInFlight",
-    example: "events=4,pool-writes=16",
-    help: "API requests in flight at once per kind of work, as kind=n,... (the kinds not named keep theirs); a 429 with Retry-After pauses its kind until then; Events go one at a time while addresses are being freed",
-    commands: live
-  },
   { flag: "api-qps", env: "API_QPS", kind: "string", value: RATE, key: "apiQps", help: "opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it); set one for a small or shared API server", commands: live },
   { flag: "api-burst", env: "API_BURST", kind: "string", value: COUNT, key: "apiBurst", help: "API requests allowed at once above --api-qps (with a cap only)", commands: live },
-  { flag: "request-timeout", env: "REQUEST_TIMEOUT", kind: "string", value: DURATION, key: "requestTimeout", help: "timeout of one API request once sent (the wait for --api-qps not counted); a 429 or 5xx that names a Retry-After is sent again after it, up to 3 times", commands: live },
-  { flag: "page-size", env: "PAGE_SIZE", kind: "string", value: COUNT, key: "pageSize", help: "objects per page of full lists: fewer requests, against more memory per page", commands: live },
   {
     flag: "reconcile-schedule",
     env: "RECONCILE_SCHEDULE",
@@ -132,7 +109,6 @@ const ROWS: ReadonlyArray<OptionRow> = [
     help: "ConfigMap in --namespace whose key holds the schedule, read at start-up and watched: a change takes effect without a restart (\"\" to not look)",
     commands: runOnly
   },
-  { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", kind: "string", value: NAME, key: "scheduleConfigMapKey", help: "the key of that ConfigMap", commands: runOnly },
   { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", kind: "string", value: PATH, key: "scheduleFile", help: "file holding the schedule, read when it exists and looked at again every minute", commands: runOnly },
   { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", value: BOOLEAN, key: "sweepOnStart", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
   { flag: "dry-run", env: "DRY_RUN", kind: "boolean", value: BOOLEAN, common: true, key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
@@ -217,7 +193,15 @@ export const OPTIONS: ReadonlyArray<OptionSpec> = ROWS.map((row) => ({ ...row, d
 /** Options that are gone, and what is fixed in their place: named when given, as docs/options.md lists them. */
 export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly env: string; readonly now: string }> = [
   { flag: "http2", env: "HTTP2", now: "HTTP/1.1 only: HTTP/2 measured no clear gain, stalled watches and once hung a shutdown in native code" },
-  { flag: "api-compression", env: "API_COMPRESSION", now: "answers uncompressed: next to the API server gzip cost more CPU than it saved" }
+  { flag: "api-compression", env: "API_COMPRESSION", now: "answers uncompressed: next to the API server gzip cost more CPU than it saved" },
+  { flag: "max-in-flight", env: "MAX_IN_FLIGHT", now: `fixed bounds per kind of work (${Object.entries(DEFAULT_IN_FLIGHT).map(([k, n]) => `${k}=${n}`).join(",")}); cap the load with --api-qps` },
+  { flag: "request-timeout", env: "REQUEST_TIMEOUT", now: `${showDuration(TUNING.requestTimeout)} per request once sent` },
+  { flag: "page-size", env: "PAGE_SIZE", now: `${TUNING.pageSize} objects per page of a full list` },
+  { flag: "batch-window", env: "BATCH_WINDOW", now: `a mass deletion is gathered for up to ${showDuration(TUNING.batchWindow)}, less as soon as it slows down` },
+  { flag: "retry-attempts", env: "RETRY_ATTEMPTS", now: `${TUNING.retryAttempts} attempts per pod before a Warning Event; the next sweep frees what is left` },
+  { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", now: `retries after ${showDuration(TUNING.retryBaseDelay)}, doubling, jittered` },
+  { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", now: `retries at most ${showDuration(TUNING.retryMaxDelay)} apart` },
+  { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", now: `the key whereabouts uses, ${SCHEDULE_CONFIGMAP_KEY}` }
 ]
 
 /** A removed option given as a flag (`--http2`, `--no-http2`, `--http2=…`): one line naming it and what replaced it. */

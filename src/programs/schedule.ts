@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs"
 import { Clock, Duration, Effect, Either, Option, Schedule as S, Stream, SubscriptionRef } from "effect"
 import { type Schedule, nextRun, parseSchedule } from "../domain/cron.ts"
 import { REASON_BAD_SCHEDULE } from "../domain/events.ts"
-import { DEFAULT_RECONCILER_CRON } from "../domain/ipam-config.ts"
+import { DEFAULT_RECONCILER_CRON, SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
 import { Caches, type ConfigMapRecord, toConfigMapRecord } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
@@ -56,9 +56,9 @@ const DEFAULT: ActiveSchedule = { schedule: Either.getOrThrow(parseSchedule(DEFA
 export const effective = (s: Sources): ActiveSchedule => s.flag ?? s.configMap ?? s.file ?? s.flat ?? DEFAULT
 
 /** What a ConfigMap says: nothing without the key (or with it blank), else its schedule or why it does not parse. */
-const configMapSchedule = (cm: ConfigMapRecord, key: string): Either.Either<ActiveSchedule | undefined, Error> => {
-  const text = cm.data[key]
-  return text === undefined || text.trim() === "" ? Either.right(undefined) : parse(text, `ConfigMap ${cm.namespace}/${cm.name} key ${key}`)
+const configMapSchedule = (cm: ConfigMapRecord): Either.Either<ActiveSchedule | undefined, Error> => {
+  const text = cm.data[SCHEDULE_CONFIGMAP_KEY]
+  return text === undefined || text.trim() === "" ? Either.right(undefined) : parse(text, `ConfigMap ${cm.namespace}/${cm.name} key ${SCHEDULE_CONFIGMAP_KEY}`)
 }
 
 /**
@@ -80,7 +80,7 @@ const startupConfigMap = Effect.gen(function* () {
     )
     return undefined
   }
-  const parsed = configMapSchedule(toConfigMapRecord(read.right), config.scheduleConfigMapKey)
+  const parsed = configMapSchedule(toConfigMapRecord(read.right))
   if (Either.isRight(parsed)) return parsed.right
   yield* Effect.logError("the sweep's schedule in its ConfigMap does not parse; the next source applies").pipe(Effect.annotateLogs({ error: parsed.left.message }))
   return undefined
@@ -111,9 +111,8 @@ export const startupSchedule = Effect.gen(function* () {
 /** The ConfigMap's schedule: none without the key; a bad one reported on the ConfigMap, the previous kept. */
 const fromConfigMap = (cm: ConfigMapRecord | undefined, previous: ActiveSchedule | undefined) =>
   Effect.gen(function* () {
-    const { scheduleConfigMapKey: key } = yield* ControllerConfig
     if (cm === undefined) return undefined
-    const parsed = configMapSchedule(cm, key)
+    const parsed = configMapSchedule(cm)
     if (Either.isRight(parsed)) return parsed.right
     const events = yield* EventRecorder
     yield* Effect.logWarning("the reconcile schedule does not parse; the previous one stays").pipe(Effect.annotateLogs({ error: parsed.left.message, keeping: previous?.schedule.expression }))

@@ -1,7 +1,7 @@
 /**
  * How requests flow to the API server. No client-side rate by default: the server protects
  * itself (API Priority and Fairness), and the controller's back-pressure is
- *  - a fixed number of requests in flight per kind of work (`--max-in-flight`): pool writes,
+ *  - a fixed number of requests in flight per kind of work (DEFAULT_IN_FLIGHT): pool writes,
  *    reservation reads and writes, pod reads, Events, list pages, leader election, the rest. A
  *    burst of one kind queues behind its own bound and never takes the others' slots, so Events
  *    never hold back a pool write and a mass deletion never starves the Lease renewal;
@@ -21,9 +21,9 @@ import { KubeApi, type KubeApiShape } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import { Metrics } from "./Metrics.ts"
 import * as R from "./resources.ts"
-import { FLOW_KINDS, type FlowKind, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, YIELDS_TO } from "../domain/api-flow.ts"
+import { DEFAULT_IN_FLIGHT, FLOW_KINDS, type FlowKind, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, YIELDS_TO } from "../domain/api-flow.ts"
 
-export { DEFAULT_IN_FLIGHT, FLOW_KINDS, type FlowKind, parseInFlight, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, YIELDS_TO } from "../domain/api-flow.ts"
+export { DEFAULT_IN_FLIGHT, FLOW_KINDS, type FlowKind, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, YIELDS_TO } from "../domain/api-flow.ts"
 
 /** Retries of one request the API server asked for with Retry-After (client-go allows 10). */
 export const MAX_RETRY_AFTER = 3
@@ -126,7 +126,7 @@ export const wrap = (api: KubeApiShape, options: FlowOptions): Effect.Effect<Kub
     } satisfies KubeApiShape
   })
 
-/** `inner` under the flow control, with the bounds of --max-in-flight; in-flight counts and pauses go to Metrics and the log. */
+/** `inner` under the flow control, with the bounds of DEFAULT_IN_FLIGHT; in-flight counts and pauses go to Metrics and the log. */
 export const flowControl = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Layer<KubeApi, E, R | ControllerConfig | Metrics> =>
   Layer.effect(
     KubeApi,
@@ -135,7 +135,7 @@ export const flowControl = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Laye
       const config = yield* ControllerConfig
       const metrics = yield* Metrics
       return yield* wrap(api, {
-        inFlight: config.maxInFlight,
+        inFlight: DEFAULT_IN_FLIGHT,
         requestTimeout: config.requestTimeout,
         observer: {
           inFlight: metrics.apiInFlight,

@@ -21,8 +21,6 @@ export interface Tuning {
    * Retry-After is sent again after it, so no wait longer than this is honoured.
    */
   readonly requestTimeout: Duration.Duration
-  /** Requests allowed at once above --api-qps (with a cap only): controller-runtime's burst. */
-  readonly apiBurst: number
   /** Attempts per pod before giving up with a Warning Event; the next sweep frees what is left. */
   readonly retryAttempts: number
   /** First retry delay (doubling each attempt, jittered) and the longest: client-go's workqueue shape. */
@@ -35,7 +33,6 @@ export interface Tuning {
 export const TUNING: Tuning = {
   pageSize: 500,
   requestTimeout: Duration.seconds(30),
-  apiBurst: 30,
   retryAttempts: 5,
   retryBaseDelay: Duration.millis(500),
   retryMaxDelay: Duration.seconds(30),
@@ -49,6 +46,7 @@ export interface ControllerConfigShape extends Tuning {
   readonly kubeconfig: string | undefined
   readonly workers: number
   readonly apiQps: number
+  readonly apiBurst: number
   /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   readonly reconcileSchedule: string | undefined
   /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
@@ -103,6 +101,7 @@ export const DEFAULTS = {
   namespace: "kube-system",
   workers: 4,
   apiQps: 0,
+  apiBurst: 30,
   sweepOnStart: true,
   dryRun: false,
   leaderElect: true,
@@ -146,6 +145,7 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   kubeconfig: optionalString("KUBECONFIG"),
   workers: count("WORKERS", D.workers),
   apiQps: parsed("API_QPS", parseRate).pipe(Config.withDefault(D.apiQps)),
+  apiBurst: count("API_BURST", D.apiBurst),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
   scheduleFile: Config.string("RECONCILE_SCHEDULE_FILE").pipe(Config.withDefault(D.scheduleFile)),

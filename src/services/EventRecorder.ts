@@ -5,7 +5,7 @@
  * Event instead of creating another.
  *
  * Recording never waits for the API server and never fails the caller: an event goes into a
- * bounded queue that a few writers (`--max-in-flight` events) drain, so freeing an address never
+ * bounded queue that a few writers (as many as Events may have requests in flight) drain, so freeing an address never
  * waits for its Event (a mass deletion writes one per freed IP). An event recorded again while
  * still queued only adds to its count (one write); a full queue drops the new event, counted in
  * events_total{result="dropped"} and said in the log. Writes of one event (same object, type,
@@ -17,6 +17,7 @@ import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "./KubeApi.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
 import { Events } from "./resources.ts"
+import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import type { EventType, InvolvedObject } from "../domain/events.ts"
 
 export type { EventType, InvolvedObject }
@@ -239,7 +240,7 @@ export const make = (
         })
       )
     )
-    const writers = Math.max(1, config.maxInFlight.events)
+    const writers = DEFAULT_IN_FLIGHT.events
     // Forked while the layer is built (uninterruptible): made interruptible, or shutdown could not stop them.
     const fibers = yield* Effect.forEach(Array.from({ length: writers }), () => Effect.forkDaemon(Effect.interruptible(writer)))
     const dropped = dropReporter(metrics, capacity)

@@ -171,7 +171,7 @@ describeLive("commands against a real API server", () => {
       expect(clean.stdout).toContain("No orphaned allocations.")
 
       for (const [args, line] of [
-        [["--batch-window", "1d"], 'whereabouts-controller: --batch-window (BATCH_WINDOW) "1d": days are not a Go duration unit: write 24h; e.g. --batch-window 1s'],
+        [["--terminating-grace", "1d"], 'whereabouts-controller: --terminating-grace (TERMINATING_GRACE) "1d": days are not a Go duration unit: write 24h; e.g. --terminating-grace 30s'],
         [["--workers", "-3"], 'whereabouts-controller: --workers (WORKERS) "-3": must be at least 1; e.g. --workers 4'],
         [["-o", "yaml"], 'whereabouts-controller: --output (OUTPUT) "yaml": must be table or json; e.g. --output table']
       ] as const) {

@@ -19,7 +19,7 @@ import {
   parseCli,
   showDuration
 } from "../../src/programs/cli.ts"
-import { config } from "../../src/services/ControllerConfig.ts"
+import { TUNING, config } from "../../src/services/ControllerConfig.ts"
 
 describe("command line", () => {
   it("maps flags onto their environment keys; flags win over the environment", () => {
@@ -64,10 +64,10 @@ describe("command line", () => {
 
   it("reads durations in Go's syntax and in effect's, and rejects bad values with the key named", () => {
     const read = (args: ReadonlyArray<string>) => Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([...args]))))
-    const ok = read(["--retry-base-delay", "250 millis", "--shutdown-timeout", "1 minute"])
-    expect(ok.retryBaseDelay.toString()).toContain("250")
-    const go = read(["--batch-window", "1s", "--retry-max-delay", "1m30s", "--request-timeout=500ms", "--terminating-grace", "1.5h", "--free-on-notready-after", "0"])
-    expect([go.batchWindow, go.retryMaxDelay, go.requestTimeout, go.terminatingGrace, go.freeOnNotReadyAfter!].map(Duration.toMillis)).toEqual([1_000, 90_000, 500, 5_400_000, 0])
+    const ok = read(["--terminating-grace", "250 millis", "--shutdown-timeout", "1 minute"])
+    expect(Duration.toMillis(ok.terminatingGrace)).toBe(250)
+    const go = read(["--shutdown-timeout", "1m30s", "--lease-duration=20s", "--terminating-grace", "1.5h", "--free-on-notready-after", "0"])
+    expect([go.shutdownTimeout, go.leaseDuration, go.terminatingGrace, go.freeOnNotReadyAfter!].map(Duration.toMillis)).toEqual([90_000, 20_000, 5_400_000, 0])
     const bad = Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli(["--workers", "zero"]))))
     expect(bad._tag).toBe("Failure")
     expect(JSON.stringify(bad)).toContain("WORKERS")
@@ -89,23 +89,20 @@ describe("command line", () => {
       if (exit._tag === "Failure") throw new Error("the configuration was read")
       return describeConfigError(exit.value)
     }
-    expect(error(["--workers", "zero", "--retry-base-delay", "soon"])).toEqual([
+    expect(error(["--workers", "zero", "--shutdown-timeout", "soon"])).toEqual([
       '--workers (WORKERS) "zero": not a whole number; e.g. --workers 4',
-      '--retry-base-delay (RETRY_BASE_DELAY) "soon": "soon" is not a Go duration; e.g. --retry-base-delay 500ms'
+      '--shutdown-timeout (SHUTDOWN_TIMEOUT) "soon": "soon" is not a Go duration; e.g. --shutdown-timeout 30s'
     ])
     expect(error(["--renew-deadline", "20s"])).toEqual([
       "leader election needs --lease-duration > --renew-deadline > 1.2 × --retry-period > 0 (LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD: got 15s, 20s, 2s); e.g. --lease-duration 15s --renew-deadline 10s --retry-period 2s"
     ])
-    expect(error(["--max-in-flight", "events=4,pools=3"])).toEqual([
-      '--max-in-flight (MAX_IN_FLIGHT) "events=4,pools=3": unknown kind "pools" (kinds: pool-writes, reservations, pod-reads, events, lists, leader-election, other); e.g. --max-in-flight events=4,pool-writes=16'
-    ])
     expect(error(["--api-qps=-1"])).toEqual(['--api-qps (API_QPS) "-1": cannot be negative (0: no cap); e.g. --api-qps 0'])
   })
 
-  it("--max-in-flight changes the kinds it names; no cap on the request rate by default", () => {
-    const read = (args: ReadonlyArray<string>) => Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([...args]))))
-    expect(read(["--max-in-flight", "events=2"]).maxInFlight).toMatchObject({ events: 2, "pool-writes": 8 })
-    expect(read([]).apiQps).toBe(0)
+  it("no cap on the request rate by default; the tuning is fixed, whatever the environment says", () => {
+    const read = (env: Record<string, string>) => Effect.runSync(Effect.withConfigProvider(config, ConfigProvider.fromMap(new Map(Object.entries(env)))))
+    expect(read({}).apiQps).toBe(0)
+    expect(read({ PAGE_SIZE: "7", BATCH_WINDOW: "5s", RETRY_ATTEMPTS: "9" })).toMatchObject(TUNING)
   })
 
   it("--help documents every option with its environment variable", () => {
@@ -186,9 +183,8 @@ describe("command line", () => {
     const applied = Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([]))))
     const shownFor = (flag: string) => OPTIONS.find((o) => o.flag === flag)!.default
     expect(shownFor("workers")).toBe(String(applied.workers))
-    expect(shownFor("retry-base-delay")).toBe(showDuration(applied.retryBaseDelay))
-    expect(shownFor("batch-window")).toBe("1s")
-    expect(shownFor("retry-base-delay")).toBe("500ms")
+    expect(shownFor("terminating-grace")).toBe(showDuration(applied.terminatingGrace))
+    expect(shownFor("terminating-grace")).toBe("30s")
     expect(shownFor("api-qps")).toBe(String(applied.apiQps))
     expect(shownFor("sweep-on-start")).toBe(String(applied.sweepOnStart))
   })
@@ -257,23 +253,23 @@ describe("configuration errors", () => {
     expect(parseCli(["--workers", "-3"]).values.get("WORKERS")).toBe("-3")
     expect(parseCli(["--workers=-3"]).values.get("WORKERS")).toBe("-3")
     expect(checkOptions(parseCli(["run", "--workers", "-3"]), {})).toEqual(['--workers (WORKERS) "-3": must be at least 1; e.g. --workers 4'])
-    expect(checkOptions(parseCli(["--batch-window", "-1s"]), {})).toEqual(['--batch-window (BATCH_WINDOW) "-1s": a duration cannot be negative; e.g. --batch-window 1s'])
+    expect(checkOptions(parseCli(["--terminating-grace", "-1s"]), {})).toEqual(['--terminating-grace (TERMINATING_GRACE) "-1s": a duration cannot be negative; e.g. --terminating-grace 30s'])
     expect(parseCli(["release", "--from-report", "-"]).release).toEqual({ _tag: "Report", path: "-" })
     // A flag followed by another flag still lacks its value.
     expect(() => parseCli(["--workers", "--dry-run"])).toThrow(/--workers/)
   })
 
   it("a port out of range, a negative rate, a threshold outside (0, 1] and an empty count are refused by name", () => {
-    expect(checkOptions(parseCli(["--metrics-port", "99999", "--api-qps", "-1", "--pool-usage-threshold", "0"]), { PAGE_SIZE: "" })).toEqual([
+    expect(checkOptions(parseCli(["--metrics-port", "99999", "--api-qps", "-1", "--pool-usage-threshold", "0"]), { WORKERS: "" })).toEqual([
+      'WORKERS (--workers) "": not a whole number; e.g. WORKERS=4',
       '--api-qps (API_QPS) "-1": cannot be negative (0: no cap); e.g. --api-qps 0',
-      'PAGE_SIZE (--page-size) "": not a whole number; e.g. PAGE_SIZE=500',
       '--metrics-port (METRICS_PORT) "99999": not a port (0 to 65535; 0 turns it off); e.g. --metrics-port 8080',
       '--pool-usage-threshold (POOL_USAGE_THRESHOLD) "0": not a ratio above 0 and at most 1; e.g. --pool-usage-threshold 0.9'
     ])
   })
 
   it("an option without a default, or a name, takes \"\" as unset, as the configuration does; good values pass", () => {
-    const cli = parseCli(["--kubeconfig", "", "--free-on-notready-after", "", "--namespace", "", "--batch-window", "1m30s", "--log-level", "WARN"])
+    const cli = parseCli(["--kubeconfig", "", "--free-on-notready-after", "", "--namespace", "", "--shutdown-timeout", "1m30s", "--log-level", "WARN"])
     expect(checkOptions(cli, { LEASE_NAMESPACE: "" })).toEqual([])
     const read = Effect.runSync(Effect.withConfigProvider(config, configProvider(cli)))
     expect(read).toMatchObject({ kubeconfig: undefined, freeOnNotReadyAfter: undefined, namespace: "kube-system" })

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Stream, TestClock } from "effect"
-import { DEFAULT_IN_FLIGHT, type FlowKind, MAX_RETRY_AFTER, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, kindOf, parseInFlight, wrap } from "../../src/services/ApiFlow.ts"
+import { DEFAULT_IN_FLIGHT, type FlowKind, MAX_RETRY_AFTER, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, kindOf, wrap } from "../../src/services/ApiFlow.ts"
 import type { KubeApiShape, KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
@@ -205,13 +205,5 @@ describe("ApiFlow: kinds and --max-in-flight", () => {
       kindOf("list", R.Leases),
       kindOf("get", R.Nodes)
     ]).toEqual(["pool-writes", "pool-writes", "other", "reservations", "reservations", "pod-reads", "lists", "events", "events", "leader-election", "leader-election", "leader-election", "other"])
-  })
-
-  it("--max-in-flight names kinds to change; a bad item is a one-line error", () => {
-    expect(parseInFlight("")).toEqual({ ok: DEFAULT_IN_FLIGHT })
-    expect(parseInFlight("events=2, pool-writes=16")).toEqual({ ok: { ...DEFAULT_IN_FLIGHT, events: 2, "pool-writes": 16 } })
-    expect(parseInFlight("events")).toEqual({ error: '"events" is not <kind>=<number>' })
-    expect(parseInFlight("pools=3")).toEqual({ error: 'unknown kind "pools" (kinds: pool-writes, reservations, pod-reads, events, lists, leader-election, other)' })
-    expect(parseInFlight("lists=0")).toEqual({ error: "lists must be at least 1" })
   })
 })

@@ -8,10 +8,6 @@ import { waitUntil } from "./world.ts"
  * surprise: a test knows whether a sweep (start-up only) or a deletion freed an address.
  */
 export const TEST_TIMINGS: ReadonlyArray<string> = [
-  "--retry-base-delay",
-  "100 millis",
-  "--retry-max-delay",
-  "2 seconds",
   "--lease-duration",
   "6 seconds",
   "--renew-deadline",
