@@ -226,15 +226,17 @@ const listedTwice = (l: Listing, first: Map<DomainKey, Listing>): ReadonlyArray<
     const earlier = first.get(domain)
     if (earlier === undefined) first.set(domain, l)
     else if (earlier.ref !== l.ref) {
+      // In podref order, so the message is the same whichever pod the cache yields first.
+      const [x, y] = earlier.ref < l.ref ? [earlier, l] : [l, earlier]
       out.push({
         kind: "duplicate",
-        id: duplicateId(l.ip, [earlier.pod, l.pod]),
+        id: duplicateId(l.ip, [x.pod, y.pod]),
         ip: l.ip,
-        pods: [identity(earlier.pod), identity(l.pod)],
-        pools: [...new Set([...earlier.where.pools, ...l.where.pools])],
+        pods: [identity(x.pod), identity(y.pod)],
+        pools: [...new Set([...x.where.pools, ...y.where.pools])],
         reservation: l.where.reservation,
         holder: undefined,
-        message: listedTwiceMessage(formatIP(l.ip), { pod: earlier.ref, network: earlier.network }, { pod: l.ref, network: l.network })
+        message: listedTwiceMessage(formatIP(l.ip), { pod: x.ref, network: x.network }, { pod: y.ref, network: y.network })
       })
     }
   }

@@ -276,3 +276,14 @@ describe("reservationNetworks", () => {
     expect(reservationNetworks([], () => ({ _tag: "Range", network: "" }))(poolOf("10.50.0.0-24", {}))).toBeUndefined()
   })
 })
+
+describe("a duplicate listed by two pods", () => {
+  it("reads the same whichever pod comes first", () => {
+    const a = pod("a", [on("storage", ["10.50.0.1/24"])])
+    const b = pod("b", [on("wide", ["10.50.0.1/16"])])
+    const pools = { "10.50.0.0-24": { "1": { podref: "default/a" } }, "10.50.0.0-16": { "1": { podref: "default/b" } } }
+    const of = (pods: ReadonlyArray<PodProjection>) => invariantViolations(viewOf(pods, pools, { "10.50.0.1": "default/a" })).filter((v) => v.kind === "duplicate")
+    expect(of([b, a])).toEqual(of([a, b]))
+    expect(of([a, b]).map((v) => v.pods.map((p) => p.name))).toEqual([["a", "b"]])
+  })
+})
