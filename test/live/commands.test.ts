@@ -54,8 +54,8 @@ describeLive("commands against a real API server", () => {
       yield* ensureNamespace(POOLS)
       yield* ensureNamespace(ns)
       yield* createNad(ns, "net", { range: "10.250.0.0/24" })
-      yield* startPod(ns, "keep", [on(ns, "net")])
-      const gone = yield* startPod(ns, "gone", [on(ns, "net")])
+      yield* startPod(ns, "keep", [on(`${ns}/net`)])
+      const gone = yield* startPod(ns, "gone", [on(`${ns}/net`)])
       yield* deletePod(gone)
       const dirty = yield* run("audit", ["-o", "json"]) // the short form, as in `audit -o json > report.json`
       const report = JSON.parse(dirty.stdout) as { orphanedAllocations: Array<{ ip: string; podref: string }> }
@@ -80,7 +80,7 @@ describeLive("commands against a real API server", () => {
       yield* ensureNamespace(RELEASE_POOLS)
       yield* ensureNamespace(ns)
       yield* createNad(ns, "net", { range: "10.252.0.0/24" })
-      const pods = { keep: yield* startPod(ns, "keep", [on(ns, "net")]), gone: yield* startPod(ns, "gone", [on(ns, "net")]), reborn: yield* startPod(ns, "reborn", [on(ns, "net")]), freed: yield* startPod(ns, "freed", [on(ns, "net")]) }
+      const pods = { keep: yield* startPod(ns, "keep", [on(`${ns}/net`)]), gone: yield* startPod(ns, "gone", [on(`${ns}/net`)]), reborn: yield* startPod(ns, "reborn", [on(`${ns}/net`)]), freed: yield* startPod(ns, "freed", [on(`${ns}/net`)]) }
       for (const p of [pods.gone, pods.reborn, pods.freed]) yield* deletePod(p)
       const audited = yield* Effect.promise(() => runCommand("audit", { kubeconfig: runningEnvtest().kubeconfigPath, namespace: RELEASE_POOLS, args: ["--output", "json"] }))
       expect(audited.code).toBe(1)
@@ -88,7 +88,7 @@ describeLive("commands against a real API server", () => {
       fs.writeFileSync(report, audited.stdout)
       // After the report: reborn comes back under its name and is re-ADDed (same address, new container id);
       // freed's address is freed by someone else (the controller, say).
-      const reborn = yield* startPod(ns, "reborn", [on(ns, "net")])
+      const reborn = yield* startPod(ns, "reborn", [on(`${ns}/net`)])
       expect(reborn.ips[0]!.ips).toEqual(["10.252.0.3"])
       const api = yield* KubeApi
       yield* api.patch(R.IPPools, RELEASE_POOLS, "10.252.0.0-24", { type: "json", ops: [{ op: "remove", path: "/spec/allocations/4" }] })
@@ -165,7 +165,7 @@ describeLive("commands against a real API server", () => {
       yield* ensureNamespace(CLEAN_POOLS)
       yield* ensureNamespace(ns)
       yield* createNad(ns, "net", { range: "10.253.0.0/24" })
-      yield* startPod(ns, "keep", [on(ns, "net")])
+      yield* startPod(ns, "keep", [on(`${ns}/net`)])
       const clean = yield* run("audit", [], CLEAN_POOLS)
       expect(clean.code, clean.stderr).toBe(0)
       expect(clean.stdout).toContain("No orphaned allocations.")
@@ -210,8 +210,8 @@ describeLive("commands against a real API server", () => {
       yield* ensureNamespace(TWICE_POOLS)
       yield* ensureNamespace(ns)
       yield* createNad(ns, "net", { range: "10.254.0.0/24" })
-      yield* startPod(ns, "keep", [on(ns, "net")])
-      yield* deletePod(yield* startPod(ns, "gone", [on(ns, "net")]))
+      yield* startPod(ns, "keep", [on(`${ns}/net`)])
+      yield* deletePod(yield* startPod(ns, "gone", [on(`${ns}/net`)]))
       const audited = yield* run("audit", ["-o", "json"], TWICE_POOLS)
       expect(audited.code, audited.stderr).toBe(1)
       const report = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "release-twice-")), "report.json")

@@ -37,7 +37,7 @@ describeLive("compatibility with whereabouts 0.9's data on a real API server", (
       Effect.gen(function* () {
         // 10.248.0.0/28: 14 usable; .1-.12 minus the excluded .4-.5 = ten.
         yield* createNad(ns, "narrow", { range: "10.248.0.0/28", range_start: "10.248.0.1", range_end: "10.248.0.12", exclude: ["10.248.0.4/31"] })
-        for (let i = 0; i < 9; i++) yield* startPod(ns, `n${i}`, [on(ns, "narrow")])
+        for (let i = 0; i < 9; i++) yield* startPod(ns, `n${i}`, [on(`${ns}/narrow`)])
         const ctl = yield* launch({ kubeconfig: kubeconfig(), namespace: pools, identity: "cap" })
         yield* awaitLeading(ctl)
         yield* awaitMetric(ctl, "whereabouts_controller_pool_used", { pool: "10.248.0.0-28" }, (v) => v === 9)
@@ -99,7 +99,7 @@ describeLive("compatibility with whereabouts 0.9's data on a real API server", (
         yield* api.create(R.NetworkAttachmentDefinitions, ns, nadObject(ns, "empty", ""))
         const ctl = yield* launch({ kubeconfig: kubeconfig(), namespace: pools, identity: "notours" })
         yield* awaitLeading(ctl)
-        const pod = yield* startPod(ns, "p", [on(ns, "good")])
+        const pod = yield* startPod(ns, "p", [on(`${ns}/good`)])
         // Attached to all three, as Multus reports it.
         const status = networkStatus([
           { name: "cluster", interface: "eth0", ips: ["10.244.0.9"], default: true },

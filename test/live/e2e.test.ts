@@ -68,8 +68,8 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         const ns = uniqueNamespace("single")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "net", { range: "10.201.0.0/24" })
-        const a = yield* startPod(ns, "a", [on(ns, "net")])
-        const b = yield* startPod(ns, "b", [on(ns, "net")])
+        const a = yield* startPod(ns, "a", [on(`${ns}/net`)])
+        const b = yield* startPod(ns, "b", [on(`${ns}/net`)])
         expect(yield* poolView("10.201.0.0-24")).toEqual({ "10.201.0.1": ref(a), "10.201.0.2": ref(b) })
         expect(yield* reservationsLike("10.201.")).toEqual({ "10.201.0.1": ref(a), "10.201.0.2": ref(b) })
 
@@ -103,7 +103,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         const ns = uniqueNamespace("three")
         yield* ensureNamespace(ns)
         for (const i of [1, 2, 3]) yield* createNad(ns, `n${i}`, { range: `10.202.${i}.0/24` })
-        const attach = [on(ns, "n1", "net1"), on(ns, "n2", "net2"), on(ns, "n3", "net3")]
+        const attach = [on(`${ns}/n1`, "net1"), on(`${ns}/n2`, "net2"), on(`${ns}/n3`, "net3")]
         const keeper = yield* startPod(ns, "keeper", attach)
         const tri = yield* startPod(ns, "tri", attach)
         expect(tri.ips.map((i) => [i.ifname, i.ips])).toEqual([["net1", ["10.202.1.2"]], ["net2", ["10.202.2.2"]], ["net3", ["10.202.3.2"]]])
@@ -129,8 +129,8 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         const ns = uniqueNamespace("dual")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "ds", { ipRanges: [{ range: "10.203.0.0/24" }, { range: "fd00:203::/64" }] })
-        const d1 = yield* startPod(ns, "d1", [on(ns, "ds")])
-        const d2 = yield* startPod(ns, "d2", [on(ns, "ds")])
+        const d1 = yield* startPod(ns, "d1", [on(`${ns}/ds`)])
+        const d2 = yield* startPod(ns, "d2", [on(`${ns}/ds`)])
         expect(d1.ips[0]!.ips).toEqual(["10.203.0.1", "fd00:203::1"])
         expect(yield* poolView("fd00-203---64")).toEqual({ "fd00:203::1": ref(d1), "fd00:203::2": ref(d2) })
         expect(yield* reservationsLike("fd00-203-")).toEqual({ "fd00-203--1": ref(d1), "fd00-203--2": ref(d2) })
@@ -153,7 +153,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         const ns = uniqueNamespace("sts")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "web-net", { range: "10.204.0.0/24" })
-        const sts = statefulSet("web", [on(ns, "web-net")], ns)
+        const sts = statefulSet("web", [on(`${ns}/web-net`)], ns)
         const expected = () => Object.fromEntries(sts.pods().map((p) => [ipOf(p), ref(p)]).sort(([a], [b]) => a!.localeCompare(b!, "en", { numeric: true })))
         for (const n of [5, 2, 4, 1]) {
           yield* sts.scaleTo(n)
@@ -176,15 +176,15 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         const ns = uniqueNamespace("full")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "tiny", { range: "10.205.0.0/30" })
-        const x0 = yield* startPod(ns, "x0", [on(ns, "tiny")])
-        const x1 = yield* startPod(ns, "x1", [on(ns, "tiny")])
-        const stuck = yield* Effect.either(startPod(ns, "x2", [on(ns, "tiny")]))
+        const x0 = yield* startPod(ns, "x0", [on(`${ns}/tiny`)])
+        const x1 = yield* startPod(ns, "x1", [on(`${ns}/tiny`)])
+        const stuck = yield* Effect.either(startPod(ns, "x2", [on(`${ns}/tiny`)]))
         expect(Either.isLeft(stuck) && stuck.left.message).toMatch(/could not allocate IP in range 10\.205\.0\.0\/30/)
         expect(yield* poolView("10.205.0.0-30")).toEqual({ "10.205.0.1": ref(x0), "10.205.0.2": ref(x1) })
         yield* deletePod(x0)
         yield* waitForValue("x0's address is freed", poolView("10.205.0.0-30"), { "10.205.0.2": ref(x1) })
         // The kubelet retries x2's sandbox: now it gets the freed address.
-        const x2 = yield* retrySandbox(ns, "x2", [on(ns, "tiny")], "x2-retry")
+        const x2 = yield* retrySandbox(ns, "x2", [on(`${ns}/tiny`)], "x2-retry")
         expect(ipOf(x2)).toBe("10.205.0.1")
         expect(yield* poolView("10.205.0.0-30")).toEqual({ "10.205.0.1": `${ns}/x2`, "10.205.0.2": ref(x1) })
         expect(yield* reservationsLike("10.205.")).toEqual({ "10.205.0.1": `${ns}/x2`, "10.205.0.2": ref(x1) })
@@ -201,13 +201,13 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         yield* createNad(ns, "wide", { range: "10.206.0.0/24" })
         yield* createNad(ns, "narrow", { range: "10.206.0.0/25" })
         yield* createNad(ns, "flat", { range: "10.216.0.0/24", enable_overlapping_ranges: false })
-        const o1 = yield* startPod(ns, "o1", [on(ns, "wide")])
-        const o2 = yield* startPod(ns, "o2", [on(ns, "narrow")])
+        const o1 = yield* startPod(ns, "o1", [on(`${ns}/wide`)])
+        const o2 = yield* startPod(ns, "o2", [on(`${ns}/narrow`)])
         // 10.206.0.1 is reserved across ranges by o1, so the narrow range hands out .2.
         expect([ipOf(o1), ipOf(o2)]).toEqual(["10.206.0.1", "10.206.0.2"])
         expect(yield* reservationsLike("10.206.")).toEqual({ "10.206.0.1": ref(o1), "10.206.0.2": ref(o2) })
-        const f1 = yield* startPod(ns, "f1", [on(ns, "flat")])
-        const f2 = yield* startPod(ns, "f2", [on(ns, "flat")])
+        const f1 = yield* startPod(ns, "f1", [on(`${ns}/flat`)])
+        const f2 = yield* startPod(ns, "f2", [on(`${ns}/flat`)])
         expect(yield* reservationsLike("10.216.")).toEqual({})
 
         yield* deletePod(o1)
@@ -221,7 +221,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         ])
         expect(yield* reservationsLike("10.216.")).toEqual({})
         // With the reservation gone, the narrow range may hand out .1 again.
-        const o3 = yield* startPod(ns, "o3", [on(ns, "narrow")])
+        const o3 = yield* startPod(ns, "o3", [on(`${ns}/narrow`)])
         expect(ipOf(o3)).toBe("10.206.0.1")
         expect(yield* metricOf(shared.current()!, "whereabouts_controller_failures_total")).toBe(0)
       })
@@ -235,8 +235,8 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         yield* ensureNamespace(ns)
         yield* createNad(ns, "blue-nad", { range: "10.207.0.0/24", network_name: "blue" })
         yield* createNad(ns, "green-nad", { range: "10.207.0.0/24", network_name: "green" })
-        const nb = yield* startPod(ns, "nb", [on(ns, "blue-nad")])
-        const ng = yield* startPod(ns, "ng", [on(ns, "green-nad")])
+        const nb = yield* startPod(ns, "nb", [on(`${ns}/blue-nad`)])
+        const ng = yield* startPod(ns, "ng", [on(`${ns}/green-nad`)])
         expect([ipOf(nb), ipOf(ng)]).toEqual(["10.207.0.1", "10.207.0.1"])
         expect(yield* poolView("blue-10.207.0.0-24")).toEqual({ "10.207.0.1": ref(nb) })
         expect(yield* reservationsLike("blue-10.207.")).toEqual({ "blue-10.207.0.1": ref(nb) })
@@ -255,7 +255,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         const ns = uniqueNamespace("nadgone")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "gone", { range: "10.211.0.0/24" })
-        const twin = yield* startPod(ns, "twin", [on(ns, "gone", "net1"), on(ns, "gone", "net2")])
+        const twin = yield* startPod(ns, "twin", [on(`${ns}/gone`, "net1"), on(`${ns}/gone`, "net2")])
         expect(twin.ips.map((i) => i.ips[0])).toEqual(["10.211.0.1", "10.211.0.2"])
         // The NAD goes while the controller is down, so its caches start without it: no race
         // between the NAD watch and the pod watch decides what the controller knows.
@@ -284,7 +284,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         const ns = uniqueNamespace("dup")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "dup", { range: "10.208.0.0/24" })
-        const p = yield* startPod(ns, "p", [on(ns, "dup")])
+        const p = yield* startPod(ns, "p", [on(`${ns}/dup`)])
         yield* setPhase(ns, "p", "Running")
         expect(ipOf(p)).toBe("10.208.0.1")
         // The same podref allocated again at offset 7 (an ADD that was retried after a lost write),
@@ -320,7 +320,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         yield* ensureNamespace(ns)
         yield* createNad(ns, "down", { range: "10.209.0.0/24" })
         const pods: Array<RunningPod> = []
-        for (let i = 0; i < 4; i++) pods.push(yield* startPod(ns, `d${i}`, [on(ns, "down")]))
+        for (let i = 0; i < 4; i++) pods.push(yield* startPod(ns, `d${i}`, [on(`${ns}/down`)]))
 
         expect(yield* Effect.promise(() => before.stop())).toEqual({ code: 0, signal: null })
         expect(logsWith(before, "released leadership")).toHaveLength(1)
@@ -362,7 +362,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         const ns = uniqueNamespace("issue182")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "storage", { range: "10.210.0.0/30" })
-        const db = statefulSet("db", [on(ns, "storage")], ns)
+        const db = statefulSet("db", [on(`${ns}/storage`)], ns)
         yield* db.scaleTo(2)
         const [db0, oldDb1] = db.pods() as [RunningPod, RunningPod]
         expect(yield* poolView("10.210.0.0-30")).toEqual({ "10.210.0.1": ref(db0), "10.210.0.2": ref(oldDb1) })
@@ -371,7 +371,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         // it at once. Its CNI ADD (same podref, same ifname) gets the same address back.
         const batches = (yield* metricOf(c, "whereabouts_controller_reconcile_duration_seconds_count")) ?? 0
         yield* deletePod(oldDb1)
-        const reborn = yield* startPod(ns, "db-1", [on(ns, "storage")])
+        const reborn = yield* startPod(ns, "db-1", [on(`${ns}/storage`)])
         expect(reborn.uid).not.toBe(oldDb1.uid)
         expect(ipOf(reborn)).toBe("10.210.0.2")
 
@@ -389,7 +389,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         const kept = logsWith(c, "kept addresses of deleted pod", { pod: ref(oldDb1) }).length > 0
         console.info(`#182: the controller ${gc.length > 0 ? "freed the address before the ADD" : kept ? "kept the address (db-1 alive again)" : "left the entry the ADD rewrote"}`)
         // The pool is still full, and nothing is leaked: a third replica cannot start.
-        const third = yield* Effect.either(startPod(ns, "db-2", [on(ns, "storage")]))
+        const third = yield* Effect.either(startPod(ns, "db-2", [on(`${ns}/storage`)]))
         expect(Either.isLeft(third)).toBe(true)
         expect(yield* poolView("10.210.0.0-30")).toEqual({ "10.210.0.1": ref(db0), "10.210.0.2": ref(reborn) })
       })
@@ -406,7 +406,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         const ns = uniqueNamespace("race182")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "storage", { range: "10.212.0.0/30" })
-        const db = statefulSet("db", [on(ns, "storage")], ns)
+        const db = statefulSet("db", [on(`${ns}/storage`)], ns)
         yield* db.scaleTo(2)
         const [db0, oldDb1] = db.pods() as [RunningPod, RunningPod]
         const race = yield* rebornRace(paced, { old: oldDb1, nad: "storage", pool: "10.212.0.0-30", ip: "10.212.0.2", reservation: "10.212.0.2" })
@@ -437,8 +437,8 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
             const ns = uniqueNamespace("bundle")
             yield* ensureNamespace(ns)
             yield* createNad(ns, "net", { range: "10.213.0.0/24" })
-            const a = yield* startPod(ns, "a", [on(ns, "net")])
-            const b = yield* startPod(ns, "b", [on(ns, "net")])
+            const a = yield* startPod(ns, "a", [on(`${ns}/net`)])
+            const b = yield* startPod(ns, "b", [on(`${ns}/net`)])
             yield* deletePod(a)
             yield* waitForValue("a's address is freed", poolView("10.213.0.0-24"), { "10.213.0.2": ref(b) })
             yield* waitForValue("a's reservation is deleted", reservationsLike("10.213."), { "10.213.0.2": ref(b) })

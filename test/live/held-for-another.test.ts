@@ -39,7 +39,7 @@ describeWithPlugin("rule 0: an address a running pod lists is never freed, which
           const [range, pool, address] = [`10.${subnet}.0.0/28`, `10.${subnet}.0.0-28`, `10.${subnet}.0.1`]
           yield* ensureNamespace(ns)
           yield* createNad(ns, "net", { range, enable_overlapping_ranges: overlapping })
-          const mon = yield* startPod(ns, "mon-a", [on(ns, "net")])
+          const mon = yield* startPod(ns, "mon-a", [on(`${ns}/net`)])
           yield* setPhase(ns, "mon-a", "Running")
           expect(mon.ips.map((i) => i.ips)).toEqual([[address]])
           // The hand edit: mon-a's entry now names a pod that does not exist.
@@ -63,7 +63,7 @@ describeWithPlugin("rule 0: an address a running pod lists is never freed, which
           expect(yield* reservationSpecs(`10.${subnet}.`)).toEqual(reservations)
 
           // The next ADD does not get mon-a's address.
-          const next: RunningPod = yield* startPod(ns, "new-b", [on(ns, "net")])
+          const next: RunningPod = yield* startPod(ns, "new-b", [on(`${ns}/net`)])
           expect(next.ips.map((i) => i.ips)).toEqual([[`10.${subnet}.0.2`]])
 
           // A pod of the name the entry carries is created and deleted: the deletion path keeps it too.

@@ -36,12 +36,12 @@ describeLive("pods that will never run again, on a real API server", () => {
       const ctl = yield* launch({ kubeconfig: runningEnvtest().kubeconfigPath, namespace: POOLS, identity: `nra-${Date.now().toString(36)}`, args: ["--terminating-grace", "1 second"] })
       yield* awaitLeading(ctl)
 
-      const running = yield* startPod(ns, "running", [on(ns, "net")], alive)
-      const succeeded = yield* startPod(ns, "succeeded", [on(ns, "net")], alive)
-      const failed = yield* startPod(ns, "failed", [on(ns, "net")], alive)
-      const evicted = yield* startPod(ns, "evicted", [on(ns, "net")], dying)
-      const orphaned = yield* startPod(ns, "orphaned", [on(ns, "net")], dead)
-      const stranded = yield* startPod(ns, "stranded", [on(ns, "net")], dying)
+      const running = yield* startPod(ns, "running", [on(`${ns}/net`)], alive)
+      const succeeded = yield* startPod(ns, "succeeded", [on(`${ns}/net`)], alive)
+      const failed = yield* startPod(ns, "failed", [on(`${ns}/net`)], alive)
+      const evicted = yield* startPod(ns, "evicted", [on(`${ns}/net`)], dying)
+      const orphaned = yield* startPod(ns, "orphaned", [on(`${ns}/net`)], dead)
+      const stranded = yield* startPod(ns, "stranded", [on(`${ns}/net`)], dying)
       const hold = (name: string) =>
         Effect.gen(function* () {
           yield* api.patch(R.Pods, ns, name, { type: "merge", body: { metadata: { finalizers: ["test.example/held"] } } })
@@ -76,13 +76,13 @@ describeLive("pods that will never run again, on a real API server", () => {
 
       // A StatefulSet pod stranded on the dead node in a full /30: freed while its object remains;
       // the StatefulSet controller creates the replacement only once the object is gone, and it starts.
-      yield* startPod(ns, "db-0", [on(ns, "small")], alive)
-      const db1 = yield* startPod(ns, "db-1", [on(ns, "small")], dying)
+      yield* startPod(ns, "db-0", [on(`${ns}/small`)], alive)
+      const db1 = yield* startPod(ns, "db-1", [on(`${ns}/small`)], dying)
       yield* hold("db-1")
       yield* waitForEqual("db-1's address freed", poolView("10.227.0.0-30"), { "10.227.0.1": `${ns}/db-0` })
       yield* api.patch(R.Pods, ns, "db-1", { type: "merge", body: { metadata: { finalizers: [] } } })
       yield* waitForEqual("the old db-1 gone", Effect.map(Effect.either(api.get(R.Pods, ns, "db-1")), Either.isLeft), true)
-      const replacement = yield* startPod(ns, "db-1", [on(ns, "small")], alive)
+      const replacement = yield* startPod(ns, "db-1", [on(`${ns}/small`)], alive)
       expect(ip(replacement)).toBe(ip(db1))
       for (const name of ["evicted", "orphaned", "stranded"]) yield* api.patch(R.Pods, ns, name, { type: "merge", body: { metadata: { finalizers: [] } } })
     }).pipe(Effect.provide(liveWorld(POOLS))), 120_000)

@@ -164,14 +164,14 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       const deadNode = `${poolNs}-dead`.slice(0, 63)
       yield* api.create(R.Nodes, undefined, nodeObject(deadNode, { ready: "Unknown", taints: [{ key: "node.kubernetes.io/out-of-service", effect: "NoExecute" }] })).pipe(Effect.ignore)
       yield* createNad(podNs, "stranded-net", { range: "10.225.0.0/24" })
-      yield* startPod(podNs, "stranded", [on(podNs, "stranded-net")], deadNode)
+      yield* startPod(podNs, "stranded", [on(`${podNs}/stranded-net`)], deadNode)
       yield* api.patch(R.Pods, podNs, "stranded", { type: "merge", body: { metadata: { finalizers: ["test.example/held"] } } })
       yield* api.delete(R.Pods, podNs, "stranded", { gracePeriodSeconds: 0 })
-      const ghost = yield* startPod(podNs, "ghost", [on(podNs, "net")])
-      yield* startPod(podNs, "keeper", [on(podNs, "net")])
-      const victim = yield* startPod(podNs, "victim", [on(podNs, "net")])
-      const unreserved = yield* startPod(podNs, "unreserved", [on(podNs, "net")])
-      const twin = yield* startPod(podNs, "twin", [on(podNs, "twin-net", "net1"), on(podNs, "twin-net", "net2")])
+      const ghost = yield* startPod(podNs, "ghost", [on(`${podNs}/net`)])
+      yield* startPod(podNs, "keeper", [on(`${podNs}/net`)])
+      const victim = yield* startPod(podNs, "victim", [on(`${podNs}/net`)])
+      const unreserved = yield* startPod(podNs, "unreserved", [on(`${podNs}/net`)])
+      const twin = yield* startPod(podNs, "twin", [on(`${podNs}/twin-net`, "net1"), on(`${podNs}/twin-net`, "net2")])
       yield* api.create(R.Pods, podNs, podObject(podNs, "unborn", { networks: `${podNs}/late@net1`, nodeName: "node-1" }))
       // A node-slice network whose only slice no node owns any more (its node was deleted), and
       // that node's pool, empty: --prune-slice-pools deletes it (the start-up sweep).
@@ -292,8 +292,8 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       // The #182 race, which only the reservation `create` (giving a reborn pod's reservation
       // back) is for: a paced controller of the same ServiceAccount (see support/reborn.ts).
       yield* createNad(podNs, "race-net", { range: "10.223.0.0/30" })
-      yield* startPod(podNs, "db-0", [on(podNs, "race-net")])
-      const db1 = yield* startPod(podNs, "db-1", [on(podNs, "race-net")])
+      yield* startPod(podNs, "db-0", [on(`${podNs}/race-net`)])
+      const db1 = yield* startPod(podNs, "db-1", [on(`${podNs}/race-net`)])
       const paced: ControllerProcess = yield* Effect.acquireRelease(launch({ kubeconfig, namespace: poolNs, identity: `${identity}-paced`, args: PACED }), (c) =>
         Effect.promise(() => c.stop(STOP_GRACE_MS))
       )

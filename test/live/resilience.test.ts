@@ -62,7 +62,7 @@ describeLive("resilience of the controller process against a real API server", (
         yield* ensureNamespace(ns)
         yield* createNad(ns, "r", { range: "10.250.0.0/24" })
         const pods: Array<RunningPod> = []
-        for (let i = 0; i < 6; i++) pods.push(yield* startPod(ns, `r${i}`, [on(ns, "r")]))
+        for (let i = 0; i < 6; i++) pods.push(yield* startPod(ns, `r${i}`, [on(`${ns}/r`)]))
         const ctl = yield* launch({ kubeconfig: runningEnvtest().kubeconfigPath, namespace: pools, identity: "res-a", args: STEADY_LEASE })
         yield* awaitLeading(ctl)
         yield* deletePod(pods[0]!)
@@ -102,7 +102,7 @@ describeLive("resilience of the controller process against a real API server", (
         yield* ensureNamespace(ns)
         yield* createNad(ns, "q", { range: "10.251.0.0/24" })
         const pods: Array<RunningPod> = []
-        for (let i = 0; i < 6; i++) pods.push(yield* startPod(ns, `q${i}`, [on(ns, "q")]))
+        for (let i = 0; i < 6; i++) pods.push(yield* startPod(ns, `q${i}`, [on(`${ns}/q`)]))
         // No leader election: the start-up sweep runs once, before anything is deleted.
         const ctl = yield* launch({ kubeconfig: runningEnvtest().kubeconfigPath, namespace: pools, identity: "res-b", args: ["--no-leader-elect"] })
         yield* awaitLeading(ctl)
@@ -149,7 +149,7 @@ describeLive("resilience of the controller process against a real API server", (
         yield* ensureNamespace(ns)
         yield* createNad(ns, "ha", { range: "10.252.0.0/24" })
         const pods: Array<RunningPod> = []
-        for (let i = 0; i < 4; i++) pods.push(yield* startPod(ns, `h${i}`, [on(ns, "ha")]))
+        for (let i = 0; i < 4; i++) pods.push(yield* startPod(ns, `h${i}`, [on(`${ns}/ha`)]))
         const kubeconfig = runningEnvtest().kubeconfigPath
         const a = yield* launch({ kubeconfig, namespace: pools, identity: "ha-a", args: FAST_LEASE })
         const b = yield* launch({ kubeconfig, namespace: pools, identity: "ha-b", args: FAST_LEASE })
@@ -223,7 +223,7 @@ describeLive("resilience of the controller process against a real API server", (
           const started: Array<RunningPod> = []
           // The CNI plugin keeps allocating from the same two pools for as long as the controller is
           // freeing (bounded, should it stall): new pods take freed addresses while others are freed.
-          for (let i = 0; i < 400 && (deleting || (yield* freedSoFar) < 500); i++) started.push(yield* startPod(ns, `n-${i}`, [on(ns, nets[i % 2]!.nad)]))
+          for (let i = 0; i < 400 && (deleting || (yield* freedSoFar) < 500); i++) started.push(yield* startPod(ns, `n-${i}`, [on(`${ns}/${nets[i % 2]!.nad}`)]))
           return started
         })
         const deleter = Effect.forEach(doomed, (p) => api.delete(R.Pods, ns, p.name, { gracePeriodSeconds: 0 }), { concurrency: 16, discard: true }).pipe(
@@ -273,10 +273,10 @@ describeLive("resilience of the controller process against a real API server", (
         const api = yield* KubeApi
         yield* createNad(ns, "good", { range: "10.255.0.0/24" })
         yield* createNad(ns, "flaky", { range: "10.255.1.0/24" })
-        const live = yield* startPod(ns, "m-live", [on(ns, "good")])
-        const badStatus = yield* startPod(ns, "m-badstatus", [on(ns, "good")])
-        const badNad = yield* startPod(ns, "m-badnad", [on(ns, "flaky")])
-        const normal = yield* startPod(ns, "m-normal", [on(ns, "good")])
+        const live = yield* startPod(ns, "m-live", [on(`${ns}/good`)])
+        const badStatus = yield* startPod(ns, "m-badstatus", [on(`${ns}/good`)])
+        const badNad = yield* startPod(ns, "m-badnad", [on(`${ns}/flaky`)])
+        const normal = yield* startPod(ns, "m-normal", [on(`${ns}/good`)])
         expect([live, badStatus, normal].map(ipOf)).toEqual(["10.255.0.1", "10.255.0.2", "10.255.0.3"])
 
         // A network-status that is not JSON; a `networks` request that is not either (and no status).

@@ -85,7 +85,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const ns = uniqueNamespace("up-v4")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "net", { range: "10.231.0.0/24" })
-        const [a, b, cc, d] = yield* startAll(ns, ["a", "b", "c", "d"], [on(ns, "net")])
+        const [a, b, cc, d] = yield* startAll(ns, ["a", "b", "c", "d"], [on(`${ns}/net`)])
         expect([a, b, cc, d].map(ipsOf)).toEqual([[["10.231.0.1"]], [["10.231.0.2"]], [["10.231.0.3"]], [["10.231.0.4"]]])
         expect(yield* poolEntries("10.231.0.0-24")).toEqual({ "10.231.0.1": entry(a), "10.231.0.2": entry(b), "10.231.0.3": entry(cc), "10.231.0.4": entry(d) })
         expect(yield* reservationSpecs("10.231.")).toEqual({ "10.231.0.1": reserved(a), "10.231.0.2": reserved(b), "10.231.0.3": reserved(cc), "10.231.0.4": reserved(d) })
@@ -108,7 +108,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const ns = uniqueNamespace("up-v6")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "v6", { range: "fd00:232::/64" })
-        const [a, b, cc] = yield* startAll(ns, ["a", "b", "c"], [on(ns, "v6")])
+        const [a, b, cc] = yield* startAll(ns, ["a", "b", "c"], [on(`${ns}/v6`)])
         expect([a, b, cc].map(ipsOf)).toEqual([[["fd00:232::1"]], [["fd00:232::2"]], [["fd00:232::3"]]])
         expect(yield* reservationSpecs("fd00-232-")).toEqual({ "fd00-232--1": reserved(a), "fd00-232--2": reserved(b), "fd00-232--3": reserved(cc) })
         yield* deletePod(a)
@@ -126,7 +126,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const ns = uniqueNamespace("up-dual")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "ds", { ipRanges: [{ range: "10.233.0.0/24" }, { range: "fd00:233::/64" }] })
-        const [a, b] = yield* startAll(ns, ["a", "b"], [on(ns, "ds")])
+        const [a, b] = yield* startAll(ns, ["a", "b"], [on(`${ns}/ds`)])
         expect([a, b].map(ipsOf)).toEqual([[["10.233.0.1", "fd00:233::1"]], [["10.233.0.2", "fd00:233::2"]]])
         yield* deletePod(a)
         yield* waitForEqual("v4 freed", poolEntries("10.233.0.0-24"), { "10.233.0.2": entry(b) })
@@ -146,7 +146,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const ns = uniqueNamespace("up-mixed")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "mixed", { range: "10.234.0.0/24", ipRanges: [{ range: "fd00:234::/64" }, { range: "10.234.1.0/24" }] })
-        const [a, b] = yield* startAll(ns, ["a", "b"], [on(ns, "mixed")])
+        const [a, b] = yield* startAll(ns, ["a", "b"], [on(`${ns}/mixed`)])
         expect(ipsOf(a)).toEqual([["10.234.0.1", "fd00:234::1", "10.234.1.1"]])
         yield* deletePod(b)
         const pools = Effect.all([poolEntries("10.234.0.0-24"), poolEntries("fd00-234---64"), poolEntries("10.234.1.0-24")])
@@ -170,9 +170,9 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         yield* createNad(ns, "blue-nad", { range: "10.235.0.0/24", network_name: "blue" })
         yield* createNad(ns, "green-nad", { range: "10.235.0.0/24", network_name: "green" })
         yield* createNad(ns, "plain", { range: "10.235.0.0/24" })
-        const nb = yield* startPod(ns, "nb", [on(ns, "blue-nad")])
-        const ng = yield* startPod(ns, "ng", [on(ns, "green-nad")])
-        const nu = yield* startPod(ns, "nu", [on(ns, "plain")])
+        const nb = yield* startPod(ns, "nb", [on(`${ns}/blue-nad`)])
+        const ng = yield* startPod(ns, "ng", [on(`${ns}/green-nad`)])
+        const nu = yield* startPod(ns, "nu", [on(`${ns}/plain`)])
         // Reservations are per network name: the three networks all hand out .1.
         expect([nb, ng, nu].map(ipsOf)).toEqual([[["10.235.0.1"]], [["10.235.0.1"]], [["10.235.0.1"]]])
         const reservations = Effect.all([reservationSpecs("blue-10.235."), reservationSpecs("green-10.235."), reservationSpecs("10.235.")])
@@ -197,7 +197,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         yield* ensureNamespace(ns)
         yield* createNad(ns, "list4", conflist("list4", "1.0.0", { range: "10.236.0.0/24" }))
         yield* createNad(ns, "list6", conflist("list6", "0.4.0", { ipRanges: [{ range: "fd00:236::/64" }] }))
-        const attach = [on(ns, "list4", "net1"), on(ns, "list6", "net2")]
+        const attach = [on(`${ns}/list4`, "net1"), on(`${ns}/list6`, "net2")]
         const [a, b] = yield* startAll(ns, ["a", "b"], attach)
         expect(ipsOf(a)).toEqual([["10.236.0.1"], ["fd00:236::1"]])
         yield* deletePod(a)
@@ -223,11 +223,11 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         yield* createNad(ns, "bounded", { range: "10.237.0.0/24", range_start: "10.237.0.10", range_end: "10.237.0.20", exclude: ["10.237.0.10/31", "10.237.0.13"] })
         // .5-.7 minus .6: two addresses.
         yield* createNad(ns, "window", { ipRanges: [{ range: "10.237.1.5-10.237.1.7/24", exclude: ["10.237.1.6/32"] }] })
-        const [p1, p2, p3] = yield* startAll(ns, ["p1", "p2", "p3"], [on(ns, "bounded")])
+        const [p1, p2, p3] = yield* startAll(ns, ["p1", "p2", "p3"], [on(`${ns}/bounded`)])
         expect([p1, p2, p3].map(ipsOf)).toEqual([[["10.237.0.12"]], [["10.237.0.14"]], [["10.237.0.15"]]])
-        const [w1, w2] = yield* startAll(ns, ["w1", "w2"], [on(ns, "window")])
+        const [w1, w2] = yield* startAll(ns, ["w1", "w2"], [on(`${ns}/window`)])
         expect([w1, w2].map(ipsOf)).toEqual([[["10.237.1.5"]], [["10.237.1.7"]]])
-        const full = yield* Effect.either(startPod(ns, "w3", [on(ns, "window")]))
+        const full = yield* Effect.either(startPod(ns, "w3", [on(`${ns}/window`)]))
         expect(Either.isLeft(full) && full.left.message).toMatch(/Could not allocate IP in range/)
 
         yield* deletePod(p2)
@@ -236,8 +236,8 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
           { "10.237.0.12": entry(p1), "10.237.0.15": entry(p3) },
           { "10.237.1.7": entry(w2) }
         ])
-        const p4 = yield* startPod(ns, "p4", [on(ns, "bounded")])
-        const w3 = yield* retrySandbox(ns, "w3", [on(ns, "window")])
+        const p4 = yield* startPod(ns, "p4", [on(`${ns}/bounded`)])
+        const w3 = yield* retrySandbox(ns, "w3", [on(`${ns}/window`)])
         expect([ipsOf(p4), ipsOf(w3)]).toEqual([[["10.237.0.14"]], [["10.237.1.5"]]])
         expect(yield* Effect.all([poolEntries("10.237.0.0-24"), poolEntries("10.237.1.0-24")])).toEqual([
           { "10.237.0.12": entry(p1), "10.237.0.14": entry(p4), "10.237.0.15": entry(p3) },
@@ -263,10 +263,10 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         yield* createNad(ns, "wide", { range: "10.238.0.0/24" })
         yield* createNad(ns, "narrow", { range: "10.238.0.0/25" })
         yield* createNad(ns, "flat", { range: "10.238.0.0/26", enable_overlapping_ranges: false })
-        const o1 = yield* startPod(ns, "o1", [on(ns, "wide")])
-        const o2 = yield* startPod(ns, "o2", [on(ns, "narrow")])
-        const f1 = yield* startPod(ns, "f1", [on(ns, "flat")])
-        const f2 = yield* startPod(ns, "f2", [on(ns, "flat")])
+        const o1 = yield* startPod(ns, "o1", [on(`${ns}/wide`)])
+        const o2 = yield* startPod(ns, "o2", [on(`${ns}/narrow`)])
+        const f1 = yield* startPod(ns, "f1", [on(`${ns}/flat`)])
+        const f2 = yield* startPod(ns, "f2", [on(`${ns}/flat`)])
         // o1's reservation of .1 makes the narrow range skip it; the flat range checks none.
         expect([o1, o2, f1, f2].map(ipsOf)).toEqual([[["10.238.0.1"]], [["10.238.0.2"]], [["10.238.0.1"]], [["10.238.0.2"]]])
         expect(yield* reservationSpecs("10.238.")).toEqual({ "10.238.0.1": reserved(o1), "10.238.0.2": reserved(o2) })
@@ -280,7 +280,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         yield* waitForEqual("o1's reservation deleted, o2's kept", reservationSpecs("10.238."), { "10.238.0.2": reserved(o2) })
         yield* waitForEqual("three events", eventLines(ns), [gcLine("f1", "10.238.0.1", "flat"), gcLine("f2", "10.238.0.2", "flat"), gcLine("o1", "10.238.0.1", "wide")])
         // With o1's reservation gone the narrow range hands out .1 again.
-        const o3 = yield* startPod(ns, "o3", [on(ns, "narrow")])
+        const o3 = yield* startPod(ns, "o3", [on(`${ns}/narrow`)])
         expect(ipsOf(o3)).toEqual([["10.238.0.1"]])
         expect(yield* pools).toEqual([{}, { "10.238.0.1": entry(o3), "10.238.0.2": entry(o2) }, {}])
         expect(yield* reservationSpecs("10.238.")).toEqual({ "10.238.0.1": reserved(o3), "10.238.0.2": reserved(o2) })
@@ -294,7 +294,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const ns = uniqueNamespace("up-thrice")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "tri", { range: "10.239.0.0/24" })
-        const attach = [on(ns, "tri", "net1"), on(ns, "tri", "net2"), on(ns, "tri", "net3")]
+        const attach = [on(`${ns}/tri`, "net1"), on(`${ns}/tri`, "net2"), on(`${ns}/tri`, "net3")]
         const keeper = yield* startPod(ns, "keeper", attach)
         const tri = yield* startPod(ns, "tri", attach)
         expect(ipsOf(tri)).toEqual([["10.239.0.4"], ["10.239.0.5"], ["10.239.0.6"]])
@@ -317,12 +317,12 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const ns = uniqueNamespace("up-reborn")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "storage", { range: "10.240.0.0/30" })
-        const db = statefulSet("db", [on(ns, "storage")], ns)
+        const db = statefulSet("db", [on(`${ns}/storage`)], ns)
         yield* db.scaleTo(2)
         const [db0, old] = db.pods() as [RunningPod, RunningPod]
         const batches = (yield* metricOf(c, "whereabouts_controller_reconcile_duration_seconds_count")) ?? 0
         yield* deletePod(old)
-        const reborn = yield* startPod(ns, "db-1", [on(ns, "storage")])
+        const reborn = yield* startPod(ns, "db-1", [on(`${ns}/storage`)])
         expect(reborn.uid).not.toBe(old.uid)
         expect(ipsOf(reborn)).toEqual([["10.240.0.2"]])
         yield* awaitMetric(c, "whereabouts_controller_reconcile_duration_seconds_count", {}, (n) => (n ?? 0) > batches)
@@ -338,7 +338,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const kept = logsWith(c, "kept addresses of deleted pod", { pod: ref(old) }).length > 0
         console.info(`reborn: the controller ${gc.length > 0 ? "freed the address before the ADD" : kept ? "saw db-1 alive again" : "met the entry the ADD rewrote"}`)
         // Nothing leaked: the pool is full.
-        const third = yield* Effect.either(startPod(ns, "db-2", [on(ns, "storage")]))
+        const third = yield* Effect.either(startPod(ns, "db-2", [on(`${ns}/storage`)]))
         expect(Either.isLeft(third)).toBe(true)
       })
     ), 60_000)
@@ -350,8 +350,8 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const ns = uniqueNamespace("up-reborn-down")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "storage", { range: "10.240.1.0/29" })
-        const other = yield* startPod(ns, "other", [on(ns, "storage")])
-        const db = statefulSet("db", [on(ns, "storage")], ns)
+        const other = yield* startPod(ns, "other", [on(`${ns}/storage`)])
+        const db = statefulSet("db", [on(`${ns}/storage`)], ns)
         yield* db.scaleTo(2)
         const [db0, old] = db.pods() as [RunningPod, RunningPod]
         expect([other, db0, old].map(ipsOf)).toEqual([[["10.240.1.1"]], [["10.240.1.2"]], [["10.240.1.3"]]])
@@ -360,7 +360,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
 
         yield* stopController
         yield* deletePod(old)
-        const reborn = yield* startPod(ns, "db-1", [on(ns, "storage")])
+        const reborn = yield* startPod(ns, "db-1", [on(`${ns}/storage`)])
         expect(ipsOf(reborn)).toEqual([["10.240.1.3"]])
         expect(reborn.containerId).not.toBe(old.containerId)
         yield* setPhase(ns, "db-0", "Running")
@@ -379,7 +379,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const ns = uniqueNamespace("up-reclaim")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "recovernet", { range: "10.241.0.0/30" })
-        const web = statefulSet("web", [on(ns, "recovernet", "net1"), on(ns, "recovernet", "net2")], ns)
+        const web = statefulSet("web", [on(`${ns}/recovernet`, "net1"), on(`${ns}/recovernet`, "net2")], ns)
         yield* web.scaleTo(1)
         const first = web.pods()[0]!
         expect(ipsOf(first)).toEqual([["10.241.0.1"], ["10.241.0.2"]])
@@ -420,8 +420,8 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const ns = uniqueNamespace("up-dup")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "dup", { range: "10.242.0.0/24" })
-        const p = yield* startPod(ns, "p", [on(ns, "dup")])
-        const q = yield* startPod(ns, "q", [on(ns, "dup")])
+        const p = yield* startPod(ns, "p", [on(`${ns}/dup`)])
+        const q = yield* startPod(ns, "q", [on(`${ns}/dup`)])
         yield* setPhase(ns, "p", "Running")
         yield* setPhase(ns, "q", "Running")
         // p allocated again at offset 7 by an earlier sandbox whose ADD result was lost, with the
@@ -446,7 +446,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const ns = uniqueNamespace("up-down")
         yield* ensureNamespace(ns)
         yield* createNad(ns, "down", { ipRanges: [{ range: "10.243.0.0/24" }, { range: "fd00:243::/64" }] })
-        const pods = yield* startAll(ns, ["d0", "d1", "d2", "d3"], [on(ns, "down")])
+        const pods = yield* startAll(ns, ["d0", "d1", "d2", "d3"], [on(`${ns}/down`)])
         yield* stopController
         yield* deletePod(pods[0])
         yield* deletePod(pods[2])
@@ -491,7 +491,7 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         yield* nodeSlicePool("storage-sl", "10.245.0.0/24", [["node-a", "10.245.0.0/28"], ["node-b", "10.245.0.16/28"]])
         const onNode = <A, E, R>(node: string, effect: Effect.Effect<A, E, R>) =>
           effect.pipe(Effect.provide(pluginNode({ binary: pluginBinary(), kubeconfig: kubeconfig(), namespace: POOLS, nodeName: node })))
-        const both = [on(ns, "slices"), on(ns, "storage-nad", "net2")]
+        const both = [on(`${ns}/slices`), on(`${ns}/storage-nad`, "net2")]
         const a1 = yield* onNode("node-a", startPod(ns, "a1", both, "node-a"))
         const a2 = yield* onNode("node-a", startPod(ns, "a2", both, "node-a"))
         const b1 = yield* onNode("node-b", startPod(ns, "b1", both, "node-b"))

@@ -10,6 +10,7 @@ import { audit } from "../../src/programs/audit.ts"
 import { type LogFormat, chooseLogFormat, logSettings, logging, textLogger } from "../../src/programs/logging.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
+import { on } from "../support/objects.ts"
 import { createNad } from "../support/world.ts"
 
 const settings = (command: string, terminal: boolean, env: Record<string, string> = {}) =>
@@ -96,14 +97,13 @@ describe("the text line", () => {
 
 describe("one-shot commands are quiet by default", () => {
   afterEach(() => vi.restoreAllMocks())
-  const on = (name: string) => [{ nad: { namespace: "default", name }, ifname: "net1" }]
 
   /** audit with an orphan on the in-memory cluster, logging as the command would (not a terminal: JSON): what it wrote on stderr. */
   const auditStderr = (env: Record<string, string>) =>
     Effect.gen(function* () {
       const stderr = vi.spyOn(console, "error").mockImplementation(() => undefined)
       yield* createNad("default", "net1", { range: "10.63.0.0/24" })
-      yield* deletePod(yield* startPod("default", "gone", on("net1")))
+      yield* deletePod(yield* startPod("default", "gone", [on("net1")]))
       const layer = yield* logging("audit", false).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
       const report = yield* audit("table").pipe(Effect.provide(layer))
       expect(report.exitCode).toBe(1)

@@ -12,13 +12,12 @@ import { freePort as drawPort } from "../live/cluster.ts"
 import { eventually } from "../support/eventually.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
-import { podObject, poolObject } from "../support/objects.ts"
+import { on, podObject, poolObject } from "../support/objects.ts"
 import { cachesCaughtUp, createNad, eventsIn } from "../support/world.ts"
 
 /** A loopback port drawn as the live tier draws its own (below the ephemeral range, never twice in a row). */
 const freePort = () => Effect.promise(drawPort)
 
-const on = (name: string) => [{ nad: { namespace: "default", name }, ifname: "net1" }]
 
 describe("HTTP endpoints", () => {
   it.scopedLive("/healthz, /readyz follows the informers, /metrics is Prometheus text", () =>
@@ -111,7 +110,7 @@ describe("pool usage", () => {
   it.scopedLive("gauges per pool, and one Warning on the IPPool when it crosses the threshold", () =>
     Effect.gen(function* () {
       yield* createNad("default", "small", { range: "10.60.0.0/29" }) // 6 usable
-      for (let i = 0; i < 5; i++) yield* startPod("default", `p${i}`, on("small"))
+      for (let i = 0; i < 5; i++) yield* startPod("default", `p${i}`, [on("small")])
       yield* cachesCaughtUp
       yield* Effect.forkScoped(monitorPoolUsage(Schedule.spaced("20 millis")))
       const metrics = yield* Metrics
@@ -119,7 +118,7 @@ describe("pool usage", () => {
       expect(yield* metrics.value("pool_size", { pool: "10.60.0.0-29" })).toBe(6)
       expect(yield* metrics.value("pool_free", { pool: "10.60.0.0-29" })).toBe(1)
       expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.60.0.0-29" })).toBe(0)
-      yield* startPod("default", "p5", on("small"))
+      yield* startPod("default", "p5", [on("small")])
       yield* eventually(Effect.flatMap(eventsIn("kube-system"), (e) => (e.length === 1 ? Effect.void : Effect.fail("no event"))))
       yield* Effect.sleep("100 millis")
       const events = yield* eventsIn("kube-system")
@@ -138,8 +137,8 @@ describe("pool capacity from the IPAM config", () => {
       yield* createNad("default", "narrow", { range: "10.63.0.0/28", range_start: "10.63.0.1", range_end: "10.63.0.12", exclude: ["10.63.0.4/31"] })
       // range_start = range_end: one address.
       yield* createNad("default", "single", { range: "10.64.0.0/24", range_start: "10.64.0.7", range_end: "10.64.0.7" })
-      for (let i = 0; i < 8; i++) yield* startPod("default", `n${i}`, on("narrow"))
-      yield* startPod("default", "s0", on("single"))
+      for (let i = 0; i < 8; i++) yield* startPod("default", `n${i}`, [on("narrow")])
+      yield* startPod("default", "s0", [on("single")])
       yield* cachesCaughtUp
       yield* Effect.forkScoped(monitorPoolUsage(Schedule.spaced("20 millis")))
       const metrics = yield* Metrics
@@ -149,7 +148,7 @@ describe("pool capacity from the IPAM config", () => {
       expect(yield* metrics.value("pool_size", { pool: "10.64.0.0-24" })).toBe(1)
       expect(yield* metrics.value("pool_free", { pool: "10.64.0.0-24" })).toBe(0)
       expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.64.0.0-24" })).toBe(1)
-      yield* startPod("default", "n8", on("narrow"))
+      yield* startPod("default", "n8", [on("narrow")])
       yield* eventually(
         Effect.flatMap(eventsIn("kube-system"), (e) => (e.some((x) => x.pod === "10.63.0.0-28") ? Effect.void : Effect.fail("no event")))
       )
@@ -175,8 +174,8 @@ describe("audit", () => {
   it.live("lists pools and orphans with reasons; exit code 1 with orphans, 0 without; frees nothing", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.61.0.0/24" })
-      const keep = yield* startPod("default", "keep", on("net1"))
-      const gone = yield* startPod("default", "gone", on("net1"))
+      const keep = yield* startPod("default", "keep", [on("net1")])
+      const gone = yield* startPod("default", "gone", [on("net1")])
       yield* deletePod(gone)
       const table = yield* audit("table")
       expect(table.exitCode).toBe(1)
@@ -202,7 +201,7 @@ describe("audit", () => {
       yield* createNad("default", "on-disk", "")
       yield* api.create(R.IPPools, "kube-system", poolObject("kube-system", "10.66.0.0-24", "10.66.0.0/24", { abc: { id: "x", podref: "default/junk" }, "-1": { id: "y", podref: "default/junk" } }))
       yield* api.create(R.Pods, "default", podObject("default", "odd", { status: "[{not json", nodeName: "node-1" }))
-      yield* startPod("default", "fine", on("net1"))
+      yield* startPod("default", "fine", [on("net1")])
       const table = yield* audit("table")
       expect(table.exitCode).toBe(0)
       const json = JSON.parse((yield* audit("json")).text) as { badInput: { nads: Array<Record<string, string>>; poolEntries: Array<Record<string, string>>; pods: Array<Record<string, string>> } }
@@ -224,7 +223,7 @@ describe("audit", () => {
   it.live("a clean cluster audits to exit code 0", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.62.0.0/24" })
-      yield* startPod("default", "a", on("net1"))
+      yield* startPod("default", "a", [on("net1")])
       const out = yield* audit("table")
       expect(out.exitCode).toBe(0)
       expect(out.text).toContain("No orphaned allocations.")

@@ -10,10 +10,8 @@ import { ApiHooks, memoryWithHooks } from "../support/hooks.ts"
 import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
-import { networkStatus, podObject } from "../support/objects.ts"
+import { networkStatus, on, podObject } from "../support/objects.ts"
 import { allocationsOf, cachesCaughtUp, createNad, eventsIn, podrefsOf, projectionOf, reservationNames } from "../support/world.ts"
-
-const on = (name: string, ifname = "net1", namespace = "default"): Attachment => ({ nad: { namespace, name }, ifname })
 
 /** Starts a pod, then deletes it without CNI DEL: the leak the controller exists for. */
 const leak = (name: string, attachments: ReadonlyArray<Attachment>, namespace = "default") =>

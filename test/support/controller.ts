@@ -17,7 +17,7 @@ import { Metrics } from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 import { CLEAN, type Violations, violations } from "./invariants.ts"
 
-export const on = (name: string, ifname = "net1", namespace = "default"): Attachment => ({ nad: { namespace, name }, ifname })
+export { on } from "./objects.ts"
 
 /** The value of the controller's metric `name` (no prefix) in the first series that carries `labels`; undefined before there is one. */
 export const metric = (name: string, labels: Record<string, string> = {}) => Effect.flatMap(Metrics, (m) => m.value(name, labels))

@@ -1,5 +1,6 @@
 /** API objects for tests, valid for the in-memory cluster and a real API server alike. */
 import type { KubeObject } from "../../src/services/KubeApi.ts"
+import type { Attachment } from "../../src/testing/cni-plugin.ts"
 import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../../src/domain/multus.ts"
 
 export interface StatusEntry {
@@ -10,6 +11,16 @@ export interface StatusEntry {
 }
 
 export const networkStatus = (entries: ReadonlyArray<StatusEntry>): string => JSON.stringify(entries)
+
+/**
+ * What a test pod attaches to, as Multus' networks annotation names it: `name` (in the namespace
+ * "default") or `namespace/name`, on interface `ifname` (`net<n>`, so a NAD name given in its
+ * place does not compile).
+ */
+export const on = (network: string, ifname: `net${number}` = "net1"): Attachment => {
+  const slash = network.indexOf("/")
+  return { nad: slash < 0 ? { namespace: "default", name: network } : { namespace: network.slice(0, slash), name: network.slice(slash + 1) }, ifname }
+}
 
 export const podObject = (
   namespace: string,

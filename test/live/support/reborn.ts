@@ -44,7 +44,7 @@ export const rebornRace = (
     const before = yield* rechecks
     yield* deletePod(race.old)
     yield* waitUntil("the controller re-checked the deleted pod (404)", rechecks, (n) => n > before, { interval: "20 millis", context: () => ctl.tail() })
-    const reborn = yield* startPod(race.old.namespace, race.old.name, [on(race.old.namespace, race.nad)])
+    const reborn = yield* startPod(race.old.namespace, race.old.name, [on(`${race.old.namespace}/${race.nad}`)])
     yield* waitUntil(
       "the controller gave the reservation back (or tried to)",
       counter(ctl, "create", "overlappingrangeipreservations", ["201", "409", "403"]),

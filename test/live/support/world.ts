@@ -6,7 +6,6 @@
  */
 import { isDeepStrictEqual } from "node:util"
 import { Duration, Effect, Either, Layer } from "effect"
-import type { Attachment } from "../../../src/testing/cni-plugin.ts"
 import { formatIP } from "../../../src/domain/ip.ts"
 import { parsePool } from "../../../src/domain/pool.ts"
 import { ControllerConfig, layerWith } from "../../../src/services/ControllerConfig.ts"
@@ -55,7 +54,7 @@ export const createNad = (namespace: string, name: string, ipam: Record<string, 
     api.create(R.NetworkAttachmentDefinitions, namespace, nadObject(namespace, name, typeof ipam === "string" ? ipam : whereaboutsConfig(ipam, name)))
   )
 
-export const on = (namespace: string, name: string, ifname = "net1"): Attachment => ({ nad: { namespace, name }, ifname })
+export { on } from "../../support/objects.ts"
 
 /** Sets `status.phase` as a kubelet would (through the status subresource). */
 export const setPhase = (namespace: string, name: string, phase: "Running" | "Pending" | "Succeeded" | "Failed") =>
