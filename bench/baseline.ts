@@ -10,7 +10,7 @@
  * - the same number of workers as the controller, one pod at a time.
  *
  * `node bench/baseline.ts run` runs it as a process configured like the controller (same
- * environment variables: KUBECONFIG, API_QPS, API_BURST, WORKERS, METRICS_PORT, HEALTH_PORT, ...).
+ * environment variables: KUBECONFIG, API_QPS, API_BURST, CONCURRENT_BATCHES, METRICS_PORT, HEALTH_PORT, ...).
  */
 import { fileURLToPath } from "node:url"
 import { Cause, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option, Queue, type Scope } from "effect"
@@ -164,7 +164,7 @@ export const startBaseline: Effect.Effect<
       yield* queue.done(key)
     }
   })
-  for (let i = 0; i < config.workers; i++) yield* Effect.forkScoped(worker)
+  for (let i = 0; i < config.concurrentBatches; i++) yield* Effect.forkScoped(worker)
   return {
     awaitSynced,
     isSynced: Effect.map(Effect.all([pods.isSynced, nads.isSynced]), ([a, b]) => a && b),

@@ -46,7 +46,8 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
     start: (kind, limits, label, config = {}) =>
       Effect.gen(function* () {
         const extra: Record<string, string> = {}
-        if (config.workers !== undefined) extra["WORKERS"] = String(config.workers)
+        // WORKERS too, for checkouts from before --workers became --concurrent-batches.
+        if (config.concurrentBatches !== undefined) Object.assign(extra, { CONCURRENT_BATCHES: String(config.concurrentBatches), WORKERS: String(config.concurrentBatches) })
         if (config.sweepOnStart === false) extra["SWEEP_ON_START"] = "false"
         const proc = yield* Effect.acquireRelease(
           Effect.tryPromise({

@@ -87,7 +87,15 @@ const policy: ReadonlyArray<Command> = ["run", "release"]
 const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", value: PATH, common: true, note: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
   { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", value: NAME, common: true, key: "namespace", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
-  { flag: "workers", env: "WORKERS", kind: "string", value: COUNT, key: "workers", help: "most batches of deleted pods reconciled at once; more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server", commands: runOnly },
+  {
+    flag: "concurrent-batches",
+    env: "CONCURRENT_BATCHES",
+    kind: "string",
+    value: COUNT,
+    key: "concurrentBatches",
+    help: "most batches of deleted pods being freed at once (the next is gathered while one is out): more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server",
+    commands: runOnly
+  },
   { flag: "api-qps", env: "API_QPS", kind: "string", value: RATE, key: "apiQps", help: "opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it); set one for a small or shared API server", commands: live },
   { flag: "api-burst", env: "API_BURST", kind: "string", value: COUNT, key: "apiBurst", help: "API requests allowed at once above --api-qps (with a cap only)", commands: live },
   {
@@ -204,6 +212,41 @@ export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly en
   { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", now: `the key whereabouts uses, ${SCHEDULE_CONFIGMAP_KEY}` }
 ]
 
+/**
+ * Former names still read, each with one warning at start, until a later release removes them:
+ * the flag, or its variable, stands for the option it was renamed to.
+ */
+export const DEPRECATED_ALIASES: ReadonlyArray<{ readonly flag: string; readonly env: string; readonly to: string }> = [
+  { flag: "workers", env: "WORKERS", to: "concurrent-batches" }
+]
+
+const renamedTo = (alias: (typeof DEPRECATED_ALIASES)[number]): OptionSpec => OPTIONS.find((o) => o.flag === alias.to)!
+
+/**
+ * The variables of deprecated names, read where the option's own variable and flag are not set
+ * (and the command takes it): `cli` with their values under the option's variable, and the names
+ * among the ones it used.
+ */
+export const withDeprecatedVariables = (cli: ParsedCli, env: Readonly<Record<string, string | undefined>>): ParsedCli => {
+  const values = new Map(cli.values)
+  const deprecated = [...cli.deprecated]
+  for (const alias of DEPRECATED_ALIASES) {
+    const [text, target] = [env[alias.env], renamedTo(alias)]
+    if (text === undefined || text === "" || !target.commands.includes(cli.command) || values.has(target.env) || env[target.env] !== undefined) continue
+    values.set(target.env, text)
+    deprecated.push(alias.env)
+  }
+  return { ...cli, values, deprecated }
+}
+
+/** One warning per deprecated name used: what it is called now. */
+export const deprecationWarnings = (cli: ParsedCli): ReadonlyArray<string> =>
+  cli.deprecated.map((used) => {
+    const alias = DEPRECATED_ALIASES.find((a) => `--${a.flag}` === used || a.env === used)!
+    const target = renamedTo(alias)
+    return `${used} is deprecated and goes in a later release: it is --${target.flag} (${target.env}) now`
+  })
+
 /** A removed option given as a flag (`--http2`, `--no-http2`, `--http2=…`): one line naming it and what replaced it. */
 const refuseRemoved = (argv: ReadonlyArray<string>): void => {
   for (const arg of argv) {
@@ -277,6 +320,8 @@ export interface ParsedCli {
   readonly release?: ReleaseTargets | undefined
   /** `preflight` only: --as-service-account. */
   readonly serviceAccount?: { readonly namespace: string; readonly name: string } | undefined
+  /** The deprecated names it was given (DEPRECATED_ALIASES), as given: `--workers`, `WORKERS`. */
+  readonly deprecated: ReadonlyArray<string>
 }
 
 const podTarget = (text: string) => {
@@ -320,7 +365,7 @@ const preflightServiceAccount = (command: string, text: unknown) => {
 }
 
 /**
- * `--workers -3` read as `--workers=-3`: parseArgs takes a value that starts with a dash for another
+ * `--concurrent-batches -3` read as `--concurrent-batches=-3`: parseArgs takes a value that starts with a dash for another
  * option (and calls the flag ambiguous), where a negative number is a value to refuse by name.
  */
 const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet<string>): Array<string> => {
@@ -342,6 +387,7 @@ export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
   for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: a.kind, multiple: a.multiple }
+  for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: renamedTo(a).kind }
   const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
   const args = joinNegativeValues(argv, takesValue)
   const { values, positionals } = parseArgs({ args, options, allowPositionals: true, allowNegative: true, strict: true })
@@ -353,12 +399,14 @@ export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
     const v = values[o.flag]
     if (v !== undefined) mapped.set(o.env, String(v))
   }
+  const deprecated = DEPRECATED_ALIASES.filter((a) => values[a.flag] !== undefined)
+  for (const a of deprecated) if (!mapped.has(renamedTo(a).env)) mapped.set(renamedTo(a).env, String(values[a.flag]))
   const help = values["help"] === true
   const stray = RELEASE_ARGUMENTS.find((a) => values[a.flag] !== undefined)
   if (command !== "release" && stray !== undefined) throw new TypeError(`--${stray.flag} is an option of the release command`)
   const release = command === "release" && !help ? releaseTargets(values) : undefined
   const serviceAccount = preflightServiceAccount(command, values["as-service-account"])
-  return { command: command as Command, help, version: values["version"] === true, values: mapped, release, serviceAccount }
+  return { command: command as Command, help, version: values["version"] === true, values: mapped, release, serviceAccount, deprecated: deprecated.map((a) => `--${a.flag}`) }
 }
 
 /** Flags first, then the environment. */

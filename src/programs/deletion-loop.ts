@@ -182,13 +182,14 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
           yield* options.activity?.finished(batch.value.items.length) ?? Effect.void
         }
       })
-      for (let i = 0; i < config.workers; i++) yield* Effect.forkScoped(worker)
+      // A worker per batch that may be out at once; the Batcher decides when the next may go.
+      for (let i = 0; i < config.concurrentBatches; i++) yield* Effect.forkScoped(worker)
       const recorder = yield* EventRecorder
       yield* options.activity?.setBusy(Effect.map(Effect.all([queue.len, queue.inFlight, recorder.pending]), ([q, f, e]) => q + f + e > 0)) ?? Effect.void
       yield* Effect.forkScoped(Effect.repeat(Effect.flatMap(Effect.all([queue.len, queue.inFlight]), ([d, f]) => metrics.queue(d, f)), Schedule.spaced("1 second")))
       // Registered after the workers, so it runs before they are interrupted: stop intake, drain.
       yield* Effect.addFinalizer(() => drain(queue))
-      yield* Effect.logInfo("deletion loop started").pipe(Effect.annotateLogs({ workers: config.workers }))
+      yield* Effect.logInfo("deletion loop started").pipe(Effect.annotateLogs({ concurrentBatches: config.concurrentBatches }))
       const podrefsHeld = Effect.map(queue.keys, (keys) => new Set([...keys].map(podrefOfKey)))
       yield* options.onSynced?.({ podrefsHeld }) ?? Effect.void
       return yield* Effect.never

@@ -11,7 +11,18 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import { EXIT_USAGE, type ParsedCli, checkOptions, configProvider, describeConfigError, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
+import {
+  EXIT_USAGE,
+  type ParsedCli,
+  checkOptions,
+  configProvider,
+  deprecationWarnings,
+  describeConfigError,
+  exitCodeOfFailure,
+  helpText,
+  parseCli,
+  withDeprecatedVariables
+} from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { preflight } from "./preflight.ts"
@@ -93,7 +104,7 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
 const main = (argv: ReadonlyArray<string>): void => {
   let cli: ParsedCli
   try {
-    cli = parseCli(argv)
+    cli = withDeprecatedVariables(parseCli(argv), process.env)
   } catch (e) {
     process.stderr.write(`whereabouts-controller: ${(e as Error).message}\nTry --help.\n`)
     process.exit(EXIT_USAGE)
@@ -114,7 +125,8 @@ const main = (argv: ReadonlyArray<string>): void => {
   }
   // Logs read well where they are read: short lines on a terminal, JSON for a collector (logging.ts).
   const logger = logging(cli.command, process.stderr.isTTY === true)
-  const runnable = Effect.flatMap(logger, (layer) => Effect.provide(program(cli), layer)).pipe(Effect.withConfigProvider(configProvider(cli)))
+  const warned = Effect.zipRight(Effect.forEach(deprecationWarnings(cli), (w) => Effect.logWarning(w)), program(cli))
+  const runnable = Effect.flatMap(logger, (layer) => Effect.provide(warned, layer)).pipe(Effect.withConfigProvider(configProvider(cli)))
   const fiber = Effect.runFork(runnable)
   let signals = 0
   const onSignal = (signal: string) => {

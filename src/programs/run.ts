@@ -53,7 +53,7 @@ export const runController = Effect.scoped(
       Effect.annotateLogs({
         identity: config.identity,
         namespace: config.namespace,
-        workers: config.workers,
+        concurrentBatches: config.concurrentBatches,
         leaderElect: config.leaderElect,
         reconcileSchedule: effective(scheduleSources).schedule.expression,
         reconcileScheduleSource: effective(scheduleSources).source,

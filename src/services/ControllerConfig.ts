@@ -44,7 +44,8 @@ export interface ControllerConfigShape extends Tuning {
   /** Namespace of IPPools and OverlappingRangeIPReservations (`WHEREABOUTS_NAMESPACE`). */
   readonly namespace: string
   readonly kubeconfig: string | undefined
-  readonly workers: number
+  /** Batches of deleted pods being freed at once (deletion-loop.ts). */
+  readonly concurrentBatches: number
   readonly apiQps: number
   readonly apiBurst: number
   /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
@@ -99,7 +100,7 @@ export class ControllerConfig extends Context.Tag("whereabouts-controller/Contro
  */
 export const DEFAULTS = {
   namespace: "kube-system",
-  workers: 4,
+  concurrentBatches: 4,
   apiQps: 0,
   apiBurst: 30,
   sweepOnStart: true,
@@ -143,7 +144,7 @@ const D = DEFAULTS
 export const config: Config.Config<ControllerConfigShape> = Config.all({
   namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault(D.namespace)),
   kubeconfig: optionalString("KUBECONFIG"),
-  workers: count("WORKERS", D.workers),
+  concurrentBatches: count("CONCURRENT_BATCHES", D.concurrentBatches),
   apiQps: parsed("API_QPS", parseRate).pipe(Config.withDefault(D.apiQps)),
   apiBurst: count("API_BURST", D.apiBurst),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),

@@ -142,4 +142,4 @@ export const story = (say: (line: string) => void) =>
   })
 
 /** The demo environment: in-memory cluster, no HTTP ports, quick leader election. */
-export const demoLayer = memory({ healthPort: 0, metricsPort: 0, workers: 2, identity: "demo-controller" })
+export const demoLayer = memory({ healthPort: 0, metricsPort: 0, concurrentBatches: 2, identity: "demo-controller" })

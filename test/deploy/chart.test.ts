@@ -77,7 +77,7 @@ const RUN_OPTIONS = OPTIONS.filter((o) => o.commands.includes("run"))
 const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   kubeconfig: "/etc/whereabouts-controller/kubeconfig",
   namespace: "pools",
-  workers: 8,
+  "concurrent-batches": 8,
   "api-qps": 12.5,
   "api-burst": 40,
   "reconcile-schedule": "@every 6h",
@@ -246,7 +246,7 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
       const options = Object.keys(defaults).filter((k) => k !== "identity" && !(k in TUNING))
       const unchanged = options.filter((k) => JSON.stringify((decoded as Obj)[k]) === JSON.stringify((defaults as Obj)[k]))
       expect(unchanged).toEqual([])
-      expect(decoded).toMatchObject({ namespace: "pools", workers: 8, apiQps: 12.5, leaseName: "wac-lease", leaseNamespace: "leases", metricsPort: 9090, healthPort: 9091, poolUsageThreshold: 0.75 })
+      expect(decoded).toMatchObject({ namespace: "pools", concurrentBatches: 8, apiQps: 12.5, leaseName: "wac-lease", leaseNamespace: "leases", metricsPort: 9090, healthPort: 9091, poolUsageThreshold: 0.75 })
       const ports = Object.fromEntries((containerOf(chart)["ports"] as Array<Obj>).map((p) => [p["name"], p["containerPort"]]))
       expect(ports).toEqual({ metrics: 9090, health: 9091 })
       expect(theOne(chart, "Service")["spec"]["ports"]).toEqual([{ name: "metrics", port: 9090, targetPort: "metrics", protocol: "TCP" }])
@@ -257,8 +257,8 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
     })
 
     it("a whole number is written as an integer, a decimal as itself", () => {
-      const env = envOf(renderValues({ config: { workers: 1000000, apiQps: 0.5 } }))
-      expect(env["WORKERS"]).toBe("1000000")
+      const env = envOf(renderValues({ config: { concurrentBatches: 1000000, apiQps: 0.5 } }))
+      expect(env["CONCURRENT_BATCHES"]).toBe("1000000")
       expect(env["API_QPS"]).toBe("0.5")
     })
 
@@ -366,7 +366,7 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
     it("a duration, number or level the controller would refuse at start-up", () => {
       expect(refused(["config.terminatingGrace=1d"])).toContain("at '/config/terminatingGrace': '1d' does not match pattern '^(0|([0-9]+(\\\\.[0-9]+)?(h|m|s|ms|us|µs|ns))+|")
       expect(refused(["config.leaseDuration=-1s"])).toContain("at '/config/leaseDuration': '-1s' does not match pattern")
-      expect(refused(["config.workers=0"])).toContain("at '/config/workers': minimum: got 0, want 1")
+      expect(refused(["config.concurrentBatches=0"])).toContain("at '/config/concurrentBatches': minimum: got 0, want 1")
       expect(refused(["config.poolUsageThreshold=most"])).toContain("at '/config/poolUsageThreshold'")
       expect(refused(["config.logLevel=loud"])).toContain("at '/config/logLevel'")
     })

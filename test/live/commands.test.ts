@@ -172,7 +172,7 @@ describeLive("commands against a real API server", () => {
 
       for (const [args, line] of [
         [["--terminating-grace", "1d"], 'whereabouts-controller: --terminating-grace (TERMINATING_GRACE) "1d": days are not a Go duration unit: write 24h; e.g. --terminating-grace 30s'],
-        [["--workers", "-3"], 'whereabouts-controller: --workers (WORKERS) "-3": must be at least 1; e.g. --workers 4'],
+        [["--concurrent-batches", "-3"], 'whereabouts-controller: --concurrent-batches (CONCURRENT_BATCHES) "-3": must be at least 1; e.g. --concurrent-batches 4'],
         [["-o", "yaml"], 'whereabouts-controller: --output (OUTPUT) "yaml": must be table or json; e.g. --output table']
       ] as const) {
         const usage = yield* run("audit", args, CLEAN_POOLS)

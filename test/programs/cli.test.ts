@@ -3,6 +3,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Duration, Effect } from "effect"
 import { parse as parseYaml } from "yaml"
 import {
+  DEPRECATED_ALIASES,
   DURATION_SYNTAX,
   EXIT_CODES,
   EXIT_USAGE,
@@ -12,27 +13,29 @@ import {
   REMOVED_OPTIONS,
   checkOptions,
   configProvider,
+  deprecationWarnings,
   describeConfigError,
   exitCodeOfFailure,
   helpText,
   optionGroups,
   parseCli,
-  showDuration
+  showDuration,
+  withDeprecatedVariables
 } from "../../src/programs/cli.ts"
 import { TUNING, config } from "../../src/services/ControllerConfig.ts"
 
 describe("command line", () => {
   it("maps flags onto their environment keys; flags win over the environment", () => {
-    const cli = parseCli(["run", "--workers", "7", "--no-leader-elect", "--namespace=pools", "--dry-run"])
+    const cli = parseCli(["run", "--concurrent-batches", "7", "--no-leader-elect", "--namespace=pools", "--dry-run"])
     expect(cli.command).toBe("run")
-    expect(Object.fromEntries(cli.values)).toEqual({ WORKERS: "7", LEADER_ELECT: "false", WHEREABOUTS_NAMESPACE: "pools", DRY_RUN: "true" })
-    process.env["WORKERS"] = "3"
+    expect(Object.fromEntries(cli.values)).toEqual({ CONCURRENT_BATCHES: "7", LEADER_ELECT: "false", WHEREABOUTS_NAMESPACE: "pools", DRY_RUN: "true" })
+    process.env["CONCURRENT_BATCHES"] = "3"
     process.env["API_QPS"] = "55"
     try {
       const c = Effect.runSync(Effect.withConfigProvider(config, configProvider(cli)))
-      expect(c).toMatchObject({ workers: 7, leaderElect: false, namespace: "pools", dryRun: true, apiQps: 55, leaseNamespace: "pools" })
+      expect(c).toMatchObject({ concurrentBatches: 7, leaderElect: false, namespace: "pools", dryRun: true, apiQps: 55, leaseNamespace: "pools" })
     } finally {
-      delete process.env["WORKERS"]
+      delete process.env["CONCURRENT_BATCHES"]
       delete process.env["API_QPS"]
     }
   })
@@ -54,6 +57,25 @@ describe("command line", () => {
     expect(rows).toEqual(REMOVED_OPTIONS.map((r) => [`--${r.flag}`, r.env, r.now]))
   })
 
+  it("--workers and WORKERS still set --concurrent-batches, each said deprecated once; the new name wins over the old", () => {
+    const flag = parseCli(["run", "--workers", "6"])
+    expect(flag.values.get("CONCURRENT_BATCHES")).toBe("6")
+    expect(deprecationWarnings(flag)).toEqual(["--workers is deprecated and goes in a later release: it is --concurrent-batches (CONCURRENT_BATCHES) now"])
+    const variable = withDeprecatedVariables(parseCli(["run"]), { WORKERS: "5" })
+    expect(variable.values.get("CONCURRENT_BATCHES")).toBe("5")
+    expect(deprecationWarnings(variable)).toEqual(["WORKERS is deprecated and goes in a later release: it is --concurrent-batches (CONCURRENT_BATCHES) now"])
+    expect(Effect.runSync(Effect.withConfigProvider(config, configProvider(variable))).concurrentBatches).toBe(5)
+    // The new name, as a flag or a variable, wins; the old one is then not read.
+    expect(parseCli(["--concurrent-batches", "2", "--workers", "6"]).values.get("CONCURRENT_BATCHES")).toBe("2")
+    const both = withDeprecatedVariables(parseCli(["run"]), { WORKERS: "5", CONCURRENT_BATCHES: "3" })
+    expect([both.values.has("CONCURRENT_BATCHES"), deprecationWarnings(both)]).toEqual([false, []])
+    expect(deprecationWarnings(parseCli(["run", "--concurrent-batches", "2"]))).toEqual([])
+    // A variable left set in the environment is no concern of a command without that option.
+    expect(deprecationWarnings(withDeprecatedVariables(parseCli(["audit"]), { WORKERS: "5" }))).toEqual([])
+    const [rows] = tablesOf(optionsDoc(), "former name | variable")
+    expect(rows).toEqual(DEPRECATED_ALIASES.map((a) => [`--${a.flag}`, a.env, `--${a.to}`]))
+  })
+
   it("takes -o for --output (as kubectl does) and -h for --help", () => {
     expect(Object.fromEntries(parseCli(["audit", "-o", "json"]).values)).toEqual({ OUTPUT: "json" })
     expect(Object.fromEntries(parseCli(["release", "-ojson", "--pod", "ns/a"]).values)).toEqual({ OUTPUT: "json" })
@@ -68,9 +90,9 @@ describe("command line", () => {
     expect(Duration.toMillis(ok.terminatingGrace)).toBe(250)
     const go = read(["--shutdown-timeout", "1m30s", "--lease-duration=20s", "--terminating-grace", "1.5h", "--free-on-notready-after", "0"])
     expect([go.shutdownTimeout, go.leaseDuration, go.terminatingGrace, go.freeOnNotReadyAfter!].map(Duration.toMillis)).toEqual([90_000, 20_000, 5_400_000, 0])
-    const bad = Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli(["--workers", "zero"]))))
+    const bad = Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli(["--concurrent-batches", "zero"]))))
     expect(bad._tag).toBe("Failure")
-    expect(JSON.stringify(bad)).toContain("WORKERS")
+    expect(JSON.stringify(bad)).toContain("CONCURRENT_BATCHES")
   })
 
   it("refuses lease timings client-go refuses, at start-up, with the values; not without leader election", () => {
@@ -89,8 +111,8 @@ describe("command line", () => {
       if (exit._tag === "Failure") throw new Error("the configuration was read")
       return describeConfigError(exit.value)
     }
-    expect(error(["--workers", "zero", "--shutdown-timeout", "soon"])).toEqual([
-      '--workers (WORKERS) "zero": not a whole number; e.g. --workers 4',
+    expect(error(["--concurrent-batches", "zero", "--shutdown-timeout", "soon"])).toEqual([
+      '--concurrent-batches (CONCURRENT_BATCHES) "zero": not a whole number; e.g. --concurrent-batches 4',
       '--shutdown-timeout (SHUTDOWN_TIMEOUT) "soon": "soon" is not a Go duration; e.g. --shutdown-timeout 30s'
     ])
     expect(error(["--renew-deadline", "20s"])).toEqual([
@@ -111,14 +133,14 @@ describe("command line", () => {
       expect(help).toContain(`--${o.flag}`)
       expect(help).toContain(`env ${o.env}`)
     }
-    expect(helpText("demo")).not.toContain("--workers")
+    expect(helpText("demo")).not.toContain("--concurrent-batches")
     for (const a of RELEASE_ARGUMENTS) {
       expect(helpText()).toContain(`--${a.flag}`)
       expect(helpText("release")).toContain(a.help)
       expect(helpText("audit").split("\n").filter((l) => l.startsWith(`  --${a.flag} `) || l === `  --${a.flag}`)).toEqual([])
     }
     expect(helpText("release")).toContain("--dry-run")
-    expect(helpText("release")).not.toContain("--workers")
+    expect(helpText("release")).not.toContain("--concurrent-batches")
   })
 
   const operating = () => readFileSync(new URL("../../docs/operating.md", import.meta.url), "utf8")
@@ -182,7 +204,7 @@ describe("command line", () => {
   it("--help shows the defaults Config applies", () => {
     const applied = Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([]))))
     const shownFor = (flag: string) => OPTIONS.find((o) => o.flag === flag)!.default
-    expect(shownFor("workers")).toBe(String(applied.workers))
+    expect(shownFor("concurrent-batches")).toBe(String(applied.concurrentBatches))
     expect(shownFor("terminating-grace")).toBe(showDuration(applied.terminatingGrace))
     expect(shownFor("terminating-grace")).toBe("30s")
     expect(shownFor("api-qps")).toBe(String(applied.apiQps))
@@ -250,18 +272,18 @@ describe("configuration errors", () => {
   })
 
   it("a value that starts with a dash is a value, refused by name, not another flag", () => {
-    expect(parseCli(["--workers", "-3"]).values.get("WORKERS")).toBe("-3")
-    expect(parseCli(["--workers=-3"]).values.get("WORKERS")).toBe("-3")
-    expect(checkOptions(parseCli(["run", "--workers", "-3"]), {})).toEqual(['--workers (WORKERS) "-3": must be at least 1; e.g. --workers 4'])
+    expect(parseCli(["--concurrent-batches", "-3"]).values.get("CONCURRENT_BATCHES")).toBe("-3")
+    expect(parseCli(["--concurrent-batches=-3"]).values.get("CONCURRENT_BATCHES")).toBe("-3")
+    expect(checkOptions(parseCli(["run", "--concurrent-batches", "-3"]), {})).toEqual(['--concurrent-batches (CONCURRENT_BATCHES) "-3": must be at least 1; e.g. --concurrent-batches 4'])
     expect(checkOptions(parseCli(["--terminating-grace", "-1s"]), {})).toEqual(['--terminating-grace (TERMINATING_GRACE) "-1s": a duration cannot be negative; e.g. --terminating-grace 30s'])
     expect(parseCli(["release", "--from-report", "-"]).release).toEqual({ _tag: "Report", path: "-" })
     // A flag followed by another flag still lacks its value.
-    expect(() => parseCli(["--workers", "--dry-run"])).toThrow(/--workers/)
+    expect(() => parseCli(["--concurrent-batches", "--dry-run"])).toThrow(/--concurrent-batches/)
   })
 
   it("a port out of range, a negative rate, a threshold outside (0, 1] and an empty count are refused by name", () => {
-    expect(checkOptions(parseCli(["--metrics-port", "99999", "--api-qps", "-1", "--pool-usage-threshold", "0"]), { WORKERS: "" })).toEqual([
-      'WORKERS (--workers) "": not a whole number; e.g. WORKERS=4',
+    expect(checkOptions(parseCli(["--metrics-port", "99999", "--api-qps", "-1", "--pool-usage-threshold", "0"]), { CONCURRENT_BATCHES: "" })).toEqual([
+      'CONCURRENT_BATCHES (--concurrent-batches) "": not a whole number; e.g. CONCURRENT_BATCHES=4',
       '--api-qps (API_QPS) "-1": cannot be negative (0: no cap); e.g. --api-qps 0',
       '--metrics-port (METRICS_PORT) "99999": not a port (0 to 65535; 0 turns it off); e.g. --metrics-port 8080',
       '--pool-usage-threshold (POOL_USAGE_THRESHOLD) "0": not a ratio above 0 and at most 1; e.g. --pool-usage-threshold 0.9'

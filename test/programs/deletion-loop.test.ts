@@ -33,7 +33,7 @@ import { cachesCaughtUp, createNad, eventsIn, podrefsOf, reservationNames } from
 const NS = "default"
 const { gatherFrom: GATHER_FROM, gatherSpanMs: GATHER_IDLE_MS, gatherMinRate: GATHER_MIN_RATE, stalledMs: STALLED_BATCH_MS } = DEFAULT_BATCHING
 const BASE: Partial<ControllerConfig.ControllerConfigShape> = {
-  workers: 4,
+  concurrentBatches: 4,
   retryBaseDelay: Duration.millis(100),
   retryAttempts: 3,
   namespace: "kube-system"
@@ -327,7 +327,7 @@ describe("deletion loop: bad input", () => {
 
 describe("deletion loop: batching", () => {
   it.live("a mass deletion of 300 pods in one pool costs a handful of pool writes, not 300", () =>
-    inWorld({ workers: 4 })(
+    inWorld({ concurrentBatches: 4 })(
       Effect.gen(function* () {
         const cluster = yield* InMemoryCluster
         const { pods } = yield* loopWithPods("10.106.0.0/22", named("m", 300))
@@ -349,7 +349,7 @@ describe("deletion loop: batching", () => {
         reclaims.push(HashMap.get(annotations, "after").pipe(Option.getOrUndefined))
       }
     })
-    return inWorld({ workers: 4 })(
+    return inWorld({ concurrentBatches: 4 })(
       Effect.gen(function* () {
         const { pods } = yield* loopWithPods("10.113.0.0/22", named("r", RECLAIM_AFTER_PODS + 10))
         // A few deletions, then idle for longer than RECLAIM_IDLE_MS: nothing.
@@ -373,7 +373,7 @@ describe("deletion loop: batching", () => {
       if ((Array.isArray(message) ? message : [message]).join(" ") === "returned unused heap memory to the operating system") reclaims.push(Date.now())
     })
     const n = RECLAIM_AFTER_PODS + 50
-    return inWorld({ workers: 4 })(
+    return inWorld({ concurrentBatches: 4 })(
       Effect.gen(function* () {
         const { pods } = yield* loopWithPods("10.114.0.0/22", named("s", n))
         // One deletion every 60 ms: each is handled in a few ms, so the loop looks idle at most
@@ -415,10 +415,10 @@ describe("deletion loop: batching", () => {
         expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(1)
         expect(cluster.count({ verb: "list", resource: "pods" })).toBe(1)
       })
-    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1, batchWindow: Duration.millis(500) }))))
+    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, concurrentBatches: 1, batchWindow: Duration.millis(500) }))))
 
   it.live("gathering ends as soon as deletions stop arriving, long before a long window", () =>
-    inWorld({ workers: 1, batchWindow: Duration.minutes(10) })(
+    inWorld({ concurrentBatches: 1, batchWindow: Duration.minutes(10) })(
       Effect.gen(function* () {
         const { pods } = yield* loopWithPods("10.112.0.0/24", named("s", 40))
         yield* deleteAtOnce(pods)
@@ -435,7 +435,7 @@ describe("deletion loop: gathering a mass deletion (TestClock)", () => {
    * freed, and the pool patches of that batch.
    */
   const gatherWhileStreaming = (perStep: number) =>
-    inHookedTestWorld({ workers: 1, batchWindow: Duration.millis(500) })(
+    inHookedTestWorld({ concurrentBatches: 1, batchWindow: Duration.millis(500) })(
       Effect.gen(function* () {
         const hooks = yield* ApiHooks
         const cluster = yield* InMemoryCluster
@@ -620,7 +620,7 @@ describe("deletion loop: shutdown", () => {
         const cluster = yield* InMemoryCluster
         expect(cluster.snapshot(R.Events, NS).map((e) => (e as unknown as { involvedObject: { name: string } }).involvedObject.name).sort()).toEqual(["first", "second"])
       })
-    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1 }))))
+    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, concurrentBatches: 1 }))))
 
   it.live("a stalled Event write never delays a pool write: four deletions freed one after another while every Event is held", () =>
     Effect.scoped(
@@ -641,7 +641,7 @@ describe("deletion loop: shutdown", () => {
         yield* Deferred.succeed(gate, undefined)
         expect((yield* eventsIn(NS)).map((e) => e.pod).sort()).toEqual(["e0", "e1", "e2", "e3"])
       })
-    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1 }))))
+    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, concurrentBatches: 1 }))))
 
   it.live("with a backlog the next batch gathers while the previous one's Event is still held: one pool write for both", () =>
     Effect.scoped(
@@ -671,14 +671,14 @@ describe("deletion loop: shutdown", () => {
         yield* metricReaches("ips_freed_total", { trigger: "deletion" }, 3)
         yield* event.open
       })
-    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, workers: 1 }))))
+    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, concurrentBatches: 1 }))))
 })
 
 /** One controller instance (its own config, caches, queue, metrics, elector) over a shared cluster. */
 const instance = (state: MemoryClusterState, identity: string) =>
   PluginStore.layer.pipe(
     Layer.provideMerge(withKubeApi(memoryKubeApi)),
-    Layer.provideMerge(Layer.mergeAll(ControllerConfig.layerWith({ ...BASE, workers: 2, identity }), NadConfigs.layerMemory())),
+    Layer.provideMerge(Layer.mergeAll(ControllerConfig.layerWith({ ...BASE, concurrentBatches: 2, identity }), NadConfigs.layerMemory())),
     Layer.provideMerge(Layer.succeed(InMemoryCluster, state))
   )
 
@@ -757,7 +757,7 @@ describe("deletion loop: two instances, one leader", () => {
 
 describe("deletion loop: racing the CNI plugin", () => {
   it.live("an allocator keeps writing the pool while 500 pods are deleted: at rest no live IP freed, no dead IP kept, none shared", () =>
-    inWorld({ workers: 4 })(
+    inWorld({ concurrentBatches: 4 })(
       Effect.gen(function* () {
         const pool = "10.110.0.0-21"
         yield* createNad(NS, "net1", { range: "10.110.0.0/21" })

@@ -37,7 +37,7 @@ const scaleStorm = (pool: string, range: string, deltas: ReadonlyArray<number>, 
       for (const p of web.pods()) expect(entries.get(p.ips[0]!.ips[0]!)).toEqual({ podref: `${NS}/${p.name}`, id: p.containerId, ifname: "net1" })
       expect([...entries.values()].map((e) => e.podref).sort()).toEqual(web.pods().map((p) => `${NS}/${p.name}`).sort())
     })
-  ).pipe(Effect.provide(memory({ workers: 4, namespace: "kube-system", retryBaseDelay: Duration.millis(5) })))
+  ).pipe(Effect.provide(memory({ concurrentBatches: 4, namespace: "kube-system", retryBaseDelay: Duration.millis(5) })))
 
 describe("StatefulSet scale deltas", () => {
   it.live("+5/−5, −10/+10, +20/−20 back to back from 10 replicas: at rest one allocation per live pod", () =>

@@ -98,7 +98,7 @@ WHEREABOUTS_NAMESPACE is written by the Deployment itself (it defaults to the re
 {{- define "wac.options" -}}
 {{- list
   (list "kubeconfig" "KUBECONFIG")
-  (list "workers" "WORKERS")
+  (list "concurrentBatches" "CONCURRENT_BATCHES")
   (list "apiQps" "API_QPS")
   (list "apiBurst" "API_BURST")
   (list "reconcileSchedule" "RECONCILE_SCHEDULE")
