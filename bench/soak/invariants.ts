@@ -7,7 +7,12 @@
  *    pods listing it);
  *  - which entries and reservations are held for a pod that is gone or will never run again
  *    (the checker times those against its bound).
- * The checker judges by its own reading of the objects, never through the controller's code.
+ * The checker judges by its own reading of the objects, never through the controller's code. The
+ * controller's invariant monitor (src/domain/invariants.ts) judges the same invariants on its
+ * caches; the soak keeps this second reading on purpose rather than judging through those
+ * definitions: a judge that shares them shares their mistakes (a collision domain drawn wrong, a
+ * listing skipped as unsettled). The two must agree instead: at the end of a run, the leader's
+ * invariant_violations gauge reads 0 for every kind (main.ts, checkControllerGauges).
  */
 import { addOffset, cidrAddress, formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { reservationName } from "../../src/domain/pool.ts"

@@ -172,6 +172,7 @@ const run = async (env: Env) => {
   stopped = true
   await Promise.all(loops)
   const atRest = await checkAtRest(env.checker)
+  await checkControllerGauges(env)
   for (const [what, list] of [["deletion loops", env.replicas.intervals().actings], ["leaderships", env.replicas.intervals().leaderships]] as const) {
     for (const [a, b] of overlapping(list)) {
       recordViolation(env.checker, { kind: "two leaders", id: `overlap ${what} ${a.who} ${a.from} ${b.who} ${b.from}`, summary: `${what} of ${a.who} and ${b.who} overlapped for ${((Math.min(a.to, b.to) - b.from) / 1000).toFixed(1)} s`, keys: ["leadership"] })
@@ -186,6 +187,24 @@ const run = async (env: Env) => {
     if (exit !== undefined && exit.code !== 0) recordViolation(env.checker, { kind: "unclean shutdown", id: `shutdown ${id}`, summary: `${id} exited with ${exit.signal ?? `code ${exit.code}`} after SIGTERM at the end of the run`, keys: [`replica ${id}`] })
   }
   return { t0, durationMs, plan, faultPlan, workload, atRest, cpu: { apiserver: cpu1.apiserver - cpu0.apiserver, etcd: cpu1.etcd - cpu0.etcd, wallSeconds: (Date.now() - t0) / 1000 } }
+}
+
+/**
+ * The controller judged the same run with its own invariant monitor (src/domain/invariants.ts):
+ * at the end its leader's gauge must read 0 for every kind, as the checker's independent reading
+ * does. A leader without the gauge never ran its monitor.
+ */
+const checkControllerGauges = async (env: Env) => {
+  for (const r of await env.replicas.invariantGauges()) {
+    if (!r.leader) continue
+    const keys = [`replica ${r.identity}`]
+    if (Object.keys(r.kinds).length === 0) {
+      recordViolation(env.checker, { kind: "invariant monitor", id: `gauge absent ${r.identity}`, summary: `${r.identity} leads but exports no whereabouts_controller_invariant_violations`, keys })
+    }
+    for (const [kind, n] of Object.entries(r.kinds)) {
+      if (n > 0) recordViolation(env.checker, { kind: "invariant monitor", id: `gauge ${r.identity} ${kind}`, summary: `${r.identity}'s own invariant monitor reports ${n} ${kind} violation(s) at the end of the run`, keys })
+    }
+  }
 }
 
 const cpuOf = (plane: BenchPlane) => {

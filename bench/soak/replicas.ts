@@ -194,6 +194,17 @@ export const startReplicas = (o: ReplicaOptions) => {
       return total
     },
     bothLeading: () => bothLeading,
+    /** Per running replica: whether it leads, and its own invariant monitor's gauge by kind (none on a standby). */
+    invariantGauges: () =>
+      Promise.all(
+        [...current.values()]
+          .filter(({ proc }) => proc.running())
+          .map(async ({ proc, gen }) => {
+            const m = parseProm(await proc.metrics())
+            const kinds = Object.fromEntries(m.filter((s) => s.name === "whereabouts_controller_invariant_violations").map((s) => [s.labels["kind"] ?? "", s.value] as const))
+            return { identity: gen.identity, leader: m.some((s) => s.name === "whereabouts_controller_leader" && s.value === 1), kinds }
+          })
+      ),
     /** Log lines of every process of every replica that contain `text` (from their log files). */
     grep: (text: string, limit = 20): ReadonlyArray<string> =>
       generations.flatMap((g) => {
