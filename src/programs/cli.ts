@@ -427,7 +427,13 @@ export const EXIT_CODES: ReadonlyArray<{ readonly command: Command; readonly cod
   { command: "run", codes: [[0, "stopped (SIGTERM or SIGINT)"], [1, "failed"], [EXIT_USAGE, "bad usage"]] },
   {
     command: "audit",
-    codes: [[0, "no orphans"], [1, "orphans found (bad input alone does not count)"], [EXIT_USAGE, "bad usage"], [3, "could not complete (API server unreachable, forbidden, bad kubeconfig)"]]
+    codes: [
+      [0, "no orphans, no invariant violation"],
+      [1, "orphans found (bad input alone does not count)"],
+      [EXIT_USAGE, "bad usage"],
+      [3, "could not complete (API server unreachable, forbidden, bad kubeconfig)"],
+      [4, "invariant violations found, with or without orphans: a running pod's address is at risk"]
+    ]
   },
   {
     command: "release",
@@ -485,7 +491,7 @@ export const helpText = (command?: Command): string => {
     "",
     "Commands:",
     "  run        (default) run the controller against the cluster of the kubeconfig",
-    "  audit      report every pool, every orphaned allocation/reservation and the bad input met; free nothing",
+    "  audit      report every pool, every orphaned allocation/reservation, invariant violations and the bad input met; free nothing",
     "  release    free by hand, through the controller's guarded release: --from-report, --pod or --ip",
     "  preflight  before installing: CRDs, RBAC, upstream's reconciler, unreadable NADs, full pools; writes nothing",
     "  demo       replay the full-pool StatefulSet story on an embedded in-memory cluster",
