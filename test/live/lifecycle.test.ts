@@ -1,75 +1,35 @@
 /**
- * Lifecycles played by Kubernetes' own controllers: kube-controller-manager (StatefulSet,
- * ReplicaSet, Deployment, Job, pod GC, node lifecycle, taint eviction) and kube-scheduler next to the
- * tier's API server, node agents running the real whereabouts plugin that never run CNI DEL (the
- * leak), and the controller as a process: every address freed here is freed by the controller.
- * Each scenario ends with the invariants at rest, and a watch asserts throughout that no running
- * pod ever lost an address (support/address-watch.ts).
+ * Workload lifecycles played by Kubernetes' own controllers: kube-controller-manager (StatefulSet,
+ * ReplicaSet, Deployment, Job, garbage collector) and kube-scheduler next to the tier's API server,
+ * node agents running the real whereabouts plugin that never run CNI DEL (the leak), and the
+ * controller as a process: every address freed here is freed by the controller. Each scenario ends
+ * with the invariants at rest, and a watch asserts throughout that no running pod ever lost an
+ * address (support/address-watch.ts). Node deaths are in node-loss.test.ts.
  */
-import { afterAll, beforeAll, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, ManagedRuntime, type Scope } from "effect"
+import { expect, it } from "@effect/vitest"
+import { Effect } from "effect"
 import { poolName } from "../../src/domain/pool.ts"
-import { describeWithKubernetes, kubernetesAssets, pluginBinary, runningEnvtest, uniqueNamespace } from "../support/live.ts"
+import { describeWithKubernetes } from "../support/live.ts"
 import { awaitClean, CLEAN, watchAddresses } from "./support/address-watch.ts"
-import { type ControllerProcess, stopAllControllers } from "./support/controller-process.ts"
-import { metricOf, sharedController } from "./support/controller.ts"
 import {
   awaitReady,
   createWorkload,
   deleteWorkload,
-  type Kubernetes,
+  deploymentObject,
+  jobObject,
+  patchWorkload,
   podsOf,
   podTemplate,
+  readWorkload,
   scale,
-  startKubernetes,
   statefulSetObject,
   TEST_TIMEOUT
 } from "./support/kubernetes.ts"
-import { createNad, ensureNamespace, liveWorld, restOk, waitUntil } from "./support/world.ts"
+import { Cluster, freedBy, lifecycleFixture } from "./support/lifecycle-fixture.ts"
+import { createNad, restOk, waitUntil } from "./support/world.ts"
 
-const POOLS = uniqueNamespace("lc-pools")
-const NS = uniqueNamespace("lc")
-/** The label the agents' Nodes carry and every workload here selects. */
-const SELECT = { "lifecycle.whereabouts.test/run": NS }
-const NODES = ["a", "b", "c"].map((n) => `${NS}-${n}`)
-
-/** Addresses the controller freed, whatever found them (a deletion, a pod that ended, an eviction). */
-const freedBy = (ctl: ControllerProcess) => Effect.map(metricOf(ctl, "whereabouts_controller_ips_freed_total"), (v) => v ?? 0)
-
-class Cluster extends Context.Tag("test/live/lifecycle/Cluster")<Cluster, Kubernetes>() {}
-
-describeWithKubernetes("lifecycles on Kubernetes' own controllers, with the controller as the only one that frees", () => {
-  const controller = sharedController(() => ({ kubeconfig: runningEnvtest().kubeconfigPath, namespace: POOLS, identity: `lc-${Date.now().toString(36)}` }))
-  const world = Layer.suspend(() => liveWorld(POOLS))
-  const cluster = Layer.scoped(
-    Cluster,
-    Effect.gen(function* () {
-      yield* ensureNamespace(POOLS)
-      yield* ensureNamespace(NS)
-      const assets = kubernetesAssets()
-      return yield* startKubernetes({
-        controllers: assets.controllers(),
-        planeDir: assets.planeDir,
-        kubeconfig: runningEnvtest().kubeconfigPath,
-        plugin: pluginBinary(),
-        poolsNamespace: POOLS,
-        nodes: NODES,
-        teardown: "leak",
-        nodeLabels: { ...SELECT, "topology.kubernetes.io/zone": NS }
-      })
-    })
-  ).pipe(Layer.provideMerge(world))
-  let runtime: ManagedRuntime.ManagedRuntime<Layer.Layer.Success<typeof cluster>, unknown>
-  const run = <A, E>(body: Effect.Effect<A, E, Layer.Layer.Success<typeof cluster> | Scope.Scope>) => runtime.runPromise(Effect.scoped(body))
-
-  beforeAll(async () => {
-    runtime = ManagedRuntime.make(cluster)
-    await runtime.runPromise(Effect.zipRight(Cluster, controller.get))
-  }, 180_000)
-  afterAll(async () => {
-    await stopAllControllers()
-    await runtime?.dispose()
-  }, 120_000)
+describeWithKubernetes("workload lifecycles on Kubernetes' own controllers, with the controller as the only one that frees", () => {
+  const { NS, SELECT, controller, run } = lifecycleFixture("lc", 3)
 
   it("a StatefulSet with two interfaces per pod: force and graceful deletions (rebirth under the same name), scale down and up, deletion", () =>
     run(
@@ -90,21 +50,16 @@ describeWithKubernetes("lifecycles on Kubernetes' own controllers, with the cont
         expect(yield* awaitClean(k8s, NS, pools)).toEqual(CLEAN)
 
         const podNamed = (name: string) => Effect.map(podsOf(k8s.admin, NS, "app=db"), (ps) => ps.find((p) => p.name === name))
-        const uidOf = (name: string) => Effect.map(podNamed(name), (p) => p?.uid)
-        const reborn = (name: string, old: string | undefined) =>
+        const reborn = (name: string, query: string) =>
           Effect.gen(function* () {
+            const old = (yield* podNamed(name))?.uid
+            yield* restOk(k8s.admin, "DELETE", `/api/v1/namespaces/${NS}/pods/${name}${query}`, undefined, [200])
             yield* waitUntil(`${name} reborn and running`, podNamed(name), (p) => p !== undefined && p.uid !== old && p.phase === "Running", { context: k8s.context })
             yield* awaitReady(k8s.admin, "StatefulSet", NS, "db", 3, k8s.context)
+            expect(yield* awaitClean(k8s, NS, pools)).toEqual(CLEAN)
           })
-        const force = yield* uidOf("db-1")
-        yield* restOk(k8s.admin, "DELETE", `/api/v1/namespaces/${NS}/pods/db-1`, { gracePeriodSeconds: 0 }, [200])
-        yield* reborn("db-1", force)
-        expect(yield* awaitClean(k8s, NS, pools)).toEqual(CLEAN)
-
-        const graceful = yield* uidOf("db-0")
-        yield* restOk(k8s.admin, "DELETE", `/api/v1/namespaces/${NS}/pods/db-0`, undefined, [200])
-        yield* reborn("db-0", graceful)
-        expect(yield* awaitClean(k8s, NS, pools)).toEqual(CLEAN)
+        yield* reborn("db-1", "?gracePeriodSeconds=0")
+        yield* reborn("db-0", "")
 
         yield* scale(k8s.admin, "StatefulSet", NS, "db", 1)
         yield* awaitReady(k8s.admin, "StatefulSet", NS, "db", 1, k8s.context)
@@ -118,7 +73,72 @@ describeWithKubernetes("lifecycles on Kubernetes' own controllers, with the cont
         expect(watch.rounds()).toBeGreaterThan(0)
         expect(watch.lost()).toEqual([])
         // The agents never ran DEL: the scale-down's two pods and the last three, two addresses each, were freed by the controller.
-        expect((yield* freedBy(ctl)) - freedBefore).toBeGreaterThanOrEqual(10)
+        yield* waitUntil("the controller freed at least 10 addresses", freedBy(ctl), (n) => n - freedBefore >= 10, { context: ctl.tail })
+      })
+    ), TEST_TIMEOUT)
+
+  it("a Deployment: a rollout replaces every pod, then a scale-down and the deletion", () =>
+    run(
+      Effect.gen(function* () {
+        const k8s = yield* Cluster
+        const ctl = yield* controller.get
+        const freedBefore = yield* freedBy(ctl)
+        yield* createNad(NS, "web", { range: "10.231.0.0/27" })
+        const pools = [poolName("10.231.0.0/27", "")]
+        const watch = yield* watchAddresses(k8s, NS, pools)
+        yield* createWorkload(k8s.admin, NS, deploymentObject("web", 4, podTemplate({ labels: { app: "web" }, networks: `${NS}/web`, nodeSelector: SELECT })))
+        yield* awaitReady(k8s.admin, "Deployment", NS, "web", 4, k8s.context)
+        expect(yield* awaitClean(k8s, NS, pools)).toEqual(CLEAN)
+
+        const first = yield* podsOf(k8s.admin, NS, "app=web")
+        yield* patchWorkload(k8s.admin, "Deployment", NS, "web", { spec: { template: { metadata: { annotations: { "lifecycle.whereabouts.test/rollout": "2" } } } } })
+        yield* waitUntil(
+          "the rollout replaced every pod",
+          podsOf(k8s.admin, NS, "app=web"),
+          (ps) => ps.length === 4 && ps.every((p) => p.phase === "Running" && !p.terminating && !first.some((f) => f.uid === p.uid)),
+          { context: k8s.context, timeout: "90 seconds" }
+        )
+        yield* awaitReady(k8s.admin, "Deployment", NS, "web", 4, k8s.context)
+        expect(yield* awaitClean(k8s, NS, pools)).toEqual(CLEAN)
+
+        yield* scale(k8s.admin, "Deployment", NS, "web", 1)
+        yield* awaitReady(k8s.admin, "Deployment", NS, "web", 1, k8s.context)
+        expect(yield* awaitClean(k8s, NS, pools)).toEqual(CLEAN)
+        yield* deleteWorkload(k8s.admin, "Deployment", NS, "web", "app=web", k8s.context)
+        expect(yield* awaitClean(k8s, NS, pools)).toEqual(CLEAN)
+        expect(watch.lost()).toEqual([])
+        // Four replaced, three scaled away, the last one deleted.
+        yield* waitUntil("the controller freed at least 8 addresses", freedBy(ctl), (n) => n - freedBefore >= 8, { context: ctl.tail })
+      })
+    ), TEST_TIMEOUT)
+
+  it("Jobs: completed and failed pods keep their objects and give up their addresses", () =>
+    run(
+      Effect.gen(function* () {
+        const k8s = yield* Cluster
+        const ctl = yield* controller.get
+        const freedBefore = yield* freedBy(ctl)
+        yield* createNad(NS, "batch", { range: "10.233.0.0/28" })
+        const pools = [poolName("10.233.0.0/28", "")]
+        const watch = yield* watchAddresses(k8s, NS, pools)
+        const template = (job: string, exitCode: number) => podTemplate({ labels: { job }, networks: `${NS}/batch`, nodeSelector: SELECT, exitCode, runsForSeconds: 2 })
+        yield* createWorkload(k8s.admin, NS, jobObject("ok", template("ok", 0), { completions: 2 }))
+        yield* createWorkload(k8s.admin, NS, jobObject("bad", template("bad", 1), { backoffLimit: 0 }))
+        const condition = (name: string, type: string) =>
+          Effect.map(readWorkload(k8s.admin, "Job", NS, name), (o) => ((o["status"] as { conditions?: Array<{ type: string; status: string }> } | undefined)?.conditions ?? []).some((c) => c.type === type && c.status === "True"))
+        yield* waitUntil("Job ok Complete", condition("ok", "Complete"), (done) => done, { context: k8s.context, timeout: "60 seconds" })
+        yield* waitUntil("Job bad Failed", condition("bad", "Failed"), (done) => done, { context: k8s.context, timeout: "60 seconds" })
+
+        expect(yield* awaitClean(k8s, NS, pools)).toEqual(CLEAN)
+        const phases = (selector: string) => Effect.map(podsOf(k8s.admin, NS, selector), (ps) => ps.map((p) => `${p.phase}${p.terminating ? " terminating" : ""} ${p.ips.length} address(es) listed`))
+        expect(yield* phases("job=ok")).toEqual(["Succeeded 1 address(es) listed", "Succeeded 1 address(es) listed"])
+        expect(yield* phases("job=bad")).toEqual(["Failed 1 address(es) listed"])
+        yield* waitUntil("the controller freed the three addresses", freedBy(ctl), (n) => n - freedBefore === 3, { context: ctl.tail })
+
+        yield* deleteWorkload(k8s.admin, "Job", NS, "ok", "job=ok", k8s.context)
+        yield* deleteWorkload(k8s.admin, "Job", NS, "bad", "job=bad", k8s.context)
+        expect(yield* awaitClean(k8s, NS, pools)).toEqual(CLEAN)
+        expect(watch.lost()).toEqual([])
       })
     ), TEST_TIMEOUT)
 })

@@ -9,7 +9,7 @@
  * controller's view of this zone (a zone with over 55% of its nodes unhealthy gets no evictions).
  */
 import { Duration, Effect, type Scope } from "effect"
-import { NETWORKS_ANNOTATION } from "../../../src/domain/multus.ts"
+import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../../../src/domain/multus.ts"
 import type { KubeApi } from "../../../src/services/KubeApi.ts"
 import { type KubeControllers, startKubeControllers } from "./controlplane.ts"
 import { AGENT_EXIT_CODE, AGENT_RUNS_FOR, type NodeAgent, startNodeAgent } from "./node-agent.ts"
@@ -83,6 +83,8 @@ export interface PodTemplateOptions {
    * them; "forever" tolerates it (no eviction). Default: the API server's 300 s.
    */
   readonly tolerateUnreachable?: number | "forever"
+  /** At most one of these pods per node (a required anti-affinity on the hostname). */
+  readonly onePerNode?: boolean
   /** The pod ends on its own with this exit code after `runsForSeconds` (a Job's). */
   readonly exitCode?: number
   readonly runsForSeconds?: number
@@ -106,6 +108,9 @@ export const podTemplate = (o: PodTemplateOptions) => {
     metadata: { labels: o.labels, annotations },
     spec: {
       nodeSelector: o.nodeSelector,
+      ...(o.onePerNode === true
+        ? { affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ labelSelector: { matchLabels: o.labels }, topologyKey: "kubernetes.io/hostname" }] } } }
+        : {}),
       terminationGracePeriodSeconds: o.graceSeconds ?? 5,
       ...(o.exitCode === undefined ? {} : { restartPolicy: "Never" }),
       tolerations,
@@ -169,7 +174,7 @@ export const awaitReady = (admin: Credentials, kind: "StatefulSet" | "Deployment
 /** Deletes a workload with foreground propagation and waits until it and the pods it selected are gone. */
 export const deleteWorkload = (admin: Credentials, kind: WorkloadKind, namespace: string, name: string, selector: string, context: () => string) =>
   Effect.gen(function* () {
-    yield* restOk(admin, "DELETE", workloadPath(kind, namespace, name), { apiVersion: "v1", kind: "DeleteOptions", propagationPolicy: "Foreground" }, [200, 202, 404])
+    yield* restOk(admin, "DELETE", `${workloadPath(kind, namespace, name)}?propagationPolicy=Foreground`, undefined, [200, 202, 404])
     yield* waitUntil(
       `${kind} ${name} and its pods gone`,
       Effect.zip(
@@ -181,13 +186,23 @@ export const deleteWorkload = (admin: Credentials, kind: WorkloadKind, namespace
     )
   })
 
-/** The pods of a namespace as the API server has them: name, uid, node, phase, whether terminating, the DisruptionTarget reason. */
+/** The secondary addresses a network-status lists (none when it is missing or unreadable). */
+const statusIPs = (text: string | undefined): ReadonlyArray<string> => {
+  try {
+    const entries = JSON.parse(text ?? "[]") as Array<{ default?: boolean; ips?: Array<string> }>
+    return entries.filter((e) => e.default !== true).flatMap((e) => e.ips ?? [])
+  } catch {
+    return []
+  }
+}
+
+/** The pods of a namespace as the API server has them: name, uid, node, phase, terminating, the DisruptionTarget reason, the addresses Multus listed. */
 export const podsOf = (admin: Credentials, namespace: string, selector?: string) =>
   Effect.map(
     restOk(admin, "GET", `/api/v1/namespaces/${namespace}/pods${selector === undefined ? "" : `?labelSelector=${encodeURIComponent(selector)}`}`, undefined, [200]),
     (list) =>
       ((list["items"] ?? []) as Array<{
-        metadata: { name: string; uid: string; deletionTimestamp?: string }
+        metadata: { name: string; uid: string; deletionTimestamp?: string; annotations?: Record<string, string> }
         spec: { nodeName?: string }
         status?: { phase?: string; conditions?: Array<{ type: string; reason?: string }> }
       }>).map((p) => ({
@@ -196,8 +211,39 @@ export const podsOf = (admin: Credentials, namespace: string, selector?: string)
         node: p.spec.nodeName ?? "",
         phase: p.status?.phase ?? "",
         terminating: p.metadata.deletionTimestamp !== undefined,
-        disruption: p.status?.conditions?.find((c) => c.type === "DisruptionTarget")?.reason
+        disruption: p.status?.conditions?.find((c) => c.type === "DisruptionTarget")?.reason,
+        ips: statusIPs(p.metadata.annotations?.[NETWORK_STATUS_ANNOTATION])
       }))
   )
 
+export type PodSeen = Effect.Effect.Success<ReturnType<typeof podsOf>>[number]
+
 export const TEST_TIMEOUT = Duration.toMillis("4 minutes")
+
+/** The status of a Node's Ready condition ("True", "False", "Unknown"; "" without one, "gone" without the Node). */
+export const nodeReady = (admin: Credentials, name: string) =>
+  Effect.map(Effect.promise(() => rest(admin, "GET", `/api/v1/nodes/${name}`)), (r) => {
+    if (r.status === 404) return "gone"
+    const node = JSON.parse(r.body) as { status?: { conditions?: Array<{ type: string; status: string }> } }
+    return node.status?.conditions?.find((c) => c.type === "Ready")?.status ?? ""
+  })
+
+type Taint = { readonly key: string; readonly value?: string; readonly effect: string }
+
+/** Rewrites a Node's taints, guarded by its resourceVersion (the node lifecycle controller writes them too), retried on a conflict. */
+const editTaints = (admin: Credentials, name: string, edit: (taints: ReadonlyArray<Taint>) => ReadonlyArray<Taint>) =>
+  Effect.retry(
+    Effect.gen(function* () {
+      const node = yield* restOk(admin, "GET", `/api/v1/nodes/${name}`, undefined, [200])
+      const taints = edit(((node["spec"] as { taints?: ReadonlyArray<Taint> } | undefined)?.taints ?? []) as ReadonlyArray<Taint>)
+      const resourceVersion = (node["metadata"] as { resourceVersion: string }).resourceVersion
+      yield* restOk(admin, "PATCH", `/api/v1/nodes/${name}`, { metadata: { resourceVersion }, spec: { taints } }, [200], "application/merge-patch+json")
+    }),
+    { times: 5 }
+  )
+
+/** Adds a taint to a Node, as an operator does with `kubectl taint`. */
+export const taintNode = (admin: Credentials, name: string, taint: Taint) => editTaints(admin, name, (taints) => [...taints, taint])
+
+/** Removes every taint with `key` from a Node. */
+export const untaintNode = (admin: Credentials, name: string, key: string) => editTaints(admin, name, (taints) => taints.filter((t) => t.key !== key))

@@ -93,6 +93,8 @@ interface PodRecord {
   finishAt: number | undefined
   /** The object is gone from the API server. */
   gone: boolean
+  /** Deleted or ended while the node was dead: not run again, only finished. */
+  abandoned: boolean
   readonly lock: Effect.Semaphore
 }
 
@@ -257,6 +259,11 @@ const step = (agent: Agent, rec: PodRecord): Effect.Effect<void, never, KubeApi>
         yield* postStatus(agent, rec, endedStatus(rec.pod, rec.containerId ?? "", 143))
         return yield* finalDelete(agent, rec)
       }
+      if (rec.state === "running" && terminal(pod)) {
+        // Failed by someone else (pod GC marks a pod of a deleted Node Failed before deleting it).
+        rec.state = "finished"
+        return yield* teardown(agent, rec)
+      }
       if (rec.state === "running" && rec.finishAt !== undefined && Date.now() >= rec.finishAt) {
         const code = Number(pod.metadata.annotations?.[AGENT_EXIT_CODE] ?? 0)
         rec.state = "finished"
@@ -286,6 +293,7 @@ const seen = (agent: Agent, pod: KubeObject) => {
       attached: [],
       finishAt: undefined,
       gone: false,
+      abandoned: false,
       lock: Effect.unsafeMakeSemaphore(1)
     }
     agent.records.set(uid, rec)
@@ -353,12 +361,17 @@ export const startNodeAgent = (options: NodeAgentOptions): Effect.Effect<NodeAge
       agent.readySince = nowTime()
       log(agent, "back")
       yield* beat(agent)
-      const present = new Set(pods.values().map(uidOf))
+      const current = new Map(pods.values().map((p) => [uidOf(p), p] as const))
       for (const rec of agent.records.values()) {
-        if (!present.has(rec.uid)) yield* vanished(agent, rec.uid)
-        else if (rec.state === "running" && !deleting(rec.pod)) yield* postStatus(agent, rec, runningStatus(rec.pod, rec.containerId ?? ""))
+        const pod = current.get(rec.uid)
+        if (pod === undefined) yield* vanished(agent, rec.uid)
+        else if (rec.state === "running" && (deleting(pod) || terminal(pod))) {
+          // Deleted or failed while the node was away: the kubelet kills it before anything else.
+          rec.abandoned = true
+          log(agent, `${rec.ref} ended while the node was away`)
+        } else if (rec.state === "running") yield* postStatus(agent, rec, runningStatus(pod, rec.containerId ?? ""))
       }
-      for (const pod of pods.values()) yield* seen(agent, pod)
+      for (const pod of current.values()) yield* seen(agent, pod)
     })
     return {
       name: options.name,
@@ -370,7 +383,7 @@ export const startNodeAgent = (options: NodeAgentOptions): Effect.Effect<NodeAge
       revive: Effect.provideService(revive, KubeApi, yield* KubeApi),
       running: () =>
         agent.alive
-          ? [...agent.records.values()].filter((r) => r.state === "running" && r.containerId !== undefined).map((r) => ({ ref: r.ref, uid: r.uid, containerId: r.containerId!, ips: r.attached.map(({ network, ifname, ips }) => ({ network, ifname, ips })) }))
+          ? [...agent.records.values()].filter((r) => r.state === "running" && !r.abandoned && r.containerId !== undefined).map((r) => ({ ref: r.ref, uid: r.uid, containerId: r.containerId!, ips: r.attached.map(({ network, ifname, ips }) => ({ network, ifname, ips })) }))
           : [],
       history: (lines = 60) => agent.lines.slice(-lines).join("\n")
     } satisfies NodeAgent
