@@ -319,8 +319,9 @@ describe("--help", () => {
     expect(exitCodeOfFailure("release")).toBe(3)
     expect(exitCodeOfFailure("run")).toBe(1)
     const audit = EXIT_CODES.find((e) => e.command === "audit")!.codes.map(([code]) => code)
-    expect(audit).toEqual([0, 1, 2, 3])
-    expect(helpText("audit")).toContain("Exit codes:\n  audit    0 no orphans; 1 orphans found")
+    expect(audit).toEqual([0, 1, 2, 3, 4])
+    expect(helpText("audit")).toContain("Exit codes:\n  audit    0 no orphans, no invariant violation; 1 orphans found")
+    expect(helpText("audit")).toContain("; 4 invariant violations found, with or without orphans")
   })
 })
 
