@@ -99,10 +99,7 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
     yield* giveUp(candidate, step.error)
   })
 
-/**
- * One batch: reconcile, then settle each pod, then record its Events (queued: the recorder writes
- * them, so the worker is free at once for the next batch); the keys are done last.
- */
+/** One batch: reconcile (its Events queued), then settle each pod; the keys are done last. */
 const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>, lookAgainAfter: Duration.Duration) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
@@ -113,10 +110,9 @@ const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt:
       observedAt.delete(key)
       yield* metrics.queueWait((start - at) / 1000)
     }
-    const { results, events } = yield* Effect.ensuring(reconcileBatch(batch.items.map((i) => i.value)), batch.landed)
+    const results = yield* Effect.ensuring(reconcileBatch(batch.items.map((i) => i.value)), batch.landed)
     yield* metrics.reconcileDuration(((yield* Clock.currentTimeMillis) - start) / 1000)
     for (const [i, result] of results.entries()) yield* settle(queue, batch.items[i]!.key, batch.items[i]!.value, result, lookAgainAfter)
-    yield* events
     for (const { key } of batch.items) yield* queue.done(key)
   })
 

@@ -1,9 +1,9 @@
 /**
  * The executor: carries out a ReleasePlan (src/domain/release.ts) for every path — the deletion
- * loop, the sweep — in the order the plan's rules demand: reservations, then one guarded patch
- * per pool, then giving back reservations of entries a reborn pod took back; then (in `finish`,
- * which the caller may run in the background) the Events of what was actually done and the
- * metrics. The only module that calls the pool store's release.
+ * loop, the sweep, release — in the order the plan's rules demand: reservations, then one guarded
+ * patch per pool, then giving back reservations of entries a reborn pod took back; then the Events
+ * of what was actually done (queued: the recorder writes them, so freeing never waits for them)
+ * and the metrics. The only module that calls the pool store's release.
  */
 import { Effect, Either } from "effect"
 import { type EventIntent, REASON_BAD_ANNOTATION, REASON_BAD_CONFIG, podObject } from "../domain/events.ts"
@@ -124,7 +124,7 @@ export const restoreReservations = (pool: string, entries: ReadonlyArray<Planned
     )
   )
 
-/** How the plan went for each owner, what it counted, and the Events and metrics still to write. */
+/** How the plan went for each owner, and what it counted. */
 export interface Execution {
   readonly outcomes: ReadonlyMap<string, Outcome>
   readonly counts: { readonly freed: number; readonly reservationsDeleted: number; readonly spared: number }
@@ -135,12 +135,6 @@ export interface Execution {
   readonly reservations: ReadonlyMap<string, ReservationsDone>
   /** Reservations deleted, then given back because a pod reborn under the name took the address back. */
   readonly restored: ReadonlySet<string>
-  /**
-   * Writes the Events of what was done, then counts it in the metrics (so `ips_freed_total` moves
-   * only once the Events exist). Not yet run: the addresses are free already, so the deletion
-   * loop writes them in the background and takes the next batch.
-   */
-  readonly finish: Effect.Effect<void>
 }
 
 const freedIP = (p: PlannedEntry): FreedIP => ({ ip: formatIP(p.held.entry.ip), pool: p.held.pool, network: p.held.network })
@@ -194,7 +188,8 @@ const eventsOf = (plan: OwnerPlan, released: ReadonlyArray<PlannedEntry>, outcom
   return [...problems, ...(released.length > 0 ? plan.holding.ifFreed : []), ...released.flatMap((p) => p.event ?? [])]
 }
 
-const finishing = (plan: ReleasePlan, released: ReadonlyMap<string, ReadonlyArray<PlannedEntry>>, outcomes: ReadonlyMap<string, Outcome>) =>
+/** Records the Events of what was done, then counts it in the metrics (so `ips_freed_total` moves only once its Events are queued). */
+const recordDone = (plan: ReleasePlan, released: ReadonlyMap<string, ReadonlyArray<PlannedEntry>>, outcomes: ReadonlyMap<string, Outcome>) =>
   Effect.gen(function* () {
     const events = yield* EventRecorder
     const metrics = yield* Metrics
@@ -258,7 +253,6 @@ export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPo
       reservationsDeleted: doneReservations.reduce((n, r) => n + r.deleted.size, 0),
       spared: plan.owners.reduce((n, o) => n + o.kept.length, 0) + pools.skipped.length + doneReservations.reduce((n, r) => n + r.reassigned.size, 0)
     }
-    const services = yield* Effect.context<EventRecorder | Metrics>()
-    const finish = Effect.provide(finishing(plan, released, outcomes), services)
-    return { outcomes, counts, released: pools.released, skipped: pools.skipped, reservations, restored, finish } satisfies Execution
+    yield* recordDone(plan, released, outcomes)
+    return { outcomes, counts, released: pools.released, skipped: pools.skipped, reservations, restored } satisfies Execution
   })

@@ -38,16 +38,6 @@ export interface PodResult {
   readonly unseen: ReadonlyArray<string>
 }
 
-export interface BatchOutcome {
-  readonly results: ReadonlyArray<PodResult>
-  /**
-   * Writes the Events of what was freed (and the Warnings) and counts it. Not yet run: the
-   * addresses are free already, so the deletion loop writes them in the background and its
-   * worker takes the next batch; `reconcilePods` runs it before returning.
-   */
-  readonly events: Effect.Effect<void>
-}
-
 /**
  * A pod to release: deleted, or still there but never to run again (why, as the caches saw it;
  * the live re-check decides).
@@ -112,7 +102,7 @@ const holdingsOf = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot) =>
  * Reconciles a batch of deleted pods. Never fails as a whole: each pod gets its own outcome, so
  * one bad annotation or a failed write for one pool does not hold back the others.
  */
-export const reconcileBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<BatchOutcome, never, ReconcileRequirements> =>
+export const reconcileBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<ReadonlyArray<PodResult>, never, ReconcileRequirements> =>
   Effect.gen(function* () {
     const snapshot = yield* cacheSnapshot
     const caches = yield* Caches
@@ -121,23 +111,19 @@ export const reconcileBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<B
     const execution = yield* execute(planRelease(holdings, facts))
     // Incarnations of one pod shared one holding: what it freed is reported once, not once per incarnation.
     const reported = new Set<string>()
-    const results = batch.map(({ pod }): PodResult => {
+    return batch.map(({ pod }): PodResult => {
       const ref = podRef(pod)
       const outcome = execution.outcomes.get(ref) ?? Outcome.Freed({ freed: [], reservations: 0 })
       const twin = reported.has(ref) && outcome._tag === "Freed"
       reported.add(ref)
       return { pod, outcome: twin ? Outcome.Freed({ freed: [], reservations: 0 }) : outcome, unseen: found.unseen.get(ref) ?? [] }
     })
-    return { results, events: execution.finish }
   })
 
-/** `reconcileBatch` with its Events written before it returns. */
-export const reconcileCandidates = (batch: ReadonlyArray<Candidate>) => Effect.flatMap(reconcileBatch(batch), ({ events, results }) => Effect.as(events, results))
+/** Deleted pods, reconciled. */
+export const reconcilePods = (batch: ReadonlyArray<PodProjection>) => reconcileBatch(batch.map((pod) => ({ claim: "Deleted", pod }) as const))
 
-/** Deleted pods, reconciled with their Events written. */
-export const reconcilePods = (batch: ReadonlyArray<PodProjection>) => reconcileCandidates(batch.map((pod) => ({ claim: "Deleted", pod }) as const))
-
-/** One deleted pod, as a typed Effect: its outcome, or a ReleaseError when nothing could be freed. Its Events are written. */
+/** One deleted pod, as a typed Effect: its outcome, or a ReleaseError when nothing could be freed. */
 export const reconcilePod = (pod: PodProjection): Effect.Effect<Exclude<Outcome, { readonly _tag: "Failed" }>, ReleaseError, ReconcileRequirements> =>
   Effect.flatMap(reconcilePods([pod]), ([r]) => {
     if (r === undefined) return Effect.die("empty batch")

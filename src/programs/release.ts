@@ -108,7 +108,6 @@ const freedByAnother = (skipped: ReadonlyArray<PlannedEntry>) =>
 const carryOut = (plan: ReleasePlan) =>
   Effect.gen(function* () {
     const execution = yield* execute(plan)
-    yield* execution.finish
     const rows = executedRows(plan, execution, yield* freedByAnother(execution.skipped))
     yield* Effect.forEach(rows.filter((r) => r.result === "freed"), logFreed, { discard: true })
     return rows

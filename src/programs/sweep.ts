@@ -192,7 +192,6 @@ const freeOrphans = (found: ReadonlyArray<Holding>, leave: SweepOptions["leave"]
       if (outcome._tag !== "Freed" && outcome._tag !== "PartlyFreed") continue
       for (const f of outcome.freed) yield* Effect.logInfo("sweep freed orphaned allocation").pipe(Effect.annotateLogs({ pool: f.pool, ip: f.ip, podref }))
     }
-    yield* execution.finish
     // A sweep that ran exports its counters even when it freed nothing.
     yield* metrics.ipsFreed("sweep", 0)
     yield* metrics.reservationsDeleted("sweep", 0)
