@@ -50,25 +50,19 @@ export interface NadIndex {
   readonly slicePools: ReadonlyMap<string, ReadonlyArray<Writer>>
 }
 
-const push = <K, V>(m: Map<K, Array<V>>, k: K, v: V) => {
-  const list = m.get(k)
-  if (list === undefined) m.set(k, [v])
-  else list.push(v)
-}
-
 /** Indexes every NAD's decoded whereabouts config by the pools it writes. */
 export const nadIndex = (nads: Iterable<NadRef & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }>): NadIndex => {
-  const rangePools = new Map<string, Array<Writer>>()
-  const slicePools = new Map<string, Array<Writer>>()
-  for (const nad of nads) {
-    if (Either.isLeft(nad.config) || nad.config.right._tag !== "Whereabouts") continue
+  const writes = [...nads].flatMap((nad) => {
+    if (Either.isLeft(nad.config) || nad.config.right._tag !== "Whereabouts") return []
     const config = nad.config.right.config
-    const ref = { namespace: nad.namespace, name: nad.name }
+    const writer = (range: IpRange) => ({ namespace: nad.namespace, name: nad.name, range })
     // Node slices are cut from the first range only (upstream's node-slice controller).
-    if (config.nodeSliceSize !== undefined) config.ranges.slice(0, 1).forEach((range) => push(slicePools, nodeSlicePoolName(config), { ...ref, range }))
-    else for (const range of config.ranges) push(rangePools, poolName(range.range, config.networkName), { ...ref, range })
-  }
-  return { rangePools, slicePools }
+    if (config.nodeSliceSize !== undefined) return config.ranges.slice(0, 1).map((range) => ({ slice: true, pool: nodeSlicePoolName(config), writer: writer(range) }))
+    return config.ranges.map((range) => ({ slice: false, pool: poolName(range.range, config.networkName), writer: writer(range) }))
+  })
+  const byPool = (slice: boolean): ReadonlyMap<string, ReadonlyArray<Writer>> =>
+    new Map([...Map.groupBy(writes.filter((w) => w.slice === slice), (w) => w.pool)].map(([pool, ws]) => [pool, ws.map((w) => w.writer)]))
+  return { rangePools: byPool(false), slicePools: byPool(true) }
 }
 
 /** How many addresses a pool can hand out, and whether its NADs' configs said so or only its range is known. */

@@ -321,15 +321,7 @@ export const planRelease = (holdings: ReadonlyArray<Holding>, facts: LivenessFac
 })
 
 /** The plan's entries per pool (one guarded patch each), in the order pools first appear. */
-export const entriesByPool = (entries: Iterable<PlannedEntry>): ReadonlyMap<string, ReadonlyArray<PlannedEntry>> => {
-  const out = new Map<string, Array<PlannedEntry>>()
-  for (const e of entries) {
-    const list = out.get(e.held.pool)
-    if (list === undefined) out.set(e.held.pool, [e])
-    else list.push(e)
-  }
-  return out
-}
+export const entriesByPool = (entries: Iterable<PlannedEntry>): ReadonlyMap<string, ReadonlyArray<PlannedEntry>> => Map.groupBy(entries, (e) => e.held.pool)
 
 /** An address the executor freed. */
 export interface FreedIP {

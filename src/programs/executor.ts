@@ -157,17 +157,6 @@ const outcomeOf = (plan: OwnerPlan, reservations: ReservationsDone | undefined, 
   }
 }
 
-const groupBy = <A>(as: ReadonlyArray<A>, key: (a: A) => string): Map<string, Array<A>> => {
-  const out = new Map<string, Array<A>>()
-  for (const a of as) {
-    const k = key(a)
-    const list = out.get(k)
-    if (list === undefined) out.set(k, [a])
-    else list.push(a)
-  }
-  return out
-}
-
 /** What became of a pod's addresses, after a Warning about bad input met finding them. */
 const despite = (plan: OwnerPlan, freed: number, outcome: Outcome | undefined): string => {
   if (freed > 0) return `freed its ${freed} address${freed === 1 ? "" : "es"} found by podref`
@@ -237,9 +226,9 @@ export const execute = (plan: ReleasePlan): Effect.Effect<Execution, never, IPPo
     const deletedFor = (owner: string) => reservations.get(owner)?.deleted
     const toRestore = [...pools.skipped, ...pools.failed.map((f) => f.entry)]
     const restored = new Set<string>()
-    for (const [pool, entries] of groupBy(toRestore, (p) => p.held.pool)) for (const name of yield* restoreReservations(pool, entries, deletedFor)) restored.add(name)
+    for (const [pool, entries] of Map.groupBy(toRestore, (p) => p.held.pool)) for (const name of yield* restoreReservations(pool, entries, deletedFor)) restored.add(name)
 
-    const released = groupBy(pools.released, (p) => p.owner)
+    const released = Map.groupBy(pools.released, (p) => p.owner)
     const poolErrors = new Map<string, ReleaseError>()
     for (const f of pools.failed) if (!poolErrors.has(f.entry.owner)) poolErrors.set(f.entry.owner, apiError(f.entry.owner, f.error))
     const outcomes = new Map<string, Outcome>()

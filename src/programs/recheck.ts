@@ -44,16 +44,6 @@ export const RECHECK_GET_CONCURRENCY = 16
 
 type Ref = { readonly namespace: string; readonly name: string }
 
-const groupByNamespace = (refs: ReadonlyArray<Ref>): Map<string, Array<Ref>> => {
-  const out = new Map<string, Array<Ref>>()
-  for (const r of refs) {
-    const list = out.get(r.namespace)
-    if (list === undefined) out.set(r.namespace, [r])
-    else list.push(r)
-  }
-  return out
-}
-
 /**
  * The pods (by podref) that exist right now under these namespace/names. `namespacePods` tells
  * how many pods the cache holds in the namespaces asked about (without it a namespace counts as
@@ -70,7 +60,7 @@ export const livePodsByRef = (
     const pods = yield* Pods
     const { apiQps } = yield* ControllerConfig
     const found = new Map<string, PodProjection>()
-    const byNamespace = groupByNamespace(refs)
+    const byNamespace = Map.groupBy(refs, (r) => r.namespace)
     // Sizes only matter for namespaces with enough refs to list at all.
     const large = new Set([...byNamespace].filter(([, rs]) => rs.length > listRecheckThreshold(apiQps)).map(([ns]) => ns))
     const sizes = large.size > 0 && namespacePods !== undefined ? namespacePods(large) : new Map<string, number>()

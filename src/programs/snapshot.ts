@@ -72,11 +72,9 @@ export const cacheClaims: Effect.Effect<ClaimSource, never, Caches | NadConfigs>
 
 /** Who else lists an address, from a fresh listing of pods. */
 export const listingClaims = (pods: ReadonlyArray<PodProjection>, snapshot: Snapshot): ClaimSource => {
-  let byIP: Map<string, Array<PodProjection>> | undefined
+  let byIP: ReadonlyMap<string, ReadonlyArray<PodProjection>> | undefined
   const index = () => {
-    if (byIP !== undefined) return byIP
-    byIP = new Map()
-    for (const p of pods) for (const k of listedIPKeys(p)) byIP.set(k, [...(byIP.get(k) ?? []), p])
+    byIP ??= new Map([...Map.groupBy(pods.flatMap((p) => listedIPKeys(p).map((k) => ({ k, p }))), (l) => l.k)].map(([k, ls]) => [k, ls.map((l) => l.p)]))
     return byIP
   }
   return { listedBy: (ip) => index().get(ipKey(ip)) ?? [], nad: snapshot.nad, nodeSlice: snapshot.nodeSlice }
