@@ -15,9 +15,9 @@
  *    caller, whose own retry (the work queue's backoff) takes over.
  * Watches are long-lived and pass unbounded. `--api-qps` stays as an opt-in cap (KubeApiLive).
  */
-import { Clock, Duration, Effect, Layer, Stream } from "effect"
+import { Clock, Duration, Effect, Layer } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type KubeApiShape } from "./KubeApi.ts"
+import { KubeApi, type KubeApiShape, around } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import { Metrics } from "./Metrics.ts"
 import * as R from "./resources.ts"
@@ -115,15 +115,8 @@ export const wrap = (api: KubeApiShape, options: FlowOptions): Effect.Effect<Kub
         }
       })
 
-    return {
-      get: (r, ns, name, o) => flow(kindOf("get", r), api.get(r, ns, name, o)),
-      list: (r, ns, o) => flow(kindOf("list", r), api.list(r, ns, o)),
-      create: (r, ns, o) => flow(kindOf("create", r), api.create(r, ns, o)),
-      replace: (r, ns, o) => flow(kindOf("replace", r), api.replace(r, ns, o)),
-      patch: (r, ns, name, p, o) => flow(kindOf("patch", r), api.patch(r, ns, name, p, o)),
-      delete: (r, ns, name, o) => flow(kindOf("delete", r), api.delete(r, ns, name, o)),
-      watch: (r, ns, o) => Stream.suspend(() => api.watch(r, ns, o))
-    } satisfies KubeApiShape
+    // Watches pass unbounded: they are long-lived.
+    return around(api, ({ verb, resource }, request) => flow(kindOf(verb, resource), request))
   })
 
 /** `inner` under the flow control, with the bounds of DEFAULT_IN_FLIGHT; in-flight counts and pauses go to Metrics and the log. */

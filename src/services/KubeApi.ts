@@ -4,7 +4,7 @@
  * rate-limited) and `InMemoryCluster.ts` (an in-process API server emulation, the role
  * client-go's fake tracker plays). Every other service is written once, over this tag.
  */
-import { Context, Effect, type Stream } from "effect"
+import { Context, Effect, Stream } from "effect"
 import { KubeError } from "./KubeError.ts"
 import type { Resource } from "./resources.ts"
 
@@ -122,6 +122,33 @@ export interface KubeApiShape {
 }
 
 export class KubeApi extends Context.Tag("whereabouts-controller/KubeApi")<KubeApi, KubeApiShape>() {}
+
+/** One request as a decorator sees it: its verb, resource, namespace and object (none for a list). */
+export interface RequestInfo {
+  readonly verb: "get" | "list" | "create" | "replace" | "patch" | "delete"
+  readonly resource: Resource
+  readonly namespace: string | undefined
+  readonly name: string | undefined
+}
+
+/**
+ * `api` with every request passed through `request`, and every watch through `watch` (unchanged
+ * when left out): a decorator (metrics, flow control, test hooks) states its concern once, not
+ * once per verb.
+ */
+export const around = (
+  api: KubeApiShape,
+  request: <A>(info: RequestInfo, effect: Effect.Effect<A, KubeError>) => Effect.Effect<A, KubeError>,
+  watch: (resource: Resource, events: Stream.Stream<WatchEvent, KubeError>) => Stream.Stream<WatchEvent, KubeError> = (_r, events) => events
+): KubeApiShape => ({
+  get: (r, ns, name, o) => request({ verb: "get", resource: r, namespace: ns, name }, api.get(r, ns, name, o)),
+  list: (r, ns, o) => request({ verb: "list", resource: r, namespace: ns, name: undefined }, api.list(r, ns, o)),
+  create: (r, ns, o) => request({ verb: "create", resource: r, namespace: ns, name: o.metadata.name }, api.create(r, ns, o)),
+  replace: (r, ns, o) => request({ verb: "replace", resource: r, namespace: ns, name: o.metadata.name }, api.replace(r, ns, o)),
+  patch: (r, ns, name, p, o) => request({ verb: "patch", resource: r, namespace: ns, name }, api.patch(r, ns, name, p, o)),
+  delete: (r, ns, name, o) => request({ verb: "delete", resource: r, namespace: ns, name }, api.delete(r, ns, name, o)),
+  watch: (r, ns, o) => watch(r, Stream.suspend(() => api.watch(r, ns, o)))
+})
 
 /** `namespace/name` or `name`, for messages. */
 export const objectKey = (namespace: string | undefined, name: string): string =>

@@ -9,7 +9,7 @@ import type { memory } from "../../src/testing/layers.ts"
 import * as PluginStore from "../../src/testing/PluginStore.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster, type MemoryClusterOptions, makeMemoryKubeApi } from "../../src/testing/InMemoryCluster.ts"
-import { KubeApi, type KubeApiShape } from "../../src/services/KubeApi.ts"
+import { KubeApi, type KubeApiShape, around } from "../../src/services/KubeApi.ts"
 import type { KubeError } from "../../src/services/KubeError.ts"
 import * as NadConfigs from "../../src/services/NadConfigs.ts"
 
@@ -44,15 +44,7 @@ export const hooked = (api: KubeApiShape, slots: HookSlots): KubeApiShape => {
       Effect.zipRight(effect),
       Effect.tap(() => Effect.suspend(() => run(slots.after, call)))
     )
-  return {
-    get: (r, ns, name, o) => wrap({ verb: "get", resource: r.plural, namespace: ns, name }, api.get(r, ns, name, o)),
-    list: (r, ns, o) => wrap({ verb: "list", resource: r.plural, namespace: ns, name: undefined }, api.list(r, ns, o)),
-    create: (r, ns, o) => wrap({ verb: "create", resource: r.plural, namespace: ns, name: o.metadata.name }, api.create(r, ns, o)),
-    replace: (r, ns, o) => wrap({ verb: "replace", resource: r.plural, namespace: ns, name: o.metadata.name }, api.replace(r, ns, o)),
-    patch: (r, ns, name, p, o) => wrap({ verb: "patch", resource: r.plural, namespace: ns, name }, api.patch(r, ns, name, p, o)),
-    delete: (r, ns, name, o) => wrap({ verb: "delete", resource: r.plural, namespace: ns, name }, api.delete(r, ns, name, o)),
-    watch: (r, ns, o) => api.watch(r, ns, o)
-  }
+  return around(api, (info, effect) => wrap({ ...info, resource: info.resource.plural }, effect))
 }
 
 const hookedMemoryKubeApi: Layer.Layer<KubeApi, never, InMemoryCluster | ApiHooks> = Layer.effect(
