@@ -65,7 +65,7 @@ describe("the invariant monitor (TestClock)", () => {
         yield* monitor.evaluate
         expect(yield* gauge("held-for-another")).toBe(1)
         expect(yield* gauge("live-not-held")).toBe(0)
-        const once = [{ type: "Warning", reason: "IPAddressHeldForAnother", message: HELD_FOR_ANOTHER, pod: "a", count: 1 }]
+        const once = [expect.objectContaining({ type: "Warning", reason: "IPAddressHeldForAnother", message: HELD_FOR_ANOTHER, name: "a", count: 1 })]
         expect(yield* warnings).toEqual(once)
 
         for (let i = 0; i < 3; i++) {
@@ -118,7 +118,7 @@ describe("the invariant monitor (TestClock)", () => {
         expect(yield* gauge("held-for-another")).toBe(0)
         yield* TestClock.adjust("1 minute")
         yield* settleUntil(() => Effect.map(gauge("held-for-another"), (n) => n === 1), "reported after one interval")
-        expect((yield* warnings).map((e) => `${e.reason} ${e.pod}`)).toEqual(["IPAddressHeldForAnother a"])
+        expect((yield* warnings).map((e) => `${e.reason} ${e.name}`)).toEqual(["IPAddressHeldForAnother a"])
         yield* Fiber.interrupt(fiber)
       })
     ))

@@ -84,7 +84,7 @@ describe("pods that will never run again: the triggers", () => {
         for (const name of ["done", "evicted", "stranded", "orphaned"]) expect(yield* stillThere(name)).toBe(true)
         yield* settleUntil(() => Effect.map(eventsIn(NS), (es) => es.length === 4), "four Events written")
         const events = yield* eventsIn(NS)
-        expect(events.map((e) => `${e.pod}: ${e.message}`).sort()).toEqual([
+        expect(events.map((e) => `${e.name}: ${e.message}`).sort()).toEqual([
           "done: successful cleanup of IP address [10.120.0.1] from network net1 (pod Succeeded)",
           "evicted: successful cleanup of IP address [10.120.0.2] from network net1 (pod evicted by the taint manager)",
           "orphaned: successful cleanup of IP address [10.120.0.4] from network net1 (node gone)",

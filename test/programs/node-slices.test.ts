@@ -97,7 +97,7 @@ describe("node-slice pools", () => {
       expect(Object.keys(yield* allocationsOf("node-1-10.70.0.0-28"))).toEqual(["1"])
       expect(Object.keys(yield* allocationsOf("storage-node-2-10.71.0.16-28"))).toEqual(["1"])
       expect(yield* reservationNames).toEqual(["10.70.0.1", "storage-10.71.0.17"])
-      expect((yield* eventsIn(NS)).map((e) => `${e.pod}: ${e.message}`).sort()).toEqual([
+      expect((yield* eventsIn(NS)).map((e) => `${e.name}: ${e.message}`).sort()).toEqual([
         "b: successful cleanup of IP address [10.70.0.2] from network slicenet",
         "d: successful cleanup of IP address [10.71.0.18] from network storage"
       ])

@@ -123,7 +123,7 @@ describe("pool usage", () => {
       yield* Effect.sleep("100 millis")
       const events = yield* eventsIn("kube-system")
       expect(events).toEqual([
-        { type: "Warning", reason: "IPPoolNearlyFull", message: poolNearlyFullMessage("10.60.0.0-29", 6, 6, 0.9), pod: "10.60.0.0-29", count: 1 }
+        expect.objectContaining({ type: "Warning", reason: "IPPoolNearlyFull", message: poolNearlyFullMessage("10.60.0.0-29", 6, 6, 0.9), name: "10.60.0.0-29", count: 1 })
       ])
       expect(events[0]!.message).toBe("IPPool 10.60.0.0-29 is 100% used (6 of 6 addresses), at or over the 90% threshold")
       expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.60.0.0-29" })).toBe(1)
@@ -150,9 +150,9 @@ describe("pool capacity from the IPAM config", () => {
       expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.64.0.0-24" })).toBe(1)
       yield* startPod("default", "n8", [on("narrow")])
       yield* eventually(
-        Effect.flatMap(eventsIn("kube-system"), (e) => (e.some((x) => x.pod === "10.63.0.0-28") ? Effect.void : Effect.fail("no event")))
+        Effect.flatMap(eventsIn("kube-system"), (e) => (e.some((x) => x.name === "10.63.0.0-28") ? Effect.void : Effect.fail("no event")))
       )
-      expect((yield* eventsIn("kube-system")).find((e) => e.pod === "10.63.0.0-28")!.message).toBe(
+      expect((yield* eventsIn("kube-system")).find((e) => e.name === "10.63.0.0-28")!.message).toBe(
         "IPPool 10.63.0.0-28 is 90% used (9 of 10 addresses), at or over the 90% threshold"
       )
       const report = JSON.parse((yield* audit("json")).text) as { pools: Array<{ name: string; size: number; sizeFrom: string }> }

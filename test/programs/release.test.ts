@@ -84,7 +84,7 @@ describe("release --from-report", () => {
       expect(result.text).toContain("Freed 2 addresses and 2 reservations.")
       expect(yield* podrefsOf(POOL)).toEqual(["default/c", "default/keep"])
       expect(yield* reservationNames).toEqual(["10.50.0.3", "10.50.0.4"])
-      expect((yield* eventsIn(NS)).map((e) => `${e.type} ${e.reason} ${e.pod}: ${e.message}`).sort()).toEqual([
+      expect((yield* eventsIn(NS)).map((e) => `${e.type} ${e.reason} ${e.name}: ${e.message}`).sort()).toEqual([
         "Normal IPAddressGarbageCollected a: successful cleanup of IP address [10.50.0.1] from network net1 (released by an operator)",
         "Normal IPAddressGarbageCollected b: successful cleanup of IP address [10.50.0.2] from network net1 (released by an operator)"
       ])
@@ -186,7 +186,7 @@ describe("release --pod and --ip", () => {
       expect((yield* releaseWith(["--pod", "default/done"])).exitCode).toBe(0)
       expect(yield* podrefsOf(POOL)).toEqual([])
       expect(yield* reservationNames).toEqual([])
-      expect((yield* eventsIn(NS)).map((e) => `${e.pod}: ${e.message}`).sort()).toEqual([
+      expect((yield* eventsIn(NS)).map((e) => `${e.name}: ${e.message}`).sort()).toEqual([
         "done: successful cleanup of IP address [10.50.0.2] from network net1 (pod Succeeded; released by an operator)",
         "live: successful cleanup of IP address [10.50.0.1] from network net1 (released by an operator with --force)"
       ])
@@ -275,7 +275,7 @@ describe("release next to a running controller", () => {
       ])
       expect(yield* reservationNames).toEqual([])
       expect(yield* podrefsOf(POOL)).toEqual([])
-      expect((yield* eventsIn(NS)).map((e) => `${e.pod}: ${e.message} x${e.count}`)).toEqual(["gone: successful cleanup of IP address [10.50.0.1] from network net1 x1"])
+      expect((yield* eventsIn(NS)).map((e) => `${e.name}: ${e.message} x${e.count}`)).toEqual(["gone: successful cleanup of IP address [10.50.0.1] from network net1 x1"])
       expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(1)
       expect(yield* metric("ips_freed_total", { trigger: "operator" })).toBe(0)
     }).pipe(Effect.provide(memoryWithHooks())))

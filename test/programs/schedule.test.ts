@@ -67,7 +67,7 @@ describe("the sweep's schedule from the whereabouts-config ConfigMap", () => {
         yield* api((k) => k.replace(R.ConfigMaps, POOLS, configMap("every tuesday at noon", v2)))
         yield* settleUntil(() => Effect.map(eventsIn(POOLS), (e) => e.some((x) => x.reason === "InvalidReconcileSchedule")), "a Warning on the ConfigMap")
         const [warning] = (yield* eventsIn(POOLS)).filter((e) => e.reason === "InvalidReconcileSchedule")
-        expect(warning).toMatchObject({ type: "Warning", pod: "whereabouts-config" })
+        expect(warning).toMatchObject({ type: "Warning", name: "whereabouts-config" })
         expect(warning!.message).toMatch(/^ConfigMap kube-system\/whereabouts-config key cron-expression: invalid cron expression "every tuesday at noon": .*; the previous schedule stays$/)
         expect((yield* SubscriptionRef.get(current)).schedule.expression).toBe("CRON_TZ=Europe/Berlin 0 12 * * *")
 

@@ -4,11 +4,12 @@ import { type PodProjection, projectPod } from "../../src/domain/pod.ts"
 import { Caches } from "../../src/services/Caches.ts"
 import { ControllerConfig } from "../../src/services/ControllerConfig.ts"
 import { EventRecorder } from "../../src/services/EventRecorder.ts"
-import { KubeApi } from "../../src/services/KubeApi.ts"
+import { KubeApi, type KubeObject, listAll } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { eventually, require } from "./eventually.ts"
 import { nadObject, whereaboutsConfig } from "./objects.ts"
 
+/** A NAD with a whereabouts IPAM config (`ipam` gets `type: whereabouts`), or a raw config string. */
 export const createNad = (namespace: string, name: string, ipam: Record<string, unknown> | string) =>
   Effect.flatMap(KubeApi, (api) =>
     api.create(R.NetworkAttachmentDefinitions, namespace, nadObject(namespace, name, typeof ipam === "string" ? ipam : whereaboutsConfig(ipam, name)))
@@ -33,24 +34,46 @@ export const reservationNames = Effect.gen(function* () {
   return list.items.map((o) => o.metadata.name).sort()
 })
 
+/** An Event as the tests read it: what it says, and the object it is about (`kind`, `name`, `uid`). */
 export interface SeenEvent {
   readonly type: string
   readonly reason: string
   readonly message: string
-  readonly pod: string
+  readonly kind: string
+  readonly name: string
+  readonly uid: string
   readonly count: number
+  readonly reportingInstance: string
 }
 
-/** The Events of a namespace, once the recorder has written what it had queued. */
+const seenEvent = (o: KubeObject): SeenEvent => {
+  const e = o as unknown as {
+    type: string
+    reason: string
+    message: string
+    count?: number
+    reportingInstance?: string
+    involvedObject: { kind: string; name: string; uid?: string }
+  }
+  return {
+    type: e.type,
+    reason: e.reason,
+    message: e.message,
+    kind: e.involvedObject.kind,
+    name: e.involvedObject.name,
+    uid: e.involvedObject.uid ?? "",
+    count: e.count ?? 1,
+    reportingInstance: e.reportingInstance ?? ""
+  }
+}
+
+/** The Events of a namespace; where the controller runs in process, once its recorder has written what it had queued. */
 export const eventsIn = (namespace: string) =>
   Effect.gen(function* () {
-    yield* Effect.flatMap(EventRecorder, (r) => r.flush)
-    const api = yield* KubeApi
-    const list = yield* api.list(R.Events, namespace)
-    return list.items.map((o) => {
-      const e = o as unknown as { type: string; reason: string; message: string; count?: number; involvedObject: { name: string } }
-      return { type: e.type, reason: e.reason, message: e.message, pod: e.involvedObject.name, count: e.count ?? 1 }
-    })
+    const recorder = yield* Effect.serviceOption(EventRecorder)
+    if (Option.isSome(recorder)) yield* recorder.value.flush
+    const { items } = yield* listAll(R.Events, namespace)
+    return items.map(seenEvent)
   })
 
 /** The projection the informer would queue for this pod, read live before it is deleted. */

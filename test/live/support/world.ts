@@ -13,7 +13,8 @@ import { KubeApi, type KubeObject, listAll } from "../../../src/services/KubeApi
 import * as R from "../../../src/services/resources.ts"
 import { liveKubeApi, runningEnvtest } from "../../support/live.ts"
 import { type Credentials, credentialsOf, restOk } from "./rest.ts"
-import { nadObject, namespaceObject, whereaboutsConfig } from "../../support/objects.ts"
+import { namespaceObject } from "../../support/objects.ts"
+import { createNad, eventsIn, type SeenEvent } from "../../support/world.ts"
 import { simulationStores } from "../../../src/testing/layers.ts"
 
 // ---------------------------------------------------------------------------------------------
@@ -48,11 +49,6 @@ export const ensureNamespace = (name: string, labels?: Record<string, string>) =
       .pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void), Effect.asVoid)
   )
 
-/** A NAD with a whereabouts IPAM config (`ipam` gets `type: whereabouts`), or a raw config string. */
-export const createNad = (namespace: string, name: string, ipam: Record<string, unknown> | string) =>
-  Effect.flatMap(KubeApi, (api) =>
-    api.create(R.NetworkAttachmentDefinitions, namespace, nadObject(namespace, name, typeof ipam === "string" ? ipam : whereaboutsConfig(ipam, name)))
-  )
 
 export { on } from "../../support/objects.ts"
 
@@ -119,41 +115,7 @@ export const reservationSpecs = (prefix = "") =>
     )
   })
 
-export interface SeenEvent {
-  readonly type: string
-  readonly reason: string
-  readonly message: string
-  readonly kind: string
-  readonly name: string
-  readonly uid: string
-  readonly count: number
-  readonly reportingInstance: string
-}
-
-export const eventsIn = (namespace: string) =>
-  Effect.gen(function* () {
-    const { items } = yield* listAll(R.Events, namespace)
-    return items.map((o): SeenEvent => {
-      const e = o as unknown as {
-        type: string
-        reason: string
-        message: string
-        count?: number
-        reportingInstance?: string
-        involvedObject: { kind: string; name: string; uid?: string }
-      }
-      return {
-        type: e.type,
-        reason: e.reason,
-        message: e.message,
-        kind: e.involvedObject.kind,
-        name: e.involvedObject.name,
-        uid: e.involvedObject.uid ?? "",
-        count: e.count ?? 1,
-        reportingInstance: e.reportingInstance ?? ""
-      }
-    })
-  })
+export { createNad, eventsIn, type SeenEvent }
 
 /** `type reason name: message` lines, sorted: compact and exact in assertion diffs. */
 export const eventLines = (namespace: string, filter: (e: SeenEvent) => boolean = () => true) =>
