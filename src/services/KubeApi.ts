@@ -225,5 +225,5 @@ export const listProjected = <A>(
   })
 
 /** A KubeError for callers that validate what the API returned. */
-export const malformed = (verb: string, target: string, detail: string): KubeError =>
-  new KubeError({ reason: "Unknown", verb, target, detail: `malformed response: ${detail}` })
+export const malformed = (verb: string, target: string, detail: string, cause?: unknown): KubeError =>
+  new KubeError({ reason: "Unknown", verb, target, detail: `malformed response: ${detail}`, ...(cause === undefined ? {} : { cause }) })

@@ -30,6 +30,8 @@ export class KubeError extends Data.TaggedError("KubeError")<{
    * (ApiFlow.ts waits that long, and for a 429 pauses that kind of work).
    */
   readonly retryAfterSeconds?: number | undefined
+  /** What failed underneath (a network error, a credential plugin's, a JSON parse), for the log and a debugger. */
+  readonly cause?: unknown
 }> {
   override get message(): string {
     return `${this.verb} ${this.target}: ${this.reason}${this.status === undefined ? "" : ` (HTTP ${this.status})`}: ${this.detail}`

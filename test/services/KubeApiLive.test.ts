@@ -185,6 +185,8 @@ describeSupported("KubeApiLive: statuses and failures become reasons", () => {
     expect(e.reason).toBe(reason)
     expect(e.status).toBeUndefined()
     expect(e.detail).toContain(inDetail)
+    // The failure itself is kept, chain and all, not only its text.
+    expect(e.cause).toBe(failure)
   })
 })
 

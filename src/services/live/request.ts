@@ -83,7 +83,7 @@ const headersFor = (req: Request, auth: Record<string, string>): Record<string, 
   ...(req.body === undefined ? {} : { "Content-Type": req.contentType ?? "application/json" })
 })
 
-const unauthorized = (req: Request, e: unknown) => new KubeError({ reason: "Unauthorized", verb: req.verb, target: req.target, detail: `credentials: ${errorText(e)}` })
+const unauthorized = (req: Request, e: unknown) => new KubeError({ reason: "Unauthorized", verb: req.verb, target: req.target, detail: `credentials: ${errorText(e)}`, cause: e })
 
 /** One undici request; its answer read whole. */
 const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: Request, headers: Record<string, string>, signal: AbortSignal): Promise<Answer> => {
@@ -179,7 +179,7 @@ export const makeRequester = (
     Effect.flatMap(attempt(req), (res) => {
       if (res.status >= 200 && res.status <= 299) {
         if (res.text === "") return Effect.succeed(undefined)
-        return Effect.try({ try: () => JSON.parse(res.text) as unknown, catch: () => malformed(req.verb, req.target, "body is not JSON") })
+        return Effect.try({ try: () => JSON.parse(res.text) as unknown, catch: (e) => malformed(req.verb, req.target, "body is not JSON", e) })
       }
       return Effect.fail(errorFromResponse(req.verb, req.target, res.status, res.text, res.retryAfter))
     })

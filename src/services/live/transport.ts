@@ -60,7 +60,7 @@ export const errorFromFailure = (verb: string, target: string, failure: unknown)
   else if (code !== undefined || failure instanceof TypeError) reason = "Unavailable"
   else reason = "Unknown"
   const text = messages.join(": ") || String(failure)
-  return new KubeError({ reason, verb, target, detail: (code === undefined ? text : `${code}: ${text}`).slice(0, MAX_DETAIL) })
+  return new KubeError({ reason, verb, target, detail: (code === undefined ? text : `${code}: ${text}`).slice(0, MAX_DETAIL), cause: failure })
 }
 
 export interface Transport {
