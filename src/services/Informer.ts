@@ -6,8 +6,7 @@
  */
 import { Deferred, Duration, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
 import { KubeApi, type KubeApiShape, type KubeObject, listProjected } from "./KubeApi.ts"
-import type { KubeError } from "./KubeError.ts"
-import { isUnreachable } from "./live/reachability.ts"
+import { type KubeError, isTransient, isUnreachable } from "./KubeError.ts"
 import type { Resource } from "./resources.ts"
 
 export type InformerEvent<A> =
@@ -60,8 +59,6 @@ export interface Informer<A> {
   /** Restarts after errors, for health reporting. */
   readonly restarts: () => number
 }
-
-const TRANSIENT: ReadonlySet<string> = new Set(["Unavailable", "Timeout", "TooManyRequests"])
 
 /**
  * The keys an index holds under one value. Most values name a few objects (a podref's pools and
@@ -236,7 +233,7 @@ const run = <A>(l: Loop<A>) =>
       const next = yield* Effect.either(
         // An API server restarting refuses connections for a while: resume the watch from where
         // it was (as client-go does) instead of relisting everything; give up after a few tries.
-        watchFrom(l, version).pipe(Effect.retry({ schedule: rewatchBackoff, while: (e) => TRANSIENT.has(e.reason) }))
+        watchFrom(l, version).pipe(Effect.retry({ schedule: rewatchBackoff, while: isTransient }))
       )
       if (next._tag === "Right") {
         version = next.right

@@ -38,16 +38,24 @@ export class KubeError extends Data.TaggedError("KubeError")<{
   }
 }
 
-const RETRYABLE: ReadonlySet<KubeErrorReason> = new Set([
-  "Conflict",
-  "TooManyRequests",
-  "Timeout",
-  "Unavailable",
-  "Unknown"
-])
+/**
+ * The one transient-error rule. Transient: the same request may succeed later, unchanged (the
+ * server busy or restarting, the network down); an informer resumes its watch after one.
+ */
+export const isTransient = (e: KubeError): boolean => e.reason === "TooManyRequests" || e.reason === "Timeout" || e.reason === "Unavailable"
 
-/** Transient failures worth retrying; everything else needs a change in the world first. */
-export const isRetryableKubeError = (e: KubeError): boolean => RETRYABLE.has(e.reason)
+/**
+ * Worth retrying the work that failed: a transient failure, a conflict (the work reads again and
+ * writes again), or a failure that cannot be classified. Everything else needs a change in the
+ * world first.
+ */
+export const isRetryableKubeError = (e: KubeError): boolean => isTransient(e) || e.reason === "Conflict" || e.reason === "Unknown"
+
+/**
+ * A transient failure without an answer: refused, reset, DNS, TLS handshake or a timeout. A status
+ * (a 503 too) means the server answered, and is the caller's to report.
+ */
+export const isUnreachable = (e: KubeError): boolean => e.status === undefined && isTransient(e)
 
 /** The status an API server answers with for a reason (the inverse of `reasonForStatus`), for emulations. */
 export const statusForReason = (reason: KubeErrorReason): number | undefined => STATUS[reason]

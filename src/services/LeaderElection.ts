@@ -26,8 +26,7 @@ import {
 } from "effect"
 import { ControllerConfig, type ControllerConfigShape, JITTER_FACTOR, leaseTimingsProblem } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, objectKey } from "./KubeApi.ts"
-import type { KubeError } from "./KubeError.ts"
-import { isUnreachable } from "./live/reachability.ts"
+import { type KubeError, isUnreachable } from "./KubeError.ts"
 import { Leases, apiVersionOf } from "./resources.ts"
 
 export interface LeaderElectionShape {

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, HashMap, Logger, TestClock } from "effect"
-import { KubeError } from "../../src/services/KubeError.ts"
-import { isUnreachable, makeReachability, outageLength, timeOfDay, unreachableReason } from "../../src/services/live/reachability.ts"
+import { KubeError, isUnreachable } from "../../src/services/KubeError.ts"
+import { makeReachability, outageLength, timeOfDay, unreachableReason } from "../../src/services/live/reachability.ts"
 
 const SERVER = "https://127.0.0.1:6443"
 

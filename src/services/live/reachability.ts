@@ -7,10 +7,7 @@
  * that failed so at debug (`isUnreachable`).
  */
 import { Effect, FiberRef, HashMap } from "effect"
-import type { KubeError } from "../KubeError.ts"
-
-/** The request got no HTTP answer: refused, reset, DNS, TLS handshake or a timeout. A status (a 503 too) means the server answered. */
-export const isUnreachable = (e: KubeError): boolean => e.status === undefined && (e.reason === "Unavailable" || e.reason === "Timeout")
+import { type KubeError, isUnreachable } from "../KubeError.ts"
 
 /** What the network said, in words: the errno/undici/TLS code errorFromFailure puts in front of its detail. */
 const CODES: Readonly<Record<string, string>> = {
