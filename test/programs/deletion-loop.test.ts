@@ -31,7 +31,7 @@ import { ApiHooks, type MemoryEnv, gateOnce, memoryWithHooks } from "../support/
 import { cachesCaughtUp, createNad, eventsIn, podrefsOf, reservationNames } from "../support/world.ts"
 
 const NS = "default"
-const { gatherFrom: GATHER_FROM, gatherSpanMs: GATHER_IDLE_MS, gatherMinRate: GATHER_MIN_RATE, stalledMs: STALLED_BATCH_MS } = DEFAULT_BATCHING
+const { stalledMs: STALLED_BATCH_MS } = DEFAULT_BATCHING
 const BASE: Partial<ControllerConfig.ControllerConfigShape> = {
   concurrentBatches: 4,
   retryBaseDelay: Duration.millis(100),
@@ -325,7 +325,7 @@ describe("deletion loop: bad input", () => {
     ))
 })
 
-describe("deletion loop: batching", () => {
+describe("deletion loop: mass deletions", () => {
   it.live("a mass deletion of 300 pods in one pool costs a handful of pool writes, not 300", () =>
     inWorld({ concurrentBatches: 4 })(
       Effect.gen(function* () {
@@ -391,109 +391,10 @@ describe("deletion loop: batching", () => {
     )
   }, 30_000)
 
-  it.live(`a batch of ${GATHER_FROM} or more waits the batch window and takes in what arrives meanwhile`, () =>
-    Effect.scoped(
-      Effect.gen(function* () {
-        const hooks = yield* ApiHooks
-        const cluster = yield* InMemoryCluster
-        const { pods } = yield* loopWithPods("10.111.0.0/24", named("g", 51))
-        // g0 alone first; its re-check is held while 40 more are deleted behind it.
-        const recheck = yield* gateOnce((c) => c.verb === "get" && c.resource === "pods")
-        hooks.before = recheck.hook
-        yield* deleteAtOnce(pods.slice(0, 1))
-        yield* recheck.entered
-        yield* deleteAtOnce(pods.slice(1, 41))
-        const caches = yield* Caches
-        yield* eventually(require(() => Option.isNone(caches.pods.get(`${NS}/g40`)), "the informer saw the deletions"))
-        yield* Effect.sleep("50 millis") // from the informer into the queue
-        yield* recheck.open
-        yield* metricReaches("ips_freed_total", { trigger: "deletion" }, 1) // g0 done, its Event written
-        cluster.resetCalls()
-        // The worker has taken the 40 and is in its window: these 10 join its batch.
-        yield* deleteAtOnce(pods.slice(41))
-        yield* eventually(Effect.flatMap(podrefsOf("10.111.0.0-24"), (refs) => require(() => refs.length === 0, "all freed")))
-        expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(1)
-        expect(cluster.count({ verb: "list", resource: "pods" })).toBe(1)
-      })
-    ).pipe(Effect.provide(memoryWithHooks({ ...BASE, concurrentBatches: 1, batchWindow: Duration.millis(500) }))))
-
-  it.live("gathering ends as soon as deletions stop arriving, long before a long window", () =>
-    inWorld({ concurrentBatches: 1, batchWindow: Duration.minutes(10) })(
-      Effect.gen(function* () {
-        const { pods } = yield* loopWithPods("10.112.0.0/24", named("s", 40))
-        yield* deleteAtOnce(pods)
-        // eventually gives up after seconds; the window is ten minutes.
-        yield* eventually(Effect.flatMap(podrefsOf("10.112.0.0-24"), (refs) => require(() => refs.length === 0, "all freed")))
-      })
-    ))
-})
-
-describe("deletion loop: gathering a mass deletion (TestClock)", () => {
-  /**
-   * 40 deletions queue behind a held batch, so the next is a mass deletion's and gathers; then
-   * `perStep` more are deleted every 20 ms. Returns how long after the gathering began the 40 were
-   * freed, and the pool patches of that batch.
-   */
-  const gatherWhileStreaming = (perStep: number) =>
-    inHookedTestWorld({ concurrentBatches: 1, batchWindow: Duration.millis(500) })(
-      Effect.gen(function* () {
-        const hooks = yield* ApiHooks
-        const cluster = yield* InMemoryCluster
-        const caches = yield* Caches
-        const POOL = "10.115.0.0-24"
-        yield* createNad(NS, "net1", { range: "10.115.0.0/24" })
-        yield* startDeletionLoop()
-        const head = yield* startPod(NS, "head", [on("net1")])
-        const queued: Array<RunningPod> = []
-        for (let i = 0; i < 40; i++) queued.push(yield* startPod(NS, `q${i}`, [on("net1")]))
-        const stream: Array<RunningPod> = []
-        for (let i = 0; i < perStep * 30; i++) stream.push(yield* startPod(NS, `s${i}`, [on("net1")]))
-        yield* settleUntil(() => Effect.sync(() => caches.pods.size() === 41 + stream.length), "the pods cached")
-        const held = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
-        hooks.before = held.hook
-        yield* deletePod(head)
-        yield* Effect.flatMap(Effect.fork(held.entered), (f) => settleUntil(() => Effect.map(Fiber.poll(f), Option.isSome), "head's write held"))
-        yield* deleteAtOnce(queued)
-        yield* settleUntil(() => Effect.sync(() => Option.isNone(caches.pods.get(`${NS}/q39`))), "the 40 deletions seen")
-        yield* settle
-        yield* held.open
-        yield* settleUntil(() => Effect.map(podrefsOf(POOL), (refs) => !refs.includes(`${NS}/head`)), "head freed")
-        yield* settle
-        cluster.resetCalls()
-        const freed = () => Effect.map(podrefsOf(POOL), (refs) => !refs.includes(`${NS}/q0`))
-        let sent = 0
-        for (let step = 1; step <= 30; step++) {
-          yield* deleteAtOnce(stream.slice(sent, sent + perStep))
-          sent += perStep
-          yield* settle
-          yield* TestClock.adjust("20 millis")
-          yield* settle
-          if (yield* freed()) return { afterMs: step * 20, patches: cluster.count({ verb: "patch", resource: "ippools" }) }
-        }
-        return { afterMs: Infinity, patches: cluster.count({ verb: "patch", resource: "ippools" }) }
-      })
-    )
-
-  it.effect(`a stream slower than ${GATHER_MIN_RATE}/s ends the gathering after ${GATHER_IDLE_MS} ms, not the window`, () =>
-    Effect.gen(function* () {
-      // One deletion every 20 ms: 50/s.
-      const { afterMs } = yield* gatherWhileStreaming(1)
-      expect(afterMs).toBeGreaterThanOrEqual(GATHER_IDLE_MS)
-      expect(afterMs).toBeLessThanOrEqual(GATHER_IDLE_MS + 40)
-    }))
-
-  it.effect("a burst still arriving is gathered for the whole window, in one pool write", () =>
-    Effect.gen(function* () {
-      // Four every 20 ms: 200/s.
-      const { afterMs, patches } = yield* gatherWhileStreaming(4)
-      expect(afterMs).toBeGreaterThanOrEqual(500)
-      expect(afterMs).toBeLessThanOrEqual(540)
-      expect(patches).toBe(1)
-    }))
 })
 
 describe("deletion loop: one batch in flight (TestClock)", () => {
-  it.effect(`deletions wait for the batch in flight, then go in one batch; a batch out for ${STALLED_BATCH_MS} ms lets the next worker start`, () =>
+  it.effect("the loop tells the Batcher when a batch's pool write landed: deletions made meanwhile wait, then go in one batch", () =>
     inHookedTestWorld()(
       Effect.gen(function* () {
         const hooks = yield* ApiHooks
@@ -503,9 +404,9 @@ describe("deletion loop: one batch in flight (TestClock)", () => {
         yield* createNad(NS, "net1", { range: "10.114.0.0/24" })
         yield* startDeletionLoop()
         const pods: Array<RunningPod> = []
-        for (const name of ["a", "b", "c", "d0", "d1"]) pods.push(yield* startPod(NS, name, [on("net1")]))
-        const [a, b, c, d0, d1] = pods as [RunningPod, RunningPod, RunningPod, RunningPod, RunningPod]
-        yield* settleUntil(() => Effect.sync(() => caches.pods.size() === 5), "the pods cached")
+        for (const name of ["a", "b", "c"]) pods.push(yield* startPod(NS, name, [on("net1")]))
+        const [a, b, c] = pods as [RunningPod, RunningPod, RunningPod]
+        yield* settleUntil(() => Effect.sync(() => caches.pods.size() === 3), "the pods cached")
         const gone = (...names: Array<string>) => () => Effect.sync(() => names.every((n) => Option.isNone(caches.pods.get(`${NS}/${n}`))))
         const held = (names: Array<string>) => Effect.map(podrefsOf(POOL), (refs) => names.filter((n) => refs.includes(`${NS}/${n}`)))
         const touched = (...names: Array<string>) => cluster.calls.filter((x) => names.includes(x.name ?? "") && !(x.verb === "delete" && x.resource === "pods"))
@@ -529,22 +430,6 @@ describe("deletion loop: one batch in flight (TestClock)", () => {
         yield* first.open
         yield* settleUntil(() => Effect.map(held(["a", "b", "c"]), (h) => h.length === 0), "a, b and c freed")
         expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(2)
-
-        // A batch that stalls holds the next deletion up for STALLED_BATCH_MS, no longer.
-        const stalled = yield* gateOnce((x) => x.verb === "patch" && x.resource === "ippools")
-        hooks.before = stalled.hook
-        yield* deletePod(d0)
-        yield* entered(stalled)
-        yield* deletePod(d1)
-        yield* settleUntil(gone("d1"), "the informer saw d1 deleted")
-        yield* TestClock.adjust(STALLED_BATCH_MS - 1)
-        yield* settle
-        expect(touched("d1")).toEqual([])
-        yield* TestClock.adjust(1)
-        yield* settleUntil(() => Effect.map(held(["d1"]), (h) => h.length === 0), "d1 freed beside the stalled batch")
-        expect(yield* held(["d0", "d1"])).toEqual(["d0"])
-        yield* stalled.open
-        yield* settleUntil(() => Effect.map(held(["d0"]), (h) => h.length === 0), "d0 freed")
       })
     ))
 })
