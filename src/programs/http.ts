@@ -3,7 +3,7 @@
  * :8080, probes on :8081). Port 0 disables a server.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
-import { Effect, Runtime } from "effect"
+import { Data, Effect, Runtime } from "effect"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { optionName } from "./cli.ts"
@@ -14,7 +14,10 @@ type Handler = (req: IncomingMessage) => Effect.Effect<{ readonly status: number
  * Why a server could not listen, in one line naming the option to change: Node's own error
  * (`listen EADDRINUSE :::8080`) names neither the option nor what to do.
  */
-export const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" | "health-port", port: number, host: string): Error => {
+/** An endpoint could not listen: one line naming the option to change, and Node's error. */
+export class ListenError extends Data.TaggedError("ListenError")<{ readonly message: string; readonly cause: NodeJS.ErrnoException }> {}
+
+export const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" | "health-port", port: number, host: string): ListenError => {
   const where = host === "" ? `port ${port}` : `${host} port ${port}`
   const why =
     e.code === "EADDRINUSE"
@@ -24,13 +27,13 @@ export const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" |
         : e.code === "EACCES"
           ? `${optionName(portFlag)} ${port}: not allowed to listen on ${where} (ports below 1024 need privileges); choose a port above 1023`
           : `${optionName(portFlag)} ${port}: cannot listen on ${where}: ${e.message}`
-  return new Error(why)
+  return new ListenError({ message: why, cause: e })
 }
 
 const serve = (portFlag: "metrics-port" | "health-port", port: number, host: string, routes: Readonly<Record<string, Handler>>) =>
   Effect.acquireRelease(
     Effect.flatMap(Effect.runtime<never>(), (runtime) =>
-      Effect.async<ReturnType<typeof createServer>, Error>((resume) => {
+      Effect.async<ReturnType<typeof createServer>, ListenError>((resume) => {
         const server = createServer((req: IncomingMessage, res: ServerResponse) => {
           const path = (req.url ?? "/").split("?")[0]!
           const route = routes[path]

@@ -4,7 +4,7 @@
  * short lines (`text`), a log collector JSON; a command run by hand that answers on stdout (audit,
  * release, preflight, demo) says only what is wrong, the controller (`run`) also what it did.
  */
-import { Cause, Config, type ConfigError, Effect, Inspectable, Layer, Logger, LogLevel, Option } from "effect"
+import { Cause, Config, ConfigError, Effect, Inspectable, Layer, Logger, LogLevel, Option } from "effect"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
 
 export const LOG_FORMATS = ["json", "logfmt", "text"] as const
@@ -65,13 +65,13 @@ export interface LogSettings {
  * The settings of `command`, read from LOG_LEVEL, LOG_FORMAT and NO_COLOR (https://no-color.org:
  * set to anything, no colours), with stderr a terminal or not.
  */
-export const logSettings = (command: string, terminal: boolean): Effect.Effect<LogSettings, Error | ConfigError.ConfigError> =>
+export const logSettings = (command: string, terminal: boolean): Effect.Effect<LogSettings, ConfigError.ConfigError> =>
   Effect.gen(function* () {
     const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(defaultLogLevel(command)))
     const explicit = yield* Config.option(Config.literal(...LOG_FORMATS)("LOG_FORMAT"))
     const noColour = yield* Config.option(Config.string("NO_COLOR"))
     const minimum = LEVELS[level.toLowerCase()]
-    if (minimum === undefined) return yield* Effect.fail(new Error(`LOG_LEVEL must be debug, info, warning or error (got "${level}")`))
+    if (minimum === undefined) return yield* Effect.fail(ConfigError.InvalidData(["LOG_LEVEL"], `must be debug, info, warning or error (got "${level}")`))
     const format = chooseLogFormat(terminal, Option.getOrUndefined(explicit))
     return { format, minimum, colours: terminal && Option.getOrElse(noColour, () => "") === "" }
   })

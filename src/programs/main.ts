@@ -4,14 +4,18 @@
  * SIGTERM/SIGINT interrupt the program, which stops taking work, drains and releases its lease.
  */
 import { readFileSync } from "node:fs"
-import { Cause, Config, ConfigError, Effect, Either, Exit, Fiber, Layer } from "effect"
+import { Cause, Config, ConfigError, Data, Effect, Either, Layer, Option } from "effect"
+import type { ReleaseError } from "../domain/release.ts"
+import type { ScheduleError } from "../domain/cron.ts"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
-import { layerLive } from "../services/KubeApiLive.ts"
+import type { KubeError } from "../services/KubeError.ts"
+import { type KubeConfigError, layerLive } from "../services/KubeApiLive.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
 import {
+  type Command,
   EXIT_USAGE,
   type ParsedCli,
   checkOptions,
@@ -27,8 +31,9 @@ import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { preflight } from "./preflight.ts"
 import { loadTargets, release } from "./release.ts"
+import type { ListenError } from "./http.ts"
 import { runController } from "./run.ts"
-import { armShutdownDeadline } from "./shutdown.ts"
+import { runMain, shutdownDeadline } from "./run-main.ts"
 
 /** From package.json: two levels up from src/programs/*.ts, one up from the bundle (dist/main.js). */
 const version = (): string => {
@@ -50,8 +55,14 @@ const version = (): string => {
 const DEMO_MODULE = "../testing/demo.ts"
 const loadDemo = Effect.tryPromise({
   try: () => import(DEMO_MODULE) as Promise<typeof import("../testing/demo.ts")>,
-  catch: () => new Error("the demo is not part of this build: run `npm run demo` from a source checkout")
+  catch: (cause) => new DemoError({ message: "the demo is not part of this build: run `npm run demo` from a source checkout", cause })
 })
+
+/** The demo could not run: not in this build, or its story went wrong. */
+class DemoError extends Data.TaggedError("DemoError")<{ readonly message: string; readonly cause: unknown }> {}
+
+/** Why a command could not complete: what its exit code and its last line are made of. */
+type ProgramError = ConfigError.ConfigError | KubeConfigError | KubeError | ReleaseError | ScheduleError | ListenError | DemoError
 
 const configLayers = Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)
 
@@ -60,11 +71,11 @@ const oneShot = stores.pipe(Layer.provideMerge(programKubeApi(layerLive)), Layer
 
 const outputFormat = Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
 
-const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
+const program = (cli: ParsedCli): Effect.Effect<number, ProgramError> =>
   Effect.gen(function* () {
     switch (cli.command) {
       case "run": {
-        yield* Effect.scoped(Effect.zipRight(armShutdownDeadline(), runController)).pipe(
+        yield* runController.pipe(
           Effect.provide(withKubeApi(layerLive, Metrics.layerWithProcess).pipe(Layer.provideMerge(configLayers)))
         )
         return 0
@@ -96,60 +107,53 @@ const program = (cli: ParsedCli): Effect.Effect<number, unknown> =>
       case "demo": {
         // The narration is the output; controller logs only when asked for (--log-level info).
         const { demoLayer, story } = yield* loadDemo
-        return yield* story((line) => process.stdout.write(`${line}\n`)).pipe(Effect.provide(demoLayer))
+        return yield* story((line) => process.stdout.write(`${line}\n`)).pipe(
+          Effect.provide(demoLayer),
+          Effect.mapError((e) => new DemoError({ message: e instanceof Error ? e.message : String(e), cause: e }))
+        )
       }
     }
   })
+
+/** The exit code and the lines of a command that failed: bad configuration is bad usage (2), the rest could not complete. */
+const failureOf = (command: Command, cause: Cause.Cause<ProgramError>) => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure) && ConfigError.isConfigError(failure.value)) return { code: EXIT_USAGE, lines: describeConfigError(failure.value).map(said) }
+  return { code: exitCodeOfFailure(command), lines: [said(Option.isSome(failure) ? failure.value.message : Cause.pretty(cause))] }
+}
+
+const said = (line: string) => `whereabouts-controller: ${line}`
 
 const main = (argv: ReadonlyArray<string>): void => {
   let cli: ParsedCli
   try {
     cli = withDeprecatedVariables(parseCli(argv), process.env)
   } catch (e) {
-    process.stderr.write(`whereabouts-controller: ${(e as Error).message}\nTry --help.\n`)
+    process.stderr.write(`${said((e as Error).message)}\nTry --help.\n`)
     process.exit(EXIT_USAGE)
   }
-  if (cli.help) {
-    process.stdout.write(`${helpText(cli.command === "run" && !argv.includes("run") ? undefined : cli.command)}\n`)
-    return
-  }
-  if (cli.version) {
-    process.stdout.write(`${version()}\n`)
+  if (cli.help || cli.version) {
+    process.stdout.write(`${cli.version && !cli.help ? version() : helpText(cli.command === "run" && !argv.includes("run") ? undefined : cli.command)}\n`)
     return
   }
   // Every value checked before anything runs: one line each, naming the option as it was given.
   const problems = checkOptions(cli, process.env)
   if (problems.length > 0) {
-    for (const p of problems) process.stderr.write(`whereabouts-controller: ${p}\n`)
+    for (const p of problems) process.stderr.write(`${said(p)}\n`)
     process.exit(EXIT_USAGE)
   }
+  const provider = configProvider(cli)
+  const configured = <A, E>(effect: Effect.Effect<A, E>) => Effect.withConfigProvider(effect, provider)
   // Logs read well where they are read: short lines on a terminal, JSON for a collector (logging.ts).
-  const logger = logging(cli.command, process.stderr.isTTY === true)
+  const logger = Effect.runSync(configured(logging(cli.command, process.stderr.isTTY === true)).pipe(Effect.orDie))
+  const logged = <A, E>(effect: Effect.Effect<A, E>) => configured(Effect.provide(effect, logger))
   const warned = Effect.zipRight(Effect.forEach(deprecationWarnings(cli), (w) => Effect.logWarning(w)), program(cli))
-  const runnable = Effect.flatMap(logger, (layer) => Effect.provide(warned, layer)).pipe(Effect.withConfigProvider(configProvider(cli)))
-  const fiber = Effect.runFork(runnable)
-  let signals = 0
-  const onSignal = (signal: string) => {
-    signals++
-    if (signals > 1) process.exit(130)
-    process.stderr.write(`whereabouts-controller: ${signal} received, shutting down\n`)
-    Effect.runFork(Fiber.interrupt(fiber))
-  }
-  process.on("SIGTERM", () => onSignal("SIGTERM"))
-  process.on("SIGINT", () => onSignal("SIGINT"))
-  fiber.addObserver((exit) => {
-    if (Exit.isSuccess(exit)) process.exit(exit.value)
-    if (Cause.isInterruptedOnly(exit.cause)) process.exit(0)
-    const failure = Cause.failureOption(exit.cause)
-    // A configuration the checks let through (leader election's timings) is bad usage too; anything
-    // else is a command that could not complete, told apart from what a one-shot command found.
-    if (failure._tag === "Some" && ConfigError.isConfigError(failure.value)) {
-      for (const line of describeConfigError(failure.value)) process.stderr.write(`whereabouts-controller: ${line}\n`)
-      process.exit(EXIT_USAGE)
-    }
-    const message = failure._tag === "None" ? Cause.pretty(exit.cause) : failure.value instanceof Error ? failure.value.message : String(failure.value)
-    process.stderr.write(`whereabouts-controller: ${message}\n`)
-    process.exit(exitCodeOfFailure(cli.command))
+  const timings = cli.command === "run" ? Effect.runSync(configured(ControllerConfig.shutdownTimings).pipe(Effect.orDie)) : undefined
+  runMain(logged(warned), {
+    name: "whereabouts-controller",
+    deadline: timings === undefined ? undefined : shutdownDeadline(timings.shutdownTimeout, timings.renewDeadline),
+    onFailure: (cause) => failureOf(cli.command, cause),
+    log: (line) => Effect.runSync(logged(line))
   })
 }
 

@@ -9,7 +9,7 @@
  */
 import { readFileSync } from "node:fs"
 import { Clock, Duration, Effect, Either, Option, Schedule as S, Stream, SubscriptionRef } from "effect"
-import { type Schedule, nextRun, parseSchedule } from "../domain/cron.ts"
+import { type Schedule, ScheduleError, nextRun, parseSchedule } from "../domain/cron.ts"
 import { REASON_BAD_SCHEDULE } from "../domain/events.ts"
 import { DEFAULT_RECONCILER_CRON, SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
 import { Caches, type ConfigMapRecord, toConfigMapRecord } from "../services/Caches.ts"
@@ -29,8 +29,8 @@ export interface ActiveSchedule {
 export const SCHEDULE_FILE_POLL = Duration.minutes(1)
 
 /** gocron's reading: the text trimmed; a bad one a one-line error naming its source. */
-const parse = (text: string, source: string): Either.Either<ActiveSchedule, Error> =>
-  Either.mapBoth(parseSchedule(text.trim()), { onLeft: (e) => new Error(`${source}: ${e.message}`), onRight: (schedule) => ({ schedule, source }) })
+const parse = (text: string, source: string): Either.Either<ActiveSchedule, ScheduleError> =>
+  Either.mapBoth(parseSchedule(text.trim()), { onLeft: (e) => new ScheduleError({ ...e, message: `${source}: ${e.message}` }), onRight: (schedule) => ({ schedule, source }) })
 
 /** The schedule file's text, or undefined when there is none (its absence is normal). */
 const readFile = (path: string): string | undefined => {
@@ -56,7 +56,7 @@ const DEFAULT: ActiveSchedule = { schedule: Either.getOrThrow(parseSchedule(DEFA
 export const effective = (s: Sources): ActiveSchedule => s.flag ?? s.configMap ?? s.file ?? s.flat ?? DEFAULT
 
 /** What a ConfigMap says: nothing without the key (or with it blank), else its schedule or why it does not parse. */
-const configMapSchedule = (cm: ConfigMapRecord): Either.Either<ActiveSchedule | undefined, Error> => {
+const configMapSchedule = (cm: ConfigMapRecord): Either.Either<ActiveSchedule | undefined, ScheduleError> => {
   const text = cm.data[SCHEDULE_CONFIGMAP_KEY]
   return text === undefined || text.trim() === "" ? Either.right(undefined) : parse(text, `ConfigMap ${cm.namespace}/${cm.name} key ${SCHEDULE_CONFIGMAP_KEY}`)
 }

@@ -191,6 +191,9 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   })
 )
 
+/** What the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
+export const shutdownTimings = Config.all({ shutdownTimeout: duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout), renewDeadline: duration("RENEW_DEADLINE", D.renewDeadline) })
+
 /** The never-run-again rule's settings. */
 export const neverRunsAgainPolicy = (c: ControllerConfigShape): NeverRunsAgainPolicy => ({
   freeTerminalPods: c.freeTerminalPods,

@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { Duration, Either } from "effect"
 import { describe, expect, it } from "vitest"
 import * as R from "../../src/services/resources.ts"
-import { TEARDOWN_MARGIN } from "../../src/programs/shutdown.ts"
+import { shutdownDeadline } from "../../src/programs/run-main.ts"
 import { loadConfig, resolveEnv } from "./support/config.ts"
 import { DEPLOY, EXPECTED_RBAC, type Obj, ROOT, findKubectl, idOf, kustomize, kustomizeWith, rbacRows, required } from "./support/tools.ts"
 
@@ -200,7 +200,7 @@ suite(title, () => {
     expect(cfg.metricsPort).toBe(ports.get("metrics"))
     // SIGTERM → drain for at most SHUTDOWN_TIMEOUT → release the lease within RENEW_DEADLINE →
     // the rest, or the controller's own exit at its deadline: the kubelet must wait longer.
-    const ownDeadline = Duration.sum(Duration.sum(cfg.shutdownTimeout, cfg.renewDeadline), TEARDOWN_MARGIN)
+    const ownDeadline = shutdownDeadline(cfg.shutdownTimeout, cfg.renewDeadline)
     expect(podSpec()["terminationGracePeriodSeconds"]).toBeGreaterThan(Duration.toSeconds(ownDeadline))
     // The Role grants get/update on the Lease by name: it must be the one the controller uses.
     const role = one(objects, "Role")

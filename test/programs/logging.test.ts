@@ -4,9 +4,10 @@
  * command says nothing on stderr at its default level unless something is wrong.
  */
 import { afterEach, describe, expect, it } from "@effect/vitest"
-import { Cause, ConfigProvider, Effect, Either, Logger, LogLevel } from "effect"
+import { Cause, ConfigError, ConfigProvider, Effect, Either, Logger, LogLevel } from "effect"
 import { vi } from "vitest"
 import { audit } from "../../src/programs/audit.ts"
+import { describeConfigError } from "../../src/programs/cli.ts"
 import { type LogFormat, chooseLogFormat, logSettings, logging, textLogger } from "../../src/programs/logging.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
@@ -56,7 +57,10 @@ describe("log format", () => {
       expect(yield* level("audit", { LOG_LEVEL: "info" })).toEqual(Either.right("INFO"))
       expect(yield* level("run", { LOG_LEVEL: "Debug" })).toEqual(Either.right("DEBUG"))
       const bad = yield* level("run", { LOG_LEVEL: "loud" })
-      expect(Either.isLeft(bad) && String(bad.left)).toContain('LOG_LEVEL must be debug, info, warning or error (got "loud")')
+      // A configuration error of LOG_LEVEL, as the command line reports every bad option.
+      expect(Either.isLeft(bad) && ConfigError.isConfigError(bad.left) && describeConfigError(bad.left)).toEqual([
+        '--log-level (LOG_LEVEL) must be debug, info, warning or error (got "loud"); e.g. --log-level info'
+      ])
     }))
 })
 

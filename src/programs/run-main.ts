@@ -1,0 +1,96 @@
+/**
+ * The process's edge, as @effect/platform-node's runMain is, and the one owner of the signals, the
+ * shutdown deadline and the exit code. It runs the program. The first SIGTERM or SIGINT interrupts
+ * it (the controller then stops taking work, drains and releases its lease) and starts the
+ * deadline; a second exits 130 at once. Should the shutdown still run at the deadline (a drain, a
+ * lease release or a teardown that hangs), one error line names what was still open (Node's active
+ * resources) and the process exits 1: the kubelet's SIGKILL at the end of
+ * terminationGracePeriodSeconds would leave nothing in the log to say where it stood. The log
+ * lines of each part stopped before it show how far the shutdown got. When the program ends, its
+ * value is the exit code: 0 when a signal interrupted it, else what `onFailure` makes of its cause.
+ */
+import type { EventEmitter } from "node:events"
+import { Cause, Duration, Effect, Exit, Fiber } from "effect"
+
+/** What the deadline adds to the drain and the lease release: the rest of the teardown. */
+export const TEARDOWN_MARGIN = Duration.seconds(2)
+
+/**
+ * The controller's shutdown deadline: its drain (--shutdown-timeout), its lease release (a write
+ * bounded by --renew-deadline), and TEARDOWN_MARGIN for its servers, informers and connections:
+ * 42 s by default, inside the deployment's terminationGracePeriodSeconds of 45.
+ */
+export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput, renewDeadline: Duration.DurationInput): Duration.Duration =>
+  Duration.sum(Duration.sum(shutdownTimeout, renewDeadline), TEARDOWN_MARGIN)
+
+/** The process as runMain sees it; a test passes its own. */
+export interface ProcessPort {
+  readonly signals: EventEmitter
+  readonly exit: (code: number) => void
+  readonly stderr: (line: string) => void
+  /** What is still open (process.getActiveResourcesInfo). */
+  readonly openResources: () => ReadonlyArray<string>
+}
+
+const nodeProcess: ProcessPort = {
+  signals: process,
+  exit: (code) => process.exit(code),
+  stderr: (line) => void process.stderr.write(`${line}\n`),
+  openResources: () => process.getActiveResourcesInfo()
+}
+
+export interface MainOptions<E> {
+  /** The command's name, in front of the lines runMain writes itself. */
+  readonly name: string
+  /** How long the program may take to end after the first signal; undefined: as long as it takes. */
+  readonly deadline?: Duration.Duration | undefined
+  /** The exit code of a program that failed (or died), and the lines that say why, for stderr. */
+  readonly onFailure: (cause: Cause.Cause<E>) => { readonly code: number; readonly lines: ReadonlyArray<string> }
+  /** Writes one log line (the deadline's) with the program's logger. */
+  readonly log: (line: Effect.Effect<void>) => void
+  readonly process?: ProcessPort
+}
+
+/** Resource types and how many of each: "TCPSocketWrap×3, Timeout×2". */
+export const describeResources = (resources: ReadonlyArray<string>): string => {
+  const counts = new Map<string, number>()
+  for (const r of resources) counts.set(r, (counts.get(r) ?? 0) + 1)
+  return [...counts].map(([r, n]) => (n === 1 ? r : `${r}×${n}`)).join(", ") || "none"
+}
+
+/** Runs `program` as the process: its signals, its deadline, its exit code (see the module's comment). */
+export const runMain = <E>(program: Effect.Effect<number, E>, options: MainOptions<E>): void => {
+  const os = options.process ?? nodeProcess
+  const fiber = Effect.runFork(program)
+  let signalled: { readonly signal: string; readonly at: number } | undefined
+  const expire = (deadline: Duration.Duration) => {
+    if (signalled === undefined) return
+    options.log(
+      Effect.logError("shutdown did not finish before its deadline; exiting").pipe(
+        Effect.annotateLogs({ signal: signalled.signal, deadline: Duration.format(deadline), elapsedMs: Date.now() - signalled.at, open: describeResources(os.openResources()) })
+      )
+    )
+    os.exit(1)
+  }
+  const onSignal = (signal: string) => {
+    if (signalled !== undefined) return os.exit(130)
+    signalled = { signal, at: Date.now() }
+    os.stderr(`${options.name}: ${signal} received, shutting down`)
+    // The timer keeps no process alive, and outlives the program: what closes after it is covered too.
+    if (options.deadline !== undefined) setTimeout(expire, Duration.toMillis(options.deadline), options.deadline).unref()
+    Effect.runFork(Fiber.interrupt(fiber))
+  }
+  const onTerm = () => onSignal("SIGTERM")
+  const onInt = () => onSignal("SIGINT")
+  os.signals.on("SIGTERM", onTerm)
+  os.signals.on("SIGINT", onInt)
+  fiber.addObserver((exit) => {
+    os.signals.off("SIGTERM", onTerm)
+    os.signals.off("SIGINT", onInt)
+    if (Exit.isSuccess(exit)) return os.exit(exit.value)
+    if (Cause.isInterruptedOnly(exit.cause)) return os.exit(0)
+    const { code, lines } = options.onFailure(exit.cause)
+    for (const line of lines) os.stderr(line)
+    os.exit(code)
+  })
+}
