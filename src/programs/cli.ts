@@ -543,7 +543,7 @@ export const checkOptions = (cli: ParsedCli, env: Readonly<Record<string, string
 
 /**
  * A configuration error as one line per key, an option's named by its flag and variable with a
- * good value: `--workers (WORKERS) "zero": not a whole number; e.g. --workers 4`. effect's own
+ * good value: `--concurrent-batches (CONCURRENT_BATCHES) "zero": not a whole number; e.g. --concurrent-batches 4`. effect's own
  * rendering also lists, for every option with a default, the "missing" alternative the default
  * stands for, which reads as if the option were required.
  */
