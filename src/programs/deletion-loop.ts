@@ -1,6 +1,6 @@
 /**
  * The release loop: deleted pods, and pods that will never run again (triggers.ts) → keyed work
- * queue → batches (Batcher) → workers that reconcile them (reconcile.ts) → forget, a scheduled
+ * queue → batches (Batcher) → workers that free what they held (free-pods.ts) → forget, a scheduled
  * retry, or a visible give-up. Runs for one
  * leadership term; when the term ends (lost lease or SIGTERM) it stops taking work and lets
  * in-flight work finish.
@@ -16,7 +16,7 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import * as WorkQueue from "../services/WorkQueue.ts"
 import type { LoopActivity } from "./memory.ts"
-import { type Candidate, type PodResult, reconcileBatch } from "./reconcile.ts"
+import { type Candidate, type PodResult, freeBatch } from "./free-pods.ts"
 import { feed, podrefOfKey } from "./triggers.ts"
 
 /** Bounded, jittered exponential backoff between attempts; done after `retryAttempts` attempts. */
@@ -86,7 +86,7 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
     }
     if (step._tag === "Requeue" && (yield* queue.addRateLimited(key, candidate))) {
       yield* metrics.retry()
-      return yield* Effect.logWarning("reconcile failed, will retry").pipe(
+      return yield* Effect.logWarning("freeing failed, will retry").pipe(
         Effect.annotateLogs({ pod: podRef(pod), attempt: yield* queue.numRequeues(key), error: step.error.message })
       )
     }
@@ -94,12 +94,12 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
     if (step._tag === "Drop") {
       // Bad input: a Warning naming the object was recorded; retrying cannot help.
       yield* metrics.failure(step.error.reason)
-      return yield* Effect.logWarning(`cannot reconcile ${what(candidate)}`).pipe(Effect.annotateLogs({ pod: podRef(pod), reason: step.error.reason, error: step.error.message }))
+      return yield* Effect.logWarning(`cannot free the addresses of ${what(candidate)}`).pipe(Effect.annotateLogs({ pod: podRef(pod), reason: step.error.reason, error: step.error.message }))
     }
     yield* giveUp(candidate, step.error)
   })
 
-/** One batch: reconcile (its Events queued), then settle each pod; the keys are done last. */
+/** One batch: free what it held (its Events queued), then settle each pod; the keys are done last. */
 const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>, lookAgainAfter: Duration.Duration) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
@@ -110,8 +110,8 @@ const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt:
       observedAt.delete(key)
       yield* metrics.queueWait((start - at) / 1000)
     }
-    const results = yield* Effect.ensuring(reconcileBatch(batch.items.map((i) => i.value)), batch.landed)
-    yield* metrics.reconcileDuration(((yield* Clock.currentTimeMillis) - start) / 1000)
+    const results = yield* Effect.ensuring(freeBatch(batch.items.map((i) => i.value)), batch.landed)
+    yield* metrics.freeBatchDuration(((yield* Clock.currentTimeMillis) - start) / 1000)
     for (const [i, result] of results.entries()) yield* settle(queue, batch.items[i]!.key, batch.items[i]!.value, result, lookAgainAfter)
     for (const { key } of batch.items) yield* queue.done(key)
   })
@@ -121,7 +121,7 @@ const drain = (queue: Queue) =>
   Effect.gen(function* () {
     const { shutdownTimeout } = yield* ControllerConfig
     const events = yield* EventRecorder
-    yield* Effect.logInfo("deletion loop stopping: no new work, waiting for in-flight reconciles").pipe(
+    yield* Effect.logInfo("deletion loop stopping: no new work, waiting for the batches in flight").pipe(
       Effect.annotateLogs({ queued: yield* queue.len, inFlight: yield* queue.inFlight })
     )
     yield* queue.shutdown

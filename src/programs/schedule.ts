@@ -115,7 +115,7 @@ const fromConfigMap = (cm: ConfigMapRecord | undefined, previous: ActiveSchedule
     const parsed = configMapSchedule(cm)
     if (Either.isRight(parsed)) return parsed.right
     const events = yield* EventRecorder
-    yield* Effect.logWarning("the reconcile schedule does not parse; the previous one stays").pipe(Effect.annotateLogs({ error: parsed.left.message, keeping: previous?.schedule.expression }))
+    yield* Effect.logWarning("the sweep's schedule does not parse; the previous one stays").pipe(Effect.annotateLogs({ error: parsed.left.message, keeping: previous?.schedule.expression }))
     yield* events.record({ kind: "ConfigMap", namespace: cm.namespace, name: cm.name, uid: cm.uid }, "Warning", REASON_BAD_SCHEDULE, `${parsed.left.message}; the previous schedule stays`)
     return previous
   })
@@ -150,7 +150,7 @@ export const watchSchedule = (initial: Sources) =>
       const text = readFile(config.scheduleFile)
       const parsed = text === undefined ? Either.right(undefined) : parse(text, `schedule file ${config.scheduleFile}`)
       if (Either.isRight(parsed)) return yield* update({ ...sources, file: parsed.right })
-      yield* Effect.logWarning("the reconcile schedule does not parse; the previous one stays").pipe(Effect.annotateLogs({ error: parsed.left.message }))
+      yield* Effect.logWarning("the sweep's schedule does not parse; the previous one stays").pipe(Effect.annotateLogs({ error: parsed.left.message }))
     })
     yield* Effect.forkScoped(Effect.repeat(rereadFile, S.spaced(SCHEDULE_FILE_POLL)))
     return current

@@ -2,7 +2,7 @@
  * What puts a pod in the release loop's queue: its deletion; an update after which it will never
  * run again (phase, conditions, deletionTimestamp); a change of its node (deleted, tainted out of
  * service, Ready changed); and the moment a terminating pod's grace runs out. The rule is judged
- * here on the caches; the live re-check before the write decides (reconcile.ts).
+ * here on the caches; the live re-check before the write decides (free-pods.ts).
  */
 import { Clock, Duration, Effect, FiberMap, Option, type Scope, Stream } from "effect"
 import { type NodeFact, type NodeRecord, neverRunsAgain, neverRunsAgainAt } from "../domain/never-runs-again.ts"
@@ -10,7 +10,7 @@ import { type PodProjection, podRef } from "../domain/pod.ts"
 import { Caches, NODE_INDEX } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
 import type * as WorkQueue from "../services/WorkQueue.ts"
-import type { Candidate } from "./reconcile.ts"
+import type { Candidate } from "./free-pods.ts"
 
 /** Queue key: one candidate per pod incarnation. */
 export const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid}`

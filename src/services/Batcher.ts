@@ -53,7 +53,7 @@ export const DEFAULT_BATCHING: Omit<BatchingOptions, "windowMs"> = {
 /** How many landed batches the typical time of a batch is taken from. */
 const RECENT_BATCHES = 9
 
-/** A batch taken: its items, and the effect that marks it no longer in flight (once reconciled). */
+/** A batch taken: its items, and the effect that marks it no longer in flight (once freed). */
 export interface Batch<V> {
   readonly items: ReadonlyArray<WorkItem<V>>
   readonly landed: Effect.Effect<void>

@@ -24,7 +24,8 @@ export interface MetricsShape {
   readonly ipsFreed: (trigger: FreeTrigger, n: number) => Effect.Effect<void>
   readonly reservationsDeleted: (trigger: FreeTrigger, n: number) => Effect.Effect<void>
   readonly failure: (reason: string) => Effect.Effect<void>
-  readonly reconcileDuration: (seconds: number) => Effect.Effect<void>
+  /** One batch of pods freed, from its first read to its last write (its Events only queued). */
+  readonly freeBatchDuration: (seconds: number) => Effect.Effect<void>
   readonly queue: (depth: number, inFlight: number) => Effect.Effect<void>
   readonly retry: () => Effect.Effect<void>
   /** One request; `seconds` (not for watches) from the call to the answer, any wait for the client rate limiter included. */
@@ -75,15 +76,17 @@ const declare = (registry: prom.Registry) => {
   return {
     freed: counter("ips_freed_total", "IP allocations freed, by what found them.", ["trigger"]),
     reservations: counter("reservations_deleted_total", "OverlappingRangeIPReservations deleted.", ["trigger"]),
-    failures: counter("failures_total", "Reconcile failures, by reason.", ["reason"]),
-    duration: histogram("reconcile_duration_seconds", "Duration of one reconcile of a batch of deleted pods.", LATENCY_BUCKETS),
+    failures: counter("failures_total", "Failures to free a pod's addresses, and bad input met, by reason.", ["reason"]),
+    duration: histogram("free_batch_duration_seconds", "Duration of freeing one batch of deleted pods (and pods that will never run again).", LATENCY_BUCKETS),
+    // The same observations under the name of the releases before: removed in the next release.
+    durationDeprecated: histogram("reconcile_duration_seconds", "Deprecated: free_batch_duration_seconds, under its former name; removed in the next release.", LATENCY_BUCKETS),
     waited: histogram(
       "workqueue_queue_duration_seconds",
       "How long a deleted pod waited in the work queue before a worker took it (first attempt).",
       [0.001, ...LATENCY_BUCKETS]
     ),
     depth: gauge("workqueue_depth", "Deleted pods waiting in the work queue."),
-    inFlight: gauge("workqueue_in_flight", "Deleted pods being reconciled."),
+    inFlight: gauge("workqueue_in_flight", "Deleted pods being freed."),
     retries: counter("workqueue_retries_total", "Rate-limited requeues after retryable failures."),
     api: counter("api_requests_total", "Kubernetes API requests, by verb, resource and HTTP code.", ["verb", "resource", "code"]),
     apiDuration: histogram(
@@ -94,7 +97,7 @@ const declare = (registry: prom.Registry) => {
     ),
     events: counter("events_total", "Kubernetes Events: recorded into the queue (queued), written, failed, dropped (queue full or shutdown).", ["result"]),
     eventQueue: gauge("event_queue_depth", "Distinct Events waiting to be written."),
-    apiInFlight: gauge("api_in_flight", "Kubernetes API requests in flight, by kind of work (bounded by --max-in-flight).", ["kind"]),
+    apiInFlight: gauge("api_in_flight", "Kubernetes API requests in flight, by kind of work (each kind bounded).", ["kind"]),
     apiPauses: counter("api_pauses_total", "Times a 429 with Retry-After paused a kind of work.", ["kind"]),
     apiPausedSeconds: counter("api_paused_seconds_total", "Seconds of pause the API server's Retry-After asked for, by kind of work.", ["kind"]),
     leader: gauge("leader", "1 while this instance holds the leader lease."),
@@ -144,7 +147,11 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
     ipsFreed: (trigger, n) => Effect.sync(() => m.freed.inc({ trigger }, n)),
     reservationsDeleted: (trigger, n) => Effect.sync(() => m.reservations.inc({ trigger }, n)),
     failure: (reason) => Effect.sync(() => m.failures.inc({ reason })),
-    reconcileDuration: (seconds) => Effect.sync(() => m.duration.observe(seconds)),
+    freeBatchDuration: (seconds) =>
+      Effect.sync(() => {
+        m.duration.observe(seconds)
+        m.durationDeprecated.observe(seconds)
+      }),
     queue: (depth, inFlight) =>
       Effect.sync(() => {
         m.depth.set(depth)

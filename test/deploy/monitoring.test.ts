@@ -38,7 +38,7 @@ const exportedByController = Effect.gen(function* () {
     ipsFreed: m.ipsFreed("deletion", 1),
     reservationsDeleted: m.reservationsDeleted("deletion", 1),
     failure: m.failure("RetriesExhausted"),
-    reconcileDuration: m.reconcileDuration(0.01),
+    freeBatchDuration: m.freeBatchDuration(0.01),
     queue: m.queue(1, 1),
     retry: m.retry(),
     apiRequest: m.apiRequest("list", "pods", "200", 0.01),
@@ -126,7 +126,7 @@ describe("what the alerts and the dashboard query", () => {
       ["whereabouts_controller_workqueue_depth", []],
       ["whereabouts_controller_workqueue_queue_duration_seconds_bucket", ["le"]],
       ["whereabouts_controller_api_requests_total", ["verb", "code"]],
-      ["whereabouts_controller_reconcile_duration_seconds_bucket", ["le"]],
+      ["whereabouts_controller_free_batch_duration_seconds_bucket", ["le"]],
       ["process_resident_memory_bytes", []],
       ["whereabouts_controller_invariant_violations", ["kind"]]
     ]

@@ -326,7 +326,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         expect(logsWith(before, "released leadership")).toHaveLength(1)
         // The shutdown's steps, in order: what a hang's last line is read against.
         const steps = [
-          "deletion loop stopping: no new work, waiting for in-flight reconciles",
+          "deletion loop stopping: no new work, waiting for the batches in flight",
           "deletion loop stopped",
           "leader election stopping",
           "released leadership",
@@ -369,14 +369,14 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
 
         // The node of db-1 dies; the pod is force-deleted and the StatefulSet controller re-creates
         // it at once. Its CNI ADD (same podref, same ifname) gets the same address back.
-        const batches = (yield* metricOf(c, "whereabouts_controller_reconcile_duration_seconds_count")) ?? 0
+        const batches = (yield* metricOf(c, "whereabouts_controller_free_batch_duration_seconds_count")) ?? 0
         yield* deletePod(oldDb1)
         const reborn = yield* startPod(ns, "db-1", [on(`${ns}/storage`)])
         expect(reborn.uid).not.toBe(oldDb1.uid)
         expect(ipOf(reborn)).toBe("10.210.0.2")
 
         // Wait until the controller has reconciled the old incarnation's deletion, whichever way.
-        yield* awaitMetric(c, "whereabouts_controller_reconcile_duration_seconds_count", {}, (n) => (n ?? 0) > batches)
+        yield* awaitMetric(c, "whereabouts_controller_free_batch_duration_seconds_count", {}, (n) => (n ?? 0) > batches)
         const allocation = (yield* poolIPs("10.210.0.0-30")).get("10.210.0.2")
         expect(allocation).toMatchObject({ podref: ref(reborn), id: reborn.containerId, ifname: "net1" })
         expect(yield* reservationsLike("10.210.")).toEqual({ "10.210.0.1": ref(db0), "10.210.0.2": ref(reborn) })

@@ -320,12 +320,12 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         const db = statefulSet("db", [on(`${ns}/storage`)], ns)
         yield* db.scaleTo(2)
         const [db0, old] = db.pods() as [RunningPod, RunningPod]
-        const batches = (yield* metricOf(c, "whereabouts_controller_reconcile_duration_seconds_count")) ?? 0
+        const batches = (yield* metricOf(c, "whereabouts_controller_free_batch_duration_seconds_count")) ?? 0
         yield* deletePod(old)
         const reborn = yield* startPod(ns, "db-1", [on(`${ns}/storage`)])
         expect(reborn.uid).not.toBe(old.uid)
         expect(ipsOf(reborn)).toEqual([["10.240.0.2"]])
-        yield* awaitMetric(c, "whereabouts_controller_reconcile_duration_seconds_count", {}, (n) => (n ?? 0) > batches)
+        yield* awaitMetric(c, "whereabouts_controller_free_batch_duration_seconds_count", {}, (n) => (n ?? 0) > batches)
         expect(yield* poolEntries("10.240.0.0-30")).toEqual({ "10.240.0.1": entry(db0), "10.240.0.2": entry(reborn) })
         // The controller either saw db-1 alive again (no event), or freed the address before the ADD
         // took it (one event, the old pod's; the ADD then wrote a new reservation), or its guarded

@@ -9,7 +9,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, FastCheck as fc, Fiber } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
-import { reconcilePods } from "../../src/programs/reconcile.ts"
+import { freePods } from "../../src/programs/free-pods.ts"
 import { runSweep } from "../../src/programs/sweep.ts"
 import { type PodProjection, projectPod } from "../../src/domain/pod.ts"
 import * as R from "../../src/services/resources.ts"
@@ -112,7 +112,7 @@ const runScenario = (
               yield* Effect.fork(
                 Effect.zipRight(
                   Effect.promise(() => go(`controller sees ${name}`)),
-                  reconcilePods([projection])
+                  freePods([projection])
                 )
               )
             )
@@ -139,7 +139,7 @@ const runScenario = (
     // Settle: no scheduler, fresh caches, every deleted incarnation reconciled once more.
     slots.clear()
     refresh()
-    yield* reconcilePods(leaked).pipe(Effect.provide(env))
+    yield* freePods(leaked).pipe(Effect.provide(env))
     const result: RunResult = {
       duringRun,
       atRest: violations(state, POOL, NS, new Set(), { reservations: true }),

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Option, TestClock } from "effect"
 import { audit } from "../../src/programs/audit.ts"
-import { type Candidate, reconcileBatch } from "../../src/programs/reconcile.ts"
+import { type Candidate, freeBatch } from "../../src/programs/free-pods.ts"
 import { runSweep } from "../../src/programs/sweep.ts"
 import { projectPod } from "../../src/domain/pod.ts"
 import { Caches } from "../../src/services/Caches.ts"
@@ -227,7 +227,7 @@ describe("pods that will never run again: the grace and the live re-check (TestC
       yield* settle
       expect(cluster.count({ verb: "get", resource: "nodes" })).toBe(0)
       expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(0)
-      expect(yield* metric("reconcile_duration_seconds_count", {})).toBe(0)
+      expect(yield* metric("free_batch_duration_seconds_count", {})).toBe(0)
       expect(yield* holder).toEqual([`${NS}/t`])
       expect(yield* reservationNames).toEqual(["10.121.0.1"])
     })))
@@ -240,13 +240,13 @@ describe("pods that will never run again: the grace and the live re-check (TestC
       yield* patchPod("t", { metadata: { finalizers: [] } })
       yield* settleUntil(() => Effect.map(holder, (refs) => refs.length === 0), "t freed by its deletion")
       expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(1)
-      const batches = yield* metric("reconcile_duration_seconds_count", {})
+      const batches = yield* metric("free_batch_duration_seconds_count", {})
       // Past the grace, and past a look again 30 s after that.
       yield* TestClock.adjust("30 seconds")
       yield* settle
       yield* TestClock.adjust("31 seconds")
       yield* settle
-      expect(yield* metric("reconcile_duration_seconds_count", {})).toBe(batches)
+      expect(yield* metric("free_batch_duration_seconds_count", {})).toBe(batches)
       expect(yield* metric("ips_freed_total", { trigger: "out-of-service" })).toBe(0)
     })))
 })
@@ -264,7 +264,7 @@ describe("pods that will never run again: the re-check of a candidate", () => {
     Effect.gen(function* () {
       const { seen } = yield* candidateWorld
       const candidate: Candidate = { claim: "NeverRunsAgain", pod: { ...seen, phase: "Succeeded" }, reason: "terminal" }
-      const [r] = yield* reconcileBatch([candidate])
+      const [r] = yield* freeBatch([candidate])
       expect(r!.outcome).toEqual({ _tag: "Kept", why: `pod ${NS}/j may run again` })
       expect(yield* podrefsOf("10.122.0.0-24")).toEqual([`${NS}/j`])
     }).pipe(Effect.provide(memory())))
@@ -274,7 +274,7 @@ describe("pods that will never run again: the re-check of a candidate", () => {
       const { seen } = yield* candidateWorld
       yield* patchPod("j", { status: { phase: "Succeeded" } })
       const candidate: Candidate = { claim: "NeverRunsAgain", pod: { ...seen, uid: "an-older-one", phase: "Succeeded" }, reason: "terminal" }
-      const [r] = yield* reconcileBatch([candidate])
+      const [r] = yield* freeBatch([candidate])
       expect(r!.outcome).toMatchObject({ _tag: "Kept", why: expect.stringContaining("exists again") })
       expect(yield* podrefsOf("10.122.0.0-24")).toEqual([`${NS}/j`])
     }).pipe(Effect.provide(memory())))
@@ -287,7 +287,7 @@ describe("pods that will never run again: the re-check of a candidate", () => {
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
       const candidate: Candidate = { claim: "NeverRunsAgain", pod: { ...seen, deletionTimestamp: new Date().toISOString() }, reason: "out-of-service" }
-      const [r] = yield* reconcileBatch([candidate])
+      const [r] = yield* freeBatch([candidate])
       expect(cluster.count({ verb: "get", resource: "nodes", name: "node-1" })).toBe(1)
       expect(r!.outcome).toEqual({ _tag: "Kept", why: `pod ${NS}/j may run again` })
       expect(yield* podrefsOf("10.122.0.0-24")).toEqual([`${NS}/j`])
@@ -297,7 +297,7 @@ describe("pods that will never run again: the re-check of a candidate", () => {
     Effect.gen(function* () {
       const { seen } = yield* candidateWorld
       yield* patchPod("j", { status: { phase: "Failed" } })
-      const [r] = yield* reconcileBatch([{ claim: "NeverRunsAgain", pod: { ...seen, phase: "Failed" }, reason: "terminal" }])
+      const [r] = yield* freeBatch([{ claim: "NeverRunsAgain", pod: { ...seen, phase: "Failed" }, reason: "terminal" }])
       expect(r!.outcome).toEqual({ _tag: "Freed", freed: [{ ip: "10.122.0.1", pool: "10.122.0.0-24", network: "net1" }], reservations: 1 })
       expect(yield* metric("ips_freed_total", { trigger: "terminal" })).toBe(1)
     }).pipe(Effect.provide(memory())))

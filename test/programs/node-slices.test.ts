@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import { audit } from "../../src/programs/audit.ts"
-import { reconcilePod } from "../../src/programs/reconcile.ts"
+import { freePod } from "../../src/programs/free-pods.ts"
 import { runSweep } from "../../src/programs/sweep.ts"
 import { type PodProjection, projectPod } from "../../src/domain/pod.ts"
 import { KubeApi, type KubeObject } from "../../src/services/KubeApi.ts"
@@ -91,8 +91,8 @@ describe("node-slice pools", () => {
       yield* cachesCaughtUp
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      expect(yield* reconcilePod(pods["b"]!)).toEqual({ _tag: "Freed", freed: [{ ip: "10.70.0.2", pool: "node-1-10.70.0.0-28", network: "slicenet" }], reservations: 1 })
-      expect(yield* reconcilePod(pods["d"]!)).toEqual({ _tag: "Freed", freed: [{ ip: "10.71.0.18", pool: "storage-node-2-10.71.0.16-28", network: "storage" }], reservations: 1 })
+      expect(yield* freePod(pods["b"]!)).toEqual({ _tag: "Freed", freed: [{ ip: "10.70.0.2", pool: "node-1-10.70.0.0-28", network: "slicenet" }], reservations: 1 })
+      expect(yield* freePod(pods["d"]!)).toEqual({ _tag: "Freed", freed: [{ ip: "10.71.0.18", pool: "storage-node-2-10.71.0.16-28", network: "storage" }], reservations: 1 })
       expect(cluster.calls.filter((c) => c.resource === "ippools" && c.verb !== "patch")).toEqual([])
       expect(Object.keys(yield* allocationsOf("node-1-10.70.0.0-28"))).toEqual(["1"])
       expect(Object.keys(yield* allocationsOf("storage-node-2-10.71.0.16-28"))).toEqual(["1"])
@@ -135,7 +135,7 @@ describe("node-slice pools", () => {
             yield* (yield* PluginStore).updatePool("storage-node-2-10.71.0.16-28", (a) => Either.right({ ...a, "2": { ...entry("default/d"), id: "reborn" } }))
           }).pipe(Effect.provide(env), Effect.orDie)
       )
-      const out = yield* reconcilePod(pods["d"]!)
+      const out = yield* freePod(pods["d"]!)
       hooks.clear()
       expect(out).toEqual({ _tag: "Freed", freed: [], reservations: 1 })
       expect((yield* allocationsOf("storage-node-2-10.71.0.16-28"))["2"]).toEqual({ id: "reborn", podref: "default/d", ifname: "net1" })

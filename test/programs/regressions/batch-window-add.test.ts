@@ -9,7 +9,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
-import { reconcilePods } from "../../../src/programs/reconcile.ts"
+import { freePods } from "../../../src/programs/free-pods.ts"
 import type { PodProjection } from "../../../src/domain/pod.ts"
 import { on } from "../../support/controller.ts"
 import { ApiHooks, type MemoryEnv, memoryWithHooks } from "../../support/hooks.ts"
@@ -50,7 +50,7 @@ describe("regression: a CNI ADD during a batch reconcile", () => {
             Effect.asVoid
           )
         })
-      const results = yield* reconcilePods(leaked)
+      const results = yield* freePods(leaked)
       hooks.clear()
 
       expect(started).toHaveLength(3)

@@ -24,7 +24,7 @@ import { eventually, require } from "../../support/eventually.ts"
 import { nadObject, whereaboutsConfig } from "../../support/objects.ts"
 import { createNad } from "../../support/world.ts"
 
-const reconciles = Effect.flatMap(Metrics, (m) => m.value("reconcile_duration_seconds_count"))
+const batchesFreed = Effect.flatMap(Metrics, (m) => m.value("free_batch_duration_seconds_count"))
 const POOL = "10.218.0.0-28"
 
 /** A keeper pod, the deletion loop, then the pool watch deaf; `change` runs on the NAD once `late` got its address. */
@@ -44,9 +44,9 @@ const scenario = <E>(change: Effect.Effect<void, E, KubeApi | Caches>) =>
 
     const late = yield* startPod("default", "late", [on("net1")])
     yield* change
-    const before = (yield* reconciles) ?? 0
+    const before = (yield* batchesFreed) ?? 0
     yield* deletePod(late)
-    yield* eventually(Effect.flatMap(reconciles, (n) => require(() => (n ?? 0) > before, "the deletion was not reconciled")))
+    yield* eventually(Effect.flatMap(batchesFreed, (n) => require(() => (n ?? 0) > before, "the deletion was not freed")))
     // The reservation went at once; the entry the cache did not show stays, for now.
     yield* eventually(require(() => cluster.snapshot(R.OverlappingRangeIPReservations, "kube-system").length === 1, "the reservation was not freed"))
     expect((yield* poolState(POOL)).size).toBe(2)
@@ -62,7 +62,7 @@ const scenario = <E>(change: Effect.Effect<void, E, KubeApi | Caches>) =>
     Effect.provide(memory({ healthPort: 0, metricsPort: 0, leaderElect: false, identity: "missing-nad-cache-lag", reconcileSchedule: "0 0 29 2 *", namespace: "kube-system" }))
   )
 
-describe("regression: a deletion reconciled before the pool cache shows the pod's entry, its NAD changed meanwhile", () => {
+describe("regression: a deletion handled before the pool cache shows the pod's entry, its NAD changed meanwhile", () => {
   it.live("NAD deleted: the network names no pools, and the pod is looked at again", () =>
     scenario(
       Effect.gen(function* () {

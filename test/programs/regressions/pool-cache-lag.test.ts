@@ -20,7 +20,7 @@ import { on, poolState } from "../../support/controller.ts"
 import { eventually, require } from "../../support/eventually.ts"
 import { createNad } from "../../support/world.ts"
 
-const reconciles = Effect.flatMap(Metrics, (m) => m.value("reconcile_duration_seconds_count"))
+const batchesFreed = Effect.flatMap(Metrics, (m) => m.value("free_batch_duration_seconds_count"))
 
 describe("regression: a deletion that arrives before the pool cache shows the pod's entry", () => {
   it.live("is freed by the later look, not left for the next sweep", () =>
@@ -39,8 +39,8 @@ describe("regression: a deletion that arrives before the pool cache shows the po
 
       const late = yield* startPod("default", "late", [on("net1")])
       yield* deletePod(late)
-      // The deletion is reconciled against the cache that lacks the entry; then the watches resume.
-      yield* eventually(Effect.flatMap(reconciles, (n) => require(() => (n ?? 0) >= 1, "the deletion was not reconciled")))
+      // The deletion is handled against the cache that lacks the entry; then the watches resume.
+      yield* eventually(Effect.flatMap(batchesFreed, (n) => require(() => (n ?? 0) >= 1, "the deletion was not freed")))
       expect((yield* poolState("10.217.0.0-28")).size).toBe(2)
       cluster.closeWatches()
 

@@ -11,7 +11,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
-import { reconcilePods } from "../../../src/programs/reconcile.ts"
+import { freePods } from "../../../src/programs/free-pods.ts"
 import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import * as R from "../../../src/services/resources.ts"
 import { on } from "../../support/controller.ts"
@@ -47,7 +47,7 @@ const rebornDuring = (
         Effect.zipRight(then())
       )
     )
-    const [result] = yield* reconcilePods([old])
+    const [result] = yield* freePods([old])
     hooks.clear()
     return { first, reborn: reborn!, result: result!.outcome }
   })

@@ -9,7 +9,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import { memory } from "../../../src/testing/layers.ts"
-import { reconcilePods } from "../../../src/programs/reconcile.ts"
+import { freePods } from "../../../src/programs/free-pods.ts"
 import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import { on } from "../../support/controller.ts"
 import { cachesCaughtUp, createNad, eventsIn, podrefsOf, projectionOf, reservationNames } from "../../support/world.ts"
@@ -31,7 +31,7 @@ describe("regression: two incarnations of one pod in one batch", () => {
 
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      const results = yield* reconcilePods([old, reborn])
+      const results = yield* freePods([old, reborn])
       // Reported once (the loop counts ips_freed_total from these results), not once per incarnation.
       expect(results.map((r) => r.outcome)).toEqual([
         { _tag: "Freed", freed: [{ ip: "10.210.0.1", pool: "10.210.0.0-28", network: "net1" }], reservations: 1 },

@@ -28,8 +28,8 @@ import { cacheClaims, cacheSnapshot } from "./snapshot.ts"
 
 export { Outcome }
 
-/** The services a reconcile reads and writes through. */
-export type ReconcileRequirements = Caches | NadConfigs | EventRecorder | IPPoolStore | Reservations | Pods | ControllerConfig | Metrics
+/** The services freeing a batch reads and writes through. */
+export type FreeRequirements = Caches | NadConfigs | EventRecorder | IPPoolStore | Reservations | Pods | ControllerConfig | Metrics
 
 export interface PodResult {
   readonly pod: PodProjection
@@ -99,10 +99,10 @@ const holdingsOf = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot) =>
   })
 
 /**
- * Reconciles a batch of deleted pods. Never fails as a whole: each pod gets its own outcome, so
+ * Frees what a batch of pods held. Never fails as a whole: each pod gets its own outcome, so
  * one bad annotation or a failed write for one pool does not hold back the others.
  */
-export const reconcileBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<ReadonlyArray<PodResult>, never, ReconcileRequirements> =>
+export const freeBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<ReadonlyArray<PodResult>, never, FreeRequirements> =>
   Effect.gen(function* () {
     const snapshot = yield* cacheSnapshot
     const caches = yield* Caches
@@ -120,12 +120,12 @@ export const reconcileBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<R
     })
   })
 
-/** Deleted pods, reconciled. */
-export const reconcilePods = (batch: ReadonlyArray<PodProjection>) => reconcileBatch(batch.map((pod) => ({ claim: "Deleted", pod }) as const))
+/** What deleted pods held, freed. */
+export const freePods = (batch: ReadonlyArray<PodProjection>) => freeBatch(batch.map((pod) => ({ claim: "Deleted", pod }) as const))
 
 /** One deleted pod, as a typed Effect: its outcome, or a ReleaseError when nothing could be freed. */
-export const reconcilePod = (pod: PodProjection): Effect.Effect<Exclude<Outcome, { readonly _tag: "Failed" }>, ReleaseError, ReconcileRequirements> =>
-  Effect.flatMap(reconcilePods([pod]), ([r]) => {
+export const freePod = (pod: PodProjection): Effect.Effect<Exclude<Outcome, { readonly _tag: "Failed" }>, ReleaseError, FreeRequirements> =>
+  Effect.flatMap(freePods([pod]), ([r]) => {
     if (r === undefined) return Effect.die("empty batch")
     return r.outcome._tag === "Failed" ? Effect.fail(r.outcome.error) : Effect.succeed(r.outcome)
   })

@@ -4,7 +4,7 @@ import { type Attachment, deletePod, startPod } from "../../src/testing/cni-plug
 import { memory } from "../../src/testing/layers.ts"
 import { RESERVATION_CONCURRENCY } from "../../src/programs/executor.ts"
 import { listRecheckThreshold, recheckByList } from "../../src/programs/recheck.ts"
-import { reconcilePod, reconcilePods } from "../../src/programs/reconcile.ts"
+import { freePod, freePods } from "../../src/programs/free-pods.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { ApiHooks, memoryWithHooks } from "../support/hooks.ts"
 import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
@@ -52,14 +52,14 @@ const deletedWithStatus = (nad: string, ip: string) =>
     return projection
   })
 
-describe("reconcile: upstream control-loop cases", () => {
+describe("freePods: upstream control-loop cases", () => {
   it.live("frees the deleted pod's IP and reservation, with upstream's exact Normal event", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.10.0.0/24" })
       const keep = yield* startPod("default", "keep", [on("net1")])
       const { projection } = yield* leak("gone", [on("net1")])
       expect(yield* podrefsOf("10.10.0.0-24")).toEqual(["default/gone", "default/keep"])
-      const out = yield* reconcilePod(projection)
+      const out = yield* freePod(projection)
       expect(out).toEqual({ _tag: "Freed", freed: [{ ip: "10.10.0.2", pool: "10.10.0.0-24", network: "net1" }], reservations: 1 })
       expect(yield* podrefsOf("10.10.0.0-24")).toEqual(["default/keep"])
       expect(yield* reservationNames).toEqual(["10.10.0.1"])
@@ -75,7 +75,7 @@ describe("reconcile: upstream control-loop cases", () => {
       yield* Effect.flatMap(KubeApi, (api) => api.delete(R.NetworkAttachmentDefinitions, "default", "net1"))
       yield* deletePod(pod)
       yield* cachesCaughtUp
-      const out = yield* reconcilePod(projection)
+      const out = yield* freePod(projection)
       expect(out).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.11.0.1", pool: "10.11.0.0-24" }] })
       expect(yield* podrefsOf("10.11.0.0-24")).toEqual([])
       const events = yield* eventsIn("default")
@@ -94,7 +94,7 @@ describe("reconcile: upstream control-loop cases", () => {
   it.live("a deleted pod of a NAD that is gone and held nothing gets no Warning", () =>
     Effect.gen(function* () {
       const projection = yield* deletedWithStatus("default/long-gone", "10.13.0.5")
-      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
+      expect(yield* freePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
       expect(yield* eventsIn("default")).toEqual([])
     }).pipe(Effect.provide(memory())))
 
@@ -102,18 +102,18 @@ describe("reconcile: upstream control-loop cases", () => {
     Effect.gen(function* () {
       yield* createNad("default", "host", JSON.stringify({ cniVersion: "0.3.1", name: "host", type: "macvlan", ipam: { type: "host-local", subnet: "10.12.0.0/24" } }))
       const projection = yield* deletedWithStatus("default/host", "10.12.0.5")
-      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
+      expect(yield* freePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
       expect(yield* eventsIn("default")).toEqual([])
     }).pipe(Effect.provide(memory())))
 })
 
-describe("reconcile: networks", () => {
+describe("freePods: networks", () => {
   it.live("two interfaces on one NAD, dual-stack ipRanges and a named network are all freed", () =>
     Effect.gen(function* () {
       yield* createNad("default", "dual", { ipRanges: [{ range: "10.20.0.0/24" }, { range: "fd00:20::/120" }] })
       yield* createNad("default", "named", { range: "10.21.0.0/24", network_name: "blue" })
       const { projection } = yield* leak("multi", [on("dual", "net1"), on("dual", "net2"), on("named", "net3")])
-      const out = yield* reconcilePod(projection)
+      const out = yield* freePod(projection)
       expect(Either.right(out)).toEqual(
         Either.right({
           _tag: "Freed",
@@ -139,7 +139,7 @@ describe("reconcile: networks", () => {
       const { projection } = yield* leak("p", [on("noov")])
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      expect(yield* reconcilePod(projection)).toMatchObject({ _tag: "Freed", reservations: 0 })
+      expect(yield* freePod(projection)).toMatchObject({ _tag: "Freed", reservations: 0 })
       expect(cluster.count({ resource: "overlappingrangeipreservations" })).toBe(0)
     }).pipe(Effect.provide(memory())))
 
@@ -149,7 +149,7 @@ describe("reconcile: networks", () => {
       const { pod, projection } = yield* leak("p", [on("net1")])
       // The pod died before Multus wrote its status: only the request annotation is there.
       const bare = { ...projection, networkStatus: undefined }
-      const out = yield* reconcilePod(bare)
+      const out = yield* freePod(bare)
       expect(out).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.23.0.1", network: "net1" }] })
       expect(pod.ips).toHaveLength(1)
     }).pipe(Effect.provide(memory())))
@@ -169,13 +169,13 @@ describe("reconcile: networks", () => {
       })
       const projection = { namespace: "default", name: "p", uid: "u1", networkStatus: networkStatus([{ name: "default/net1", interface: "net1", ips: ["10.24.0.1"] }]) }
       cluster.resetCalls()
-      const out = yield* reconcilePod(projection)
+      const out = yield* freePod(projection)
       expect(out).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.24.0.1" }] })
       expect(cluster.count({ verb: "get", resource: "ippools", name: "10.24.0.0-24" })).toBe(1)
     }).pipe(Effect.provide(memory())))
 })
 
-describe("reconcile: never free what a live pod holds", () => {
+describe("freePods: never free what a live pod holds", () => {
   it.live("a pod reborn under the same name keeps its IP; freed once it is gone for good", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.30.0.0/24" })
@@ -184,14 +184,14 @@ describe("reconcile: never free what a live pod holds", () => {
       const reborn = yield* startPod("default", "web-0", [on("net1")])
       expect(reborn.ips[0]!.ips).toEqual(["10.30.0.1"])
       yield* cachesCaughtUp
-      const kept = yield* reconcilePod(first)
+      const kept = yield* freePod(first)
       expect(kept._tag).toBe("Kept")
       expect(yield* podrefsOf("10.30.0.0-24")).toEqual(["default/web-0"])
       expect(yield* eventsIn("default")).toEqual([])
       const second = yield* projectionOf("default", "web-0")
       yield* deletePod(reborn)
       yield* cachesCaughtUp
-      expect(yield* reconcilePod(second)).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.30.0.1" }] })
+      expect(yield* freePod(second)).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.30.0.1" }] })
       expect(yield* podrefsOf("10.30.0.0-24")).toEqual([])
     }).pipe(Effect.provide(memory())))
 
@@ -203,17 +203,17 @@ describe("reconcile: never free what a live pod holds", () => {
       const api = yield* KubeApi
       yield* api.delete(R.Pods, "default", "db-0", { gracePeriodSeconds: 30 })
       yield* cachesCaughtUp
-      expect((yield* reconcilePod(projection))._tag).toBe("Kept")
+      expect((yield* freePod(projection))._tag).toBe("Kept")
       expect(yield* podrefsOf("10.31.0.0-24")).toEqual(["default/db-0"])
     }).pipe(Effect.provide(memory())))
 })
 
-describe("reconcile: bad input", () => {
+describe("freePods: bad input", () => {
   it.live("a malformed network-status never blocks freeing: the podref index finds the addresses, and one Warning line says what was wrong and what was freed", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.40.0.0/24" })
       const { projection } = yield* leak("p", [on("net1"), on("net1", "net2")])
-      const out = yield* reconcilePod({ ...projection, networkStatus: "[{not json" })
+      const out = yield* freePod({ ...projection, networkStatus: "[{not json" })
       expect(out).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.40.0.1" }, { ip: "10.40.0.2" }], reservations: 2 })
       expect(yield* podrefsOf("10.40.0.0-24")).toEqual([])
       expect(yield* reservationNames).toEqual([])
@@ -235,7 +235,7 @@ describe("reconcile: bad input", () => {
       const api = yield* KubeApi
       yield* api.patch(R.NetworkAttachmentDefinitions, "default", "net1", { type: "merge", body: { spec: { config: "{\"ipam\": {\"type\": \"whereabouts\", \"range\": \"10.41.0.0/33\"}}" } } })
       yield* cachesCaughtUp
-      expect(yield* reconcilePod(projection)).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.41.0.1" }] })
+      expect(yield* freePod(projection)).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.41.0.1" }] })
       expect(yield* podrefsOf("10.41.0.0-24")).toEqual([])
       const warning = (yield* eventsIn("default")).find((e) => e.type === "Warning")
       expect(warning).toMatchObject({ reason: "InvalidIPAMConfig", name: "p" })
@@ -252,18 +252,18 @@ describe("reconcile: bad input", () => {
       // The pod is also on a NAD whose config lives on the nodes and on one with another IPAM.
       const status = JSON.parse(projection.networkStatus!) as Array<Record<string, unknown>>
       const networkStatus = JSON.stringify([...status, { name: "default/ondisk", interface: "eth9", ips: ["192.0.2.9"] }, { name: "default/host", interface: "eth8", ips: ["10.99.0.2"] }])
-      expect(yield* reconcilePod({ ...projection, networkStatus })).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.42.0.1" }] })
+      expect(yield* freePod({ ...projection, networkStatus })).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.42.0.1" }] })
       expect((yield* eventsIn("default")).filter((e) => e.type === "Warning")).toEqual([])
     }).pipe(Effect.provide(memory())))
 })
 
-describe("reconcile: batching", () => {
+describe("freePods: batching", () => {
   it.live("N dead pods in one pool are freed with one pool write", () =>
     Effect.gen(function* () {
       const projections = yield* leakedOn("10.50.0.0/16", 40)
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      const results = yield* reconcilePods(projections)
+      const results = yield* freePods(projections)
       expect(results.every((r) => r.outcome._tag === "Freed" && r.outcome.freed.length === 1)).toBe(true)
       expect(cluster.count({ verb: "patch", resource: "ippools" })).toBe(1)
       expect(cluster.count({ verb: "get", resource: "ippools" })).toBe(0)
@@ -280,10 +280,10 @@ describe("reconcile: batching", () => {
       const projections = yield* leakedOn("10.56.0.0/16", 60)
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      yield* reconcilePods(projections.slice(0, 20))
+      yield* freePods(projections.slice(0, 20))
       expect([cluster.count({ verb: "get", resource: "pods" }), cluster.count({ verb: "list", resource: "pods" })]).toEqual([20, 0])
       cluster.resetCalls()
-      yield* reconcilePods(projections.slice(20))
+      yield* freePods(projections.slice(20))
       expect([cluster.count({ verb: "get", resource: "pods" }), cluster.count({ verb: "list", resource: "pods" })]).toEqual([0, 1])
       expect(Object.keys(yield* allocationsOf("10.56.0.0-16"))).toEqual([])
     }).pipe(Effect.provide(memory({ apiQps: 500 }))))
@@ -295,7 +295,7 @@ describe("reconcile: batching", () => {
       yield* api.create(R.Pods, "default", podObject("default", "p7", {}))
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      const results = yield* reconcilePods(projections)
+      const results = yield* freePods(projections)
       expect([cluster.count({ verb: "get", resource: "pods" }), cluster.count({ verb: "list", resource: "pods" })]).toEqual([0, 1])
       expect(results[7]!.outcome).toEqual({ _tag: "Kept", why: "pod default/p7 exists again and holds these addresses" })
       expect(results.filter((r) => r.outcome._tag === "Freed")).toHaveLength(39)
@@ -322,7 +322,7 @@ describe("reconcile: batching", () => {
       const projections = yield* leakedOn("10.57.0.0/16", 12)
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      yield* reconcilePods(projections)
+      yield* freePods(projections)
       expect([cluster.count({ verb: "get", resource: "pods" }), cluster.count({ verb: "list", resource: "pods" })]).toEqual([12, 0])
       expect(Object.keys(yield* allocationsOf("10.57.0.0-16"))).toEqual([])
     }).pipe(Effect.provide(memory())))
@@ -336,7 +336,7 @@ describe("reconcile: batching", () => {
       yield* cachesCaughtUp
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
+      expect(yield* freePod(projection)).toEqual({ _tag: "Freed", freed: [], reservations: 0 })
       expect(cluster.calls).toEqual([])
     }).pipe(Effect.provide(memory())))
 
@@ -346,20 +346,20 @@ describe("reconcile: batching", () => {
       const { projection } = yield* leak("p", [on("net1")])
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      yield* reconcilePod(projection)
+      yield* freePod(projection)
       const calls = cluster.calls.filter((c) => c.resource !== "events").map((c) => `${c.verb} ${c.resource}`)
       expect(calls.sort()).toEqual(["delete overlappingrangeipreservations", "get pods", "patch ippools"])
     }).pipe(Effect.provide(memory())))
 })
 
-describe("reconcile: reservations before the pool entries they guard", () => {
+describe("freePods: reservations before the pool entries they guard", () => {
   it.live("a single pod's reservation is deleted before its pool patch", () =>
     Effect.gen(function* () {
       yield* createNad("default", "net1", { range: "10.53.0.0/24" })
       const { projection } = yield* leak("p", [on("net1")])
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [{ ip: "10.53.0.1", pool: "10.53.0.0-24", network: "net1" }], reservations: 1 })
+      expect(yield* freePod(projection)).toEqual({ _tag: "Freed", freed: [{ ip: "10.53.0.1", pool: "10.53.0.0-24", network: "net1" }], reservations: 1 })
       const writes = cluster.calls.filter((c) => c.verb === "delete" || c.verb === "patch").map((c) => `${c.verb} ${c.resource}`)
       expect(writes).toEqual(["delete overlappingrangeipreservations", "patch ippools"])
       expect(yield* reservationNames).toEqual([])
@@ -370,7 +370,7 @@ describe("reconcile: reservations before the pool entries they guard", () => {
       const projections = yield* leakedOn("10.54.0.0/24", RESERVATION_CONCURRENCY + 1, "p-")
       const cluster = yield* InMemoryCluster
       cluster.resetCalls()
-      const results = yield* reconcilePods(projections)
+      const results = yield* freePods(projections)
       expect(results.every((r) => r.outcome._tag === "Freed" && r.outcome.freed.length === 1)).toBe(true)
       const writes = cluster.calls.filter((c) => c.verb === "delete" || c.verb === "patch").map((c) => `${c.verb} ${c.resource}`)
       expect(writes).toEqual([...Array.from({ length: RESERVATION_CONCURRENCY + 1 }, () => "delete overlappingrangeipreservations"), "patch ippools"])
@@ -384,13 +384,13 @@ describe("reconcile: reservations before the pool entries they guard", () => {
       const { projection } = yield* leak("p", [on("net1")])
       const cluster = yield* InMemoryCluster
       cluster.injectFault({ verb: "delete", resource: "overlappingrangeipreservations" })
-      const first = yield* Effect.either(reconcilePod(projection))
+      const first = yield* Effect.either(freePod(projection))
       expect(Either.isLeft(first) && first.left).toMatchObject({ reason: "ApiError", retryable: true })
       expect(yield* podrefsOf("10.55.0.0-24")).toEqual(["default/p"])
       expect(yield* reservationNames).toEqual(["10.55.0.1"])
       expect(yield* eventsIn("default")).toEqual([])
       yield* cachesCaughtUp
-      expect(yield* reconcilePod(projection)).toEqual({ _tag: "Freed", freed: [{ ip: "10.55.0.1", pool: "10.55.0.0-24", network: "net1" }], reservations: 1 })
+      expect(yield* freePod(projection)).toEqual({ _tag: "Freed", freed: [{ ip: "10.55.0.1", pool: "10.55.0.0-24", network: "net1" }], reservations: 1 })
       expect(yield* podrefsOf("10.55.0.0-24")).toEqual([])
       expect(yield* reservationNames).toEqual([])
       expect(yield* eventsIn("default")).toEqual([gcEvent("p", "10.55.0.1", "net1")])
@@ -406,7 +406,7 @@ describe("reconcile: reservations before the pool entries they guard", () => {
       const env = yield* Effect.context<InMemoryCluster>()
       hooks.before = (c) =>
         c.verb === "patch" && c.name === "10.57.0.0-24" ? Effect.sync(() => cluster.injectFault({ verb: "patch", resource: "ippools" })).pipe(Effect.provide(env)) : Effect.void
-      const results = yield* reconcilePods([projection])
+      const results = yield* freePods([projection])
       hooks.clear()
       expect(results[0]!.outcome).toMatchObject({
         _tag: "PartlyFreed",
@@ -416,7 +416,7 @@ describe("reconcile: reservations before the pool entries they guard", () => {
       expect(yield* podrefsOf("10.56.0.0-24")).toEqual([])
       expect(yield* podrefsOf("10.57.0.0-24")).toEqual(["default/p"])
       yield* cachesCaughtUp
-      expect(yield* reconcilePod(projection)).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.57.0.1" }] })
+      expect(yield* freePod(projection)).toMatchObject({ _tag: "Freed", freed: [{ ip: "10.57.0.1" }] })
       expect(yield* podrefsOf("10.57.0.0-24")).toEqual([])
     }).pipe(Effect.provide(memoryWithHooks())))
 })
