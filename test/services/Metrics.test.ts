@@ -7,6 +7,15 @@ import * as Metrics from "../../src/services/Metrics.ts"
 const P = "whereabouts_controller_"
 
 describe("Metrics", () => {
+  it.effect("a batch freed is observed under its name and, for one more release, under its former one", () =>
+    Effect.gen(function* () {
+      const m = Metrics.make()
+      yield* m.freeBatchDuration(0.2)
+      expect([yield* m.value("free_batch_duration_seconds_count"), yield* m.value("reconcile_duration_seconds_count")]).toEqual([1, 1])
+      expect((yield* m.render).body).toContain(`# HELP ${P}reconcile_duration_seconds Deprecated: free_batch_duration_seconds`)
+    })
+  )
+
   // An alert on increase() or rate() sees an increment only against an earlier sample: a series
   // born at 1 hides its first event (deploy/components/monitoring's give-up and failed-sweep alerts).
   it.effect("exposes the series alerts and the dashboard read at 0 before anything happened", () =>
