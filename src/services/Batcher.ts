@@ -34,7 +34,7 @@ export interface BatchingOptions {
   readonly stalledMaxMs: number
 }
 
-/** The loop's batching; `windowMs` comes from `--batch-window`. BENCHMARKS.md's Decisions table says what set each. */
+/** The loop's batching; `windowMs` is the batch window (ControllerConfig's TUNING). BENCHMARKS.md's Decisions table says what set each. */
 export const DEFAULT_BATCHING: Omit<BatchingOptions, "windowMs"> = {
   // One patch per pool carries a batch's entries of that pool; 500 pods keep it far below the API's operation limit.
   maxBatch: 500,

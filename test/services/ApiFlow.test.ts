@@ -3,7 +3,7 @@
  * and one kind's burst takes no other kind's slot; a 429 with Retry-After pauses that kind of
  * work (the refused request and every new one of its kind wait) and nothing else; Events give way
  * to pool writes and reservation requests (one at a time while those are busy); a 5xx with
- * Retry-After is only sent again; the kinds, and --max-in-flight's syntax.
+ * Retry-After is only sent again; the kind of each request.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Stream, TestClock } from "effect"
@@ -188,7 +188,7 @@ describe("ApiFlow: the server's Retry-After", () => {
     }))
 })
 
-describe("ApiFlow: kinds and --max-in-flight", () => {
+describe("ApiFlow: kinds", () => {
   it("each request is one kind of work", () => {
     expect([
       kindOf("patch", R.IPPools),
