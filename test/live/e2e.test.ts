@@ -421,7 +421,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
         expect(yield* Effect.promise(() => paced.stop())).toEqual({ code: 0, signal: null })
       })
     ), 90_000)
-  it.live("the image's program: the bundle `npm run build` makes, under the image's allocator settings, frees a deleted pod's address and gives the start-up heap back", () =>
+  it.live("the image's program: the bundle `npm run build` makes, under the image's allocator settings and node flags, frees a deleted pod's address and gives the start-up heap back", () =>
     Effect.gen(function* () {
       const pools = uniqueNamespace("e2e-bundle")
       const inBundleWorld = <A, E>(body: Effect.Effect<A, E, LiveWorld>) => body.pipe(Effect.provide(liveWorld(pools)))
@@ -430,7 +430,11 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
       try {
         const script = yield* Effect.promise(() => bundle(outdir))
         const env = { MALLOC_ARENA_MAX: "2", MALLOC_MMAP_THRESHOLD_: "131072", MALLOC_TRIM_THRESHOLD_: "131072" }
-        const c = yield* launch({ kubeconfig: kubeconfig(), namespace: pools, identity: "e2e-bundle", script, env })
+        // The Dockerfile's ENTRYPOINT flags: --expose-gc among them, which the heap reclaim needs.
+        const dockerfile = fs.readFileSync(path.join(import.meta.dirname, "../../Dockerfile"), "utf8")
+        const nodeArgs = (JSON.parse(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1] ?? "[]") as Array<string>).filter((a) => a.startsWith("--"))
+        expect(nodeArgs).toContain("--expose-gc")
+        const c = yield* launch({ kubeconfig: kubeconfig(), namespace: pools, identity: "e2e-bundle", script, env, nodeArgs })
         yield* awaitLeading(c, { timeout: "60 seconds" })
         yield* inBundleWorld(
           Effect.gen(function* () {
