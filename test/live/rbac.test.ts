@@ -21,7 +21,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
-import { KubeApi } from "../../src/services/KubeApi.ts"
+import { KubeApi, listAll } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { nodeObject, podObject } from "../support/objects.ts"
 import { describeLive, uniqueNamespace } from "../support/live.ts"
@@ -140,12 +140,26 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
    * controller, deletes, and polls the checks until all pass or the windows above close (for a
    * variant, `removed` is the verb taken away: its 403 is what the windows wait for).
    */
-  const scenario = (label: string, install: Installation, removed?: RuleVerb, race = false) =>
+  const scenario = (label: string, install: Installation, removed?: RuleVerb, race = false, slot = 0) =>
     Effect.gen(function* () {
       const poolNs = install.namespace
       const podNs = `${poolNs}-pods`.slice(0, 63)
       yield* ensureNamespace(poolNs)
       yield* ensureNamespace(podNs)
+      // Each variant has pools of its own namespace and, in `slot`, ranges of its own: the variants
+      // run side by side, and one's running pods listing another's addresses would be other pods
+      // holding them, which rule 0 keeps them for (a cluster runs one whereabouts, with one pool
+      // namespace). Each variant also takes its pods with it.
+      const pods = yield* KubeApi
+      yield* Effect.addFinalizer(() =>
+        Effect.gen(function* () {
+          const { items: left } = yield* listAll(R.Pods, podNs)
+          for (const p of left) {
+            if (Array.isArray(p.metadata["finalizers"]) && p.metadata["finalizers"].length > 0) yield* pods.patch(R.Pods, podNs, p.metadata.name, { type: "merge", body: { metadata: { finalizers: null } } })
+            yield* pods.delete(R.Pods, podNs, p.metadata.name, { gracePeriodSeconds: 0 })
+          }
+        }).pipe(Effect.provideService(KubeApi, pods), Effect.ignore)
+      )
       cleanup.push(...install.objects)
       yield* applyObjects(admin(), install.objects)
       const token = yield* serviceAccountToken(admin(), install.saNamespace, install.serviceAccount)
@@ -155,15 +169,15 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       // while no controller ran), a pod whose reservation is missing (never seen by the cache, so
       // read live before deleting), a pod on two interfaces of a NAD that is gone already, and a
       // pod that died before its CNI ADD (its pool does not exist: the controller reads it live).
-      yield* createNad(podNs, "net", { range: "10.220.0.0/24" })
-      yield* createNad(podNs, "twin-net", { range: "10.221.0.0/24" })
-      yield* createNad(podNs, "late", { range: "10.222.0.0/24" })
+      yield* createNad(podNs, "net", { range: `10.220.${slot}.0/24` })
+      yield* createNad(podNs, "twin-net", { range: `10.221.${slot}.0/24` })
+      yield* createNad(podNs, "late", { range: `10.222.${slot}.0/24` })
       const api = yield* KubeApi
       // A pod held Terminating on a node declared dead (out-of-service taint): it will never run
       // again, and its address is freed while its object remains (the node read live first).
       const deadNode = `${poolNs}-dead`.slice(0, 63)
       yield* api.create(R.Nodes, undefined, nodeObject(deadNode, { ready: "Unknown", taints: [{ key: "node.kubernetes.io/out-of-service", effect: "NoExecute" }] })).pipe(Effect.ignore)
-      yield* createNad(podNs, "stranded-net", { range: "10.225.0.0/24" })
+      yield* createNad(podNs, "stranded-net", { range: `10.225.${slot}.0/24` })
       yield* startPod(podNs, "stranded", [on(`${podNs}/stranded-net`)], deadNode)
       yield* api.patch(R.Pods, podNs, "stranded", { type: "merge", body: { metadata: { finalizers: ["test.example/held"] } } })
       yield* api.delete(R.Pods, podNs, "stranded", { gracePeriodSeconds: 0 })
@@ -177,13 +191,13 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       // that node's pool, empty: --prune-slice-pools deletes it (the start-up sweep).
       yield* api.create(R.NodeSlicePools, poolNs, {
         metadata: { name: "rbac-slices", namespace: poolNs },
-        spec: { range: "10.224.0.0/24", sliceSize: "/28" },
-        status: { allocations: [{ nodeName: "", sliceRange: "10.224.0.0/28" }] }
+        spec: { range: `10.224.${slot}.0/24`, sliceSize: "/28" },
+        status: { allocations: [{ nodeName: "", sliceRange: `10.224.${slot}.0/28` }] }
       })
-      yield* api.create(R.IPPools, poolNs, { metadata: { name: "gone-node-10.224.0.0-28", namespace: poolNs }, spec: { range: "10.224.0.0/28", allocations: {} } })
+      yield* api.create(R.IPPools, poolNs, { metadata: { name: `gone-node-10.224.${slot}.0-28`, namespace: poolNs }, spec: { range: `10.224.${slot}.0/28`, allocations: {} } })
       yield* deletePod(ghost)
       yield* api.delete(R.NetworkAttachmentDefinitions, podNs, "twin-net")
-      yield* api.delete(R.OverlappingRangeIPReservations, poolNs, "10.220.0.4")
+      yield* api.delete(R.OverlappingRangeIPReservations, poolNs, `10.220.${slot}.4`)
       // A sweep schedule that does not parse in the ConfigMap whereabouts 0.9 keeps it in: a
       // Warning on it once the schedule is watched, and again (the same Event, patched to count 2)
       // when the ConfigMap is edited later and still does not parse.
@@ -222,24 +236,24 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
 
       const twinWarning = `network-attachment-definition ${podNs}/twin-net not found; freeing the pod's addresses found by podref`
       const wantEvents = [
-        `${GC} ghost ${gcMessage("10.220.0.1", "net")}`,
-        `${GC} twin ${gcMessage("10.221.0.1", "twin-net")}`,
-        `${GC} twin ${gcMessage("10.221.0.2", "twin-net")}`,
-        `${GC} stranded ${gcMessage("10.225.0.1", "stranded-net")} (node out of service)`,
-        `${GC} unreserved ${gcMessage("10.220.0.4", "net")}`,
-        `${GC} victim ${gcMessage("10.220.0.3", "net")}`
+        `${GC} ghost ${gcMessage(`10.220.${slot}.1`, "net")}`,
+        `${GC} twin ${gcMessage(`10.221.${slot}.1`, "twin-net")}`,
+        `${GC} twin ${gcMessage(`10.221.${slot}.2`, "twin-net")}`,
+        `${GC} stranded ${gcMessage(`10.225.${slot}.1`, "stranded-net")} (node out of service)`,
+        `${GC} unreserved ${gcMessage(`10.220.${slot}.4`, "net")}`,
+        `${GC} victim ${gcMessage(`10.220.${slot}.3`, "net")}`
       ].sort()
       const observe = Effect.gen(function* () {
         const metrics = yield* Effect.promise(() => ctl.metrics())
-        const pool = yield* poolView("10.220.0.0-24")
-        const twinPool = yield* poolView("10.221.0.0-24")
+        const pool = yield* poolView(`10.220.${slot}.0-24`)
+        const twinPool = yield* poolView(`10.221.${slot}.0-24`)
         const reservations = yield* reservationView
         // Only this controller's: the others running side by side see these pods' deletions too
         // (pods are watched cluster-wide) and report the missing NAD on them as well.
         const events = (yield* eventsIn(podNs)).filter((e) => e.reportingInstance === identity)
         const lease = yield* Effect.either(api.get(R.Leases, poolNs, "whereabouts-gc"))
-        const stalePool = yield* Effect.either(api.get(R.IPPools, poolNs, "gone-node-10.224.0.0-28"))
-        const strandedPool = yield* poolView("10.225.0.0-24")
+        const stalePool = yield* Effect.either(api.get(R.IPPools, poolNs, `gone-node-10.224.${slot}.0-28`))
+        const strandedPool = yield* poolView(`10.225.${slot}.0-24`)
         const spec = lease._tag === "Right" ? (lease.right["spec"] as { holderIdentity?: string; acquireTime?: string; renewTime?: string }) : {}
         const forbidden = metrics
           .split("\n")
@@ -250,10 +264,10 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
           ready: (yield* Effect.promise(() => ctl.probe("/readyz"))) === 200,
           leading: spec.holderIdentity === identity && sampleOf(metrics, "whereabouts_controller_leader") === 1,
           renewing: spec.holderIdentity === identity && spec.renewTime !== undefined && spec.renewTime !== spec.acquireTime,
-          orphanSwept: pool["10.220.0.1"] === undefined && reservations["10.220.0.1"] === undefined,
-          deletionFreed: pool["10.220.0.3"] === undefined && reservations["10.220.0.3"] === undefined,
-          unreservedFreed: pool["10.220.0.4"] === undefined,
-          nadGoneFreed: Object.keys(twinPool).length === 0 && reservations["10.221.0.1"] === undefined && reservations["10.221.0.2"] === undefined,
+          orphanSwept: pool[`10.220.${slot}.1`] === undefined && reservations[`10.220.${slot}.1`] === undefined,
+          deletionFreed: pool[`10.220.${slot}.3`] === undefined && reservations[`10.220.${slot}.3`] === undefined,
+          unreservedFreed: pool[`10.220.${slot}.4`] === undefined,
+          nadGoneFreed: Object.keys(twinPool).length === 0 && reservations[`10.221.${slot}.1`] === undefined && reservations[`10.221.${slot}.2`] === undefined,
           gcEvents: JSON.stringify(gc) === JSON.stringify(wantEvents),
           repeatedEvent: (yield* scheduleWarnings).some((e) => e.kind === "ConfigMap" && e.name === "whereabouts-config" && e.count === 2),
           nadGoneWarned: events.some((e) => e.reason === "NetworkAttachmentDefinitionNotFound" && e.message === twinWarning && e.count === 2),
@@ -265,11 +279,11 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
           // Judged by the race phase below (when it runs).
           reservationRestored: true,
           stalePruned: stalePool._tag === "Left" && stalePool.left.reason === "NotFound",
-          strandedFreed: Object.keys(strandedPool).length === 0 && reservations["10.225.0.1"] === undefined,
+          strandedFreed: Object.keys(strandedPool).length === 0 && reservations[`10.225.${slot}.1`] === undefined,
           // The ConfigMap's bad schedule reported from the start-up read, before the caches sync.
           scheduleReadAtStart: ctl.logs().some((l) => l.raw.includes("the sweep's schedule in its ConfigMap does not parse"))
         }
-        const keeperKept = pool["10.220.0.2"] === `${podNs}/keeper` && reservations["10.220.0.2"] === `${podNs}/keeper`
+        const keeperKept = pool[`10.220.${slot}.2`] === `${podNs}/keeper` && reservations[`10.220.${slot}.2`] === `${podNs}/keeper`
         const state = JSON.stringify({ pool, twinPool, reservations, gc, lease: spec })
         return { checks, keeperKept, forbidden, state }
       }).pipe(Effect.provide(liveWorld(poolNs)))
@@ -291,14 +305,14 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
 
       // The #182 race, which only the reservation `create` (giving a reborn pod's reservation
       // back) is for: a paced controller of the same ServiceAccount (see support/reborn.ts).
-      yield* createNad(podNs, "race-net", { range: "10.223.0.0/30" })
+      yield* createNad(podNs, "race-net", { range: `10.223.${slot}.0/30` })
       yield* startPod(podNs, "db-0", [on(`${podNs}/race-net`)])
       const db1 = yield* startPod(podNs, "db-1", [on(`${podNs}/race-net`)])
       const paced: ControllerProcess = yield* Effect.acquireRelease(launch({ kubeconfig, namespace: poolNs, identity: `${identity}-paced`, args: PACED }), (c) =>
         Effect.promise(() => c.stop(STOP_GRACE_MS))
       )
       yield* awaitLeading(paced, { timeout: "60 seconds" })
-      const outcome = yield* rebornRace(paced, { old: db1, nad: "race-net", pool: "10.223.0.0-30", ip: "10.223.0.2", reservation: "10.223.0.2" })
+      const outcome = yield* rebornRace(paced, { old: db1, nad: "race-net", pool: `10.223.${slot}.0-30`, ip: `10.223.${slot}.2`, reservation: `10.223.${slot}.2` })
       const racedMetrics = yield* Effect.promise(() => paced.metrics())
       const racedForbidden = racedMetrics
         .split("\n")
@@ -323,7 +337,7 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       // kube-system, the Lease named in the Role's resourceNames: exactly as deploy/ installs it.
       const install = installation(rbac, { namespace: "kube-system" })
       expect(install.serviceAccount).toBe("whereabouts-gc")
-      const outcome = yield* scenario("as shipped", install, undefined, true)
+      const outcome = yield* scenario("as shipped", install, undefined, true, 100)
       expect(failing(outcome), outcome.tail).toEqual([])
       expect(outcome.keeperKept).toBe(true)
       expect(outcome.forbidden).toEqual([])
@@ -338,7 +352,7 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
       const outcomes = yield* Effect.forEach(
         variants,
         (v: RuleVerb, i) =>
-          scenario(v.label, installation(rbac, { namespace: uniqueNamespace(`rbac-v${i}`), name: `wac-rbac-v${i}`, remove: v }), v, RACE_ONLY.has(v.label)),
+          scenario(v.label, installation(rbac, { namespace: uniqueNamespace(`rbac-v${i}`), name: `wac-rbac-v${i}`, remove: v }), v, RACE_ONLY.has(v.label), i + 1),
         { concurrency: CONCURRENCY }
       )
       console.info(
