@@ -7,6 +7,7 @@ import { existsSync, readFileSync, readdirSync } from "node:fs"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { parseAllDocuments } from "yaml"
+import { tableRows } from "../support/markdown.ts"
 import { ROOT } from "./support/tools.ts"
 
 const README = readFileSync(join(ROOT, "README.md"), "utf8")
@@ -18,16 +19,10 @@ const rulesOf = (file: string): ReadonlyArray<Rule> =>
     .map((d) => d.toJSON() as { kind?: string; rules?: ReadonlyArray<Rule> })
     .flatMap((o) => (o.kind === "ClusterRole" || o.kind === "Role" ? (o.rules ?? []) : []))
 
-/** The rows of the README's table whose header starts with `header`, cells without backticks. */
+/** The rows of the README's table whose header starts with `header`. */
 const table = (header: string): ReadonlyArray<ReadonlyArray<string>> => {
-  const lines = README.split("\n")
-  const start = lines.findIndex((l) => l.startsWith(`| ${header} |`))
-  expect(start, `README has a table "${header}"`).toBeGreaterThan(-1)
-  const rows: Array<Array<string>> = []
-  for (const l of lines.slice(start + 2)) {
-    if (!l.startsWith("|")) break
-    rows.push(l.split("|").slice(1, -1).map((c) => c.trim().replaceAll("`", "")))
-  }
+  const rows = tableRows(README, header)
+  expect(rows.length, `README has a table "${header}"`).toBeGreaterThan(0)
   return rows
 }
 

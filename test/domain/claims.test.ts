@@ -10,13 +10,8 @@ import type { Orphans } from "../../src/domain/orphans.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { poolName, reservationName } from "../../src/domain/pool.ts"
 import type { Holding } from "../../src/domain/release.ts"
-import { ip, listSnapshot } from "./helpers.ts"
+import { ip, listSnapshot, whereaboutsNad as nad } from "./helpers.ts"
 
-const nad = (name: string, ipam: Record<string, unknown>, namespace = "default") => ({
-  namespace,
-  name,
-  config: decodeNadConfig(JSON.stringify({ cniVersion: "0.3.1", name, type: "macvlan", ipam: { type: "whereabouts", ...ipam } }))
-})
 
 const NADS = [
   nad("storage", { range: "10.50.0.0/24" }),

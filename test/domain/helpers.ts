@@ -77,3 +77,10 @@ export const listSnapshot = (
   nad: (namespace, name) => nads.find((n) => n.namespace === namespace && n.name === name)?.config,
   ...poolNaming(nads, nodeSlicePools)
 })
+
+/** A NAD of namespace/name whose config is a macvlan network with this whereabouts IPAM, decoded. */
+export const whereaboutsNad = (name: string, ipam: Record<string, unknown>, namespace = "default") => ({
+  namespace,
+  name,
+  config: decodeNadConfig(JSON.stringify({ cniVersion: "0.3.1", name, type: "macvlan", ipam: { type: "whereabouts", ...ipam } }))
+})

@@ -16,13 +16,8 @@ import {
 } from "../../src/domain/invariants.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { type ParsedPool, parsePool } from "../../src/domain/pool.ts"
-import { ip, listSnapshot } from "./helpers.ts"
+import { ip, listSnapshot, whereaboutsNad as nad } from "./helpers.ts"
 
-const nad = (name: string, ipam: Record<string, unknown>, namespace = "default") => ({
-  namespace,
-  name,
-  config: decodeNadConfig(JSON.stringify({ cniVersion: "0.3.1", name, type: "macvlan", ipam: { type: "whereabouts", ...ipam } }))
-})
 
 const NADS = [
   nad("storage", { range: "10.50.0.0/24" }),

@@ -23,6 +23,7 @@ import {
   withDeprecatedVariables
 } from "../../src/programs/cli.ts"
 import { TUNING, config } from "../../src/services/ControllerConfig.ts"
+import { tableRows } from "../support/markdown.ts"
 
 describe("command line", () => {
   it("maps flags onto their environment keys; flags win over the environment", () => {
@@ -148,17 +149,6 @@ describe("command line", () => {
     const text = operating()
     const start = text.indexOf(`## ${title}`)
     return text.slice(start, text.indexOf("\n## ", start + 1))
-  }
-  /** The rows of the first markdown table in `text` whose header starts with `header`, as cells without backticks. */
-  const tableRows = (text: string, header: string) => {
-    const lines = text.split("\n")
-    const start = lines.findIndex((l) => l.startsWith(`| ${header} |`))
-    const rows: Array<Array<string>> = []
-    for (const l of lines.slice(start + 2)) {
-      if (!l.startsWith("|")) break
-      rows.push(l.split("|").slice(1, -1).map((c) => c.trim().replaceAll("`", "")))
-    }
-    return rows
   }
 
   it("docs/operating.md's table of release flags is the command's, flag by flag", () => {
