@@ -10,6 +10,7 @@ import { lstatSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSy
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describe, expect, it } from "vitest"
+import { Duration } from "effect"
 import { parse, parseDocument, isMap, isScalar } from "yaml"
 import { OPTIONS } from "../../src/programs/cli.ts"
 import { TUNING } from "../../src/services/ControllerConfig.ts"
@@ -254,6 +255,14 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
 
     it("without values only the namespace and leader election are set, as in deploy/", () => {
       expect(envOf(helmTemplate(tool("helm")))).toEqual({ WHEREABOUTS_NAMESPACE: "kube-system", LEADER_ELECT: "true" })
+    })
+
+    it("durations in Go's syntax reach the container as written, a bare 0 as \"0\", and the controller decodes them", () => {
+      const chart = renderValues({ replicas: 1, config: { terminatingGrace: 0, leaseDuration: "1m30s", invariantGrace: "90s" } })
+      const env = envOf(chart)
+      expect([env["TERMINATING_GRACE"], env["LEASE_DURATION"], env["INVARIANT_GRACE"]]).toEqual(["0", "1m30s", "90s"])
+      const decoded = decodeConfig(resolveEnv(theOne(chart, "Deployment"), containerOf(chart), "whereabouts-gc-abc"))
+      expect([decoded.terminatingGrace, decoded.leaseDuration, decoded.invariantGrace].map((d) => Duration.toMillis(d))).toEqual([0, 90_000, 90_000])
     })
 
     it("a whole number is written as an integer, a decimal as itself", () => {
