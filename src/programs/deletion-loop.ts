@@ -99,8 +99,41 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
     yield* giveUp(candidate, step.error)
   })
 
+/**
+ * Candidates rule 0 kept addresses of, by the pod they were kept for: when that pod comes through
+ * the loop (deleted, or never to run again), they are queued again, and freed if nobody else lists
+ * those addresses by then. Nothing else would look at them before the next scheduled sweep.
+ */
+const makeWaiting = () => {
+  const byClaimant = new Map<string, Map<string, Candidate>>()
+  return {
+    wait: (key: string, candidate: Candidate, claimants: ReadonlyArray<string>) => {
+      for (const c of claimants) byClaimant.set(c, (byClaimant.get(c) ?? new Map()).set(key, candidate))
+    },
+    /** What waited for this pod, taken out. */
+    takeFor: (podref: string): ReadonlyArray<readonly [string, Candidate]> => {
+      const waiting = byClaimant.get(podref)
+      byClaimant.delete(podref)
+      return waiting === undefined ? [] : [...waiting]
+    }
+  }
+}
+type Waiting = ReturnType<typeof makeWaiting>
+
+/** Queues again what was kept for these pods (makeWaiting). */
+const wakeWaiting = (queue: Queue, waiting: Waiting, podrefs: ReadonlyArray<string>) =>
+  Effect.forEach(
+    podrefs.flatMap((ref) => waiting.takeFor(ref).map(([key, candidate]) => ({ key, candidate, for: ref }))),
+    (w) =>
+      Effect.zipRight(
+        Effect.logDebug(`looking again at ${what(w.candidate)}: the pod its addresses were kept for came through`).pipe(Effect.annotateLogs({ pod: podRef(w.candidate.pod), for: w.for })),
+        queue.add(w.key, w.candidate)
+      ),
+    { discard: true }
+  )
+
 /** One batch: free what it held (its Events queued), then settle each pod; the keys are done last. */
-const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>, lookAgainAfter: Duration.Duration) =>
+const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>, lookAgainAfter: Duration.Duration, waiting: Waiting) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
     const start = yield* Clock.currentTimeMillis
@@ -112,8 +145,15 @@ const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt:
     }
     const results = yield* Effect.ensuring(freeBatch(batch.items.map((i) => i.value)), batch.landed)
     yield* metrics.freeBatchDuration(((yield* Clock.currentTimeMillis) - start) / 1000)
-    for (const [i, result] of results.entries()) yield* settle(queue, batch.items[i]!.key, batch.items[i]!.value, result, lookAgainAfter)
+    for (const [i, result] of results.entries()) {
+      yield* settle(queue, batch.items[i]!.key, batch.items[i]!.value, result, lookAgainAfter)
+      if (result.heldFor.length > 0) waiting.wait(batch.items[i]!.key, batch.items[i]!.value, result.heldFor)
+    }
     for (const { key } of batch.items) yield* queue.done(key)
+    // A pod kept for may have come through another worker's batch meanwhile: gone from the cache, it wakes its waiters too.
+    const caches = yield* Caches
+    const gone = results.flatMap((r) => r.heldFor).filter((ref) => Option.isNone(caches.pods.get(ref)))
+    yield* wakeWaiting(queue, waiting, [...batch.items.map(({ value }) => podRef(value.pod)), ...gone])
   })
 
 /** Stop intake, then wait (up to the shutdown timeout) for in-flight batches and the Events recorded so far. */
@@ -169,12 +209,13 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
         )
       )
       yield* caches.awaitSynced
+      const waiting = makeWaiting()
       const batcher = yield* Batcher.make(queue, { ...Batcher.DEFAULT_BATCHING, windowMs: Duration.toMillis(config.batchWindow) })
       const worker = Effect.gen(function* () {
         for (;;) {
           const batch = yield* batcher.next
           if (Option.isNone(batch)) return
-          yield* processBatch(queue, batch.value, observedAt, lookAgainAfter)
+          yield* processBatch(queue, batch.value, observedAt, lookAgainAfter, waiting)
           yield* options.activity?.finished(batch.value.items.length) ?? Effect.void
         }
       })

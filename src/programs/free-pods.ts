@@ -36,6 +36,8 @@ export interface PodResult {
   readonly outcome: Outcome
   /** Whereabouts networks of the pod where the snapshot showed none of its entries (PodFindings.unseen). */
   readonly unseen: ReadonlyArray<string>
+  /** The other pods rule 0 kept some of its addresses for: it is worth another look once they are gone. */
+  readonly heldFor: ReadonlyArray<string>
 }
 
 /**
@@ -108,7 +110,9 @@ export const freeBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<Readon
     const caches = yield* Caches
     const found = yield* holdingsOf(batch, snapshot)
     const { holdings, facts } = yield* recheckHoldings(found.holdings, cachedPodsIn(caches), yield* cacheClaims)
-    const execution = yield* execute(planRelease(holdings, facts))
+    const plan = planRelease(holdings, facts)
+    const execution = yield* execute(plan)
+    const heldFor = new Map(plan.owners.map((o) => [o.holding.podref, [...new Set(o.kept.flatMap((k) => k.heldFor ?? []))]] as const))
     // Incarnations of one pod shared one holding: what it freed is reported once, not once per incarnation.
     const reported = new Set<string>()
     return batch.map(({ pod }): PodResult => {
@@ -116,7 +120,7 @@ export const freeBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<Readon
       const outcome = execution.outcomes.get(ref) ?? Outcome.Freed({ freed: [], reservations: 0 })
       const twin = reported.has(ref) && outcome._tag === "Freed"
       reported.add(ref)
-      return { pod, outcome: twin ? Outcome.Freed({ freed: [], reservations: 0 }) : outcome, unseen: found.unseen.get(ref) ?? [] }
+      return { pod, outcome: twin ? Outcome.Freed({ freed: [], reservations: 0 }) : outcome, unseen: found.unseen.get(ref) ?? [], heldFor: heldFor.get(ref) ?? [] }
     })
   })
 
