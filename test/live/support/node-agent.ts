@@ -115,7 +115,7 @@ interface Agent {
 
 const log = (agent: Agent, text: string) => {
   agent.lines.push(`${new Date().toISOString().slice(11, 23)} ${agent.options.name}: ${text}`)
-  if (agent.lines.length > 2_000) agent.lines.splice(0, 500)
+  if (agent.lines.length > 20_000) agent.lines.splice(0, 5_000)
 }
 
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e)).split("\n")[0]!
