@@ -26,7 +26,7 @@ import {
   TEST_TIMEOUT
 } from "./support/kubernetes.ts"
 import { Cluster, freedBy, lifecycleFixture } from "./support/lifecycle-fixture.ts"
-import { createNad, restOk, waitUntil } from "./support/world.ts"
+import { createNad, eventLines, gcMessage, restOk, waitForEqual, waitUntil } from "./support/world.ts"
 
 describeWithKubernetes("workload lifecycles on Kubernetes' own controllers, with the controller as the only one that frees", () => {
   const { NS, SELECT, controller, run } = lifecycleFixture("lc", 3)
@@ -133,6 +133,13 @@ describeWithKubernetes("workload lifecycles on Kubernetes' own controllers, with
         const phases = (selector: string) => Effect.map(podsOf(k8s.admin, NS, selector), (ps) => ps.map((p) => `${p.phase}${p.terminating ? " terminating" : ""} ${p.ips.length} address(es) listed`))
         expect(yield* phases("job=ok")).toEqual(["Succeeded 1 address(es) listed", "Succeeded 1 address(es) listed"])
         expect(yield* phases("job=bad")).toEqual(["Failed 1 address(es) listed"])
+        const finished = yield* podsOf(k8s.admin, NS, "job in (ok, bad)")
+        yield* waitForEqual(
+          "one Event per finished pod, saying why",
+          eventLines(NS, (e) => e.reason === "IPAddressGarbageCollected" && finished.some((p) => p.name === e.name)),
+          finished.map((p) => `Normal IPAddressGarbageCollected ${p.name}: ${gcMessage(p.ips[0]!, "batch")} (pod ${p.phase})`).sort(),
+          { context: k8s.context }
+        )
         yield* waitUntil("the controller freed the three addresses", freedBy(ctl), (n) => n - freedBefore === 3, { context: ctl.tail })
 
         yield* deleteWorkload(k8s.admin, "Job", NS, "ok", "job=ok", k8s.context)

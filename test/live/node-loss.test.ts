@@ -30,7 +30,7 @@ import {
   untaintNode
 } from "./support/kubernetes.ts"
 import { Cluster, lifecycleFixture } from "./support/lifecycle-fixture.ts"
-import { createNad, poolView, restOk, waitUntil } from "./support/world.ts"
+import { createNad, eventLines, gcMessage, poolView, restOk, waitForEqual, waitUntil } from "./support/world.ts"
 
 const OUT_OF_SERVICE = "node.kubernetes.io/out-of-service"
 
@@ -111,6 +111,12 @@ describeWithKubernetes("nodes lost under a full /30, on Kubernetes' own controll
         yield* replaced(f)
         const old = (yield* podsOf(f.k8s.admin, NS, `app=${f.app}`)).find((p) => p.uid === f.lost.uid)
         expect(old === undefined ? "gone" : `${old.phase}${old.terminating ? " terminating" : ""}`).toBe("Running terminating")
+        yield* waitForEqual(
+          "the Event says why",
+          eventLines(NS, (e) => e.reason === "IPAddressGarbageCollected" && e.uid === f.lost.uid),
+          [`Normal IPAddressGarbageCollected ${f.lost.name}: ${gcMessage(f.lost.ips[0]!, f.app)} (pod evicted by the taint manager)`],
+          { context: f.k8s.context }
+        )
         yield* backToRest(f)
       })
     ), TEST_TIMEOUT)
