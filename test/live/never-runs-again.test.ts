@@ -4,6 +4,12 @@
  * pod, a pod on a deleted node and one on an out-of-service node are freed while their objects
  * remain; a running pod on a healthy node keeps its address; a StatefulSet pod's replacement gets
  * an address once the old object is gone.
+ *
+ * The same lifecycles played by Kubernetes' own controllers are in lifecycle.test.ts and
+ * node-loss.test.ts. This file keeps the scripted shapes those cannot produce on demand: every
+ * reason in one controller run, each with its exact Event and trigger metric, where on real
+ * controllers a node gone or out of service is a race between pod GC, taint eviction and the
+ * controller over which reason frees first.
  */
 import { afterAll, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
