@@ -7,6 +7,9 @@
  * whole reservation specs, so a live pod's entry that changed in any field fails as surely as a
  * dead pod's that stayed.
  *
+ * Upstream's reclaim scenario (scale down, re-inject the allocations, scale up) runs as upstream
+ * wrote it, in its e2e suite on real controllers (upstream-e2e.test.ts).
+ *
  * One controller serves the scenarios (each in its own pod namespace, with its own ranges, all
  * pools in one namespace shared with the plugin); scenarios about start-up sweeps stop it and
  * start another.
@@ -369,47 +372,6 @@ describeWithPlugin("end to end with the upstream whereabouts CNI plugin as the a
         expect(yield* poolEntries("10.240.1.0-29")).toEqual({ "10.240.1.2": entry(db0), "10.240.1.3": entry(reborn) })
         expect(yield* reservationSpecs("10.240.1.")).toEqual({ "10.240.1.2": reserved(db0), "10.240.1.3": reserved(reborn) })
         expect(yield* eventLines(ns)).toEqual([])
-      })
-    ), 90_000)
-
-  it.live("upstream's reclaim scenario: scale down (freed), re-inject the old allocations and reservations, scale up: the same addresses, a new container id; a sweep keeps them", () =>
-    world(
-      Effect.gen(function* () {
-        yield* controller
-        const ns = uniqueNamespace("up-reclaim")
-        yield* ensureNamespace(ns)
-        yield* createNad(ns, "recovernet", { range: "10.241.0.0/30" })
-        const web = statefulSet("web", [on(`${ns}/recovernet`, "net1"), on(`${ns}/recovernet`, "net2")], ns)
-        yield* web.scaleTo(1)
-        const first = web.pods()[0]!
-        expect(ipsOf(first)).toEqual([["10.241.0.1"], ["10.241.0.2"]])
-        const originals = yield* poolEntries("10.241.0.0-30")
-        const originalReservations = yield* reservationSpecs("10.241.")
-        expect(originals).toEqual({ "10.241.0.1": entry(first, "net1"), "10.241.0.2": entry(first, "net2") })
-        expect(originalReservations).toEqual({ "10.241.0.1": reserved(first, "net1"), "10.241.0.2": reserved(first, "net2") })
-
-        yield* web.scaleTo(0)
-        yield* waitForEqual("both freed", poolEntries("10.241.0.0-30"), {})
-        yield* waitForEqual("both reservations deleted", reservationSpecs("10.241."), {})
-
-        const writer = yield* PluginStore
-        yield* writer.updatePool("10.241.0.0-30", (a) => Either.right({ ...a, "1": originals["10.241.0.1"]!, "2": originals["10.241.0.2"]! }))
-        for (const [name, spec] of Object.entries(originalReservations)) yield* writer.createReservation(name, spec as { podref: string; ifname: string })
-
-        yield* web.scaleTo(1)
-        const second = web.pods()[0]!
-        expect(second.containerId).not.toBe(first.containerId)
-        expect(ipsOf(second)).toEqual([["10.241.0.1"], ["10.241.0.2"]])
-        const reclaimed = { "10.241.0.1": entry(second, "net1"), "10.241.0.2": entry(second, "net2") }
-        expect(yield* poolEntries("10.241.0.0-30")).toEqual(reclaimed)
-        expect(yield* reservationSpecs("10.241.")).toEqual(originalReservations)
-
-        yield* setPhase(ns, "web-0", "Running")
-        yield* stopController
-        yield* controller
-        expect(yield* poolEntries("10.241.0.0-30")).toEqual(reclaimed)
-        expect(yield* reservationSpecs("10.241.")).toEqual(originalReservations)
-        expect(yield* eventLines(ns)).toEqual([gcLine("web-0", "10.241.0.1", "recovernet"), gcLine("web-0", "10.241.0.2", "recovernet")])
       })
     ), 90_000)
 
