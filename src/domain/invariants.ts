@@ -22,8 +22,8 @@
  * container id, and a pod's status carries no container id, so an entry left by an earlier
  * incarnation of the same name counts as the pod's own (its re-ADD rewrites the id). How long a
  * disagreement must last before it is reported (the grace) is the caller's: this module has no
- * memory. A network this namespace holds nothing of (neither a pool nor the address's reservation)
- * is not judged: its pools may be another namespace's.
+ * memory. A listing on a network none of whose pools this namespace holds is not judged (its pools
+ * may be another namespace's): a pool deleted wholesale goes unreported until an ADD re-creates it.
  */
 import { Either } from "effect"
 import { type DomainKey, type ListedIn, listedDomains, listedIn, type ClaimLookup } from "./claims.ts"
@@ -202,10 +202,6 @@ const holdingOf = (l: Listing, view: InvariantView): InvariantViolation | undefi
     }
     if (entry !== undefined) other ??= { pool: name, entry }
   }
-  // A network this namespace holds nothing of (no pool, no reservation of the address) is not
-  // judged here: its pools may live in another namespace, another instance's to watch.
-  const reserved = l.where.reservation !== undefined && view.reservation(l.where.reservation) !== undefined
-  if (own === undefined && other === undefined && !reserved && l.where.pools.every((name) => view.pool(name) === undefined)) return undefined
   if (own === undefined && other === undefined) {
     return ofListing(l, "live-not-held", l.where.pools, undefined, (ip) => notHeldMessage(ip, l.ref, l.network, l.where.pools[0]!))
   }
@@ -331,6 +327,9 @@ export const invariantViolations = (view: InvariantView): ReadonlyArray<Invarian
   for (const pod of view.pods) {
     if (!judged(pod)) continue
     for (const l of listingsOf(pod, view)) {
+      // A network none of whose pools this namespace holds is not judged here: its pools may be
+      // another namespace's, another instance's to watch.
+      if (l.where.pools.every((name) => view.pool(name) === undefined)) continue
       listedTwice(l, first).forEach(add)
       add(holdingOf(l, view))
     }

@@ -92,7 +92,6 @@ const judge = (view: InvariantView): ReadonlyArray<string> =>
 describe("invariantViolations: each kind", () => {
   it.each([
     ["live-not-held: the pool holds nothing at the address", [pod("a", [CLUSTER, on("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": {} }, { "10.50.0.1": "default/a" }, ["live-not-held 10.50.0.1 a"]],
-    ["live-not-held: the pool does not exist, the address's reservation does", [pod("a", [on("storage", ["10.50.0.1/24"])])], {}, { "10.50.0.1": "default/a" }, ["live-not-held 10.50.0.1 a"]],
     ["live-not-held: a node slice's pool of the pod's node", [pod("a", [on("sliced", ["10.80.1.1/16"])])], { "node-a-10.80.1.0-24": {} }, { "10.80.1.1": "default/a" }, ["live-not-held 10.80.1.1 a"]],
     [
       "live-not-held: a named network, though another network sharing its CIDR holds the address for the pod",
@@ -188,7 +187,8 @@ describe("invariantViolations: what looks like a violation and is none", () => {
       { "10.50.0.0-24": { "1": { podref: "default/a" } }, "10.50.0.0-16": { "1": { podref: "default/gone" } } },
       reserved
     ],
-    ["a network this namespace holds nothing of (no pool, no reservation): its pools may be another namespace's", [pod("a", [on("storage", ["10.50.0.1/24"])])], {}, {}],
+    ["a network none of whose pools this namespace holds (its pools may be another namespace's), even with a reservation of the address", [pod("a", [on("storage", ["10.50.0.1/24"])])], {}, { "10.50.0.1": "default/a" }],
+    ["two pods listing one address on a network none of whose pools this namespace holds", [pod("a", [on("storage", ["10.50.0.1/24"])]), pod("b", [on("storage", ["10.50.0.1/24"])])], {}, {}],
     ["one pod listing its address on two interfaces", [pod("a", [on("storage", ["10.50.0.1/24"]), on("storage", ["10.50.0.1/24"], "net2")])], held, reserved]
   ] as const)("%s", (_name, pods, pools, reservations) => {
     expect(judge(viewOf(pods, pools, reservations))).toEqual([])
@@ -206,7 +206,7 @@ describe("a violation as reported", () => {
   })
 
   it.each([
-    ["live-not-held", [pod("a", [on("storage", ["10.50.0.1/24"])])], {}, { "10.50.0.1": "default/a" }, "IP address 10.50.0.1 that pod default/a lists on network default/storage has no allocation in IPPool 10.50.0.0-24: the next pod can be handed it"],
+    ["live-not-held", [pod("a", [on("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": {} }, { "10.50.0.1": "default/a" }, "IP address 10.50.0.1 that pod default/a lists on network default/storage has no allocation in IPPool 10.50.0.0-24: the next pod can be handed it"],
     [
       "duplicate (listed)",
       [pod("a", [on("storage", ["10.50.0.1/24"])]), pod("b", [on("wide", ["10.50.0.1/16"])])],

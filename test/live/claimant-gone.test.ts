@@ -29,8 +29,8 @@ describeWithKubernetes("an address kept for a pod on an unreadable network, once
         const k8s = yield* Cluster
         yield* controller.get
         // Overlapping ranges off on the narrower network: it hands out the wider one's first address again.
-        yield* createNad(NS, "wide", { range: "10.234.0.0/16" })
-        yield* createNad(NS, "narrow", { range: "10.234.0.0/17", enable_overlapping_ranges: false })
+        yield* createNad(NS, "wide", { range: "10.160.0.0/16" })
+        yield* createNad(NS, "narrow", { range: "10.160.0.0/17", enable_overlapping_ranges: false })
         const pod = (name: string, nad: string) => ({
           apiVersion: "v1",
           kind: "Pod",
@@ -42,16 +42,16 @@ describeWithKubernetes("an address kept for a pod on an unreadable network, once
           yield* waitUntil(`${name} runs`, podsOf(k8s.admin, NS), (ps) => ps.some((p) => p.name === name && p.phase === "Running"), { context: k8s.context })
         }
         const pods = yield* podsOf(k8s.admin, NS)
-        expect(pods.map((p) => `${p.name} ${p.ips.join(",")}`).sort()).toEqual(["first 10.234.0.1", "second 10.234.0.1"])
-        expect(yield* poolView(poolName("10.234.0.0/16", ""))).toEqual({ "10.234.0.1": `${NS}/first` })
+        expect(pods.map((p) => `${p.name} ${p.ips.join(",")}`).sort()).toEqual(["first 10.160.0.1", "second 10.160.0.1"])
+        expect(yield* poolView(poolName("10.160.0.0/16", ""))).toEqual({ "10.160.0.1": `${NS}/first` })
 
         yield* restOk(k8s.admin, "DELETE", `/apis/k8s.cni.cncf.io/v1/namespaces/${NS}/network-attachment-definitions/narrow`, undefined, [200])
         for (const name of ["first", "second"]) {
           yield* restOk(k8s.admin, "DELETE", `/api/v1/namespaces/${NS}/pods/${name}`, undefined, [200])
           yield* waitUntil(`${name} gone`, podsOf(k8s.admin, NS), (ps) => !ps.some((p) => p.name === name), { context: k8s.context })
         }
-        yield* waitForEqual("the first pod's entry freed", poolView(poolName("10.234.0.0/16", "")), {}, { context: k8s.context })
-        yield* waitForEqual("and its reservation", Effect.map(reservationView, (r) => Object.keys(r).filter((n) => n.startsWith("10.234."))), [], { context: k8s.context })
+        yield* waitForEqual("the first pod's entry freed", poolView(poolName("10.160.0.0/16", "")), {}, { context: k8s.context })
+        yield* waitForEqual("and its reservation", Effect.map(reservationView, (r) => Object.keys(r).filter((n) => n.startsWith("10.160."))), [], { context: k8s.context })
       })
     ), TEST_TIMEOUT)
 })

@@ -53,13 +53,13 @@ describeLive("commands against a real API server", () => {
       const ns = uniqueNamespace("cmd")
       yield* ensureNamespace(POOLS)
       yield* ensureNamespace(ns)
-      yield* createNad(ns, "net", { range: "10.250.0.0/24" })
+      yield* createNad(ns, "net", { range: "10.166.0.0/24" })
       yield* startPod(ns, "keep", [on(`${ns}/net`)])
       const gone = yield* startPod(ns, "gone", [on(`${ns}/net`)])
       yield* deletePod(gone)
       const dirty = yield* run("audit", ["-o", "json"]) // the short form, as in `audit -o json > report.json`
       const report = JSON.parse(dirty.stdout) as { orphanedAllocations: Array<{ ip: string; podref: string }> }
-      expect(report.orphanedAllocations.map((o) => `${o.ip} ${o.podref}`)).toEqual([`10.250.0.2 ${ns}/gone`])
+      expect(report.orphanedAllocations.map((o) => `${o.ip} ${o.podref}`)).toEqual([`10.166.0.2 ${ns}/gone`])
       expect(dirty.code).toBe(1)
       // At its default level audit says on stderr only what is wrong: no line of what it did. Asked
       // for, the sweep's summary line is a log line: on stderr, as JSON (stderr is no terminal here).
@@ -79,7 +79,7 @@ describeLive("commands against a real API server", () => {
       const ns = uniqueNamespace("rel")
       yield* ensureNamespace(RELEASE_POOLS)
       yield* ensureNamespace(ns)
-      yield* createNad(ns, "net", { range: "10.252.0.0/24" })
+      yield* createNad(ns, "net", { range: "10.167.0.0/24" })
       const pods = { keep: yield* startPod(ns, "keep", [on(`${ns}/net`)]), gone: yield* startPod(ns, "gone", [on(`${ns}/net`)]), reborn: yield* startPod(ns, "reborn", [on(`${ns}/net`)]), freed: yield* startPod(ns, "freed", [on(`${ns}/net`)]) }
       for (const p of [pods.gone, pods.reborn, pods.freed]) yield* deletePod(p)
       const audited = yield* Effect.promise(() => runCommand("audit", { kubeconfig: runningEnvtest().kubeconfigPath, namespace: RELEASE_POOLS, args: ["--output", "json"] }))
@@ -89,24 +89,24 @@ describeLive("commands against a real API server", () => {
       // After the report: reborn comes back under its name and is re-ADDed (same address, new container id);
       // freed's address is freed by someone else (the controller, say).
       const reborn = yield* startPod(ns, "reborn", [on(`${ns}/net`)])
-      expect(reborn.ips[0]!.ips).toEqual(["10.252.0.3"])
+      expect(reborn.ips[0]!.ips).toEqual(["10.167.0.3"])
       const api = yield* KubeApi
-      yield* api.patch(R.IPPools, RELEASE_POOLS, "10.252.0.0-24", { type: "json", ops: [{ op: "remove", path: "/spec/allocations/4" }] })
-      yield* api.delete(R.OverlappingRangeIPReservations, RELEASE_POOLS, "10.252.0.4")
+      yield* api.patch(R.IPPools, RELEASE_POOLS, "10.167.0.0-24", { type: "json", ops: [{ op: "remove", path: "/spec/allocations/4" }] })
+      yield* api.delete(R.OverlappingRangeIPReservations, RELEASE_POOLS, "10.167.0.4")
 
       const kubeconfig = yield* operatorKubeconfig(`release-operator-${ns}`)
       // The operator's credentials are that role's, nothing more.
       expect((yield* Effect.promise(() => rest(credentialsOf(kubeconfig), "GET", "/api/v1/namespaces/kube-system/secrets"))).status).toBe(403)
       const asOperator = (args: ReadonlyArray<string>, input?: string) =>
         Effect.promise(() => runCommand("release", { kubeconfig, namespace: RELEASE_POOLS, args, ...(input === undefined ? {} : { input }) }))
-      const before = yield* poolEntries("10.252.0.0-24")
+      const before = yield* poolEntries("10.167.0.0-24")
       const dry = yield* asOperator(["--from-report", report, "--dry-run", "--output", "json"])
       expect(dry.code, dry.stderr).toBe(1)
       expect(JSON.parse(dry.stdout).wouldFree).toEqual([
-        { kind: "allocation", pool: "10.252.0.0-24", ip: "10.252.0.2", podref: `${ns}/gone` },
-        { kind: "reservation", name: "10.252.0.2", ip: "10.252.0.2", podref: `${ns}/gone` }
+        { kind: "allocation", pool: "10.167.0.0-24", ip: "10.167.0.2", podref: `${ns}/gone` },
+        { kind: "reservation", name: "10.167.0.2", ip: "10.167.0.2", podref: `${ns}/gone` }
       ])
-      expect(yield* poolEntries("10.252.0.0-24")).toEqual(before)
+      expect(yield* poolEntries("10.167.0.0-24")).toEqual(before)
 
       // The report on stdin, as `audit -o json | release --from-report -`.
       const done = yield* asOperator(["--from-report", "-", "--output", "json"], audited.stdout)
@@ -114,40 +114,40 @@ describeLive("commands against a real API server", () => {
       type Row = { result?: string; kind: string; ip: string; podref: string; reason: string }
       const out = JSON.parse(done.stdout) as { freed: ReadonlyArray<unknown>; alreadyFree: ReadonlyArray<Row>; skipped: ReadonlyArray<Row> }
       expect(out.freed).toEqual([
-        { kind: "allocation", pool: "10.252.0.0-24", ip: "10.252.0.2", podref: `${ns}/gone` },
-        { kind: "reservation", name: "10.252.0.2", ip: "10.252.0.2", podref: `${ns}/gone` }
+        { kind: "allocation", pool: "10.167.0.0-24", ip: "10.167.0.2", podref: `${ns}/gone` },
+        { kind: "reservation", name: "10.167.0.2", ip: "10.167.0.2", podref: `${ns}/gone` }
       ])
       // Still held by a pod of that name: skipped, and the exit code 1. Freed by another since the report: already free.
       expect(out.skipped.map((r) => `${r.result} ${r.kind} ${r.ip} ${r.podref}: ${r.reason.replace(/[0-9a-f]{32}/g, "<id>").replace(/uid [0-9a-f-]{36}/, "uid <uid>")}`)).toEqual([
-        `skipped allocation 10.252.0.3 ${ns}/reborn: changed since the report: container id <id> (was <id>): a pod of that name took it back`,
-        `skipped reservation 10.252.0.3 ${ns}/reborn: no longer an orphan: pod ${ns}/reborn (uid <uid>) exists and may hold it`
+        `skipped allocation 10.167.0.3 ${ns}/reborn: changed since the report: container id <id> (was <id>): a pod of that name took it back`,
+        `skipped reservation 10.167.0.3 ${ns}/reborn: no longer an orphan: pod ${ns}/reborn (uid <uid>) exists and may hold it`
       ])
       expect(out.alreadyFree.map((r) => `${r.kind} ${r.ip} ${r.podref}: ${r.reason}`)).toEqual([
-        `allocation 10.252.0.4 ${ns}/freed: already freed: pool 10.252.0.0-24 holds no allocation of 10.252.0.4`,
-        `reservation 10.252.0.4 ${ns}/freed: already deleted: no reservation 10.252.0.4`
+        `allocation 10.167.0.4 ${ns}/freed: already freed: pool 10.167.0.0-24 holds no allocation of 10.167.0.4`,
+        `reservation 10.167.0.4 ${ns}/freed: already deleted: no reservation 10.167.0.4`
       ])
       expect(logText(done.stderr)).not.toMatch(/forbidden|\b403\b/i)
-      expect(yield* poolEntries("10.252.0.0-24")).toEqual({
-        "10.252.0.1": { podref: `${ns}/keep`, id: pods.keep.containerId, ifname: "net1" },
-        "10.252.0.3": { podref: `${ns}/reborn`, id: reborn.containerId, ifname: "net1" }
+      expect(yield* poolEntries("10.167.0.0-24")).toEqual({
+        "10.167.0.1": { podref: `${ns}/keep`, id: pods.keep.containerId, ifname: "net1" },
+        "10.167.0.3": { podref: `${ns}/reborn`, id: reborn.containerId, ifname: "net1" }
       })
-      expect(yield* reservationView).toMatchObject({ "10.252.0.1": `${ns}/keep`, "10.252.0.3": `${ns}/reborn` })
-      expect(Object.keys(yield* reservationView).filter((n) => n.startsWith("10.252."))).toEqual(["10.252.0.1", "10.252.0.3"])
+      expect(yield* reservationView).toMatchObject({ "10.167.0.1": `${ns}/keep`, "10.167.0.3": `${ns}/reborn` })
+      expect(Object.keys(yield* reservationView).filter((n) => n.startsWith("10.167."))).toEqual(["10.167.0.1", "10.167.0.3"])
 
       // A live holder named by hand: refused (nothing written), then freed with --force.
       const refused = yield* asOperator(["--pod", `${ns}/keep`])
       expect(refused.code, refused.stderr).toBe(1)
       expect(refused.stdout.split("\n").filter((l) => l.startsWith("refused "))).toHaveLength(2)
       expect(refused.stdout).toContain(`pod ${ns}/keep exists (uid ${pods.keep.uid}) and may run: refused (--force frees it anyway)`)
-      expect(Object.keys(yield* poolEntries("10.252.0.0-24"))).toEqual(["10.252.0.1", "10.252.0.3"])
+      expect(Object.keys(yield* poolEntries("10.167.0.0-24"))).toEqual(["10.167.0.1", "10.167.0.3"])
       const forced = yield* asOperator(["--pod", `${ns}/keep`, "--force"])
       expect(forced.code, forced.stderr).toBe(0)
       expect(forced.stdout).toContain("Freed 1 address and 1 reservation.")
-      expect(Object.keys(yield* poolEntries("10.252.0.0-24"))).toEqual(["10.252.0.3"])
+      expect(Object.keys(yield* poolEntries("10.167.0.0-24"))).toEqual(["10.167.0.3"])
       expect(logText(forced.stderr)).not.toMatch(/forbidden|\b403\b/i)
       expect(yield* eventLines(ns)).toEqual([
-        `Normal IPAddressGarbageCollected gone: ${gcMessage("10.252.0.2", "net")} (released by an operator)`,
-        `Normal IPAddressGarbageCollected keep: ${gcMessage("10.252.0.1", "net")} (released by an operator with --force)`
+        `Normal IPAddressGarbageCollected gone: ${gcMessage("10.167.0.2", "net")} (released by an operator)`,
+        `Normal IPAddressGarbageCollected keep: ${gcMessage("10.167.0.1", "net")} (released by an operator with --force)`
       ])
 
       // Bad input: exit 2, one line naming the file, before the cluster is asked anything.
@@ -155,16 +155,16 @@ describeLive("commands against a real API server", () => {
       expect(bad.code).toBe(2)
       expect(bad.stdout).toBe("")
       expect(bad.stderr.trim().split("\n")).toEqual([expect.stringMatching(/^whereabouts-controller: --from-report .*missing\.json: cannot read it: ENOENT/)])
-      const usage = yield* asOperator(["--ip", "10.252.0.0/24"])
+      const usage = yield* asOperator(["--ip", "10.167.0.0/24"])
       expect(usage.code).toBe(2)
-      expect(usage.stderr).toContain('--ip "10.252.0.0/24": "24" is not an IP address')
+      expect(usage.stderr).toContain('--ip "10.167.0.0/24": "24" is not an IP address')
     }).pipe(Effect.provide(liveWorld(RELEASE_POOLS))), 120_000)
   it.live("audit exits 0 on a clean cluster, 2 on bad usage (one line naming the flag, nothing asked of the cluster), 3 when the API server cannot be reached", () =>
     Effect.gen(function* () {
       const ns = uniqueNamespace("clean")
       yield* ensureNamespace(CLEAN_POOLS)
       yield* ensureNamespace(ns)
-      yield* createNad(ns, "net", { range: "10.253.0.0/24" })
+      yield* createNad(ns, "net", { range: "10.168.0.0/24" })
       yield* startPod(ns, "keep", [on(`${ns}/net`)])
       const clean = yield* run("audit", [], CLEAN_POOLS)
       expect(clean.code, clean.stderr).toBe(0)
@@ -209,7 +209,7 @@ describeLive("commands against a real API server", () => {
       const ns = uniqueNamespace("twice")
       yield* ensureNamespace(TWICE_POOLS)
       yield* ensureNamespace(ns)
-      yield* createNad(ns, "net", { range: "10.254.0.0/24" })
+      yield* createNad(ns, "net", { range: "10.169.0.0/24" })
       yield* startPod(ns, "keep", [on(`${ns}/net`)])
       yield* deletePod(yield* startPod(ns, "gone", [on(`${ns}/net`)]))
       const audited = yield* run("audit", ["-o", "json"], TWICE_POOLS)
@@ -223,13 +223,13 @@ describeLive("commands against a real API server", () => {
       const second = yield* run("release", ["--from-report", report], TWICE_POOLS)
       expect(second.code, second.stderr).toBe(0)
       expect(second.stdout.split("\n").filter((l) => l.startsWith("already free ")).map((l) => l.replace(/\s{3,}/g, " | "))).toEqual([
-        `already free | allocation | 10.254.0.0-24 | 10.254.0.2 | ${ns}/gone | already freed: pool 10.254.0.0-24 holds no allocation of 10.254.0.2`,
-        `already free | reservation | 10.254.0.2 | 10.254.0.2 | ${ns}/gone | already deleted: no reservation 10.254.0.2`
+        `already free | allocation | 10.169.0.0-24 | 10.169.0.2 | ${ns}/gone | already freed: pool 10.169.0.0-24 holds no allocation of 10.169.0.2`,
+        `already free | reservation | 10.169.0.2 | 10.169.0.2 | ${ns}/gone | already deleted: no reservation 10.169.0.2`
       ])
       expect(second.stdout).toContain("Freed 0 addresses and 0 reservations; 2 already free.")
       const json = yield* run("release", ["--from-report", report, "-o", "json"], TWICE_POOLS)
       expect(json.code, json.stderr).toBe(0)
-      expect(JSON.parse(json.stdout)).toMatchObject({ freed: [], skipped: [], alreadyFree: [{ kind: "allocation", ip: "10.254.0.2" }, { kind: "reservation", ip: "10.254.0.2" }] })
-      expect(Object.keys(yield* poolEntries("10.254.0.0-24"))).toEqual(["10.254.0.1"])
+      expect(JSON.parse(json.stdout)).toMatchObject({ freed: [], skipped: [], alreadyFree: [{ kind: "allocation", ip: "10.169.0.2" }, { kind: "reservation", ip: "10.169.0.2" }] })
+      expect(Object.keys(yield* poolEntries("10.169.0.0-24"))).toEqual(["10.169.0.1"])
     }).pipe(Effect.provide(liveWorld(TWICE_POOLS))), 60_000)
 })

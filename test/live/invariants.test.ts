@@ -77,16 +77,16 @@ describeWithPlugin("the invariant monitor: breaks made by hand are reported with
   it.live("a pool entry edited by hand to another podref: held-for-another on the pod, audit exits 4; cleared once the entry is the pod's again", () =>
     world(
       Effect.gen(function* () {
-        yield* createNad(NS, "edit", { range: "10.236.0.0/28" })
+        yield* createNad(NS, "edit", { range: "10.161.0.0/28" })
         const pod = yield* startPod(NS, "mon-a", [on(`${NS}/edit`)])
         yield* running("mon-a")
-        expect(pod.ips.map((i) => i.ips)).toEqual([["10.236.0.1"]])
+        expect(pod.ips.map((i) => i.ips)).toEqual([["10.161.0.1"]])
         const base = yield* settledCounts
         const other = `${NS}/someone-else`
-        const setPodref = (podref: string) => Effect.flatMap(PluginStore, (w) => w.updatePool("10.236.0.0-28", (a) => Either.right({ ...a, "1": { ...a["1"]!, podref } })))
+        const setPodref = (podref: string) => Effect.flatMap(PluginStore, (w) => w.updatePool("10.161.0.0-28", (a) => Either.right({ ...a, "1": { ...a["1"]!, podref } })))
         yield* setPodref(other)
         yield* awaitCounts("held-for-another reported", base, { "held-for-another": 1 })
-        const message = `IP address 10.236.0.1 that pod ${NS}/mon-a lists on network ${NS}/edit is allocated to ${other} in IPPool 10.236.0.0-28`
+        const message = `IP address 10.161.0.1 that pod ${NS}/mon-a lists on network ${NS}/edit is allocated to ${other} in IPPool 10.161.0.0-28`
         expect(yield* warnings("IPAddressHeldForAnother")).toEqual([`Warning IPAddressHeldForAnother mon-a: ${message}`])
         expect(logsWith(ctl(), `invariant violated: ${message}`)).toHaveLength(1)
 
@@ -105,18 +105,18 @@ describeWithPlugin("the invariant monitor: breaks made by hand are reported with
   it.live("a reservation deleted by hand: reservation-drift; cleared once it is back", () =>
     world(
       Effect.gen(function* () {
-        yield* createNad(NS, "res", { range: "10.237.0.0/28" })
+        yield* createNad(NS, "res", { range: "10.162.0.0/28" })
         yield* startPod(NS, "res-b", [on(`${NS}/res`)])
         yield* running("res-b")
         const base = yield* settledCounts
         const api = yield* KubeApi
-        const reservation = yield* api.get(R.OverlappingRangeIPReservations, POOLS, "10.237.0.1")
-        yield* api.delete(R.OverlappingRangeIPReservations, POOLS, "10.237.0.1")
+        const reservation = yield* api.get(R.OverlappingRangeIPReservations, POOLS, "10.162.0.1")
+        yield* api.delete(R.OverlappingRangeIPReservations, POOLS, "10.162.0.1")
         yield* awaitCounts("reservation-drift reported", base, { "reservation-drift": 1 })
         expect(yield* warnings("IPReservationDrift")).toEqual([
-          `Warning IPReservationDrift res-b: IP address 10.237.0.1 that pod ${NS}/res-b holds in IPPool 10.237.0.0-28 has no OverlappingRangeIPReservation 10.237.0.1: an ADD in another pool of its network can be handed it`
+          `Warning IPReservationDrift res-b: IP address 10.162.0.1 that pod ${NS}/res-b holds in IPPool 10.162.0.0-28 has no OverlappingRangeIPReservation 10.162.0.1: an ADD in another pool of its network can be handed it`
         ])
-        yield* api.create(R.OverlappingRangeIPReservations, POOLS, { metadata: { name: "10.237.0.1", namespace: POOLS }, spec: reservation["spec"] })
+        yield* api.create(R.OverlappingRangeIPReservations, POOLS, { metadata: { name: "10.162.0.1", namespace: POOLS }, spec: reservation["spec"] })
         yield* awaitCounts("reservation-drift cleared", base, {})
       })
     ), 180_000)
@@ -124,23 +124,23 @@ describeWithPlugin("the invariant monitor: breaks made by hand are reported with
   it.live("two pods handed one address through a pool restored by hand: duplicate on both; cleared once the pod the entry does not name is gone", () =>
     world(
       Effect.gen(function* () {
-        yield* createNad(NS, "dup", { range: "10.238.0.0/28", enable_overlapping_ranges: false })
+        yield* createNad(NS, "dup", { range: "10.163.0.0/28", enable_overlapping_ranges: false })
         const first = yield* startPod(NS, "dup-a", [on(`${NS}/dup`)])
         yield* running("dup-a")
         const base = yield* settledCounts
         // The pool restored from a backup taken before dup-a's ADD: its entry is gone, and the plugin hands its address out again.
-        yield* Effect.flatMap(PluginStore, (w) => w.updatePool("10.238.0.0-28", () => Either.right({})))
+        yield* Effect.flatMap(PluginStore, (w) => w.updatePool("10.163.0.0-28", () => Either.right({})))
         const second = yield* startPod(NS, "dup-b", [on(`${NS}/dup`)])
         yield* running("dup-b")
-        expect([first, second].map((p) => p.ips[0]!.ips)).toEqual([["10.238.0.1"], ["10.238.0.1"]])
-        expect(Object.values(yield* poolEntries("10.238.0.0-28")).map((e) => e.podref)).toEqual([`${NS}/dup-b`])
+        expect([first, second].map((p) => p.ips[0]!.ips)).toEqual([["10.163.0.1"], ["10.163.0.1"]])
+        expect(Object.values(yield* poolEntries("10.163.0.0-28")).map((e) => e.podref)).toEqual([`${NS}/dup-b`])
         yield* awaitCounts("duplicate reported", base, { duplicate: 1, "held-for-another": 1 })
-        const duplicate = `IP address 10.238.0.1 is listed by two running pods in one network: ${NS}/dup-a on ${NS}/dup and ${NS}/dup-b on ${NS}/dup`
+        const duplicate = `IP address 10.163.0.1 is listed by two running pods in one network: ${NS}/dup-a on ${NS}/dup and ${NS}/dup-b on ${NS}/dup`
         expect(yield* warnings("DuplicateIPAddress")).toEqual([`Warning DuplicateIPAddress dup-a: ${duplicate}`, `Warning DuplicateIPAddress dup-b: ${duplicate}`])
         // The runbook: delete the pod the pool entry does not name.
         yield* deletePod(first, { cniDel: true })
         yield* awaitCounts("duplicate cleared", base, {})
-        expect(Object.values(yield* poolEntries("10.238.0.0-28")).map((e) => e.podref)).toEqual([`${NS}/dup-b`])
+        expect(Object.values(yield* poolEntries("10.163.0.0-28")).map((e) => e.podref)).toEqual([`${NS}/dup-b`])
       })
     ), 180_000)
 })

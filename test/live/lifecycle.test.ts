@@ -83,8 +83,8 @@ describeWithKubernetes("workload lifecycles on Kubernetes' own controllers, with
         const k8s = yield* Cluster
         const ctl = yield* controller.get
         const freedBefore = yield* freedBy(ctl)
-        yield* createNad(NS, "web", { range: "10.231.0.0/27" })
-        const pools = [poolName("10.231.0.0/27", "")]
+        yield* createNad(NS, "web", { range: "10.164.0.0/27" })
+        const pools = [poolName("10.164.0.0/27", "")]
         const watch = yield* watchAddresses(k8s, NS, pools)
         yield* createWorkload(k8s.admin, NS, deploymentObject("web", 4, podTemplate({ labels: { app: "web" }, networks: `${NS}/web`, nodeSelector: SELECT })))
         yield* awaitReady(k8s.admin, "Deployment", NS, "web", 4, k8s.context)
@@ -118,8 +118,8 @@ describeWithKubernetes("workload lifecycles on Kubernetes' own controllers, with
         const k8s = yield* Cluster
         const ctl = yield* controller.get
         const freedBefore = yield* freedBy(ctl)
-        yield* createNad(NS, "batch", { range: "10.233.0.0/28" })
-        const pools = [poolName("10.233.0.0/28", "")]
+        yield* createNad(NS, "batch", { range: "10.165.0.0/28" })
+        const pools = [poolName("10.165.0.0/28", "")]
         const watch = yield* watchAddresses(k8s, NS, pools)
         const template = (job: string, exitCode: number) => podTemplate({ labels: { job }, networks: `${NS}/batch`, nodeSelector: SELECT, exitCode, runsForSeconds: 2 })
         yield* createWorkload(k8s.admin, NS, jobObject("ok", template("ok", 0), { completions: 2 }))

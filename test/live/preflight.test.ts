@@ -99,11 +99,11 @@ describeLive("preflight against a real API server", () => {
       const ns = uniqueNamespace("pre")
       yield* ensureNamespace(POOLS)
       yield* ensureNamespace(ns)
-      yield* createNad(ns, "net", { range: "10.251.0.0/29" })
+      yield* createNad(ns, "net", { range: "10.170.0.0/29" })
       yield* createNad(ns, "broken", "{not json")
-      yield* createNad(ns, "other", JSON.stringify({ cniVersion: "0.3.1", name: "other", type: "macvlan", ipam: { type: "host-local", subnet: "10.9.0.0/24" } }))
+      yield* createNad(ns, "other", JSON.stringify({ cniVersion: "0.3.1", name: "other", type: "macvlan", ipam: { type: "host-local", subnet: "10.171.0.0/24" } }))
       const full = Object.fromEntries([1, 2, 3, 4, 5, 6].map((i) => [String(i), { id: `c${i}`, podref: `${ns}/p${i}`, ifname: "net1" }]))
-      yield* Effect.flatMap(KubeApi, (api) => api.create(R.IPPools, POOLS, poolObject(POOLS, "10.251.0.0-29", "10.251.0.0/29", full)))
+      yield* Effect.flatMap(KubeApi, (api) => api.create(R.IPPools, POOLS, poolObject(POOLS, "10.170.0.0-29", "10.170.0.0/29", full)))
 
       const out = yield* run(["-o", "json"])
       expect(out.code, out.stderr).toBe(0)
@@ -120,10 +120,10 @@ describeLive("preflight against a real API server", () => {
       expect(one(r, `NAD ${ns}/broken`)).toMatchObject({ result: "warn", detail: expect.stringContaining("cannot read its IPAM config: spec.config is not valid JSON") })
       expect(rowsNamed(r, `NAD ${ns}/net`)).toEqual([])
       expect(rowsNamed(r, `NAD ${ns}/other`)).toEqual([])
-      expect(one(r, "pool 10.251.0.0-29")).toEqual({
-        check: "pool 10.251.0.0-29",
+      expect(one(r, "pool 10.170.0.0-29")).toEqual({
+        check: "pool 10.170.0.0-29",
         result: "warn",
-        detail: "IPPool 10.251.0.0-29 is 100% used (6 of 6 addresses), at or over the 90% threshold"
+        detail: "IPPool 10.170.0.0-29 is 100% used (6 of 6 addresses), at or over the 90% threshold"
       })
       expect(r.summary.fail).toBe(0)
 

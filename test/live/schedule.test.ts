@@ -33,9 +33,9 @@ describeLive("the sweep's schedule from the whereabouts-config ConfigMap", () =>
       // An allocation of a pod that never existed: nothing but a sweep frees it.
       const ghost = `${uniqueNamespace("sched")}/ghost`
       const writer = yield* PluginStore
-      yield* writer.createPool("10.251.0.0-24", "10.251.0.0/24")
-      yield* writer.updatePool("10.251.0.0-24", () => Either.right({ "9": { id: "c0ffee", podref: ghost, ifname: "net1" } }))
-      expect(yield* poolView("10.251.0.0-24")).toEqual({ "10.251.0.9": ghost })
+      yield* writer.createPool("10.172.0.0-24", "10.172.0.0/24")
+      yield* writer.updatePool("10.172.0.0-24", () => Either.right({ "9": { id: "c0ffee", podref: ghost, ifname: "net1" } }))
+      expect(yield* poolView("10.172.0.0-24")).toEqual({ "10.172.0.9": ghost })
 
       // Created with an hourly schedule: taken at once, and nothing fires within the test.
       const hourly = yield* api.create(R.ConfigMaps, POOLS, { metadata: { name: CM, namespace: POOLS }, data: { "cron-expression": "@every 1h" } })
@@ -44,14 +44,14 @@ describeLive("the sweep's schedule from the whereabouts-config ConfigMap", () =>
       })
       expect(logsWith(ctl, "sweep schedule changed")[0]!.annotations).toMatchObject({ source: `ConfigMap ${POOLS}/${CM} key cron-expression` })
       yield* Effect.sleep("3 seconds")
-      expect(yield* poolView("10.251.0.0-24")).toEqual({ "10.251.0.9": ghost })
+      expect(yield* poolView("10.172.0.0-24")).toEqual({ "10.172.0.9": ghost })
 
       // Changed to another valid schedule: the new one fires.
       const created = yield* api.replace(R.ConfigMaps, POOLS, { ...hourly, data: { "cron-expression": "@every 2s" } })
       yield* waitUntil("the changed schedule taken", Effect.sync(() => logsWith(ctl, "sweep schedule changed", { schedule: "@every 2s" })), (l) => l.length === 1, {
         context: () => ctl.tail()
       })
-      yield* waitUntil("the scheduled sweep freed the orphan", poolView("10.251.0.0-24"), (v) => Object.keys(v).length === 0, { context: () => ctl.tail() })
+      yield* waitUntil("the scheduled sweep freed the orphan", poolView("10.172.0.0-24"), (v) => Object.keys(v).length === 0, { context: () => ctl.tail() })
       yield* awaitMetric(ctl, "whereabouts_controller_ips_freed_total", { trigger: "sweep" }, (v) => v === 1)
       yield* awaitMetric(ctl, "whereabouts_controller_sweeps_total", { result: "success" }, (v) => v !== undefined && v >= 3)
 
