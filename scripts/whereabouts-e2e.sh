@@ -32,25 +32,12 @@ source "$here/lib/go-asset.sh"
 [[ "$version" =~ ^v0\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || ga_die "bad WHEREABOUTS_E2E_VERSION: $WHEREABOUTS_E2E_VERSION"
 GA_KEY="$version"
 
-# Modules upstream's go.mod requires whose version in the built module differs, one per line.
-drift() { # UPSTREAM_GOMOD
-  LC_ALL=C join <(
-    awk '
-      /^require[[:space:]]*\(/ { inblk = 1; next }
-      inblk && /^[[:space:]]*\)/ { inblk = 0; next }
-      inblk { print $1, $2; next }
-      /^require[[:space:]]/ { print $2, $3 }
-    ' "$1" | LC_ALL=C sort -u
-  ) <(go list -m -f '{{.Path}} {{.Version}}' all | LC_ALL=C sort -u) |
-    awk '$2 != $3 { print $1 " " $2 " -> " $3 }'
-}
-
 ga_build() {
   ga_throwaway_module "$MODULE" "$version"
   export GOFLAGS="-mod=mod -buildvcs=false"
   go test -c -trimpath -ldflags "-s -w" -o "$1" "$MODULE/e2e" || return 1
   local off
-  off="$(drift "$(ga_gomod_of "$MODULE@$version")")"
+  off="$(ga_gomod_drift "$(ga_gomod_of "$MODULE@$version")")"
   [[ -z "$off" ]] || { ga_log "the build resolved other versions than $MODULE $version requires: $off"; return 1; }
 }
 

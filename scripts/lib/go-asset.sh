@@ -157,3 +157,17 @@ ga_main() {
   mv -f "$stamp.tmp" "$stamp"
   ga_emit "$bin"
 }
+
+# The modules an upstream go.mod requires whose version in the current (built) module differs, one
+# "path want -> got" per line: a build of upstream's code must resolve what upstream pinned.
+ga_gomod_drift() { # UPSTREAM_GOMOD
+  LC_ALL=C join <(
+    awk '
+      /^require[[:space:]]*\(/ { inblk = 1; next }
+      inblk && /^[[:space:]]*\)/ { inblk = 0; next }
+      inblk { print $1, $2; next }
+      /^require[[:space:]]/ { print $2, $3 }
+    ' "$1" | LC_ALL=C sort -u
+  ) <(go list -m -f '{{.Path}} {{.Version}}' all | LC_ALL=C sort -u) |
+    awk '$2 != $3 { print $1 " " $2 " -> " $3 }'
+}
