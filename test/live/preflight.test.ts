@@ -132,7 +132,7 @@ describeLive("preflight against a real API server", () => {
       expect(table.code, table.stderr).toBe(0)
       expect(table.stdout.split("\n")[0]).toMatch(/^CHECK +RESULT +DETAIL$/)
       expect(table.stdout).toMatch(new RegExp(`^RBAC +ok +all ${RBAC_NEEDS.length} verbs`, "m"))
-      expect(table.stdout).toMatch(/^pool 10\.251\.0\.0-29 +warn +IPPool 10\.251\.0\.0-29 is 100% used/m)
+      expect(table.stdout).toMatch(/^pool 10\.170\.0\.0-29 +warn +IPPool 10\.170\.0\.0-29 is 100% used/m)
       expect(table.stdout.trimEnd().split("\n").at(-1)).toMatch(/^\d+ ok, \d+ warnings?, 0 failures: ready; read the warnings\.$/)
     }).pipe(Effect.provide(liveWorld(POOLS))), 60_000)
 
