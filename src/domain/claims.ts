@@ -33,9 +33,14 @@ export interface ClaimLookup {
   readonly nodeSlice: (nodeSlicePool: string, node: string) => string | undefined
 }
 
-/** Where claims come from: the pods whose network-status lists an address (any network), and how to read their networks. */
+/**
+ * Where claims come from: the pods whose network-status lists an address (any network), how to
+ * read their networks, and (where the source has fresh node facts) which of them will never run
+ * again: those claim nothing, as their own addresses are freed by the same rule.
+ */
 export interface ClaimSource extends ClaimLookup {
   readonly listedBy: (ip: IPAddress) => ReadonlyArray<PodProjection>
+  readonly ended?: ((pod: PodProjection) => boolean) | undefined
 }
 
 /** The domains of an entry of `pool` at `ip`, guarded by the reservation `reservation` where its network keeps them. */
@@ -118,7 +123,7 @@ export const claimantsOf = (domains: ReadonlyArray<DomainKey>, ip: IPAddress, ex
   const out: Array<string> = []
   for (const pod of source.listedBy(ip)) {
     const ref = podRef(pod)
-    if (ref === exclude || !mayRun(pod) || out.includes(ref)) continue
+    if (ref === exclude || !mayRun(pod) || source.ended?.(pod) === true || out.includes(ref)) continue
     if (claimDomains(pod, ip, source).some((k) => keys.has(k))) out.push(ref)
   }
   return out
@@ -133,10 +138,15 @@ export const reservationClaimants = (name: string, ip: IPAddress | undefined, ex
 
 /**
  * Whether the live pod of a claimant still holds `ip` (by the same reading as every other rule: a
- * status that cannot prove anything keeps it), so an entry it claims stays.
+ * status that cannot prove anything keeps it), so an entry it claims stays. A pod judged, on fresh
+ * facts, to never run again (`ended`) claims nothing.
  */
-export const stillClaims = (live: PodProjection | undefined, ip: IPAddress, holds: (pod: PodProjection, ip: IPAddress) => "holds" | "not-held" | "unknown"): boolean =>
-  live !== undefined && mayRun(live) && holds(live, ip) !== "not-held"
+export const stillClaims = (
+  live: PodProjection | undefined,
+  ip: IPAddress,
+  holds: (pod: PodProjection, ip: IPAddress) => "holds" | "not-held" | "unknown",
+  ended?: (pod: PodProjection) => boolean
+): boolean => live !== undefined && mayRun(live) && ended?.(live) !== true && holds(live, ip) !== "not-held"
 
 /**
  * The holdings with their claimants found: per entry the other pods listing its address in its

@@ -8,7 +8,8 @@
  * The safety rules, numbered as docs/rules.md numbers them (one numbering for the code and the docs):
  * 0. An address another live pod's network-status lists in the same collision domain is never
  *    freed, whichever podref its entry or reservation names (claims.ts): it is kept and reported
- *    as held for another. Only an operator's --force frees it.
+ *    as held for another (a pod that will never run again, rule 7, holds nothing). Only an
+ *    operator's --force frees it.
  * 1. Only what a dead pod held: found by holdings.ts (annotations, NADs, the podref index) or by
  *    the sweep's orphan detection (orphans.ts).
  * 2. An entry is freed only while the live re-check finds no pod of its podref, or (the sweep)
@@ -273,11 +274,15 @@ const gcEvent = (regarding: EventIntent["regarding"], held: HeldEntry, detail: s
   }
 }
 
-/** The first claimant whose live pod still lists one of `ips`, and that address: whom it is held for (rule 0). */
-const heldFor = (claimants: ReadonlyArray<string> | undefined, ips: ReadonlyArray<IPAddress>, live: LivePods): { readonly pod: PodProjection; readonly ip: IPAddress } | undefined => {
+/**
+ * The first claimant whose live pod still lists one of `ips`, and that address: whom it is held
+ * for (rule 0). A claimant that will never run again (rule 7, on the same live facts) holds nothing.
+ */
+const heldFor = (claimants: ReadonlyArray<string> | undefined, ips: ReadonlyArray<IPAddress>, facts: LivenessFacts): { readonly pod: PodProjection; readonly ip: IPAddress } | undefined => {
+  const ended = (pod: PodProjection) => facts.neverRunsAgain?.(pod) !== undefined
   for (const ref of claimants ?? []) {
-    const pod = live.get(ref)
-    const ip = ips.find((a) => stillClaims(pod, a, (p, x) => podHoldsIP(p, x, undefined)))
+    const pod = facts.live.get(ref)
+    const ip = ips.find((a) => stillClaims(pod, a, (p, x) => podHoldsIP(p, x, undefined), ended))
     if (pod !== undefined && ip !== undefined) return { pod, ip }
   }
   return undefined
@@ -296,17 +301,17 @@ const reservationIPs = (r: HeldReservation, plan: OwnerPlan): ReadonlyArray<IPAd
 }
 
 /** Rule 0 over a plan: what another live pod lists stays, with the reservation of its address. */
-const keepForOthers = (plan: OwnerPlan, live: LivePods): OwnerPlan => {
+const keepForOthers = (plan: OwnerPlan, facts: LivenessFacts): OwnerPlan => {
   if (plan.decision !== "release" || plan.holding.operator?.force === true) return plan
   const kept: Array<Kept> = [...plan.kept]
   const entries = plan.entries.filter((p) => {
-    const by = heldFor(p.held.claimants, [p.held.entry.ip], live)
+    const by = heldFor(p.held.claimants, [p.held.entry.ip], facts)
     if (by !== undefined) kept.push(keptFor(keptEntry(p.held, ""), by))
     return by === undefined
   })
   const keptNames = new Set(plan.entries.filter((p) => !entries.includes(p)).flatMap((p) => p.held.reservation ?? []))
   const reservations = plan.reservations.filter((r) => {
-    const by = heldFor(r.claimants, reservationIPs(r, plan), live)
+    const by = heldFor(r.claimants, reservationIPs(r, plan), facts)
     if (by !== undefined) kept.push(keptFor(keptReservation(r, ""), by))
     else if (keptNames.has(r.name)) kept.push(keptReservation(r, "its address stays allocated"))
     return by === undefined && !keptNames.has(r.name)
@@ -317,7 +322,7 @@ const keepForOthers = (plan: OwnerPlan, live: LivePods): OwnerPlan => {
 
 /** Plans the release of every holding against what the live re-check found. */
 export const planRelease = (holdings: ReadonlyArray<Holding>, facts: LivenessFacts): ReleasePlan => ({
-  owners: holdings.map((h) => keepForOthers(planOwner(h, facts.live.get(h.podref), facts), facts.live))
+  owners: holdings.map((h) => keepForOthers(planOwner(h, facts.live.get(h.podref), facts), facts))
 })
 
 /** The plan's entries per pool (one guarded patch each), in the order pools first appear. */

@@ -121,7 +121,7 @@ export const sweepHoldings = (world: World) =>
     const listed = new Map(world.reservationList.map((r) => [r.name, r] as const))
     const all = orphanHoldings(found, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
     // Rule 0: what another listed pod holds is no orphan, whichever podref it names.
-    const { orphans, holdings, heldForAnother } = separateHeldForAnother(found, all, listingClaims(world.podList, snapshot))
+    const { orphans, holdings, heldForAnother } = separateHeldForAnother(found, all, { ...listingClaims(world.podList, snapshot), ended: (p) => ended(p) !== undefined })
     return { orphans, holdings, heldForAnother, snapshot }
   })
 

@@ -3,19 +3,34 @@
  * kept, and looked at again when that pod comes through the loop. Found with upstream's e2e suite
  * on real controllers (test/live/claimant-gone.test.ts): it deletes a NAD, then the two pods on
  * one address; the first pod's entry was kept for the second and then never looked at again.
+ * And a pod that will never run again claims nothing (found by the soak, seed 7): a pod stranded
+ * on a deleted node is freed while its object remains; the plugin hands its address to a new pod;
+ * that pod's deletion must free it, not keep it for the stranded pod's stale network-status.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
+import { runSweep } from "../../src/programs/sweep.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
 import { metric, on, startDeletionLoop } from "../support/controller.ts"
 import { eventually, require } from "../support/eventually.ts"
-import { cachesCaughtUp, createNad, podrefsOf } from "../support/world.ts"
+import { nodeObject } from "../support/objects.ts"
+import { cachesCaughtUp, createNad, podrefsOf, reservationNames } from "../support/world.ts"
 
 const NS = "default"
 const WIDE = "10.131.0.0-16"
+
+const api = <A, E>(f: (k: typeof KubeApi.Service) => Effect.Effect<A, E>) => Effect.flatMap(KubeApi, f)
+
+/** Terminating from now on, its node never confirming (a finalizer holds the object), then its node deleted. */
+const strandedOnDeletedNode = (name: string, node: string) =>
+  Effect.gen(function* () {
+    yield* api((k) => k.patch(R.Pods, NS, name, { type: "merge", body: { metadata: { finalizers: ["test.example/held"] } } }))
+    yield* api((k) => k.delete(R.Pods, NS, name, { gracePeriodSeconds: 0 }))
+    yield* api((k) => k.delete(R.Nodes, undefined, node))
+  })
 
 const deleted = (name: string) => Effect.flatMap(KubeApi, (k) => k.delete(R.Pods, NS, name, { gracePeriodSeconds: 0 }))
 
@@ -44,4 +59,47 @@ describe("rule 0 in the deletion loop", () => {
         yield* eventually(Effect.flatMap(podrefsOf(WIDE), (refs) => require(() => refs.length === 0, `first's entry freed once second is gone: ${refs.join(",")}`)), "10 seconds")
       })
     ).pipe(Effect.provide(memory({ namespace: "kube-system", retryBaseDelay: Duration.millis(5) }))))
+})
+
+describe("rule 0: a pod that will never run again claims nothing", () => {
+  const POOL = "10.133.0.0-24"
+
+  it.live("the deletion loop frees an address a stranded pod's stale status still lists, once the plugin handed it to a pod now deleted", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        yield* createNad(NS, "net1", { range: "10.133.0.0/24" })
+        for (const n of ["node-1", "node-2"]) yield* api((k) => k.create(R.Nodes, undefined, nodeObject(n)))
+        yield* startDeletionLoop()
+        const stranded = yield* startPod(NS, "stranded", [on("net1")], "node-2")
+        yield* strandedOnDeletedNode("stranded", "node-2")
+        yield* eventually(Effect.flatMap(podrefsOf(POOL), (refs) => require(() => refs.length === 0, `stranded freed: ${refs.join(",")}`)), "10 seconds")
+
+        const next = yield* startPod(NS, "next", [on("net1")], "node-1")
+        expect(next.ips[0]!.ips).toEqual(stranded.ips[0]!.ips)
+        yield* cachesCaughtUp
+        yield* deleted("next")
+        yield* eventually(Effect.flatMap(podrefsOf(POOL), (refs) => require(() => refs.length === 0, `next freed, not kept for stranded: ${refs.join(",")}`)), "10 seconds")
+        expect(yield* reservationNames).toEqual([])
+      })
+    ).pipe(Effect.provide(memory({ namespace: "kube-system", retryBaseDelay: Duration.millis(5), terminatingGrace: Duration.zero }))))
+
+  it.live("the sweep frees an orphan whose address only a stranded pod's stale status lists, and keeps it while that pod's node is there", () =>
+    Effect.gen(function* () {
+      yield* createNad(NS, "net1", { range: "10.133.0.0/24" })
+      for (const n of ["node-1", "node-2"]) yield* api((k) => k.create(R.Nodes, undefined, nodeObject(n)))
+      yield* startPod(NS, "stranded", [on("net1")], "node-2")
+      // The entry rewritten to a pod that is gone (the stranded pod's own entry, as a restore would leave it).
+      yield* api((k) => k.patch(R.IPPools, "kube-system", POOL, { type: "merge", body: { spec: { allocations: { "1": { id: "c9", podref: `${NS}/gone` } } } } }))
+      yield* api((k) => k.patch(R.Pods, NS, "stranded", { type: "merge", body: { metadata: { finalizers: ["test.example/held"] } } }))
+      yield* api((k) => k.delete(R.Pods, NS, "stranded", { gracePeriodSeconds: 0 }))
+
+      const kept = yield* runSweep({ dryRun: false })
+      expect(kept.freed).toBe(0)
+      expect(kept.heldForAnother.map((h) => [h.kind, h.podref, h.claimants])).toContainEqual(["allocation", `${NS}/gone`, [`${NS}/stranded`]])
+
+      yield* api((k) => k.delete(R.Nodes, undefined, "node-2"))
+      const swept = yield* runSweep({ dryRun: false })
+      expect(swept.heldForAnother).toEqual([])
+      expect(yield* podrefsOf(POOL)).toEqual([])
+    }).pipe(Effect.provide(memory({ namespace: "kube-system", terminatingGrace: Duration.zero }))))
 })
