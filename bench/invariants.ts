@@ -13,6 +13,7 @@
  * what moves the single-deletion p99 and RSS rows).
  */
 import { Either } from "effect"
+import { listedByIndex } from "../src/domain/claims.ts"
 import { decodeNadConfig } from "../src/domain/ipam-config.ts"
 import { formatIP } from "../src/domain/ip.ts"
 import { type InvariantView, invariantViolations, makeEntryLookup, reservationNetworks } from "../src/domain/invariants.ts"
@@ -67,8 +68,10 @@ const byName = new Map(pools.map((p) => [p.name, p] as const))
 const byNad = new Map(nads.map((n) => [`${n.namespace}/${n.name}`, n.config] as const))
 const naming = poolNaming(nads, [])
 const entryAt = makeEntryLookup()
+const listedBy = listedByIndex(pods)
 const view = (): InvariantView => ({
   pods,
+  listedBy,
   pod: (ref) => byRef.get(ref),
   pools,
   pool: (name) => byName.get(name),

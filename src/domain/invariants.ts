@@ -26,7 +26,7 @@
  * may be another namespace's): a pool deleted wholesale goes unreported until an ADD re-creates it.
  */
 import { Either } from "effect"
-import { type DomainKey, type ListedIn, listedDomains, listedIn, type ClaimLookup } from "./claims.ts"
+import { type ListedIn, listedDomains, listedIn, type ClaimLookup } from "./claims.ts"
 import {
   REASON_ADDRESS_NOT_HELD,
   REASON_DUPLICATE_ADDRESS,
@@ -133,6 +133,8 @@ export const reservationNetworks = (
 /** What the invariants are judged on: one consistent view, and rule 0's way of placing a listing. */
 export interface InvariantView extends ClaimLookup {
   readonly pods: Iterable<PodProjection>
+  /** The pods whose network-status lists an address, any network (the pod cache's index). */
+  readonly listedBy: (ip: IPAddress) => ReadonlyArray<PodProjection>
   readonly pod: (ref: string) => PodProjection | undefined
   readonly pools: Iterable<ParsedPool>
   readonly pool: (name: string) => ParsedPool | undefined
@@ -220,29 +222,38 @@ const holdingOf = (l: Listing, view: InvariantView): InvariantViolation | undefi
 const duplicateId = (ip: IPAddress, pods: ReadonlyArray<PodProjection>): string =>
   `duplicate|${ipKey(ip)}|${[...new Set(pods.map((p) => `${podRef(p)}@${p.uid}`))].sort().join(",")}`
 
-/** A duplicate when another judged pod listed the address in one of this listing's domains first. */
-const listedTwice = (l: Listing, first: Map<DomainKey, Listing>): ReadonlyArray<InvariantViolation> => {
+/**
+ * Duplicates of one listing: each other judged pod that lists the address in one of its domains
+ * (each pair is found from both sides; the id makes it one). Only addresses two pods list are
+ * looked at twice, so an evaluation keeps nothing per listing.
+ */
+const listedTwice = (l: Listing, view: InvariantView): ReadonlyArray<InvariantViolation> => {
+  const listers = view.listedBy(l.ip)
+  if (listers.length < 2) return []
+  const domains = new Set(listedDomains(l.where, l.ip))
   const out: Array<InvariantViolation> = []
-  for (const domain of listedDomains(l.where, l.ip)) {
-    const earlier = first.get(domain)
-    if (earlier === undefined) first.set(domain, l)
-    else if (earlier.ref !== l.ref) {
-      // In podref order, so the message is the same whichever pod the cache yields first.
-      const [x, y] = earlier.ref < l.ref ? [earlier, l] : [l, earlier]
-      out.push({
-        kind: "duplicate",
-        id: duplicateId(l.ip, [x.pod, y.pod]),
-        ip: l.ip,
-        pods: [identity(x.pod), identity(y.pod)],
-        pools: [...new Set([...x.where.pools, ...y.where.pools])],
-        reservation: l.where.reservation,
-        holder: undefined,
-        message: listedTwiceMessage(formatIP(l.ip), { pod: x.ref, network: x.network }, { pod: y.ref, network: y.network })
-      })
-    }
+  for (const pod of listers) {
+    if (!judged(pod) || podRef(pod) === l.ref) continue
+    const other = listingsOf(pod, view).find((o) => ipEquals(o.ip, l.ip) && onJudgedNetwork(o, view) && listedDomains(o.where, o.ip).some((d) => domains.has(d)))
+    if (other === undefined) continue
+    // In podref order, so the report is the same whichever pod the cache yields first.
+    const [x, y] = l.ref < other.ref ? [l, other] : [other, l]
+    out.push({
+      kind: "duplicate",
+      id: duplicateId(l.ip, [x.pod, y.pod]),
+      ip: l.ip,
+      pods: [identity(x.pod), identity(y.pod)],
+      pools: [...new Set([...x.where.pools, ...y.where.pools])],
+      reservation: x.where.reservation ?? y.where.reservation,
+      holder: undefined,
+      message: listedTwiceMessage(formatIP(l.ip), { pod: x.ref, network: x.network }, { pod: y.ref, network: y.network })
+    })
   }
   return out
 }
+
+/** A network none of whose pools this namespace holds is not judged here: its pools may be another namespace's, another instance's to watch. */
+const onJudgedNetwork = (l: Listing, view: InvariantView): boolean => l.where.pools.some((name) => view.pool(name) !== undefined)
 
 /** Groups of two or more pools whose ranges overlap (one family, sorted by first address). */
 const overlappingGroups = (pools: ReadonlyArray<ParsedPool>): ReadonlyArray<ReadonlyArray<ParsedPool>> => {
@@ -323,14 +334,11 @@ export const invariantViolations = (view: InvariantView): ReadonlyArray<Invarian
   const add = (v: InvariantViolation | undefined) => {
     if (v !== undefined && !found.has(v.id)) found.set(v.id, v)
   }
-  const first = new Map<DomainKey, Listing>()
   for (const pod of view.pods) {
     if (!judged(pod)) continue
     for (const l of listingsOf(pod, view)) {
-      // A network none of whose pools this namespace holds is not judged here: its pools may be
-      // another namespace's, another instance's to watch.
-      if (l.where.pools.every((name) => view.pool(name) === undefined)) continue
-      listedTwice(l, first).forEach(add)
+      if (!onJudgedNetwork(l, view)) continue
+      listedTwice(l, view).forEach(add)
       add(holdingOf(l, view))
     }
   }

@@ -10,6 +10,7 @@
  */
 import { Duration, Effect, Either } from "effect"
 import type { Snapshot } from "../domain/holdings.ts"
+import { listedByIndex } from "../domain/claims.ts"
 import { type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup, reservationNetworks } from "../domain/invariants.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
@@ -52,6 +53,7 @@ export const auditInvariants = (world: World, snapshot: Snapshot, startedAt: num
     const pods = new Map(world.podList.map((p) => [podRef(p), p] as const))
     const found = invariantViolations({
       pods: world.podList,
+      listedBy: listedByIndex(world.podList),
       pod: (ref) => pods.get(ref),
       pools: world.poolList.map((p) => p.pool),
       pool: snapshot.pool,

@@ -19,8 +19,8 @@ import {
   makeEntryLookup,
   reservationNetworks
 } from "../domain/invariants.ts"
-import { formatIP } from "../domain/ip.ts"
-import { Caches } from "../services/Caches.ts"
+import { formatIP, ipKey } from "../domain/ip.ts"
+import { Caches, LISTED_IP_INDEX } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
@@ -35,6 +35,7 @@ export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<Invarian
     const snapshot = yield* cacheSnapshot
     return {
       pods: caches.pods.values(),
+      listedBy: (ip) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip)),
       pod: (ref) => Option.getOrUndefined(caches.pods.get(ref)),
       pools: caches.pools.values().map((p) => p.pool),
       pool: snapshot.pool,

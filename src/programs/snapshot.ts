@@ -7,7 +7,7 @@ import { Effect, Option } from "effect"
 import { type Snapshot, poolNaming } from "../domain/holdings.ts"
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import type { ParsedPool, ReservationRecord } from "../domain/pool.ts"
-import { type ClaimSource, listedIPKeys } from "../domain/claims.ts"
+import { type ClaimSource, listedByIndex } from "../domain/claims.ts"
 import { ipKey } from "../domain/ip.ts"
 import type { PodProjection } from "../domain/pod.ts"
 import { Caches, LISTED_IP_INDEX, type NadRecord, PODREF_INDEX } from "../services/Caches.ts"
@@ -71,11 +71,8 @@ export const cacheClaims: Effect.Effect<ClaimSource, never, Caches | NadConfigs>
 })
 
 /** Who else lists an address, from a fresh listing of pods. */
-export const listingClaims = (pods: ReadonlyArray<PodProjection>, snapshot: Snapshot): ClaimSource => {
-  let byIP: ReadonlyMap<string, ReadonlyArray<PodProjection>> | undefined
-  const index = () => {
-    byIP ??= new Map([...Map.groupBy(pods.flatMap((p) => listedIPKeys(p).map((k) => ({ k, p }))), (l) => l.k)].map(([k, ls]) => [k, ls.map((l) => l.p)]))
-    return byIP
-  }
-  return { listedBy: (ip) => index().get(ipKey(ip)) ?? [], nad: snapshot.nad, nodeSlice: snapshot.nodeSlice }
-}
+export const listingClaims = (pods: ReadonlyArray<PodProjection>, snapshot: Snapshot): ClaimSource => ({
+  listedBy: listedByIndex(pods),
+  nad: snapshot.nad,
+  nodeSlice: snapshot.nodeSlice
+})

@@ -4,6 +4,7 @@
  * networks or overlapping-off ranges sharing addresses, the default network, dual-stack).
  */
 import { describe, expect, it } from "@effect/vitest"
+import { listedByIndex } from "../../src/domain/claims.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import {
@@ -60,6 +61,7 @@ const viewOf = (pods: ReadonlyArray<PodProjection>, pools: Pools, reservations: 
   const snapshot = listSnapshot(parsed, records, NADS, SLICES)
   return {
     pods,
+    listedBy: listedByIndex(pods),
     pod: (ref) => pods.find((p) => `${p.namespace}/${p.name}` === ref),
     pools: parsed,
     pool: snapshot.pool,
