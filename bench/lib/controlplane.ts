@@ -32,11 +32,27 @@ export interface BenchPlane extends ControlPlane {
   readonly metrics: () => Promise<string>
 }
 
+export interface BenchPlaneOptions {
+  /**
+   * etcd's --quota-backend-bytes (its default, 2 GiB, is too small for 150k realistic pods and the
+   * revisions their status writes leave until the API server compacts them).
+   */
+  readonly etcdQuotaBytes?: number
+}
+
 /** Starts etcd + kube-apiserver on loopback and installs the project's CRDs. */
-export const startBenchPlane = async (): Promise<BenchPlane> => {
+export const startBenchPlane = async (options: BenchPlaneOptions = {}): Promise<BenchPlane> => {
   const assets = envtestAssets()
   reapOrphans()
-  const plane = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assets)
+  // etcd takes every flag from an ETCD_<FLAG> variable too, and the harness starts it with this
+  // process's environment: set for the start only, so the harness' flags stay the test tier's.
+  const quotaVar = "ETCD_QUOTA_BACKEND_BYTES"
+  const before = process.env[quotaVar]
+  if (options.etcdQuotaBytes !== undefined) process.env[quotaVar] = String(options.etcdQuotaBytes)
+  const plane = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assets).finally(() => {
+    if (before === undefined) delete process.env[quotaVar]
+    else process.env[quotaVar] = before
+  })
   try {
     const dirs = [path.join(ROOT, "deploy/components/whereabouts-crds"), path.join(ROOT, "deploy/components/nad-crd")]
     const files = dirs.flatMap((d) => fs.readdirSync(d).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml").map((f) => path.join(d, f)))

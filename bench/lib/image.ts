@@ -8,7 +8,13 @@ import { ROOT } from "./paths.ts"
  * which this machine has not, so it becomes the --max-old-space-size it gives under
  * deploy/deployment.yaml's limit.
  */
-export const imageNodeFlags = (): { readonly flags: ReadonlyArray<string>; readonly heapCap: string; readonly env: Readonly<Record<string, string>> } => {
+export const imageNodeFlags = (): {
+  readonly flags: ReadonlyArray<string>
+  readonly heapCap: string
+  readonly env: Readonly<Record<string, string>>
+  /** deploy/deployment.yaml's memory limit, MiB. */
+  readonly limitMi: number
+} => {
   const dockerfile = fs.readFileSync(path.join(ROOT, "Dockerfile"), "utf8")
   const entry = JSON.parse(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1] ?? "[]") as Array<string>
   const limitMi = Number(/limits:\s*\n(?:\s+\S.*\n)*?\s+memory:\s*(\d+)Mi/.exec(fs.readFileSync(path.join(ROOT, "deploy/deployment.yaml"), "utf8"))?.[1])
@@ -29,5 +35,5 @@ export const imageNodeFlags = (): { readonly flags: ReadonlyArray<string>; reado
       if (eq > 0) env[pair.slice(0, eq)] = pair.slice(eq + 1)
     }
   }
-  return { flags, heapCap: heapCap === "" ? "(none)" : heapCap, env }
+  return { flags, heapCap: heapCap === "" ? "(none)" : heapCap, env, limitMi }
 }

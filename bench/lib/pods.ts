@@ -60,8 +60,9 @@ export const realisticPod = (namespace: string, name: string, i: number, nets: P
   const rs = `web-${hex(7, 10)}`
   const node = options.nodeName ?? `node-${i % 50}`
   const labels = { app: "web", tier: "frontend", "pod-template-hash": hex(7, 10), "app.kubernetes.io/part-of": "shop", "app.kubernetes.io/version": "1.4.2" }
+  // A pod on the cluster network alone names no networks; Multus still writes its network-status.
   const annotations = {
-    [NETWORKS_ANNOTATION]: nets.networks,
+    ...(nets.networks === "" ? {} : { [NETWORKS_ANNOTATION]: nets.networks }),
     [NETWORK_STATUS_ANNOTATION]: nets.networkStatus,
     "kubectl.kubernetes.io/restartedAt": TS,
     "prometheus.io/scrape": "true",

@@ -46,7 +46,7 @@ export const render = (r: Results): string => {
   ].join("\n")
 }
 
-const RESULTS = ["memory", "apiserver", "upstream", "soak", "soak-steady"] as const
+const RESULTS = ["memory", "apiserver", "scale", "upstream", "soak", "soak-steady"] as const
 
 /** The commit a result measured, from its conditions ("Code: commit abc1234"). */
 const commitOf = (r: Results): string => {

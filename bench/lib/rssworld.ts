@@ -1,14 +1,19 @@
 /**
- * The big steady-state world for the memory and sync measurements: 10k realistic pods, each on 5
- * of 10 networks (10 pools × 5k allocations, 50k reservations), with the status a kubelet would
- * have written (pods/status, which a create cannot set), on the 50 Node objects they name (Ready,
- * as a kubelet reports it), so the node informer holds what it would in a cluster.
+ * The steady-state worlds for the memory, sync and scale measurements: realistic pods with the
+ * status a kubelet would have written (pods/status, which a create cannot set), on the Node
+ * objects they name (Ready, as a kubelet reports it), so the node informer holds what it would in
+ * a cluster. Two layouts: `steadyLayout` (bench:apiserver's 10k pods, each on 5 of 10 networks, in
+ * one namespace over 50 nodes) and `scaleLayout` (issue 47's cluster: pods over N/30 nodes and
+ * ~1,000 namespaces, a third of them with one or two whereabouts attachments, pools of at most
+ * 5,000 allocations). A world grows: `buildWorld` adds pods [from, to) of a layout.
  */
 import { Effect } from "effect"
 import { Agent, fetch } from "undici"
+import { KubeApi } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
 import type { BenchPlane } from "./controlplane.ts"
 import { realisticStatus } from "./pods.ts"
-import { bulkStart, createNetworks, networks, roundRobin } from "./world.ts"
+import { type BulkPod, type Network, bulkStart, createNetworks, networks, roundRobin } from "./world.ts"
 
 /** Requests as the admin over one keep-alive connection pool; `close` when done. A non-2xx answer (409 aside) throws. */
 const adminClient = (plane: BenchPlane) => {
@@ -26,54 +31,161 @@ const adminClient = (plane: BenchPlane) => {
   return { call, close: () => dispatcher.close() }
 }
 
-/** PATCHes every pod's status subresource (merge patch), `concurrency` at a time. */
-const patchStatuses = async (plane: BenchPlane, namespace: string, names: ReadonlyArray<string>, concurrency = 16) => {
+/** Runs `f` over 0..n-1, `concurrency` at a time. */
+const pool = async (n: number, concurrency: number, f: (i: number) => Promise<void>) => {
+  let next = 0
+  const worker = async () => {
+    for (let i = next++; i < n; i = next++) await f(i)
+  }
+  await Promise.all(Array.from({ length: concurrency }, worker))
+}
+
+/** PATCHes every pod's status subresource (merge patch; `index` picks its realisticStatus), `concurrency` at a time. */
+const patchStatuses = async (plane: BenchPlane, pods: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly index: number }>, concurrency = 16) => {
   const client = adminClient(plane)
   try {
-    let next = 0
-    const worker = async () => {
-      for (let i = next++; i < names.length; i = next++) {
-        await client.call("PATCH", `/api/v1/namespaces/${namespace}/pods/${names[i]}/status`, { status: realisticStatus(i) }, "application/merge-patch+json")
-      }
-    }
-    await Promise.all(Array.from({ length: concurrency }, worker))
+    await pool(pods.length, concurrency, async (i) => {
+      const p = pods[i]!
+      await client.call("PATCH", `/api/v1/namespaces/${p.namespace}/pods/${p.name}/status`, { status: realisticStatus(p.index) }, "application/merge-patch+json")
+    })
   } finally {
     await client.close()
   }
 }
 
-/** The Nodes the pods name (node-0 … node-{n-1}, realisticPod's spread), each Ready through nodes/status. */
-const createNodes = async (plane: BenchPlane, n: number) => {
+/** Node `node-<i>`'s addresses: valid for any i below 32,768. */
+const nodeAddresses = (i: number) => ({ podCIDR: `10.${128 + (i >> 8)}.${i & 255}.0/24`, ip: `192.168.${i >> 8}.${i & 255}` })
+
+/** Nodes node-<from> … node-<to - 1> (the names the layouts give pods), each Ready through nodes/status. */
+export const createNodes = async (plane: BenchPlane, from: number, to: number, concurrency = 16) => {
   const { call, close } = adminClient(plane)
   try {
-    for (let i = 0; i < n; i++) {
+    await pool(to - from, concurrency, async (k) => {
+      const i = from + k
       const name = `node-${i}`
+      const { podCIDR, ip } = nodeAddresses(i)
       const labels = { "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "bare-metal" }
-      await call("POST", "/api/v1/nodes", { apiVersion: "v1", kind: "Node", metadata: { name, labels }, spec: { podCIDR: `10.244.${i}.0/24` } })
+      await call("POST", "/api/v1/nodes", { apiVersion: "v1", kind: "Node", metadata: { name, labels }, spec: { podCIDR } })
       const now = new Date().toISOString()
       const conditions = ["MemoryPressure", "DiskPressure", "PIDPressure"].map((type) => ({ type, status: "False", lastHeartbeatTime: now, lastTransitionTime: now, reason: `KubeletHasNo${type}` }))
       conditions.push({ type: "Ready", status: "True", lastHeartbeatTime: now, lastTransitionTime: now, reason: "KubeletReady" })
       const capacity = { cpu: "64", memory: "263856280Ki", pods: "250", "ephemeral-storage": "1921724676Ki" }
-      await call("PATCH", `/api/v1/nodes/${name}/status`, { status: { conditions, capacity, allocatable: capacity, addresses: [{ type: "InternalIP", address: `192.168.10.${i + 10}` }, { type: "Hostname", address: name }] } }, "application/merge-patch+json")
-    }
+      await call("PATCH", `/api/v1/nodes/${name}/status`, { status: { conditions, capacity, allocatable: capacity, addresses: [{ type: "InternalIP", address: ip }, { type: "Hostname", address: name }] } }, "application/merge-patch+json")
+    })
   } finally {
     await close()
   }
 }
 
-/** How many Node objects the steady world's pods are spread over (realisticPod: node-<i % 50>). */
+/** How many Node objects the steady world's pods are spread over (node-<i % 50>). */
 export const STEADY_NODES = 50
 
 export const RSS_NAMESPACE = "steady"
 
-/** Builds the world; returns how long it took and its size. */
-export const buildSteadyWorld = (plane: BenchPlane, pods: number, pools: number, perPod: number) =>
+/** What a world of `pods` pods holds, and how to make any range of them. */
+export interface WorldLayout {
+  readonly pods: number
+  /** Node objects node-0 … node-<nodes - 1>. */
+  readonly nodes: number
+  readonly namespaces: ReadonlyArray<string>
+  /** Pods [from, to) with their namespace, node and attachments (deterministic by index). */
+  readonly range: (from: number, to: number) => ReadonlyArray<BulkPod>
+}
+
+/** bench:apiserver's world: `pods` pods in one namespace over 50 nodes, each on `perPod` of `pools` networks (round robin). */
+export const steadyLayout = (pods: number, pools: number, perPod: number): WorldLayout => {
+  const nets = networks(RSS_NAMESPACE, pools)
+  const all = roundRobin("web", pods, nets, perPod)
+  return {
+    pods,
+    nodes: STEADY_NODES,
+    namespaces: [RSS_NAMESPACE],
+    range: (from, to) => all.slice(from, to).map((p, k) => ({ ...p, namespace: RSS_NAMESPACE, nodeName: `node-${(from + k) % STEADY_NODES}` }))
+  }
+}
+
+/** Pods per node in issue 47's cluster (150,000 pods on 5,000 nodes). */
+export const PODS_PER_NODE = 30
+/** Whereabouts' practical pool size: no pool of the scale world holds more allocations. */
+export const POOL_ALLOCATIONS = 5_000
+/** Where the scale world's NADs live; pods in other namespaces name them as `scale-nets/<nad>`. */
+export const SCALE_NETS_NAMESPACE = "scale-nets"
+/** Network k of the scale world: 10.(100+k).0.0/16, clear of the 10.0-9 ranges the scenarios use. */
+const scaleNetworks = networks(SCALE_NETS_NAMESPACE, 40, (k) => `10.${100 + k}.0.0/16`)
+/** Second attachments take networks from here on, so a pod's two addresses are on two networks. */
+const SECOND_FAMILY = 20
+
+/**
+ * Issue 47's cluster of `pods` pods: pod i in namespace scale-<i mod namespaces>, on
+ * node-<⌊i / 30⌋>; every third pod has a whereabouts attachment, every other of those a second
+ * one, so allocations are half the pods; the n-th first attachment goes to network ⌊n / 5,000⌋,
+ * the n-th second one to network 20 + ⌊n / 5,000⌋: no pool holds more than 5,000.
+ */
+export const scaleLayout = (pods: number, namespaces = 1_000): WorldLayout => {
+  const nsCount = Math.max(1, Math.min(namespaces, Math.ceil(pods / 10)))
+  const net = (k: number) => {
+    const n = scaleNetworks[k]
+    if (n === undefined) throw new Error(`the scale layout has ${scaleNetworks.length} networks; ${pods} pods need more`)
+    return n
+  }
+  const pod = (i: number): BulkPod => {
+    const attachments: Array<{ net: Network; ifname: string }> = []
+    if (i % 3 === 0) {
+      const n = i / 3
+      attachments.push({ net: net(Math.floor(n / POOL_ALLOCATIONS)), ifname: "net1" })
+      if (n % 2 === 1) attachments.push({ net: net(SECOND_FAMILY + Math.floor((n - 1) / 2 / POOL_ALLOCATIONS)), ifname: "net2" })
+    }
+    return { name: `w-${i}`, namespace: `scale-${i % nsCount}`, nodeName: `node-${Math.floor(i / PODS_PER_NODE)}`, attachments }
+  }
+  return {
+    pods,
+    nodes: Math.ceil(pods / PODS_PER_NODE),
+    namespaces: Array.from({ length: nsCount }, (_, k) => `scale-${k}`),
+    range: (from, to) => Array.from({ length: Math.max(0, to - from) }, (_, k) => pod(from + k))
+  }
+}
+
+export interface BuiltWorld {
+  readonly ms: number
+  /** Pods added by this call. */
+  readonly pods: number
+  readonly allocations: number
+}
+
+/**
+ * Grows the world `built` (the same layout at a smaller size; none: an empty cluster) into
+ * `layout`: its namespaces, the NADs, pods and nodes it adds, `chunk` pods per bulkStart;
+ * `progress` hears after each chunk.
+ */
+export const buildWorld = (
+  plane: BenchPlane,
+  layout: WorldLayout,
+  built?: WorldLayout,
+  options: { readonly chunk?: number; readonly progress?: (done: number, ms: number) => void } = {}
+) =>
   Effect.gen(function* () {
+    const from = built?.pods ?? 0
     const t = performance.now()
-    const nets = networks(RSS_NAMESPACE, pools)
-    yield* createNetworks(nets)
-    const started = yield* bulkStart(RSS_NAMESPACE, roundRobin("web", pods, nets, perPod), { concurrency: 24 })
-    yield* Effect.promise(() => patchStatuses(plane, RSS_NAMESPACE, started.map((p) => p.name)))
-    yield* Effect.promise(() => createNodes(plane, STEADY_NODES))
-    return { ms: performance.now() - t, pods: started.length, allocations: started.reduce((a, p) => a + p.ips.length, 0) }
+    const api = yield* KubeApi
+    yield* Effect.forEach(
+      layout.namespaces,
+      (name) => api.create(R.Namespaces, undefined, { metadata: { name } }).pipe(Effect.asVoid, Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void)),
+      { concurrency: 16, discard: true }
+    )
+    const chunk = options.chunk ?? 10_000
+    let allocations = 0
+    for (let a = from; a < layout.pods; a += chunk) {
+      const pods = layout.range(a, Math.min(layout.pods, a + chunk))
+      const nets = new Map(pods.flatMap((p) => p.attachments.map((x) => [`${x.net.namespace}/${x.net.nad}`, x.net] as const)))
+      yield* createNetworks([...nets.values()])
+      const started = yield* bulkStart(layout.namespaces[0]!, pods, { concurrency: 24, firstIndex: a })
+      yield* Effect.promise(() => patchStatuses(plane, started.map((p, k) => ({ namespace: p.namespace, name: p.name, index: a + k }))))
+      allocations += started.reduce((n, p) => n + p.ips.length, 0)
+      options.progress?.(a + pods.length, performance.now() - t)
+    }
+    yield* Effect.promise(() => createNodes(plane, built?.nodes ?? 0, layout.nodes))
+    return { ms: performance.now() - t, pods: layout.pods - from, allocations } satisfies BuiltWorld
   })
+
+/** bench:apiserver's steady world (steadyLayout), built at once; how long it took and its size. */
+export const buildSteadyWorld = (plane: BenchPlane, pods: number, pools: number, perPod: number) => buildWorld(plane, steadyLayout(pods, pools, perPod))

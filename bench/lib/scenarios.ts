@@ -152,6 +152,12 @@ export interface MassOptions {
   /** Also sample the API server's counters every second (costly: ~2 MB of text per sample). */
   readonly serverRates?: boolean
   readonly timeoutMs?: number
+  /** Every pod's spec.nodeName (default: spread over node-0..49). */
+  readonly nodeName?: string
+  /** How the pods are deleted (default `deleteAll`: 16 deletes in flight, grace 0). */
+  readonly deleteWith?: (pods: ReadonlyArray<StartedPod>) => Effect.Effect<{ readonly firstIssued: number; readonly lastReturned: number }, Error, KubeApi>
+  /** Leave the pools and reservations of the pool namespace as they are (a standing world's are there). */
+  readonly keepPools?: boolean
 }
 
 export interface Rates {
@@ -202,7 +208,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
     yield* createNetworks(nets)
     const t0 = performance.now()
     const perPod = o.perPod ?? 1
-    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets, perPod))
+    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets, perPod), o.nodeName === undefined ? {} : { nodeName: o.nodeName })
     const setupMs = performance.now() - t0
     const refs = started.map((p) => `${p.namespace}/${p.name}`)
     const run = yield* Effect.scoped(
@@ -218,7 +224,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => sum(s, API, (l) => l["verb"] !== "watch" && l["resource"] !== "leases"))))
         const serverSampler = o.serverRates === true && o.serverCounts !== undefined ? rateSampler(async () => serverTotal(await o.serverCounts!())) : undefined
         const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
-        const del = yield* deleteAll(started)
+        const del = yield* (o.deleteWith === undefined ? deleteAll(started) : o.deleteWith(started))
         const timeoutMs = o.timeoutMs ?? 600_000
         const freed = yield* Effect.either(
           tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", timeoutMs)
@@ -263,7 +269,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         } satisfies MassRun
       })
     )
-    yield* clearPools
+    if (o.keepPools !== true) yield* clearPools
     return run
   })
 
@@ -277,6 +283,8 @@ export interface SingleOptions {
   readonly timeoutMs?: number
   /** Whereabouts interfaces per pod (default 1). */
   readonly perPod?: number
+  /** Leave the pools and reservations of the pool namespace as they are (a standing world's are there). */
+  readonly keepPools?: boolean
 }
 
 export interface SingleRun {
@@ -421,7 +429,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         } satisfies SingleRun
       })
     )
-    yield* clearPools
+    if (o.keepPools !== true) yield* clearPools
     return run
   })
 

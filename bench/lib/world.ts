@@ -4,7 +4,7 @@
  * invariant check at rest.
  */
 import { Effect, Either, Queue, type Scope } from "effect"
-import { assignIP, withAssignment } from "../../src/testing/allocate.ts"
+import { assignIP } from "../../src/testing/allocate.ts"
 import { formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
@@ -51,6 +51,10 @@ export const createNetworks = (nets: ReadonlyArray<Network>) =>
 export interface BulkPod {
   readonly name: string
   readonly attachments: ReadonlyArray<{ readonly net: Network; readonly ifname: string }>
+  /** The pod's namespace, when not bulkStart's. */
+  readonly namespace?: string
+  /** The pod's spec.nodeName, when not bulkStart's choice. */
+  readonly nodeName?: string
 }
 
 export interface StartedPod {
@@ -96,27 +100,31 @@ export const bulkStart = (
     }
     const started: Array<StartedPod> = []
     for (const [i, p] of pods.entries()) {
+      const ns = p.namespace ?? namespace
       const ips: Array<StartedPod["ips"][number]> = []
       for (const a of p.attachments) {
         const pool = pools.get(a.net.pool)!
         const config = decodeNadConfig(a.net.config)
         if (Either.isLeft(config) || config.right._tag !== "Whereabouts") return yield* Effect.dieMessage(`bad network ${a.net.nad}`)
         const range = config.right.config.ranges[0]!
-        const got = assignIP(range, parseCidr(a.net.range)!, pool.allocations, { id: containerId(first + i), podref: `${namespace}/${p.name}`, ifname: a.ifname })
+        const got = assignIP(range, parseCidr(a.net.range)!, pool.allocations, { id: containerId(first + i), podref: `${ns}/${p.name}`, ifname: a.ifname })
         if (Either.isLeft(got)) return yield* Effect.dieMessage(got.left.message)
-        pool.allocations = withAssignment(pool.allocations, got.right) as Record<string, IPAllocation>
+        // The map is this function's own copy: set in place (a copy per address is quadratic in the pool's size).
+        pool.allocations[got.right.key] = got.right.entry as IPAllocation
         ips.push({ net: a.net, ifname: a.ifname, ip: formatIP(got.right.ip) })
       }
-      started.push({ namespace, name: p.name, ips })
+      started.push({ namespace: ns, name: p.name, ips })
     }
+    const nodeOf = new Map(pods.map((p) => [`${p.namespace ?? namespace}/${p.name}`, p.nodeName ?? options.nodeName] as const))
     // 2. The pods, with the annotations Multus leaves on them.
     yield* Effect.forEach(
       started,
       (s, i) => {
         const networks = s.ips.map((x) => `${x.net.namespace}/${x.net.nad}@${x.ifname}`).join(",")
         const status = networkStatusFor(first + i, s.ips.map((x) => ({ network: `${x.net.namespace}/${x.net.nad}`, ifname: x.ifname, ips: [x.ip] })))
-        const pod = realisticPod(namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true, ...(options.nodeName === undefined ? {} : { nodeName: options.nodeName }) })
-        return api.create(R.Pods, namespace, pod)
+        const nodeName = nodeOf.get(`${s.namespace}/${s.name}`)
+        const pod = realisticPod(s.namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true, ...(nodeName === undefined ? {} : { nodeName }) })
+        return api.create(R.Pods, s.namespace, pod)
       },
       { concurrency, discard: true }
     )
@@ -141,7 +149,7 @@ export const bulkStart = (
       ({ s, x }) =>
         api.create(R.OverlappingRangeIPReservations, POOL_NAMESPACE, {
           metadata: { name: reservationName(parseIP(x.ip)!, ""), namespace: POOL_NAMESPACE },
-          spec: { podref: `${namespace}/${s.name}`, ifname: x.ifname }
+          spec: { podref: `${s.namespace}/${s.name}`, ifname: x.ifname }
         }),
       { concurrency, discard: true }
     )

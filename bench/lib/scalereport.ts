@@ -1,0 +1,253 @@
+/**
+ * bench:scale's results as rows and tables: every scale side by side against issue 47's targets
+ * (set for 150k pods), the linear fits of RSS and sync time against pods with where they cross
+ * the shipped limit, and the requests the API server saw.
+ */
+import { type LinearFit, crossing, linearFit } from "./fit.ts"
+import type { Row, Section } from "./results.ts"
+import { type MassRun, type SingleRun } from "./scenarios.ts"
+import { fmt, fullyFreed, ms, spread, table, yesNo } from "./rows.ts"
+import { violations } from "./world.ts"
+
+export interface WorldFacts {
+  readonly pods: number
+  readonly nodes: number
+  readonly namespaces: number
+  readonly attachedPods: number
+  readonly pools: number
+  readonly allocations: number
+  readonly reservations: number
+}
+
+interface Memory {
+  readonly rss: number
+  readonly hwm: number
+}
+
+interface ScaleBase {
+  readonly pods: number
+  readonly world: WorldFacts
+  readonly worldMs: number
+  readonly label: string
+  readonly logFile: string
+  /** ms since the controller was spawned, VmRSS bytes; every second. */
+  readonly rssTrace: ReadonlyArray<readonly [number, number]>
+}
+
+/** A scale at which the controller never became ready (its heap cap, say). */
+export interface ScaleFailed extends ScaleBase {
+  readonly failed: string
+  readonly peak: number
+}
+
+export interface ScaleMeasured extends ScaleBase {
+  readonly failed?: undefined
+  /** Spawn → /readyz (every informer synced). */
+  readonly readyMs: number
+  /** /readyz → sweeps_total counted the start-up sweep. */
+  readonly sweepMs: number
+  /** 10 s after the start-up sweep: VmRSS, and VmHWM (the peak through the first lists and the sweep). */
+  readonly afterSweep: Memory
+  /** After the idle minute. */
+  readonly steady: Memory
+  /** After the scenarios (VmHWM: the whole run's peak). */
+  readonly end: Memory
+  readonly idleSeconds: number
+  readonly idleCpuSeconds: number
+  readonly cpuSeconds: number
+  readonly planeRss: { readonly apiserver: number; readonly etcd: number }
+  readonly single: SingleRun
+  readonly nodeLoss: ReadonlyArray<MassRun>
+  readonly namespaceDeletion: MassRun
+  readonly requests: {
+    /** apiserver_request_total, "VERB resource scope". */
+    readonly steadyServer: Readonly<Record<string, number>>
+    readonly wholeServer: Readonly<Record<string, number>>
+    /** The controller's api_requests_total, "verb resource code". */
+    readonly steadyController: Readonly<Record<string, number>>
+    readonly wholeController: Readonly<Record<string, number>>
+    readonly informerRestarts: number
+    readonly sweeps: number
+  }
+}
+
+export type ScaleRun = ScaleFailed | ScaleMeasured
+
+const MiB = 2 ** 20
+const mib = (b: number) => `${fmt(b / MiB)} MiB`
+const pods = (n: number) => n.toLocaleString("en-US")
+/** A page of a paginated list (the controller's page size). */
+const PAGE = 500
+
+const freed = fullyFreed
+const nodeLossMs = (r: ScaleMeasured) => spread(r.nodeLoss.map(freed))
+const sumWhere = (calls: Readonly<Record<string, number>>, f: (parts: ReadonlyArray<string>) => boolean) =>
+  Object.entries(calls).filter(([k]) => f(k.split(" "))).reduce((a, [, n]) => a + n, 0)
+/** LIST requests of pods across the cluster (only the controller lists every pod). */
+const clusterPodLists = (calls: Readonly<Record<string, number>>) => sumWhere(calls, ([v, r, s]) => v === "LIST" && r === "pods" && s === "cluster")
+const lists = (calls: Readonly<Record<string, number>>) => sumWhere(calls, ([v]) => v === "LIST")
+const fullLists = (r: ScaleMeasured) => clusterPodLists(r.requests.wholeServer) / Math.ceil(r.pods / PAGE)
+
+interface Metric {
+  readonly metric: string
+  readonly value: (r: ScaleMeasured) => string
+  /** Issue 47's target (at 150k pods) and whether a scale meets it. */
+  readonly target?: string
+  readonly met?: (r: ScaleMeasured) => boolean
+}
+
+const METRICS: ReadonlyArray<Metric> = [
+  { metric: "RSS steady (VmRSS after the start-up sweep and an idle minute)", value: (r) => mib(r.steady.rss), target: "≤ 256 MiB", met: (r) => r.steady.rss <= 256 * MiB },
+  { metric: "RSS peak through the first lists and the start-up sweep (VmHWM 10 s after the sweep)", value: (r) => mib(r.afterSweep.hwm), target: "≤ 400 MiB", met: (r) => r.afterSweep.hwm <= 400 * MiB },
+  { metric: "RSS 10 s after the start-up sweep", value: (r) => mib(r.afterSweep.rss) },
+  { metric: "RSS peak over the whole run (the scenarios too)", value: (r) => mib(r.end.hwm) },
+  { metric: "informer sync: process start → /readyz (every cache synced)", value: (r) => ms(r.readyMs), target: "≤ 30 s", met: (r) => r.readyMs <= 30_000 },
+  { metric: "start-up sweep: /readyz → sweeps_total counts it", value: (r) => ms(r.sweepMs), target: "≤ 30 s", met: (r) => r.sweepMs <= 30_000 },
+  { metric: "idle CPU over the quiet minute", value: (r) => `${fmt((r.idleCpuSeconds * 1000) / r.idleSeconds)} millicores`, target: "≤ 10 millicores", met: (r) => (r.idleCpuSeconds * 1000) / r.idleSeconds <= 10 },
+  {
+    metric: "single deletions at 20/s: delete → pool entry free, p50 / p99",
+    value: (r) => `${ms(r.single.pool.p50)} / ${ms(r.single.pool.p99)}${r.single.completed === r.single.pods ? "" : ` (${r.single.completed} of ${r.single.pods} freed)`}`,
+    target: "p99 ≤ 500 ms",
+    met: (r) => r.single.pool.p99 <= 500 && r.single.completed === r.single.pods
+  },
+  { metric: "single deletions at 20/s: delete → reservation gone, p50 / p99", value: (r) => `${ms(r.single.reservation.p50)} / ${ms(r.single.reservation.p99)}` },
+  {
+    metric: "node loss (30 pods × 2 addresses force-deleted): last delete → every address and reservation free, median (max)",
+    value: (r) => `${ms(nodeLossMs(r).median)} (${ms(nodeLossMs(r).max)})`,
+    target: "≤ 2 s",
+    met: (r) => nodeLossMs(r).max <= 2_000
+  },
+  {
+    metric: "namespace deletion (deletecollection of 5,000 pods × 2 addresses over 10 pools): its request → returned",
+    value: (r) => ms(r.namespaceDeletion.deleteWindowMs)
+  },
+  {
+    metric: "namespace deletion: last delete (the collection returned) → every address and reservation free",
+    value: (r) => ms(freed(r.namespaceDeletion)),
+    target: "≤ 10 s",
+    met: (r) => freed(r.namespaceDeletion) <= 10_000
+  },
+  {
+    metric: "full LISTs of the cluster's pods over the whole run (LIST pods, cluster scope: pages ÷ pages per list) · in the quiet minute, LISTs of anything",
+    value: (r) => `${fmt(fullLists(r))} (${clusterPodLists(r.requests.wholeServer)} pages) · ${lists(r.requests.steadyServer)}`,
+    target: "≤ 2 (the informer's and the start-up sweep's) · 0",
+    met: (r) => fullLists(r) <= 2 && lists(r.requests.steadyServer) === 0
+  },
+  { metric: "controller CPU over its whole run", value: (r) => `${fmt(r.cpuSeconds)} s` },
+  {
+    metric: "invariants at rest after the scenarios (wrong, lost)",
+    value: (r) => {
+      const all = [r.single.rest, ...r.nodeLoss.map((m) => m.rest), r.namespaceDeletion.rest]
+      const n = all.reduce((a, x) => a + violations(x), 0)
+      return n === 0 ? "ok" : `${n} violations`
+    }
+  },
+  { metric: "kube-apiserver / etcd RSS after the quiet minute (context)", value: (r) => `${mib(r.planeRss.apiserver)} / ${mib(r.planeRss.etcd)}` }
+]
+
+const isMeasured = (r: ScaleRun): r is ScaleMeasured => r.failed === undefined
+
+/** The fitted quantities: name, value of a run, unit scale, ceiling (value and text). */
+const FITS: ReadonlyArray<{ readonly name: string; readonly y: (r: ScaleMeasured) => number; readonly unit: string; readonly per: (x: number) => string }> = [
+  { name: "RSS steady", y: (r) => r.steady.rss / MiB, unit: "MiB", per: (x) => `${fmt(x)} MiB` },
+  { name: "RSS peak through the first lists and the sweep", y: (r) => r.afterSweep.hwm / MiB, unit: "MiB", per: (x) => `${fmt(x)} MiB` },
+  { name: "RSS peak over the whole run", y: (r) => r.end.hwm / MiB, unit: "MiB", per: (x) => `${fmt(x)} MiB` },
+  { name: "informer sync (start → /readyz)", y: (r) => r.readyMs / 1000, unit: "s", per: (x) => `${fmt(x)} s` },
+  { name: "start-up sweep", y: (r) => r.sweepMs / 1000, unit: "s", per: (x) => `${fmt(x)} s` }
+]
+
+/** The fits over the measured scales (x: pods). */
+export const scaleFits = (runs: ReadonlyArray<ScaleMeasured>): ReadonlyArray<{ readonly name: string; readonly unit: string; readonly fit: LinearFit | undefined }> =>
+  FITS.map((f) => ({ name: f.name, unit: f.unit, fit: linearFit(runs.map((r) => [r.pods, f.y(r)] as const)) }))
+
+/** Where a MiB line reaches `limitMi`, rounded to a thousand pods; text. */
+const ceilingText = (fit: LinearFit | undefined, limit: number, unit: string) => {
+  if (fit === undefined) return "–"
+  const x = crossing(fit, limit)
+  return x === undefined ? "never (flat or falling)" : `${pods(Math.round(x / 1000) * 1000)} pods (${fmt(limit)} ${unit})`
+}
+
+const detailTable = (runs: ReadonlyArray<ScaleMeasured>) => {
+  const keys = (pick: (r: ScaleMeasured) => Readonly<Record<string, number>>, keep: (k: string) => boolean) =>
+    [...new Set(runs.flatMap((r) => Object.keys(pick(r)).filter(keep)))].sort()
+  // WATCH is counted when a watch ends, so a run's open watches are not in it: LISTs only.
+  const server = keys((r) => r.requests.wholeServer, (k) => k.startsWith("LIST "))
+  const controllerKey = (k: string) => k.split(" ").slice(0, 2).join(" ")
+  const byVerb = (calls: Readonly<Record<string, number>>) => {
+    const out: Record<string, number> = {}
+    for (const [k, n] of Object.entries(calls)) if (!k.includes(" leases ")) out[controllerKey(k)] = (out[controllerKey(k)] ?? 0) + n
+    return out
+  }
+  const controller = [...new Set(runs.flatMap((r) => Object.keys(byVerb(r.requests.wholeController))))].sort()
+  const cell = (whole: number | undefined, steady: number | undefined) => `${whole ?? 0} (${steady ?? 0})`
+  const serverTable = table(
+    ["API server (apiserver_request_total): verb, resource, scope", ...runs.map((r) => `${pods(r.pods)} pods: run (quiet minute)`)],
+    server.map((k) => [k, ...runs.map((r) => cell(r.requests.wholeServer[k], r.requests.steadyServer[k]))])
+  )
+  const controllerTable = table(
+    ["the controller's own requests (api_requests_total, leases left out): verb, resource", ...runs.map((r) => `${pods(r.pods)} pods: run (quiet minute)`)],
+    controller.map((k) => [k, ...runs.map((r) => cell(byVerb(r.requests.wholeController)[k], byVerb(r.requests.steadyController)[k]))])
+  )
+  return { serverTable, controllerTable }
+}
+
+/** Rows (the largest scale against the targets, beside the smallest) and sections. */
+export const renderScale = (all: ReadonlyArray<ScaleRun>, limitMi: number): { rows: Array<Row>; sections: Array<Section> } => {
+  const runs = all.filter(isMeasured)
+  const failed = all.filter((r): r is ScaleFailed => r.failed !== undefined)
+  const largest = runs.at(-1)
+  const smallest = runs[0]
+  const rows: Array<Row> =
+    largest === undefined
+      ? []
+      : METRICS.filter((m) => m.target !== undefined).map((m) => ({
+          scenario: `scale envelope: ${pods(largest.pods)} pods / ${pods(largest.world.nodes)} nodes, the image's program (bench:scale)`,
+          metric: m.metric,
+          ours: smallest === largest ? m.value(largest) : `${m.value(largest)} (${pods(smallest!.pods)} pods: ${m.value(smallest!)})`,
+          baseline: "–",
+          ratio: "–",
+          target: `${m.target!} (at 150,000 pods)`,
+          met: largest.pods >= 150_000 ? yesNo(m.met!(largest)) : "–"
+        }))
+  const world = table(
+    ["world", ...all.map((r) => `${pods(r.pods)} pods`)],
+    [
+      ["nodes / namespaces", ...all.map((r) => `${pods(r.world.nodes)} / ${pods(r.world.namespaces)}`)],
+      ["pods with whereabouts attachments / pools / allocations (= reservations)", ...all.map((r) => `${pods(r.world.attachedPods)} / ${r.world.pools} / ${pods(r.world.allocations)}`)],
+      ["built (added to the previous scale's world) in", ...all.map((r) => ms(r.worldMs))]
+    ]
+  )
+  const sideBySide = table(
+    ["metric", ...runs.map((r) => `${pods(r.pods)} pods`), "target (at 150,000 pods)", "met"],
+    METRICS.map((m) => [m.metric, ...runs.map((r) => m.value(r)), m.target ?? "–", m.met === undefined || largest === undefined ? "–" : largest.pods >= 150_000 ? yesNo(m.met(largest)) : `– (largest run ${pods(largest.pods)})`])
+  )
+  const fits = scaleFits(runs)
+  const fitTable = table(
+    ["against pods", "per 10,000 pods", "at 0 pods", "R²", `where it reaches the shipped limit (${limitMi} MiB) / the 30 s SLO`],
+    fits.map(({ name, unit, fit }) => [
+      name,
+      fit === undefined ? "–" : `${fmt(fit.slope * 10_000)} ${unit}`,
+      fit === undefined ? "–" : `${fmt(fit.intercept)} ${unit}`,
+      fit === undefined ? "–" : fmt(fit.r2),
+      ceilingText(fit, unit === "MiB" ? limitMi : 30, unit)
+    ])
+  )
+  const { serverTable, controllerTable } = detailTable(runs)
+  const failures =
+    failed.length === 0 ? "" : `\n\n${failed.map((r) => `At ${pods(r.pods)} pods the controller never became ready (peak RSS ${mib(r.peak)}): ${r.failed.split("\n").slice(0, 6).join(" ")}`).join("\n\n")}`
+  const sections: Array<Section> = [
+    {
+      title: "The scale envelope (issue 47), every scale of one run side by side",
+      body: `One world grown from scale to scale on one API server: pod *i* in namespace scale-*(i mod 1,000)* on node-*⌊i/30⌋*, every third pod with a whereabouts attachment and every other of those a second one (\`scaleLayout\`, bench/lib/rssworld.ts), realistic pods (bench/lib/pods.ts: two containers, probes, volumes, owner reference, Multus annotations; the API server adds managed fields) with a kubelet-like status written through pods/status, on Ready Node objects; one reservation per allocation. At each scale the controller runs as the image's program (the bundle scripts/build.ts makes, the Dockerfile's node flags with the heap percentage turned into the cap it gives under deploy/'s ${limitMi} MiB limit, its ENV) at deploy/'s defaults, fresh. Its informer sync is spawn → /readyz; its start-up sweep /readyz → \`sweeps_total\` counting it; RSS and its peak are VmRSS and VmHWM from /proc; idle CPU is its CPU time over a quiet minute in which the benchmark sends nothing.\n\nThen, with the world standing and the controller running, the scenarios add their own pods (bench/lib/scenarios.ts, each namespace and its networks of its own, pools left in place): single deletions (\`singleDeletions\`, one address each over 10 pools, deleted one every 50 ms, grace 0); a node loss (\`massDeletion\` of 30 pods × 2 addresses bound to one Node, force-deleted at once, 16 in flight, as pod GC does for a lost node's pods; repeated); a namespace deletion (\`massDeletion\` of 5,000 pods × 2 addresses over 10 pools, deleted by \`DELETE …/namespaces/<ns>/pods?gracePeriodSeconds=0\`, a deletecollection, sent again until the namespace is empty: there is no kube-controller-manager in this plane, and its namespace controller deletes a namespace's pods with a deletecollection; with no kubelet, grace 0). "Last delete" is the return of the last delete (the deletecollection's); the benchmark's own watch on pools and reservations timestamps when every address and reservation of the deleted pods went.\n\n${world}\n\n${sideBySide}${failures}`
+    },
+    {
+      title: "Fit and ceiling",
+      body: `Least-squares lines through the scales above (x: pods in the world), and where each would reach the shipped memory limit (${limitMi} MiB, deploy/deployment.yaml) or the 30 s list SLO. A replica is OOM-killed when its RSS crosses the limit, so the peak's line sets the ceiling of one replica at the shipped limit.\n\n${fitTable}`
+    },
+    {
+      title: "Requests to the API server",
+      body: `What kube-apiserver counted (\`apiserver_request_total\` by verb, resource and scope; LISTs only: a WATCH is counted when it ends) over each scale's whole run (controller start to the end of its scenarios) and, in brackets, in the quiet minute. The whole run includes the benchmark's own requests (its scenario pods, its watches and namespace-scoped lists of pools and reservations, the at-rest checks); only the controller lists pods across the cluster, so \`LIST pods cluster\` pages are the controller's alone: one full list is ⌈pods ÷ ${PAGE}⌉ pages (its page size). Beside it, the controller's own \`api_requests_total\` by verb and resource (codes summed, leader-election leases left out).\n\n${serverTable}\n\n${controllerTable}`
+    }
+  ]
+  return { rows, sections }
+}

@@ -1,0 +1,284 @@
+/**
+ * `npm run bench:scale`: issue 47's scale envelope on a real kube-apiserver + etcd. One world
+ * (bench/lib/rssworld.ts `scaleLayout`: realistic pods with status over N/30 Ready nodes and ~1,000
+ * namespaces, a third with one or two whereabouts attachments, pools of ≤ 5,000 allocations, their
+ * reservations) grows from one scale to the next; at each, the controller runs as the image's
+ * program (the bundle, the image's node flags and environment, deploy/'s defaults) and the
+ * benchmark reads its RSS, sync, start-up sweep, an idle minute, single deletions at 20/s, a node
+ * loss, a namespace deletion and the requests the API server saw. Writes bench/results/scale.json
+ * (after every scale, so a run cut short keeps what it measured) and its block of BENCHMARKS.md.
+ *
+ *   --pods 10000,50000,150000   the scales, pods (default those three; run in ascending order)
+ *   --quick                     a smoke run at 1,500 pods (results not written; raw numbers in bench/.build/scale-quick.json)
+ *   --render                    rewrite the results' rows and tables from bench/results/scale.json
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { setTimeout as sleep } from "node:timers/promises"
+import { Effect } from "effect"
+import { bundle } from "../scripts/build.ts"
+import { adminRequest } from "../test/live/cluster.ts"
+import { type BenchPlane, cpuSeconds, etcdVersion, planePids, startBenchPlane } from "./lib/controlplane.ts"
+import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
+import { imageNodeFlags } from "./lib/image.ts"
+import { apiserverRequests, driverLayer, runOver } from "./lib/live.ts"
+import { ROOT } from "./lib/paths.ts"
+import { makePhases } from "./lib/phases.ts"
+import { type Proc, spawnContender } from "./lib/proc.ts"
+import { delta, type Sample, sum } from "./lib/prom.ts"
+import { machine, readResults, writeResults } from "./lib/results.ts"
+import { regenerate } from "./lib/report.ts"
+import { type WorldLayout, buildWorld, createNodes, scaleLayout } from "./lib/rssworld.ts"
+import { type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { type ScaleRun, renderScale } from "./lib/scalereport.ts"
+import { fmt } from "./lib/stats.ts"
+import type { StartedPod } from "./lib/world.ts"
+
+const argv = process.argv.slice(2)
+if (argv.includes("--help")) {
+  process.stdout.write("npm run bench:scale [-- --pods 10000,50000,150000] [--quick] [--render]   issue 47's scale envelope on a real kube-apiserver + etcd (bench/scale.ts's header)\n")
+  process.exit(0)
+}
+const COMMAND = (pods: string | undefined) => `npm run bench:scale${pods === undefined ? "" : ` -- --pods ${pods}`}`
+if (argv.includes("--render")) {
+  const r = readResults("scale")
+  if (r === undefined) throw new Error("bench/results/scale.json is missing")
+  const { rows, sections } = renderScale(r.data["scales"] as ReadonlyArray<ScaleRun>, r.data["limitMi"] as number)
+  writeResults({ ...r, rows, sections: [...r.sections.filter((s) => s.title === "Conditions of this run"), ...sections] })
+  regenerate(["scale"])
+  process.exit(0)
+}
+const quick = argv.includes("--quick")
+const podsArg = argv.includes("--pods") ? argv[argv.indexOf("--pods") + 1] : undefined
+const SCALES = (quick ? [1_500] : (podsArg ?? "10000,50000,150000").split(",").map(Number)).sort((a, b) => a - b)
+if (SCALES.some((n) => !Number.isInteger(n) || n < 300)) throw new Error(`--pods: whole numbers of at least 300 pods, comma-separated (got ${podsArg})`)
+const S = quick ? { idleS: 15, single: 200, nodeLossReps: 1, nsPods: 500 } : { idleS: 60, single: 1_200, nodeLossReps: 3, nsPods: 5_000 }
+/** SIG-scalability's steady churn: pods deleted per second while the world stands. */
+const SINGLE_RATE = 20
+/** Issue 47's node: 30 pods, each with two whereabouts addresses. */
+const NODE_PODS = 30
+/** etcd's backend quota: 150k realistic pods and their status revisions outgrow the 2 GiB default before a compaction. */
+const ETCD_QUOTA = 8 * 2 ** 30
+
+const { phase, log, finish } = makePhases("bench:scale")
+log("bundling the controller as the image's build does (scripts/build.ts) into bench/.build")
+const DIST = await bundle(path.join(ROOT, "bench/.build"))
+const image = imageNodeFlags()
+log(`starting etcd (--quota-backend-bytes ${ETCD_QUOTA}) + kube-apiserver (scripts/envtest-assets.sh)`)
+const plane: BenchPlane = await startBenchPlane({ etcdQuotaBytes: ETCD_QUOTA })
+for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
+const etcd = etcdVersion(plane.assets)
+log(`kube-apiserver ${plane.version}, etcd ${etcd}, ${plane.server}`)
+const { env, logDir } = apiserverEnv(plane)
+log(`controller logs in ${logDir}`)
+const run = runOver(driverLayer(plane))
+const pids = planePids(plane)
+
+const MiB = 2 ** 20
+const vmRss = (pid: number | undefined): number => {
+  if (pid === undefined) return Number.NaN
+  try {
+    return Number(/^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN) * 1024
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** apiserver_request_total between two scrapes, "VERB resource scope" (code summed). */
+const serverByScope = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>) => delta(before, after, "apiserver_request_total", ["verb", "resource", "scope"])
+
+/** The namespace controller's way with a namespace's pods (no kube-controller-manager here): deletecollection (grace 0, no kubelet), again until none is left. */
+const deleteCollection = (pods: ReadonlyArray<StartedPod>) =>
+  Effect.tryPromise({
+    try: async () => {
+      const ns = pods[0]!.namespace
+      const firstIssued = performance.now()
+      for (let attempt = 0; ; attempt++) {
+        // The API server ends a request after a minute; a collection cut short is deleted again.
+        await adminRequest(plane, "DELETE", `/api/v1/namespaces/${ns}/pods?gracePeriodSeconds=0`, undefined, { timeoutMs: 300_000 }).catch(() => undefined)
+        const left = await adminRequest(plane, "GET", `/api/v1/namespaces/${ns}/pods?limit=1`)
+        if ((JSON.parse(left.body) as { items?: Array<unknown> }).items?.length === 0) return { firstIssued, lastReturned: performance.now(), attempts: attempt + 1 }
+        if (attempt >= 5) throw new Error(`${ns}: pods left after ${attempt + 1} deletecollections`)
+      }
+    },
+    catch: (e) => (e instanceof Error ? e : new Error(String(e)))
+  })
+
+/** Polls the controller's metrics until `cond` holds; fails as soon as its process is gone. */
+const waitAlive = async (p: Proc, cond: (s: ReadonlyArray<Sample>) => boolean, timeoutMs: number) => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    if (!fs.existsSync(`/proc/${p.pid}/status`)) throw new Error(`the controller exited\n${p.tail(8)}`)
+    const s = await p.scrape().catch(() => undefined)
+    if (s !== undefined && cond(s)) return
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s`)
+    await sleep(100)
+  }
+}
+
+/** World facts of a layout: pools and allocations as its pods name them. */
+const worldFacts = (layout: WorldLayout) => {
+  const pools = new Set<string>()
+  let allocations = 0
+  let attached = 0
+  for (const p of layout.range(0, layout.pods)) {
+    if (p.attachments.length > 0) attached++
+    allocations += p.attachments.length
+    for (const a of p.attachments) pools.add(a.net.pool)
+  }
+  return { pods: layout.pods, nodes: layout.nodes, namespaces: layout.namespaces.length, attachedPods: attached, pools: pools.size, allocations, reservations: allocations }
+}
+
+/** One scale: the controller started on the standing world, read through its start, a quiet minute and the scenarios. */
+const measure = async (pods: number, layout: WorldLayout, index: number, worldMs: number): Promise<ScaleRun> => {
+  const facts = worldFacts(layout)
+  const label = `scale-${pods}`
+  const s0 = await apiserverRequests(plane)
+  const t0 = performance.now()
+  const p = await spawnContender("ours", {
+    kubeconfig: plane.kubeconfigPath,
+    qps: SHIPPED.qps,
+    burst: SHIPPED.burst,
+    logDir,
+    label,
+    env: { LOG_LEVEL: "info", ...image.env },
+    nodeArgs: image.flags,
+    script: DIST
+  })
+  const trace: Array<readonly [number, number]> = []
+  let peak = 0
+  const sampler = setInterval(() => {
+    try {
+      const m = p.memory()
+      trace.push([Math.round(performance.now() - t0), m.rss])
+      peak = Math.max(peak, m.hwm)
+    } catch {
+      // exited
+    }
+  }, 1_000)
+  const base = { pods, world: facts, worldMs, label, logFile: p.logFile, rssTrace: trace }
+  let stage = "start → /readyz"
+  try {
+    await p.ready(900_000)
+    const readyMs = performance.now() - t0
+    stage = "the start-up sweep"
+    await waitAlive(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, 900_000)
+    const sweptMs = performance.now() - t0
+    const sweeps = sum(await p.scrape(), "whereabouts_controller_sweeps_total", { result: "success" })
+    log(`  ready after ${fmt(readyMs / 1000)} s, start-up sweep done ${fmt((sweptMs - readyMs) / 1000)} s later (${sweeps} successful); RSS ${fmt(p.memory().rss / MiB)} MiB, peak ${fmt(p.memory().hwm / MiB)} MiB`)
+    await sleep(10_000)
+    const afterSweep = p.memory()
+    const m0 = await p.scrape()
+    const i0 = await apiserverRequests(plane)
+    const cpu0 = cpuSeconds(p.pid)
+    await sleep(S.idleS * 1_000)
+    const idleCpu = cpuSeconds(p.pid) - cpu0
+    const m1 = await p.scrape()
+    const i1 = await apiserverRequests(plane)
+    const steady = p.memory()
+    const planeRss = { apiserver: vmRss(pids.apiserver), etcd: vmRss(pids.etcd) }
+    log(`  steady RSS ${fmt(steady.rss / MiB)} MiB after ${S.idleS} s idle (${fmt((idleCpu * 1000) / S.idleS)} millicores); kube-apiserver ${fmt(planeRss.apiserver / MiB)} MiB, etcd ${fmt(planeRss.etcd / MiB)} MiB`)
+
+    stage = "the scenarios"
+    const standing: BenchEnv = { ...env, start: () => Effect.succeed({ kind: "ours" as const, proc: p, scrape: Effect.promise(() => p.scrape()) }) }
+    phase(`${pods} pods: single deletions at ${SINGLE_RATE}/s, ${S.single} pods (one address each, 10 pools) added to the standing world`)
+    const single = await run(singleDeletions(standing, "ours", { pods: S.single, pools: 10, rate: SINGLE_RATE, limits: SHIPPED, label: `single-${pods}`, keepPools: true, timeoutMs: 180_000 }))
+    log(`  delete → pool entry free p50 ${fmt(single.pool.p50)} ms, p99 ${fmt(single.pool.p99)} ms; reservation p99 ${fmt(single.reservation.p99)} ms (${single.completed}/${single.pods})`)
+
+    phase(`${pods} pods: node loss, ${NODE_PODS} pods × 2 addresses on one node force-deleted at once, ×${S.nodeLossReps}`)
+    const lostNode = 30_000 + index
+    await createNodes(plane, lostNode, lostNode + 1)
+    const nodeLoss: Array<MassRun> = []
+    for (let r = 0; r < S.nodeLossReps; r++) {
+      const m = await run(massDeletion(standing, "ours", { pods: NODE_PODS, pools: 2, perPod: 2, limits: SHIPPED, label: `node-${pods}-${r}`, nodeName: `node-${lostNode}`, keepPools: true, timeoutMs: 180_000 }))
+      nodeLoss.push(m)
+      log(`  #${r + 1}: every address and reservation free ${fmt(Math.max(m.poolFreedMs, m.reservationsFreedMs))} ms after the last delete`)
+    }
+
+    phase(`${pods} pods: namespace deletion, ${S.nsPods} pods × 2 addresses over 10 pools, by deletecollection`)
+    const nsRun = await run(massDeletion(standing, "ours", { pods: S.nsPods, pools: 10, perPod: 2, limits: SHIPPED, label: `ns-${pods}`, keepPools: true, deleteWith: deleteCollection, timeoutMs: 300_000 }))
+    log(`  deletecollection ${fmt(nsRun.deleteWindowMs / 1000)} s; every address and reservation free ${fmt(Math.max(nsRun.poolFreedMs, nsRun.reservationsFreedMs) / 1000)} s after it returned`)
+
+    const mEnd = await p.scrape()
+    const sEnd = await apiserverRequests(plane)
+    const end = p.memory()
+    return {
+      ...base,
+      readyMs,
+      sweepMs: sweptMs - readyMs,
+      afterSweep,
+      steady,
+      end,
+      idleSeconds: S.idleS,
+      idleCpuSeconds: idleCpu,
+      cpuSeconds: cpuSeconds(p.pid),
+      planeRss,
+      single,
+      nodeLoss,
+      namespaceDeletion: nsRun,
+      requests: {
+        steadyServer: serverByScope(i0, i1),
+        wholeServer: serverByScope(s0, sEnd),
+        steadyController: delta(m0, m1, "whereabouts_controller_api_requests_total", ["verb", "resource", "code"]),
+        wholeController: delta([], mEnd, "whereabouts_controller_api_requests_total", ["verb", "resource", "code"]),
+        informerRestarts: sum(mEnd, "whereabouts_controller_informer_restarts_total"),
+        sweeps: sum(mEnd, "whereabouts_controller_sweeps_total")
+      }
+    }
+  } catch (e) {
+    // A controller that died (its heap cap, the limit) is a finding: the scale is recorded as failed.
+    const why = e instanceof Error ? e.message : String(e)
+    return { ...base, failed: `during ${stage}: ${why.split("\n")[0]}\n${p.tail(8)}`, peak }
+  } finally {
+    clearInterval(sampler)
+    await p.stop()
+  }
+}
+
+const runs: Array<ScaleRun> = []
+const data: Record<string, unknown> = { scales: runs, limitMi: image.limitMi, image: { flags: image.flags, env: image.env }, etcdQuotaBytes: ETCD_QUOTA }
+const conditions = (load: string) =>
+  `kube-apiserver ${plane.version} and etcd ${etcd} (\`--quota-backend-bytes ${ETCD_QUOTA}\`) on loopback, started by test/live/cluster.ts from \`scripts/envtest-assets.sh\`; no kube-controller-manager, scheduler or kubelets. The API server, etcd, the controller and the benchmark share the machine's ${os.cpus().length} CPUs. ${load}.`
+/** After each scale: the results so far, so a run cut short keeps them. */
+const publish = () => {
+  const { rows, sections } = renderScale(runs, image.limitMi)
+  const load = `Load average (1 min) ${fmt(os.loadavg()[0])} when written, after ${runs.map((r) => r.pods).join(", ")} pods`
+  writeResults({
+    name: "scale",
+    command: COMMAND(podsArg),
+    date: new Date().toISOString(),
+    durationSeconds: performance.now() / 1000,
+    machine: machine({ kubeApiserver: plane.version, etcd }),
+    rows,
+    sections: [{ title: "Conditions of this run", body: `${conditions(load)} Partial: written after each scale.` }, ...sections],
+    data
+  })
+  regenerate(["scale"])
+}
+
+let built: WorldLayout | undefined
+try {
+  for (const [index, pods] of SCALES.entries()) {
+    const layout = scaleLayout(pods)
+    phase(`world: ${pods} pods over ${layout.nodes} nodes and ${layout.namespaces.length} namespaces (adding ${pods - (built?.pods ?? 0)})`)
+    const world = await run(buildWorld(plane, layout, built, { progress: (done, ms) => log(`  ${done} pods in ${fmt(ms / 1000)} s`) }))
+    built = layout
+    log(`  built in ${fmt(world.ms / 1000)} s`)
+    phase(`${pods} pods: the controller (the image's program) starts, syncs, sweeps, then ${S.idleS} s idle`)
+    const r = await measure(pods, layout, index, world.ms)
+    runs.push(r)
+    if (!quick) publish()
+    if (r.failed !== undefined) {
+      log(`  the controller did not come up at ${pods} pods: ${r.failed.split("\n")[0]}; larger scales left out`)
+      break
+    }
+  }
+} finally {
+  await plane.stop()
+}
+
+const { rows, sections } = renderScale(runs, image.limitMi)
+// A smoke run writes no results; its raw numbers stay in the scratch dir for a look.
+if (quick) fs.writeFileSync(path.join(ROOT, "bench/.build/scale-quick.json"), `${JSON.stringify({ data, sections }, null, 2)}\n`)
+finish({ name: "scale", command: COMMAND(podsArg), quick, machine: machine({ kubeApiserver: plane.version, etcd }), conditions, rows, sections, data })
