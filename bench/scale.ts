@@ -131,9 +131,9 @@ const worldFacts = (layout: WorldLayout) => {
 }
 
 /** One scale: the controller started on the standing world, read through its start, a quiet minute and the scenarios. */
-const measure = async (pods: number, layout: WorldLayout, index: number, worldMs: number): Promise<ScaleRun> => {
+const measure = async (pods: number, layout: WorldLayout, index: number, worldMs: number, img: ReturnType<typeof imageNodeFlags>): Promise<ScaleRun> => {
   const facts = worldFacts(layout)
-  const label = `scale-${pods}`
+  const label = `scale-${pods}${img.limitMi === image.limitMi ? "" : `-limit-${img.limitMi}`}`
   const s0 = await apiserverRequests(plane)
   const t0 = performance.now()
   const p = await spawnContender("ours", {
@@ -142,8 +142,8 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     burst: SHIPPED.burst,
     logDir,
     label,
-    env: { LOG_LEVEL: "info", ...image.env },
-    nodeArgs: image.flags,
+    env: { LOG_LEVEL: "info", ...img.env },
+    nodeArgs: img.flags,
     script: DIST
   })
   const trace: Array<readonly [number, number]> = []
@@ -157,7 +157,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
       // exited
     }
   }, 1_000)
-  const base = { pods, world: facts, worldMs, label, logFile: p.logFile, rssTrace: trace }
+  const base = { pods, limitMi: img.limitMi, heapCap: img.heapCap, world: facts, worldMs, label, logFile: p.logFile, rssTrace: trace }
   let stage = "start → /readyz"
   try {
     await p.ready(900_000)
@@ -229,7 +229,9 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
   } catch (e) {
     // A controller that died (its heap cap, the limit) is a finding: the scale is recorded as failed.
     const why = e instanceof Error ? e.message : String(e)
-    return { ...base, failed: `during ${stage}: ${why.split("\n")[0]}\n${p.tail(8)}`, peak }
+    // The log's last lines without a native stack's frames: V8's "heap out of memory" and the like.
+    const said = p.tail(60).split("\n").filter((l) => !/^\s*\d+: 0x/.test(l) && l.trim() !== "").slice(-6)
+    return { ...base, failed: `during ${stage}: ${why.split("\n")[0]}\n${said.join("\n")}`, peak }
   } finally {
     clearInterval(sampler)
     await p.stop()
@@ -266,11 +268,18 @@ try {
     built = layout
     log(`  built in ${fmt(world.ms / 1000)} s`)
     phase(`${pods} pods: the controller (the image's program) starts, syncs, sweeps, then ${S.idleS} s idle`)
-    const r = await measure(pods, layout, index, world.ms)
+    const r = await measure(pods, layout, index, world.ms, image)
     runs.push(r)
     if (!quick) publish()
     if (r.failed !== undefined) {
-      log(`  the controller did not come up at ${pods} pods: ${r.failed.split("\n")[0]}; larger scales left out`)
+      // What it takes, then: the same world, the image's program under twice the limit (and so twice the heap cap).
+      const twice = imageNodeFlags(2 * image.limitMi)
+      log(`  the controller failed at ${pods} pods under the shipped limit: ${r.failed.split("\n")[0]}; again under a ${twice.limitMi} MiB limit (${twice.heapCap})`)
+      phase(`${pods} pods: the controller again, under a ${twice.limitMi} MiB limit`)
+      const again = await measure(pods, layout, index + 100, world.ms, twice)
+      runs.push(again)
+      if (!quick) publish()
+      log(`  larger scales left out`)
       break
     }
   }

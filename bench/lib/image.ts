@@ -6,9 +6,11 @@ import { ROOT } from "./paths.ts"
  * The node flags and environment of the image (Dockerfile ENTRYPOINT and ENV), so the memory run is
  * the deployed process: --max-old-space-size-percentage is relative to the container's limit,
  * which this machine has not, so it becomes the --max-old-space-size it gives under
- * deploy/deployment.yaml's limit.
+ * deploy/deployment.yaml's limit (or under `limitMi`, for a run at another limit).
  */
-export const imageNodeFlags = (): {
+export const imageNodeFlags = (
+  override?: number
+): {
   readonly flags: ReadonlyArray<string>
   readonly heapCap: string
   readonly env: Readonly<Record<string, string>>
@@ -17,7 +19,8 @@ export const imageNodeFlags = (): {
 } => {
   const dockerfile = fs.readFileSync(path.join(ROOT, "Dockerfile"), "utf8")
   const entry = JSON.parse(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1] ?? "[]") as Array<string>
-  const limitMi = Number(/limits:\s*\n(?:\s+\S.*\n)*?\s+memory:\s*(\d+)Mi/.exec(fs.readFileSync(path.join(ROOT, "deploy/deployment.yaml"), "utf8"))?.[1])
+  const shipped = Number(/limits:\s*\n(?:\s+\S.*\n)*?\s+memory:\s*(\d+)Mi/.exec(fs.readFileSync(path.join(ROOT, "deploy/deployment.yaml"), "utf8"))?.[1])
+  const limitMi = override ?? shipped
   if (entry.length < 2 || !Number.isFinite(limitMi)) throw new Error("cannot read the image's node flags (Dockerfile ENTRYPOINT) or the memory limit (deploy/deployment.yaml)")
   let heapCap = ""
   const flags = entry.slice(1).filter((a) => a.startsWith("--")).map((f) => {
