@@ -31,7 +31,7 @@ import { machine, readResults, writeResults } from "./lib/results.ts"
 import { regenerate } from "./lib/report.ts"
 import { type WorldLayout, buildWorld, createNodes, scaleLayout } from "./lib/rssworld.ts"
 import { type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
-import { type ScaleRun, renderScale } from "./lib/scalereport.ts"
+import { type ScaleRun, heapReadings, renderScale } from "./lib/scalereport.ts"
 import { fmt } from "./lib/stats.ts"
 import type { StartedPod } from "./lib/world.ts"
 
@@ -44,8 +44,10 @@ const COMMAND = (pods: string | undefined) => `npm run bench:scale${pods === und
 if (argv.includes("--render")) {
   const r = readResults("scale")
   if (r === undefined) throw new Error("bench/results/scale.json is missing")
-  const { rows, sections } = renderScale(r.data["scales"] as ReadonlyArray<ScaleRun>, r.data["limitMi"] as number)
-  writeResults({ ...r, rows, sections: [...r.sections.filter((s) => s.title === "Conditions of this run"), ...sections] })
+  // Runs from before the heap was read from the controller's log get it now, while the log is there.
+  const scales = (r.data["scales"] as ReadonlyArray<ScaleRun>).map((x) => (x.heap === undefined && fs.existsSync(x.logFile) ? { ...x, heap: heapReadings(fs.readFileSync(x.logFile, "utf8")) } : x))
+  const { rows, sections } = renderScale(scales, r.data["limitMi"] as number)
+  writeResults({ ...r, rows, sections: [...r.sections.filter((s) => s.title === "Conditions of this run"), ...sections], data: { ...r.data, scales } })
   regenerate(["scale"])
   process.exit(0)
 }
@@ -205,6 +207,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     const end = p.memory()
     return {
       ...base,
+      heap: heapReadings(fs.readFileSync(p.logFile, "utf8")),
       readyMs,
       sweepMs: sweptMs - readyMs,
       afterSweep,
@@ -231,7 +234,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     const why = e instanceof Error ? e.message : String(e)
     // The log's last lines without a native stack's frames: V8's "heap out of memory" and the like.
     const said = p.tail(60).split("\n").filter((l) => !/^\s*\d+: 0x/.test(l) && l.trim() !== "").slice(-6)
-    return { ...base, failed: `during ${stage}: ${why.split("\n")[0]}\n${said.join("\n")}`, peak }
+    return { ...base, heap: heapReadings(fs.readFileSync(p.logFile, "utf8")), failed: `during ${stage}: ${why.split("\n")[0]}\n${said.join("\n")}`, peak }
   } finally {
     clearInterval(sampler)
     await p.stop()
