@@ -98,7 +98,7 @@ describeWithKubernetes(
               const tail = fs.readFileSync(logFile, "utf8").split("\n").slice(-60).join("\n")
               const context = `--- the suite's last lines (${logFile})\n${tail}\n--- controller\n${ctl.tail(30)}\n${k8s.context()}`
               process.stderr.write(
-                `upstream e2e (${mode}): ran ${report.ran}, passed ${report.passed}, failed ${report.failed.length}, run again after the suite's own conflict: ${report.reruns.length === 0 ? "none" : report.reruns.join("; ")}, in ${report.seconds} s (${logFile})\n`
+                `upstream e2e (${mode}): ran ${report.ran}, passed ${report.passed}, failed ${report.failed.length}, run again after one of the suite's own races: ${report.reruns.length === 0 ? "none" : report.reruns.join("; ")}, in ${report.seconds} s (${logFile})\n`
               )
               expect({ failed: report.failed, broken: report.broken }, context).toEqual({ failed: [], broken: [] })
               expect({ ran: report.ran, passed: report.passed }, context).toEqual({ ran: SPECS - skip.length, passed: SPECS - skip.length })

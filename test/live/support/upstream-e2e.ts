@@ -10,6 +10,15 @@
  * - ScaleStatefulSet reads the StatefulSet and writes it back without retrying a conflict, racing
  *   the StatefulSet controller's status writes. A spec that fails on that conflict, and on nothing
  *   else, runs once more; the report names it.
+ * - "can recover from an exhausted IP pool" polls the pool for the new pod's allocation and indexes
+ *   the podref's allocations without checking there is one (e2e_test.go:514): between the old
+ *   pod's free and the new pod's ADD the poll panics, index out of range. A spec that fails only on
+ *   that panic runs once more; the report names it.
+ * - The StatefulSet specs' teardown reads the pool once, as soon as the last pod is gone: with the
+ *   plugin's DEL the pool is empty by then, but where the controller alone frees, it frees only
+ *   once the pod is gone (rule 2) and the read may come first. A spec that fails only on that read
+ *   (its teardown's "leaked IPAllocations"), while every pool is empty within seconds after, runs
+ *   once more; the report names it and how long the pools took.
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -23,7 +32,7 @@ export interface SuiteReport {
   readonly passed: number
   /** Full texts of the specs that failed (after their one rerun, for the known conflict). */
   readonly failed: ReadonlyArray<string>
-  /** Specs run again after failing on the suite's own unretried conflict. */
+  /** Specs run again after failing on one of the suite's own races named above, each with why. */
   readonly reruns: ReadonlyArray<string>
   /** Binary runs that did not end with a ginkgo summary (a crash, a timeout). */
   readonly broken: ReadonlyArray<string>
@@ -38,10 +47,22 @@ interface BinaryRun {
   readonly output: string
 }
 
+/** Whether a list of IPPools holds no allocation. */
+const allEmpty = (body: string): boolean =>
+  ((JSON.parse(body) as { items?: ReadonlyArray<{ spec?: { allocations?: Record<string, unknown> } }> }).items ?? []).every((p) => Object.keys(p.spec?.allocations ?? {}).length === 0)
+
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
 /** The unretried read-modify-write of ScaleStatefulSet, losing to the StatefulSet controller. */
 const SCALE_CONFLICT = /Operation cannot be fulfilled on statefulsets\.apps "web": the object has been modified/
+
+/** The suite's own unguarded index of a podref's allocations while the new pod has none yet. */
+const ALLOCATION_INDEX_PANIC = /Test Panicked\s+runtime error: index out of range \[0\] with length 0[\s\S]*e2e_test\.go:514/
+
+/** The teardown's one read of the pool, right after the last pod is gone. */
+const TEARDOWN_READ = /Failure in Spec Teardown \(AfterEach\)[\s\S]*cannot have leaked IPAllocations in the system/
+/** How long every pool may take to be empty after such a read for it to count as that race. */
+const TEARDOWN_FREE_WITHIN = "10 seconds"
 
 /** One run of the binary with ginkgo flags; its output is appended to `logFile`. */
 const runBinary = (binary: string, env: Readonly<Record<string, string>>, ginkgo: ReadonlyArray<string>, logFile: string, minutes: number) =>
@@ -61,7 +82,7 @@ const runBinary = (binary: string, env: Readonly<Record<string, string>>, ginkgo
         child.once("close", (code) => {
           const ran = /Ran (\d+) of \d+ Specs/.exec(output)
           const passed = /(\d+) Passed \| \d+ Failed/.exec(output)
-          const failed = [...new Set(output.split("\n").filter((l) => l.startsWith("[Fail] ")).map((l) => l.slice(7).trim()))]
+          const failed = [...new Set(output.split("\n").flatMap((l) => (/^\[(Fail|Panic!)\] /.exec(l) === null ? [] : [l.slice(l.indexOf("] ") + 2).trim()])))]
           resolve({ code, ran: ran === null ? -1 : Number(ran[1]), passed: Number(passed?.[1] ?? 0), failed, output })
         })
       })
@@ -105,6 +126,16 @@ export const runUpstreamSuite = (options: {
     const webGone = Effect.either(
       waitUntil("the previous spec's StatefulSet web gone", Effect.promise(() => rest(options.admin, "GET", "/apis/apps/v1/namespaces/default/statefulsets/web")), (r) => r.status === 404, { timeout: "120 seconds" })
     )
+    // Every pool empty within TEARDOWN_FREE_WITHIN: the teardown's read came before the controller's free.
+    const poolsEmptied = Effect.gen(function* () {
+      const from = Date.now()
+      const empty = yield* Effect.either(
+        waitUntil("every IPPool empty after the teardown", Effect.promise(() => rest(options.admin, "GET", "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/kube-system/ippools")), (r) => r.status === 200 && allEmpty(r.body), {
+          timeout: TEARDOWN_FREE_WITHIN
+        })
+      )
+      return empty._tag === "Right" ? `the teardown read the pool before the controller freed it; every pool empty ${Date.now() - from} ms after the failure` : undefined
+    })
     for (const spec of statefulSpecs) {
       if ((yield* webGone)._tag === "Left") {
         stuck.push(`StatefulSet web still there before: ${spec}`)
@@ -112,8 +143,18 @@ export const runUpstreamSuite = (options: {
       }
       const focus = ["-ginkgo.focus", `${escape(spec)}$`]
       let run = yield* runBinary(options.binary, env, focus, options.logFile, options.minutes.spec)
-      if (run.failed.length > 0 && SCALE_CONFLICT.test(run.output) && run.output.split("• Failure").length === 2 && (yield* webGone)._tag === "Right") {
-        reruns.push(spec)
+      const onlyOne = run.failed.length > 0 && run.output.split(/• Failure|•! Panic/).length === 2
+      const why = !onlyOne
+        ? undefined
+        : SCALE_CONFLICT.test(run.output)
+          ? "the suite's unretried conflict"
+          : ALLOCATION_INDEX_PANIC.test(run.output)
+            ? "the suite's unguarded index of the new pod's allocation, e2e_test.go:514"
+            : TEARDOWN_READ.test(run.output)
+              ? yield* poolsEmptied
+              : undefined
+      if (why !== undefined && (yield* webGone)._tag === "Right") {
+        reruns.push(`${spec} (${why})`)
         run = yield* runBinary(options.binary, env, focus, options.logFile, options.minutes.spec)
       }
       runs.push(run)
