@@ -103,7 +103,9 @@ export const recheckHoldings = (
     const byState = yield* Effect.either(livePodsByRef([...stateRefs].flatMap((ref) => splitPodRef(ref) ?? []), {}, namespacePods))
     let checked = holdings
     if (Either.isLeft(byName)) checked = failAll(checked, new Set(deleted.map((h) => h.podref)), byName.left)
-    if (Either.isLeft(byState)) checked = failAll(checked, new Set(targets.filter((h) => h.claim !== "Deleted" || claimantRefs([h]).size > 0).map((h) => h.podref)), byState.left)
+    // The holdings some other pod's listing may keep (rule 0): they need the claimants read and judged.
+    const claimed = targets.filter((h) => claimantRefs([h]).size > 0).map((h) => h.podref)
+    if (Either.isLeft(byState)) checked = failAll(checked, new Set([...full.map((h) => h.podref), ...claimed]), byState.left)
     const live: LivePods = new Map([...Either.getOrElse(byName, () => new Map()), ...Either.getOrElse(byState, () => new Map())])
     // Pods that may never run again, and pods an operator named (freed if they never run again): judged by their nodes too;
     // and the claimants, as one that will never run again claims nothing (rule 0).
@@ -111,7 +113,7 @@ export const recheckHoldings = (
     const judged = new Set([...ended, ...claimants])
     const judge = yield* Effect.either(nodeFacts([...live.values()].filter((p) => judged.has(podRef(p)))))
     // Unjudged, a claimant would keep what it may not hold: its holdings are retried, not kept.
-    const unjudged = new Set([...ended, ...targets.filter((h) => claimantRefs([h]).size > 0).map((h) => h.podref)])
+    const unjudged = new Set([...ended, ...claimed])
     if (Either.isLeft(judge)) return { holdings: failAll(checked, unjudged, judge.left), facts: { live } satisfies LivenessFacts }
     return { holdings: checked, facts: { live, neverRunsAgain: judge.right } satisfies LivenessFacts }
   })

@@ -121,8 +121,9 @@ export const sweepHoldings = (world: World) =>
     const listed = new Map(world.reservationList.map((r) => [r.name, r] as const))
     const all = orphanHoldings(found, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
     // Rule 0: what another listed pod holds is no orphan, whichever podref it names.
-    const { orphans, holdings, heldForAnother } = separateHeldForAnother(found, all, { ...listingClaims(world.podList, snapshot), ended: (p) => ended(p) !== undefined })
-    return { orphans, holdings, heldForAnother, snapshot }
+    const claims = listingClaims(world.podList, snapshot)
+    const { orphans, holdings, heldForAnother } = separateHeldForAnother(found, all, { ...claims, ended: (p) => ended(p) !== undefined })
+    return { orphans, holdings, heldForAnother, snapshot, listedBy: claims.listedBy }
   })
 
 /**
@@ -262,11 +263,11 @@ export const runSweep = (
     const nadConfigs = yield* NadConfigs
     const listedFrom = yield* Clock.currentTimeMillis
     const world = yield* listWorld
-    const { orphans, holdings, heldForAnother, snapshot } = yield* sweepHoldings(world)
+    const { orphans, holdings, heldForAnother, snapshot, listedBy } = yield* sweepHoldings(world)
     const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings, options.leave)
     const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world, snapshot.origin) : 0
     const pools = poolReports(world, orphans.allocations, snapshot)
-    const invariants = options.invariants === true ? yield* auditInvariants(world, snapshot, listedFrom) : undefined
+    const invariants = options.invariants === true ? yield* auditInvariants(world, snapshot, listedBy, listedFrom) : undefined
     const report: SweepReport = {
       dryRun: options.dryRun,
       pools,
