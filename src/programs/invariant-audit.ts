@@ -10,7 +10,7 @@
  */
 import { Duration, Effect, Either } from "effect"
 import type { Snapshot } from "../domain/holdings.ts"
-import { type InvariantView, type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup, reservationNetworks } from "../domain/invariants.ts"
+import { type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup, reservationNetworks } from "../domain/invariants.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
@@ -44,18 +44,15 @@ const settled = (pod: PodIdentity, before: number) =>
     })
   )
 
-/**
- * The violations of a sweep's listing whose pods are settled; `listedBy` is the listing's index of
- * listed addresses (the one rule 0 read), `startedAt` when the listing began.
- */
-export const auditInvariants = (world: World, snapshot: Snapshot, listedBy: InvariantView["listedBy"], startedAt: number) =>
+/** The violations of a sweep's listing whose pods are settled; `startedAt` when the listing began. */
+export const auditInvariants = (world: World, snapshot: Snapshot, startedAt: number) =>
   Effect.gen(function* () {
     const { invariantGrace } = yield* ControllerConfig
     const decoder = yield* NadConfigs
     const pods = new Map(world.podList.map((p) => [podRef(p), p] as const))
     const found = invariantViolations({
       pods: world.podList,
-      listedBy,
+      listedBy: world.listedBy,
       pod: (ref) => pods.get(ref),
       pools: world.poolList.map((p) => p.pool),
       pool: snapshot.pool,

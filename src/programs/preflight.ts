@@ -168,8 +168,8 @@ const dataRows = Effect.gen(function* () {
     else if (decoded.right._tag === "Whereabouts") whereabouts++
   }
   const snapshot = yield* listingSnapshot(listed.poolList.map((p) => p.pool), listed.reservationList, listed.nads, listed.nodeSlicePools)
-  // poolReports reads the pools alone: no pod list, and no orphans counted.
-  const pools = poolReports({ ...listed, podList: [], nodes: [] }, [], snapshot)
+  // No orphans counted: preflight lists no pods.
+  const pools = poolReports(listed, [], snapshot)
   return [...nadRows({ whereabouts, other: listed.nads.length - whereabouts - issues.length, issues }), ...poolRows(pools, poolUsageThreshold)]
 }).pipe(explained((e) => notChecked(e.message)))
 

@@ -20,7 +20,7 @@ import { execute } from "./executor.ts"
 import { Pods } from "../services/Pods.ts"
 import { recheckHoldings } from "./recheck.ts"
 import { type ReleaseRow, executedRows, exitCodeOf, plannedRows, renderRows, renderRowsJson, skipRow, summary } from "./release-rows.ts"
-import { listWhereabouts, listWorld, sweepHoldings } from "./sweep.ts"
+import { listWhereabouts, listWorld, listedPods, sweepHoldings } from "./sweep.ts"
 import { listingClaims, listingSnapshot } from "./snapshot.ts"
 
 /** Input release cannot use (a report that cannot be read or is not one): exit code 2. */
@@ -58,7 +58,7 @@ export const loadTargets = (targets: ReleaseTargets): Effect.Effect<LoadedTarget
 /** The report's entries that are still the same and still orphans, judged on a fresh listing as a sweep judges. */
 const reportHoldings = (report: AuditReport) =>
   Effect.gen(function* () {
-    const world = yield* listWorld
+    const world = yield* listWorld(listedPods)
     const { holdings } = yield* sweepHoldings(world)
     const matched = matchReport(report, {
       pools: new Map(world.poolList.map((p) => [p.name, p.pool] as const)),

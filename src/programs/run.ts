@@ -14,7 +14,7 @@ import { monitorPoolUsage } from "./pool-usage.ts"
 import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
 import { sweepAfterRelists } from "./relists.ts"
 import { effective, onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
-import { sweepUntilDone } from "./sweep.ts"
+import { cachedPods, sweepUntilDone } from "./sweep.ts"
 
 /**
  * Informers count their own restarts; each run of the returned effect carries the increments since
@@ -74,7 +74,7 @@ export const runController = Effect.scoped(
       const sweeping = yield* Effect.makeSemaphore(1)
       // The invariants are judged on the caches every --invariant-interval, and after each sweep.
       const invariants = yield* makeInvariantMonitor
-      const sweep = sweeping.withPermits(1)(sweepUntilDone({ dryRun: config.dryRun, leave: loop.podrefsHeld })).pipe(Effect.tap(() => invariants.evaluate))
+      const sweep = sweeping.withPermits(1)(sweepUntilDone({ dryRun: config.dryRun, leave: loop.podrefsHeld, pods: Effect.provideService(cachedPods, Caches, caches) })).pipe(Effect.tap(() => invariants.evaluate))
       yield* Effect.forkScoped(monitorPoolUsage())
       yield* Effect.forkScoped(invariants.run)
       // Subscribed before the start-up sweep lists anything: a gap after that list is swept again.

@@ -1,21 +1,22 @@
 /**
- * The full orphan sweep: lists reservations, pools, pods and NADs (fresh, paginated), finds what no
- * live pod holds with the domain's orphan detection, re-checks every candidate live right before
+ * The full orphan sweep: lists reservations, pools and NADs (fresh, paginated), reads pods and
+ * nodes from the informers' caches (the controller) or lists them too (`audit`, `release`), finds
+ * what no pod holds with the domain's orphan detection, re-checks every candidate live right before
  * freeing, and frees through the same planner and executor as the deletion loop. In dry-run
  * (`audit`) it only plans and reports. Runs once after start-up and then on its schedule (schedule.ts).
  */
 import { Clock, Effect, Either, Option, Schedule } from "effect"
 import { type BadInput, badInputOf } from "../domain/bad-input.ts"
-import { type HeldForAnother, separateHeldForAnother } from "../domain/claims.ts"
+import { type HeldForAnother, listedByIndex, separateHeldForAnother } from "../domain/claims.ts"
 import { type Snapshot, orphanHoldings } from "../domain/holdings.ts"
 import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
-import { formatIP } from "../domain/ip.ts"
+import { type IPAddress, formatIP, ipKey } from "../domain/ip.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, sliceOfNode } from "../domain/node-slices.ts"
 import type { ParsedPool } from "../domain/pool.ts"
-import { neverRunsAgain } from "../domain/never-runs-again.ts"
+import { type NodeRecord, neverRunsAgain } from "../domain/never-runs-again.ts"
 import { type Holding, type ReleaseError, planRelease } from "../domain/release.ts"
-import { toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
+import { Caches, LISTED_IP_INDEX, toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
 import type { EventRecorder } from "../services/EventRecorder.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
@@ -30,7 +31,7 @@ import { execute } from "./executor.ts"
 import { type AuditedInvariants, auditInvariants } from "./invariant-audit.ts"
 import { reclaimMemory } from "./memory.ts"
 import { recheckHoldings } from "./recheck.ts"
-import { listingClaims, listingSnapshot } from "./snapshot.ts"
+import { listingSnapshot } from "./snapshot.ts"
 
 export interface PoolReport {
   readonly name: string
@@ -91,16 +92,43 @@ export const listWhereabouts = Effect.gen(function* () {
   return { reservationList, poolList, nads, nodeSlicePools }
 })
 
-/** Everything a sweep looks at: the whereabouts objects, then every pod and node, listed fresh. */
-export const listWorld = Effect.gen(function* () {
+/** The pods and nodes a sweep judges by, and who lists each address. */
+export interface PodWorld {
+  readonly podList: ReadonlyArray<PodProjection>
+  readonly nodes: ReadonlyArray<NodeRecord>
+  readonly listedBy: (ip: IPAddress) => ReadonlyArray<PodProjection>
+}
+
+/** Pods and nodes listed fresh: for the commands, which have no caches. */
+export const listedPods: Effect.Effect<PodWorld, KubeError, Pods> = Effect.gen(function* () {
   const pods = yield* Pods
-  const listed = yield* listWhereabouts
   const podList = yield* pods.list()
   const nodes = yield* pods.nodes
-  return { ...listed, podList, nodes }
+  return { podList, nodes, listedBy: listedByIndex(podList) }
 })
 
-export type World = Effect.Effect.Success<typeof listWorld>
+/**
+ * Pods and nodes as the informers hold them: for the controller, whose caches already hold every
+ * pod (listing them all again would double its memory and its sweep's time). A lagging cache only
+ * narrows or widens what is re-checked: a pod created since its last event is not in it, so its
+ * addresses are candidates the live re-check spares; a pod deleted since is still in it, and its
+ * deletion reaches the loop. A gap in the pods' watch makes the informer list them again, and a
+ * sweep follows that relist (relists.ts).
+ */
+export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Caches, (caches) => ({
+  podList: caches.pods.values(),
+  nodes: caches.nodes.values(),
+  listedBy: (ip) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip))
+}))
+
+/** Everything a sweep looks at: the whereabouts objects listed fresh, then the pods and nodes. */
+export const listWorld = <E, R>(pods: Effect.Effect<PodWorld, E, R>) =>
+  Effect.gen(function* () {
+    const listed = yield* listWhereabouts
+    return { ...listed, ...(yield* pods) }
+  })
+
+export type World = Effect.Effect.Success<ReturnType<typeof listWorld<never, never>>>
 
 /** The orphans of a listing, as the planner's holdings. */
 export const sweepHoldings = (world: World) =>
@@ -121,9 +149,9 @@ export const sweepHoldings = (world: World) =>
     const listed = new Map(world.reservationList.map((r) => [r.name, r] as const))
     const all = orphanHoldings(found, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
     // Rule 0: what another listed pod holds is no orphan, whichever podref it names.
-    const claims = listingClaims(world.podList, snapshot)
-    const { orphans, holdings, heldForAnother } = separateHeldForAnother(found, all, { ...claims, ended: (p) => ended(p) !== undefined })
-    return { orphans, holdings, heldForAnother, snapshot, listedBy: claims.listedBy }
+    const claims = { listedBy: world.listedBy, nad: snapshot.nad, nodeSlice: snapshot.nodeSlice, ended: (p: PodProjection) => ended(p) !== undefined }
+    const { orphans, holdings, heldForAnother } = separateHeldForAnother(found, all, claims)
+    return { orphans, holdings, heldForAnother, snapshot }
   })
 
 /**
@@ -175,6 +203,8 @@ export interface SweepOptions {
   readonly leave?: Effect.Effect<ReadonlySet<string>> | undefined
   /** Also judge the invariants on the listing (audit; the controller judges them on its caches). */
   readonly invariants?: boolean | undefined
+  /** Where the pods and nodes come from: listed fresh unless given (the controller gives its caches). */
+  readonly pods?: Effect.Effect<PodWorld, KubeError> | undefined
 }
 
 /** Re-checks the candidates live, frees what is still an orphan, writes its Events; fails after that if any write failed. */
@@ -201,7 +231,7 @@ const freeOrphans = (found: ReadonlyArray<Holding>, leave: SweepOptions["leave"]
     return execution.counts
   })
 
-export const poolReports = (world: World, orphans: ReadonlyArray<OrphanAllocation>, snapshot: Snapshot): ReadonlyArray<PoolReport> => {
+export const poolReports = (world: Pick<World, "poolList">, orphans: ReadonlyArray<OrphanAllocation>, snapshot: Snapshot): ReadonlyArray<PoolReport> => {
   const orphansByPool = new Map<string, number>()
   for (const o of orphans) orphansByPool.set(o.pool, (orphansByPool.get(o.pool) ?? 0) + 1)
   return world.poolList.map((p): PoolReport => {
@@ -262,12 +292,12 @@ export const runSweep = (
     const config = yield* ControllerConfig
     const nadConfigs = yield* NadConfigs
     const listedFrom = yield* Clock.currentTimeMillis
-    const world = yield* listWorld
-    const { orphans, holdings, heldForAnother, snapshot, listedBy } = yield* sweepHoldings(world)
+    const world = yield* listWorld(options.pods ?? listedPods)
+    const { orphans, holdings, heldForAnother, snapshot } = yield* sweepHoldings(world)
     const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings, options.leave)
     const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world, snapshot.origin) : 0
     const pools = poolReports(world, orphans.allocations, snapshot)
-    const invariants = options.invariants === true ? yield* auditInvariants(world, snapshot, listedBy, listedFrom) : undefined
+    const invariants = options.invariants === true ? yield* auditInvariants(world, snapshot, listedFrom) : undefined
     const report: SweepReport = {
       dryRun: options.dryRun,
       pools,

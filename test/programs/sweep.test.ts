@@ -3,6 +3,7 @@ import { Clock, Deferred, Duration, Effect, Either, Fiber, Schedule, Subscriptio
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
 import type { RunningLoop } from "../../src/programs/deletion-loop.ts"
+import { runController } from "../../src/programs/run.ts"
 import { runSweep, sweepOnce, sweepUntilDone } from "../../src/programs/sweep.ts"
 import { onSchedule } from "../../src/programs/schedule.ts"
 import { parseSchedule } from "../../src/domain/cron.ts"
@@ -393,3 +394,38 @@ describe("sweep: the live re-check", () => {
     }).pipe(Effect.provide(memoryWithHooks())))
 })
 
+
+describe("sweep: pods from the controller's caches", () => {
+  it.live("the controller's sweeps judge by the pod cache: the pods are listed once, by the informer, and what a downtime left is freed", () =>
+    Effect.gen(function* () {
+      const cluster = yield* InMemoryCluster
+      yield* createNad(NS, "net1", { range: "10.42.0.0/24" })
+      const pods = []
+      for (let i = 0; i < 6; i++) pods.push(yield* startPod(NS, `p${i}`, [on("net1")]))
+      for (const p of pods.slice(0, 3)) yield* deletePod(p)
+      yield* Effect.forkScoped(runController)
+      yield* eventually(Effect.flatMap(metric("sweeps_total", { result: "success" }), (n) => require(() => (n ?? 0) >= 1, "no start-up sweep yet")))
+      expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(3)
+      expect(Object.values(yield* rawAllocations("10.42.0.0-24")).map((a) => a.podref).sort()).toEqual(["default/p3", "default/p4", "default/p5"])
+      expect(cluster.count({ verb: "list", resource: "pods" })).toBe(1)
+      expect(cluster.count({ verb: "list", resource: "nodes" })).toBe(1)
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(memory({ healthPort: 0, metricsPort: 0, leaderElect: false, identity: "sweep-cache", reconcileSchedule: "0 0 29 2 *", namespace: POOL_NS }))
+    ))
+
+  it.live("a cache that lags behind the pools: a pod it does not hold yet is read live before anything is freed, and keeps its addresses", () =>
+    Effect.gen(function* () {
+      yield* createNad(NS, "net1", { range: "10.43.0.0/24" })
+      const late = yield* startPod(NS, "late", [on("net1")])
+      const dead = yield* startPod(NS, "dead", [on("net1")])
+      yield* deletePod(dead)
+      // The cache has seen neither pod yet.
+      const lagging = Effect.succeed({ podList: [], nodes: [], listedBy: () => [] })
+      const report = yield* runSweep({ dryRun: false, pods: lagging })
+      expect(report.orphanAllocations.map((o) => o.entry.podref).sort()).toEqual(["default/dead", "default/late"])
+      expect(report).toMatchObject({ freed: 1, spared: 2 })
+      expect(yield* rawAllocations("10.43.0.0-24")).toEqual({ "1": { id: late.containerId, podref: "default/late", ifname: "net1" } })
+      expect(yield* reservationNames).toEqual([late.ips[0]!.ips[0]!])
+    }).pipe(Effect.provide(memory({ namespace: POOL_NS }))))
+})
