@@ -38,7 +38,7 @@ import {
   notHeldMessage,
   reservationDriftMessage
 } from "./events.ts"
-import { type IPAddress, cidrAddress, formatIP, ipEquals, ipKey, lastOf, networkOf, offsetOf, parseIP } from "./ip.ts"
+import { type IPAddress, formatIP, ipEquals, ipKey, lastOf, networkOf, parseIP } from "./ip.ts"
 import type { IpamConfig, IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { readNetworkStatus, statusAttachment } from "./multus.ts"
 import { type PoolOrigin, nodeSlicePoolName } from "./node-slices.ts"
@@ -81,27 +81,40 @@ export interface InvariantViolation {
 /** An entry of a pool at an address. */
 export type EntryLookup = (pool: ParsedPool, ip: IPAddress) => PoolEntry | undefined
 
-/** Pools this small are scanned; larger ones get an index. */
+/** Pools this small are scanned. */
 const SCAN_AT_MOST = 8
 
+/** Whether entries come in strictly ascending address order. */
+const inAddressOrder = (entries: ReadonlyArray<PoolEntry>): boolean => {
+  for (let i = 1; i < entries.length; i++) if (entries[i - 1]!.ip.value >= entries[i]!.ip.value) return false
+  return true
+}
+
 /**
- * Entries by offset, indexed once per version of a pool (an updated pool is a new object) and
- * dropped with it; the index keys are the entries' own offset strings. Keep one per caller.
+ * The entry at an address, found by a binary search over the pool's entries: they come in offset
+ * order, as JavaScript keeps an object's integer keys ascending and whereabouts writes offsets as
+ * plain decimals (pool.ts refuses a leading zero). A pool whose entries are out of order (offsets
+ * past 2^32 - 2, which only IPv6 ranges reach) gets an index of its own. Whether a version of a pool is in order is found once
+ * (an updated pool is a new object) and dropped with it; keep one lookup per caller.
  */
 export const makeEntryLookup = (): EntryLookup => {
-  const byPool = new WeakMap<ParsedPool, Map<string, PoolEntry>>()
+  const unordered = new WeakMap<ParsedPool, ReadonlyMap<string, PoolEntry> | false>()
   return (pool, ip) => {
-    if (pool.entries.length <= SCAN_AT_MOST) return pool.entries.find((e) => ipEquals(e.ip, ip))
-    if (pool.cidr === undefined) return undefined
-    const offset = offsetOf(cidrAddress(pool.cidr), ip)
-    if (offset === undefined) return undefined
-    let index = byPool.get(pool)
-    if (index === undefined) {
-      index = new Map()
-      for (const e of pool.entries) index.set(e.key, e)
-      byPool.set(pool, index)
+    const entries = pool.entries
+    if (entries.length <= SCAN_AT_MOST) return entries.find((e) => ipEquals(e.ip, ip))
+    if (pool.cidr === undefined || pool.cidr.family !== ip.family) return undefined
+    let index = unordered.get(pool)
+    if (index === undefined) unordered.set(pool, (index = inAddressOrder(entries) ? false : new Map(entries.map((e) => [ipKey(e.ip), e] as const))))
+    if (index !== false) return index.get(ipKey(ip))
+    let [low, high] = [0, entries.length - 1]
+    while (low <= high) {
+      const mid = (low + high) >>> 1
+      const at = entries[mid]!.ip.value
+      if (at === ip.value) return entries[mid]
+      if (at < ip.value) low = mid + 1
+      else high = mid - 1
     }
-    return index.get(offset.toString())
+    return undefined
   }
 }
 

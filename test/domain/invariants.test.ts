@@ -249,7 +249,7 @@ describe("a violation as reported", () => {
 })
 
 describe("makeEntryLookup", () => {
-  it("finds an entry by address in a small pool and in an indexed one, and indexes each version of a pool anew", () => {
+  it("finds an entry by address in a small pool and in a searched one, and judges each version of a pool anew", () => {
     const lookup = makeEntryLookup()
     const small = poolOf("10.50.0.0-24", { "1": { podref: "default/a" } })
     const big = poolOf("10.50.0.0-16", Object.fromEntries(Array.from({ length: 20 }, (_, i) => [String(i + 1), { podref: `default/p${i + 1}` }])))
@@ -260,6 +260,19 @@ describe("makeEntryLookup", () => {
     expect(lookup(big, ip("10.49.255.255"))).toBeUndefined()
     const changed = poolOf("10.50.0.0-16", Object.fromEntries(Array.from({ length: 20 }, (_, i) => [String(i + 1), { podref: `default/q${i + 1}` }])))
     expect(lookup(changed, ip("10.50.0.20"))?.podref).toBe("default/q20")
+  })
+
+  it("finds every entry of a pool whose entries are out of offset order: IPv6 offsets past 2^32 - 2; and no entry of another address family", () => {
+    const lookup = makeEntryLookup()
+    const far = 2n ** 40n
+    const offsets = [...Array.from({ length: 10 }, (_, i) => far + BigInt(10 - i)), 5n, 3n]
+    const v6 = poolOf("fd00-70---64", Object.fromEntries(offsets.map((o) => [o.toString(), { podref: `default/v${o}` }])))
+    expect(v6.entries.map((e) => e.key)).not.toEqual([...v6.entries.map((e) => e.key)].sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1)))
+    for (const o of offsets) expect(lookup(v6, { family: 6, value: 0xfd000070n * 2n ** 96n + o })?.podref).toBe(`default/v${o}`)
+    expect(lookup(v6, { family: 6, value: 0xfd000070n * 2n ** 96n + far })).toBeUndefined()
+    const v4 = poolOf("10.50.0.0-16", Object.fromEntries(Array.from({ length: 10 }, (_, i) => [String(i + 1), { podref: `default/p${i + 1}` }])))
+    expect(lookup(v4, { family: 6, value: ip("10.50.0.3").value })).toBeUndefined()
+    expect(lookup(v4, ip("10.50.0.3"))?.podref).toBe("default/p3")
   })
 })
 
