@@ -8,7 +8,7 @@
  * leader starts with no memory, so what it finds is reported again after its own grace. It never
  * repairs: which side is wrong is an operator's call (docs/runbooks.md).
  */
-import { Clock, Duration, Effect, Option, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Option, Schedule } from "effect"
 import {
   type EntryLookup,
   type InvariantView,
@@ -108,10 +108,18 @@ export const makeInvariantMonitor = Effect.gen(function* () {
     return { due, cleared }
   }
 
+  // The violations are a function of the caches alone: while none has changed, the last ones stand
+  // and only their time since is new (an idle cluster costs no evaluation).
+  const { pods, pools, reservations, nads, nodeSlicePools } = Context.get(caches, Caches)
+  const stampOf = () => [pods, pools, reservations, nads, nodeSlicePools].map((i) => i.changes()).join(",")
+  let last: { readonly stamp: string; readonly found: ReadonlyArray<InvariantViolation> } | undefined
+
   const evaluate = lock.withPermits(1)(
     Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
-      const found = invariantViolations(yield* Effect.provide(cacheInvariantView(entryAt), caches))
+      const stamp = stampOf()
+      const found = last?.stamp === stamp ? last.found : invariantViolations(yield* Effect.provide(cacheInvariantView(entryAt), caches))
+      last = { stamp, found }
       const { due, cleared } = judge(found, now)
       for (const v of cleared) yield* Effect.logInfo(`invariant violation cleared: ${v.message}`).pipe(Effect.annotateLogs(violationAnnotations(v)))
       yield* Effect.forEach(due, report, { discard: true })

@@ -58,6 +58,8 @@ export interface Informer<A> {
   readonly subscribeRelists: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
   /** Restarts after errors, for health reporting. */
   readonly restarts: () => number
+  /** How many changes the cache has taken: a reader that finds it unchanged may keep what it derived from the cache. */
+  readonly changes: () => number
 }
 
 /**
@@ -118,12 +120,14 @@ const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" |
   const identityOf = options.identityOf ?? keyOf
   const cache = new Map<string, A>()
   const indexes = makeIndexes(options.indexers ?? {})
+  const state = { changes: 0 }
   const put = (a: A): Array<InformerEvent<A>> => {
     const key = keyOf(a)
     const old = cache.get(key)
     if (old !== undefined) indexes.remove(key, old)
     cache.set(key, a)
     indexes.add(key, a)
+    state.changes++
     if (old === undefined) return [{ type: "add", object: a }]
     if (identityOf(old) !== identityOf(a)) return [{ type: "delete", object: old }, { type: "add", object: a }]
     return versionOf(old) === versionOf(a) ? [] : [{ type: "update", object: a, old }]
@@ -134,9 +138,10 @@ const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" |
     if (old === undefined) return [{ type: "delete", object: a }]
     indexes.remove(key, old)
     cache.delete(key)
+    state.changes++
     return [{ type: "delete", object: a }]
   }
-  return { cache, indexes, put, remove }
+  return { cache, indexes, put, remove, changes: () => state.changes }
 }
 
 type Store<A> = ReturnType<typeof makeStore<A>>
@@ -312,6 +317,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       byIndex: (name, value) => [...indexes.keys(name, value)].flatMap((k) => cache.get(k) ?? []),
       subscribe: PubSub.subscribe(loop.pubsub),
       subscribeRelists: PubSub.subscribe(loop.relists),
-      restarts: () => loop.state.restarts
+      restarts: () => loop.state.restarts,
+      changes: loop.store.changes
     } satisfies Informer<A>
   })

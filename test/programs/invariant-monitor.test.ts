@@ -108,6 +108,27 @@ describe("the invariant monitor (TestClock)", () => {
       })
     ))
 
+  it.effect("judges the caches again only once they have changed: an idle cluster costs no evaluation, and its violation is still reported after the grace", () =>
+    withMonitor(
+      Effect.gen(function* () {
+        yield* world(`${NS}/someone-else`)
+        const caches = yield* Caches
+        let reads = 0
+        const counted = { ...caches, pods: { ...caches.pods, values: () => (reads++, caches.pods.values()) } }
+        const monitor = yield* Effect.provideService(makeInvariantMonitor, Caches, counted)
+        for (let i = 0; i < 3; i++) {
+          yield* monitor.evaluate
+          yield* TestClock.adjust("30 seconds")
+        }
+        expect(reads).toBe(1)
+        expect(yield* gauge("held-for-another")).toBe(1)
+        yield* entryNames(`${NS}/a`)
+        yield* monitor.evaluate
+        expect(reads).toBe(2)
+        expect(yield* gauge("held-for-another")).toBe(0)
+      })
+    ))
+
   it.effect("runs on its interval: the first evaluation at once, the report one interval later", () =>
     withMonitor(
       Effect.gen(function* () {

@@ -37,6 +37,7 @@ export const POOL_NS = "kube-system"
 const snapshotInformer = <A>(resource: Resource, keyOf: (a: A) => string, indexers: Readonly<Record<string, (a: A) => ReadonlyArray<string>>> = {}) => {
   let items = new Map<string, A>()
   let indexes = new Map<string, Map<string, Array<A>>>()
+  let changes = 0
   const informer: Informer<A> = {
     resource,
     awaitSynced: Effect.void,
@@ -47,9 +48,11 @@ const snapshotInformer = <A>(resource: Resource, keyOf: (a: A) => string, indexe
     byIndex: (name, value) => indexes.get(name)?.get(value) ?? [],
     subscribe: Effect.dieMessage("snapshot informers publish no events"),
     subscribeRelists: Effect.dieMessage("snapshot informers never relist"),
-    restarts: () => 0
+    restarts: () => 0,
+    changes: () => changes
   }
   const set = (list: ReadonlyArray<A>) => {
+    changes++
     items = new Map(list.map((a) => [keyOf(a), a] as const))
     indexes = new Map()
     for (const [name, fn] of Object.entries(indexers)) {
