@@ -30,6 +30,8 @@ import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
 import { DEFAULTS, type DefaultedKey, TUNING } from "../services/ControllerConfig.ts"
+import { LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD } from "../services/LeaderElection.ts"
+import { TEARDOWN_MARGIN } from "./run-main.ts"
 
 interface OptionRow {
   readonly flag: string
@@ -120,16 +122,13 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", kind: "string", value: PATH, key: "scheduleFile", help: "file holding the schedule, read when it exists and looked at again every minute", commands: runOnly },
   { flag: "sweep-on-start", env: "SWEEP_ON_START", kind: "boolean", value: BOOLEAN, key: "sweepOnStart", help: "sweep once when becoming leader (catches deletions missed while down)", commands: runOnly },
   { flag: "dry-run", env: "DRY_RUN", kind: "boolean", value: BOOLEAN, common: true, key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
-  { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", value: BOOLEAN, key: "leaderElect", help: "elect a leader through a Lease (run 2 replicas safely)", commands: runOnly },
+  { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", value: BOOLEAN, key: "leaderElect", help: `elect a leader through a Lease (run 2 replicas safely), with client-go's timings: ${showDuration(LEASE_DURATION)} lease, ${showDuration(RENEW_DEADLINE)} renew deadline, ${showDuration(RETRY_PERIOD)} between attempts`, commands: runOnly },
   { flag: "lease-name", env: "LEASE_NAME", kind: "string", value: NAME, key: "leaseName", help: "name of the leader Lease", commands: runOnly },
   { flag: "lease-namespace", env: "LEASE_NAMESPACE", kind: "string", value: NAME, note: "$POD_NAMESPACE, else --namespace", help: "namespace of the leader Lease", commands: runOnly },
-  { flag: "lease-duration", env: "LEASE_DURATION", kind: "string", value: DURATION, key: "leaseDuration", help: "how long a lease is valid without renewal", commands: runOnly },
-  { flag: "renew-deadline", env: "RENEW_DEADLINE", kind: "string", value: DURATION, key: "renewDeadline", help: "the leader gives up if it cannot renew for this long", commands: runOnly },
-  { flag: "retry-period", env: "RETRY_PERIOD", kind: "string", value: DURATION, key: "retryPeriod", help: "interval of lease acquire/renew attempts", commands: runOnly },
   { flag: "metrics-port", env: "METRICS_PORT", kind: "string", value: PORT, key: "metricsPort", help: "port of /metrics (0 disables)", commands: runOnly },
   { flag: "health-port", env: "HEALTH_PORT", kind: "string", value: PORT, key: "healthPort", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
   { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", value: ADDRESS, note: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
-  { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", value: DURATION, key: "shutdownTimeout", help: "on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + --renew-deadline + 2 s, then the process exits 1", commands: runOnly },
+  { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", value: DURATION, key: "shutdownTimeout", help: `on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + ${showDuration(RENEW_DEADLINE)} to release the lease + ${showDuration(TEARDOWN_MARGIN)}, then the process exits 1`, commands: runOnly },
   { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", value: RATIO, key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric (preflight warns at it too)", commands: ["run", "preflight"] },
   {
     flag: "invariant-interval",
@@ -209,7 +208,10 @@ export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly en
   { flag: "retry-attempts", env: "RETRY_ATTEMPTS", now: `${TUNING.retryAttempts} attempts per pod before a Warning Event; the next sweep frees what is left` },
   { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", now: `retries after ${showDuration(TUNING.retryBaseDelay)}, doubling, jittered` },
   { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", now: `retries at most ${showDuration(TUNING.retryMaxDelay)} apart` },
-  { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", now: `the key whereabouts uses, ${SCHEDULE_CONFIGMAP_KEY}` }
+  { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", now: `the key whereabouts uses, ${SCHEDULE_CONFIGMAP_KEY}` },
+  { flag: "lease-duration", env: "LEASE_DURATION", now: `client-go's ${showDuration(LEASE_DURATION)}: a standby takes over a crashed leader that long after its last renewal` },
+  { flag: "renew-deadline", env: "RENEW_DEADLINE", now: `client-go's ${showDuration(RENEW_DEADLINE)}: a leader that cannot renew that long steps down` },
+  { flag: "retry-period", env: "RETRY_PERIOD", now: `client-go's ${showDuration(RETRY_PERIOD)} between attempts on the lease, jittered` }
 ]
 
 /**

@@ -148,10 +148,10 @@ const main = (argv: ReadonlyArray<string>): void => {
   const logger = Effect.runSync(configured(logging(cli.command, process.stderr.isTTY === true)).pipe(Effect.orDie))
   const logged = <A, E>(effect: Effect.Effect<A, E>) => configured(Effect.provide(effect, logger))
   const warned = Effect.zipRight(Effect.forEach(deprecationWarnings(cli), (w) => Effect.logWarning(w)), program(cli))
-  const timings = cli.command === "run" ? Effect.runSync(configured(ControllerConfig.shutdownTimings).pipe(Effect.orDie)) : undefined
+  const shutdownTimeout = cli.command === "run" ? Effect.runSync(configured(ControllerConfig.shutdownTimeout).pipe(Effect.orDie)) : undefined
   runMain(logged(warned), {
     name: "whereabouts-controller",
-    deadline: timings === undefined ? undefined : shutdownDeadline(timings.shutdownTimeout, timings.renewDeadline),
+    deadline: shutdownTimeout === undefined ? undefined : shutdownDeadline(shutdownTimeout),
     onFailure: (cause) => failureOf(cli.command, cause),
     log: (line) => Effect.runSync(logged(line))
   })

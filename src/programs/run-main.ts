@@ -11,17 +11,18 @@
  */
 import type { EventEmitter } from "node:events"
 import { Cause, Duration, Effect, Exit, Fiber } from "effect"
+import { RENEW_DEADLINE } from "../services/LeaderElection.ts"
 
 /** What the deadline adds to the drain and the lease release: the rest of the teardown. */
 export const TEARDOWN_MARGIN = Duration.seconds(2)
 
 /**
  * The controller's shutdown deadline: its drain (--shutdown-timeout), its lease release (a write
- * bounded by --renew-deadline), and TEARDOWN_MARGIN for its servers, informers and connections:
- * 42 s by default, inside the deployment's terminationGracePeriodSeconds of 45.
+ * bounded by leader election's RENEW_DEADLINE, 10 s), and TEARDOWN_MARGIN for its servers,
+ * informers and connections: 42 s by default, inside the deployment's terminationGracePeriodSeconds of 45.
  */
-export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput, renewDeadline: Duration.DurationInput): Duration.Duration =>
-  Duration.sum(Duration.sum(shutdownTimeout, renewDeadline), TEARDOWN_MARGIN)
+export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput): Duration.Duration =>
+  Duration.sum(Duration.sum(shutdownTimeout, RENEW_DEADLINE), TEARDOWN_MARGIN)
 
 /** The process as runMain sees it; a test passes its own. */
 export interface ProcessPort {

@@ -6,7 +6,7 @@ import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
 import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
 import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
-import { type Parse, formatDuration, parseCount, parseDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
+import { type Parse, parseCount, parseDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
 
 /**
  * Tuning that is not an option: what the defaults of the former options were, kept as constants
@@ -60,9 +60,6 @@ export interface ControllerConfigShape extends Tuning {
   readonly leaseName: string
   readonly leaseNamespace: string
   readonly identity: string
-  readonly leaseDuration: Duration.Duration
-  readonly renewDeadline: Duration.Duration
-  readonly retryPeriod: Duration.Duration
   readonly metricsPort: number
   readonly healthPort: number
   /** Address of the HTTP endpoints; "" listens on every address (IPv6 and IPv4 where the host has IPv6). */
@@ -107,9 +104,6 @@ export const DEFAULTS = {
   dryRun: false,
   leaderElect: true,
   leaseName: "whereabouts-gc",
-  leaseDuration: Duration.seconds(15),
-  renewDeadline: Duration.seconds(10),
-  retryPeriod: Duration.seconds(2),
   metricsPort: 8080,
   healthPort: 8081,
   bindAddress: "",
@@ -157,9 +151,6 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   leaseNamespaceOverride: Config.option(Config.nonEmptyString("LEASE_NAMESPACE")),
   podNamespace: Config.option(Config.nonEmptyString("POD_NAMESPACE")),
   identity: Config.nonEmptyString("POD_NAME").pipe(Config.withDefault(`${hostname()}_${randomUUID().slice(0, 8)}`)),
-  leaseDuration: duration("LEASE_DURATION", D.leaseDuration),
-  renewDeadline: duration("RENEW_DEADLINE", D.renewDeadline),
-  retryPeriod: duration("RETRY_PERIOD", D.retryPeriod),
   metricsPort: port("METRICS_PORT", D.metricsPort),
   healthPort: port("HEALTH_PORT", D.healthPort),
   bindAddress: Config.string("BIND_ADDRESS").pipe(Config.withDefault(D.bindAddress)),
@@ -183,16 +174,11 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
     ...rest,
     ...TUNING,
     leaseNamespace: Option.getOrElse(Option.orElse(leaseNamespaceOverride, () => podNamespace), () => rest.namespace)
-  })),
-  // Refused at start-up, with the values, rather than when the elector is built.
-  Config.mapOrFail((c) => {
-    const problem = c.leaderElect ? leaseTimingsProblem(c) : undefined
-    return problem === undefined ? Either.right(c) : Either.left(ConfigError.InvalidData([], problem))
-  })
+  }))
 )
 
-/** What the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
-export const shutdownTimings = Config.all({ shutdownTimeout: duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout), renewDeadline: duration("RENEW_DEADLINE", D.renewDeadline) })
+/** The option the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
+export const shutdownTimeout = duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout)
 
 /** The never-run-again rule's settings. */
 export const neverRunsAgainPolicy = (c: ControllerConfigShape): NeverRunsAgainPolicy => ({
@@ -202,23 +188,6 @@ export const neverRunsAgainPolicy = (c: ControllerConfigShape): NeverRunsAgainPo
   terminatingGraceMs: Duration.toMillis(c.terminatingGrace),
   freeOnNotReadyAfterMs: c.freeOnNotReadyAfter === undefined ? undefined : Duration.toMillis(c.freeOnNotReadyAfter)
 })
-
-/** client-go's wait.JitterUntil factor: a candidate's retries are spread over up to 2.2 × retryPeriod. */
-export const JITTER_FACTOR = 1.2
-
-/**
- * What client-go's leader election refuses: a leader must give up (renewDeadline) before anyone
- * may take over (leaseDuration), and have had more than one jittered retry by then.
- */
-export const leaseTimingsProblem = (c: Pick<ControllerConfigShape, "leaseDuration" | "renewDeadline" | "retryPeriod">): string | undefined => {
-  const [lease, renew, retry] = [c.leaseDuration, c.renewDeadline, c.retryPeriod].map(Duration.toMillis) as [number, number, number]
-  if (lease > renew && renew > JITTER_FACTOR * retry && retry > 0) return undefined
-  const [shownLease, shownRenew, shownRetry] = [c.leaseDuration, c.renewDeadline, c.retryPeriod].map(formatDuration)
-  return (
-    "leader election needs --lease-duration > --renew-deadline > 1.2 × --retry-period > 0 " +
-    `(LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD: got ${shownLease}, ${shownRenew}, ${shownRetry}); e.g. --lease-duration 15s --renew-deadline 10s --retry-period 2s`
-  )
-}
 
 /**
  * DEFAULTS for tests and the demo, with what an environment would supply (no kubeconfig, a fixed

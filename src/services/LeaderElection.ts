@@ -1,10 +1,10 @@
 /**
  * LeaderElection: client-go's leaderelection with a LeaseLock, over KubeApi. Candidates poll a
- * coordination.k8s.io/v1 Lease every retryPeriod (jittered); a held lease is taken over only when
+ * coordination.k8s.io/v1 Lease every RETRY_PERIOD (jittered); a held lease is taken over only when
  * it has not changed for leaseDurationSeconds of OUR clock (client-go's observedTime: other nodes'
  * clocks are never compared with ours); every write carries the resourceVersion we read, so the
- * API server arbitrates races. The leader renews every retryPeriod and steps down when no renewal
- * succeeded for renewDeadline (< leaseDuration, so it stops before anyone may take over).
+ * API server arbitrates races. The leader renews every RETRY_PERIOD and steps down when no renewal
+ * succeeded for RENEW_DEADLINE (< LEASE_DURATION, so it stops before anyone may take over).
  *
  * The campaign runs while at least one `runWhenLeader` runs (reference counted), and releases the
  * lease when the last one stops, after its work has been interrupted.
@@ -24,10 +24,24 @@ import {
   Stream,
   SubscriptionRef
 } from "effect"
-import { ControllerConfig, type ControllerConfigShape, JITTER_FACTOR, leaseTimingsProblem } from "./ControllerConfig.ts"
+import { ControllerConfig, type ControllerConfigShape } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, objectKey } from "./KubeApi.ts"
 import { type KubeError, isUnreachable } from "./KubeError.ts"
 import { Leases, apiVersionOf } from "./resources.ts"
+
+/**
+ * The timings: client-go's defaults (component-base's LeaderElectionConfiguration), which
+ * kube-controller-manager, kube-scheduler and controller-runtime run with. No operator of a GC
+ * controller has a reason to tune them: a standby takes over a crashed leader about LEASE_DURATION
+ * after its last renewal, and a leader that stops hands the lease over at once (release). They
+ * keep client-go's rule: the leader gives up (RENEW_DEADLINE) before anyone may take over
+ * (LEASE_DURATION), after more than one jittered retry (RENEW_DEADLINE > JITTER_FACTOR × RETRY_PERIOD).
+ */
+export const LEASE_DURATION = Duration.seconds(15)
+export const RENEW_DEADLINE = Duration.seconds(10)
+export const RETRY_PERIOD = Duration.seconds(2)
+/** client-go's wait.JitterUntil factor: a candidate's retries are spread over up to 2.2 × RETRY_PERIOD. */
+export const JITTER_FACTOR = 1.2
 
 export interface LeaderElectionShape {
   /** Whether this instance leads now (always true with leader election off). */
@@ -203,21 +217,21 @@ const within = (duration: Duration.Duration, attempt: Effect.Effect<Attempt>) =>
 /** Polls until we hold the lease; returns when the winning attempt started (local ms). */
 const acquire = (c: Candidate) =>
   Effect.gen(function*() {
-    const retryMillis = Duration.toMillis(c.config.retryPeriod)
+    const retryMillis = Duration.toMillis(RETRY_PERIOD)
     while (true) {
       const start = yield* Clock.currentTimeMillis
-      const attempt = yield* within(c.config.renewDeadline, tryAcquireOrRenew(c))
+      const attempt = yield* within(RENEW_DEADLINE, tryAcquireOrRenew(c))
       if (attempt === "acquired") return start
       const jitter = yield* Random.next
       yield* Effect.sleep(Duration.millis(retryMillis * (1 + jitter * JITTER_FACTOR)))
     }
   })
 
-/** Renews every retryPeriod; returns why leadership was lost. */
+/** Renews every RETRY_PERIOD; returns why leadership was lost. */
 const renew = (c: Candidate, acquiredAt: number) =>
   Effect.gen(function*() {
-    const retryMillis = Duration.toMillis(c.config.retryPeriod)
-    const renewDeadlineMillis = Duration.toMillis(c.config.renewDeadline)
+    const retryMillis = Duration.toMillis(RETRY_PERIOD)
+    const renewDeadlineMillis = Duration.toMillis(RENEW_DEADLINE)
     let lastRenewal = acquiredAt
     let wait = retryMillis
     while (true) {
@@ -234,14 +248,14 @@ const renew = (c: Candidate, acquiredAt: number) =>
       }
       if (attempt === "held") return `lease is held by ${c.observed?.record.holderIdentity ?? "another candidate"}`
       const after = yield* Clock.currentTimeMillis
-      if (after >= deadline) return `no successful renewal for ${Duration.format(c.config.renewDeadline)}`
+      if (after >= deadline) return `no successful renewal for ${Duration.format(RENEW_DEADLINE)}`
       wait = Math.min(retryMillis, deadline - after)
     }
   })
 
 /**
  * Best effort, like client-go: an empty holder with a 1 s duration lets a standby take over at its
- * next poll instead of after a full leaseDuration. One step further: a renewal cut short by the
+ * next poll instead of after a full LEASE_DURATION. One step further: a renewal cut short by the
  * shutdown may still have been applied by the server, which makes our copy stale and the release
  * conflict; then the lease is read again and, if it still names us, released from the fresh copy
  * (never when someone else holds it).
@@ -268,7 +282,7 @@ const release = (c: Candidate) =>
       yield* Effect.logInfo("released leadership")
     }).pipe(
       Effect.interruptible,
-      Effect.timeout(c.config.renewDeadline),
+      Effect.timeout(RENEW_DEADLINE),
       Effect.catchAll((e) => Effect.logWarning(`failed to release lease: ${e.message}`))
     )
   })
@@ -307,9 +321,6 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
         runWhenLeader: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.zipRight(work, Effect.never)
       }
     }
-    // The configuration refuses these at start-up; a config built in code is checked here.
-    const problem = leaseTimingsProblem(config)
-    if (problem !== undefined) return yield* Effect.dieMessage(problem)
     const api = yield* KubeApi
     const leader = yield* SubscriptionRef.make(false)
     // A fresh campaign each time the first runWhenLeader arrives: it starts with nothing observed.
@@ -318,7 +329,7 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
       config,
       name: config.leaseName,
       namespace: config.leaseNamespace,
-      leaseDurationSeconds: Math.max(1, Math.floor(Duration.toMillis(config.leaseDuration) / 1000)),
+      leaseDurationSeconds: Duration.toSeconds(LEASE_DURATION),
       observed: undefined
     })
     const running = yield* RcRef.make({ acquire: Effect.forkScoped(Effect.suspend(() => campaign(candidate(), leader))) })

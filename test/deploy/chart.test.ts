@@ -90,9 +90,6 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   "leader-elect": false,
   "lease-name": "wac-lease",
   "lease-namespace": "leases",
-  "lease-duration": "30s",
-  "renew-deadline": "20 seconds",
-  "retry-period": "4 seconds",
   "metrics-port": 9090,
   "health-port": 9091,
   "bind-address": "::",
@@ -258,11 +255,11 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
     })
 
     it("durations in Go's syntax reach the container as written, a bare 0 as \"0\", and the controller decodes them", () => {
-      const chart = renderValues({ replicas: 1, config: { terminatingGrace: 0, leaseDuration: "1m30s", invariantGrace: "90s" } })
+      const chart = renderValues({ replicas: 1, config: { terminatingGrace: 0, shutdownTimeout: "1m30s", invariantGrace: "90s" } })
       const env = envOf(chart)
-      expect([env["TERMINATING_GRACE"], env["LEASE_DURATION"], env["INVARIANT_GRACE"]]).toEqual(["0", "1m30s", "90s"])
+      expect([env["TERMINATING_GRACE"], env["SHUTDOWN_TIMEOUT"], env["INVARIANT_GRACE"]]).toEqual(["0", "1m30s", "90s"])
       const decoded = decodeConfig(resolveEnv(theOne(chart, "Deployment"), containerOf(chart), "whereabouts-gc-abc"))
-      expect([decoded.terminatingGrace, decoded.leaseDuration, decoded.invariantGrace].map((d) => Duration.toMillis(d))).toEqual([0, 90_000, 90_000])
+      expect([decoded.terminatingGrace, decoded.shutdownTimeout, decoded.invariantGrace].map((d) => Duration.toMillis(d))).toEqual([0, 90_000, 90_000])
     })
 
     it("a whole number is written as an integer, a decimal as itself", () => {
@@ -370,11 +367,13 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
     it("a misspelt or unknown option, an option of another command", () => {
       expect(refused(["config.wokers=4"])).toContain("at '/config': additional properties 'wokers' not allowed")
       expect(refused(["config.output=json"])).toContain("additional properties 'output' not allowed")
+      // A removed option's key: what replaced it is in docs/options.md.
+      expect(refused(["config.leaseDuration=30s"])).toContain("additional properties 'leaseDuration' not allowed")
       expect(refused(["serviceMonitor.enable=true"])).toContain("additional properties 'enable' not allowed")
     })
     it("a duration, number or level the controller would refuse at start-up", () => {
       expect(refused(["config.terminatingGrace=1d"])).toContain("at '/config/terminatingGrace': '1d' does not match pattern '^(0|([0-9]+(\\\\.[0-9]+)?(h|m|s|ms|us|µs|ns))+|")
-      expect(refused(["config.leaseDuration=-1s"])).toContain("at '/config/leaseDuration': '-1s' does not match pattern")
+      expect(refused(["config.invariantGrace=-1s"])).toContain("at '/config/invariantGrace': '-1s' does not match pattern")
       expect(refused(["config.concurrentBatches=0"])).toContain("at '/config/concurrentBatches': minimum: got 0, want 1")
       expect(refused(["config.poolUsageThreshold=most"])).toContain("at '/config/poolUsageThreshold'")
       expect(refused(["config.logLevel=loud"])).toContain("at '/config/logLevel'")

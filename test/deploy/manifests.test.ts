@@ -198,9 +198,9 @@ suite(title, () => {
     const ports = new Map((c["ports"] as Array<Obj>).map((p) => [p["name"], p["containerPort"]]))
     expect(cfg.healthPort).toBe(ports.get("health"))
     expect(cfg.metricsPort).toBe(ports.get("metrics"))
-    // SIGTERM → drain for at most SHUTDOWN_TIMEOUT → release the lease within RENEW_DEADLINE →
-    // the rest, or the controller's own exit at its deadline: the kubelet must wait longer.
-    const ownDeadline = shutdownDeadline(cfg.shutdownTimeout, cfg.renewDeadline)
+    // SIGTERM → drain for at most SHUTDOWN_TIMEOUT → release the lease within leader election's
+    // renew deadline → the rest, or the controller's own exit at its deadline: the kubelet must wait longer.
+    const ownDeadline = shutdownDeadline(cfg.shutdownTimeout)
     expect(podSpec()["terminationGracePeriodSeconds"]).toBeGreaterThan(Duration.toSeconds(ownDeadline))
     // The Role grants get/update on the Lease by name: it must be the one the controller uses.
     const role = one(objects, "Role")

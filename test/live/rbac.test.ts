@@ -94,7 +94,7 @@ const CONCURRENCY = 6
  * CPUs, took over 20 s to exit after SIGTERM without reaching the lease release (closing notes of
  * stops 9 and 11). The lease release and the teardown then ran alongside the deletion loop's
  * drain instead of after it (fixed in LeaderElection; not proven to be that hang's cause). The
- * controller now ends a shutdown itself at shutdown-timeout + renew-deadline + 2 s (11 s here)
+ * controller now ends a shutdown itself at shutdown-timeout + 10 s to release the lease + 2 s (17 s here)
  * with exit code 1 and the open handles in its last log line, so such a run fails with evidence
  * well before this outer bound. Stop 13 saw it once more (variant "Role ippools patch", clean-clone
  * CI): the log ended at "leader election stopping", and in 45 s neither the release's own timeout

@@ -49,8 +49,8 @@ describe("command line", () => {
   })
 
   it("a removed option given as a flag is one line naming it and what replaced it; docs/options.md lists each", () => {
-    for (const argv of [["--http2"], ["run", "--no-http2"], ["audit", "--api-compression=true"]]) {
-      expect(() => parseCli(argv)).toThrow(/^--(http2|api-compression) was removed: .+ \(docs\/options\.md, "Removed options"\)$/)
+    for (const argv of [["--http2"], ["run", "--no-http2"], ["audit", "--api-compression=true"], ["run", "--lease-duration", "30s"]]) {
+      expect(() => parseCli(argv)).toThrow(/^--(http2|api-compression|lease-duration) was removed: .+ \(docs\/options\.md, "Removed options"\)$/)
     }
     // After --, nothing is an option.
     expect(() => parseCli(["audit", "--", "--http2"])).toThrow(/unexpected argument "--http2"/)
@@ -89,21 +89,11 @@ describe("command line", () => {
     const read = (args: ReadonlyArray<string>) => Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([...args]))))
     const ok = read(["--terminating-grace", "250 millis", "--shutdown-timeout", "1 minute"])
     expect(Duration.toMillis(ok.terminatingGrace)).toBe(250)
-    const go = read(["--shutdown-timeout", "1m30s", "--lease-duration=20s", "--terminating-grace", "1.5h", "--free-on-notready-after", "0"])
-    expect([go.shutdownTimeout, go.leaseDuration, go.terminatingGrace, go.freeOnNotReadyAfter!].map(Duration.toMillis)).toEqual([90_000, 20_000, 5_400_000, 0])
+    const go = read(["--shutdown-timeout", "1m30s", "--invariant-grace=20s", "--terminating-grace", "1.5h", "--free-on-notready-after", "0"])
+    expect([go.shutdownTimeout, go.invariantGrace, go.terminatingGrace, go.freeOnNotReadyAfter!].map(Duration.toMillis)).toEqual([90_000, 20_000, 5_400_000, 0])
     const bad = Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli(["--concurrent-batches", "zero"]))))
     expect(bad._tag).toBe("Failure")
     expect(JSON.stringify(bad)).toContain("CONCURRENT_BATCHES")
-  })
-
-  it("refuses lease timings client-go refuses, at start-up, with the values; not without leader election", () => {
-    const read = (args: ReadonlyArray<string>) => Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli([...args]))))
-    const bad = read(["--lease-duration", "10s", "--renew-deadline", "10 seconds"])
-    expect(bad._tag).toBe("Failure")
-    expect(JSON.stringify(bad)).toContain("--lease-duration > --renew-deadline > 1.2 × --retry-period > 0 (LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD: got 10s, 10s, 2s)")
-    expect(read(["--renew-deadline", "2s"])._tag).toBe("Failure") // not above 1.2 × 2 s
-    expect(read(["--renew-deadline", "3s"])._tag).toBe("Success")
-    expect(read(["--no-leader-elect", "--lease-duration", "1s"])._tag).toBe("Success")
   })
 
   it("a configuration error reads as one line per key, naming the flag, without the defaults' 'missing' alternatives", () => {
@@ -116,9 +106,6 @@ describe("command line", () => {
       '--concurrent-batches (CONCURRENT_BATCHES) "zero": not a whole number; e.g. --concurrent-batches 4',
       '--shutdown-timeout (SHUTDOWN_TIMEOUT) "soon": "soon" is not a Go duration; e.g. --shutdown-timeout 30s'
     ])
-    expect(error(["--renew-deadline", "20s"])).toEqual([
-      "leader election needs --lease-duration > --renew-deadline > 1.2 × --retry-period > 0 (LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD: got 15s, 20s, 2s); e.g. --lease-duration 15s --renew-deadline 10s --retry-period 2s"
-    ])
     expect(error(["--api-qps=-1"])).toEqual(['--api-qps (API_QPS) "-1": cannot be negative (0: no cap); e.g. --api-qps 0'])
   })
 
@@ -126,6 +113,8 @@ describe("command line", () => {
     const read = (env: Record<string, string>) => Effect.runSync(Effect.withConfigProvider(config, ConfigProvider.fromMap(new Map(Object.entries(env)))))
     expect(read({}).apiQps).toBe(0)
     expect(read({ PAGE_SIZE: "7", BATCH_WINDOW: "5s", RETRY_ATTEMPTS: "9" })).toMatchObject(TUNING)
+    // A variable of a removed option is not read: nothing in the configuration differs.
+    expect(read({ LEASE_DURATION: "1s", RENEW_DEADLINE: "1h", RETRY_PERIOD: "0" })).toEqual(read({}))
   })
 
   it("--help documents every option with its environment variable", () => {

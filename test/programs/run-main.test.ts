@@ -68,8 +68,8 @@ describe("runMain", () => {
     expect(typeof p.logs[0]!["elapsedMs"]).toBe("number")
   })
 
-  it("the controller's deadline: --shutdown-timeout + --renew-deadline + 2 s", () => {
-    expect(Duration.format(shutdownDeadline(Duration.seconds(30), Duration.seconds(10)))).toBe("42s")
+  it("the controller's deadline: --shutdown-timeout + leader election's 10 s renew deadline + 2 s", () => {
+    expect(Duration.format(shutdownDeadline(Duration.seconds(30)))).toBe("42s")
   })
 
   it("describes open resources by type", () => {

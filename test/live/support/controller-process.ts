@@ -37,7 +37,7 @@ export interface ControllerOptions {
   readonly namespace: string
   /** Lease identity (POD_NAME); a readable name in logs and in the Lease. */
   readonly identity?: string
-  /** Extra flags, e.g. ["--no-leader-elect"], ["--lease-duration", "3 seconds"]. */
+  /** Extra flags, e.g. ["--no-leader-elect"], ["--terminating-grace", "1s"]. */
   readonly args?: ReadonlyArray<string>
   /** The program to run instead of src/programs/main.ts (the image's bundle, say). */
   readonly script?: string
