@@ -124,7 +124,6 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "dry-run", env: "DRY_RUN", kind: "boolean", value: BOOLEAN, common: true, key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
   { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", value: BOOLEAN, key: "leaderElect", help: `elect a leader through a Lease (run 2 replicas safely), with client-go's timings: ${showDuration(LEASE_DURATION)} lease, ${showDuration(RENEW_DEADLINE)} renew deadline, ${showDuration(RETRY_PERIOD)} between attempts`, commands: runOnly },
   { flag: "lease-name", env: "LEASE_NAME", kind: "string", value: NAME, key: "leaseName", help: "name of the leader Lease", commands: runOnly },
-  { flag: "lease-namespace", env: "LEASE_NAMESPACE", kind: "string", value: NAME, note: "$POD_NAMESPACE, else --namespace", help: "namespace of the leader Lease", commands: runOnly },
   { flag: "metrics-port", env: "METRICS_PORT", kind: "string", value: PORT, key: "metricsPort", help: "port of /metrics (0 disables)", commands: runOnly },
   { flag: "health-port", env: "HEALTH_PORT", kind: "string", value: PORT, key: "healthPort", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
   { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", value: ADDRESS, note: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
@@ -211,7 +210,8 @@ export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly en
   { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", now: `the key whereabouts uses, ${SCHEDULE_CONFIGMAP_KEY}` },
   { flag: "lease-duration", env: "LEASE_DURATION", now: `client-go's ${showDuration(LEASE_DURATION)}: a standby takes over a crashed leader that long after its last renewal` },
   { flag: "renew-deadline", env: "RENEW_DEADLINE", now: `client-go's ${showDuration(RENEW_DEADLINE)}: a leader that cannot renew that long steps down` },
-  { flag: "retry-period", env: "RETRY_PERIOD", now: `client-go's ${showDuration(RETRY_PERIOD)} between attempts on the lease, jittered` }
+  { flag: "retry-period", env: "RETRY_PERIOD", now: `client-go's ${showDuration(RETRY_PERIOD)} between attempts on the lease, jittered` },
+  { flag: "lease-namespace", env: "LEASE_NAMESPACE", now: "the Lease is in the pod's namespace (POD_NAMESPACE), else in --namespace" }
 ]
 
 /**

@@ -58,6 +58,7 @@ export interface ControllerConfigShape extends Tuning {
   readonly dryRun: boolean
   readonly leaderElect: boolean
   readonly leaseName: string
+  /** Where the Lease is: the pod's namespace (POD_NAMESPACE), else `namespace`. Not an option. */
   readonly leaseNamespace: string
   readonly identity: string
   readonly metricsPort: number
@@ -148,7 +149,6 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   dryRun: Config.boolean("DRY_RUN").pipe(Config.withDefault(D.dryRun)),
   leaderElect: Config.boolean("LEADER_ELECT").pipe(Config.withDefault(D.leaderElect)),
   leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault(D.leaseName)),
-  leaseNamespaceOverride: Config.option(Config.nonEmptyString("LEASE_NAMESPACE")),
   podNamespace: Config.option(Config.nonEmptyString("POD_NAMESPACE")),
   identity: Config.nonEmptyString("POD_NAME").pipe(Config.withDefault(`${hostname()}_${randomUUID().slice(0, 8)}`)),
   metricsPort: port("METRICS_PORT", D.metricsPort),
@@ -169,11 +169,12 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
     Config.map(Option.getOrUndefined)
   )
 }).pipe(
-  // The lease lives where the controller runs (POD_NAMESPACE) unless told otherwise.
-  Config.map(({ leaseNamespaceOverride, podNamespace, ...rest }) => ({
+  // The Lease lives where the controller runs (POD_NAMESPACE, from the downward API), as a
+  // controller-runtime manager's does by default; run outside a pod, beside the pools.
+  Config.map(({ podNamespace, ...rest }) => ({
     ...rest,
     ...TUNING,
-    leaseNamespace: Option.getOrElse(Option.orElse(leaseNamespaceOverride, () => podNamespace), () => rest.namespace)
+    leaseNamespace: Option.getOrElse(podNamespace, () => rest.namespace)
   }))
 )
 

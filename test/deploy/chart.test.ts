@@ -89,7 +89,6 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   // Off needs one replica (the chart refuses two without it): the test sets replicas 1.
   "leader-elect": false,
   "lease-name": "wac-lease",
-  "lease-namespace": "leases",
   "metrics-port": 9090,
   "health-port": 9091,
   "bind-address": "::",
@@ -176,17 +175,17 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
       expect(rbacRows(helmTemplate(tool("helm")))).toEqual(EXPECTED_RBAC)
     })
 
-    it("names the configured Lease and schedule ConfigMap, in the pools' and the Lease's namespaces", () => {
-      const chart = helmTemplate(tool("helm"), ["config.namespace=pools", "config.leaseNamespace=leases", "config.leaseName=wac-lease", "config.reconcileScheduleConfigmap=sweep-schedule"])
+    it("names the configured Lease and schedule ConfigMap, in the pools' namespace and the Lease's (the pod's)", () => {
+      const chart = helmTemplate(tool("helm"), ["config.namespace=pools", "config.leaseName=wac-lease", "config.reconcileScheduleConfigmap=sweep-schedule"])
       const expected = EXPECTED_RBAC.map((row) =>
         row
-          .replace("Role kube-system/", row.includes("coordination.k8s.io/leases") ? "Role leases/" : "Role pools/")
+          .replace("Role kube-system/", row.includes("coordination.k8s.io/leases") ? "Role kube-system/" : "Role pools/")
           .replace("[whereabouts-config]", "[sweep-schedule]")
           .replace("leases[whereabouts-gc]", "leases[wac-lease]")
       ).toSorted()
       expect(rbacRows(chart)).toEqual(expected)
       for (const b of kind(chart, "RoleBinding")) {
-        expect(["pools", "leases"]).toContain(b["metadata"]["namespace"])
+        expect(["pools", "kube-system"]).toContain(b["metadata"]["namespace"])
         expect(b["subjects"]).toEqual([{ kind: "ServiceAccount", name: "whereabouts-gc", namespace: "kube-system" }])
         expect(b["roleRef"]).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "whereabouts-gc" })
       }
@@ -240,11 +239,12 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
       const deployment = theOne(chart, "Deployment")
       const decoded = decodeConfig(resolveEnv(deployment, containerOf(chart), "whereabouts-gc-abc"))
       const defaults = decodeConfig(resolveEnv(deployment, containerOf(helmTemplate(tool("helm"))), "whereabouts-gc-abc"))
-      // Every option's field moved off its default: each option got through (the tuning is fixed).
-      const options = Object.keys(defaults).filter((k) => k !== "identity" && !(k in TUNING))
+      // Every option's field moved off its default: each option got through (the tuning is fixed;
+      // the identity and the Lease's namespace are the pod's, from the downward API).
+      const options = Object.keys(defaults).filter((k) => k !== "identity" && k !== "leaseNamespace" && !(k in TUNING))
       const unchanged = options.filter((k) => JSON.stringify((decoded as Obj)[k]) === JSON.stringify((defaults as Obj)[k]))
       expect(unchanged).toEqual([])
-      expect(decoded).toMatchObject({ namespace: "pools", concurrentBatches: 8, apiQps: 12.5, leaseName: "wac-lease", leaseNamespace: "leases", metricsPort: 9090, healthPort: 9091, poolUsageThreshold: 0.75 })
+      expect(decoded).toMatchObject({ namespace: "pools", concurrentBatches: 8, apiQps: 12.5, leaseName: "wac-lease", leaseNamespace: "kube-system", metricsPort: 9090, healthPort: 9091, poolUsageThreshold: 0.75 })
       const ports = Object.fromEntries((containerOf(chart)["ports"] as Array<Obj>).map((p) => [p["name"], p["containerPort"]]))
       expect(ports).toEqual({ metrics: 9090, health: 9091 })
       expect(theOne(chart, "Service")["spec"]["ports"]).toEqual([{ name: "metrics", port: 9090, targetPort: "metrics", protocol: "TCP" }])
@@ -369,6 +369,7 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
       expect(refused(["config.output=json"])).toContain("additional properties 'output' not allowed")
       // A removed option's key: what replaced it is in docs/options.md.
       expect(refused(["config.leaseDuration=30s"])).toContain("additional properties 'leaseDuration' not allowed")
+      expect(refused(["config.leaseNamespace=leases"])).toContain("additional properties 'leaseNamespace' not allowed")
       expect(refused(["serviceMonitor.enable=true"])).toContain("additional properties 'enable' not allowed")
     })
     it("a duration, number or level the controller would refuse at start-up", () => {

@@ -114,7 +114,9 @@ describe("command line", () => {
     expect(read({}).apiQps).toBe(0)
     expect(read({ PAGE_SIZE: "7", BATCH_WINDOW: "5s", RETRY_ATTEMPTS: "9" })).toMatchObject(TUNING)
     // A variable of a removed option is not read: nothing in the configuration differs.
-    expect(read({ LEASE_DURATION: "1s", RENEW_DEADLINE: "1h", RETRY_PERIOD: "0" })).toEqual(read({}))
+    expect(read({ LEASE_DURATION: "1s", RENEW_DEADLINE: "1h", RETRY_PERIOD: "0", LEASE_NAMESPACE: "leases" })).toEqual(read({}))
+    // The Lease is in the pod's namespace; outside a pod, beside the pools.
+    expect([read({ POD_NAMESPACE: "wac", WHEREABOUTS_NAMESPACE: "pools" }).leaseNamespace, read({ WHEREABOUTS_NAMESPACE: "pools" }).leaseNamespace]).toEqual(["wac", "pools"])
   })
 
   it("--help documents every option with its environment variable", () => {
@@ -271,7 +273,7 @@ describe("configuration errors", () => {
 
   it("an option without a default, or a name, takes \"\" as unset, as the configuration does; good values pass", () => {
     const cli = parseCli(["--kubeconfig", "", "--free-on-notready-after", "", "--namespace", "", "--shutdown-timeout", "1m30s", "--log-level", "WARN"])
-    expect(checkOptions(cli, { LEASE_NAMESPACE: "" })).toEqual([])
+    expect(checkOptions(cli, { FLAT_CONFIG_PATH: "" })).toEqual([])
     const read = Effect.runSync(Effect.withConfigProvider(config, configProvider(cli)))
     expect(read).toMatchObject({ kubeconfig: undefined, freeOnNotReadyAfter: undefined, namespace: "kube-system" })
   })

@@ -36,9 +36,9 @@ would collide with. Release whereabouts-gc: every name is deploy/'s.
 {{- default (include "wac.namespace" .) .Values.config.namespace -}}
 {{- end -}}
 
-{{/* Where the Lease is: --lease-namespace, else the pod's namespace. */}}
+{{/* Where the Lease is: the pod's namespace (POD_NAMESPACE), as the controller decides. */}}
 {{- define "wac.leaseNamespace" -}}
-{{- default (include "wac.namespace" .) .Values.config.leaseNamespace -}}
+{{- include "wac.namespace" . -}}
 {{- end -}}
 
 {{/* The names RBAC grants by resourceNames: the controller's defaults unless configured. */}}
@@ -108,7 +108,6 @@ WHEREABOUTS_NAMESPACE is written by the Deployment itself (it defaults to the re
   (list "dryRun" "DRY_RUN")
   (list "leaderElect" "LEADER_ELECT")
   (list "leaseName" "LEASE_NAME")
-  (list "leaseNamespace" "LEASE_NAMESPACE")
   (list "metricsPort" "METRICS_PORT")
   (list "healthPort" "HEALTH_PORT")
   (list "bindAddress" "BIND_ADDRESS")
