@@ -4,7 +4,7 @@
  * own program runs as the contender; the scenario and its driver are this checkout's.
  *
  *   git worktree add /tmp/a <commit> && ln -s "$PWD/node_modules" /tmp/a/node_modules
- *   node bench/ab.ts <mass|single|rss> [--runs 3] [--pods n] [--per-pod n] [--qps n --burst n] [--fresh] /tmp/a /tmp/b …
+ *   node bench/ab.ts <mass|single|rss> [--runs 3] [--pods n] [--per-pod n] [--qps n] [--fresh] /tmp/a /tmp/b …
  *
  *   mass    the mass deletion of `npm run bench:apiserver` (n pods, default 1,000, over 10 pools,
  *           `--per-pod` whereabouts interfaces each, default 1; the headline's is 2): last delete
@@ -21,7 +21,7 @@
  * server the later runs meet a slower server, and alternating only spreads that drift evenly.
  *
  * The client limit defaults to the shipped one; commits from before QPS 0 meant "none" need a cap
- * given (`--qps 500 --burst 1000`). Evidence for BENCHMARKS.md prose; not part of a benchmark
+ * given (`--qps 500`). Evidence for BENCHMARKS.md prose; not part of a benchmark
  * command.
  */
 import { execFileSync } from "node:child_process"
@@ -29,7 +29,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type BenchPlane, startBenchPlane } from "./lib/controlplane.ts"
-import { apiserverEnv, SHIPPED, stolenSeconds } from "./lib/env.ts"
+import { apiserverEnv, SHIPPED, limitsAt, stolenSeconds } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
 import { driverLayer, runOver } from "./lib/live.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
@@ -39,7 +39,7 @@ import { count, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { takeNumber } from "./lib/args.ts"
 import { spread } from "./lib/stats.ts"
 
-const USAGE = "usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n --burst n] [--fresh] <checkout> [<checkout> …]"
+const USAGE = "usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n] [--fresh] <checkout> [<checkout> …]"
 const args = process.argv.slice(2)
 if (args.includes("--help")) {
   process.stdout.write(`${USAGE}\n(bench/ab.ts's header says what each scenario measures)\n`)
@@ -52,7 +52,8 @@ if (scenario !== "mass" && scenario !== "single" && scenario !== "rss") throw ne
 const runs = option("--runs", 3)
 const pods = option("--pods", PODS[scenario])
 const perPod = option("--per-pod", 1)
-const limits = { qps: option("--qps", SHIPPED.qps), burst: option("--burst", SHIPPED.burst) }
+// The burst follows the cap as the controller derives it (older checkouts are given it as API_BURST).
+const limits = limitsAt(option("--qps", SHIPPED.qps))
 const fresh = args.includes("--fresh")
 if (fresh) args.splice(args.indexOf("--fresh"), 1)
 const checkouts = args.map((a) => path.resolve(a))

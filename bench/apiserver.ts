@@ -19,7 +19,7 @@ import * as ControllerConfig from "../src/services/ControllerConfig.ts"
 import { KubeApi } from "../src/services/KubeApi.ts"
 import { layerLive } from "../src/services/KubeApiLive.ts"
 import { type BenchPlane, etcdVersion, startBenchPlane } from "./lib/controlplane.ts"
-import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
+import { apiserverEnv, type BenchEnv, SHIPPED, limitsAt } from "./lib/env.ts"
 import { apiserverRequests, driverLayer, runOver } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
@@ -43,9 +43,9 @@ const S = quick
   : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleCapped: 150, cappedPods: 200, steadyPods: 10_000, perPod: 5, upstream: 100 }
 if (process.env["UPSTREAM_PODS"] !== undefined) S.upstream = Number(process.env["UPSTREAM_PODS"])
 /** A client-side cap, as a small or shared API server may want: the former default. */
-const CAPPED = { qps: 20, burst: 30 }
+const CAPPED = limitsAt(20)
 /** The second pair of runs against upstream's pod controller: both at one raised cap. */
-const RAISED = { qps: 500, burst: 1_000 }
+const RAISED = limitsAt(500)
 /** Whereabouts interfaces per pod in the mass deletions. */
 const PER_POD = 2
 const { phase, log, finish } = makePhases("bench:apiserver")
@@ -238,7 +238,7 @@ try {
   })
   sections.push({
     title: `With a client-side cap (${limitText(CAPPED)}) and measured request rates`,
-    body: `What \`--api-qps ${CAPPED.qps} --api-burst ${CAPPED.burst}\` (the default before the bounds per kind of work replaced it) costs: ${S.cappedPods} pods × ${PER_POD} interfaces deleted at once with both contenders at that cap. Request rates: the contender's \`api_requests_total\` (no watches, no leases) and, independently, the API server's \`apiserver_request_total\` (everything but the benchmark's own pod deletions, watches, leases and non-resource paths), both sampled every second. Under the cap every freed IP costs at least one reservation delete and one Event write, two tokens: ${S.mass} pods × ${PER_POD} need ≥ ${fmt((2 * S.mass * PER_POD - CAPPED.burst) / CAPPED.qps)} s of tokens for the controller (the baseline's four per IP, twice that).\n\n${capMass.body}\n\n${table(
+    body: `What \`--api-qps ${CAPPED.qps}\` (bursts of ${CAPPED.burst}; the default before the bounds per kind of work replaced it) costs: ${S.cappedPods} pods × ${PER_POD} interfaces deleted at once with both contenders at that cap. Request rates: the contender's \`api_requests_total\` (no watches, no leases) and, independently, the API server's \`apiserver_request_total\` (everything but the benchmark's own pod deletions, watches, leases and non-resource paths), both sampled every second. Under the cap every freed IP costs at least one reservation delete and one Event write, two tokens: ${S.mass} pods × ${PER_POD} need ≥ ${fmt((2 * S.mass * PER_POD - CAPPED.burst) / CAPPED.qps)} s of tokens for the controller (the baseline's four per IP, twice that).\n\n${capMass.body}\n\n${table(
       ["contender", "first delete → all free", "requests (contender)", "per-second, contender", "per-second, API server"],
       [capOurs, capBase].map((r) => [r.kind, sec(perIpSeconds(r)), r.rates.total, r.rates.perSecond.join(" "), r.serverRates?.perSecond.join(" ") ?? "–"])
     )}`
@@ -299,7 +299,7 @@ try {
     })
   )
   phase("informer sync of the steady world's pods, in this process, at the default client limit")
-  const syncLayer = layerLive.pipe(Layer.provide(ControllerConfig.layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: SHIPPED.qps, apiBurst: SHIPPED.burst })), Layer.orDie)
+  const syncLayer = layerLive.pipe(Layer.provide(ControllerConfig.layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: SHIPPED.qps })), Layer.orDie)
   const sync = { ours: [] as Array<number>, baseline: [] as Array<number> }
   for (let i = 0; i < 3; i++) {
     for (const kind of ["ours", "baseline"] as const) sync[kind].push((await Effect.runPromise(informerSync(kind).pipe(Effect.provide(syncLayer)))).ms)

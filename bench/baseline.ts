@@ -10,7 +10,7 @@
  * - the same number of workers as the controller, one pod at a time.
  *
  * `node bench/baseline.ts run` runs it as a process configured like the controller (same
- * environment variables: KUBECONFIG, API_QPS, API_BURST, CONCURRENT_BATCHES, METRICS_PORT, HEALTH_PORT, ...).
+ * environment variables: KUBECONFIG, API_QPS, CONCURRENT_BATCHES, METRICS_PORT, HEALTH_PORT, ...).
  */
 import { fileURLToPath } from "node:url"
 import { Cause, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option, Queue, type Scope } from "effect"

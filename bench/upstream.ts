@@ -12,7 +12,7 @@ import * as os from "node:os"
 import { Cause, Effect, type Scope } from "effect"
 import type { KubeApi } from "../src/services/KubeApi.ts"
 import { etcdVersion, startBenchPlane } from "./lib/controlplane.ts"
-import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
+import { apiserverEnv, type BenchEnv, SHIPPED, limitsAt } from "./lib/env.ts"
 import { driverLayer } from "./lib/live.ts"
 import { makePhases } from "./lib/phases.ts"
 import { machine } from "./lib/results.ts"
@@ -36,7 +36,7 @@ const run = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Sc
 let result: Awaited<ReturnType<typeof upstreamComparison>>
 try {
   phase(`upstream pod controller vs the controller: ${pods} pods / 10 pools on one node, ×${reps}`)
-  result = await upstreamComparison(plane, logDir, run, { pods, pools: 10, reps, defaults: SHIPPED, raised: { qps: 500, burst: 1_000 }, log })
+  result = await upstreamComparison(plane, logDir, run, { pods, pools: 10, reps, defaults: SHIPPED, raised: limitsAt(500), log })
 } finally {
   await plane.stop()
 }

@@ -17,8 +17,12 @@ export type { Kind }
 export interface Limits {
   /** Requests per second; 0 = no client-side limit. */
   readonly qps: number
+  /** The controller's burst at that cap (limitsAt); upstream's contender is given the same. */
   readonly burst: number
 }
+
+/** A cap as the controller runs it: --api-qps, and the burst it derives from it. */
+export const limitsAt = (qps: number): Limits => ({ qps, burst: ControllerConfig.apiBurst(qps) })
 
 export interface Contender {
   readonly kind: Kind
@@ -106,4 +110,4 @@ export const cpuDelta = (before: Record<string, number>, after: Record<string, n
   Object.fromEntries(Object.keys(after).map((k) => [k, Math.round(((after[k] ?? 0) - (before[k] ?? 0)) * 100) / 100]))
 
 /** The client-side request limit `deploy/` ships (the controller's defaults; QPS 0: none). */
-export const SHIPPED: Limits = { qps: ControllerConfig.DEFAULTS.apiQps, burst: ControllerConfig.DEFAULTS.apiBurst }
+export const SHIPPED: Limits = limitsAt(ControllerConfig.DEFAULTS.apiQps)

@@ -18,6 +18,7 @@ export { freePort }
 export interface ProcOptions {
   readonly kubeconfig: string
   readonly qps: number
+  /** The burst the controller derives from `qps` (Limits); passed on for older checkouts only. */
   readonly burst: number
   readonly logDir: string
   readonly label: string
@@ -94,6 +95,7 @@ export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> 
       HOME: process.env["HOME"] ?? "",
       KUBECONFIG: o.kubeconfig,
       API_QPS: String(o.qps),
+      // Read by checkouts from before the burst followed --api-qps (A/B runs): the same burst.
       API_BURST: String(o.burst),
       METRICS_PORT: String(metricsPort),
       HEALTH_PORT: String(healthPort),

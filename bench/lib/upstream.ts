@@ -20,7 +20,7 @@ import { Effect, Either, type Scope } from "effect"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import type { Resource } from "../../src/services/resources.ts"
 import { type BenchPlane, cpuSeconds } from "./controlplane.ts"
-import { type BenchEnv, cpuDelta, type Limits } from "./env.ts"
+import { type BenchEnv, cpuDelta, type Limits, limitsAt } from "./env.ts"
 import { ROOT } from "./paths.ts"
 import { freePort, outlasts } from "./proc.ts"
 import { delta, parseProm, type Sample, sum } from "./prom.ts"
@@ -211,7 +211,7 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
         const t1 = performance.now()
         const c =
           kind === "ours"
-            ? yield* startOurs(env, o.limits ?? { qps: 20, burst: 30 }, o.label)
+            ? yield* startOurs(env, o.limits ?? limitsAt(20), o.label)
             : yield* startUpstream(o.binary, { kubeconfig: plane.kubeconfigPath, limits: o.limits, logDir, label: o.label })
         const startMs = performance.now() - t1
         const tracker = yield* makeTracker()
@@ -283,7 +283,8 @@ const writes = (c: Record<string, number>) =>
   Object.entries(c)
     .filter(([k]) => ["create", "replace", "patch", "delete"].includes(k.split(" ")[0]!))
     .reduce((a, [, n]) => a + n, 0)
-const limitText = (l: Limits | undefined) => (l === undefined ? "client-go default (QPS 5/burst 10 per API group client)" : `QPS ${l.qps}/burst ${l.burst}`)
+const limitText = (l: Limits | undefined) =>
+  l === undefined ? "client-go default (QPS 5/burst 10 per API group client)" : l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client cap"
 const secs = (x: number) => (Number.isFinite(x) ? `${fmt(x / 1000)} s` : "not within timeout")
 const medianOf = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => number) => spread(runs.map(f))
 const medText = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => number, unit: (x: number) => string) => {
@@ -336,8 +337,8 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
   const rows: Array<Row> = []
   const version = binary.version.split(" ").slice(-1)[0] ?? "?"
   for (const [setting, text] of [
-    ["released", `each as released: upstream at ${limitText(undefined)}, ours at QPS ${o.defaults.qps}/burst ${o.defaults.burst}`],
-    ["raised", `both at QPS ${o.raised.qps}/burst ${o.raised.burst}`]
+    ["released", `each as released: upstream at ${limitText(undefined)}, ours at ${limitText(o.defaults)}`],
+    ["raised", `both at ${limitText(o.raised)}`]
   ] as const) {
     const ours = pick(setting, "ours")
     const up = pick(setting, "upstream")

@@ -29,7 +29,7 @@ import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
-import { DEFAULTS, type DefaultedKey, TUNING } from "../services/ControllerConfig.ts"
+import { API_BURST_PER_QPS, DEFAULTS, type DefaultedKey, TUNING } from "../services/ControllerConfig.ts"
 import { LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD } from "../services/LeaderElection.ts"
 import { TEARDOWN_MARGIN } from "./run-main.ts"
 
@@ -98,8 +98,7 @@ const ROWS: ReadonlyArray<OptionRow> = [
     help: "most batches of deleted pods being freed at once (the next is gathered while one is out): more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server",
     commands: runOnly
   },
-  { flag: "api-qps", env: "API_QPS", kind: "string", value: RATE, key: "apiQps", help: "opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it); set one for a small or shared API server", commands: live },
-  { flag: "api-burst", env: "API_BURST", kind: "string", value: COUNT, key: "apiBurst", help: "API requests allowed at once above --api-qps (with a cap only)", commands: live },
+  { flag: "api-qps", env: "API_QPS", kind: "string", value: RATE, key: "apiQps", help: `opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it), with bursts of ${API_BURST_PER_QPS} × the cap (kube-controller-manager's 20/30); set one for a small or shared API server`, commands: live },
   {
     flag: "reconcile-schedule",
     env: "RECONCILE_SCHEDULE",
@@ -211,7 +210,8 @@ export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly en
   { flag: "lease-duration", env: "LEASE_DURATION", now: `client-go's ${showDuration(LEASE_DURATION)}: a standby takes over a crashed leader that long after its last renewal` },
   { flag: "renew-deadline", env: "RENEW_DEADLINE", now: `client-go's ${showDuration(RENEW_DEADLINE)}: a leader that cannot renew that long steps down` },
   { flag: "retry-period", env: "RETRY_PERIOD", now: `client-go's ${showDuration(RETRY_PERIOD)} between attempts on the lease, jittered` },
-  { flag: "lease-namespace", env: "LEASE_NAMESPACE", now: "the Lease is in the pod's namespace (POD_NAMESPACE), else in --namespace" }
+  { flag: "lease-namespace", env: "LEASE_NAMESPACE", now: "the Lease is in the pod's namespace (POD_NAMESPACE), else in --namespace" },
+  { flag: "api-burst", env: "API_BURST", now: `${API_BURST_PER_QPS} × --api-qps (kube-controller-manager's 20/30), at least 1` }
 ]
 
 /**

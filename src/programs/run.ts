@@ -59,7 +59,6 @@ export const runController = Effect.scoped(
         reconcileScheduleSource: effective(scheduleSources).source,
         dryRun: config.dryRun,
         apiQps: config.apiQps,
-        apiBurst: config.apiBurst,
         shutdownTimeout: Duration.format(config.shutdownTimeout)
       })
     )

@@ -39,6 +39,16 @@ export const TUNING: Tuning = {
   batchWindow: Duration.seconds(1)
 }
 
+/**
+ * Requests allowed at once above an --api-qps cap, per request per second of the cap:
+ * kube-controller-manager's pairing (--kube-api-qps 20, --kube-api-burst 30). It matters with a
+ * cap only, and the bucket always holds at least one request (--api-qps 1 and below: one at a time).
+ */
+export const API_BURST_PER_QPS = 1.5
+
+/** The burst of an --api-qps cap (API_BURST_PER_QPS). */
+export const apiBurst = (qps: number): number => Math.max(1, Math.floor(qps * API_BURST_PER_QPS))
+
 /** The options, and the tuning beside them. */
 export interface ControllerConfigShape extends Tuning {
   /** Namespace of IPPools and OverlappingRangeIPReservations (`WHEREABOUTS_NAMESPACE`). */
@@ -47,7 +57,6 @@ export interface ControllerConfigShape extends Tuning {
   /** Batches of deleted pods being freed at once (deletion-loop.ts). */
   readonly concurrentBatches: number
   readonly apiQps: number
-  readonly apiBurst: number
   /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   readonly reconcileSchedule: string | undefined
   /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
@@ -100,7 +109,6 @@ export const DEFAULTS = {
   namespace: "kube-system",
   concurrentBatches: 4,
   apiQps: 0,
-  apiBurst: 30,
   sweepOnStart: true,
   dryRun: false,
   leaderElect: true,
@@ -141,7 +149,6 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   kubeconfig: optionalString("KUBECONFIG"),
   concurrentBatches: count("CONCURRENT_BATCHES", D.concurrentBatches),
   apiQps: parsed("API_QPS", parseRate).pipe(Config.withDefault(D.apiQps)),
-  apiBurst: count("API_BURST", D.apiBurst),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
   scheduleFile: Config.string("RECONCILE_SCHEDULE_FILE").pipe(Config.withDefault(D.scheduleFile)),

@@ -7,7 +7,7 @@
  * a 429 or a Retry-After is ApiFlow.ts's.
  */
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
-import { ControllerConfig } from "./ControllerConfig.ts"
+import { ControllerConfig, apiBurst } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type ListResult, type ReadOptions, malformed, nameOnly } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import { type Resource, apiVersionOf, resourcePath } from "./resources.ts"
@@ -165,7 +165,7 @@ export const layerLive: Layer.Layer<KubeApi, KubeConfigError, ControllerConfig> 
     const config = yield* ControllerConfig
     const resolved = yield* resolveKubeConfig(yield* sourcesFrom(config.kubeconfig))
     const transport = yield* makeTransport(resolved)
-    const limiter = yield* makeRateLimiter(config.apiQps, config.apiBurst)
+    const limiter = yield* makeRateLimiter(config.apiQps, apiBurst(config.apiQps))
     yield* Effect.logDebug(`Kubernetes API ${transport.server} (from ${resolved.source})`)
     return makeLiveKubeApi({ transport, limiter, requestTimeout: config.requestTimeout })
   })

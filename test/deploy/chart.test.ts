@@ -80,7 +80,6 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   namespace: "pools",
   "concurrent-batches": 8,
   "api-qps": 12.5,
-  "api-burst": 40,
   "reconcile-schedule": "@every 6h",
   "reconcile-schedule-configmap": "sweep-schedule",
   "reconcile-schedule-file": "/etc/sweep/schedule",
@@ -370,6 +369,7 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
       // A removed option's key: what replaced it is in docs/options.md.
       expect(refused(["config.leaseDuration=30s"])).toContain("additional properties 'leaseDuration' not allowed")
       expect(refused(["config.leaseNamespace=leases"])).toContain("additional properties 'leaseNamespace' not allowed")
+      expect(refused(["config.apiBurst=40"])).toContain("additional properties 'apiBurst' not allowed")
       expect(refused(["serviceMonitor.enable=true"])).toContain("additional properties 'enable' not allowed")
     })
     it("a duration, number or level the controller would refuse at start-up", () => {

@@ -336,7 +336,7 @@ describeLive("end to end: `node src/programs/main.ts run` against a real API ser
   it.live("#182, the tight order: db-1 reborn after the controller's re-check found it gone but before its release — the entry stays the reborn pod's and so does its reservation", () =>
     world(
       Effect.gen(function* () {
-        // A paced controller of its own (one API request per 500 ms), so the test can act between its calls.
+        // A paced controller of its own (one API request per second), so the test can act between its calls.
         const running = shared.current()
         if (running !== undefined) yield* Effect.promise(() => running.stop())
         const paced = yield* launch({ kubeconfig: kubeconfig(), namespace: POOLS, identity: "e2e-paced", args: PACED })

@@ -418,7 +418,7 @@ const MUST_FAIL: Readonly<Record<string, ReadonlyArray<Check>>> = {
 }
 
 /**
- * Variants that also run the #182 race phase (its own paced controller, ~10 s): those whose verb
+ * Variants that also run the #182 race phase (its own paced controller, one request a second): those whose verb
  * only that race exercises. The full run always runs it.
  */
 const RACE_ONLY: ReadonlySet<string> = new Set(["Role overlappingrangeipreservations create"])

@@ -22,7 +22,7 @@ import {
   showDuration,
   withDeprecatedVariables
 } from "../../src/programs/cli.ts"
-import { TUNING, config } from "../../src/services/ControllerConfig.ts"
+import { TUNING, apiBurst, config } from "../../src/services/ControllerConfig.ts"
 import { tableRows } from "../support/markdown.ts"
 
 describe("command line", () => {
@@ -112,9 +112,11 @@ describe("command line", () => {
   it("no cap on the request rate by default; the tuning is fixed, whatever the environment says", () => {
     const read = (env: Record<string, string>) => Effect.runSync(Effect.withConfigProvider(config, ConfigProvider.fromMap(new Map(Object.entries(env)))))
     expect(read({}).apiQps).toBe(0)
+    // A cap's burst is kube-controller-manager's 1.5 × (20/30); at 1 request per second and below, one at a time.
+    expect([apiBurst(20), apiBurst(500), apiBurst(1), apiBurst(0.5)]).toEqual([30, 750, 1, 1])
     expect(read({ PAGE_SIZE: "7", BATCH_WINDOW: "5s", RETRY_ATTEMPTS: "9" })).toMatchObject(TUNING)
     // A variable of a removed option is not read: nothing in the configuration differs.
-    expect(read({ LEASE_DURATION: "1s", RENEW_DEADLINE: "1h", RETRY_PERIOD: "0", LEASE_NAMESPACE: "leases" })).toEqual(read({}))
+    expect(read({ LEASE_DURATION: "1s", RENEW_DEADLINE: "1h", RETRY_PERIOD: "0", LEASE_NAMESPACE: "leases", API_BURST: "1" })).toEqual(read({}))
     // The Lease is in the pod's namespace; outside a pod, beside the pools.
     expect([read({ POD_NAMESPACE: "wac", WHEREABOUTS_NAMESPACE: "pools" }).leaseNamespace, read({ WHEREABOUTS_NAMESPACE: "pools" }).leaseNamespace]).toEqual(["wac", "pools"])
   })

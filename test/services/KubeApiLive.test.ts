@@ -293,7 +293,7 @@ const fakeApi = (overrides: Parameters<typeof layerWith>[0] = {}) =>
   Layer.unwrapEffect(
     Effect.sync(() => {
       const kubeconfig = writeFile("fake.yaml", kubeconfigText(fake.url, { insecure: true, token: "fake-token" }))
-      return live().layerLive.pipe(Layer.provide(layerWith({ kubeconfig, apiQps: 1000, apiBurst: 1000, ...overrides })), Layer.orDie)
+      return live().layerLive.pipe(Layer.provide(layerWith({ kubeconfig, apiQps: 1000, ...overrides })), Layer.orDie)
     })
   )
 

@@ -100,7 +100,6 @@ WHEREABOUTS_NAMESPACE is written by the Deployment itself (it defaults to the re
   (list "kubeconfig" "KUBECONFIG")
   (list "concurrentBatches" "CONCURRENT_BATCHES")
   (list "apiQps" "API_QPS")
-  (list "apiBurst" "API_BURST")
   (list "reconcileSchedule" "RECONCILE_SCHEDULE")
   (list "reconcileScheduleConfigmap" "RECONCILE_SCHEDULE_CONFIGMAP")
   (list "reconcileScheduleFile" "RECONCILE_SCHEDULE_FILE")

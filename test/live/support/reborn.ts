@@ -4,7 +4,7 @@
  * CNI ADD takes the same address back — before the controller's guarded release reaches the pool.
  *
  * No hook can hold a separate process between two of its API calls, so the controller is paced
- * instead: with `PACED` its client-side rate limiter lets one request through every half second,
+ * instead: with `PACED` its client-side rate limiter lets one request through every second,
  * and the test acts as soon as /metrics shows the controller's re-check came back 404.
  */
 import { Effect } from "effect"
@@ -13,8 +13,8 @@ import type { ControllerProcess } from "./controller-process.ts"
 import { metricOf } from "./controller.ts"
 import { on, poolIPs, reservationView, waitUntil } from "./world.ts"
 
-/** Controller flags for the race: no Lease traffic, one API request per 500 ms. */
-export const PACED: ReadonlyArray<string> = ["--no-leader-elect", "--api-qps", "2", "--api-burst", "1"]
+/** Controller flags for the race: no Lease traffic, one API request per second (a cap of 1 has a burst of 1). */
+export const PACED: ReadonlyArray<string> = ["--no-leader-elect", "--api-qps", "1"]
 
 const counter = (ctl: ControllerProcess, verb: string, resource: string, codes: ReadonlyArray<string>) =>
   Effect.map(

@@ -25,7 +25,7 @@ import { simulationStores } from "../../../src/testing/layers.ts"
  * `namespace` as the whereabouts namespace. No client-side rate limit: the tests are the load.
  */
 export const liveWorld = (namespace: string, kubeconfig?: string) => {
-  const overrides = { namespace, apiQps: 0, apiBurst: 1_000, requestTimeout: Duration.seconds(20), ...(kubeconfig === undefined ? {} : { kubeconfig }) }
+  const overrides = { namespace, apiQps: 0, requestTimeout: Duration.seconds(20), ...(kubeconfig === undefined ? {} : { kubeconfig }) }
   const config = layerWith({ kubeconfig: runningEnvtest().kubeconfigPath, ...overrides })
   return simulationStores.pipe(Layer.provideMerge(liveKubeApi(overrides)), Layer.provideMerge(config))
 }
