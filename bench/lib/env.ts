@@ -52,7 +52,6 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
         const extra: Record<string, string> = {}
         // WORKERS too, for checkouts from before --workers became --concurrent-batches.
         if (config.concurrentBatches !== undefined) Object.assign(extra, { CONCURRENT_BATCHES: String(config.concurrentBatches), WORKERS: String(config.concurrentBatches) })
-        if (config.sweepOnStart === false) extra["SWEEP_ON_START"] = "false"
         const proc = yield* Effect.acquireRelease(
           Effect.tryPromise({
             try: () =>
@@ -72,7 +71,7 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
           (p) => Effect.promise(() => p.stop())
         )
         yield* Effect.tryPromise({ try: () => proc.ready(), catch: (e) => e as Error })
-        if (kind === "ours" && config.sweepOnStart !== false) {
+        if (kind === "ours") {
           yield* Effect.tryPromise({
             try: () => waitMetric(proc, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "start-up sweep done", 300_000, 100),
             catch: (e) => e as Error

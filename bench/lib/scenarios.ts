@@ -141,7 +141,7 @@ export interface MassOptions {
   readonly pools: number
   /** Whereabouts interfaces per pod, each on another network (default 1). */
   readonly perPod?: number
-  /** The contender's configuration beyond its limits (e.g. `sweepOnStart`). */
+  /** The contender's configuration beyond its limits (e.g. `concurrentBatches`). */
   readonly config?: Partial<ControllerConfig.ControllerConfigShape>
   readonly limits: Limits
   readonly label: string

@@ -78,7 +78,9 @@ export const runController = Effect.scoped(
       yield* Effect.forkScoped(invariants.run)
       // Subscribed before the start-up sweep lists anything: a gap after that list is swept again.
       yield* Effect.forkScoped(sweepAfterRelists(sweep))
-      if (config.sweepOnStart) yield* sweep
+      // Always, on becoming leader: what was deleted while no replica led is freed now, not at the
+      // next scheduled sweep (the informers' first list shows no deletion).
+      yield* sweep
       const schedule = yield* watchSchedule(scheduleSources)
       yield* Effect.logInfo("sweeps scheduled").pipe(Effect.annotateLogs(yield* Effect.map(SubscriptionRef.get(schedule), (a) => ({ schedule: a.schedule.expression, source: a.source }))))
       yield* Effect.forkScoped(onSchedule(schedule, sweep))

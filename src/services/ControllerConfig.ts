@@ -63,7 +63,6 @@ export interface ControllerConfigShape extends Tuning {
   readonly scheduleConfigMap: string
   /** File holding the schedule (whereabouts mounts that ConfigMap there); read when it exists. */
   readonly scheduleFile: string
-  readonly sweepOnStart: boolean
   readonly dryRun: boolean
   readonly leaderElect: boolean
   readonly leaseName: string
@@ -109,7 +108,6 @@ export const DEFAULTS = {
   namespace: "kube-system",
   concurrentBatches: 4,
   apiQps: 0,
-  sweepOnStart: true,
   dryRun: false,
   leaderElect: true,
   leaseName: "whereabouts-gc",
@@ -152,7 +150,6 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
   scheduleFile: Config.string("RECONCILE_SCHEDULE_FILE").pipe(Config.withDefault(D.scheduleFile)),
-  sweepOnStart: Config.boolean("SWEEP_ON_START").pipe(Config.withDefault(D.sweepOnStart)),
   dryRun: Config.boolean("DRY_RUN").pipe(Config.withDefault(D.dryRun)),
   leaderElect: Config.boolean("LEADER_ELECT").pipe(Config.withDefault(D.leaderElect)),
   leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault(D.leaseName)),

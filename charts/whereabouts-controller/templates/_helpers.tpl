@@ -103,7 +103,6 @@ WHEREABOUTS_NAMESPACE is written by the Deployment itself (it defaults to the re
   (list "reconcileSchedule" "RECONCILE_SCHEDULE")
   (list "reconcileScheduleConfigmap" "RECONCILE_SCHEDULE_CONFIGMAP")
   (list "reconcileScheduleFile" "RECONCILE_SCHEDULE_FILE")
-  (list "sweepOnStart" "SWEEP_ON_START")
   (list "dryRun" "DRY_RUN")
   (list "leaderElect" "LEADER_ELECT")
   (list "leaseName" "LEASE_NAME")
