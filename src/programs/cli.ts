@@ -105,7 +105,7 @@ const ROWS: ReadonlyArray<OptionRow> = [
     kind: "string",
     value: SCHEDULE,
     common: true,
-    note: "the ConfigMap's, the file's, the flat file's reconciler_cron_expression, else 30 4 * * *",
+    note: `the ConfigMap's, ${TUNING.scheduleFile}'s, the flat file's reconciler_cron_expression, else 30 4 * * *`,
     help: "schedule of the full orphan sweep, in whereabouts' syntax (robfig/cron: five fields, @daily, @every 1h, ?, CRON_TZ=); first of the sources listed here wins",
     commands: runOnly
   },
@@ -118,7 +118,6 @@ const ROWS: ReadonlyArray<OptionRow> = [
     help: "ConfigMap in --namespace whose key holds the schedule, read at start-up and watched: a change takes effect without a restart (\"\" to not look)",
     commands: runOnly
   },
-  { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", kind: "string", value: PATH, key: "scheduleFile", help: "file holding the schedule, read when it exists and looked at again every minute", commands: runOnly },
   { flag: "dry-run", env: "DRY_RUN", kind: "boolean", value: BOOLEAN, common: true, key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
   { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", value: BOOLEAN, key: "leaderElect", help: `elect a leader through a Lease (run 2 replicas safely), with client-go's timings: ${showDuration(LEASE_DURATION)} lease, ${showDuration(RENEW_DEADLINE)} renew deadline, ${showDuration(RETRY_PERIOD)} between attempts`, commands: runOnly },
   { flag: "lease-name", env: "LEASE_NAME", kind: "string", value: NAME, key: "leaseName", help: "name of the leader Lease", commands: runOnly },
@@ -211,7 +210,8 @@ export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly en
   { flag: "retry-period", env: "RETRY_PERIOD", now: `client-go's ${showDuration(RETRY_PERIOD)} between attempts on the lease, jittered` },
   { flag: "lease-namespace", env: "LEASE_NAMESPACE", now: "the Lease is in the pod's namespace (POD_NAMESPACE), else in --namespace" },
   { flag: "api-burst", env: "API_BURST", now: `${API_BURST_PER_QPS} × --api-qps (kube-controller-manager's 20/30), at least 1` },
-  { flag: "sweep-on-start", env: "SWEEP_ON_START", now: "a sweep always runs on becoming leader: it frees what was deleted while none led" }
+  { flag: "sweep-on-start", env: "SWEEP_ON_START", now: "a sweep always runs on becoming leader: it frees what was deleted while none led" },
+  { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", now: `the file whereabouts mounts its ConfigMap at, ${TUNING.scheduleFile}` }
 ]
 
 /**

@@ -28,6 +28,12 @@ export interface Tuning {
   readonly retryMaxDelay: Duration.Duration
   /** How long a mass deletion that keeps arriving is gathered into one batch (Batcher.ts; 0: never). */
   readonly batchWindow: Duration.Duration
+  /**
+   * The file holding the sweep's schedule, read when it exists and again every minute: where
+   * whereabouts' DaemonSet mounts its ConfigMap (key cron-expression as /cron-schedule/config). In
+   * the shape so tests can point it at a file of their own, or at none ("").
+   */
+  readonly scheduleFile: string
 }
 
 export const TUNING: Tuning = {
@@ -36,7 +42,8 @@ export const TUNING: Tuning = {
   retryAttempts: 5,
   retryBaseDelay: Duration.millis(500),
   retryMaxDelay: Duration.seconds(30),
-  batchWindow: Duration.seconds(1)
+  batchWindow: Duration.seconds(1),
+  scheduleFile: "/cron-schedule/config"
 }
 
 /**
@@ -61,8 +68,6 @@ export interface ControllerConfigShape extends Tuning {
   readonly reconcileSchedule: string | undefined
   /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
   readonly scheduleConfigMap: string
-  /** File holding the schedule (whereabouts mounts that ConfigMap there); read when it exists. */
-  readonly scheduleFile: string
   readonly dryRun: boolean
   readonly leaderElect: boolean
   readonly leaseName: string
@@ -119,7 +124,6 @@ export const DEFAULTS = {
   invariantInterval: Duration.minutes(1),
   invariantGrace: Duration.minutes(1),
   scheduleConfigMap: "whereabouts-config",
-  scheduleFile: "/cron-schedule/config",
   pruneSlicePools: false,
   freeTerminalPods: true,
   freeEvictedPods: true,
@@ -149,7 +153,6 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   apiQps: parsed("API_QPS", parseRate).pipe(Config.withDefault(D.apiQps)),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
-  scheduleFile: Config.string("RECONCILE_SCHEDULE_FILE").pipe(Config.withDefault(D.scheduleFile)),
   dryRun: Config.boolean("DRY_RUN").pipe(Config.withDefault(D.dryRun)),
   leaderElect: Config.boolean("LEADER_ELECT").pipe(Config.withDefault(D.leaderElect)),
   leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault(D.leaseName)),

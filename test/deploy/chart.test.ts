@@ -82,7 +82,6 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   "api-qps": 12.5,
   "reconcile-schedule": "@every 6h",
   "reconcile-schedule-configmap": "sweep-schedule",
-  "reconcile-schedule-file": "/etc/sweep/schedule",
   "dry-run": true,
   // Off needs one replica (the chart refuses two without it): the test sets replicas 1.
   "leader-elect": false,
@@ -370,6 +369,7 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
       expect(refused(["config.leaseNamespace=leases"])).toContain("additional properties 'leaseNamespace' not allowed")
       expect(refused(["config.apiBurst=40"])).toContain("additional properties 'apiBurst' not allowed")
       expect(refused(["config.sweepOnStart=false"])).toContain("additional properties 'sweepOnStart' not allowed")
+      expect(refused(["config.reconcileScheduleFile=/etc/sweep"])).toContain("additional properties 'reconcileScheduleFile' not allowed")
       expect(refused(["serviceMonitor.enable=true"])).toContain("additional properties 'enable' not allowed")
     })
     it("a duration, number or level the controller would refuse at start-up", () => {

@@ -205,12 +205,13 @@ describeLive("deploy/ RBAC: the controller as its ServiceAccount", () => {
 
       const identity = `rbac-${label.replace(/[^\w]+/g, "-").toLowerCase()}`.slice(0, 60)
       // Stopped with the scenario's scope, also when the test is interrupted (a timeout).
-      // No schedule flag: the ConfigMap is a source, read at start-up; under it, a file that never fires again.
-      const scheduleFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "wac-rbac-")), "config")
-      fs.writeFileSync(scheduleFile, NEVER_AGAIN)
-      const args = ["--prune-slice-pools", "--terminating-grace", "1 second", "--reconcile-schedule-file", scheduleFile]
+      // No schedule flag: the ConfigMap is a source, read at start-up; under it, a flat file whose
+      // reconciler_cron_expression never fires again.
+      const flatFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "wac-rbac-")), "whereabouts.conf")
+      fs.writeFileSync(flatFile, JSON.stringify({ reconciler_cron_expression: NEVER_AGAIN }))
+      const args = ["--prune-slice-pools", "--terminating-grace", "1 second", "--flat-config", flatFile]
       const ctl: ControllerProcess = yield* Effect.acquireRelease(launch({ kubeconfig, namespace: poolNs, identity, args }, "own sources"), (c) =>
-        Effect.promise(() => c.stop(STOP_GRACE_MS)).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(path.dirname(scheduleFile), { recursive: true, force: true }))))
+        Effect.promise(() => c.stop(STOP_GRACE_MS)).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(path.dirname(flatFile), { recursive: true, force: true }))))
       )
       const refused = Effect.map(
         Effect.promise(() => ctl.metrics()),

@@ -25,7 +25,7 @@ describeLive("the sweep's schedule from the whereabouts-config ConfigMap", () =>
       yield* ensureNamespace(POOLS)
       const api = yield* KubeApi
       const ctl = yield* Effect.promise(() =>
-        startController({ kubeconfig: runningEnvtest().kubeconfigPath, namespace: POOLS, args: [...TEST_TIMINGS, "--reconcile-schedule-file", ""] })
+        startController({ kubeconfig: runningEnvtest().kubeconfigPath, namespace: POOLS, args: [...TEST_TIMINGS] })
       )
       yield* awaitLeading(ctl, { sweep: true })
       expect(logsWith(ctl, "sweep schedule changed")).toEqual([])

@@ -102,7 +102,6 @@ WHEREABOUTS_NAMESPACE is written by the Deployment itself (it defaults to the re
   (list "apiQps" "API_QPS")
   (list "reconcileSchedule" "RECONCILE_SCHEDULE")
   (list "reconcileScheduleConfigmap" "RECONCILE_SCHEDULE_CONFIGMAP")
-  (list "reconcileScheduleFile" "RECONCILE_SCHEDULE_FILE")
   (list "dryRun" "DRY_RUN")
   (list "leaderElect" "LEADER_ELECT")
   (list "leaseName" "LEASE_NAME")
