@@ -99,7 +99,6 @@ export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> 
       API_BURST: String(o.burst),
       METRICS_PORT: String(metricsPort),
       HEALTH_PORT: String(healthPort),
-      BIND_ADDRESS: "127.0.0.1",
       LEASE_NAME: `bench-${o.label.toLowerCase().replace(/[^a-z0-9-]/g, "-")}`,
       POD_NAME: `bench-${o.label}`,
       ...o.env

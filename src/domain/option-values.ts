@@ -118,4 +118,3 @@ export const RATIO: ValueType<number> = { placeholder: "<ratio>", example: "0.9"
 export const BOOLEAN: ValueType<boolean> = { placeholder: "", example: "true", parse: parseBoolean }
 export const NAME: ValueType<string> = { placeholder: "<name>", example: "kube-system", parse: parseAny }
 export const PATH: ValueType<string> = { placeholder: "<path>", example: "/etc/whereabouts/config", parse: parseAny }
-export const ADDRESS: ValueType<string> = { placeholder: "<address>", example: "127.0.0.1", parse: parseAny }

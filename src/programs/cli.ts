@@ -10,7 +10,6 @@ import { type ConfigError, ConfigProvider, Duration, Either } from "effect"
 import { parseSchedule } from "../domain/cron.ts"
 import { type IPAddress, parseIP } from "../domain/ip.ts"
 import {
-  ADDRESS,
   BOOLEAN,
   COUNT,
   DURATION,
@@ -123,7 +122,6 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "lease-name", env: "LEASE_NAME", kind: "string", value: NAME, key: "leaseName", help: "name of the leader Lease", commands: runOnly },
   { flag: "metrics-port", env: "METRICS_PORT", kind: "string", value: PORT, key: "metricsPort", help: "port of /metrics (0 disables)", commands: runOnly },
   { flag: "health-port", env: "HEALTH_PORT", kind: "string", value: PORT, key: "healthPort", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
-  { flag: "bind-address", env: "BIND_ADDRESS", kind: "string", value: ADDRESS, note: "every address", help: "address the HTTP endpoints listen on (unset: IPv6 and IPv4 where the host has IPv6, else IPv4)", commands: runOnly },
   { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", value: DURATION, key: "shutdownTimeout", help: `on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + ${showDuration(RENEW_DEADLINE)} to release the lease + ${showDuration(TEARDOWN_MARGIN)}, then the process exits 1`, commands: runOnly },
   { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", value: RATIO, key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric (preflight warns at it too)", commands: ["run", "preflight"] },
   {
@@ -211,7 +209,8 @@ export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly en
   { flag: "lease-namespace", env: "LEASE_NAMESPACE", now: "the Lease is in the pod's namespace (POD_NAMESPACE), else in --namespace" },
   { flag: "api-burst", env: "API_BURST", now: `${API_BURST_PER_QPS} × --api-qps (kube-controller-manager's 20/30), at least 1` },
   { flag: "sweep-on-start", env: "SWEEP_ON_START", now: "a sweep always runs on becoming leader: it frees what was deleted while none led" },
-  { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", now: `the file whereabouts mounts its ConfigMap at, ${TUNING.scheduleFile}` }
+  { flag: "reconcile-schedule-file", env: "RECONCILE_SCHEDULE_FILE", now: `the file whereabouts mounts its ConfigMap at, ${TUNING.scheduleFile}` },
+  { flag: "bind-address", env: "BIND_ADDRESS", now: "every address: IPv6 and IPv4 (IPv4 only on a host without IPv6), so probes reach an IPv6-only pod too" }
 ]
 
 /**

@@ -1,6 +1,7 @@
 /**
  * /healthz, /readyz and /metrics on node:http (controller-runtime's conventions: metrics on
- * :8080, probes on :8081). Port 0 disables a server.
+ * :8080, probes on :8081). Port 0 disables a server. Each listens on every address: IPv6 and IPv4
+ * where the host has IPv6 (the kubelet probes the pod IP, IPv6 in an IPv6-only cluster), else IPv4.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import { Data, Effect, Runtime } from "effect"
@@ -11,26 +12,22 @@ import { optionName } from "./cli.ts"
 type Handler = (req: IncomingMessage) => Effect.Effect<{ readonly status: number; readonly type: string; readonly body: string }>
 
 /**
- * Why a server could not listen, in one line naming the option to change: Node's own error
- * (`listen EADDRINUSE :::8080`) names neither the option nor what to do.
+ * An endpoint could not listen: one line naming the option to change, and Node's error (Node's own
+ * line, `listen EADDRINUSE :::8080`, names neither the option nor what to do).
  */
-/** An endpoint could not listen: one line naming the option to change, and Node's error. */
 export class ListenError extends Data.TaggedError("ListenError")<{ readonly message: string; readonly cause: NodeJS.ErrnoException }> {}
 
-export const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" | "health-port", port: number, host: string): ListenError => {
-  const where = host === "" ? `port ${port}` : `${host} port ${port}`
+export const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" | "health-port", port: number): ListenError => {
   const why =
     e.code === "EADDRINUSE"
-      ? `${optionName(portFlag)} ${port}: ${where} is already in use (another process listens there); choose a free port, or 0 to turn this endpoint off`
-      : e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND"
-        ? `${optionName("bind-address")} "${host}": not an address of this host (unset listens on every address)`
-        : e.code === "EACCES"
-          ? `${optionName(portFlag)} ${port}: not allowed to listen on ${where} (ports below 1024 need privileges); choose a port above 1023`
-          : `${optionName(portFlag)} ${port}: cannot listen on ${where}: ${e.message}`
+      ? `${optionName(portFlag)} ${port}: port ${port} is already in use (another process listens there); choose a free port, or 0 to turn this endpoint off`
+      : e.code === "EACCES"
+        ? `${optionName(portFlag)} ${port}: not allowed to listen on port ${port} (ports below 1024 need privileges); choose a port above 1023`
+        : `${optionName(portFlag)} ${port}: cannot listen on port ${port}: ${e.message}`
   return new ListenError({ message: why, cause: e })
 }
 
-const serve = (portFlag: "metrics-port" | "health-port", port: number, host: string, routes: Readonly<Record<string, Handler>>) =>
+const serve = (portFlag: "metrics-port" | "health-port", port: number, routes: Readonly<Record<string, Handler>>) =>
   Effect.acquireRelease(
     Effect.flatMap(Effect.runtime<never>(), (runtime) =>
       Effect.async<ReturnType<typeof createServer>, ListenError>((resume) => {
@@ -46,10 +43,9 @@ const serve = (portFlag: "metrics-port" | "health-port", port: number, host: str
             (e: unknown) => res.writeHead(500, { "content-type": "text/plain" }).end(`${String(e)}\n`)
           )
         })
-        server.once("error", (e: NodeJS.ErrnoException) => resume(Effect.fail(listenError(e, portFlag, port, host))))
+        server.once("error", (e: NodeJS.ErrnoException) => resume(Effect.fail(listenError(e, portFlag, port))))
         // No host: Node listens on :: (IPv6 and IPv4) where the host has IPv6, else on 0.0.0.0.
-        if (host === "") server.listen(port, () => resume(Effect.succeed(server)))
-        else server.listen(port, host, () => resume(Effect.succeed(server)))
+        server.listen(port, () => resume(Effect.succeed(server)))
       })
     ),
     (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
@@ -69,13 +65,13 @@ export const serveEndpoints = (ready: Effect.Effect<boolean>) =>
       if (a !== null && typeof a === "object") listening.push(a.family === "IPv6" ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`)
     }
     if (config.healthPort > 0) {
-      yield* Effect.tap(serve("health-port", config.healthPort, config.bindAddress, {
+      yield* Effect.tap(serve("health-port", config.healthPort, {
         "/healthz": () => Effect.succeed(text(200, "ok\n")),
         "/readyz": () => Effect.map(ready, (ok) => (ok ? text(200, "ok\n") : text(503, "informers not synced\n")))
       }), (server) => Effect.sync(() => where(server)))
     }
     if (config.metricsPort > 0) {
-      yield* Effect.tap(serve("metrics-port", config.metricsPort, config.bindAddress, {
+      yield* Effect.tap(serve("metrics-port", config.metricsPort, {
         "/metrics": () => Effect.map(metrics.render, (m) => ({ status: 200, type: m.contentType, body: m.body }))
       }), (server) => Effect.sync(() => where(server)))
     }

@@ -76,8 +76,6 @@ export interface ControllerConfigShape extends Tuning {
   readonly identity: string
   readonly metricsPort: number
   readonly healthPort: number
-  /** Address of the HTTP endpoints; "" listens on every address (IPv6 and IPv4 where the host has IPv6). */
-  readonly bindAddress: string
   readonly shutdownTimeout: Duration.Duration
   readonly poolUsageThreshold: number
   /** How often the leader judges the invariants on its caches (src/programs/invariant-monitor.ts). */
@@ -118,7 +116,6 @@ export const DEFAULTS = {
   leaseName: "whereabouts-gc",
   metricsPort: 8080,
   healthPort: 8081,
-  bindAddress: "",
   shutdownTimeout: Duration.seconds(30),
   poolUsageThreshold: 0.9,
   invariantInterval: Duration.minutes(1),
@@ -160,7 +157,6 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   identity: Config.nonEmptyString("POD_NAME").pipe(Config.withDefault(`${hostname()}_${randomUUID().slice(0, 8)}`)),
   metricsPort: port("METRICS_PORT", D.metricsPort),
   healthPort: port("HEALTH_PORT", D.healthPort),
-  bindAddress: Config.string("BIND_ADDRESS").pipe(Config.withDefault(D.bindAddress)),
   shutdownTimeout: duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout),
   poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio).pipe(Config.withDefault(D.poolUsageThreshold)),
   invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration).pipe(Config.withDefault(D.invariantInterval)),
@@ -199,7 +195,7 @@ export const neverRunsAgainPolicy = (c: ControllerConfigShape): NeverRunsAgainPo
 
 /**
  * DEFAULTS for tests and the demo, with what an environment would supply (no kubeconfig, a fixed
- * identity, the lease beside the pools) and loopback endpoints; override what matters.
+ * identity, the lease beside the pools); override what matters (ports to 0 where no endpoint is wanted).
  */
 export const defaults = (overrides: Partial<ControllerConfigShape> = {}): ControllerConfigShape => {
   const { logLevel: _l, output: _o, ...shape } = DEFAULTS
@@ -210,7 +206,6 @@ export const defaults = (overrides: Partial<ControllerConfigShape> = {}): Contro
     reconcileSchedule: undefined,
     leaseNamespace: DEFAULTS.namespace,
     identity: "test-controller",
-    bindAddress: "127.0.0.1",
     flatConfigPath: undefined,
     freeOnNotReadyAfter: undefined,
     ...overrides

@@ -88,7 +88,6 @@ const SAMPLE: Readonly<Record<string, string | number | boolean>> = {
   "lease-name": "wac-lease",
   "metrics-port": 9090,
   "health-port": 9091,
-  "bind-address": "::",
   "shutdown-timeout": "20 seconds",
   "pool-usage-threshold": 0.75,
   "invariant-interval": "30s",
@@ -370,6 +369,7 @@ suite(`charts/whereabouts-controller (helm template vs kubectl kustomize)${"reas
       expect(refused(["config.apiBurst=40"])).toContain("additional properties 'apiBurst' not allowed")
       expect(refused(["config.sweepOnStart=false"])).toContain("additional properties 'sweepOnStart' not allowed")
       expect(refused(["config.reconcileScheduleFile=/etc/sweep"])).toContain("additional properties 'reconcileScheduleFile' not allowed")
+      expect(refused(["config.bindAddress=::"])).toContain("additional properties 'bindAddress' not allowed")
       expect(refused(["serviceMonitor.enable=true"])).toContain("additional properties 'enable' not allowed")
     })
     it("a duration, number or level the controller would refuse at start-up", () => {

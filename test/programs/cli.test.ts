@@ -116,7 +116,7 @@ describe("command line", () => {
     expect([apiBurst(20), apiBurst(500), apiBurst(1), apiBurst(0.5)]).toEqual([30, 750, 1, 1])
     expect(read({ PAGE_SIZE: "7", BATCH_WINDOW: "5s", RETRY_ATTEMPTS: "9" })).toMatchObject(TUNING)
     // A variable of a removed option is not read: nothing in the configuration differs.
-    expect(read({ LEASE_DURATION: "1s", RENEW_DEADLINE: "1h", RETRY_PERIOD: "0", LEASE_NAMESPACE: "leases", API_BURST: "1", SWEEP_ON_START: "false", RECONCILE_SCHEDULE_FILE: "/etc/sweep" })).toEqual(read({}))
+    expect(read({ LEASE_DURATION: "1s", RENEW_DEADLINE: "1h", RETRY_PERIOD: "0", LEASE_NAMESPACE: "leases", API_BURST: "1", SWEEP_ON_START: "false", RECONCILE_SCHEDULE_FILE: "/etc/sweep", BIND_ADDRESS: "127.0.0.1" })).toEqual(read({}))
     // The Lease is in the pod's namespace; outside a pod, beside the pools.
     expect([read({ POD_NAMESPACE: "wac", WHEREABOUTS_NAMESPACE: "pools" }).leaseNamespace, read({ WHEREABOUTS_NAMESPACE: "pools" }).leaseNamespace]).toEqual(["wac", "pools"])
   })
@@ -212,8 +212,7 @@ const REFUSED: Readonly<Record<string, string | null>> = {
   "<level>": "loud",
   "<format>": "yaml",
   "": "maybe",
-  "<path>": null,
-  "<address>": null
+  "<path>": null
 }
 
 describe("configuration errors", () => {
@@ -250,8 +249,8 @@ describe("configuration errors", () => {
         expect(read._tag, `ControllerConfig refuses ${o.env}=${bad}`).toBe("Failure")
       }
     }
-    // Every option but names, paths and addresses, which take any text.
-    expect(checked).toBe(OPTIONS.filter((o) => !["<name>", "<path>", "<address>"].includes(o.value.placeholder)).length)
+    // Every option but names and paths, which take any text.
+    expect(checked).toBe(OPTIONS.filter((o) => !["<name>", "<path>"].includes(o.value.placeholder)).length)
   })
 
   it("a value that starts with a dash is a value, refused by name, not another flag", () => {

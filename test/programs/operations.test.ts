@@ -41,7 +41,7 @@ describe("HTTP endpoints", () => {
         expect(m.type).toContain("text/plain")
         expect(m.body).toContain('whereabouts_controller_ips_freed_total{trigger="deletion"} 3')
         expect((yield* get(health, "/nope")).status).toBe(404)
-      }).pipe(Effect.provide(memory({ healthPort: health, metricsPort, bindAddress: "127.0.0.1" })))
+      }).pipe(Effect.provide(memory({ healthPort: health, metricsPort })))
     }))
 })
 
@@ -56,9 +56,9 @@ describe("HTTP endpoints that cannot listen", () => {
         }),
         (taken) => Effect.async<void>((resume) => void taken.close(() => resume(Effect.void)))
       )
-      const error = yield* Effect.flip(serveEndpoints(Effect.succeed(true)).pipe(Effect.provide(memory({ healthPort: health, metricsPort, bindAddress: "127.0.0.1" }))))
+      const error = yield* Effect.flip(serveEndpoints(Effect.succeed(true)).pipe(Effect.provide(memory({ healthPort: health, metricsPort }))))
       expect(error.message).toBe(
-        `--metrics-port (METRICS_PORT) ${metricsPort}: 127.0.0.1 port ${metricsPort} is already in use (another process listens there); choose a free port, or 0 to turn this endpoint off`
+        `--metrics-port (METRICS_PORT) ${metricsPort}: port ${metricsPort} is already in use (another process listens there); choose a free port, or 0 to turn this endpoint off`
       )
     }))
 })
@@ -70,7 +70,7 @@ const hostHasIPv6 = await new Promise<boolean>((resolve) => {
   s.listen(0, "::1", () => s.close(() => resolve(true)))
 })
 
-describe("HTTP endpoints on every address (the default)", () => {
+describe("HTTP endpoints on every address", () => {
   const answers = (hosts: ReadonlyArray<string>) =>
     Effect.gen(function* () {
       const [health, metricsPort] = [yield* freePort(), yield* freePort()]
@@ -81,7 +81,7 @@ describe("HTTP endpoints on every address (the default)", () => {
         const out: Array<number> = []
         for (const host of hosts) out.push(yield* status(host, health, "/readyz"), yield* status(host, metricsPort, "/metrics"))
         return out
-      }).pipe(Effect.provide(memory({ healthPort: health, metricsPort, bindAddress: "" })))
+      }).pipe(Effect.provide(memory({ healthPort: health, metricsPort })))
     })
 
   it.scopedLive("answer on IPv4 loopback", () =>

@@ -107,7 +107,6 @@ WHEREABOUTS_NAMESPACE is written by the Deployment itself (it defaults to the re
   (list "leaseName" "LEASE_NAME")
   (list "metricsPort" "METRICS_PORT")
   (list "healthPort" "HEALTH_PORT")
-  (list "bindAddress" "BIND_ADDRESS")
   (list "shutdownTimeout" "SHUTDOWN_TIMEOUT")
   (list "poolUsageThreshold" "POOL_USAGE_THRESHOLD")
   (list "invariantInterval" "INVARIANT_INTERVAL")

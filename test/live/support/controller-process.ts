@@ -136,8 +136,6 @@ export const startController = async (options: ControllerOptions): Promise<Contr
     String(healthPort),
     "--metrics-port",
     String(metricsPort),
-    "--bind-address",
-    "127.0.0.1",
     "--log-format",
     "json",
     ...(options.args ?? [])
