@@ -49,10 +49,10 @@ export interface DecodedNad {
 const notOurs = (e: IpamConfigError) => e.reason === "MissingIpam" || e.reason === "EmptyConfig"
 
 /** What of these NADs, pools and pods cannot be read, each with what is wrong. */
-export const badInputOf = (nads: ReadonlyArray<DecodedNad>, pools: ReadonlyArray<ParsedPool>, pods: ReadonlyArray<PodProjection>): BadInput => ({
+export const badInputOf = (nads: ReadonlyArray<DecodedNad>, pools: ReadonlyArray<ParsedPool>, pods: Iterable<PodProjection>): BadInput => ({
   nads: nads.flatMap((n) => (Either.isLeft(n.decoded) && !notOurs(n.decoded.left) ? [{ namespace: n.namespace, name: n.name, why: n.decoded.left.message }] : [])),
   poolEntries: pools.flatMap((p) => p.invalid.map((bad) => ({ pool: p.name, key: bad.key, reason: bad.reason }))),
-  pods: pods.flatMap((pod) => {
+  pods: [...pods].flatMap((pod) => {
     const decoded = podAttachments(pod)
     return Either.isLeft(decoded) ? [{ namespace: pod.namespace, name: pod.name, annotation: decoded.left.annotation, why: decoded.left.message }] : []
   })

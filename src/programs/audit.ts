@@ -157,7 +157,7 @@ export const renderJson = (r: SweepReport): string =>
 
 /** Runs the audit and returns the text to print and the exit code. */
 export const audit = (output: "table" | "json") =>
-  Effect.map(runSweep({ dryRun: true, invariants: true }), (report) => ({
+  Effect.map(runSweep({ dryRun: true, audit: true }), (report) => ({
     text: output === "json" ? renderJson(report) : renderTable(report),
     exitCode: (report.invariants?.violations.length ?? 0) > 0 ? EXIT_VIOLATIONS : report.orphanAllocations.length + report.orphanReservations.length > 0 ? 1 : 0
   }))

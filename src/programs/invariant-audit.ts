@@ -11,7 +11,7 @@
 import { Duration, Effect, Either } from "effect"
 import type { Snapshot } from "../domain/holdings.ts"
 import { type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup, reservationNetworks } from "../domain/invariants.ts"
-import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
+import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
@@ -49,9 +49,9 @@ export const auditInvariants = (world: World, snapshot: Snapshot, startedAt: num
   Effect.gen(function* () {
     const { invariantGrace } = yield* ControllerConfig
     const decoder = yield* NadConfigs
-    const pods = new Map(world.podList.map((p) => [podRef(p), p] as const))
+    const pods = world.pods
     const found = invariantViolations({
-      pods: world.podList,
+      pods: [...pods.values()],
       listedBy: world.listedBy,
       pod: (ref) => pods.get(ref),
       pools: world.poolList.map((p) => p.pool),

@@ -11,7 +11,6 @@ import { readFile } from "node:fs/promises"
 import { Data, Effect, Either } from "effect"
 import { type AuditReport, decodeAuditReport, matchReport } from "../domain/audit-report.ts"
 import { type NamedTargets, namedHoldings } from "../domain/operator-release.ts"
-import { podRef } from "../domain/pod.ts"
 import { ipEquals } from "../domain/ip.ts"
 import { type PlannedEntry, type ReleasePlan, planRelease } from "../domain/release.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
@@ -63,7 +62,7 @@ const reportHoldings = (report: AuditReport) =>
     const matched = matchReport(report, {
       pools: new Map(world.poolList.map((p) => [p.name, p.pool] as const)),
       reservations: new Map(world.reservationList.map((r) => [r.name, r] as const)),
-      pods: new Map(world.podList.map((p) => [podRef(p), p] as const)),
+      pods: world.pods,
       orphans: holdings
     })
     // What another pod holds left the orphans already (rule 0): nothing more to look for.

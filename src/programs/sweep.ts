@@ -92,19 +92,19 @@ export const listWhereabouts = Effect.gen(function* () {
   return { reservationList, poolList, nads, nodeSlicePools }
 })
 
-/** The pods and nodes a sweep judges by, and who lists each address. */
+/** The pods (by podref) and nodes a sweep judges by, and who lists each address. */
 export interface PodWorld {
-  readonly podList: ReadonlyArray<PodProjection>
+  readonly pods: ReadonlyMap<string, PodProjection>
   readonly nodes: ReadonlyArray<NodeRecord>
   readonly listedBy: (ip: IPAddress) => ReadonlyArray<PodProjection>
 }
 
 /** Pods and nodes listed fresh: for the commands, which have no caches. */
 export const listedPods: Effect.Effect<PodWorld, KubeError, Pods> = Effect.gen(function* () {
-  const pods = yield* Pods
-  const podList = yield* pods.list()
-  const nodes = yield* pods.nodes
-  return { podList, nodes, listedBy: listedByIndex(podList) }
+  const live = yield* Pods
+  const podList = yield* live.list()
+  const nodes = yield* live.nodes
+  return { pods: new Map(podList.map((p) => [podRef(p), p] as const)), nodes, listedBy: listedByIndex(podList) }
 })
 
 /**
@@ -116,7 +116,7 @@ export const listedPods: Effect.Effect<PodWorld, KubeError, Pods> = Effect.gen(f
  * sweep follows that relist (relists.ts).
  */
 export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Caches, (caches) => ({
-  podList: caches.pods.values(),
+  pods: caches.pods.byKey,
   nodes: caches.nodes.values(),
   listedBy: (ip) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip))
 }))
@@ -133,7 +133,7 @@ export type World = Effect.Effect.Success<ReturnType<typeof listWorld<never, nev
 /** The orphans of a listing, as the planner's holdings. */
 export const sweepHoldings = (world: World) =>
   Effect.gen(function* () {
-    const live = new Map(world.podList.map((p) => [podRef(p), p] as const))
+    const live = world.pods
     const pools = world.poolList.map((p) => p.pool)
     const snapshot = yield* listingSnapshot(pools, world.reservationList, world.nads, world.nodeSlicePools)
     const networkOf = (pool: ParsedPool) => snapshot.origin(pool).network
@@ -201,8 +201,12 @@ export interface SweepOptions {
    * counted under the loop's trigger).
    */
   readonly leave?: Effect.Effect<ReadonlySet<string>> | undefined
-  /** Also judge the invariants on the listing (audit; the controller judges them on its caches). */
-  readonly invariants?: boolean | undefined
+  /**
+   * The audit's extras: judge the invariants on the listing (the controller judges them on its
+   * caches) and read every pod's Multus annotations for bad input (audit's table; the controller
+   * has no use for the list).
+   */
+  readonly audit?: boolean | undefined
   /** Where the pods and nodes come from: listed fresh unless given (the controller gives its caches). */
   readonly pods?: Effect.Effect<PodWorld, KubeError> | undefined
 }
@@ -273,7 +277,7 @@ const reportSweep = (world: World, report: SweepReport) =>
       Effect.annotateLogs({
         pools: report.pools.length,
         allocations: report.pools.reduce((n, p) => n + p.used, 0),
-        pods: world.podList.length,
+        pods: world.pods.size,
         orphanAllocations: report.orphanAllocations.length,
         orphanReservations: report.orphanReservations.length,
         heldForAnother: report.heldForAnother.length,
@@ -297,14 +301,14 @@ export const runSweep = (
     const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings, options.leave)
     const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world, snapshot.origin) : 0
     const pools = poolReports(world, orphans.allocations, snapshot)
-    const invariants = options.invariants === true ? yield* auditInvariants(world, snapshot, listedFrom) : undefined
+    const invariants = options.audit === true ? yield* auditInvariants(world, snapshot, listedFrom) : undefined
     const report: SweepReport = {
       dryRun: options.dryRun,
       pools,
       orphanAllocations: orphans.allocations,
       orphanReservations: orphans.reservations,
       heldForAnother,
-      badInput: badInputOf(world.nads.map((n) => ({ ...n, decoded: nadConfigs.decode(n) })), world.poolList.map((p) => p.pool), world.podList),
+      badInput: badInputOf(world.nads.map((n) => ({ ...n, decoded: nadConfigs.decode(n) })), world.poolList.map((p) => p.pool), options.audit === true ? world.pods.values() : []),
       staleSlicePools: pools.flatMap((p) => (p.owner === "stale" ? [{ name: p.name, node: p.node ?? "", used: p.used }] : [])),
       prunedPools,
       ...done,

@@ -46,6 +46,8 @@ export interface Informer<A> {
   readonly isSynced: Effect.Effect<boolean>
   readonly get: (key: string) => Option.Option<A>
   readonly values: () => ReadonlyArray<A>
+  /** The cache itself by key, read-only and live (it follows the informer): for a pass over it without a copy. */
+  readonly byKey: ReadonlyMap<string, A>
   readonly size: () => number
   readonly byIndex: (index: string, value: string) => ReadonlyArray<A>
   /** Events from now on; subscribe before relying on them. */
@@ -313,6 +315,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       isSynced: Deferred.isDone(loop.synced),
       get: (key) => Option.fromNullable(cache.get(key)),
       values: () => [...cache.values()],
+      byKey: cache,
       size: () => cache.size,
       byIndex: (name, value) => [...indexes.keys(name, value)].flatMap((k) => cache.get(k) ?? []),
       subscribe: PubSub.subscribe(loop.pubsub),

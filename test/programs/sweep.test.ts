@@ -421,7 +421,7 @@ describe("sweep: pods from the controller's caches", () => {
       const dead = yield* startPod(NS, "dead", [on("net1")])
       yield* deletePod(dead)
       // The cache has seen neither pod yet.
-      const lagging = Effect.succeed({ podList: [], nodes: [], listedBy: () => [] })
+      const lagging = Effect.succeed({ pods: new Map(), nodes: [], listedBy: () => [] })
       const report = yield* runSweep({ dryRun: false, pods: lagging })
       expect(report.orphanAllocations.map((o) => o.entry.podref).sort()).toEqual(["default/dead", "default/late"])
       expect(report).toMatchObject({ freed: 1, spared: 2 })

@@ -44,6 +44,9 @@ const snapshotInformer = <A>(resource: Resource, keyOf: (a: A) => string, indexe
     isSynced: Effect.succeed(true),
     get: (key) => Option.fromNullable(items.get(key)),
     values: () => [...items.values()],
+    get byKey() {
+      return items
+    },
     size: () => items.size,
     byIndex: (name, value) => indexes.get(name)?.get(value) ?? [],
     subscribe: Effect.dieMessage("snapshot informers publish no events"),
