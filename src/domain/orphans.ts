@@ -59,6 +59,29 @@ export const allocationOrphanReason = (
 ): AllocationOrphanReason | undefined => orphanReasonOf(livePods.get(entry.podref), entry.ip, entry.ifname)
 
 /**
+ * The allocations of one address in one network: by podref, the orphan reason of that podref's
+ * allocation (undefined: held, which wins over an orphaned one of the same podref). Almost every
+ * address has one, kept as a pair; a Map only where two podrefs share an address.
+ */
+type Holders = { readonly podref: string; reason: AllocationOrphanReason | undefined } | Map<string, AllocationOrphanReason | undefined>
+
+const addHolder = (byIp: Map<string, Holders>, k: string, podref: string, reason: AllocationOrphanReason | undefined) => {
+  const h = byIp.get(k)
+  if (h === undefined) byIp.set(k, { podref, reason })
+  else if (h instanceof Map) {
+    if (!h.has(podref) || reason === undefined) h.set(podref, reason)
+  } else if (h.podref === podref) {
+    if (reason === undefined) h.reason = undefined
+  } else byIp.set(k, new Map([[h.podref, h.reason], [podref, reason]]))
+}
+
+const holderOf = (h: Holders | undefined, podref: string): { readonly holds: boolean; readonly reason?: AllocationOrphanReason | undefined } => {
+  if (h === undefined) return { holds: false }
+  if (h instanceof Map) return h.has(podref) ? { holds: true, reason: h.get(podref) } : { holds: false }
+  return h.podref === podref ? { holds: true, reason: h.reason } : { holds: false }
+}
+
+/**
  * Finds orphaned allocations and reservations. Pass reservations listed *before* the pools
  * were, so a reservation created by a concurrent CNI ADD always finds its allocation.
  */
@@ -77,8 +100,9 @@ export const findOrphans = (
     }
   }
   const allocations: Array<OrphanAllocation> = []
-  // network name → ip → podref → orphan reason of that allocation (undefined = held)
-  const holders = new Map<string, Map<string, Map<string, AllocationOrphanReason | undefined>>>()
+  // network name → ip → its allocations' holders; only the reservations read it
+  const holders = new Map<string, Map<string, Holders>>()
+  const keepHolders = reservations.length > 0
   for (const pool of pools) {
     const network = networkOf(pool) ?? pool.name
     let byIp = holders.get(network)
@@ -87,10 +111,7 @@ export const findOrphans = (
       const why = ended.get(entry.podref)
       const reason = why !== undefined ? "NeverRunsAgain" : allocationOrphanReason(entry, livePods)
       if (reason !== undefined) allocations.push({ pool: pool.name, entry, reason, ...(why === undefined ? {} : { detail: why.detail }) })
-      const k = ipKey(entry.ip)
-      let byPod = byIp.get(k)
-      if (byPod === undefined) byIp.set(k, (byPod = new Map()))
-      if (!byPod.has(entry.podref) || reason === undefined) byPod.set(entry.podref, reason)
+      if (keepHolders) addHolder(byIp, ipKey(entry.ip), entry.podref, reason)
     }
   }
   const orphanReservations: Array<OrphanReservation> = []
@@ -100,7 +121,7 @@ export const findOrphans = (
     // Names are ambiguous ("dead-beef-2001-db8--5" also reads as the unnamed IP dead:beef:2001:db8::5):
     // prefer the reading under which this pod has an allocation, then one naming a known network.
     const parsed =
-      candidates.find((c) => holders.get(c.networkName)?.get(ipKey(c.ip))?.has(podref) === true) ??
+      candidates.find((c) => holderOf(holders.get(c.networkName)?.get(ipKey(c.ip)), podref).holds) ??
       candidates.find((c) => holders.has(c.networkName)) ??
       candidates[0]
     const base = { name: r.metadata.name, podref, ip: parsed?.ip, networkName: parsed?.networkName }
@@ -115,12 +136,9 @@ export const findOrphans = (
     }
     // A name we cannot read is never deleted while its pod lives.
     if (parsed === undefined) continue
-    const byPod = holders.get(parsed.networkName)?.get(ipKey(parsed.ip))
-    if (byPod === undefined || !byPod.has(podref)) orphanReservations.push({ ...base, reason: "NoAllocation" })
-    else {
-      const reason = byPod.get(podref)
-      if (reason !== undefined) orphanReservations.push({ ...base, reason })
-    }
+    const held = holderOf(holders.get(parsed.networkName)?.get(ipKey(parsed.ip)), podref)
+    if (!held.holds) orphanReservations.push({ ...base, reason: "NoAllocation" })
+    else if (held.reason !== undefined) orphanReservations.push({ ...base, reason: held.reason })
   }
   return { allocations, reservations: orphanReservations }
 }

@@ -96,6 +96,20 @@ describe("findOrphans: overlapping-range reservations", () => {
     expect(check(name, podref)).toStrictEqual([expected])
   })
 
+  it("an address two podrefs hold in one network (two pools overlap): each one's reservation judged by its own allocation; held wins over orphaned", () => {
+    const shared = [
+      pool("10.0.0.0/24", { "5": at("ns/p"), "6": at("ns/r") }),
+      pool("10.0.0.0/28", { "5": at("ns/r"), "6": at("ns/r") }),
+      pool("10.0.0.0/29", { "6": at("ns/r") })
+    ]
+    const both = new Map([live("ns/p", ["10.0.0.5"]), live("ns/r", ["10.0.0.6"])])
+    const judge = (name: string, podref: string) => view(findOrphans(shared, both, [reservation(name, podref)])).reservations
+    expect(judge("10.0.0.5", "ns/p")).toStrictEqual([])
+    expect(judge("10.0.0.5", "ns/r")).toStrictEqual([["10.0.0.5", "", "10.0.0.5", "IPNotOnPod"]])
+    expect(judge("10.0.0.6", "ns/r")).toStrictEqual([])
+    expect(judge("10.0.0.5", "ns/q")).toStrictEqual([["10.0.0.5", "", "10.0.0.5", "PodGone"]])
+  })
+
   it("a live pod's reservation with an unreadable name is never reported", () => {
     expect(check("not-an-ip", "ns/p")).toStrictEqual([])
   })
