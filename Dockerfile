@@ -30,8 +30,8 @@ USER 65532:65532
 EXPOSE 8080 8081
 # Distroless keeps node at /nodejs/bin/node, off PATH, so the path is spelled out.
 # The heap is sized from the container's memory limit: by default V8 takes about a quarter of
-# it, and a relist of a large cluster needs more; at 40 % the rest of the process (code, new
-# space and buffers) stays under the limit. V8 sizes the young generation from the machine, not
+# it, and a large cluster's caches plus a sweep need more; at 55 % the rest of the process (code,
+# new space and buffers, measured beside the largest cache) stays under the limit. V8 sizes the young generation from the machine, not
 # the container; 16 MiB semi-spaces keep it small. glibc's allocator keeps an arena per thread
 # and large blocks after the first is freed (its mmap threshold adapts upwards), so the buffers
 # of the first full lists stay resident: two arenas and a fixed 128 KiB threshold and trim give
@@ -39,5 +39,5 @@ EXPOSE 8080 8081
 # first lists, a sweep, a mass deletion), which hands the heap V8 grew for it back to the OS
 # (src/programs/memory.ts). What each of these saved is in BENCHMARKS.md's Decisions table.
 ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072
-ENTRYPOINT ["/nodejs/bin/node", "--max-old-space-size-percentage=40", "--max-semi-space-size=16", "--expose-gc", "dist/main.js"]
+ENTRYPOINT ["/nodejs/bin/node", "--max-old-space-size-percentage=55", "--max-semi-space-size=16", "--expose-gc", "dist/main.js"]
 CMD ["run"]
