@@ -2,9 +2,10 @@
  * What one evaluation of the invariant monitor costs (src/domain/invariants.ts over a view like the
  * caches'): n running pods, each on `--per-pod` of ten whereabouts networks (one pool each,
  * overlapping-range reservations on), every address held and reserved, so nothing is reported and
- * the whole healthy path runs. Times the first evaluation (it indexes every pool) and then `--runs`
- * more (the indexes reused, as between two evaluations where no pool changed), and the heap the
- * pools' indexes keep.
+ * the whole healthy path runs. Times the first evaluation (it judges each pool's order once) and
+ * then `--runs` more (as between two evaluations where no pool changed; the controller skips those
+ * while no cache changed), and the heap the entry lookup keeps between evaluations. Networks are
+ * /14s, room for 262,142 pods.
  *
  *   node --expose-gc bench/invariants.ts [--pods 10000] [--per-pod 2] [--runs 20]
  *
@@ -33,7 +34,7 @@ const gc = (globalThis as { gc?: () => void }).gc
 const nads = Array.from({ length: NETWORKS }, (_, n) => ({
   namespace: "bench",
   name: `net${n}`,
-  config: decodeNadConfig(JSON.stringify({ cniVersion: "0.3.1", name: `net${n}`, type: "macvlan", ipam: { type: "whereabouts", range: `10.${100 + n}.0.0/16` } }))
+  config: decodeNadConfig(JSON.stringify({ cniVersion: "0.3.1", name: `net${n}`, type: "macvlan", ipam: { type: "whereabouts", range: `10.${4 * n}.0.0/14` } }))
 }))
 
 /** The world: pod i on networks i..i+PER_POD-1 (mod 10), at offset i+1 of each, held and reserved. */
@@ -42,15 +43,15 @@ const build = () => {
   const reservations = new Map<string, { name: string; resourceVersion: string; podref: string }>()
   const pods = Array.from({ length: PODS }, (_, i) => {
     const name = `pod-${i}`
-    const status = [{ name: "cluster", interface: "eth0", ips: [`172.16.${i >> 8 & 255}.${i & 255}`], mac: "aa:bb:cc:dd:ee:ff", default: true, dns: {} }]
+    const status = [{ name: "cluster", interface: "eth0", ips: [`172.${16 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`], mac: "aa:bb:cc:dd:ee:ff", default: true, dns: {} }]
     for (let k = 0; k < PER_POD; k++) {
       const n = (i + k) % NETWORKS
       const offset = i + 1
-      const ip = `10.${100 + n}.${offset >> 8}.${offset & 255}`
+      const ip = `10.${4 * n + (offset >> 16)}.${(offset >> 8) & 255}.${offset & 255}`
       allocations[n]![String(offset)] = { id: `sandbox-${i}`, podref: `bench/${name}`, ifname: `net${k + 1}` }
-      const r = reservationName({ family: 4, value: BigInt((10 << 24) + ((100 + n) << 16) + offset) }, "")
+      const r = reservationName({ family: 4, value: BigInt((10 << 24) + ((4 * n) << 16) + offset) }, "")
       reservations.set(r, { name: r, resourceVersion: "1", podref: `bench/${name}` })
-      status.push({ name: `bench/net${n}`, interface: `net${k + 1}`, ips: [`${ip}/16`], mac: "aa:bb:cc:dd:ee:01", default: false, dns: {} })
+      status.push({ name: `bench/net${n}`, interface: `net${k + 1}`, ips: [`${ip}/14`], mac: "aa:bb:cc:dd:ee:01", default: false, dns: {} })
     }
     return projectPod({
       metadata: { namespace: "bench", name, uid: `uid-${i}`, annotations: { "k8s.v1.cni.cncf.io/network-status": JSON.stringify(status, null, 4) } },
@@ -58,7 +59,7 @@ const build = () => {
       status: { phase: "Running" }
     })
   })
-  const pools: Array<ParsedPool> = allocations.map((a, n) => parsePool({ metadata: { name: `10.${100 + n}.0.0-16` }, spec: { range: `10.${100 + n}.0.0/16`, allocations: a } }))
+  const pools: Array<ParsedPool> = allocations.map((a, n) => parsePool({ metadata: { name: `10.${4 * n}.0.0-14` }, spec: { range: `10.${4 * n}.0.0/14`, allocations: a } }))
   return { pods, pools, reservations }
 }
 
@@ -90,11 +91,13 @@ const timed = (): number => {
   return ms
 }
 
+// The listing's index is built on first use: built here, so the heap read next is the lookup's alone.
+listedBy({ family: 4, value: 0n })
 gc?.()
 const heapBefore = process.memoryUsage().heapUsed
 const firstMs = timed()
 gc?.()
-const indexBytes = process.memoryUsage().heapUsed - heapBefore
+const keptBytes = process.memoryUsage().heapUsed - heapBefore
 const runs = Array.from({ length: RUNS }, timed)
 const listings = PODS * PER_POD
 process.stdout.write(
@@ -107,7 +110,7 @@ process.stdout.write(
       firstEvaluationMs: Number(firstMs.toFixed(1)),
       evaluationMs: Object.fromEntries(Object.entries(percentiles(runs)).map(([k, v]) => [k, Number(v.toFixed(1))])),
       usPerListing: Number(((percentiles(runs).p50 * 1000) / listings).toFixed(2)),
-      indexHeapMiB: gc === undefined ? "run with --expose-gc" : Number((indexBytes / 2 ** 20).toFixed(2)),
+      lookupHeapMiB: gc === undefined ? "run with --expose-gc" : Number((keptBytes / 2 ** 20).toFixed(2)),
       nadsReadable: nads.every((n) => Either.isRight(n.config))
     },
     null,
