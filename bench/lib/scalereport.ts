@@ -297,7 +297,7 @@ export const renderScale = (all: ReadonlyArray<ScaleRun>, limitMi: number): { ro
     },
     {
       title: "Fit and ceiling",
-      body: `Least-squares lines through the scales above (x: pods in the world), and where each would reach the shipped memory limit (${limitMi} MiB, deploy/deployment.yaml) or the 30 s list SLO. A replica is OOM-killed when its RSS crosses the limit, so the peak's line sets the ceiling of one replica at the shipped limit — unless the heap cap the image derives from the limit (40 %) is reached first: then V8 stops the process with "heap out of memory" below the limit.${fitNote}\n\n${fitTable}`
+      body: `Least-squares lines through the scales above (x: pods in the world), and where each would reach the shipped memory limit (${limitMi} MiB, deploy/deployment.yaml) or the 30 s list SLO. A replica is OOM-killed when its RSS crosses the limit, so the peak's line sets the ceiling of one replica at the shipped limit — unless the heap cap the image derives from the limit (its --max-old-space-size-percentage) is reached first: then V8 stops the process with "heap out of memory" below the limit.${fitNote}\n\n${fitTable}`
     },
     {
       title: "Requests to the API server",
