@@ -5,7 +5,7 @@
  * indexes, and events — including deletions discovered by a relist.
  */
 import { Deferred, Duration, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
-import { KubeApi, type KubeApiShape, type KubeObject, listProjected } from "./KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, forEachPage } from "./KubeApi.ts"
 import { type KubeError, isTransient, isUnreachable } from "./KubeError.ts"
 import type { Resource } from "./resources.ts"
 
@@ -183,24 +183,35 @@ interface Loop<A> {
 
 const publish = <A>(l: Loop<A>, events: ReadonlyArray<InformerEvent<A>>) => (events.length === 0 ? Effect.void : PubSub.publishAll(l.pubsub, events))
 
-/** Lists everything, publishes what changed since the cache was last right (deletions too); answers the list's version. */
+/**
+ * Lists everything, publishes what changed since the cache was last right (deletions too); answers
+ * the list's version. Each page goes into the cache as it comes: a relist of a large cluster never
+ * holds a second copy of it (only the keys it has seen).
+ */
 const relist = <A>(l: Loop<A>) =>
   Effect.gen(function* () {
     const { options, store } = l
-    // Projected page by page: full objects never pile up.
-    const { items, resourceVersion } = yield* listProjected(options.resource, options.namespace, options.transform, {
+    let seen = new Set<string>()
+    const applyPage = (page: ReadonlyArray<KubeObject>) =>
+      Effect.suspend(() => {
+        const events: Array<InformerEvent<A>> = []
+        for (const o of page) {
+          const a = options.transform(o)
+          seen.add(options.keyOf(a))
+          events.push(...store.put(a))
+        }
+        return publish(l, events)
+      })
+    const resourceVersion = yield* forEachPage(options.resource, options.namespace, applyPage, {
       pageSize: options.pageSize ?? 500,
-      ...(options.fieldSelector === undefined ? {} : { fieldSelector: options.fieldSelector })
+      ...(options.fieldSelector === undefined ? {} : { fieldSelector: options.fieldSelector }),
+      // A list started again (its continue token expired) sees every object again.
+      onStart: () => void (seen = new Set())
     })
-    const seen = new Set<string>()
-    const events: Array<InformerEvent<A>> = []
-    for (const a of items) {
-      seen.add(options.keyOf(a))
-      events.push(...store.put(a))
-    }
     // Whatever vanished while we were not watching was deleted: say so.
-    for (const [key, old] of [...store.cache]) if (!seen.has(key)) events.push(...store.remove(old))
-    yield* publish(l, events)
+    const gone: Array<InformerEvent<A>> = []
+    for (const [key, old] of [...store.cache]) if (!seen.has(key)) gone.push(...store.remove(old))
+    yield* publish(l, gone)
     yield* Deferred.succeed(l.synced, undefined)
     if (l.state.lists++ > 0) yield* PubSub.publish(l.relists, undefined)
     l.state.absent = false

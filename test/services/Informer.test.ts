@@ -4,7 +4,7 @@
  * naming the resource) as the warning it always was.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, HashMap, Logger, LogLevel, Schedule, Stream, TestClock } from "effect"
+import { Effect, HashMap, Logger, LogLevel, Option, Schedule, Stream, TestClock } from "effect"
 import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeError } from "../../src/services/KubeError.ts"
@@ -59,3 +59,38 @@ describe("informer restarts", () => {
       expect(informer.restarts()).toBe(5)
     }))
 })
+
+describe("informer lists", () => {
+  it.scoped("go into the cache page by page: a list never holds a second copy of the cache, and a list started again sees every object again", () =>
+    Effect.gen(function* () {
+      const unused = () => Effect.die("not used")
+      const cached: { current?: { readonly get: (key: string) => Option.Option<string> } } = {}
+      const atPage2: Array<boolean> = []
+      let lists = 0
+      const api: KubeApiShape = {
+        list: (_r, _ns, options = {}) => {
+          lists++
+          if (options.continue === undefined) return Effect.succeed({ items: [pod("a"), pod("b")], resourceVersion: "7", continue: "2" })
+          atPage2.push(Option.isSome(cached.current!.get("a")))
+          // The first time, the continue token has expired: the list starts again.
+          if (lists === 2) return Effect.fail(new KubeError({ reason: "Gone", verb: "list", target: "pods", status: 410, detail: "continue token expired" }))
+          return Effect.succeed({ items: [pod("c")], resourceVersion: "7", continue: undefined })
+        },
+        watch: () => Stream.never,
+        get: unused,
+        create: unused,
+        replace: unused,
+        patch: unused,
+        delete: unused
+      }
+      const informer = yield* makeInformer({ resource: Pods, transform: (o: KubeObject) => o.metadata.name, keyOf: (name) => name, versionOf: () => undefined, pageSize: 2 }).pipe(
+        Effect.provideService(KubeApi, api)
+      )
+      cached.current = informer
+      yield* informer.awaitSynced
+      expect(atPage2).toEqual([true, true])
+      expect([...informer.values()].sort()).toEqual(["a", "b", "c"])
+    }))
+})
+
+const pod = (name: string): KubeObject => ({ apiVersion: "v1", kind: "Pod", metadata: { namespace: "default", name, uid: `uid-${name}`, resourceVersion: "1" } })
