@@ -51,7 +51,7 @@ export const auditInvariants = (world: World, snapshot: Snapshot, startedAt: num
     const decoder = yield* NadConfigs
     const pods = world.pods
     const found = invariantViolations({
-      pods: [...pods.values()],
+      pods: pods.values(),
       listedBy: world.listedBy,
       pod: (ref) => pods.get(ref),
       pools: world.poolList.map((p) => p.pool),

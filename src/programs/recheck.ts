@@ -136,6 +136,6 @@ export const cachedPodsIn =
   (caches: Caches["Type"]) =>
   (namespaces: ReadonlySet<string>): ReadonlyMap<string, number> => {
     const counts = new Map<string, number>()
-    for (const p of caches.pods.values()) if (namespaces.has(p.namespace)) counts.set(p.namespace, (counts.get(p.namespace) ?? 0) + 1)
+    for (const p of caches.pods.byKey.values()) if (namespaces.has(p.namespace)) counts.set(p.namespace, (counts.get(p.namespace) ?? 0) + 1)
     return counts
   }

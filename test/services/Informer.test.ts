@@ -10,22 +10,19 @@ import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/
 import { KubeError } from "../../src/services/KubeError.ts"
 import { Pods } from "../../src/services/resources.ts"
 
+/** A KubeApi that answers lists with `list`; its watches stay open, and nothing else is used. */
+const listsOnly = (list: KubeApiShape["list"]): KubeApiShape => {
+  const unused = () => Effect.die("not used")
+  return { list, watch: () => Stream.never, get: unused, create: unused, replace: unused, patch: unused, delete: unused }
+}
+
 /** A KubeApi whose lists fail with these errors in turn, then answer an empty list; its watches stay open. */
 const failingLists = (errors: ReadonlyArray<KubeError>): KubeApiShape => {
   let calls = 0
-  const unused = () => Effect.die("not used")
-  return {
-    list: () => {
-      const e = errors[calls++]
-      return e === undefined ? Effect.succeed({ items: [], resourceVersion: "1", continue: undefined }) : Effect.fail(e)
-    },
-    watch: () => Stream.never,
-    get: unused,
-    create: unused,
-    replace: unused,
-    patch: unused,
-    delete: unused
-  }
+  return listsOnly(() => {
+    const e = errors[calls++]
+    return e === undefined ? Effect.succeed({ items: [], resourceVersion: "1", continue: undefined }) : Effect.fail(e)
+  })
 }
 
 describe("informer restarts", () => {
@@ -63,26 +60,17 @@ describe("informer restarts", () => {
 describe("informer lists", () => {
   it.scoped("go into the cache page by page: a list never holds a second copy of the cache, and a list started again sees every object again", () =>
     Effect.gen(function* () {
-      const unused = () => Effect.die("not used")
       const cached: { current?: { readonly get: (key: string) => Option.Option<string> } } = {}
       const atPage2: Array<boolean> = []
       let lists = 0
-      const api: KubeApiShape = {
-        list: (_r, _ns, options = {}) => {
-          lists++
-          if (options.continue === undefined) return Effect.succeed({ items: [pod("a"), pod("b")], resourceVersion: "7", continue: "2" })
-          atPage2.push(Option.isSome(cached.current!.get("a")))
-          // The first time, the continue token has expired: the list starts again.
-          if (lists === 2) return Effect.fail(new KubeError({ reason: "Gone", verb: "list", target: "pods", status: 410, detail: "continue token expired" }))
-          return Effect.succeed({ items: [pod("c")], resourceVersion: "7", continue: undefined })
-        },
-        watch: () => Stream.never,
-        get: unused,
-        create: unused,
-        replace: unused,
-        patch: unused,
-        delete: unused
-      }
+      const api = listsOnly((_r, _ns, options = {}) => {
+        lists++
+        if (options.continue === undefined) return Effect.succeed({ items: [pod("a"), pod("b")], resourceVersion: "7", continue: "2" })
+        atPage2.push(Option.isSome(cached.current!.get("a")))
+        // The first time, the continue token has expired: the list starts again.
+        if (lists === 2) return Effect.fail(new KubeError({ reason: "Gone", verb: "list", target: "pods", status: 410, detail: "continue token expired" }))
+        return Effect.succeed({ items: [pod("c")], resourceVersion: "7", continue: undefined })
+      })
       const informer = yield* makeInformer({ resource: Pods, transform: (o: KubeObject) => o.metadata.name, keyOf: (name) => name, versionOf: () => undefined, pageSize: 2 }).pipe(
         Effect.provideService(KubeApi, api)
       )
