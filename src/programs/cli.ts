@@ -1,29 +1,15 @@
 /**
  * Command line: one table of options drives parsing (node:util parseArgs), `--help` (the common
- * options first, then the tuning knobs, each with its value type), the check of every value before
- * anything runs, and the mapping of flags onto the environment-variable keys the Config layer reads
- * — flags win over the environment, which wins over defaults. What `release` frees is a second,
- * smaller table of flags without variables, checked here into one way of naming it.
+ * options first, then the tuning knobs), the check of every value before anything runs, and the
+ * mapping of flags onto the environment-variable keys the Config layer reads: flags win over the
+ * environment, which wins over defaults. What `release` frees is a second, smaller table of flags
+ * without variables.
  */
 import { parseArgs } from "node:util"
 import { type ConfigError, ConfigProvider, Duration, Either } from "effect"
 import { parseSchedule } from "../domain/cron.ts"
 import { type IPAddress, parseIP } from "../domain/ip.ts"
-import {
-  BOOLEAN,
-  COUNT,
-  DURATION,
-  NAME,
-  PATH,
-  PERIOD,
-  PORT,
-  RATE,
-  RATIO,
-  type ValueType,
-  formatDuration,
-  parseChoice,
-  parseDuration
-} from "../domain/option-values.ts"
+import { BOOLEAN, COUNT, DURATION, NAME, PATH, PERIOD, PORT, RATE, RATIO, type ValueType, formatDuration, parseChoice, parseDuration } from "../domain/option-values.ts"
 import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
@@ -36,9 +22,9 @@ interface OptionRow {
   readonly flag: string
   readonly env: string
   readonly kind: "string" | "boolean"
-  /** What it takes: the placeholder --help shows, and the parser that checks it (option-values.ts). */
+  /** The placeholder --help shows, and the parser that checks the value (option-values.ts). */
   readonly value: ValueType
-  /** One of the handful an operator sets: --help and docs/options.md list these first, the tuning knobs after. */
+  /** One an operator sets: --help and docs/options.md list these first, the tuning knobs after. */
   readonly common?: true
   /** The option's default in DEFAULTS; without one, `note` says what applies when it is unset. */
   readonly key?: DefaultedKey
@@ -59,7 +45,6 @@ export interface OptionSpec extends OptionRow {
 /** A duration as --help shows it: Go's syntax, as Kubernetes users write it ("500ms", "30s", "1m30s"). */
 export const showDuration = (d: Duration.Duration): string => formatDuration(d)
 
-// The option values whose rules belong to the command line's own domain modules.
 const SCHEDULE: ValueType = { placeholder: "<schedule>", example: '"@every 6h"', parse: (text) => Either.mapLeft(parseSchedule(text.trim()), (e) => e.message) }
 /** Unset or "": off. */
 const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)) }
@@ -79,7 +64,6 @@ const shown = (row: OptionRow): string => {
 export type Command = "run" | "audit" | "release" | "preflight" | "demo"
 
 const COMMANDS: ReadonlyArray<Command> = ["run", "audit", "release", "preflight", "demo"]
-const all: ReadonlyArray<Command> = COMMANDS
 const live: ReadonlyArray<Command> = ["run", "audit", "release", "preflight"]
 const runOnly: ReadonlyArray<Command> = ["run"]
 /** What decides that a pod will never run again: the controller's rule, which release follows too. */
@@ -89,33 +73,18 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", value: PATH, common: true, note: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
   { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", value: NAME, common: true, key: "namespace", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
   {
-    flag: "concurrent-batches",
-    env: "CONCURRENT_BATCHES",
-    kind: "string",
-    value: COUNT,
-    key: "concurrentBatches",
-    help: "most batches of deleted pods being freed at once (the next is gathered while one is out): more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server",
-    commands: runOnly
+    flag: "concurrent-batches", env: "CONCURRENT_BATCHES", kind: "string", value: COUNT, key: "concurrentBatches", commands: runOnly,
+    help: "most batches of deleted pods being freed at once (the next is gathered while one is out): more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server"
   },
   { flag: "api-qps", env: "API_QPS", kind: "string", value: RATE, key: "apiQps", help: `opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it), with bursts of ${API_BURST_PER_QPS} × the cap (kube-controller-manager's 20/30); set one for a small or shared API server`, commands: live },
   {
-    flag: "reconcile-schedule",
-    env: "RECONCILE_SCHEDULE",
-    kind: "string",
-    value: SCHEDULE,
-    common: true,
+    flag: "reconcile-schedule", env: "RECONCILE_SCHEDULE", kind: "string", value: SCHEDULE, common: true, commands: runOnly,
     note: `the ConfigMap's, ${TUNING.scheduleFile}'s, the flat file's reconciler_cron_expression, else 30 4 * * *`,
-    help: "schedule of the full orphan sweep, in whereabouts' syntax (robfig/cron: five fields, @daily, @every 1h, ?, CRON_TZ=); first of the sources listed here wins",
-    commands: runOnly
+    help: "schedule of the full orphan sweep, in whereabouts' syntax (robfig/cron: five fields, @daily, @every 1h, ?, CRON_TZ=); first of the sources listed here wins"
   },
   {
-    flag: "reconcile-schedule-configmap",
-    env: "RECONCILE_SCHEDULE_CONFIGMAP",
-    kind: "string",
-    value: NAME,
-    key: "scheduleConfigMap",
-    help: "ConfigMap in --namespace whose key holds the schedule, read at start-up and watched: a change takes effect without a restart (\"\" to not look)",
-    commands: runOnly
+    flag: "reconcile-schedule-configmap", env: "RECONCILE_SCHEDULE_CONFIGMAP", kind: "string", value: NAME, key: "scheduleConfigMap", commands: runOnly,
+    help: "ConfigMap in --namespace whose key holds the schedule, read at start-up and watched: a change takes effect without a restart (\"\" to not look)"
   },
   { flag: "dry-run", env: "DRY_RUN", kind: "boolean", value: BOOLEAN, common: true, key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
   { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", value: BOOLEAN, key: "leaderElect", help: `elect a leader through a Lease (run 2 replicas safely), with client-go's timings: ${showDuration(LEASE_DURATION)} lease, ${showDuration(RENEW_DEADLINE)} renew deadline, ${showDuration(RETRY_PERIOD)} between attempts`, commands: runOnly },
@@ -125,66 +94,34 @@ const ROWS: ReadonlyArray<OptionRow> = [
   { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", value: DURATION, key: "shutdownTimeout", help: `on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + ${showDuration(RENEW_DEADLINE)} to release the lease + ${showDuration(TEARDOWN_MARGIN)}, then the process exits 1`, commands: runOnly },
   { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", value: RATIO, key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric (preflight warns at it too)", commands: ["run", "preflight"] },
   {
-    flag: "invariant-interval",
-    env: "INVARIANT_INTERVAL",
-    kind: "string",
-    value: PERIOD,
-    key: "invariantInterval",
-    help: "how often the leader checks, on its caches alone (no API request), that every running pod holds the addresses its status lists and that none is used twice; also after each sweep",
-    commands: runOnly
+    flag: "invariant-interval", env: "INVARIANT_INTERVAL", kind: "string", value: PERIOD, key: "invariantInterval", commands: runOnly,
+    help: "how often the leader checks, on its caches alone (no API request), that every running pod holds the addresses its status lists and that none is used twice; also after each sweep"
   },
   {
-    flag: "invariant-grace",
-    env: "INVARIANT_GRACE",
-    kind: "string",
-    value: DURATION,
-    key: "invariantGrace",
-    help: "how long such a violation must last before it is reported (an ADD in progress never is); audit judges only pods Ready for this long",
-    commands: ["run", "audit"]
+    flag: "invariant-grace", env: "INVARIANT_GRACE", kind: "string", value: DURATION, key: "invariantGrace", commands: ["run", "audit"],
+    help: "how long such a violation must last before it is reported (an ADD in progress never is); audit judges only pods Ready for this long"
   },
   {
-    flag: "prune-slice-pools",
-    env: "PRUNE_SLICE_POOLS",
-    kind: "boolean",
-    value: BOOLEAN,
-    key: "pruneSlicePools",
-    help: "sweeps delete empty node-slice pools of nodes that no longer own their slice, once their NodeSlicePool read live confirms it (audit lists them either way)",
-    commands: runOnly
+    flag: "prune-slice-pools", env: "PRUNE_SLICE_POOLS", kind: "boolean", value: BOOLEAN, key: "pruneSlicePools", commands: runOnly,
+    help: "sweeps delete empty node-slice pools of nodes that no longer own their slice, once their NodeSlicePool read live confirms it (audit lists them either way)"
   },
   { flag: "free-terminal-pods", env: "FREE_TERMINAL_PODS", kind: "boolean", value: BOOLEAN, common: true, key: "freeTerminalPods", help: "free the addresses of pods that finished (phase Succeeded or Failed) while their objects remain", commands: policy },
   {
-    flag: "free-evicted-pods",
-    env: "FREE_EVICTED_PODS",
-    kind: "boolean",
-    value: BOOLEAN,
-    common: true,
-    key: "freeEvictedPods",
-    help: "free the addresses of evicted pods: by the kubelet, or by the taint manager from an unreachable node (upstream's reconciler does the latter)",
-    commands: policy
+    flag: "free-evicted-pods", env: "FREE_EVICTED_PODS", kind: "boolean", value: BOOLEAN, common: true, key: "freeEvictedPods", commands: policy,
+    help: "free the addresses of evicted pods: by the kubelet, or by the taint manager from an unreachable node (upstream's reconciler does the latter)"
   },
   { flag: "free-on-out-of-service", env: "FREE_ON_OUT_OF_SERVICE", kind: "boolean", value: BOOLEAN, common: true, key: "freeOnOutOfService", help: "free the addresses of terminating pods on a node tainted node.kubernetes.io/out-of-service", commands: policy },
   {
-    flag: "terminating-grace",
-    env: "TERMINATING_GRACE",
-    kind: "string",
-    value: DURATION,
-    key: "terminatingGrace",
-    help: "how long past a terminating pod's grace period its node's state (gone, out of service, not ready) counts: longer is safer against a node that comes back",
-    commands: policy
+    flag: "terminating-grace", env: "TERMINATING_GRACE", kind: "string", value: DURATION, key: "terminatingGrace", commands: policy,
+    help: "how long past a terminating pod's grace period its node's state (gone, out of service, not ready) counts: longer is safer against a node that comes back"
   },
   {
-    flag: "free-on-notready-after",
-    env: "FREE_ON_NOTREADY_AFTER",
-    kind: "string",
-    value: OPTIONAL_DURATION,
-    common: true,
-    note: "off",
-    help: "opt-in: free a terminating pod's addresses once its node has been NotReady or Unknown this long (a partitioned node may still run its pods)",
-    commands: policy
+    flag: "free-on-notready-after", env: "FREE_ON_NOTREADY_AFTER", kind: "string", value: OPTIONAL_DURATION, common: true, note: "off", commands: policy,
+    help: "opt-in: free a terminating pod's addresses once its node has been NotReady or Unknown this long (a partitioned node may still run its pods)"
   },
   { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", value: PATH, note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
-  { flag: "log-level", env: "LOG_LEVEL", kind: "string", value: LOG_LEVEL, common: true, key: "logLevel", help: "debug, info, warning or error; unset, audit, release, preflight and demo log at warning (only what is wrong) and run at info", commands: all },
-  { flag: "log-format", env: "LOG_FORMAT", kind: "string", value: LOG_FORMAT, common: true, note: "text on a terminal, else json", help: "json, logfmt or text (a line a person reads: time, level, message, key=value)", commands: all },
+  { flag: "log-level", env: "LOG_LEVEL", kind: "string", value: LOG_LEVEL, common: true, key: "logLevel", help: "debug, info, warning or error; unset, audit, release, preflight and demo log at warning (only what is wrong) and run at info", commands: COMMANDS },
+  { flag: "log-format", env: "LOG_FORMAT", kind: "string", value: LOG_FORMAT, common: true, note: "text on a terminal, else json", help: "json, logfmt or text (a line a person reads: time, level, message, key=value)", commands: COMMANDS },
   { flag: "output", short: "o", env: "OUTPUT", kind: "string", value: OUTPUT, common: true, key: "output", help: "output of audit, release and preflight: table or json", commands: ["audit", "release", "preflight"] }
 ]
 
@@ -213,10 +150,7 @@ export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly en
   { flag: "bind-address", env: "BIND_ADDRESS", now: "every address: IPv6 and IPv4 (IPv4 only on a host without IPv6), so probes reach an IPv6-only pod too" }
 ]
 
-/**
- * Former names still read, each with one warning at start, until a later release removes them:
- * the flag, or its variable, stands for the option it was renamed to.
- */
+/** Former names still read, each with one warning at start, until a later release removes them. */
 export const DEPRECATED_ALIASES: ReadonlyArray<{ readonly flag: string; readonly env: string; readonly to: string }> = [
   { flag: "workers", env: "WORKERS", to: "concurrent-batches" }
 ]
@@ -225,8 +159,7 @@ const renamedTo = (alias: (typeof DEPRECATED_ALIASES)[number]): OptionSpec => OP
 
 /**
  * The variables of deprecated names, read where the option's own variable and flag are not set
- * (and the command takes it): `cli` with their values under the option's variable, and the names
- * among the ones it used.
+ * (and the command takes it): their values move under the option's variable, their names into `deprecated`.
  */
 export const withDeprecatedVariables = (cli: ParsedCli, env: Readonly<Record<string, string | undefined>>): ParsedCli => {
   const values = new Map(cli.values)
@@ -243,8 +176,7 @@ export const withDeprecatedVariables = (cli: ParsedCli, env: Readonly<Record<str
 /** One warning per deprecated name used: what it is called now. */
 export const deprecationWarnings = (cli: ParsedCli): ReadonlyArray<string> =>
   cli.deprecated.map((used) => {
-    const alias = DEPRECATED_ALIASES.find((a) => `--${a.flag}` === used || a.env === used)!
-    const target = renamedTo(alias)
+    const target = renamedTo(DEPRECATED_ALIASES.find((a) => `--${a.flag}` === used || a.env === used)!)
     return `${used} is deprecated and goes in a later release: it is --${target.flag} (${target.env}) now`
   })
 
@@ -259,57 +191,44 @@ const refuseRemoved = (argv: ReadonlyArray<string>): void => {
 }
 
 /**
- * The release command's own arguments: what to free. Flags only, no environment variables — a
- * variable left set somewhere (a FORCE=true, say) must never widen what a release frees.
+ * A command's own arguments (release's: what to free; preflight's: whose access to review). Flags
+ * only, no environment variables: a variable left set somewhere (a FORCE=true, say) must never
+ * widen what a release frees. `value` is what --help and the README show ("" for a boolean).
  */
-export interface ArgumentSpec {
+interface ArgumentSpec {
   readonly flag: string
   readonly kind: "string" | "boolean"
   readonly multiple: boolean
-  /** What the value looks like, as --help and the README show it ("" for a boolean). */
   readonly value: string
   readonly help: string
 }
 
 export const RELEASE_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   {
-    flag: "from-report",
-    kind: "string",
-    multiple: false,
-    value: "<file>",
+    flag: "from-report", kind: "string", multiple: false, value: "<file>",
     help: "free exactly the orphans an `audit --output json` report lists (- reads stdin), each re-checked live right before its write: still the same entry, still an orphan"
   },
   { flag: "pod", kind: "string", multiple: true, value: "<namespace>/<name>", help: "free every address this podref holds in any pool, and its reservations (repeatable)" },
   { flag: "ip", kind: "string", multiple: true, value: "<pool>/<ip>", help: "free one address of a pool in --namespace, e.g. 10.10.0.0-16/10.10.0.5 (repeatable)" },
   {
-    flag: "force",
-    kind: "boolean",
-    multiple: false,
-    value: "",
+    flag: "force", kind: "boolean", multiple: false, value: "",
     help: "with --pod and --ip: free even what a pod of that name that may still run holds (each write is still guarded: the entry must be the one read)"
   }
 ]
 
-/** preflight's own argument: whose access to review. A flag only, as release's. */
-export const PREFLIGHT_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
+const PREFLIGHT_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   {
-    flag: "as-service-account",
-    kind: "string",
-    multiple: false,
-    value: "<namespace>/<name>",
+    flag: "as-service-account", kind: "string", multiple: false, value: "<namespace>/<name>",
     help: `review this ServiceAccount's access (SubjectAccessReview) instead of <--namespace>/${CONTROLLER_SERVICE_ACCOUNT}'s when that exists, else the caller's`
   }
 ]
 
+type PodName = { readonly namespace: string; readonly name: string }
+
 /** What `release` was asked to free, checked. */
 export type ReleaseTargets =
   | { readonly _tag: "Report"; readonly path: string }
-  | {
-      readonly _tag: "Named"
-      readonly pods: ReadonlyArray<{ readonly namespace: string; readonly name: string }>
-      readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>
-      readonly force: boolean
-    }
+  | { readonly _tag: "Named"; readonly pods: ReadonlyArray<PodName>; readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>; readonly force: boolean }
 
 export interface ParsedCli {
   readonly command: Command
@@ -320,7 +239,7 @@ export interface ParsedCli {
   /** `release` only. */
   readonly release?: ReleaseTargets | undefined
   /** `preflight` only: --as-service-account. */
-  readonly serviceAccount?: { readonly namespace: string; readonly name: string } | undefined
+  readonly serviceAccount?: PodName | undefined
   /** The deprecated names it was given (DEPRECATED_ALIASES), as given: `--workers`, `WORKERS`. */
   readonly deprecated: ReadonlyArray<string>
 }
@@ -390,16 +309,11 @@ export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
   for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: a.kind, multiple: a.multiple }
   for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: renamedTo(a).kind }
   const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
-  const args = joinNegativeValues(argv, takesValue)
-  const { values, positionals } = parseArgs({ args, options, allowPositionals: true, allowNegative: true, strict: true })
+  const { values, positionals } = parseArgs({ args: joinNegativeValues(argv, takesValue), options, allowPositionals: true, allowNegative: true, strict: true })
   const [command = "run", ...rest] = positionals
   if (!(COMMANDS as ReadonlyArray<string>).includes(command)) throw new TypeError(`unknown command "${command}" (run, audit, release, preflight or demo)`)
   if (rest.length > 0) throw new TypeError(`unexpected argument "${rest[0]}"`)
-  const mapped = new Map<string, string>()
-  for (const o of OPTIONS) {
-    const v = values[o.flag]
-    if (v !== undefined) mapped.set(o.env, String(v))
-  }
+  const mapped = new Map(OPTIONS.flatMap((o) => (values[o.flag] === undefined ? [] : [[o.env, String(values[o.flag])] as const])))
   const deprecated = DEPRECATED_ALIASES.filter((a) => values[a.flag] !== undefined)
   for (const a of deprecated) if (!mapped.has(renamedTo(a).env)) mapped.set(renamedTo(a).env, String(values[a.flag]))
   const help = values["help"] === true
@@ -438,12 +352,7 @@ export const EXIT_CODES: ReadonlyArray<{ readonly command: Command; readonly cod
   },
   {
     command: "release",
-    codes: [
-      [0, "everything asked for is free: freed now, or already free"],
-      [1, "something is still held (refused, skipped or failed)"],
-      [EXIT_USAGE, "bad usage, or a report it cannot read"],
-      [3, "could not complete"]
-    ]
+    codes: [[0, "everything asked for is free: freed now, or already free"], [1, "something is still held (refused, skipped or failed)"], [EXIT_USAGE, "bad usage, or a report it cannot read"], [3, "could not complete"]]
   },
   {
     command: "preflight",
@@ -481,10 +390,7 @@ export const helpText = (command?: Command): string => {
   const width = Math.max(...groups.flatMap((g) => g.rows.map((o) => flagText(o).length)), ...commandArguments.map((a) => argText(a).length))
   const line = (o: OptionSpec) => `  ${flagText(o).padEnd(width)}  ${o.help}\n  ${"".padEnd(width)}  env ${o.env}, default: ${o.default}`
   const optionLines = groups.flatMap((g, i) => [...(i === 0 ? [] : [""]), `${g.title}${command === undefined ? "" : ` (${command})`}:`, ...g.rows.map(line)])
-  const releaseLines = releasing
-    ? ["", "What release frees (its own flags, no environment variables):", ...RELEASE_ARGUMENTS.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)]
-    : []
-  const preflightLines = checking ? ["", "Whose access preflight reviews (a flag only):", ...PREFLIGHT_ARGUMENTS.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)] : []
+  const argumentLines = (shown: boolean, title: string, args: ReadonlyArray<ArgumentSpec>) => (shown ? ["", title, ...args.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)] : [])
   return [
     "whereabouts-controller — frees the whereabouts IP allocations of pods that are gone or will never run again",
     "",
@@ -498,8 +404,8 @@ export const helpText = (command?: Command): string => {
     "  demo       replay the full-pool StatefulSet story on an embedded in-memory cluster",
     "",
     ...optionLines,
-    ...releaseLines,
-    ...preflightLines,
+    ...argumentLines(releasing, "What release frees (its own flags, no environment variables):", RELEASE_ARGUMENTS),
+    ...argumentLines(checking, "Whose access preflight reviews (a flag only):", PREFLIGHT_ARGUMENTS),
     "",
     `  ${"-h, --help".padEnd(width)}  show this help`,
     `  ${"--version".padEnd(width)}  print the version`,
@@ -524,13 +430,10 @@ const goodExample = (row: OptionSpec, fromFlag: boolean) => {
   return fromFlag ? `--${row.flag} ${value}` : `${row.env}=${value}`
 }
 
-/** One line: the option as given, its value, why it is refused, and a good one. */
-const badValue = (row: OptionSpec, fromFlag: boolean, text: string, why: string) => `${named(row, fromFlag)} ${JSON.stringify(text)}: ${why}; e.g. ${goodExample(row, fromFlag)}`
-
 /**
  * Every option's value, from its flag or else its environment variable, checked by the rule the
  * configuration reads it with: one line per bad value, naming the option as the user gave it, the
- * value and a good one. Empty when all are good.
+ * value, why it is refused and a good one. Empty when all are good.
  */
 export const checkOptions = (cli: ParsedCli, env: Readonly<Record<string, string | undefined>>): ReadonlyArray<string> =>
   OPTIONS.flatMap((row) => {
@@ -539,34 +442,24 @@ export const checkOptions = (cli: ParsedCli, env: Readonly<Record<string, string
     // An option without a default takes "" as unset, as the configuration does.
     if (text === undefined || (text === "" && row.key === undefined)) return []
     const parsed = row.value.parse(text)
-    return Either.isLeft(parsed) ? [badValue(row, typed !== undefined, text, parsed.left)] : []
+    return Either.isLeft(parsed) ? [`${named(row, typed !== undefined)} ${JSON.stringify(text)}: ${parsed.left}; e.g. ${goodExample(row, typed !== undefined)}`] : []
   })
 
 /**
  * A configuration error as one line per key, an option's named by its flag and variable with a
- * good value: `--concurrent-batches (CONCURRENT_BATCHES) "zero": not a whole number; e.g. --concurrent-batches 4`. effect's own
- * rendering also lists, for every option with a default, the "missing" alternative the default
- * stands for, which reads as if the option were required.
+ * good value: `--concurrent-batches (CONCURRENT_BATCHES) "zero": not a whole number; e.g. --concurrent-batches 4`.
+ * effect's own rendering also lists, for every option with a default, the "missing" alternative the
+ * default stands for, which reads as if the option were required.
  */
 export const describeConfigError = (error: ConfigError.ConfigError): ReadonlyArray<string> => {
-  const leaves: Array<{ readonly key: string; readonly missing: boolean; readonly message: string }> = []
-  const walk = (e: ConfigError.ConfigError): void => {
-    switch (e._op) {
-      case "And":
-      case "Or":
-        walk(e.left)
-        walk(e.right)
-        return
-      default:
-        leaves.push({ key: e.path.join("."), missing: e._op === "MissingData", message: e.message })
-    }
-  }
-  walk(error)
-  const wrong = new Set(leaves.filter((l) => !l.missing).map((l) => l.key))
-  const line = (l: (typeof leaves)[number]) => {
+  const leaves = (e: ConfigError.ConfigError): ReadonlyArray<{ readonly key: string; readonly missing: boolean; readonly message: string }> =>
+    e._op === "And" || e._op === "Or" ? [...leaves(e.left), ...leaves(e.right)] : [{ key: e.path.join("."), missing: e._op === "MissingData", message: e.message }]
+  const all = leaves(error)
+  const wrong = new Set(all.filter((l) => !l.missing).map((l) => l.key))
+  const line = (l: (typeof all)[number]) => {
     const row = OPTIONS.find((o) => o.env === l.key)
     if (row === undefined || l.missing) return l.key === "" ? l.message : `${l.key}: ${l.message}`
     return `${named(row, true)} ${l.message}; e.g. ${goodExample(row, true)}`
   }
-  return [...new Set(leaves.filter((l) => !(l.missing && wrong.has(l.key))).map(line))]
+  return [...new Set(all.filter((l) => !(l.missing && wrong.has(l.key))).map(line))]
 }
