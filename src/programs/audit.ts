@@ -5,8 +5,9 @@
  */
 import { Effect } from "effect"
 import { hasBadInput } from "../domain/bad-input.ts"
-import { formatIP } from "../domain/ip.ts"
-import { ORPHAN_REASON_TEXT, type SweepReport, runSweep } from "./sweep.ts"
+import { type IPAddress, formatIP } from "../domain/ip.ts"
+import { ORPHAN_REASON_TEXT } from "../domain/orphans.ts"
+import { type SweepReport, runSweep } from "./sweep.ts"
 
 /** Columns padded to their widest cell, three spaces apart. */
 export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
@@ -15,9 +16,10 @@ export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<Readonl
   return [line(header), ...rows.map(line)].join("\n")
 }
 
+type Reasoned = { readonly reason: keyof typeof ORPHAN_REASON_TEXT; readonly detail?: string | undefined }
+
 /** The reason in words, with why a pod that still exists will never run again. */
-const explain = (o: { readonly reason: keyof typeof ORPHAN_REASON_TEXT; readonly detail?: string | undefined }) =>
-  o.detail === undefined ? ORPHAN_REASON_TEXT[o.reason] : `${ORPHAN_REASON_TEXT[o.reason]} (${o.detail})`
+const explain = (o: Reasoned) => (o.detail === undefined ? ORPHAN_REASON_TEXT[o.reason] : `${ORPHAN_REASON_TEXT[o.reason]} (${o.detail})`)
 
 const percent = (used: number, size: number) => (size === 0 ? "-" : `${((used / size) * 100).toFixed(1)}%`)
 
@@ -75,16 +77,8 @@ export const renderTable = (r: SweepReport): string => {
   const pools = table(
     ["POOL", "RANGE", "NETWORK", ...(sliced ? ["NODE"] : []), "SIZE", "USED", "FREE", "USED%", "ORPHANS", "SIZE FROM"],
     r.pools.map((p) => [
-      p.name,
-      p.range,
-      p.network || "-",
-      ...(sliced ? [p.node ?? "-"] : []),
-      String(p.size),
-      String(p.used),
-      String(p.free),
-      percent(p.size - p.free, p.size),
-      String(p.orphans),
-      p.sizeFrom === "config" ? "NAD config" : "range only"
+      p.name, p.range, p.network || "-", ...(sliced ? [p.node ?? "-"] : []),
+      String(p.size), String(p.used), String(p.free), percent(p.size - p.free, p.size), String(p.orphans), p.sizeFrom === "config" ? "NAD config" : "range only"
     ])
   )
   const stale =
@@ -109,43 +103,25 @@ export const renderTable = (r: SweepReport): string => {
 }
 
 /** Machine-readable report. */
-export const renderJson = (r: SweepReport): string =>
-  JSON.stringify(
+export const renderJson = (r: SweepReport): string => {
+  const ip = (a: IPAddress | undefined) => (a === undefined ? null : formatIP(a))
+  const why = (o: Reasoned) => ({ reason: o.reason, ...(o.detail === undefined ? {} : { detail: o.detail }), explanation: explain(o) })
+  return JSON.stringify(
     {
       pools: r.pools,
       staleSlicePools: r.staleSlicePools,
       orphanedAllocations: r.orphanAllocations.map((o) => ({
-        pool: o.pool,
-        ip: formatIP(o.entry.ip),
-        offset: o.entry.key,
-        podref: o.entry.podref,
-        containerId: o.entry.id,
-        ifname: o.entry.ifname ?? null,
-        reason: o.reason,
-        ...(o.detail === undefined ? {} : { detail: o.detail }),
-        explanation: explain(o)
+        pool: o.pool, ip: formatIP(o.entry.ip), offset: o.entry.key, podref: o.entry.podref, containerId: o.entry.id, ifname: o.entry.ifname ?? null,
+        ...why(o)
       })),
-      heldForAnother: r.heldForAnother.map((h) => ({ kind: h.kind, name: h.name, ip: h.ip === undefined ? null : formatIP(h.ip), podref: h.podref, listedBy: h.claimants })),
-      orphanedReservations: r.orphanReservations.map((o) => ({
-        name: o.name,
-        ip: o.ip === undefined ? null : formatIP(o.ip),
-        network: o.networkName ?? null,
-        podref: o.podref,
-        reason: o.reason,
-        ...(o.detail === undefined ? {} : { detail: o.detail }),
-        explanation: explain(o)
-      })),
+      heldForAnother: r.heldForAnother.map((h) => ({ kind: h.kind, name: h.name, ip: ip(h.ip), podref: h.podref, listedBy: h.claimants })),
+      orphanedReservations: r.orphanReservations.map((o) => ({ name: o.name, ip: ip(o.ip), network: o.networkName ?? null, podref: o.podref, ...why(o) })),
       ...(r.invariants === undefined
         ? {}
         : {
             invariantViolations: r.invariants.violations.map((v) => ({
-              kind: v.kind,
-              ip: formatIP(v.ip),
-              pods: v.pods.map((p) => `${p.namespace}/${p.name}`),
-              pools: v.pools,
-              reservation: v.reservation ?? null,
-              names: v.holder ?? null,
-              message: v.message
+              kind: v.kind, ip: formatIP(v.ip), pods: v.pods.map((p) => `${p.namespace}/${p.name}`), pools: v.pools,
+              reservation: v.reservation ?? null, names: v.holder ?? null, message: v.message
             })),
             invariantViolationsNotJudged: r.invariants.notJudged
           }),
@@ -154,6 +130,7 @@ export const renderJson = (r: SweepReport): string =>
     null,
     2
   )
+}
 
 /** Runs the audit and returns the text to print and the exit code. */
 export const audit = (output: "table" | "json") =>

@@ -1,9 +1,8 @@
 /**
- * The release loop: deleted pods, and pods that will never run again (triggers.ts) → keyed work
- * queue → batches (Batcher) → workers that free what they held (free-pods.ts) → forget, a scheduled
- * retry, or a visible give-up. Runs for one
- * leadership term; when the term ends (lost lease or SIGTERM) it stops taking work and lets
- * in-flight work finish.
+ * The release loop: deleted pods and pods that will never run again (triggers.ts) → keyed work
+ * queue → batches (Batcher) → workers that free what they held (free-pods.ts) → forget, a
+ * scheduled retry, or a visible give-up. Runs for one leadership term; when it ends (lost lease or
+ * SIGTERM) it stops taking work and lets in-flight work finish.
  */
 import { Clock, Duration, Effect, Option, Schedule } from "effect"
 import { REASON_GC_FAILED, gcFailedMessage } from "../domain/events.ts"
@@ -31,10 +30,8 @@ type Queue = WorkQueue.WorkQueue<Candidate>
 
 /**
  * When a deleted pod is looked at again for the networks where the caches showed none of its
- * entries: it trades a second cache lookup per CNI-DEL'd pod (and holding its projection that
- * long) against an address held until the next sweep when the pool cache lagged behind the pod's
- * deletion; longer than an informer's resume backoff after an outage (at most 5 s apart) plus the
- * events it then catches up on.
+ * entries (the pool cache may lag behind the pod's deletion): longer than an informer's resume
+ * backoff after an outage (at most 5 s apart) plus the events it then catches up on.
  */
 export const LOOK_AGAIN_AFTER = Duration.seconds(30)
 
@@ -63,10 +60,7 @@ const logOutcome = (c: Candidate, outcome: Outcome) => {
   return Effect.void
 }
 
-/**
- * What the queue does with one pod after its outcome (nextStep): forget it, look again later,
- * retry it later, or give up visibly.
- */
+/** What the queue does with one pod after its outcome (nextStep): forget, look again, retry later, or give up visibly. */
 const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResult, lookAgainAfter: Duration.Duration) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics

@@ -9,7 +9,6 @@
  * tell.
  */
 import { Duration, Effect, Either } from "effect"
-import type { Snapshot } from "../domain/holdings.ts"
 import { type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup, reservationNetworks } from "../domain/invariants.ts"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
@@ -45,8 +44,9 @@ const settled = (pod: PodIdentity, before: number) =>
   )
 
 /** The violations of a sweep's listing whose pods are settled; `startedAt` when the listing began. */
-export const auditInvariants = (world: World, snapshot: Snapshot, startedAt: number) =>
+export const auditInvariants = (world: World, startedAt: number) =>
   Effect.gen(function* () {
+    const snapshot = world.snapshot
     const { invariantGrace } = yield* ControllerConfig
     const decoder = yield* NadConfigs
     const pods = world.pods

@@ -1,6 +1,6 @@
 /**
  * Pool usage from the IPPool cache: size/used/free gauges for every pool, and a Warning event on
- * the IPPool (plus a gauge) when its usage crosses the threshold — before pods start hanging.
+ * the IPPool (plus a gauge) when its usage crosses the threshold, before pods start hanging.
  */
 import { Effect, Schedule } from "effect"
 import { Caches } from "../services/Caches.ts"
@@ -8,6 +8,9 @@ import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder, REASON_POOL_NEARLY_FULL } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { cacheSnapshot } from "./snapshot.ts"
+
+/** Whether a pool's usage is at or over the threshold (preflight warns, the controller records an Event). */
+export const atOrOver = (p: { readonly size: number; readonly free: number }, threshold: number) => p.size > 0 && (p.size - p.free) / p.size >= threshold
 
 export const poolNearlyFullMessage = (pool: string, used: number, size: number, threshold: number): string =>
   `IPPool ${pool} is ${Math.round((used / size) * 100)}% used (${used} of ${size} addresses), at or over the ${Math.round(threshold * 100)}% threshold`
@@ -25,20 +28,16 @@ export const monitorPoolUsage = (interval: Schedule.Schedule<unknown> = Schedule
       const snapshot = yield* cacheSnapshot
       const usage = caches.pools.values().map((p) => {
         const capacity = snapshot.capacity(p.pool)
-        return { record: p, pool: p.name, size: capacity.size, used: p.pool.entries.length, free: Math.max(0, capacity.size - capacity.usedWithin) }
+        return { uid: p.uid, pool: p.name, size: capacity.size, used: p.pool.entries.length, free: Math.max(0, capacity.size - capacity.usedWithin) }
       })
       yield* metrics.pools(usage, threshold)
       for (const u of usage) {
-        const isOver = u.size > 0 && (u.size - u.free) / u.size >= threshold
-        if (isOver && !over.has(u.pool)) {
+        if (!atOrOver(u, threshold)) over.delete(u.pool)
+        else if (!over.has(u.pool)) {
           over.add(u.pool)
-          yield* events.record(
-            { kind: "IPPool", namespace, name: u.pool, uid: u.record.uid },
-            "Warning",
-            REASON_POOL_NEARLY_FULL,
-            poolNearlyFullMessage(u.pool, u.size - u.free, u.size, threshold)
-          )
-        } else if (!isOver) over.delete(u.pool)
+          const message = poolNearlyFullMessage(u.pool, u.size - u.free, u.size, threshold)
+          yield* events.record({ kind: "IPPool", namespace, name: u.pool, uid: u.uid }, "Warning", REASON_POOL_NEARLY_FULL, message)
+        }
       }
     })
     yield* Effect.repeat(check, interval)

@@ -2,7 +2,6 @@
  * `preflight`: read-only checks an operator runs before installing, with their own kubeconfig: the
  * CRDs, the RBAC the controller would get, upstream's own freeing components, NADs it cannot read
  * and pools near full. It writes nothing but access reviews, which the API server does not store.
- * Exit code 0 when nothing failed (warnings allowed), 1 when a check failed; could not complete: 3.
  */
 import { Effect } from "effect"
 import { type CheckRow, CRD_SPECS, type CrdProbe, type CrdSpec, type NadIssue, type RbacProbe, type RbacSubject, type UpstreamWorkload, UPSTREAM_APP_LABELS, countVerdicts, crdRow, exitCodeOf, nadRows, rbacRow, upstreamProgram, upstreamRows } from "../domain/preflight.ts"
@@ -13,8 +12,7 @@ import type { KubeError, KubeErrorReason } from "../services/KubeError.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import * as R from "../services/resources.ts"
 import { table } from "./audit.ts"
-import { poolNearlyFullMessage } from "./pool-usage.ts"
-import { listingSnapshot } from "./snapshot.ts"
+import { atOrOver, poolNearlyFullMessage } from "./pool-usage.ts"
 import { type PoolReport, listWhereabouts, poolReports } from "./sweep.ts"
 
 // What only preflight reads, as the operator: kept out of resources.ts, which lists what the
@@ -77,10 +75,7 @@ const callerName = Effect.flatMap(KubeApi, (api) => api.create(SelfSubjectReview
   explained(() => undefined)
 )
 
-export interface ServiceAccountRef {
-  readonly namespace: string
-  readonly name: string
-}
+type ServiceAccountRef = { readonly namespace: string; readonly name: string }
 
 const serviceAccountExists = (sa: ServiceAccountRef) =>
   Effect.flatMap(KubeApi, (api) => api.get(ServiceAccounts, sa.namespace, sa.name, { metadataOnly: true })).pipe(
@@ -145,7 +140,7 @@ const upstreamWorkloads = Effect.gen(function* () {
 
 /** One warning per pool at or over the threshold (as the controller's PoolNearlyFull Event), else one ok row. */
 export const poolRows = (pools: ReadonlyArray<Pick<PoolReport, "name" | "size" | "free">>, threshold: number): ReadonlyArray<CheckRow> => {
-  const over = pools.filter((p) => p.size > 0 && (p.size - p.free) / p.size >= threshold)
+  const over = pools.filter((p) => atOrOver(p, threshold))
   if (over.length === 0) return [{ check: "pool usage", result: "ok", detail: `${pools.length} pool${pools.length === 1 ? "" : "s"}, none at or over the ${Math.round(threshold * 100)}% threshold` }]
   return over.map((p) => ({ check: `pool ${p.name}`, result: "warn", detail: poolNearlyFullMessage(p.name, p.size - p.free, p.size, threshold) }))
 }
@@ -167,9 +162,8 @@ const dataRows = Effect.gen(function* () {
     if (decoded._tag === "Left") issues.push({ namespace: nad.namespace, name: nad.name, why: decoded.left.message })
     else if (decoded.right._tag === "Whereabouts") whereabouts++
   }
-  const snapshot = yield* listingSnapshot(listed.poolList.map((p) => p.pool), listed.reservationList, listed.nads, listed.nodeSlicePools)
   // No orphans counted: preflight lists no pods.
-  const pools = poolReports(listed, [], snapshot)
+  const pools = poolReports(listed, [])
   return [...nadRows({ whereabouts, other: listed.nads.length - whereabouts - issues.length, issues }), ...poolRows(pools, poolUsageThreshold)]
 }).pipe(explained((e) => notChecked(e.message)))
 

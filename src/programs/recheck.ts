@@ -19,10 +19,9 @@ import { apiError } from "./executor.ts"
 const budgetOf = (apiQps: number): number => (apiQps > 0 ? apiQps : Number.POSITIVE_INFINITY)
 
 /**
- * Above this many pods of one namespace the re-check may list the namespace instead of getting
- * each pod: a LIST costs one request of the client's budget but the server reads the whole
- * namespace. GETs are kept while they cost at most 1/16 s of that budget (`apiQps / 16`), and
- * never fewer than 8 or more than 32 (32 without a cap).
+ * Above this many pods of one namespace the re-check may list the namespace instead (one request
+ * of the client's budget, but the server reads the whole namespace). GETs are kept while they cost
+ * at most 1/16 s of that budget, and never fewer than 8 or more than 32 (32 without a cap).
  */
 export const listRecheckThreshold = (apiQps: number): number => Math.min(32, Math.max(8, Math.floor(budgetOf(apiQps) / 16)))
 
@@ -30,11 +29,9 @@ export const listRecheckThreshold = (apiQps: number): number => Math.min(32, Mat
 export const LIST_READS_PER_POD = 16
 
 /**
- * Whether the re-check of `refs` pods of one namespace lists it instead of getting each pod: only
- * above `listRecheckThreshold`, and then when the namespace is small for the batch (at most
- * LIST_READS_PER_POD cached pods per re-checked pod) or, under a cap, when the GETs would take
- * more than two seconds of the client's budget (`2 × apiQps`), whatever the namespace's size.
- * Without a cap the GETs are bounded only by the pod-reads in flight, and the server's cost decides.
+ * Whether the re-check of `refs` pods of one namespace lists it: above `listRecheckThreshold`, when
+ * the namespace is small for the batch (at most LIST_READS_PER_POD cached pods per re-checked pod)
+ * or, under a cap, when the GETs would take more than two seconds of the client's budget.
  */
 export const recheckByList = (refs: number, namespacePods: number, apiQps: number): boolean =>
   refs > listRecheckThreshold(apiQps) && (refs * LIST_READS_PER_POD >= namespacePods || refs > 2 * budgetOf(apiQps))
@@ -45,11 +42,10 @@ export const RECHECK_GET_CONCURRENCY = 16
 type Ref = { readonly namespace: string; readonly name: string }
 
 /**
- * The pods (by podref) that exist right now under these namespace/names. `namespacePods` tells
- * how many pods the cache holds in the namespaces asked about (without it a namespace counts as
- * small). When only existence matters (see Pods): `metadataOnly`, the server sends
- * PartialObjectMetadata, a fraction of a pod, and `namesOnly` the names alone for a namespace
- * listed (its pods then come with no uid).
+ * The pods (by podref) that exist right now under these namespace/names. `namespacePods`: how many
+ * pods the cache holds in each namespace asked about (without it a namespace counts as small).
+ * `options` (see Pods) narrows what the server sends when only existence matters (`namesOnly`: a
+ * listed namespace's pods come without their uid).
  */
 export const livePodsByRef = (
   refs: ReadonlyArray<Ref>,
@@ -66,14 +62,9 @@ export const livePodsByRef = (
     const sizes = large.size > 0 && namespacePods !== undefined ? namespacePods(large) : new Map<string, number>()
     const listed = new Set([...large].filter((ns) => recheckByList(byNamespace.get(ns)!.length, sizes.get(ns) ?? 0, apiQps)))
     const got = [...byNamespace].filter(([ns]) => !listed.has(ns)).flatMap(([, rs]) => rs)
-    const getEach = Effect.forEach(got, (r) => Effect.map(pods.get(r.namespace, r.name, options), Option.map((p) => found.set(podRef(p), p))), {
-      concurrency: RECHECK_GET_CONCURRENCY,
-      discard: true
-    })
-    const listEach = Effect.forEach(listed, (ns) => Effect.map(pods.list(ns, options), (list) => list.forEach((p) => found.set(podRef(p), p))), {
-      concurrency: 2,
-      discard: true
-    })
+    const keep = (p: PodProjection) => void found.set(podRef(p), p)
+    const getEach = Effect.forEach(got, (r) => Effect.map(pods.get(r.namespace, r.name, options), Option.map(keep)), { concurrency: RECHECK_GET_CONCURRENCY, discard: true })
+    const listEach = Effect.forEach(listed, (ns) => Effect.map(pods.list(ns, options), (list) => list.forEach(keep)), { concurrency: 2, discard: true })
     yield* Effect.all([getEach, listEach], { concurrency: 2, discard: true })
     return found as ReadonlyMap<string, PodProjection>
   })
@@ -82,11 +73,11 @@ const failAll = (holdings: ReadonlyArray<Holding>, refs: ReadonlySet<string>, e:
   holdings.map((h) => (refs.has(h.podref) ? { ...h, error: apiError(h.podref, e) } : h))
 
 /**
- * The live re-check of a plan's candidates: whether a pod of each name exists now (for a deletion,
- * existence is all that counts, so metadata only) and, for the sweep's orphans, pods that would
- * never run again and pods an operator named, the pod's state, and for the latter two its node's,
- * read fresh. With a claim source, the other pods listing a candidate's addresses are found
- * (rule 0) and read fresh too. A failed read fails every holding it was for.
+ * The live re-check of a plan's candidates: whether a pod of each name exists now (for a deletion
+ * that is all that counts, so metadata only) and, for the other claims, the pod's state, and for
+ * pods that would never run again and pods an operator named, its node's, read fresh. With a claim
+ * source, the other pods listing a candidate's addresses (rule 0) are read fresh too. A failed read
+ * fails every holding it was for.
  */
 export const recheckHoldings = (
   found: ReadonlyArray<Holding>,

@@ -1,13 +1,12 @@
 /**
- * `release`: frees by hand what the controller's own rules keep, through the controller's planner
- * and executor (never a second write path): the orphans an `audit --output json` report lists,
- * each only while it is still the same entry and still an orphan by the sweep's rule; or what an
- * operator names by pod or by pool and IP, refused while a pod of that name may run unless forced.
- * Every candidate is re-checked live right before its write and every write is guarded per entry,
- * so it is safe next to a running controller; as a one-shot it takes no Lease. Dry-run plans and
- * writes nothing. Its Events and metrics are the controller's, marked as an operator's release.
+ * `release`: frees by hand, through the controller's planner and executor (never a second write
+ * path), the orphans an `audit --output json` report lists (each only while still the same entry
+ * and still an orphan), or what an operator names by pod or by pool and IP (refused while a pod of
+ * that name may run, unless forced). Every candidate is re-checked live right before its write and
+ * every write is guarded per entry, so it is safe next to a running controller without a Lease.
  */
 import { readFile } from "node:fs/promises"
+import { text as readAll } from "node:stream/consumers"
 import { Data, Effect, Either } from "effect"
 import { type AuditReport, decodeAuditReport, matchReport } from "../domain/audit-report.ts"
 import { type NamedTargets, namedHoldings } from "../domain/operator-release.ts"
@@ -20,22 +19,16 @@ import { Pods } from "../services/Pods.ts"
 import { recheckHoldings } from "./recheck.ts"
 import { type ReleaseRow, executedRows, exitCodeOf, plannedRows, renderRows, renderRowsJson, skipRow, summary } from "./release-rows.ts"
 import { listWhereabouts, listWorld, listedPods, sweepHoldings } from "./sweep.ts"
-import { listingClaims, listingSnapshot } from "./snapshot.ts"
+import { listingClaims } from "./snapshot.ts"
 
 /** Input release cannot use (a report that cannot be read or is not one): exit code 2. */
 export class ReleaseInputError extends Data.TaggedError("ReleaseInputError")<{ readonly message: string }> {}
-
-const readStdin = async (): Promise<string> => {
-  const chunks: Array<Buffer> = []
-  for await (const chunk of process.stdin) chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : (chunk as Buffer))
-  return Buffer.concat(chunks).toString("utf8")
-}
 
 /** The audit report at `path` ("-": stdin), decoded; a bad one fails with one line naming the file and what is wrong. */
 export const loadReport = (path: string): Effect.Effect<AuditReport, ReleaseInputError> => {
   const shown = path === "-" ? "- (stdin)" : path
   return Effect.tryPromise({
-    try: () => (path === "-" ? readStdin() : readFile(path, "utf8")),
+    try: () => (path === "-" ? readAll(process.stdin) : readFile(path, "utf8")),
     catch: (e) => new ReleaseInputError({ message: `--from-report ${shown}: cannot read it: ${e instanceof Error ? e.message : String(e)}` })
   }).pipe(
     Effect.flatMap((text) =>
@@ -72,8 +65,7 @@ const reportHoldings = (report: AuditReport) =>
 /** What was named by pod and by pool/IP, found in a fresh listing of the pools and reservations. */
 const namedHoldingsNow = (targets: NamedTargets) =>
   Effect.gen(function* () {
-    const listed = yield* listWhereabouts
-    const snapshot = yield* listingSnapshot(listed.poolList.map((p) => p.pool), listed.reservationList, listed.nads, listed.nodeSlicePools)
+    const { snapshot } = yield* listWhereabouts
     // Rule 0: who else lists the addresses named, unless --force frees them anyway.
     const claims = targets.force ? undefined : listingClaims(yield* Effect.flatMap(Pods, (pods) => pods.list()), snapshot)
     return { ...namedHoldings(targets, snapshot), claims }

@@ -1,11 +1,9 @@
 /**
  * The full sweep's schedule, from the first source that has one: `--reconcile-schedule`; the
- * ConfigMap whereabouts 0.9 keeps it in (`whereabouts-config`, key `cron-expression`), watched so
- * a change takes effect without a restart; the file it is mounted at (`/cron-schedule/config`);
- * the flat file's `reconciler_cron_expression`; upstream's default. The syntax is upstream's
- * (robfig/cron, src/domain/cron.ts). A bad expression at start-up is a one-line error naming its
- * source; a bad one later keeps the previous schedule, with a log line (and, for the ConfigMap,
- * a Warning Event on it).
+ * ConfigMap whereabouts 0.9 keeps it in (`whereabouts-config`, key `cron-expression`), watched; the
+ * file it is mounted at (`/cron-schedule/config`); the flat file's `reconciler_cron_expression`;
+ * upstream's default. A bad expression at start-up is a one-line error naming its source; a bad
+ * one later keeps the previous schedule, with a log line (and a Warning Event on the ConfigMap).
  */
 import { readFileSync } from "node:fs"
 import { Clock, Duration, Effect, Either, Option, Schedule as S, Stream, SubscriptionRef } from "effect"
@@ -43,12 +41,7 @@ const readFile = (path: string): string | undefined => {
   }
 }
 
-interface Sources {
-  readonly flag: ActiveSchedule | undefined
-  readonly configMap: ActiveSchedule | undefined
-  readonly file: ActiveSchedule | undefined
-  readonly flat: ActiveSchedule | undefined
-}
+type Sources = { readonly [source in "flag" | "configMap" | "file" | "flat"]: ActiveSchedule | undefined }
 
 const DEFAULT: ActiveSchedule = { schedule: Either.getOrThrow(parseSchedule(DEFAULT_RECONCILER_CRON)), source: "default" }
 
@@ -64,8 +57,7 @@ const configMapSchedule = (cm: ConfigMapRecord): Either.Either<ActiveSchedule | 
 /**
  * The ConfigMap, read once (GET) at start-up so the start-up line names the schedule in effect
  * before the caches sync. Unreadable or bad, the next source applies for now: the leader reads it
- * again from its informer (watchSchedule), and that read is the one that puts a Warning Event on
- * it, so two replicas starting do not both report it.
+ * again from its informer (watchSchedule), and only that read puts a Warning Event on it.
  */
 const startupConfigMap = Effect.gen(function* () {
   const config = yield* ControllerConfig
@@ -87,9 +79,8 @@ const startupConfigMap = Effect.gen(function* () {
 })
 
 /**
- * The sources read at start-up (the ConfigMap and the file are read again later). A bad flag,
- * file or flat-file expression fails the start; the ConfigMap, which can be edited while the
- * controller runs, never does.
+ * The sources read at start-up. A bad flag, file or flat-file expression fails the start; the
+ * ConfigMap, which can be edited while the controller runs, never does.
  */
 export const startupSchedule = Effect.gen(function* () {
   const config = yield* ControllerConfig
@@ -98,14 +89,13 @@ export const startupSchedule = Effect.gen(function* () {
   const fileText = readFile(config.scheduleFile)
   const flatText = nadConfigs.flatFileCron()
   const flag = flagText === undefined ? undefined : yield* parse(flagText, "--reconcile-schedule")
-  const sources: Sources = {
+  return {
     flag,
     // The flag wins: no need to read it.
     configMap: flag === undefined ? yield* startupConfigMap : undefined,
     file: fileText === undefined ? undefined : yield* parse(fileText, `schedule file ${config.scheduleFile}`),
     flat: flatText === undefined ? undefined : yield* parse(flatText, "the flat file's reconciler_cron_expression")
-  }
-  return sources
+  } satisfies Sources
 })
 
 /** The ConfigMap's schedule: none without the key; a bad one reported on the ConfigMap, the previous kept. */
@@ -120,10 +110,7 @@ const fromConfigMap = (cm: ConfigMapRecord | undefined, previous: ActiveSchedule
     return previous
   })
 
-/**
- * The schedule in effect, kept up to date from the ConfigMap and the file for as long as the
- * scope lives. Start it once the caches are synced (the ConfigMap is read from them).
- */
+/** The schedule in effect, kept up to date from the ConfigMap and the file while the scope lives; start it once the caches are synced. */
 export const watchSchedule = (initial: Sources) =>
   Effect.gen(function* () {
     const caches = yield* Caches
@@ -156,10 +143,7 @@ export const watchSchedule = (initial: Sources) =>
     return current
   })
 
-/**
- * The longest single sleep: effect treats a sleep beyond setTimeout's limit (2^31 - 1 ms, about
- * 24.8 days) as infinite, so a monthly schedule slept in one piece would never fire.
- */
+/** The longest single sleep: effect treats one beyond setTimeout's limit (2^31 - 1 ms, ~24.8 days) as infinite. */
 export const MAX_SLEEP = Duration.days(24)
 
 /** Sleeps until the clock reads `target` (milliseconds since the epoch), in steps of ≤ MAX_SLEEP. */

@@ -1,18 +1,17 @@
 /**
- * The full orphan sweep: lists reservations, pools and NADs (fresh, paginated), reads pods and
- * nodes from the informers' caches (the controller) or lists them too (`audit`, `release`), finds
- * what no pod holds with the domain's orphan detection, re-checks every candidate live right before
- * freeing, and frees through the same planner and executor as the deletion loop. In dry-run
- * (`audit`) it only plans and reports. Runs once after start-up and then on its schedule (schedule.ts).
+ * The full orphan sweep: lists the whereabouts objects fresh, takes pods and nodes from the
+ * informers' caches (the controller) or lists them too (`audit`, `release`), finds what no pod
+ * holds, re-checks every candidate live right before freeing, and frees through the deletion
+ * loop's planner and executor. In dry-run (`audit`) it only plans and reports.
  */
 import { Clock, Effect, Either, Option, Schedule } from "effect"
 import { type BadInput, badInputOf } from "../domain/bad-input.ts"
 import { type HeldForAnother, listedByIndex, separateHeldForAnother } from "../domain/claims.ts"
-import { type Snapshot, orphanHoldings } from "../domain/holdings.ts"
-import { ORPHAN_REASON_TEXT, type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
+import { orphanHoldings } from "../domain/holdings.ts"
+import { type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
 import { type IPAddress, formatIP, ipKey } from "../domain/ip.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
-import { type NodeSlicePoolRecord, type PoolOrigin, sliceOfNode } from "../domain/node-slices.ts"
+import { type NodeSlicePoolRecord, sliceOfNode } from "../domain/node-slices.ts"
 import type { ParsedPool } from "../domain/pool.ts"
 import { type NodeRecord, neverRunsAgain } from "../domain/never-runs-again.ts"
 import { type Holding, type ReleaseError, planRelease } from "../domain/release.ts"
@@ -41,7 +40,7 @@ export interface PoolReport {
   /** Node-slice pools only: the node, and whether its NodeSlicePool still gives it this slice. */
   readonly node?: string
   readonly owner?: "current" | "stale" | "unknown"
-  /** Addresses it can hand out: from its NADs' configs (range_start, range_end, exclude), else from its range. */
+  /** Addresses it can hand out: from its NADs' configs (range_start, range_end, exclude), else its range. */
   readonly size: number
   readonly sizeFrom: "config" | "range"
   readonly used: number
@@ -61,35 +60,32 @@ export interface SweepReport {
   readonly badInput: BadInput
   /** Node-slice pools whose NodeSlicePool gives their slice to no node, or to another. */
   readonly staleSlicePools: ReadonlyArray<{ readonly name: string; readonly node: string; readonly used: number }>
-  /** Empty stale node-slice pools deleted (with --prune-slice-pools). */
+  /** Empty stale node-slice pools deleted (--prune-slice-pools). */
   readonly prunedPools: number
-  /** What was actually freed / deleted (0 in dry-run). */
+  /** Freed, deleted (0 in dry-run), and spared by the live re-check or a changed entry. */
   readonly freed: number
   readonly reservationsDeleted: number
-  /** Candidates the live re-check (or a changed entry) saved. */
   readonly spared: number
-  /** The invariants judged on this listing (audit only: SweepOptions.invariants). */
+  /** The invariants judged on this listing (audit only). */
   readonly invariants?: AuditedInvariants | undefined
 }
 
 /**
- * The whereabouts objects, listed fresh (never the caches, which may lag): reservations, pools,
- * NADs and NodeSlicePools. Reservations before pools: a reservation is written after its
- * allocation, so every one listed here has its allocation in the pools listed next (unless it
- * really is stale).
+ * The whereabouts objects, listed fresh (never the caches, which may lag), and the snapshot they
+ * make. Reservations before pools: a reservation is written after its allocation, so every one
+ * listed here has its allocation in the pools listed next (unless it really is stale).
  */
 export const listWhereabouts = Effect.gen(function* () {
   const config = yield* ControllerConfig
-  const store = yield* IPPoolStore
-  const reservations = yield* Reservations
-  const reservationList = yield* reservations.list
-  const poolList = yield* store.list
+  const reservationList = yield* Effect.flatMap(Reservations, (r) => r.list)
+  const poolList = yield* Effect.flatMap(IPPoolStore, (store) => store.list)
   const { items: nads } = yield* listProjected(R.NetworkAttachmentDefinitions, undefined, toNadRecord)
   // Optional: whereabouts before 0.8 has no NodeSlicePool CRD.
   const { items: nodeSlicePools } = yield* listProjected(R.NodeSlicePools, config.namespace, toNodeSlicePoolRecord).pipe(
     Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed({ items: [] }))
   )
-  return { reservationList, poolList, nads, nodeSlicePools }
+  const snapshot = yield* listingSnapshot(poolList.map((p) => p.pool), reservationList, nads, nodeSlicePools)
+  return { reservationList, poolList, nads, nodeSlicePools, snapshot }
 })
 
 /** The pods (by podref) and nodes a sweep judges by, and who lists each address. */
@@ -109,11 +105,9 @@ export const listedPods: Effect.Effect<PodWorld, KubeError, Pods> = Effect.gen(f
 
 /**
  * Pods and nodes as the informers hold them: for the controller, whose caches already hold every
- * pod (listing them all again would double its memory and its sweep's time). A lagging cache only
- * narrows or widens what is re-checked: a pod created since its last event is not in it, so its
- * addresses are candidates the live re-check spares; a pod deleted since is still in it, and its
- * deletion reaches the loop. A gap in the pods' watch makes the informer list them again, and a
- * sweep follows that relist (relists.ts).
+ * pod (listing them again would double its memory). A lagging cache only changes what is
+ * re-checked: a pod created since its last event makes candidates the live re-check spares; a pod
+ * deleted since is still in it, and its deletion reaches the loop.
  */
 export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Caches, (caches) => ({
   pods: caches.pods.byKey,
@@ -122,20 +116,15 @@ export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Cac
 }))
 
 /** Everything a sweep looks at: the whereabouts objects listed fresh, then the pods and nodes. */
-export const listWorld = <E, R>(pods: Effect.Effect<PodWorld, E, R>) =>
-  Effect.gen(function* () {
-    const listed = yield* listWhereabouts
-    return { ...listed, ...(yield* pods) }
-  })
+export const listWorld = <E, R>(pods: Effect.Effect<PodWorld, E, R>) => Effect.zipWith(listWhereabouts, pods, (listed, world) => ({ ...listed, ...world }))
 
 export type World = Effect.Effect.Success<ReturnType<typeof listWorld<never, never>>>
 
 /** The orphans of a listing, as the planner's holdings. */
 export const sweepHoldings = (world: World) =>
   Effect.gen(function* () {
-    const live = world.pods
+    const { pods: live, snapshot } = world
     const pools = world.poolList.map((p) => p.pool)
-    const snapshot = yield* listingSnapshot(pools, world.reservationList, world.nads, world.nodeSlicePools)
     const networkOf = (pool: ParsedPool) => snapshot.origin(pool).network
     const nodes = new Map(world.nodes.map((n) => [n.name, n] as const))
     const now = yield* Clock.currentTimeMillis
@@ -151,13 +140,12 @@ export const sweepHoldings = (world: World) =>
     // Rule 0: what another listed pod holds is no orphan, whichever podref it names.
     const claims = { listedBy: world.listedBy, nad: snapshot.nad, nodeSlice: snapshot.nodeSlice, ended: (p: PodProjection) => ended(p) !== undefined }
     const { orphans, holdings, heldForAnother } = separateHeldForAnother(found, all, claims)
-    return { orphans, holdings, heldForAnother, snapshot }
+    return { orphans, holdings, heldForAnother }
   })
 
 /**
  * A NodeSlicePool read live before its stale pools are deleted: the listing may predate the
- * node-slice controller giving a slice back (a node re-registered under its name). Unreadable or
- * gone (undefined): its pools are not known to be stale, so kept.
+ * node-slice controller giving a slice back. Unreadable or gone (undefined): its pools are kept.
  */
 const readLive = (nodeSlicePool: string) =>
   Effect.gen(function* () {
@@ -172,14 +160,14 @@ const readLive = (nodeSlicePool: string) =>
   })
 
 /** Deletes the stale node-slice pools that were empty when listed, each only if unchanged since and still stale. */
-const pruneSlicePools = (world: World, origin: (pool: ParsedPool) => PoolOrigin) =>
+const pruneSlicePools = (world: World) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
     // Each NodeSlicePool read once per prune, however many of its pools are stale.
     const live = new Map<string, NodeSlicePoolRecord | undefined>()
     let pruned = 0
     for (const p of world.poolList) {
-      const o = origin(p.pool)
+      const o = world.snapshot.origin(p.pool)
       if (o._tag !== "Slice" || o.owner !== "stale" || p.pool.entries.length > 0 || p.pool.invalid.length > 0) continue
       if (!live.has(o.nodeSlicePool)) live.set(o.nodeSlicePool, yield* readLive(o.nodeSlicePool))
       const current = live.get(o.nodeSlicePool)
@@ -192,20 +180,14 @@ const pruneSlicePools = (world: World, origin: (pool: ParsedPool) => PoolOrigin)
     return pruned
   })
 
-/** What a sweep is asked to do. */
 export interface SweepOptions {
   readonly dryRun: boolean
   /**
-   * The podrefs the deletion loop has queued or is working on, read right before freeing: the
-   * sweep leaves their addresses to the loop, which knows their pods (Events with the pod's uid,
-   * counted under the loop's trigger).
+   * The podrefs the deletion loop holds, read right before freeing: left to the loop, which knows
+   * their pods (Events with the pod's uid, counted under the loop's trigger).
    */
   readonly leave?: Effect.Effect<ReadonlySet<string>> | undefined
-  /**
-   * The audit's extras: judge the invariants on the listing (the controller judges them on its
-   * caches) and read every pod's Multus annotations for bad input (audit's table; the controller
-   * has no use for the list).
-   */
+  /** audit's extras: the invariants judged on the listing, and every pod's Multus annotations read for bad input. */
   readonly audit?: boolean | undefined
   /** Where the pods and nodes come from: listed fresh unless given (the controller gives its caches). */
   readonly pods?: Effect.Effect<PodWorld, KubeError> | undefined
@@ -235,10 +217,9 @@ const freeOrphans = (found: ReadonlyArray<Holding>, leave: SweepOptions["leave"]
     return execution.counts
   })
 
-export const poolReports = (world: Pick<World, "poolList">, orphans: ReadonlyArray<OrphanAllocation>, snapshot: Snapshot): ReadonlyArray<PoolReport> => {
-  const orphansByPool = new Map<string, number>()
-  for (const o of orphans) orphansByPool.set(o.pool, (orphansByPool.get(o.pool) ?? 0) + 1)
-  return world.poolList.map((p): PoolReport => {
+export const poolReports = ({ poolList, snapshot }: Pick<World, "poolList" | "snapshot">, orphans: ReadonlyArray<OrphanAllocation>): ReadonlyArray<PoolReport> => {
+  const orphansByPool = Map.groupBy(orphans, (o) => o.pool)
+  return poolList.map((p): PoolReport => {
     const capacity = snapshot.capacity(p.pool)
     const o = snapshot.origin(p.pool)
     return {
@@ -249,7 +230,7 @@ export const poolReports = (world: Pick<World, "poolList">, orphans: ReadonlyArr
       sizeFrom: capacity.from,
       used: p.pool.entries.length,
       free: Math.max(0, capacity.size - capacity.usedWithin),
-      orphans: orphansByPool.get(p.name) ?? 0,
+      orphans: orphansByPool.get(p.name)?.length ?? 0,
       invalid: p.pool.invalid.length
     }
   })
@@ -261,9 +242,7 @@ const reportSweep = (world: World, report: SweepReport) =>
     const metrics = yield* Metrics
     const config = yield* ControllerConfig
     for (const p of world.poolList) {
-      for (const bad of p.pool.invalid) {
-        yield* Effect.logWarning("pool has an unreadable allocation; left as is").pipe(Effect.annotateLogs({ pool: p.name, key: bad.key, reason: bad.reason }))
-      }
+      for (const bad of p.pool.invalid) yield* Effect.logWarning("pool has an unreadable allocation; left as is").pipe(Effect.annotateLogs({ pool: p.name, key: bad.key, reason: bad.reason }))
     }
     for (const h of report.heldForAnother) {
       yield* Effect.logWarning("kept an address another live pod lists: held for another").pipe(
@@ -297,11 +276,11 @@ export const runSweep = (
     const nadConfigs = yield* NadConfigs
     const listedFrom = yield* Clock.currentTimeMillis
     const world = yield* listWorld(options.pods ?? listedPods)
-    const { orphans, holdings, heldForAnother, snapshot } = yield* sweepHoldings(world)
+    const { orphans, holdings, heldForAnother } = yield* sweepHoldings(world)
     const done = options.dryRun ? { freed: 0, reservationsDeleted: 0, spared: 0 } : yield* freeOrphans(holdings, options.leave)
-    const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world, snapshot.origin) : 0
-    const pools = poolReports(world, orphans.allocations, snapshot)
-    const invariants = options.audit === true ? yield* auditInvariants(world, snapshot, listedFrom) : undefined
+    const prunedPools = !options.dryRun && config.pruneSlicePools ? yield* pruneSlicePools(world) : 0
+    const pools = poolReports(world, orphans.allocations)
+    const invariants = options.audit === true ? yield* auditInvariants(world, listedFrom) : undefined
     const report: SweepReport = {
       dryRun: options.dryRun,
       pools,
@@ -318,10 +297,7 @@ export const runSweep = (
     return report
   })
 
-/**
- * A sweep that logs and counts its failure instead of failing (the next one will try again), then
- * gives back the heap it grew (memory.ts).
- */
+/** A sweep that logs and counts its failure instead of failing, then gives back the heap it grew (memory.ts). */
 export const sweepOnce = (options: SweepOptions) =>
   runSweep(options).pipe(
     Effect.tap(() => Effect.flatMap(Metrics, (m) => m.sweep("success"))),
@@ -349,4 +325,3 @@ export const sweepUntilDone = (options: SweepOptions, retry: Schedule.Schedule<u
     Effect.orDie
   )
 
-export { ORPHAN_REASON_TEXT }
