@@ -2,10 +2,7 @@
  * The release path for pods: for a batch of deleted pods (and pods that will never run again), find
  * what each held (caches first, pools the cache has not seen read live), re-check live that no pod
  * of the same name exists (or that the pod, that same incarnation, still never runs again), plan
- * the release and carry it out (src/domain/release.ts, executor.ts).
- *
- * A mass deletion becomes one patch per pool instead of one per pod, and the re-check one LIST
- * per namespace instead of one GET per pod (recheck.ts).
+ * the release and carry it out, one patch per pool for the whole batch.
  */
 import { Effect, Either } from "effect"
 import type { NeverRunsAgainReason } from "../domain/never-runs-again.ts"
@@ -26,8 +23,6 @@ import { apiError, execute } from "./executor.ts"
 import { cachedPodsIn, recheckHoldings } from "./recheck.ts"
 import { cacheClaims, cacheSnapshot } from "./snapshot.ts"
 
-export { Outcome }
-
 /** The services freeing a batch reads and writes through. */
 export type FreeRequirements = Caches | NadConfigs | EventRecorder | IPPoolStore | Reservations | Pods | ControllerConfig | Metrics
 
@@ -40,10 +35,7 @@ export interface PodResult {
   readonly heldFor: ReadonlyArray<string>
 }
 
-/**
- * A pod to release: deleted, or still there but never to run again (why, as the caches saw it;
- * the live re-check decides).
- */
+/** A pod to release: deleted, or still there but never to run again (why, as the caches saw it; the live re-check decides). */
 export type Candidate = (
   | { readonly claim: "Deleted"; readonly pod: PodProjection }
   | { readonly claim: "NeverRunsAgain"; readonly pod: PodProjection; readonly reason: NeverRunsAgainReason }

@@ -1,20 +1,18 @@
 /**
- * The invariants as `audit` judges them: on its fresh listing, once. A one-shot command has no
- * memory of how long a disagreement has lasted, so it takes the pods' own word for how settled they
- * are instead: a violation counts only when every pod it involves, read live after the listing, is
- * still that Running pod and has been Ready since --invariant-grace before audit began to list. Its
- * ADD (entry, reservation, status) was then done before any of the listing was read, so an ADD or
- * a free caught half-way by the listing never counts. A pod without a Ready condition was not
- * started by a kubelet and is not judged either. What is left out is counted, so a second run can
- * tell.
+ * The invariants as `audit` judges them, once, on its fresh listing. With no memory of how long a
+ * disagreement has lasted, it takes the pods' word for how settled they are: a violation counts only
+ * when every pod it involves, read live after the listing, is still that Running pod and has been
+ * Ready since --invariant-grace before audit began to list, so its ADD was done before any of the
+ * listing was read (a half-done ADD or free never counts). What is left out is counted.
  */
 import { Duration, Effect, Either } from "effect"
-import { type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup, reservationNetworks } from "../domain/invariants.ts"
+import { type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup } from "../domain/invariants.ts"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import * as R from "../services/resources.ts"
+import { invariantView } from "./snapshot.ts"
 import type { World } from "./sweep.ts"
 
 export interface AuditedInvariants {
@@ -46,22 +44,11 @@ const settled = (pod: PodIdentity, before: number) =>
 /** The violations of a sweep's listing whose pods are settled; `startedAt` when the listing began. */
 export const auditInvariants = (world: World, startedAt: number) =>
   Effect.gen(function* () {
-    const snapshot = world.snapshot
     const { invariantGrace } = yield* ControllerConfig
     const decoder = yield* NadConfigs
-    const pods = world.pods
-    const found = invariantViolations({
-      pods: pods.values(),
-      listedBy: world.listedBy,
-      pod: (ref) => pods.get(ref),
-      pools: world.poolList.map((p) => p.pool),
-      pool: snapshot.pool,
-      reservation: snapshot.reservation,
-      nad: snapshot.nad,
-      nodeSlice: snapshot.nodeSlice,
-      entryAt: makeEntryLookup(),
-      reservationNetwork: reservationNetworks(world.nads.map(decoder.decode), snapshot.origin)
-    })
+    const { pods, listedBy } = world
+    const given = { pods: pods.values(), listedBy, pod: (ref: string) => pods.get(ref), pools: world.poolList.map((p) => p.pool), entryAt: makeEntryLookup() }
+    const found = invariantViolations(invariantView(given, world.snapshot, world.nads.map(decoder.decode)))
     const before = startedAt - Duration.toMillis(invariantGrace)
     // Each pod read once, however many violations involve it.
     const refs = [...new Map(found.flatMap((v) => v.pods).map((p) => [`${p.namespace}/${p.name}@${p.uid}`, p] as const))]

@@ -1,50 +1,34 @@
 /**
  * The invariant monitor (src/domain/invariants.ts) as the leader runs it: every
- * --invariant-interval and after each sweep, judged on the caches alone, so it costs the API server
- * nothing. A violation is reported once it has been seen for --invariant-grace (the caches of pods
- * and pools follow the API server each at their own pace, and an ADD, a DEL or a free is
- * half-written for a moment): `invariant_violations{kind}` counts it, each pod it involves gets a
- * Warning Event and the log one line naming the objects, once; a line again when it clears. A new
- * leader starts with no memory, so what it finds is reported again after its own grace. It never
- * repairs: which side is wrong is an operator's call (docs/runbooks.md).
+ * --invariant-interval and after each sweep, on the caches alone (no API request). A violation is
+ * reported once seen for --invariant-grace (the caches follow the API server each at their own
+ * pace, and an ADD, a DEL or a free is half-written for a moment): counted in
+ * `invariant_violations{kind}`, a Warning Event on each pod it involves and one log line, once; a
+ * line again when it clears. It never repairs: which side is wrong is an operator's call.
  */
 import { Clock, Context, Duration, Effect, Option, Schedule } from "effect"
-import {
-  type EntryLookup,
-  type InvariantView,
-  type InvariantViolation,
-  VIOLATION_REASON,
-  countByKind,
-  invariantViolations,
-  makeEntryLookup,
-  reservationNetworks
-} from "../domain/invariants.ts"
-import { formatIP, ipKey } from "../domain/ip.ts"
+import { type EntryLookup, type InvariantView, type InvariantViolation, VIOLATION_REASON, countByKind, invariantViolations, makeEntryLookup } from "../domain/invariants.ts"
+import { type IPAddress, formatIP, ipKey } from "../domain/ip.ts"
 import { Caches, LISTED_IP_INDEX } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
-import { cacheSnapshot } from "./snapshot.ts"
+import { cacheSnapshot, invariantView } from "./snapshot.ts"
 
 /** The caches as the invariants' view (read it at once: it follows the informers). */
 export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<InvariantView, never, Caches | NadConfigs> =>
   Effect.gen(function* () {
     const caches = yield* Caches
     const decoder = yield* NadConfigs
-    const snapshot = yield* cacheSnapshot
-    return {
+    const given = {
       pods: caches.pods.values(),
-      listedBy: (ip) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip)),
-      pod: (ref) => Option.getOrUndefined(caches.pods.get(ref)),
+      listedBy: (ip: IPAddress) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip)),
+      pod: (ref: string) => Option.getOrUndefined(caches.pods.get(ref)),
       pools: caches.pools.values().map((p) => p.pool),
-      pool: snapshot.pool,
-      reservation: snapshot.reservation,
-      nad: snapshot.nad,
-      nodeSlice: snapshot.nodeSlice,
-      entryAt,
-      reservationNetwork: reservationNetworks(caches.nads.values().map(decoder.decode), snapshot.origin)
+      entryAt
     }
+    return invariantView(given, yield* cacheSnapshot, caches.nads.values().map(decoder.decode))
   })
 
 /** What a log line says of a violation, beside its message. */

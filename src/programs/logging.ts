@@ -10,7 +10,7 @@ import * as ControllerConfig from "../services/ControllerConfig.ts"
 export const LOG_FORMATS = ["json", "logfmt", "text"] as const
 export type LogFormat = (typeof LOG_FORMATS)[number]
 
-/** The format when none is given: text for a person at a terminal, JSON for a log collector. An explicit one always wins. */
+/** The format: the one given, else text for a person at a terminal, JSON for a log collector. */
 export const chooseLogFormat = (isTTY: boolean, explicit: LogFormat | undefined): LogFormat => explicit ?? (isTTY ? "text" : "json")
 
 /** Commands run by hand whose answer is on stdout: their progress lines are noise unless asked for. */
@@ -19,13 +19,7 @@ const QUIET_COMMANDS: ReadonlySet<string> = new Set(["audit", "release", "prefli
 /** The level when none is given: warning for a one-shot command, info for the controller. */
 export const defaultLogLevel = (command: string): string => (QUIET_COMMANDS.has(command) ? "warning" : ControllerConfig.DEFAULTS.logLevel)
 
-const LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = {
-  debug: LogLevel.Debug,
-  info: LogLevel.Info,
-  warning: LogLevel.Warning,
-  warn: LogLevel.Warning,
-  error: LogLevel.Error
-}
+const LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, warn: LogLevel.Warning, error: LogLevel.Error }
 
 const two = (n: number) => String(n).padStart(2, "0")
 
@@ -61,10 +55,7 @@ export interface LogSettings {
   readonly colours: boolean
 }
 
-/**
- * The settings of `command`, read from LOG_LEVEL, LOG_FORMAT and NO_COLOR (https://no-color.org:
- * set to anything, no colours), with stderr a terminal or not.
- */
+/** The settings of `command`, from LOG_LEVEL, LOG_FORMAT, NO_COLOR (https://no-color.org) and whether stderr is a terminal. */
 export const logSettings = (command: string, terminal: boolean): Effect.Effect<LogSettings, ConfigError.ConfigError> =>
   Effect.gen(function* () {
     const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(defaultLogLevel(command)))
@@ -77,9 +68,8 @@ export const logSettings = (command: string, terminal: boolean): Effect.Effect<L
   })
 
 /**
- * The logger as a layer. Logs go to stderr, for every command: stdout carries only what a command
- * prints (audit's report), so `audit -o json > report.json` is one JSON document; a container
- * runtime collects both streams.
+ * The logger as a layer, on stderr for every command: stdout carries only what a command prints, so
+ * `audit -o json > report.json` is one JSON document.
  */
 export const loggerLayer = (settings: LogSettings): Layer.Layer<never> => {
   const logger = settings.format === "json" ? Logger.jsonLogger : settings.format === "logfmt" ? Logger.logfmtLogger : textLogger(settings.colours)

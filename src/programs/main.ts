@@ -14,19 +14,7 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import {
-  type Command,
-  EXIT_USAGE,
-  type ParsedCli,
-  checkOptions,
-  configProvider,
-  deprecationWarnings,
-  describeConfigError,
-  exitCodeOfFailure,
-  helpText,
-  parseCli,
-  withDeprecatedVariables
-} from "./cli.ts"
+import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, deprecationWarnings, describeConfigError, exitCodeOfFailure, helpText, parseCli, withDeprecatedVariables } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { preflight } from "./preflight.ts"
@@ -66,8 +54,15 @@ type ProgramError = ConfigError.ConfigError | KubeConfigError | KubeError | Rele
 
 const configLayers = Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)
 
-/** The one-shot commands (audit, release): the stores over the live API, metrics of their own, no informers and no Lease. */
+/** The one-shot commands (audit, release, preflight): the stores over the live API, metrics of their own, no informers and no Lease. */
 const oneShot = stores.pipe(Layer.provideMerge(programKubeApi(layerLive)), Layer.provideMerge(Metrics.layer), Layer.provideMerge(configLayers))
+
+/** A one-shot command run: its text printed on stdout, its exit code returned. */
+const printed = <E>(command: Effect.Effect<{ readonly text: string; readonly exitCode: number }, E, Layer.Layer.Success<typeof oneShot>>) =>
+  Effect.map(Effect.provide(command, oneShot), (done) => {
+    process.stdout.write(`${done.text}\n`)
+    return done.exitCode
+  })
 
 const outputFormat = Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
 
@@ -75,35 +70,25 @@ const program = (cli: ParsedCli): Effect.Effect<number, ProgramError> =>
   Effect.gen(function* () {
     switch (cli.command) {
       case "run": {
-        yield* runController.pipe(
-          Effect.provide(withKubeApi(layerLive, Metrics.layerWithProcess).pipe(Layer.provideMerge(configLayers)))
-        )
+        yield* runController.pipe(Effect.provide(withKubeApi(layerLive, Metrics.layerWithProcess).pipe(Layer.provideMerge(configLayers))))
         return 0
       }
-      case "audit": {
-        const result = yield* audit(yield* outputFormat).pipe(Effect.provide(oneShot))
-        process.stdout.write(`${result.text}\n`)
-        return result.exitCode
-      }
+      case "audit":
+        return yield* printed(audit(yield* outputFormat))
       case "release": {
         // A one-shot next to the controller: no Lease, every write guarded per entry. Bad input: exit 2.
         const options = { dryRun: yield* Config.boolean("DRY_RUN").pipe(Config.withDefault(ControllerConfig.DEFAULTS.dryRun)), output: yield* outputFormat }
         const targets = yield* Effect.either(loadTargets(cli.release!))
         if (Either.isLeft(targets)) {
-          process.stderr.write(`whereabouts-controller: ${targets.left.message}\n`)
+          process.stderr.write(`${said(targets.left.message)}\n`)
           return EXIT_USAGE
         }
         // Its Events are queued like the controller's: written before the command exits.
-        const done = yield* release(targets.right, options).pipe(Effect.tap(() => Effect.flatMap(EventRecorder, (r) => r.flush)), Effect.provide(oneShot))
-        process.stdout.write(`${done.text}\n`)
-        return done.exitCode
+        return yield* printed(Effect.tap(release(targets.right, options), () => Effect.flatMap(EventRecorder, (r) => r.flush)))
       }
-      case "preflight": {
-        // Read-only: the stores it lists through, no informers, no Lease, no Events.
-        const done = yield* preflight(yield* outputFormat, cli.serviceAccount).pipe(Effect.provide(oneShot))
-        process.stdout.write(`${done.text}\n`)
-        return done.exitCode
-      }
+      case "preflight":
+        // Read-only: no Events.
+        return yield* printed(preflight(yield* outputFormat, cli.serviceAccount))
       case "demo": {
         // The narration is the output; controller logs only when asked for (--log-level info).
         const { demoLayer, story } = yield* loadDemo

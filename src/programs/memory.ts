@@ -1,12 +1,9 @@
 /**
  * Gives memory back to the operating system after the bursts that need it: the first list of
- * every pod, pool and reservation, each sweep, and a mass deletion. V8 sizes its heap for the peak
- * of the work it last did and keeps the pages afterwards, about twice what the live objects need
- * once the caches are synced. A full, compacting collection right after such a burst returns the
- * rest; its pause is short next to the burst (BENCHMARKS.md's Decisions table).
- *
+ * everything, each sweep, and a mass deletion. V8 keeps the heap it grew for its last peak; a full,
+ * compacting collection right after such a burst returns the rest (BENCHMARKS.md's Decisions).
  * Node exposes that collection only as `gc()`, behind --expose-gc, which the image's ENTRYPOINT
- * passes (as the tests do). Run without it (`npm start`), nothing is reclaimed.
+ * passes (as the tests do); without it nothing is reclaimed.
  */
 import { Clock, Effect, Schedule } from "effect"
 
@@ -14,10 +11,7 @@ type CollectGarbage = (options?: { readonly type?: "major" | "minor"; readonly e
 
 const MiB = (bytes: number) => Math.round(bytes / 2 ** 20)
 
-/**
- * A full collection that also shrinks the heap ("last resort": compacts, and releases the pages
- * it empties, instead of keeping them for later allocations), logged with its pause.
- */
+/** A full collection that also shrinks the heap ("last resort": compacts and releases the pages it empties), logged with its pause. */
 export const reclaimMemory = (after: string): Effect.Effect<void> =>
   Effect.suspend(() => {
     const gc = (globalThis as { gc?: CollectGarbage }).gc
@@ -33,11 +27,10 @@ export const reclaimMemory = (after: string): Effect.Effect<void> =>
   })
 
 /**
- * A mass deletion grows the heap (batches, Events, pool answers) and V8 keeps it. Once this many
- * pods were processed and the loop then stayed idle for RECLAIM_IDLE_MS — no deletion arrived, no
- * batch finished, and the queue and the Events were empty at every check meanwhile — the heap is
- * given back. Steady churn, which never leaves the loop idle that long, is left to V8: a
- * collection in the middle of it is a pause.
+ * After a mass deletion: once this many pods were processed and the loop then stayed idle (nothing
+ * arrived or finished, queue and Events empty at every check) for RECLAIM_IDLE_MS, the heap is
+ * given back. Steady churn never leaves the loop idle that long and is left to V8: a collection in
+ * the middle of it is a pause.
  */
 export const RECLAIM_AFTER_PODS = 100
 export const RECLAIM_IDLE_MS = 2_000

@@ -1,13 +1,10 @@
 /**
- * The process's edge, as @effect/platform-node's runMain is, and the one owner of the signals, the
- * shutdown deadline and the exit code. It runs the program. The first SIGTERM or SIGINT interrupts
- * it (the controller then stops taking work, drains and releases its lease) and starts the
- * deadline; a second exits 130 at once. Should the shutdown still run at the deadline (a drain, a
- * lease release or a teardown that hangs), one error line names what was still open (Node's active
- * resources) and the process exits 1: the kubelet's SIGKILL at the end of
- * terminationGracePeriodSeconds would leave nothing in the log to say where it stood. The log
- * lines of each part stopped before it show how far the shutdown got. When the program ends, its
- * value is the exit code: 0 when a signal interrupted it, else what `onFailure` makes of its cause.
+ * The process's edge, as @effect/platform-node's runMain is: the one owner of the signals, the
+ * shutdown deadline and the exit code. The first SIGTERM or SIGINT interrupts the program and starts
+ * the deadline; a second exits 130 at once. Should the shutdown still run at the deadline, one error
+ * line names what was still open (Node's active resources) and the process exits 1: the kubelet's
+ * SIGKILL would leave nothing in the log to say where it stood. The program's value is the exit
+ * code: 0 when a signal interrupted it, else what `onFailure` makes of its cause.
  */
 import type { EventEmitter } from "node:events"
 import { Cause, Duration, Effect, Exit, Fiber } from "effect"
@@ -17,9 +14,8 @@ import { RENEW_DEADLINE } from "../services/LeaderElection.ts"
 export const TEARDOWN_MARGIN = Duration.seconds(2)
 
 /**
- * The controller's shutdown deadline: its drain (--shutdown-timeout), its lease release (a write
- * bounded by leader election's RENEW_DEADLINE, 10 s), and TEARDOWN_MARGIN for its servers,
- * informers and connections: 42 s by default, inside the deployment's terminationGracePeriodSeconds of 45.
+ * The controller's shutdown deadline: its drain (--shutdown-timeout), its lease release (bounded by
+ * RENEW_DEADLINE) and TEARDOWN_MARGIN: 42 s by default, inside the deployment's terminationGracePeriodSeconds of 45.
  */
 export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput): Duration.Duration =>
   Duration.sum(Duration.sum(shutdownTimeout, RENEW_DEADLINE), TEARDOWN_MARGIN)
@@ -53,11 +49,8 @@ export interface MainOptions<E> {
 }
 
 /** Resource types and how many of each: "TCPSocketWrap×3, Timeout×2". */
-export const describeResources = (resources: ReadonlyArray<string>): string => {
-  const counts = new Map<string, number>()
-  for (const r of resources) counts.set(r, (counts.get(r) ?? 0) + 1)
-  return [...counts].map(([r, n]) => (n === 1 ? r : `${r}×${n}`)).join(", ") || "none"
-}
+export const describeResources = (resources: ReadonlyArray<string>): string =>
+  [...Map.groupBy(resources, (r) => r)].map(([r, all]) => (all.length === 1 ? r : `${r}×${all.length}`)).join(", ") || "none"
 
 /** Runs `program` as the process: its signals, its deadline, its exit code (see the module's comment). */
 export const runMain = <E>(program: Effect.Effect<number, E>, options: MainOptions<E>): void => {

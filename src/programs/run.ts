@@ -16,10 +16,7 @@ import { sweepAfterRelists } from "./relists.ts"
 import { effective, onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
 import { cachedPods, sweepUntilDone } from "./sweep.ts"
 
-/**
- * Informers count their own restarts; each run of the returned effect carries the increments since
- * the last into `informer_restarts_total`, for every informer the controller runs.
- */
+/** Each run carries the restarts the informers counted since the last into `informer_restarts_total`. */
 export const carryRestarts = (informers: ReadonlyArray<{ readonly restarts: () => number; readonly resource: { readonly plural: string } }>) => {
   const counted = new Map<string, number>()
   return Effect.flatMap(Metrics, (metrics) =>
@@ -49,17 +46,12 @@ export const runController = Effect.scoped(
     yield* Effect.forkScoped(Stream.runForEach(leader.changes, metrics.leader))
     const informers = [caches.pods, caches.nads, caches.pools, caches.reservations, caches.nodeSlicePools, caches.nodes, caches.scheduleConfigMap]
     yield* Effect.forkScoped(Effect.repeat(carryRestarts(informers.filter((i) => i !== undefined)), Schedule.spaced("5 seconds")))
+    const active = effective(scheduleSources)
     yield* Effect.logInfo("whereabouts-controller starting").pipe(
       Effect.annotateLogs({
-        identity: config.identity,
-        namespace: config.namespace,
-        concurrentBatches: config.concurrentBatches,
-        leaderElect: config.leaderElect,
-        reconcileSchedule: effective(scheduleSources).schedule.expression,
-        reconcileScheduleSource: effective(scheduleSources).source,
-        dryRun: config.dryRun,
-        apiQps: config.apiQps,
-        shutdownTimeout: Duration.format(config.shutdownTimeout)
+        identity: config.identity, namespace: config.namespace, concurrentBatches: config.concurrentBatches, leaderElect: config.leaderElect,
+        reconcileSchedule: active.schedule.expression, reconcileScheduleSource: active.source,
+        dryRun: config.dryRun, apiQps: config.apiQps, shutdownTimeout: Duration.format(config.shutdownTimeout)
       })
     )
     // Every replica lists everything at start: the heap it grew for that is given back once synced,

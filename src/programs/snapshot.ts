@@ -8,6 +8,7 @@ import { type Snapshot, poolNaming } from "../domain/holdings.ts"
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import type { ParsedPool, ReservationRecord } from "../domain/pool.ts"
 import { type ClaimSource, listedByIndex } from "../domain/claims.ts"
+import { type InvariantView, reservationNetworks } from "../domain/invariants.ts"
 import { ipKey } from "../domain/ip.ts"
 import type { PodProjection } from "../domain/pod.ts"
 import { Caches, LISTED_IP_INDEX, type NadRecord, PODREF_INDEX } from "../services/Caches.ts"
@@ -68,6 +69,20 @@ export const cacheClaims: Effect.Effect<ClaimSource, never, Caches | NadConfigs>
   const caches = yield* Caches
   const snapshot = yield* cacheSnapshot
   return { listedBy: (ip) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip)), nad: snapshot.nad, nodeSlice: snapshot.nodeSlice }
+})
+
+/** The invariants' view: pods and pools as given, the rest read through a snapshot and the NADs' decoded configs. */
+export const invariantView = (
+  given: Pick<InvariantView, "pods" | "listedBy" | "pod" | "pools" | "entryAt">,
+  snapshot: Snapshot,
+  nads: Iterable<ReturnType<NadConfigsShape["decode"]>>
+): InvariantView => ({
+  ...given,
+  pool: snapshot.pool,
+  reservation: snapshot.reservation,
+  nad: snapshot.nad,
+  nodeSlice: snapshot.nodeSlice,
+  reservationNetwork: reservationNetworks(nads, snapshot.origin)
 })
 
 /** Who else lists an address, from a fresh listing of pods. */

@@ -25,12 +25,10 @@ const sameFacts = (a: NodeRecord, b: NodeRecord) => a.ready === b.ready && a.rea
 
 /**
  * Queues a live pod that will never run again, now or (its grace running out) later. In a dry run
- * it is reported instead, once per incarnation, and nothing is queued: its pod object still exists,
- * so only the sweep's report (and `audit`) should speak for it.
- *
- * Later is a timer per pod incarnation that judges the pod again, as the cache then holds it, when
- * it fires: a pod deleted meanwhile is the deletion's (`forget` stops its timer), a pod whose facts
- * changed was judged again by the event that changed them (which replaced its timer).
+ * it is only logged, once per incarnation: its pod object still exists, so the sweep's report
+ * speaks for it. Later is a timer per pod incarnation that judges the pod again as the cache then
+ * holds it: a pod deleted meanwhile is the deletion's (`forget` stops its timer), a pod whose facts
+ * changed was judged again by the event that changed them.
  */
 const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
   Effect.gen(function* () {
@@ -66,11 +64,7 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
         }
         return why !== undefined || config.dryRun ? undefined : neverRunsAgainAt(pod, node, now, policy)
       })
-    /**
-     * Once `at` has come: the incarnation the cache holds then, if it is still this one, judged
-     * again. A timer may fire a little before the clock reads its time, so a pod whose time has
-     * not quite come sleeps again.
-     */
+    /** Once `at` has come, the pod judged again if the cache still holds this incarnation (a timer may fire a little early: it sleeps again). */
     const timer = (pod: PodProjection, at: number) =>
       Effect.gen(function* () {
         for (let next: number | undefined = at; next !== undefined; ) {
