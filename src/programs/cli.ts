@@ -244,9 +244,10 @@ export interface ParsedCli {
   readonly deprecated: ReadonlyArray<string>
 }
 
-const podTarget = (text: string) => {
+/** A <namespace>/<name> flag value, checked. */
+const namespacedName = (flag: string, text: string, example = "") => {
   const ref = splitPodRef(text)
-  if (ref === undefined) throw new TypeError(`--pod "${text}": expected <namespace>/<name>`)
+  if (ref === undefined) throw new TypeError(`--${flag} "${text}": expected <namespace>/<name>${example}`)
   return ref
 }
 
@@ -272,16 +273,14 @@ const releaseTargets = (values: Record<string, unknown>): ReleaseTargets => {
     return { _tag: "Report", path: report }
   }
   if (pods.length === 0 && ips.length === 0) throw new TypeError("release: say what to free with --from-report <file>, --pod <namespace>/<name> or --ip <pool>/<ip>")
-  return { _tag: "Named", pods: pods.map(podTarget), ips: ips.map(ipTarget), force }
+  return { _tag: "Named", pods: pods.map((p) => namespacedName("pod", p)), ips: ips.map(ipTarget), force }
 }
 
 /** --as-service-account, checked: preflight's only, as <namespace>/<name>. */
 const preflightServiceAccount = (command: string, text: unknown) => {
   if (typeof text !== "string") return undefined
   if (command !== "preflight") throw new TypeError("--as-service-account is an option of the preflight command")
-  const ref = splitPodRef(text)
-  if (ref === undefined) throw new TypeError(`--as-service-account "${text}": expected <namespace>/<name>, e.g. kube-system/${CONTROLLER_SERVICE_ACCOUNT}`)
-  return ref
+  return namespacedName("as-service-account", text, `, e.g. kube-system/${CONTROLLER_SERVICE_ACCOUNT}`)
 }
 
 /**
@@ -342,13 +341,8 @@ export const EXIT_CODES: ReadonlyArray<{ readonly command: Command; readonly cod
   { command: "run", codes: [[0, "stopped (SIGTERM or SIGINT)"], [1, "failed"], [EXIT_USAGE, "bad usage"]] },
   {
     command: "audit",
-    codes: [
-      [0, "no orphans, no invariant violation"],
-      [1, "orphans found (bad input alone does not count)"],
-      [EXIT_USAGE, "bad usage"],
-      [3, "could not complete (API server unreachable, forbidden, bad kubeconfig)"],
-      [4, "invariant violations found, with or without orphans: a running pod's address is at risk"]
-    ]
+    codes: [[0, "no orphans, no invariant violation"], [1, "orphans found (bad input alone does not count)"], [EXIT_USAGE, "bad usage"],
+      [3, "could not complete (API server unreachable, forbidden, bad kubeconfig)"], [4, "invariant violations found, with or without orphans: a running pod's address is at risk"]]
   },
   {
     command: "release",

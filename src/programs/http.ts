@@ -27,17 +27,15 @@ export const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" |
   return new ListenError({ message: why, cause: e })
 }
 
+/** One server for the surrounding scope; answers the address it listens on. Port 0: none. */
 const serve = (portFlag: "metrics-port" | "health-port", port: number, routes: Readonly<Record<string, Handler>>) =>
-  Effect.acquireRelease(
+  port <= 0 ? Effect.succeed<ReadonlyArray<string>>([]) : Effect.acquireRelease(
     Effect.flatMap(Effect.runtime<never>(), (runtime) =>
       Effect.async<ReturnType<typeof createServer>, ListenError>((resume) => {
         const server = createServer((req: IncomingMessage, res: ServerResponse) => {
           const path = (req.url ?? "/").split("?")[0]!
           const route = routes[path]
-          if (route === undefined) {
-            res.writeHead(404, { "content-type": "text/plain" }).end("not found\n")
-            return
-          }
+          if (route === undefined) return void res.writeHead(404, { "content-type": "text/plain" }).end("not found\n")
           Runtime.runPromise(runtime)(route(req)).then(
             (r) => res.writeHead(r.status, { "content-type": r.type }).end(r.body),
             (e: unknown) => res.writeHead(500, { "content-type": "text/plain" }).end(`${String(e)}\n`)
@@ -49,6 +47,11 @@ const serve = (portFlag: "metrics-port" | "health-port", port: number, routes: R
       })
     ),
     (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+  ).pipe(
+    Effect.map((server) => {
+      const a = server.address()
+      return a !== null && typeof a === "object" ? [a.family === "IPv6" ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`] : []
+    })
   )
 
 /** Starts the probe and metrics servers for the surrounding scope. `ready` decides /readyz. */
@@ -59,23 +62,14 @@ export const serveEndpoints = (ready: Effect.Effect<boolean>) =>
     const text = (status: number, body: string) => ({ status, type: "text/plain; charset=utf-8", body })
     // Registered before the servers, so it runs once both have closed (a shutdown's progress).
     yield* Effect.addFinalizer(() => Effect.logInfo("stopped serving probes and metrics"))
-    const listening: Array<string> = []
-    const where = (server: ReturnType<typeof createServer>) => {
-      const a = server.address()
-      if (a !== null && typeof a === "object") listening.push(a.family === "IPv6" ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`)
-    }
-    if (config.healthPort > 0) {
-      yield* Effect.tap(serve("health-port", config.healthPort, {
-        "/healthz": () => Effect.succeed(text(200, "ok\n")),
-        "/readyz": () => Effect.map(ready, (ok) => (ok ? text(200, "ok\n") : text(503, "informers not synced\n")))
-      }), (server) => Effect.sync(() => where(server)))
-    }
-    if (config.metricsPort > 0) {
-      yield* Effect.tap(serve("metrics-port", config.metricsPort, {
-        "/metrics": () => Effect.map(metrics.render, (m) => ({ status: 200, type: m.contentType, body: m.body }))
-      }), (server) => Effect.sync(() => where(server)))
-    }
+    const health = yield* serve("health-port", config.healthPort, {
+      "/healthz": () => Effect.succeed(text(200, "ok\n")),
+      "/readyz": () => Effect.map(ready, (ok) => (ok ? text(200, "ok\n") : text(503, "informers not synced\n")))
+    })
+    const metricsAt = yield* serve("metrics-port", config.metricsPort, {
+      "/metrics": () => Effect.map(metrics.render, (m) => ({ status: 200, type: m.contentType, body: m.body }))
+    })
     yield* Effect.logInfo("serving probes and metrics").pipe(
-      Effect.annotateLogs({ healthPort: config.healthPort, metricsPort: config.metricsPort, listening: listening.join(" ") })
+      Effect.annotateLogs({ healthPort: config.healthPort, metricsPort: config.metricsPort, listening: [...health, ...metricsAt].join(" ") })
     )
   })

@@ -1,8 +1,7 @@
 /**
- * What `release` prints: one row per allocation or reservation it was asked to free — freed (or,
- * in dry-run, would be freed), already free, or skipped, refused or failed with the reason — as a
- * table or as JSON, and the exit code they make (0 when everything asked for is free afterwards,
- * freed now or already: a release run again on the same report is done, not failed).
+ * What `release` prints: one row per allocation or reservation it was asked to free, with what
+ * became of it, as a table or JSON; and the exit code they make (0 when everything asked for is
+ * free afterwards, freed now or already: a release run again on the same report is done, not failed).
  */
 import type { Skip } from "../domain/operator-release.ts"
 import { formatIP } from "../domain/ip.ts"
@@ -65,10 +64,7 @@ const errorOf = (execution: Execution, podref: string): string => {
   return outcome?._tag === "Failed" || outcome?._tag === "PartlyFreed" ? outcome.error.message : "not written"
 }
 
-/**
- * Rows of a plan the executor carried out: each planned entry and reservation as it went.
- * `goneNow`: the entries the guarded patch left that a read afterwards found free (another freed them first).
- */
+/** Rows of a plan carried out; `goneNow`: the entries the guarded patch left that a read afterwards found free. */
 export const executedRows = (plan: ReleasePlan, execution: Execution, goneNow: ReadonlySet<PlannedEntry> = new Set()): ReadonlyArray<ReleaseRow> => {
   const released = new Set<PlannedEntry>(execution.released)
   const skipped = new Set<PlannedEntry>(execution.skipped)
@@ -95,7 +91,7 @@ export const executedRows = (plan: ReleasePlan, execution: Execution, goneNow: R
   })
 }
 
-/** 0 when everything asked for is free afterwards (freed now, would be, or already), 1 when anything is still held. */
+/** 0 when everything asked for is free afterwards, 1 when anything is still held. */
 export const exitCodeOf = (rows: ReadonlyArray<ReleaseRow>): number => (rows.every((r) => DONE.includes(r.result)) ? 0 : 1)
 
 const counted = (rows: ReadonlyArray<ReleaseRow>, result: RowResult) => rows.filter((r) => r.result === result).length

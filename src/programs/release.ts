@@ -109,7 +109,7 @@ export interface ReleaseOptions {
   readonly output: "table" | "json"
 }
 
-/** Runs a release: the text to print and the exit code (0 when everything asked for is free afterwards, 1 when anything is still held). */
+/** Runs a release: the text to print and the exit code (release-rows.ts). */
 export const release = (targets: LoadedTargets, options: ReleaseOptions) =>
   Effect.gen(function* () {
     const found = targets._tag === "Report" ? yield* reportHoldings(targets.report) : yield* namedHoldingsNow(targets)
