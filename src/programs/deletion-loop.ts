@@ -5,7 +5,7 @@
  * SIGTERM) it stops taking work and lets in-flight work finish.
  */
 import { Clock, Duration, Effect, Option, Schedule } from "effect"
-import { REASON_GC_FAILED, gcFailedMessage } from "../domain/events.ts"
+import { REASON_GC_FAILED, gcFailedMessage, podObject } from "../domain/events.ts"
 import { podRef } from "../domain/pod.ts"
 import { type Outcome, type ReleaseError, nextStep } from "../domain/release.ts"
 import * as Batcher from "../services/Batcher.ts"
@@ -46,7 +46,7 @@ const giveUp = (candidate: Candidate, error: ReleaseError) =>
       Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, reason: error.reason, error: error.message })
     )
     yield* metrics.failure("RetriesExhausted")
-    yield* events.record({ kind: "Pod", namespace: pod.namespace, name: pod.name, uid: pod.uid }, "Warning", REASON_GC_FAILED, gcFailedMessage(pod.namespace, pod.name))
+    yield* events.record(podObject(pod), "Warning", REASON_GC_FAILED, gcFailedMessage(pod.namespace, pod.name))
   })
 
 const logOutcome = (c: Candidate, outcome: Outcome) => {

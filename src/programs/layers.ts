@@ -17,15 +17,9 @@ import * as Reservations from "../services/Reservations.ts"
 /** Stateless services: cheap, no background work. */
 export const stores = Layer.mergeAll(IPPoolStore.layer, Reservations.layer, Pods.layer, EventRecorder.layer)
 
-/** Everything the controller needs, over the KubeApi, config, metrics and NAD configs in context. */
-export const controllerServices = Layer.mergeAll(stores, Caches.layer, LeaderElection.layer)
-
-/**
- * A KubeApi as the programs use it: every attempt counted (a 429 too), under the flow control of
- * ApiFlow.ts (bounds per kind of work, the server's Retry-After).
- */
+/** A KubeApi as the programs use it: every attempt counted (a 429 too), under ApiFlow.ts's flow control. */
 export const programKubeApi = <E, R>(kubeApi: Layer.Layer<KubeApi, E, R>) => flowControl(instrument(kubeApi))
 
-/** The services over a given KubeApi, with metrics and config exposed too. */
+/** Everything the controller needs over a given KubeApi, with metrics exposed too (config and NAD configs from context). */
 export const withKubeApi = <E, R>(kubeApi: Layer.Layer<KubeApi, E, R>, metrics: Layer.Layer<Metrics.Metrics> = Metrics.layer) =>
-  controllerServices.pipe(Layer.provideMerge(programKubeApi(kubeApi)), Layer.provideMerge(metrics))
+  Layer.mergeAll(stores, Caches.layer, LeaderElection.layer).pipe(Layer.provideMerge(programKubeApi(kubeApi)), Layer.provideMerge(metrics))

@@ -2,7 +2,7 @@
  * The controller as deployed: probes and metrics, leader election, and while leader the
  * deletion loop, the start-up sweep, the cron sweep, the pool-usage and the invariant monitors.
  */
-import { Duration, Effect, Schedule, Stream, SubscriptionRef } from "effect"
+import { Duration, Effect, Queue, Schedule, Stream, SubscriptionRef } from "effect"
 import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { LeaderElection } from "../services/LeaderElection.ts"
@@ -12,7 +12,6 @@ import { serveEndpoints } from "./http.ts"
 import { makeInvariantMonitor } from "./invariant-monitor.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
 import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
-import { sweepAfterRelists } from "./relists.ts"
 import { effective, onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
 import { cachedPods, sweepUntilDone } from "./sweep.ts"
 
@@ -33,6 +32,27 @@ export const carryRestarts = (informers: ReadonlyArray<{ readonly restarts: () =
     )
   )
 }
+
+/** Relists this close together are one gap: one sweep. */
+const RELIST_SETTLE = Duration.seconds(1)
+
+/**
+ * Runs `sweep` after each relist of the pods (a burst of relists, once); never returns. A relist
+ * means their watch had a gap (410 after a compaction, an API server restart, an error): a pod
+ * created and deleted inside it was in no list and no event, and only a sweep finds its addresses.
+ */
+const sweepAfterRelists = <A, E, R>(sweep: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    // Subscribed at once, so no relist after the call is missed.
+    const relists = yield* Effect.flatMap(Caches, (caches) => caches.pods.subscribeRelists)
+    for (;;) {
+      yield* Queue.take(relists)
+      yield* Effect.sleep(RELIST_SETTLE)
+      yield* Queue.takeAll(relists)
+      yield* Effect.logInfo("pods were listed again after a gap in their watch: sweeping for pods the gap hid")
+      yield* sweep
+    }
+  })
 
 /** Runs until interrupted (SIGTERM): then stops taking work, drains, releases the lease. */
 export const runController = Effect.scoped(
