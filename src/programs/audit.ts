@@ -23,18 +23,16 @@ const explain = (o: Reasoned) => (o.detail === undefined ? ORPHAN_REASON_TEXT[o.
 
 const percent = (used: number, size: number) => (size === 0 ? "-" : `${((used / size) * 100).toFixed(1)}%`)
 
-/** Entries and reservations named for one pod while another live pod lists their address: kept (rule 0), shown only when there are some. */
+/** A titled table after a blank line; nothing without rows. */
+const section = (title: string, header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => (rows.length === 0 ? [] : ["", title, table(header, rows)])
+
+/** Entries and reservations named for one pod while another live pod lists their address: kept (rule 0). */
 const heldForAnotherTable = (r: SweepReport): ReadonlyArray<string> =>
-  r.heldForAnother.length === 0
-    ? []
-    : [
-        "",
-        "Held for another (kept: a live pod lists the address, but the entry names another podref; see docs/rules.md):",
-        table(
-          ["KIND", "NAME", "IP", "PODREF", "LISTED BY"],
-          r.heldForAnother.map((h) => [h.kind, h.name, h.ip === undefined ? "?" : formatIP(h.ip), h.podref, h.claimants.join(",")])
-        )
-      ]
+  section(
+    "Held for another (kept: a live pod lists the address, but the entry names another podref; see docs/rules.md):",
+    ["KIND", "NAME", "IP", "PODREF", "LISTED BY"],
+    r.heldForAnother.map((h) => [h.kind, h.name, h.ip === undefined ? "?" : formatIP(h.ip), h.podref, h.claimants.join(",")])
+  )
 
 /** Exit code of an audit that found invariant violations, with or without orphans. */
 export const EXIT_VIOLATIONS = 4
@@ -45,15 +43,9 @@ const violationsTable = (r: SweepReport): ReadonlyArray<string> => {
   if (judged === undefined) return []
   const unsettled = judged.notJudged === 0 ? [] : [`(${judged.notJudged} more in the listing involve pods not Ready for --invariant-grace, or changed since: run audit again to judge them)`]
   if (judged.violations.length === 0) return ["", "No invariant violations.", ...unsettled]
-  return [
-    "",
-    "Invariant violations (running pods whose addresses are at risk; what each kind means and what to do: docs/runbooks.md):",
-    table(
-      ["KIND", "IP", "PODS", "POOL", "RESERVATION", "NAMES"],
-      judged.violations.map((v) => [v.kind, formatIP(v.ip), v.pods.map((p) => `${p.namespace}/${p.name}`).join(","), v.pools.join(","), v.reservation ?? "-", v.holder ?? "-"])
-    ),
-    ...unsettled
-  ]
+  const rows = judged.violations.map((v) => [v.kind, formatIP(v.ip), v.pods.map((p) => `${p.namespace}/${p.name}`).join(","), v.pools.join(","), v.reservation ?? "-", v.holder ?? "-"])
+  const title = "Invariant violations (running pods whose addresses are at risk; what each kind means and what to do: docs/runbooks.md):"
+  return [...section(title, ["KIND", "IP", "PODS", "POOL", "RESERVATION", "NAMES"], rows), ...unsettled]
 }
 
 /**
@@ -62,7 +54,6 @@ const violationsTable = (r: SweepReport): ReadonlyArray<string> => {
  */
 const badInputTables = ({ badInput: b }: SweepReport): ReadonlyArray<string> => {
   if (!hasBadInput(b)) return ["", "No bad input."]
-  const section = (title: string, header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => (rows.length === 0 ? [] : ["", title, table(header, rows)])
   return [
     ...section("NADs whose config cannot be read:", ["NAD", "WHY"], b.nads.map((n) => [`${n.namespace}/${n.name}`, n.why])),
     ...section("Pool entries that cannot be parsed (left as they are):", ["POOL", "KEY", "REASON"], b.poolEntries.map((e) => [e.pool, e.key, e.reason])),
@@ -81,10 +72,11 @@ export const renderTable = (r: SweepReport): string => {
       String(p.size), String(p.used), String(p.free), percent(p.size - p.free, p.size), String(p.orphans), p.sizeFrom === "config" ? "NAD config" : "range only"
     ])
   )
-  const stale =
-    r.staleSlicePools.length === 0
-      ? []
-      : ["", "Node-slice pools no node owns (their NodeSlicePool gives the slice to no node, or to another; --prune-slice-pools deletes them once empty):", table(["POOL", "NODE", "USED"], r.staleSlicePools.map((p) => [p.name, p.node, String(p.used)]))]
+  const stale = section(
+    "Node-slice pools no node owns (their NodeSlicePool gives the slice to no node, or to another; --prune-slice-pools deletes them once empty):",
+    ["POOL", "NODE", "USED"],
+    r.staleSlicePools.map((p) => [p.name, p.node, String(p.used)])
+  )
   const allocations =
     r.orphanAllocations.length === 0
       ? "No orphaned allocations."
