@@ -40,18 +40,15 @@ export const recheckByList = (refs: number, namespacePods: number, apiQps: numbe
 export const RECHECK_GET_CONCURRENCY = 16
 
 type Ref = { readonly namespace: string; readonly name: string }
+/** How many pods the cache holds in each of these namespaces. */
+type NamespaceSizes = (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>
 
 /**
- * The pods (by podref) that exist right now under these namespace/names. `namespacePods`: how many
- * pods the cache holds in each namespace asked about (without it a namespace counts as small).
- * `options` (see Pods) narrows what the server sends when only existence matters (`namesOnly`: a
- * listed namespace's pods come without their uid).
+ * The pods (by podref) that exist right now under these namespace/names; without `namespacePods`
+ * a namespace counts as small. `options` (see Pods) narrows what the server sends when only
+ * existence matters (`namesOnly`: a listed namespace's pods come without their uid).
  */
-export const livePodsByRef = (
-  refs: ReadonlyArray<Ref>,
-  options: ReadOptions = {},
-  namespacePods?: (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>
-) =>
+export const livePodsByRef = (refs: ReadonlyArray<Ref>, options: ReadOptions = {}, namespacePods?: NamespaceSizes) =>
   Effect.gen(function* () {
     const pods = yield* Pods
     const { apiQps } = yield* ControllerConfig
@@ -79,11 +76,7 @@ const failAll = (holdings: ReadonlyArray<Holding>, refs: ReadonlySet<string>, e:
  * source, the other pods listing a candidate's addresses (rule 0) are read fresh too. A failed read
  * fails every holding it was for.
  */
-export const recheckHoldings = (
-  found: ReadonlyArray<Holding>,
-  namespacePods?: (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>,
-  claims?: ClaimSource
-) =>
+export const recheckHoldings = (found: ReadonlyArray<Holding>, namespacePods?: NamespaceSizes, claims?: ClaimSource) =>
   Effect.gen(function* () {
     const holdings = claims === undefined ? found : withClaimants(found, claims)
     const targets = recheckTargets(holdings)
@@ -124,8 +117,8 @@ const nodeFacts = (pods: ReadonlyArray<PodProjection>) =>
 
 /** Pods the cache holds in each of these namespaces (one pass over the pod cache). */
 export const cachedPodsIn =
-  (caches: Caches["Type"]) =>
-  (namespaces: ReadonlySet<string>): ReadonlyMap<string, number> => {
+  (caches: Caches["Type"]): NamespaceSizes =>
+  (namespaces) => {
     const counts = new Map<string, number>()
     for (const p of caches.pods.byKey.values()) if (namespaces.has(p.namespace)) counts.set(p.namespace, (counts.get(p.namespace) ?? 0) + 1)
     return counts
