@@ -29,8 +29,6 @@ interface OptionRow {
   /** The option's default in DEFAULTS; without one, `note` says what applies when it is unset. */
   readonly key?: DefaultedKey
   readonly note?: string
-  /** A good value for an error message, where the default is none or too long to be one. */
-  readonly example?: string
   /** A one-letter alias, as kubectl's `-o` for --output. */
   readonly short?: string
   readonly help: string
@@ -418,9 +416,9 @@ export const optionName = (flag: string): string => {
 /** An option as the user gave it: the flag (with its variable), or the variable (with its flag). */
 const named = (row: OptionSpec, fromFlag: boolean) => (fromFlag ? `--${row.flag} (${row.env})` : `${row.env} (--${row.flag})`)
 
-/** A good value, written as the user wrote the bad one. */
+/** A good value (the default, else the value type's example), written as the user wrote the bad one. */
 const goodExample = (row: OptionSpec, fromFlag: boolean) => {
-  const value = row.example ?? (row.key !== undefined && row.default !== "" ? row.default : row.value.example)
+  const value = row.key !== undefined && row.default !== "" ? row.default : row.value.example
   return fromFlag ? `--${row.flag} ${value}` : `${row.env}=${value}`
 }
 

@@ -222,16 +222,12 @@ export const poolReports = ({ poolList, snapshot }: Pick<World, "poolList" | "sn
   return poolList.map((p): PoolReport => {
     const capacity = snapshot.capacity(p.pool)
     const o = snapshot.origin(p.pool)
+    // In this order: audit's JSON prints it as it is.
     return {
-      name: p.name,
-      range: p.pool.range,
+      name: p.name, range: p.pool.range,
       ...(o._tag === "Slice" ? { network: o.network || o.nodeSlicePool, node: o.node, owner: o.owner } : { network: o.network ?? "" }),
-      size: capacity.size,
-      sizeFrom: capacity.from,
-      used: p.pool.entries.length,
-      free: Math.max(0, capacity.size - capacity.usedWithin),
-      orphans: orphansByPool.get(p.name)?.length ?? 0,
-      invalid: p.pool.invalid.length
+      size: capacity.size, sizeFrom: capacity.from, used: p.pool.entries.length, free: Math.max(0, capacity.size - capacity.usedWithin),
+      orphans: orphansByPool.get(p.name)?.length ?? 0, invalid: p.pool.invalid.length
     }
   })
 }
