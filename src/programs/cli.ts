@@ -382,7 +382,7 @@ export const helpText = (command?: Command): string => {
   const width = Math.max(...groups.flatMap((g) => g.rows.map((o) => flagText(o).length)), ...commandArguments.map((a) => argText(a).length))
   const line = (o: OptionSpec) => `  ${flagText(o).padEnd(width)}  ${o.help}\n  ${"".padEnd(width)}  env ${o.env}, default: ${o.default}`
   const optionLines = groups.flatMap((g, i) => [...(i === 0 ? [] : [""]), `${g.title}${command === undefined ? "" : ` (${command})`}:`, ...g.rows.map(line)])
-  const argumentLines = (shown: boolean, title: string, args: ReadonlyArray<ArgumentSpec>) => (shown ? ["", title, ...args.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)] : [])
+  const argumentLines = (wanted: boolean, title: string, args: ReadonlyArray<ArgumentSpec>) => (wanted ? ["", title, ...args.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)] : [])
   return [
     "whereabouts-controller — frees the whereabouts IP allocations of pods that are gone or will never run again",
     "",

@@ -4,7 +4,7 @@
  * where the host has IPv6 (the kubelet probes the pod IP, IPv6 in an IPv6-only cluster), else IPv4.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
-import { Data, Effect, Runtime } from "effect"
+import { Data, Effect, Runtime, type Scope } from "effect"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { optionName } from "./cli.ts"
@@ -28,8 +28,8 @@ export const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" |
 }
 
 /** One server for the surrounding scope; answers the address it listens on. Port 0: none. */
-const serve = (portFlag: "metrics-port" | "health-port", port: number, routes: Readonly<Record<string, Handler>>) =>
-  port <= 0 ? Effect.succeed<ReadonlyArray<string>>([]) : Effect.acquireRelease(
+const serve = (portFlag: "metrics-port" | "health-port", port: number, routes: Readonly<Record<string, Handler>>): Effect.Effect<ReadonlyArray<string>, ListenError, Scope.Scope> =>
+  port <= 0 ? Effect.succeed([]) : Effect.acquireRelease(
     Effect.flatMap(Effect.runtime<never>(), (runtime) =>
       Effect.async<ReturnType<typeof createServer>, ListenError>((resume) => {
         const server = createServer((req: IncomingMessage, res: ServerResponse) => {
