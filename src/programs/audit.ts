@@ -16,6 +16,9 @@ export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<Readonl
   return [line(header), ...rows.map(line)].join("\n")
 }
 
+/** "1 address", "2 addresses", "3 pools". */
+export const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : word.endsWith("s") ? "es" : "s"}`
+
 type Reasoned = { readonly reason: keyof typeof ORPHAN_REASON_TEXT; readonly detail?: string | undefined }
 
 /** The reason in words, with why a pod that still exists will never run again. */

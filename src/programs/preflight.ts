@@ -11,7 +11,7 @@ import { KubeApi, listAll } from "../services/KubeApi.ts"
 import type { KubeError, KubeErrorReason } from "../services/KubeError.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import * as R from "../services/resources.ts"
-import { table } from "./audit.ts"
+import { plural, table } from "./audit.ts"
 import { atOrOver, poolNearlyFullMessage } from "./pool-usage.ts"
 import { type PoolReport, listWhereabouts, poolReports } from "./sweep.ts"
 
@@ -141,7 +141,7 @@ const upstreamWorkloads = Effect.gen(function* () {
 /** One warning per pool at or over the threshold (as the controller's PoolNearlyFull Event), else one ok row. */
 export const poolRows = (pools: ReadonlyArray<Pick<PoolReport, "name" | "size" | "free">>, threshold: number): ReadonlyArray<CheckRow> => {
   const over = pools.filter((p) => atOrOver(p, threshold))
-  if (over.length === 0) return [{ check: "pool usage", result: "ok", detail: `${pools.length} pool${pools.length === 1 ? "" : "s"}, none at or over the ${Math.round(threshold * 100)}% threshold` }]
+  if (over.length === 0) return [{ check: "pool usage", result: "ok", detail: `${plural(pools.length, "pool")}, none at or over the ${Math.round(threshold * 100)}% threshold` }]
   return over.map((p) => ({ check: `pool ${p.name}`, result: "warn", detail: poolNearlyFullMessage(p.name, p.size - p.free, p.size, threshold) }))
 }
 
@@ -181,7 +181,6 @@ export const preflightRows = (serviceAccount: ServiceAccountRef | undefined) =>
 export const renderPreflight = (rows: ReadonlyArray<CheckRow>, output: "table" | "json"): string => {
   const counts = countVerdicts(rows)
   if (output === "json") return JSON.stringify({ checks: rows, summary: counts }, null, 2)
-  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
   const verdict = counts.fail > 0 ? "not ready: fix the failures first" : counts.warn > 0 ? "ready; read the warnings" : "ready"
   return [table(["CHECK", "RESULT", "DETAIL"], rows.map((r) => [r.check, r.result, r.detail])), "", `${counts.ok} ok, ${plural(counts.warn, "warning")}, ${plural(counts.fail, "failure")}: ${verdict}.`].join("\n")
 }

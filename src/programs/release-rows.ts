@@ -6,7 +6,7 @@
 import type { Skip } from "../domain/operator-release.ts"
 import { formatIP } from "../domain/ip.ts"
 import type { HeldEntry, HeldReservation, OwnerPlan, PlannedEntry, ReleasePlan } from "../domain/release.ts"
-import { table } from "./audit.ts"
+import { plural, table } from "./audit.ts"
 import type { Execution } from "./executor.ts"
 
 /**
@@ -95,8 +95,6 @@ export const executedRows = (plan: ReleasePlan, execution: Execution, goneNow: R
 export const exitCodeOf = (rows: ReadonlyArray<ReleaseRow>): number => (rows.every((r) => DONE.includes(r.result)) ? 0 : 1)
 
 const counted = (rows: ReadonlyArray<ReleaseRow>, result: RowResult) => rows.filter((r) => r.result === result).length
-
-const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : word.endsWith("s") ? "es" : "s"}`
 
 /** One line: how many addresses and reservations were freed (would be), already free, skipped, refused, failed. */
 export const summary = (rows: ReadonlyArray<ReleaseRow>, dryRun: boolean): string => {
