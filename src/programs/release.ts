@@ -24,28 +24,22 @@ import { listingClaims } from "./snapshot.ts"
 /** Input release cannot use (a report that cannot be read or is not one): exit code 2. */
 export class ReleaseInputError extends Data.TaggedError("ReleaseInputError")<{ readonly message: string }> {}
 
-/** The audit report at `path` ("-": stdin), decoded; a bad one fails with one line naming the file and what is wrong. */
-export const loadReport = (path: string): Effect.Effect<AuditReport, ReleaseInputError> => {
+/** What release was asked to free, with a report read and decoded: the input checked before the cluster is asked anything. */
+export type LoadedTargets = { readonly _tag: "Report"; readonly report: AuditReport } | (NamedTargets & { readonly _tag: "Named" })
+
+/** Reads the report (if any; "-": stdin); one that cannot be read or decoded fails with one line naming the file and what is wrong. */
+export const loadTargets = (targets: ReleaseTargets): Effect.Effect<LoadedTargets, ReleaseInputError> => {
+  if (targets._tag === "Named") return Effect.succeed(targets)
+  const { path } = targets
   const shown = path === "-" ? "- (stdin)" : path
   return Effect.tryPromise({
     try: () => (path === "-" ? readAll(process.stdin) : readFile(path, "utf8")),
     catch: (e) => new ReleaseInputError({ message: `--from-report ${shown}: cannot read it: ${e instanceof Error ? e.message : String(e)}` })
   }).pipe(
-    Effect.flatMap((text) =>
-      Either.match(decodeAuditReport(text), {
-        onLeft: (why) => Effect.fail(new ReleaseInputError({ message: `--from-report ${shown}: ${why}` })),
-        onRight: Effect.succeed
-      })
-    )
+    Effect.flatMap((text) => Either.mapLeft(decodeAuditReport(text), (why) => new ReleaseInputError({ message: `--from-report ${shown}: ${why}` }))),
+    Effect.map((report) => ({ _tag: "Report", report }) as const)
   )
 }
-
-/** What release was asked to free, with a report read and decoded: the input checked before the cluster is asked anything. */
-export type LoadedTargets = { readonly _tag: "Report"; readonly report: AuditReport } | (NamedTargets & { readonly _tag: "Named" })
-
-/** Reads the report (if any); fails with one line on input release cannot use. */
-export const loadTargets = (targets: ReleaseTargets): Effect.Effect<LoadedTargets, ReleaseInputError> =>
-  targets._tag === "Report" ? Effect.map(loadReport(targets.path), (report) => ({ _tag: "Report" as const, report })) : Effect.succeed(targets)
 
 /** The report's entries that are still the same and still orphans, judged on a fresh listing as a sweep judges. */
 const reportHoldings = (report: AuditReport) =>
