@@ -250,15 +250,9 @@ const reportSweep = (world: World, report: SweepReport) =>
     yield* metrics.orphans("reservation", report.orphanReservations.length, report.dryRun)
     yield* Effect.logInfo(report.dryRun ? "sweep finished (dry run: nothing freed)" : "sweep finished").pipe(
       Effect.annotateLogs({
-        pools: report.pools.length,
-        allocations: report.pools.reduce((n, p) => n + p.used, 0),
-        pods: world.pods.size,
-        orphanAllocations: report.orphanAllocations.length,
-        orphanReservations: report.orphanReservations.length,
-        heldForAnother: report.heldForAnother.length,
-        freed: report.freed,
-        reservationsDeleted: report.reservationsDeleted,
-        spared: report.spared
+        pools: report.pools.length, allocations: report.pools.reduce((n, p) => n + p.used, 0), pods: world.pods.size,
+        orphanAllocations: report.orphanAllocations.length, orphanReservations: report.orphanReservations.length, heldForAnother: report.heldForAnother.length,
+        freed: report.freed, reservationsDeleted: report.reservationsDeleted, spared: report.spared
       })
     )
   })
