@@ -57,7 +57,8 @@ const configMapSchedule = (cm: ConfigMapRecord): Either.Either<ActiveSchedule | 
 /**
  * The ConfigMap, read once (GET) at start-up so the start-up line names the schedule in effect
  * before the caches sync. Unreadable or bad, the next source applies for now: the leader reads it
- * again from its informer (watchSchedule), and only that read puts a Warning Event on it.
+ * again from its informer (watchSchedule), and only that read puts a Warning Event on it (two
+ * replicas starting do not both report it).
  */
 const startupConfigMap = Effect.gen(function* () {
   const config = yield* ControllerConfig
@@ -143,7 +144,10 @@ export const watchSchedule = (initial: Sources) =>
     return current
   })
 
-/** The longest single sleep: effect treats one beyond setTimeout's limit (2^31 - 1 ms, ~24.8 days) as infinite. */
+/**
+ * The longest single sleep: effect treats one beyond setTimeout's limit (2^31 - 1 ms, ~24.8 days)
+ * as infinite, so a monthly schedule slept in one piece would never fire.
+ */
 export const MAX_SLEEP = Duration.days(24)
 
 /** Sleeps until the clock reads `target` (milliseconds since the epoch), in steps of ≤ MAX_SLEEP. */
