@@ -5,7 +5,6 @@
  */
 import { Context, Effect, Layer } from "effect"
 import * as prom from "prom-client"
-
 import { FLOW_KINDS } from "../domain/api-flow.ts"
 import type { InvariantKind } from "../domain/invariants.ts"
 import { FREE_TRIGGERS, type FreeTrigger } from "../domain/release.ts"
