@@ -29,8 +29,6 @@ export interface InformerOptions<A> {
   readonly pageSize?: number
   /** Backoff between restarts after errors; default exponential 1 s → 30 s, jittered. */
   readonly backoff?: Schedule.Schedule<unknown, unknown>
-  /** Server-side watch timeout; the watch is then resumed from the last version. */
-  readonly watchTimeoutSeconds?: number
   /** The resource may not be served (no CRD): a list answered 404 makes the cache empty and synced, tried again every `absentRetry`. */
   readonly optional?: { readonly absentRetry: Duration.DurationInput }
 }
@@ -208,7 +206,8 @@ const watchFrom = <A>(l: Loop<A>, fromVersion: string): Effect.Effect<string, Ku
     .watch(options.resource, options.namespace, {
       resourceVersion: version,
       fieldSelector: options.fieldSelector,
-      timeoutSeconds: options.watchTimeoutSeconds ?? 300 + Math.floor(Math.random() * 300)
+      // Ended by the server after 5 to 10 minutes, as client-go's reflector asks; then resumed from the last version.
+      timeoutSeconds: 300 + Math.floor(Math.random() * 300)
     })
     .pipe(
       Stream.runForEach((event) => {

@@ -1,8 +1,7 @@
 /**
- * KubeApi: the single boundary to a Kubernetes API server — generic REST verbs over
- * plain JSON objects. Two implementations: `KubeApiLive.ts` (client-node auth + fetch,
- * rate-limited) and `InMemoryCluster.ts` (an in-process API server emulation, the role
- * client-go's fake tracker plays). Every other service is written once, over this tag.
+ * KubeApi: the single boundary to a Kubernetes API server — generic REST verbs over plain JSON objects.
+ * Two implementations: `KubeApiLive.ts` and `InMemoryCluster.ts` (an in-process API server emulation,
+ * the role client-go's fake tracker plays). Every other service is written once, over this tag.
  */
 import { Context, Effect, Stream } from "effect"
 import { KubeError } from "./KubeError.ts"
@@ -124,9 +123,8 @@ export interface RequestInfo {
 }
 
 /**
- * `api` with every request passed through `request`, and every watch through `watch` (unchanged
- * when left out): a decorator (metrics, flow control, test hooks) states its concern once, not
- * once per verb.
+ * `api` with every request passed through `request`, and every watch through `watch` (unchanged when
+ * left out): a decorator (metrics, flow control, test hooks) states its concern once, not per verb.
  */
 export const around = (
   api: KubeApiShape,
@@ -147,11 +145,7 @@ export const objectKey = (namespace: string | undefined, name: string): string =
   namespace === undefined || namespace === "" ? name : `${namespace}/${name}`
 
 /** What a paginated list selects, and the page size (500 unless said). */
-export interface PageOptions extends ReadOptions {
-  readonly pageSize?: number
-  readonly labelSelector?: string
-  readonly fieldSelector?: string
-}
+export type PageOptions = Omit<ListOptions, "limit" | "continue"> & { readonly pageSize?: number }
 
 /**
  * Lists every page (`limit`/`continue`), handing each page to `onPage` as it arrives so callers

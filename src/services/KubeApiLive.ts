@@ -1,10 +1,8 @@
 /**
- * KubeApi over a real API server. client-node resolves the kubeconfig and signs each request
- * (bearer, exec and token-file credentials); the requests themselves go through ONE long-lived
- * keep-alive undici Agent (client-node would build a new Agent, so a new TLS handshake, per
- * request), behind the opt-in client-side token bucket (--api-qps) and a per-request timeout. HTTP
- * statuses and network failures become KubeError reasons here and nowhere else; what to do about
- * a 429 or a Retry-After is ApiFlow.ts's.
+ * KubeApi over a real API server. client-node resolves the kubeconfig and signs each request (bearer,
+ * exec and token-file credentials); the requests go through ONE long-lived keep-alive undici Agent
+ * (client-node would build one, so a TLS handshake, per request), behind the opt-in token bucket
+ * (--api-qps) and a per-request timeout. What to do about a 429 or a Retry-After is ApiFlow.ts's.
  */
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
 import { ControllerConfig, apiBurst } from "./ControllerConfig.ts"

@@ -115,10 +115,7 @@ const answer = async (transport: Transport, req: Request, signal: AbortSignal): 
   return exchange(transport.dispatcher, url, req, headersFor(req, auth), signal).catch((e: unknown) => errorFromFailure(req.verb, req.target, e))
 }
 
-/**
- * The requests and watches of one transport. Each attempt tells `reach` whether the server answered
- * (reachability.ts): one line per change of that, however many callers fail meanwhile.
- */
+/** The requests and watches of one transport; each attempt tells `reach` whether the server answered. */
 export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLimiter, requestTimeout: Duration.DurationInput, reach: Reachability = makeReachability(transport.server)): Requester => {
   const timeout = Duration.decode(requestTimeout)
   const timeoutMillis = Duration.toMillis(timeout)
