@@ -1,18 +1,15 @@
 /**
- * How requests flow to the API server. No client-side rate by default: the server protects
- * itself (API Priority and Fairness), and the controller's back-pressure is
- *  - a fixed number of requests in flight per kind of work (DEFAULT_IN_FLIGHT): pool writes,
- *    reservation reads and writes, pod reads, Events, list pages, leader election, the rest. A
- *    burst of one kind queues behind its own bound and never takes the others' slots, so Events
- *    never hold back a pool write and a mass deletion never starves the Lease renewal;
- *  - on the server's side too, Events give way to the frees (YIELDS_TO): while pool writes or
- *    reservation requests are busy, one Event write at a time; the rest wait in the recorder's
- *    queue, so the server's CPU goes to the addresses first;
- *  - the server's answer: a 429 with Retry-After pauses that kind of work until then (every
- *    request of that kind waits, the others go on) and the refused request is sent again after
- *    it; a 5xx with Retry-After is sent again after it, without a pause. At most MAX_RETRY_AFTER
- *    times, and never for a wait longer than the request timeout: then the error goes to the
- *    caller, whose own retry (the work queue's backoff) takes over.
+ * How requests flow to the API server. No client-side rate by default (the server protects itself
+ * with API Priority and Fairness); the controller's back-pressure is
+ *  - a fixed number of requests in flight per kind of work (DEFAULT_IN_FLIGHT): a burst of one kind
+ *    queues behind its own bound and never takes the others' slots, so Events never hold back a pool
+ *    write and a mass deletion never starves the Lease renewal;
+ *  - Events give way to the frees (YIELDS_TO): while pool writes or reservation requests are busy,
+ *    one Event write at a time, so the server's CPU goes to the addresses first;
+ *  - the server's answer: a 429 with Retry-After pauses that kind of work until then and the refused
+ *    request is sent again after it; a 5xx with Retry-After is sent again after it, without a pause.
+ *    At most MAX_RETRY_AFTER times, and never for a wait longer than the request timeout: then the
+ *    error goes to the caller, whose own retry (the work queue's backoff) takes over.
  * Watches are long-lived and pass unbounded. `--api-qps` stays as an opt-in cap (KubeApiLive).
  */
 import { Clock, Duration, Effect, Layer } from "effect"

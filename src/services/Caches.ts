@@ -1,8 +1,8 @@
 /**
- * The controller's informers: pods (as small projections), NetworkAttachmentDefinitions,
- * IPPools and OverlappingRangeIPReservations (both indexed by podref, so the allocations of one
- * pod are found without scanning every pool), and NodeSlicePools (optional: whereabouts before
- * 0.8 has no such CRD).
+ * The controller's informers: pods (as small projections), NetworkAttachmentDefinitions, IPPools and
+ * OverlappingRangeIPReservations (both indexed by podref, so one pod's allocations are found without
+ * scanning every pool), NodeSlicePools (optional: whereabouts before 0.8 has no such CRD), nodes, and
+ * the schedule's ConfigMap.
  */
 import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
 import { intern } from "../domain/intern.ts"
@@ -12,37 +12,26 @@ import { type ParsedPool, type ReservationRecord, parsePool } from "../domain/po
 import { listedIPKeys } from "../domain/claims.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { type Informer, makeInformer } from "./Informer.ts"
+import { type Informer, type InformerOptions, makeInformer } from "./Informer.ts"
 import { KubeApi, type KubeObject } from "./KubeApi.ts"
 import * as R from "./resources.ts"
 
-export interface NadRecord {
+/** Who an object is: namespace ("" when cluster-scoped), name, uid ("" when unknown) and resourceVersion. */
+interface ObjectRecord {
   readonly namespace: string
   readonly name: string
   readonly uid: string
   readonly resourceVersion: string | undefined
+}
+
+export interface NadRecord extends ObjectRecord {
   /** spec.config; undefined or "" when the config lives on the nodes. */
   readonly config: string | undefined
 }
 
 /** A ConfigMap, as the schedule source reads it. */
-export interface ConfigMapRecord {
-  readonly namespace: string
-  readonly name: string
-  readonly uid: string
-  readonly resourceVersion: string | undefined
+export interface ConfigMapRecord extends ObjectRecord {
   readonly data: Readonly<Record<string, string>>
-}
-
-export const toConfigMapRecord = (o: KubeObject): ConfigMapRecord => {
-  const data = typeof o["data"] === "object" && o["data"] !== null ? (o["data"] as Record<string, unknown>) : {}
-  return {
-    namespace: o.metadata.namespace ?? "",
-    name: o.metadata.name,
-    uid: o.metadata.uid ?? "",
-    resourceVersion: o.metadata.resourceVersion,
-    data: Object.fromEntries(Object.entries(data).flatMap(([k, v]) => (typeof v === "string" ? [[k, v] as const] : [])))
-  }
 }
 
 export interface PoolRecord {
@@ -61,71 +50,67 @@ export const NODE_INDEX = "node"
 export const LISTED_IP_INDEX = "listedIP"
 
 const str = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
-const specOf = (o: KubeObject): Record<string, unknown> =>
-  typeof o["spec"] === "object" && o["spec"] !== null ? (o["spec"] as Record<string, unknown>) : {}
-
-export const toNadRecord = (o: KubeObject): NadRecord => ({
-  namespace: o.metadata.namespace ?? "",
-  name: o.metadata.name,
-  uid: o.metadata.uid ?? "",
-  resourceVersion: o.metadata.resourceVersion,
-  config: str(specOf(o)["config"])
+/** `u` as a record to read fields from; {} when it is not an object. */
+const rec = (u: unknown): Record<string, unknown> => (typeof u === "object" && u !== null ? (u as Record<string, unknown>) : {})
+const list = (u: unknown): ReadonlyArray<unknown> => (Array.isArray(u) ? u : [])
+const objectRecord = ({ metadata }: KubeObject): ObjectRecord => ({
+  namespace: metadata.namespace ?? "",
+  name: metadata.name,
+  uid: metadata.uid ?? "",
+  resourceVersion: metadata.resourceVersion
 })
+
+export const toConfigMapRecord = (o: KubeObject): ConfigMapRecord => ({
+  ...objectRecord(o),
+  data: Object.fromEntries(Object.entries(rec(o["data"])).flatMap(([k, v]) => (typeof v === "string" ? [[k, v] as const] : [])))
+})
+
+export const toNadRecord = (o: KubeObject): NadRecord => ({ ...objectRecord(o), config: str(rec(o["spec"])["config"]) })
 
 /** Total: a pool whose spec is unreadable becomes a pool with no entries and every key reported. */
 export const toPoolRecord = (o: KubeObject): PoolRecord => updatePoolRecord(o, undefined)
 
 /** toPoolRecord, with the unchanged entries taken from the cached version (see parsePool). */
-export const updatePoolRecord = (o: KubeObject, previous: PoolRecord | undefined): PoolRecord => {
-  const spec = specOf(o)
-  const allocations = typeof spec["allocations"] === "object" && spec["allocations"] !== null ? (spec["allocations"] as Record<string, unknown>) : {}
+const updatePoolRecord = (o: KubeObject, previous: PoolRecord | undefined): PoolRecord => {
+  const spec = rec(o["spec"])
   return {
     name: o.metadata.name,
     uid: o.metadata.uid ?? "",
     resourceVersion: o.metadata.resourceVersion,
-    pool: parsePool({ metadata: { name: o.metadata.name }, spec: { range: str(spec["range"]) ?? "", allocations } }, previous?.pool)
+    pool: parsePool({ metadata: { name: o.metadata.name }, spec: { range: str(spec["range"]) ?? "", allocations: rec(spec["allocations"]) } }, previous?.pool)
   }
 }
 
-export const toReservationRecord = (o: KubeObject): ReservationRecord => {
-  const spec = specOf(o)
-  return {
-    name: o.metadata.name,
-    resourceVersion: o.metadata.resourceVersion,
-    podref: intern(str(spec["podref"]) ?? "")
-  }
-}
+export const toReservationRecord = (o: KubeObject): ReservationRecord => ({
+  name: o.metadata.name,
+  resourceVersion: o.metadata.resourceVersion,
+  podref: intern(str(rec(o["spec"])["podref"]) ?? "")
+})
 
 /** A NodeSlicePool as the planner reads it; unreadable fields become empty (nothing is then mapped through it). */
 export const toNodeSlicePoolRecord = (o: KubeObject): NodeSlicePoolRecord => {
-  const spec = specOf(o)
-  const status = typeof o["status"] === "object" && o["status"] !== null ? (o["status"] as Record<string, unknown>) : {}
-  const allocations = Array.isArray(status["allocations"]) ? (status["allocations"] as Array<unknown>) : []
+  const spec = rec(o["spec"])
   return {
     name: o.metadata.name,
     resourceVersion: o.metadata.resourceVersion,
     range: str(spec["range"]) ?? "",
     sliceSize: str(spec["sliceSize"]) ?? "",
-    allocations: allocations.flatMap((a) => {
-      const r = typeof a === "object" && a !== null ? (a as Record<string, unknown>) : {}
-      const sliceRange = str(r["sliceRange"])
-      return sliceRange === undefined ? [] : [{ nodeName: intern(str(r["nodeName"]) ?? ""), sliceRange }]
+    allocations: list(rec(o["status"])["allocations"]).flatMap((a) => {
+      const sliceRange = str(rec(a)["sliceRange"])
+      return sliceRange === undefined ? [] : [{ nodeName: intern(str(rec(a)["nodeName"]) ?? ""), sliceRange }]
     })
   }
 }
 
 /** What the never-run-again rule needs of a Node: its Ready condition and whether it is declared out of service. */
 export const toNodeRecord = (o: KubeObject): NodeRecord => {
-  const status = typeof o["status"] === "object" && o["status"] !== null ? (o["status"] as Record<string, unknown>) : {}
-  const conditions = Array.isArray(status["conditions"]) ? (status["conditions"] as Array<Record<string, unknown>>) : []
-  const ready = conditions.find((c) => typeof c === "object" && c !== null && c["type"] === "Ready")
-  const taints = Array.isArray(specOf(o)["taints"]) ? (specOf(o)["taints"] as Array<Record<string, unknown>>) : []
+  const ready = list(rec(o["status"])["conditions"]).map(rec).find((c) => c["type"] === "Ready")
   return {
     name: o.metadata.name,
     resourceVersion: o.metadata.resourceVersion,
     ready: ready === undefined ? undefined : str(ready["status"]),
     readySince: ready === undefined ? undefined : str(ready["lastTransitionTime"]),
-    outOfService: taints.some((t) => typeof t === "object" && t !== null && t["key"] === OUT_OF_SERVICE_TAINT)
+    outOfService: list(rec(o["spec"])["taints"]).some((t) => rec(t)["key"] === OUT_OF_SERVICE_TAINT)
   }
 }
 
@@ -149,30 +134,20 @@ export interface CachesShape {
 
 export class Caches extends Context.Tag("whereabouts-controller/Caches")<Caches, CachesShape>() {}
 
-const nsName = (a: { readonly namespace: string; readonly name: string }) => `${a.namespace}/${a.name}`
+const version = (a: { readonly resourceVersion?: string | undefined }) => a.resourceVersion
 
-const podInformer = (pageSize: number) =>
-  makeInformer<PodProjection>({
-    resource: R.Pods,
-    transform: projectPod,
-    // The cache's key is the podref pool entries and reservations hold: one shared copy.
-    keyOf: (p) => intern(podRef(p)),
-    identityOf: (p) => p.uid,
-    versionOf: (p) => p.resourceVersion,
-    indexers: { [NODE_INDEX]: (p) => (p.nodeName === undefined ? [] : [p.nodeName]), [LISTED_IP_INDEX]: listedIPKeys },
-    pageSize
-  })
+/** An informer of records keyed by name. */
+const byName = <A extends { readonly name: string; readonly resourceVersion: string | undefined }>(options: Omit<InformerOptions<A>, "keyOf" | "versionOf">) =>
+  makeInformer<A>({ keyOf: (a) => a.name, versionOf: version, ...options })
 
 /** IPPools, indexed by podref; a changed pool reuses its cached version's unchanged entries (updatePoolRecord). */
 const poolInformer = (namespace: string, pageSize: number) =>
   Effect.gen(function* () {
     let cachedPool: (name: string) => PoolRecord | undefined = () => undefined
-    const pools: Informer<PoolRecord> = yield* makeInformer<PoolRecord>({
+    const pools: Informer<PoolRecord> = yield* byName<PoolRecord>({
       resource: R.IPPools,
       namespace,
       transform: (o) => updatePoolRecord(o, cachedPool(o.metadata.name)),
-      keyOf: (p) => p.name,
-      versionOf: (p) => p.resourceVersion,
       indexers: { [PODREF_INDEX]: (p) => [...new Set(p.pool.entries.map((e) => e.podref))] },
       pageSize
     })
@@ -180,61 +155,50 @@ const poolInformer = (namespace: string, pageSize: number) =>
     return pools
   })
 
-/** One ConfigMap, watched by name. */
-const configMapInformer = (namespace: string, name: string, pageSize: number) =>
-  makeInformer<ConfigMapRecord>({
-    resource: R.ConfigMaps,
-    namespace,
-    fieldSelector: `metadata.name=${name}`,
-    transform: toConfigMapRecord,
-    keyOf: (c) => c.name,
-    versionOf: (c) => c.resourceVersion,
-    pageSize
-  })
-
 /** Starts the informers for the lifetime of the layer. */
 export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Layer.scoped(
   Caches,
   Effect.gen(function* () {
-    const config = yield* ControllerConfig
-    const pageSize = config.pageSize
+    const { namespace, pageSize, scheduleConfigMap: configMapName } = yield* ControllerConfig
     // Registered first, so it runs once every informer below has stopped (a shutdown's progress).
     yield* Effect.addFinalizer(() => Effect.logInfo("informers stopped"))
-    const pods = yield* podInformer(pageSize)
+    const pods = yield* makeInformer<PodProjection>({
+      resource: R.Pods,
+      transform: projectPod,
+      // The cache's key is the podref pool entries and reservations hold: one shared copy.
+      keyOf: (p) => intern(podRef(p)),
+      identityOf: (p) => p.uid,
+      versionOf: version,
+      indexers: { [NODE_INDEX]: (p) => (p.nodeName === undefined ? [] : [p.nodeName]), [LISTED_IP_INDEX]: listedIPKeys },
+      pageSize
+    })
     const nads = yield* makeInformer<NadRecord>({
       resource: R.NetworkAttachmentDefinitions,
       transform: toNadRecord,
-      keyOf: nsName,
-      versionOf: (n) => n.resourceVersion,
+      keyOf: (n) => `${n.namespace}/${n.name}`,
+      versionOf: version,
       pageSize
     })
-    const pools = yield* poolInformer(config.namespace, pageSize)
-    const reservations = yield* makeInformer<ReservationRecord>({
+    const pools = yield* poolInformer(namespace, pageSize)
+    const reservations = yield* byName<ReservationRecord>({
       resource: R.OverlappingRangeIPReservations,
-      namespace: config.namespace,
+      namespace,
       transform: toReservationRecord,
-      keyOf: (r) => r.name,
-      versionOf: (r) => r.resourceVersion,
       indexers: { [PODREF_INDEX]: (r) => [r.podref] },
       pageSize
     })
-    const nodeSlicePools = yield* makeInformer<NodeSlicePoolRecord>({
+    const nodeSlicePools = yield* byName<NodeSlicePoolRecord>({
       resource: R.NodeSlicePools,
-      namespace: config.namespace,
+      namespace,
       transform: toNodeSlicePoolRecord,
-      keyOf: (p) => p.name,
-      versionOf: (p) => p.resourceVersion,
       pageSize,
       optional: { absentRetry: ABSENT_RESOURCE_RETRY }
     })
-    const nodes = yield* makeInformer<NodeRecord>({
-      resource: R.Nodes,
-      transform: toNodeRecord,
-      keyOf: (n) => n.name,
-      versionOf: (n) => n.resourceVersion,
-      pageSize
-    })
-    const scheduleConfigMap = config.scheduleConfigMap === "" ? undefined : yield* configMapInformer(config.namespace, config.scheduleConfigMap, pageSize)
+    const nodes = yield* byName<NodeRecord>({ resource: R.Nodes, transform: toNodeRecord, pageSize })
+    // One ConfigMap, watched by name.
+    const scheduleConfigMap = configMapName === ""
+      ? undefined
+      : yield* byName<ConfigMapRecord>({ resource: R.ConfigMaps, namespace, fieldSelector: `metadata.name=${configMapName}`, transform: toConfigMapRecord, pageSize })
     const all = [pods, nads, pools, reservations, nodeSlicePools, nodes, ...(scheduleConfigMap === undefined ? [] : [scheduleConfigMap])] as const
     return {
       scheduleConfigMap,
@@ -246,9 +210,7 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       nodes,
       awaitSynced: Effect.forEach(all, (i) => i.awaitSynced, { discard: true, concurrency: "unbounded" }),
       isSynced: Effect.map(Effect.forEach(all, (i) => i.isSynced), (done) => done.every(Boolean)),
-      podDeletions: Effect.map(pods.subscribe, (queue) =>
-        Stream.fromQueue(queue).pipe(Stream.filterMap((e) => (e.type === "delete" ? Option.some(e.object) : Option.none())))
-      )
+      podDeletions: Effect.map(pods.subscribe, (queue) => Stream.filterMap(Stream.fromQueue(queue), (e) => (e.type === "delete" ? Option.some(e.object) : Option.none())))
     }
   })
 )

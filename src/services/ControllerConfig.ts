@@ -9,42 +9,34 @@ import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
 import { type Parse, parseCount, parseDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
 
 /**
- * Tuning that is not an option: what the defaults of the former options were, kept as constants
- * because no operator has a reason to change them (BENCHMARKS.md's Decisions table has the
- * measurement behind the batching and the bounds). In the shape so tests can shorten them.
+ * Tuning that is not an option: constants no operator has a reason to change (BENCHMARKS.md's
+ * Decisions table has the measurement behind the batching and the bounds). In the shape so tests can shorten them.
  */
-export interface Tuning {
+const tuning = {
   /** Objects per page of a full list: client-go's pager's; a page of full pods is a few MB. */
-  readonly pageSize: number
+  pageSize: 500,
   /**
    * One API request once sent (the wait for --api-qps not counted): a 429 or 5xx that names a
    * Retry-After is sent again after it, so no wait longer than this is honoured.
    */
-  readonly requestTimeout: Duration.Duration
-  /** Attempts per pod before giving up with a Warning Event; the next sweep frees what is left. */
-  readonly retryAttempts: number
-  /** First retry delay (doubling each attempt, jittered) and the longest: client-go's workqueue shape. */
-  readonly retryBaseDelay: Duration.Duration
-  readonly retryMaxDelay: Duration.Duration
-  /** How long a mass deletion that keeps arriving is gathered into one batch (Batcher.ts; 0: never). */
-  readonly batchWindow: Duration.Duration
-  /**
-   * The file holding the sweep's schedule, read when it exists and again every minute: where
-   * whereabouts' DaemonSet mounts its ConfigMap (key cron-expression as /cron-schedule/config). In
-   * the shape so tests can point it at a file of their own, or at none ("").
-   */
-  readonly scheduleFile: string
-}
-
-export const TUNING: Tuning = {
-  pageSize: 500,
   requestTimeout: Duration.seconds(30),
+  /** Attempts per pod before giving up with a Warning Event; the next sweep frees what is left. */
   retryAttempts: 5,
+  /** First retry delay (doubling each attempt, jittered) and the longest: client-go's workqueue shape. */
   retryBaseDelay: Duration.millis(500),
   retryMaxDelay: Duration.seconds(30),
+  /** How long a mass deletion that keeps arriving is gathered into one batch (Batcher.ts; 0: never). */
   batchWindow: Duration.seconds(1),
+  /**
+   * The file holding the sweep's schedule, read when it exists and again every minute: where
+   * whereabouts' DaemonSet mounts its ConfigMap (key cron-expression as /cron-schedule/config).
+   * Tests point it at a file of their own, or at none ("").
+   */
   scheduleFile: "/cron-schedule/config"
 }
+
+export type Tuning = Readonly<typeof tuning>
+export const TUNING: Tuning = tuning
 
 /**
  * Requests allowed at once above an --api-qps cap, per request per second of the cap:
@@ -98,10 +90,7 @@ export interface ControllerConfigShape extends Tuning {
   readonly freeOnNotReadyAfter: Duration.Duration | undefined
 }
 
-export class ControllerConfig extends Context.Tag("whereabouts-controller/ControllerConfig")<
-  ControllerConfig,
-  ControllerConfigShape
->() {}
+export class ControllerConfig extends Context.Tag("whereabouts-controller/ControllerConfig")<ControllerConfig, ControllerConfigShape>() {}
 
 /**
  * The default of every option that has one: Config, the tests' layer and `--help` are derived from

@@ -1,16 +1,13 @@
 /**
- * EventRecorder: writes core/v1 Events the way client-go's record.EventRecorder does — same
- * fields, same `<name>.<hex nanos>` names, and its EventCorrelator's de-duplication: an identical
- * event seen again within the aggregation window bumps `count`/`lastTimestamp` on the existing
- * Event instead of creating another.
+ * EventRecorder: writes core/v1 Events as client-go's record.EventRecorder does — same fields, same
+ * `<name>.<hex nanos>` names, and its EventCorrelator's de-duplication: an identical event seen again
+ * within the aggregation window bumps `count`/`lastTimestamp` on the existing Event.
  *
- * Recording never waits for the API server and never fails the caller: an event goes into a
- * bounded queue that a few writers (as many as Events may have requests in flight) drain, so freeing an address never
- * waits for its Event (a mass deletion writes one per freed IP). An event recorded again while
- * still queued only adds to its count (one write); a full queue drops the new event, counted in
- * events_total{result="dropped"} and said in the log. Writes of one event (same object, type,
- * reason and message) are serialised, so a repeat recorded while its first write is in flight
- * becomes a count bump, not a second Event. On shutdown the queue gets DEFAULT_DRAIN_TIMEOUT.
+ * Recording never waits for the API server and never fails the caller (a mass deletion writes one
+ * Event per freed IP): events go into a bounded queue that a few writers drain (as many as Events may
+ * have requests in flight). An event recorded again while queued only adds to its count; a full queue
+ * drops the new one (events_total{result="dropped"}, and the log). Writes of one event are serialised,
+ * so a repeat recorded while its first write is in flight becomes a count bump, not a second Event.
  */
 import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Queue, type Scope, Stream, SubscriptionRef } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
@@ -18,20 +15,9 @@ import { KubeApi, type KubeApiShape, type KubeObject } from "./KubeApi.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
 import { Events } from "./resources.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
-import type { EventType, InvolvedObject } from "../domain/events.ts"
+import type { EventIntent, EventType, InvolvedObject } from "../domain/events.ts"
 
-export type { EventType, InvolvedObject }
-
-export {
-  REASON_BAD_ANNOTATION,
-  REASON_BAD_CONFIG,
-  REASON_GARBAGE_COLLECTED,
-  REASON_GC_FAILED,
-  REASON_NAD_MISSING,
-  REASON_POOL_NEARLY_FULL,
-  garbageCollectedMessage,
-  gcFailedMessage
-} from "../domain/events.ts"
+export * from "../domain/events.ts"
 
 /** `source.component` and `reportingComponent` of every Event we write. */
 export const COMPONENT = "whereabouts-controller"
@@ -80,55 +66,36 @@ interface Seen {
 /** metav1.Time: RFC 3339 with whole seconds. */
 const rfc3339 = (millis: number): string => new Date(millis).toISOString().replace(/\.\d{3}Z$/, "Z")
 
-interface Lru<V> {
-  readonly get: (key: string) => V | undefined
-  readonly set: (key: string, v: V) => void
-}
-
 /** An LRU map on top of Map's insertion order: a hit moves the key to the back. */
-const lru = <V>(capacity: number): Lru<V> => {
+const lru = <V>(capacity: number) => {
   const entries = new Map<string, V>()
-  return {
-    get: (key: string): V | undefined => {
-      const v = entries.get(key)
-      if (v !== undefined) {
-        entries.delete(key)
-        entries.set(key, v)
-      }
-      return v
-    },
-    set: (key: string, v: V): void => {
-      entries.delete(key)
-      entries.set(key, v)
-      if (entries.size > capacity) {
-        const oldest = entries.keys().next()
-        if (oldest.done !== true) entries.delete(oldest.value)
-      }
-    }
+  const set = (key: string, v: V): void => {
+    entries.delete(key)
+    entries.set(key, v)
+    if (entries.size > capacity) entries.delete(entries.keys().next().value!)
   }
+  const get = (key: string): V | undefined => {
+    const v = entries.get(key)
+    if (v !== undefined) set(key, v)
+    return v
+  }
+  return { get, set }
 }
 
 /** An event waiting to be written; identical ones recorded meanwhile only add to `count`. */
-interface Pending {
-  readonly regarding: InvolvedObject
-  readonly type: EventType
-  readonly reason: string
-  readonly message: string
+interface Pending extends EventIntent {
   count: number
 }
 
-/**
- * One lock per key, dropped when its last user leaves: an effect run for a key while another for
- * the same key is in flight waits for it.
- */
+/** One lock per key, dropped when its last user leaves: an effect for a key waits for the one in flight. */
 const keyedLocks = () => {
   const locks = new Map<string, { readonly lock: Effect.Semaphore; users: number }>()
   return <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) =>
     Effect.acquireUseRelease(
       Effect.sync(() => {
-        let entry = locks.get(key)
-        if (entry === undefined) locks.set(key, (entry = { lock: Effect.unsafeMakeSemaphore(1), users: 0 }))
+        const entry = locks.get(key) ?? { lock: Effect.unsafeMakeSemaphore(1), users: 0 }
         entry.users++
+        locks.set(key, entry)
         return entry
       }),
       (entry) => entry.lock.withPermits(1)(effect),
@@ -140,11 +107,8 @@ const keyedLocks = () => {
     )
 }
 
-/**
- * Writes one pending event: a count bump on the Event written for its key within the window,
- * else a new Event (and then remembers it).
- */
-const eventWriter = (api: KubeApiShape, identity: string, seen: Lru<Seen>, windowMillis: number) => {
+/** Writes one pending event: a count bump on the Event written for its key within the window, else a new Event. */
+const eventWriter = (api: KubeApiShape, identity: string, seen: ReturnType<typeof lru<Seen>>, windowMillis: number) => {
   // Names must be unique; under TestClock (or a coarse clock) two creates share a nanosecond.
   let lastNanos = -1n
   return (key: string, p: Pending) =>
@@ -154,7 +118,6 @@ const eventWriter = (api: KubeApiShape, identity: string, seen: Lru<Seen>, windo
       const now = rfc3339(nowMillis)
       const previous = seen.get(key)
       const { regarding } = p
-
       if (previous !== undefined && nowMillis - previous.lastSeenMillis < windowMillis) {
         const count = previous.count + p.count
         const patched = yield* api.patch(Events, regarding.namespace, previous.name, { type: "merge", body: { count, lastTimestamp: now } }).pipe(
@@ -195,9 +158,7 @@ const dropReporter = (metrics: MetricsShape, capacity: number) => {
 }
 
 /** Builds a recorder over the KubeApi in context; its writers live as long as the scope. */
-export const make = (
-  options: EventRecorderOptions = {}
-): Effect.Effect<EventRecorderShape, never, KubeApi | ControllerConfig | Metrics | Scope.Scope> =>
+export const make = (options: EventRecorderOptions = {}): Effect.Effect<EventRecorderShape, never, KubeApi | ControllerConfig | Metrics | Scope.Scope> =>
   Effect.gen(function*() {
     const api = yield* KubeApi
     const config = yield* ControllerConfig
@@ -279,26 +240,23 @@ export const make = (
   })
 
 /** The Event object client-go's recorder writes. */
-const eventObject = (name: string, p: Pending, now: string, identity: string): KubeObject => ({
-  apiVersion: "v1",
-  kind: "Event",
-  metadata: { name, namespace: p.regarding.namespace },
-  involvedObject: {
-    apiVersion: apiVersionOfKind(p.regarding.kind),
-    kind: p.regarding.kind,
-    namespace: p.regarding.namespace,
-    name: p.regarding.name,
-    uid: p.regarding.uid
-  },
-  reason: p.reason,
-  message: p.message,
-  type: p.type,
-  source: { component: COMPONENT },
-  firstTimestamp: now,
-  lastTimestamp: now,
-  count: p.count,
-  reportingComponent: COMPONENT,
-  reportingInstance: identity
-})
+const eventObject = (name: string, p: Pending, now: string, identity: string): KubeObject => {
+  const { kind, namespace, name: objectName, uid } = p.regarding
+  return {
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: { name, namespace },
+    involvedObject: { apiVersion: apiVersionOfKind(kind), kind, namespace, name: objectName, uid },
+    reason: p.reason,
+    message: p.message,
+    type: p.type,
+    source: { component: COMPONENT },
+    firstTimestamp: now,
+    lastTimestamp: now,
+    count: p.count,
+    reportingComponent: COMPONENT,
+    reportingInstance: identity
+  }
+}
 
 export const layer: Layer.Layer<EventRecorder, never, KubeApi | ControllerConfig | Metrics> = Layer.scoped(EventRecorder, make())

@@ -1,8 +1,7 @@
 /**
- * A list-watch cache over KubeApi, written once for every resource: paginated list, watch
- * from the list's version, resume after a closed watch, relist on 410, restart with backoff
- * on any other error (client-node's informer stops for good), a synced signal, secondary
- * indexes, and events — including deletions discovered by a relist.
+ * A list-watch cache over KubeApi for every resource: paginated list, watch from the list's version,
+ * resume after a closed watch, relist on 410, restart with backoff on any other error (client-node's
+ * informer stops for good), a synced signal, secondary indexes, and events — deletions a relist finds too.
  */
 import { Deferred, Duration, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
 import { KubeApi, type KubeApiShape, type KubeObject, forEachPage } from "./KubeApi.ts"
@@ -30,12 +29,7 @@ export interface InformerOptions<A> {
   readonly pageSize?: number
   /** Backoff between restarts after errors; default exponential 1 s → 30 s, jittered. */
   readonly backoff?: Schedule.Schedule<unknown, unknown>
-  /** Server-side watch timeout; the watch is then resumed from the last version. */
-  readonly watchTimeoutSeconds?: number
-  /**
-   * The resource may not be served (its CRD not installed): a list answered 404 makes the cache
-   * empty and synced, and the list is tried again every `absentRetry` (not counted as a restart).
-   */
+  /** The resource may not be served (no CRD): a list answered 404 makes the cache empty and synced, tried again every `absentRetry`. */
   readonly optional?: { readonly absentRetry: Duration.DurationInput }
 }
 
@@ -53,9 +47,8 @@ export interface Informer<A> {
   /** Events from now on; subscribe before relying on them. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<InformerEvent<A>>, never, Scope.Scope>
   /**
-   * One item per list after the first, once its events are published: the watch had a gap (410,
-   * or a restart after an error), and an object created and deleted inside it was in no list and
-   * no event. Subscribe before relying on it.
+   * One item per list after the first, once its events are published: the watch had a gap (410, or a
+   * restart), and an object created and deleted inside it was in no list and no event. Subscribe first.
    */
   readonly subscribeRelists: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
   /** Restarts after errors, for health reporting. */
@@ -66,11 +59,10 @@ export interface Informer<A> {
 
 /**
  * The keys an index holds under one value. Most values name a few objects (a podref's pools and
- * reservations, one per interface), and a small array costs a fraction of a Set's hash table, so
- * keys are kept in an array up to SMALL_INDEX_KEYS and in a Set past that (a node's pods), where
- * a linear search would grow with the value's fan-out. An array is replaced by one of its exact
- * length (concat, toSpliced), never grown in place: push, spread and filter leave a backing store
- * of half again plus 16 slots, most of them never used.
+ * reservations), where a small array costs a fraction of a Set's hash table: an array up to
+ * SMALL_INDEX_KEYS, a Set past that (a node's pods), where a search would grow with the fan-out. An
+ * array is replaced by one of its exact length (concat, toSpliced), never grown in place: push leaves
+ * a backing store of half again plus 16 slots.
  */
 type IndexKeys = ReadonlyArray<string> | Set<string>
 const SMALL_INDEX_KEYS = 16
@@ -113,10 +105,7 @@ const makeIndexes = <A>(indexers: Readonly<Record<string, (a: A) => ReadonlyArra
   }
 }
 
-/**
- * The cache and its indexes; `put` and `remove` apply an object and answer the events that change
- * makes (none for a version already held; a delete and an add for a new object under an old key).
- */
+/** The cache and its indexes; `put` and `remove` answer the events a change makes (none for a version already held). */
 const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" | "versionOf" | "indexers">) => {
   const { keyOf, versionOf } = options
   const identityOf = options.identityOf ?? keyOf
@@ -137,27 +126,22 @@ const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" |
   const remove = (a: A): Array<InformerEvent<A>> => {
     const key = keyOf(a)
     const old = cache.get(key)
-    if (old === undefined) return [{ type: "delete", object: a }]
-    indexes.remove(key, old)
-    cache.delete(key)
-    state.changes++
+    if (old !== undefined) {
+      indexes.remove(key, old)
+      cache.delete(key)
+      state.changes++
+    }
     return [{ type: "delete", object: a }]
   }
-  return { cache, indexes, put, remove, changes: () => state.changes }
+  /** Removes every object whose key `keep` refuses. */
+  const prune = (keep: (key: string) => boolean) => [...cache].flatMap(([key, old]) => (keep(key) ? [] : remove(old)))
+  return { cache, indexes, put, remove, prune, changes: () => state.changes }
 }
 
 type Store<A> = ReturnType<typeof makeStore<A>>
 
-const rewatchBackoff = Schedule.exponential("250 millis").pipe(
-  Schedule.either(Schedule.spaced("5 seconds")),
-  Schedule.jittered,
-  Schedule.intersect(Schedule.recurs(8))
-)
-
-const defaultBackoff = Schedule.exponential("1 second").pipe(
-  Schedule.either(Schedule.spaced("30 seconds")),
-  Schedule.jittered
-)
+const rewatchBackoff = Schedule.exponential("250 millis").pipe(Schedule.either(Schedule.spaced("5 seconds")), Schedule.jittered, Schedule.intersect(Schedule.recurs(8)))
+const defaultBackoff = Schedule.exponential("1 second").pipe(Schedule.either(Schedule.spaced("30 seconds")), Schedule.jittered)
 
 /** What one informer's loops share: its API, options, store, outlets and counters. */
 interface Loop<A> {
@@ -174,8 +158,7 @@ interface Loop<A> {
     absent: boolean
     /**
      * A watch that delivered events or ran to its end proves the API works: the next failure starts
-     * the backoff afresh. A successful list alone does not: with a watch that is refused every time
-     * (403, say) each restart would relist everything once a second instead of backing off.
+     * the backoff afresh. A list alone does not: a watch refused every time (403) would relist every second.
      */
     driverReset: boolean
   }
@@ -184,9 +167,8 @@ interface Loop<A> {
 const publish = <A>(l: Loop<A>, events: ReadonlyArray<InformerEvent<A>>) => (events.length === 0 ? Effect.void : PubSub.publishAll(l.pubsub, events))
 
 /**
- * Lists everything, publishes what changed since the cache was last right (deletions too); answers
- * the list's version. Each page goes into the cache as it comes: a relist of a large cluster never
- * holds a second copy of it (only the keys it has seen).
+ * Lists everything, publishes what changed since the cache was last right (deletions too); answers the
+ * list's version. Each page goes into the cache as it comes: a relist holds only the keys it has seen.
  */
 const relist = <A>(l: Loop<A>) =>
   Effect.gen(function* () {
@@ -209,9 +191,7 @@ const relist = <A>(l: Loop<A>) =>
       onStart: () => void (seen = new Set())
     })
     // Whatever vanished while we were not watching was deleted: say so.
-    const gone: Array<InformerEvent<A>> = []
-    for (const [key, old] of [...store.cache]) if (!seen.has(key)) gone.push(...store.remove(old))
-    yield* publish(l, gone)
+    yield* publish(l, store.prune((key) => seen.has(key)))
     yield* Deferred.succeed(l.synced, undefined)
     if (l.state.lists++ > 0) yield* PubSub.publish(l.relists, undefined)
     l.state.absent = false
@@ -226,7 +206,8 @@ const watchFrom = <A>(l: Loop<A>, fromVersion: string): Effect.Effect<string, Ku
     .watch(options.resource, options.namespace, {
       resourceVersion: version,
       fieldSelector: options.fieldSelector,
-      timeoutSeconds: options.watchTimeoutSeconds ?? 300 + Math.floor(Math.random() * 300)
+      // Ended by the server after 5 to 10 minutes, as client-go's reflector asks; then resumed from the last version.
+      timeoutSeconds: 300 + Math.floor(Math.random() * 300)
     })
     .pipe(
       Stream.runForEach((event) => {
@@ -271,9 +252,7 @@ const whileAbsent = <A>(l: Loop<A>, e: KubeError) =>
         Effect.annotateLogs({ resource: resource.plural, error: e.message })
       )
     }
-    const events: Array<InformerEvent<A>> = []
-    for (const old of [...l.store.cache.values()]) events.push(...l.store.remove(old))
-    yield* publish(l, events)
+    yield* publish(l, l.store.prune(() => false))
     yield* Deferred.succeed(l.synced, undefined)
     yield* Effect.sleep(l.options.optional!.absentRetry)
   })

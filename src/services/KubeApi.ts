@@ -1,8 +1,7 @@
 /**
- * KubeApi: the single boundary to a Kubernetes API server — generic REST verbs over
- * plain JSON objects. Two implementations: `KubeApiLive.ts` (client-node auth + fetch,
- * rate-limited) and `InMemoryCluster.ts` (an in-process API server emulation, the role
- * client-go's fake tracker plays). Every other service is written once, over this tag.
+ * KubeApi: the single boundary to a Kubernetes API server — generic REST verbs over plain JSON objects.
+ * Two implementations: `KubeApiLive.ts` and `InMemoryCluster.ts` (an in-process API server emulation,
+ * the role client-go's fake tracker plays). Every other service is written once, over this tag.
  */
 import { Context, Effect, Stream } from "effect"
 import { KubeError } from "./KubeError.ts"
@@ -38,19 +37,16 @@ export type Patch =
   | { readonly type: "json"; readonly ops: ReadonlyArray<JsonPatchOp> }
   | { readonly type: "merge"; readonly body: unknown }
 
-/**
- * `metadataOnly`: the server answers with PartialObjectMetadata (apiVersion meta.k8s.io/v1,
- * metadata only; for a list, such items) instead of the whole object — what client-go's
- * metadata client asks for. For reads and writes whose caller needs no more than metadata: the
- * server encodes and the client parses a fraction of the object.
- */
 export interface ReadOptions {
+  /**
+   * The server answers with PartialObjectMetadata (metadata only; for a list, such items), as for
+   * client-go's metadata client: the server encodes and the client parses a fraction of the object.
+   */
   readonly metadataOnly?: boolean | undefined
   /**
-   * Lists in one namespace only (other reads ignore it): each item is a PartialObjectMetadata
-   * with just the object's name and namespace — what the server sends as a Table of names
-   * (`includeObject=None`), a few dozen bytes an object where even its metadata takes kilobytes.
-   * For callers that only ask which objects exist.
+   * Lists in one namespace only (other reads ignore it): each item is a PartialObjectMetadata with
+   * just name and namespace — what the server sends as a Table of names (`includeObject=None`), a few
+   * dozen bytes an object where even its metadata takes kilobytes. For callers asking which objects exist.
    */
   readonly namesOnly?: boolean | undefined
 }
@@ -73,7 +69,7 @@ export interface ListOptions extends ReadOptions {
 }
 
 /** A list's continue token as the next page's: the API server sends "" (or nothing) on the last page. */
-export const nextPageToken = (continueToken: string | undefined): string | undefined => (continueToken === "" ? undefined : continueToken)
+const nextPageToken = (continueToken: string | undefined): string | undefined => (continueToken === "" ? undefined : continueToken)
 
 export interface ListResult {
   readonly items: ReadonlyArray<KubeObject>
@@ -108,12 +104,7 @@ export interface KubeApiShape {
   readonly replace: (r: Resource, namespace: string | undefined, object: KubeObject) => Effect.Effect<KubeObject, KubeError>
   /** The patched object (with `metadataOnly`: its metadata only). */
   readonly patch: (r: Resource, namespace: string | undefined, name: string, patch: Patch, options?: ReadOptions) => Effect.Effect<KubeObject, KubeError>
-  readonly delete: (
-    r: Resource,
-    namespace: string | undefined,
-    name: string,
-    options?: DeleteOptions
-  ) => Effect.Effect<void, KubeError>
+  readonly delete: (r: Resource, namespace: string | undefined, name: string, options?: DeleteOptions) => Effect.Effect<void, KubeError>
   /**
    * Events after `options.resourceVersion`. Ends when the server closes the watch; fails with
    * reason "Gone" when that version is too old (relist), other reasons for other failures.
@@ -132,9 +123,8 @@ export interface RequestInfo {
 }
 
 /**
- * `api` with every request passed through `request`, and every watch through `watch` (unchanged
- * when left out): a decorator (metrics, flow control, test hooks) states its concern once, not
- * once per verb.
+ * `api` with every request passed through `request`, and every watch through `watch` (unchanged when
+ * left out): a decorator (metrics, flow control, test hooks) states its concern once, not per verb.
  */
 export const around = (
   api: KubeApiShape,
@@ -154,6 +144,9 @@ export const around = (
 export const objectKey = (namespace: string | undefined, name: string): string =>
   namespace === undefined || namespace === "" ? name : `${namespace}/${name}`
 
+/** What a paginated list selects, and the page size (500 unless said). */
+export type PageOptions = Omit<ListOptions, "limit" | "continue"> & { readonly pageSize?: number }
+
 /**
  * Lists every page (`limit`/`continue`), handing each page to `onPage` as it arrives so callers
  * keep only what they need of each object (a page of full pods is garbage before the next one
@@ -164,14 +157,7 @@ export const forEachPage = <E, R>(
   r: Resource,
   namespace: string | undefined,
   onPage: (items: ReadonlyArray<KubeObject>) => Effect.Effect<void, E, R>,
-  options: {
-    readonly pageSize?: number
-    readonly labelSelector?: string
-    readonly fieldSelector?: string
-    readonly metadataOnly?: boolean
-    readonly namesOnly?: boolean
-    readonly onStart?: () => void
-  } = {}
+  options: PageOptions & { readonly onStart?: () => void } = {}
 ): Effect.Effect<string, KubeError | E, KubeApi | R> =>
   Effect.gen(function* () {
     const api = yield* KubeApi
@@ -192,30 +178,15 @@ export const forEachPage = <E, R>(
     return yield* once.pipe(Effect.catchIf((e): e is KubeError => e instanceof KubeError && e.reason === "Gone", () => once))
   })
 
-/** Every object of every page, and the list's resourceVersion. */
-export const listAll = (
-  r: Resource,
-  namespace: string | undefined,
-  options: { readonly pageSize?: number; readonly labelSelector?: string; readonly fieldSelector?: string } = {}
-): Effect.Effect<{ readonly items: ReadonlyArray<KubeObject>; readonly resourceVersion: string }, KubeError, KubeApi> =>
-  // Suspended: the buffer belongs to one run. Services keep list effects as values; a buffer
-  // captured by the value itself kept the last list alive for the life of the process.
-  Effect.suspend(() => {
-    let items: Array<KubeObject> = []
-    return Effect.map(
-      forEachPage(r, namespace, (page) => Effect.sync(() => void items.push(...page)), { ...options, onStart: () => void (items = []) }),
-      (resourceVersion) => ({ items, resourceVersion })
-    )
-  })
-
-/** Like listAll, projecting each page as it arrives. */
+/** Every object of every page, each projected as its page arrives, and the list's resourceVersion. */
 export const listProjected = <A>(
   r: Resource,
   namespace: string | undefined,
   project: (o: KubeObject) => A,
-  options: { readonly pageSize?: number; readonly metadataOnly?: boolean; readonly namesOnly?: boolean; readonly fieldSelector?: string } = {}
+  options: PageOptions = {}
 ): Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly resourceVersion: string }, KubeError, KubeApi> =>
-  // Suspended, as listAll: one buffer per run.
+  // Suspended: the buffer belongs to one run. Services keep list effects as values; a buffer
+  // captured by the value itself kept the last list alive for the life of the process.
   Effect.suspend(() => {
     let items: Array<A> = []
     return Effect.map(
@@ -223,6 +194,13 @@ export const listProjected = <A>(
       (resourceVersion) => ({ items, resourceVersion })
     )
   })
+
+/** Every object of every page, and the list's resourceVersion. */
+export const listAll = (r: Resource, namespace: string | undefined, options: PageOptions = {}) => listProjected(r, namespace, (o) => o, options)
+
+/** listProjected's items, listed through `api`. */
+export const listItems = <A>(api: KubeApiShape, r: Resource, namespace: string | undefined, project: (o: KubeObject) => A, options: PageOptions = {}) =>
+  Effect.map(listProjected(r, namespace, project, options), ({ items }) => items).pipe(Effect.provideService(KubeApi, api))
 
 /** A KubeError for callers that validate what the API returned. */
 export const malformed = (verb: string, target: string, detail: string, cause?: unknown): KubeError =>

@@ -1,10 +1,8 @@
 /**
- * KubeApi over a real API server. client-node resolves the kubeconfig and signs each request
- * (bearer, exec and token-file credentials); the requests themselves go through ONE long-lived
- * keep-alive undici Agent (client-node would build a new Agent, so a new TLS handshake, per
- * request), behind the opt-in client-side token bucket (--api-qps) and a per-request timeout. HTTP
- * statuses and network failures become KubeError reasons here and nowhere else; what to do about
- * a 429 or a Retry-After is ApiFlow.ts's.
+ * KubeApi over a real API server. client-node resolves the kubeconfig and signs each request (bearer,
+ * exec and token-file credentials); the requests go through ONE long-lived keep-alive undici Agent
+ * (client-node would build one, so a TLS handshake, per request), behind the opt-in token bucket
+ * (--api-qps) and a per-request timeout. What to do about a 429 or a Retry-After is ApiFlow.ts's.
  */
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
 import { ControllerConfig, apiBurst } from "./ControllerConfig.ts"
@@ -31,8 +29,7 @@ const ACCEPT_TABLE = `application/json;as=Table;g=meta.k8s.io;v=v1,${ACCEPT_META
 const acceptFor = (options: ReadOptions | undefined, list = false): { readonly accept?: string } =>
   options?.metadataOnly === true ? { accept: list ? ACCEPT_METADATA_LIST : ACCEPT_METADATA } : {}
 
-/** apiVersion/kind from the resource where missing: a POST/PUT body needs them, and lists of built-in
- * types leave them off their items (the in-memory cluster never does). */
+/** apiVersion/kind from the resource where missing: a POST/PUT body needs them, and lists of built-in types leave them off their items. */
 const withTypeMeta = (r: Resource, o: KubeObject): KubeObject =>
   o.apiVersion !== undefined && o.kind !== undefined ? o : { ...o, apiVersion: o.apiVersion ?? apiVersionOf(r), kind: o.kind ?? r.kind }
 
@@ -74,14 +71,19 @@ const listResult = (r: Resource, target: string, u: unknown, names?: { readonly 
   return Effect.succeed({ ...page, items: names === undefined ? objects.map((o) => withTypeMeta(r, o)) : objects.map((o) => nameOnly(o.metadata.name, names.namespace)) })
 }
 
+/** A request's verb and method, addressed to the collection, or to the object `name`. */
+const to = (verb: string, method: Request["method"], r: Resource, ns: string | undefined, name?: string) => ({
+  verb,
+  method,
+  target: targetOf(r, ns, name),
+  path: resourcePath(r, ns, name)
+})
+
 /** One page of a list. */
 const list = (send: Requester["send"], r: Resource, ns: string | undefined, options: ListOptions): Effect.Effect<ListResult, KubeError> => {
   const names = options.namesOnly === true && ns !== undefined ? { namespace: ns } : undefined
   const req: Request = {
-    verb: "list",
-    target: targetOf(r, ns),
-    method: "GET",
-    path: resourcePath(r, ns),
+    ...to("list", "GET", r, ns),
     query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector, ...(names === undefined ? {} : { includeObject: "None" }) },
     ...(names === undefined ? acceptFor(options, true) : { accept: ACCEPT_TABLE })
   }
@@ -91,57 +93,32 @@ const list = (send: Requester["send"], r: Resource, ns: string | undefined, opti
 /** KubeApi over a transport; every request and every watch start passes the limiter. */
 export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOptions): KubeApiShape => {
   const { send, watch } = makeRequester(transport, limiter, requestTimeout)
-
   const object = (req: Request, r: Resource) =>
     Effect.flatMap(send(req), (u) =>
       isKubeObject(u) ? Effect.succeed(withTypeMeta(r, u)) : Effect.fail(malformed(req.verb, req.target, "expected an object with metadata"))
     )
-
   return {
-    get: (r, ns, name, options) =>
-      object({ verb: "get", target: targetOf(r, ns, name), method: "GET", path: resourcePath(r, ns, name), ...acceptFor(options) }, r),
-
+    get: (r, ns, name, options) => object({ ...to("get", "GET", r, ns, name), ...acceptFor(options) }, r),
     list: (r, ns, options = {}) => list(send, r, ns, options),
-
     create: (r, ns, o) =>
-      object(
-        { verb: "create", target: targetOf(r, ns, o.metadata.name || o.metadata.generateName || ""), method: "POST", path: resourcePath(r, ns), body: withTypeMeta(r, o) },
-        r
-      ),
-
-    replace: (r, ns, o) =>
-      object({ verb: "replace", target: targetOf(r, ns, o.metadata.name), method: "PUT", path: resourcePath(r, ns, o.metadata.name), body: withTypeMeta(r, o) }, r),
-
+      object({ ...to("create", "POST", r, ns), target: targetOf(r, ns, o.metadata.name || o.metadata.generateName || ""), body: withTypeMeta(r, o) }, r),
+    replace: (r, ns, o) => object({ ...to("replace", "PUT", r, ns, o.metadata.name), body: withTypeMeta(r, o) }, r),
     patch: (r, ns, name, p, options) =>
       object(
         {
-          verb: "patch",
-          target: targetOf(r, ns, name),
-          method: "PATCH",
-          path: resourcePath(r, ns, name),
+          ...to("patch", "PATCH", r, ns, name),
           ...(p.type === "json" ? { body: p.ops, contentType: "application/json-patch+json" } : { body: p.body, contentType: "application/merge-patch+json" }),
           ...acceptFor(options)
         },
         r
       ),
-
-    delete: (r, ns, name, options = {}) =>
-      send({
-        verb: "delete",
-        target: targetOf(r, ns, name),
-        method: "DELETE",
-        path: resourcePath(r, ns, name),
-        body: { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds: options.gracePeriodSeconds, preconditions: options.preconditions }
-      }).pipe(Effect.asVoid),
-
+    delete: (r, ns, name, { gracePeriodSeconds, preconditions } = {}) =>
+      Effect.asVoid(send({ ...to("delete", "DELETE", r, ns, name), body: { kind: "DeleteOptions", apiVersion: "v1", gracePeriodSeconds, preconditions } })),
     watch: (r, ns, options) =>
       Stream.unwrapScoped(
         watch(
           {
-            verb: "watch",
-            target: targetOf(r, ns),
-            method: "GET",
-            path: resourcePath(r, ns),
+            ...to("watch", "GET", r, ns),
             query: {
               watch: "true",
               resourceVersion: options.resourceVersion,

@@ -5,36 +5,18 @@
  * clocks are never compared with ours); every write carries the resourceVersion we read, so the
  * API server arbitrates races. The leader renews every RETRY_PERIOD and steps down when no renewal
  * succeeded for RENEW_DEADLINE (< LEASE_DURATION, so it stops before anyone may take over).
- *
- * The campaign runs while at least one `runWhenLeader` runs (reference counted), and releases the
- * lease when the last one stops, after its work has been interrupted.
+ * The campaign runs while at least one `runWhenLeader` runs, and releases the lease after the last one's work stopped.
  */
-import {
-  Clock,
-  Context,
-  Duration,
-  Effect,
-  Either,
-  Fiber,
-  Layer,
-  Random,
-  RcRef,
-  Schema,
-  type Scope,
-  Stream,
-  SubscriptionRef
-} from "effect"
+import { Clock, Context, Duration, Effect, Either, Fiber, Layer, Random, RcRef, Schema, type Scope, Stream, SubscriptionRef } from "effect"
 import { ControllerConfig, type ControllerConfigShape } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, objectKey } from "./KubeApi.ts"
 import { type KubeError, isUnreachable } from "./KubeError.ts"
 import { Leases, apiVersionOf } from "./resources.ts"
 
 /**
- * The timings: client-go's defaults (component-base's LeaderElectionConfiguration), which
- * kube-controller-manager, kube-scheduler and controller-runtime run with. No operator of a GC
- * controller has a reason to tune them: a standby takes over a crashed leader about LEASE_DURATION
- * after its last renewal, and a leader that stops hands the lease over at once (release). They
- * keep client-go's rule: the leader gives up (RENEW_DEADLINE) before anyone may take over
+ * client-go's defaults (component-base's LeaderElectionConfiguration), as kube-controller-manager
+ * and controller-runtime run them; not options, as no operator of a GC controller needs to tune them.
+ * They keep client-go's rule: the leader gives up (RENEW_DEADLINE) before anyone may take over
  * (LEASE_DURATION), after more than one jittered retry (RENEW_DEADLINE > JITTER_FACTOR × RETRY_PERIOD).
  */
 export const LEASE_DURATION = Duration.seconds(15)
@@ -56,47 +38,25 @@ export interface LeaderElectionShape {
   readonly runWhenLeader: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.Effect<never, E, R>
 }
 
-export class LeaderElection extends Context.Tag("whereabouts-controller/LeaderElection")<
-  LeaderElection,
-  LeaderElectionShape
->() {}
+export class LeaderElection extends Context.Tag("whereabouts-controller/LeaderElection")<LeaderElection, LeaderElectionShape>() {}
 
 /** metav1.MicroTime: "2006-01-02T15:04:05.000000Z". */
-export const formatMicroTime = (nanos: bigint): string => {
+const formatMicroTime = (nanos: bigint): string => {
   const seconds = new Date(Number(nanos / 1_000_000n)).toISOString().slice(0, 19)
   return `${seconds}.${((nanos / 1000n) % 1_000_000n).toString().padStart(6, "0")}Z`
 }
 
-/** The lease fields leader election owns (client-go's LeaderElectionRecord). */
-interface LeaderRecord {
-  readonly holderIdentity: string
-  readonly leaseDurationSeconds: number
-  readonly acquireTime: string
-  readonly renewTime: string
-  readonly leaseTransitions: number
-}
-
-const optional = <S extends Schema.Schema.Any>(s: S) => Schema.optional(Schema.NullOr(s))
-const LeaseSpec = Schema.Struct({
-  holderIdentity: optional(Schema.String),
-  leaseDurationSeconds: optional(Schema.Number),
-  acquireTime: optional(Schema.String),
-  renewTime: optional(Schema.String),
-  leaseTransitions: optional(Schema.Number)
+/** The lease fields leader election owns (client-go's LeaderElectionRecord); missing or null ones read as empty. */
+const LeaderRecord = Schema.Struct({
+  holderIdentity: Schema.optionalWith(Schema.String, { nullable: true, default: () => "" }),
+  leaseDurationSeconds: Schema.optionalWith(Schema.Number, { nullable: true, default: () => 0 }),
+  acquireTime: Schema.optionalWith(Schema.String, { nullable: true, default: () => "" }),
+  renewTime: Schema.optionalWith(Schema.String, { nullable: true, default: () => "" }),
+  leaseTransitions: Schema.optionalWith(Schema.Number, { nullable: true, default: () => 0 })
 })
-const decodeSpec = Schema.decodeUnknownEither(LeaseSpec, { onExcessProperty: "ignore" })
-
-const recordOf = (lease: KubeObject): Either.Either<LeaderRecord, string> =>
-  Either.map(
-    Either.mapLeft(decodeSpec(lease["spec"] ?? {}), (e) => e.message),
-    (s) => ({
-      holderIdentity: s.holderIdentity ?? "",
-      leaseDurationSeconds: s.leaseDurationSeconds ?? 0,
-      acquireTime: s.acquireTime ?? "",
-      renewTime: s.renewTime ?? "",
-      leaseTransitions: s.leaseTransitions ?? 0
-    })
-  )
+type LeaderRecord = typeof LeaderRecord.Type
+const decodeRecord = Schema.decodeUnknownEither(LeaderRecord, { onExcessProperty: "ignore" })
+const recordOf = (lease: KubeObject) => Either.mapLeft(decodeRecord(lease["spec"] ?? {}), (e) => e.message)
 
 interface Observed {
   readonly record: LeaderRecord
@@ -114,7 +74,6 @@ interface Candidate {
   readonly config: ControllerConfigShape
   readonly name: string
   readonly namespace: string
-  readonly leaseDurationSeconds: number
   observed: Observed | undefined
 }
 
@@ -133,29 +92,22 @@ const write = (c: Candidate, lease: KubeObject, record: LeaderRecord) =>
   )
 
 /**
- * An attempt on the lease that failed. Against a server that cannot be reached every attempt fails:
- * the live KubeApi says so once (reachability.ts), the attempts are detail. What lasts (leadership
- * lost) is said where it happens.
+ * "acquired" once `effect` succeeds, else "failed". Against a server that cannot be reached every
+ * attempt fails: the live KubeApi says so once (reachability.ts), so the attempts are logged at debug,
+ * as is a Conflict (another candidate won this round). What lasts (leadership lost) is said where it happens.
  */
-const attemptFailed = (what: string, e: KubeError) => (isUnreachable(e) ? Effect.logDebug : Effect.logWarning)(`${what}: ${e.message}`)
-
-/** No lease yet: create it, naming us. */
-const createLease = (c: Candidate, desired: LeaderRecord): Effect.Effect<Attempt> =>
-  Effect.gen(function*() {
-    const lease: KubeObject = {
-      apiVersion: apiVersionOf(Leases),
-      kind: Leases.kind,
-      metadata: { name: c.name, namespace: c.namespace },
-      spec: { ...desired }
-    }
-    const created = yield* Effect.either(c.api.create(Leases, c.namespace, lease))
-    if (Either.isLeft(created)) {
-      yield* attemptFailed("error creating lease", created.left)
-      return "failed"
-    }
-    yield* observe(c, created.right, desired)
-    return "acquired"
-  })
+const tried = (what: string, effect: Effect.Effect<unknown, KubeError>): Effect.Effect<Attempt> =>
+  effect.pipe(
+    Effect.as("acquired" as const),
+    Effect.catchAll((e) =>
+      Effect.as(
+        e.reason === "Conflict"
+          ? Effect.logDebug(`lease update conflicted: ${e.message}`)
+          : (isUnreachable(e) ? Effect.logDebug : Effect.logWarning)(`${what}: ${e.message}`),
+        "failed" as const
+      )
+    )
+  )
 
 /** The lease as just read: held by someone else until it has not changed for its duration, else ours to write. */
 const claim = (c: Candidate, lease: KubeObject, desired: LeaderRecord, nowMillis: number): Effect.Effect<Attempt> =>
@@ -166,22 +118,13 @@ const claim = (c: Candidate, lease: KubeObject, desired: LeaderRecord, nowMillis
       return "failed"
     }
     const record = current.right
-    if (c.observed === undefined || JSON.stringify(c.observed.record) !== JSON.stringify(record)) {
-      yield* observe(c, lease, record)
-    } else {
-      c.observed = { ...c.observed, lease }
-    }
+    if (c.observed === undefined || JSON.stringify(c.observed.record) !== JSON.stringify(record)) yield* observe(c, lease, record)
+    else c.observed = { ...c.observed, lease }
     if (record.holderIdentity !== "" && valid(c.observed!, nowMillis) && !leading(c)) return "held"
-
     const next: LeaderRecord = leading(c)
       ? { ...desired, acquireTime: record.acquireTime, leaseTransitions: record.leaseTransitions }
       : { ...desired, leaseTransitions: record.leaseTransitions + 1 }
-    const updated = yield* Effect.either(write(c, lease, next))
-    if (Either.isRight(updated)) return "acquired"
-    // A Conflict means another candidate won this round: expected, so quiet.
-    if (updated.left.reason === "Conflict") yield* Effect.logDebug(`lease update conflicted: ${updated.left.message}`)
-    else yield* attemptFailed("failed to update lease", updated.left)
-    return "failed"
+    return yield* tried("failed to update lease", write(c, lease, next))
   })
 
 const tryAcquireOrRenew = (c: Candidate): Effect.Effect<Attempt> =>
@@ -191,7 +134,7 @@ const tryAcquireOrRenew = (c: Candidate): Effect.Effect<Attempt> =>
     const now = formatMicroTime(nanos)
     const desired: LeaderRecord = {
       holderIdentity: c.config.identity,
-      leaseDurationSeconds: c.leaseDurationSeconds,
+      leaseDurationSeconds: Duration.toSeconds(LEASE_DURATION),
       acquireTime: now,
       renewTime: now,
       leaseTransitions: 0
@@ -205,9 +148,10 @@ const tryAcquireOrRenew = (c: Candidate): Effect.Effect<Attempt> =>
     }
     const got = yield* Effect.either(c.api.get(Leases, c.namespace, c.name))
     if (Either.isRight(got)) return yield* claim(c, got.right, desired, nowMillis)
-    if (got.left.reason === "NotFound") return yield* createLease(c, desired)
-    yield* attemptFailed("error retrieving lease", got.left)
-    return "failed"
+    if (got.left.reason !== "NotFound") return yield* tried("error retrieving lease", Effect.fail(got.left))
+    // No lease yet: create it, naming us.
+    const lease: KubeObject = { apiVersion: apiVersionOf(Leases), kind: Leases.kind, metadata: { name: c.name, namespace: c.namespace }, spec: { ...desired } }
+    return yield* tried("error creating lease", Effect.flatMap(c.api.create(Leases, c.namespace, lease), (created) => observe(c, created, desired)))
   })
 
 /** A hung API call counts as a failed attempt. */
@@ -217,13 +161,11 @@ const within = (duration: Duration.Duration, attempt: Effect.Effect<Attempt>) =>
 /** Polls until we hold the lease; returns when the winning attempt started (local ms). */
 const acquire = (c: Candidate) =>
   Effect.gen(function*() {
-    const retryMillis = Duration.toMillis(RETRY_PERIOD)
     while (true) {
       const start = yield* Clock.currentTimeMillis
-      const attempt = yield* within(RENEW_DEADLINE, tryAcquireOrRenew(c))
-      if (attempt === "acquired") return start
+      if ((yield* within(RENEW_DEADLINE, tryAcquireOrRenew(c))) === "acquired") return start
       const jitter = yield* Random.next
-      yield* Effect.sleep(Duration.millis(retryMillis * (1 + jitter * JITTER_FACTOR)))
+      yield* Effect.sleep(Duration.millis(Duration.toMillis(RETRY_PERIOD) * (1 + jitter * JITTER_FACTOR)))
     }
   })
 
@@ -231,16 +173,13 @@ const acquire = (c: Candidate) =>
 const renew = (c: Candidate, acquiredAt: number) =>
   Effect.gen(function*() {
     const retryMillis = Duration.toMillis(RETRY_PERIOD)
-    const renewDeadlineMillis = Duration.toMillis(RENEW_DEADLINE)
     let lastRenewal = acquiredAt
     let wait = retryMillis
     while (true) {
       yield* Effect.sleep(Duration.millis(wait))
       const start = yield* Clock.currentTimeMillis
-      const deadline = lastRenewal + renewDeadlineMillis
-      const attempt: Attempt = start >= deadline
-        ? "failed"
-        : yield* within(Duration.millis(deadline - start), tryAcquireOrRenew(c))
+      const deadline = lastRenewal + Duration.toMillis(RENEW_DEADLINE)
+      const attempt: Attempt = start >= deadline ? "failed" : yield* within(Duration.millis(deadline - start), tryAcquireOrRenew(c))
       if (attempt === "acquired") {
         lastRenewal = start
         wait = retryMillis
@@ -255,10 +194,9 @@ const renew = (c: Candidate, acquiredAt: number) =>
 
 /**
  * Best effort, like client-go: an empty holder with a 1 s duration lets a standby take over at its
- * next poll instead of after a full LEASE_DURATION. One step further: a renewal cut short by the
- * shutdown may still have been applied by the server, which makes our copy stale and the release
- * conflict; then the lease is read again and, if it still names us, released from the fresh copy
- * (never when someone else holds it).
+ * next poll instead of after a full LEASE_DURATION. A renewal cut short by the shutdown may still
+ * have been applied, making our copy stale and the release conflict: then the lease is read again
+ * and released from the fresh copy if it still names us (never when someone else holds it).
  */
 const release = (c: Candidate) =>
   Effect.suspend(() => {
@@ -287,10 +225,7 @@ const release = (c: Candidate) =>
     )
   })
 
-/**
- * Acquire, lead until a renewal fails, again, for as long as it runs; `leader` follows. When it
- * stops (the last runWhenLeader left, after its work was interrupted) the lease is released.
- */
+/** Acquire, lead until a renewal fails, again, for as long as it runs; `leader` follows. When it stops, the lease is released. */
 const campaign = (c: Candidate, leader: SubscriptionRef.SubscriptionRef<boolean>) => {
   const loop: Effect.Effect<never> = Effect.gen(function*() {
     while (true) {
@@ -311,60 +246,48 @@ const campaign = (c: Candidate, leader: SubscriptionRef.SubscriptionRef<boolean>
 }
 
 /** Builds an elector; its campaign (and the lease) live at most as long as the scope. */
-export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | ControllerConfig | Scope.Scope> = Effect.gen(
-  function*() {
-    const config = yield* ControllerConfig
-    if (!config.leaderElect) {
-      return {
-        isLeader: Effect.succeed(true),
-        changes: Stream.make(true),
-        runWhenLeader: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.zipRight(work, Effect.never)
-      }
+export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | ControllerConfig | Scope.Scope> = Effect.gen(function*() {
+  const config = yield* ControllerConfig
+  if (!config.leaderElect) {
+    return {
+      isLeader: Effect.succeed(true),
+      changes: Stream.make(true),
+      runWhenLeader: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.zipRight(work, Effect.never)
     }
-    const api = yield* KubeApi
-    const leader = yield* SubscriptionRef.make(false)
-    // A fresh campaign each time the first runWhenLeader arrives: it starts with nothing observed.
-    const candidate = (): Candidate => ({
-      api,
-      config,
-      name: config.leaseName,
-      namespace: config.leaseNamespace,
-      leaseDurationSeconds: Duration.toSeconds(LEASE_DURATION),
-      observed: undefined
-    })
-    const running = yield* RcRef.make({ acquire: Effect.forkScoped(Effect.suspend(() => campaign(candidate(), leader))) })
-
-    const awaitLeadership = (value: boolean) =>
-      leader.changes.pipe(Stream.filter((v) => v === value), Stream.take(1), Stream.runDrain)
-
-    /**
-     * One term: the work in its own fiber until leadership is lost or the work fails, and, however
-     * the term ends (an interrupted shutdown too), not before that fiber has stopped. A race of the
-     * work against the loss would not do: when the racing fiber is interrupted, Effect signals the
-     * racers to stop without waiting for them, so the lease was released (and the servers and
-     * informers closed) while the work was still draining.
-     */
-    const term = <A, E, R>(work: Effect.Effect<A, E, R>): Effect.Effect<void, E, R> =>
-      Effect.acquireUseRelease(
-        // Forked from the acquire (uninterruptible): made interruptible, or it could never be stopped.
-        Effect.forkDaemon(Effect.interruptible(Effect.zipRight(work, Effect.never))),
-        (fiber) => Effect.raceFirst(Fiber.join(fiber), awaitLeadership(false)),
-        (fiber) => Fiber.interrupt(fiber)
-      )
-
-    const runWhenLeader = <A, E, R>(work: Effect.Effect<A, E, R>): Effect.Effect<never, E, R> =>
-      Effect.scoped(
-        Effect.gen(function*() {
-          yield* RcRef.get(running)
-          while (true) {
-            yield* awaitLeadership(true)
-            yield* term(work)
-          }
-        })
-      )
-
-    return { isLeader: SubscriptionRef.get(leader), changes: leader.changes, runWhenLeader }
   }
-)
+  const api = yield* KubeApi
+  const leader = yield* SubscriptionRef.make(false)
+  // A fresh campaign each time the first runWhenLeader arrives: it starts with nothing observed.
+  const candidate = (): Candidate => ({ api, config, name: config.leaseName, namespace: config.leaseNamespace, observed: undefined })
+  const running = yield* RcRef.make({ acquire: Effect.forkScoped(Effect.suspend(() => campaign(candidate(), leader))) })
+  const awaitLeadership = (value: boolean) => leader.changes.pipe(Stream.filter((v) => v === value), Stream.take(1), Stream.runDrain)
+
+  /**
+   * One term: the work in its own fiber until leadership is lost or the work fails, and, however the
+   * term ends (an interrupted shutdown too), not before that fiber has stopped. Not a race of the work
+   * against the loss: an interrupted race does not wait for its racers, so the lease (and the servers
+   * and informers) would go while the work was still draining.
+   */
+  const term = <A, E, R>(work: Effect.Effect<A, E, R>): Effect.Effect<void, E, R> =>
+    Effect.acquireUseRelease(
+      // Forked from the acquire (uninterruptible): made interruptible, or it could never be stopped.
+      Effect.forkDaemon(Effect.interruptible(Effect.zipRight(work, Effect.never))),
+      (fiber) => Effect.raceFirst(Fiber.join(fiber), awaitLeadership(false)),
+      (fiber) => Fiber.interrupt(fiber)
+    )
+
+  const runWhenLeader = <A, E, R>(work: Effect.Effect<A, E, R>): Effect.Effect<never, E, R> =>
+    Effect.scoped(
+      Effect.gen(function*() {
+        yield* RcRef.get(running)
+        while (true) {
+          yield* awaitLeadership(true)
+          yield* term(work)
+        }
+      })
+    )
+
+  return { isLeader: SubscriptionRef.get(leader), changes: leader.changes, runWhenLeader }
+})
 
 export const layer: Layer.Layer<LeaderElection, never, KubeApi | ControllerConfig> = Layer.scoped(LeaderElection, make)

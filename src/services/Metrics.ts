@@ -1,11 +1,9 @@
 /**
- * Prometheus metrics through prom-client (the maintained exposition library), one registry per
- * layer instance so tests read their own numbers. Callers use the typed methods; only `render`
- * knows about text formats.
+ * Prometheus metrics through prom-client, one registry per layer instance so tests read their own
+ * numbers. Callers use the typed methods; only `render` knows about text formats.
  */
 import { Context, Effect, Layer } from "effect"
 import * as prom from "prom-client"
-
 import { FLOW_KINDS } from "../domain/api-flow.ts"
 import type { InvariantKind } from "../domain/invariants.ts"
 import { FREE_TRIGGERS, type FreeTrigger } from "../domain/release.ts"

@@ -4,7 +4,7 @@ import type { NodeRecord } from "../domain/never-runs-again.ts"
 import { toNodeRecord } from "./Caches.ts"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type ReadOptions, listProjected } from "./KubeApi.ts"
+import { KubeApi, type ReadOptions, listItems } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
@@ -40,19 +40,13 @@ export const make = Effect.gen(function* () {
         Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(Option.none<PodProjection>()))
       ),
     list: (namespace, options = {}) =>
-      listProjected(R.Pods, namespace, projectPod, { pageSize, metadataOnly: options.metadataOnly === true, namesOnly: options.namesOnly === true }).pipe(
-        Effect.map(({ items }) => items),
-        Effect.provideService(KubeApi, api)
-      ),
+      listItems(api, R.Pods, namespace, projectPod, { pageSize, metadataOnly: options.metadataOnly === true, namesOnly: options.namesOnly === true }),
     node: (name) =>
       api.get(R.Nodes, undefined, name).pipe(
         Effect.map((o): LiveNode => ({ _tag: "Present", node: toNodeRecord(o) })),
         Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed<LiveNode>({ _tag: "Gone" }))
       ),
-    nodes: listProjected(R.Nodes, undefined, toNodeRecord, { pageSize }).pipe(
-      Effect.map(({ items }) => items),
-      Effect.provideService(KubeApi, api)
-    )
+    nodes: listItems(api, R.Nodes, undefined, toNodeRecord, { pageSize })
   } satisfies PodsShape
 })
 

@@ -5,7 +5,7 @@
 import { Context, Effect, Layer, Option } from "effect"
 import { type ReservationRecord, toReservationRecord } from "./Caches.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, listProjected } from "./KubeApi.ts"
+import { KubeApi, listItems } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
@@ -68,10 +68,7 @@ export const make = Effect.gen(function* () {
 
   return {
     get,
-    list: listProjected(R.OverlappingRangeIPReservations, namespace, toReservationRecord, { pageSize }).pipe(
-      Effect.map(({ items }) => items),
-      Effect.provideService(KubeApi, api)
-    ),
+    list: listItems(api, R.OverlappingRangeIPReservations, namespace, toReservationRecord, { pageSize }),
     deleteFor,
     deleteListed: (listed) =>
       deleteAt(listed.name, listed.resourceVersion).pipe(

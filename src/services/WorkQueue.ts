@@ -7,21 +7,7 @@
  * only inside synchronous blocks: JS runs one fiber step at a time, so each block is atomic and no
  * locks are needed.
  */
-import {
-  Clock,
-  Deferred,
-  Duration,
-  Effect,
-  Exit,
-  FiberId,
-  FiberSet,
-  MutableQueue,
-  Option,
-  Schedule,
-  ScheduleDecision,
-  ScheduleIntervals,
-  type Scope
-} from "effect"
+import { Clock, Deferred, Duration, Effect, Exit, FiberId, FiberSet, MutableQueue, Option, Schedule, ScheduleDecision, ScheduleIntervals, type Scope } from "effect"
 import { makeTokenBucket } from "./TokenBucket.ts"
 
 /** Overall requeue rate (client-go's default controller rate limiter). */

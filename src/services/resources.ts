@@ -18,37 +18,17 @@ export const resourcePath = (r: Resource, namespace?: string, name?: string): st
   return `${prefix}${ns}/${r.plural}${obj}`
 }
 
-export const Pods: Resource = { group: "", version: "v1", plural: "pods", kind: "Pod", namespaced: true }
-export const Events: Resource = { group: "", version: "v1", plural: "events", kind: "Event", namespaced: true }
+const core = (plural: string, kind: string, namespaced = true): Resource => ({ group: "", version: "v1", plural, kind, namespaced })
+const whereabouts = (plural: string, kind: string): Resource => ({ group: "whereabouts.cni.cncf.io", version: "v1alpha1", plural, kind, namespaced: true })
+
+export const Pods = core("pods", "Pod")
+export const Events = core("events", "Event")
+export const Nodes = core("nodes", "Node", false)
+export const ConfigMaps = core("configmaps", "ConfigMap")
+export const Namespaces = core("namespaces", "Namespace", false)
 export const Leases: Resource = { group: "coordination.k8s.io", version: "v1", plural: "leases", kind: "Lease", namespaced: true }
-export const NetworkAttachmentDefinitions: Resource = {
-  group: "k8s.cni.cncf.io",
-  version: "v1",
-  plural: "network-attachment-definitions",
-  kind: "NetworkAttachmentDefinition",
-  namespaced: true
-}
-export const IPPools: Resource = {
-  group: "whereabouts.cni.cncf.io",
-  version: "v1alpha1",
-  plural: "ippools",
-  kind: "IPPool",
-  namespaced: true
-}
-export const OverlappingRangeIPReservations: Resource = {
-  group: "whereabouts.cni.cncf.io",
-  version: "v1alpha1",
-  plural: "overlappingrangeipreservations",
-  kind: "OverlappingRangeIPReservation",
-  namespaced: true
-}
-export const NodeSlicePools: Resource = {
-  group: "whereabouts.cni.cncf.io",
-  version: "v1alpha1",
-  plural: "nodeslicepools",
-  kind: "NodeSlicePool",
-  namespaced: true
-}
-export const Nodes: Resource = { group: "", version: "v1", plural: "nodes", kind: "Node", namespaced: false }
-export const ConfigMaps: Resource = { group: "", version: "v1", plural: "configmaps", kind: "ConfigMap", namespaced: true }
-export const Namespaces: Resource = { group: "", version: "v1", plural: "namespaces", kind: "Namespace", namespaced: false }
+export const NetworkAttachmentDefinitions: Resource =
+  { group: "k8s.cni.cncf.io", version: "v1", plural: "network-attachment-definitions", kind: "NetworkAttachmentDefinition", namespaced: true }
+export const IPPools = whereabouts("ippools", "IPPool")
+export const OverlappingRangeIPReservations = whereabouts("overlappingrangeipreservations", "OverlappingRangeIPReservation")
+export const NodeSlicePools = whereabouts("nodeslicepools", "NodeSlicePool")

@@ -116,9 +116,6 @@ export const resolveKubeConfig = (sources: KubeConfigSources): Effect.Effect<Res
     })
   })
 
-// ---------------------------------------------------------------------------------------------
-// Errors
-
 /** Where the kubeconfig comes from: ControllerConfig's path, HOME, and the in-cluster variables. */
 export const sourcesFrom = (explicit: string | undefined): Effect.Effect<KubeConfigSources> =>
   Config.all({

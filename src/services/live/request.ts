@@ -1,8 +1,7 @@
 /**
  * One request to the API server as KubeApiLive sends it: signed by the kubeconfig's credentials,
- * through the client-side limiter, with a timeout; the answer's status, body, Retry-After and
- * API Priority and Fairness headers, a non-2xx answer or a network failure as a KubeError. Watches
- * open here too and become a stream of events (watch.ts).
+ * through the client-side limiter, with a timeout; a non-2xx answer or a network failure as a
+ * KubeError. Watches open here too and become a stream of events (watch.ts).
  */
 import type { HttpMethod } from "@kubernetes/client-node/dist/gen/http/http.js"
 import { Duration, Effect, FiberRef, LogLevel, type RateLimiter, type Scope, type Stream } from "effect"
@@ -113,23 +112,11 @@ const answer = async (transport: Transport, req: Request, signal: AbortSignal): 
   } catch (e) {
     return unauthorized(req, e)
   }
-  try {
-    return await exchange(transport.dispatcher, url, req, headersFor(req, auth), signal)
-  } catch (e) {
-    return errorFromFailure(req.verb, req.target, e)
-  }
+  return exchange(transport.dispatcher, url, req, headersFor(req, auth), signal).catch((e: unknown) => errorFromFailure(req.verb, req.target, e))
 }
 
-/**
- * The requests and watches of one transport. Each attempt tells `reach` whether the server answered
- * (reachability.ts): one line per change of that, however many callers fail meanwhile.
- */
-export const makeRequester = (
-  transport: Transport,
-  limiter: RateLimiter.RateLimiter,
-  requestTimeout: Duration.DurationInput,
-  reach: Reachability = makeReachability(transport.server)
-): Requester => {
+/** The requests and watches of one transport; each attempt tells `reach` whether the server answered. */
+export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLimiter, requestTimeout: Duration.DurationInput, reach: Reachability = makeReachability(transport.server)): Requester => {
   const timeout = Duration.decode(requestTimeout)
   const timeoutMillis = Duration.toMillis(timeout)
   const timedOut = (req: Request) => new KubeError({ reason: "Timeout", verb: req.verb, target: req.target, detail: `no answer within ${Duration.format(timeout)}` })
@@ -138,10 +125,7 @@ export const makeRequester = (
 
   /** The credentials of a watch, as a KubeError when they cannot be had. */
   const watchHeaders = (req: Request, url: string) =>
-    Effect.tryPromise({
-      try: () => transport.headers(url, req.method),
-      catch: (e) => unauthorized(req, e)
-    }).pipe(Effect.map((auth) => headersFor(req, auth)))
+    Effect.map(Effect.tryPromise({ try: () => transport.headers(url, req.method), catch: (e) => unauthorized(req, e) }), (auth) => headersFor(req, auth))
 
   /**
    * One attempt, through the limiter, under one timer that aborts it (an interruption aborts it

@@ -4,12 +4,11 @@
  * client-side token bucket.
  */
 import { type HttpMethod, RequestContext } from "@kubernetes/client-node/dist/gen/http/http.js"
-import { Effect, type RateLimiter, type Scope } from "effect"
+import { Effect, type Scope } from "effect"
 import { Agent, type Dispatcher, ProxyAgent } from "undici"
 import { objectKey } from "../KubeApi.ts"
 import { KubeError, type KubeErrorReason, reasonForStatus } from "../KubeError.ts"
 import type { Resource } from "../resources.ts"
-import { rateLimiter } from "../TokenBucket.ts"
 import { KubeConfigError, type ResolvedKubeConfig, errorText } from "./kubeconfig.ts"
 
 export const MAX_DETAIL = 1_000
@@ -55,10 +54,8 @@ export const errorFromFailure = (verb: string, target: string, failure: unknown)
     if (code === undefined && typeof c === "string") code = c
     if (e.message !== "" && !messages.includes(e.message)) messages.push(e.message)
   }
-  let reason: KubeErrorReason
-  if (timeout || (code !== undefined && TIMEOUT_CODES.has(code))) reason = "Timeout"
-  else if (code !== undefined || failure instanceof TypeError) reason = "Unavailable"
-  else reason = "Unknown"
+  const reason: KubeErrorReason =
+    timeout || (code !== undefined && TIMEOUT_CODES.has(code)) ? "Timeout" : code !== undefined || failure instanceof TypeError ? "Unavailable" : "Unknown"
   const text = messages.join(": ") || String(failure)
   return new KubeError({ reason, verb, target, detail: (code === undefined ? text : `${code}: ${text}`).slice(0, MAX_DETAIL), cause: failure })
 }
@@ -78,6 +75,7 @@ interface TlsOptions {
   rejectUnauthorized?: boolean
   servername?: string
 }
+const TLS_KEYS = ["ca", "cert", "key", "rejectUnauthorized", "servername"] as const
 
 /** TLS material of the current context, plus client-node's validation (http:// needs insecure-skip-tls-verify). */
 const connectionOptions = (resolved: ResolvedKubeConfig): Effect.Effect<TlsOptions, KubeConfigError> =>
@@ -85,13 +83,8 @@ const connectionOptions = (resolved: ResolvedKubeConfig): Effect.Effect<TlsOptio
     try: async () => {
       const opts: TlsOptions = {}
       await resolved.kc.applyToHTTPSOptions(opts)
-      const tls: TlsOptions = {}
-      if (opts.ca !== undefined) tls.ca = opts.ca
-      if (opts.cert !== undefined) tls.cert = opts.cert
-      if (opts.key !== undefined) tls.key = opts.key
-      if (opts.rejectUnauthorized !== undefined) tls.rejectUnauthorized = opts.rejectUnauthorized
-      if (opts.servername !== undefined) tls.servername = opts.servername
-      return tls
+      // The TLS material that is set, nothing else: client-node adds an agent of its own and basic auth.
+      return Object.fromEntries(TLS_KEYS.flatMap((k) => (opts[k] === undefined ? [] : [[k, opts[k]]]))) as TlsOptions
     },
     catch: (e) =>
       new KubeConfigError({
@@ -129,8 +122,5 @@ export const makeTransport = (resolved: ResolvedKubeConfig): Effect.Effect<Trans
     return { server, dispatcher, headers }
   })
 
-/** The client-side limit of API requests: the shared token bucket (TokenBucket.ts). */
-export const makeRateLimiter = (qps: number, burst: number): Effect.Effect<RateLimiter.RateLimiter, never, Scope.Scope> => rateLimiter(qps, burst)
-
-// ---------------------------------------------------------------------------------------------
-// Requests
+/** The client-side limit of API requests: the shared token bucket. */
+export { rateLimiter as makeRateLimiter } from "../TokenBucket.ts"

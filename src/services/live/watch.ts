@@ -90,6 +90,3 @@ export const watchEvents = (reader: ReadableStreamDefaultReader<Uint8Array>, tar
   })
   return Stream.repeatEffectChunkOption(pull).pipe(Stream.ensuring(quiet))
 }
-
-// ---------------------------------------------------------------------------------------------
-// Layer
