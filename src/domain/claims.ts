@@ -10,13 +10,13 @@
  */
 import { Either } from "effect"
 import { type IPAddress, cidrContains, ipKey } from "./ip.ts"
-import type { NadConfigResult, IpamConfigError } from "./ipam-config.ts"
+import type { IpamConfig, IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { listedIP, listsIP, readNetworkStatus, statusAttachment } from "./multus.ts"
 import { nodeSlicePoolName, slicePoolName } from "./node-slices.ts"
 import { type PodProjection, podHoldsIP, podRef, statusEntries } from "./pod.ts"
 import { parseReservationName, poolName, reservationName } from "./pool.ts"
 import type { Orphans } from "./orphans.ts"
-import type { Holding } from "./release.ts"
+import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
 
 /** A key of a collision domain: two holders of one address conflict when they share a key. */
 export type DomainKey = string
@@ -48,11 +48,29 @@ export const entryDomains = (pool: string, ip: IPAddress, reservation: string | 
   ...(reservation === undefined ? [] : [reservationKey(reservation)])
 ]
 
-/** The domains of a reservation: its name, and every address the name can stand for. */
-export const reservationDomains = (name: string, ip: IPAddress | undefined): ReadonlyArray<DomainKey> => [
-  reservationKey(name),
-  ...(ip === undefined ? parseReservationName(name).map((c) => anyKey(c.ip)) : [anyKey(ip)])
-]
+/** The address a reservation stands for, if known; else every reading of its name. */
+export const reservationIPs = (name: string, ip: IPAddress | undefined): ReadonlyArray<IPAddress> =>
+  ip === undefined ? parseReservationName(name).map((c) => c.ip) : [ip]
+
+/** A held reservation's address: its own, else that of the entry it guards. */
+export const heldReservationIP = (r: HeldReservation, entries: ReadonlyArray<HeldEntry>): IPAddress | undefined =>
+  r.ip ?? entries.find((e) => e.reservation === r.name)?.entry.ip
+
+/** The domains of a reservation: its name, and every address it can stand for. */
+const reservationDomains = (name: string, ip: IPAddress | undefined): ReadonlyArray<DomainKey> =>
+  [reservationKey(name), ...reservationIPs(name, ip).map(anyKey)]
+
+/**
+ * The pools a whereabouts config writes a pod's addresses to: the pool of its node's slice (none
+ * when the node owns none), else one per range (those holding `ip`, when given).
+ */
+export const networkPools = (config: IpamConfig, node: string, lookup: Pick<ClaimLookup, "nodeSlice">, ip?: IPAddress): ReadonlyArray<string> => {
+  if (config.nodeSliceSize === undefined) {
+    return config.ranges.filter((r) => ip === undefined || cidrContains(r.cidr, ip)).map((r) => poolName(r.range, config.networkName))
+  }
+  const slice = lookup.nodeSlice(nodeSlicePoolName(config), node)
+  return slice === undefined ? [] : [slicePoolName(slice, node, config.networkName)]
+}
 
 /**
  * Where an address a pod lists on a network lives, by its NAD's config: the pools that network
@@ -75,15 +93,10 @@ export const listedIn = (pod: PodProjection, nad: { readonly namespace: string; 
   if (Either.isLeft(decoded)) return decoded.left.reason === "MissingIpam" ? NOT_WHEREABOUTS : UNKNOWN
   if (decoded.right._tag === "NotWhereabouts") return NOT_WHEREABOUTS
   const config = decoded.right.config
-  const reservation = config.enableOverlappingRanges ? reservationName(ip, config.networkName) : undefined
-  if (config.nodeSliceSize !== undefined) {
-    const node = pod.nodeName ?? ""
-    const slice = lookup.nodeSlice(nodeSlicePoolName(config), node)
-    return slice === undefined ? UNKNOWN : { _tag: "Network", pools: [slicePoolName(slice, node, config.networkName)], reservation }
-  }
-  const pools = config.ranges.filter((r) => cidrContains(r.cidr, ip)).map((r) => poolName(r.range, config.networkName))
-  // A config edited since the pod's ADD no longer names the pool the address came from.
-  return pools.length === 0 ? UNKNOWN : { _tag: "Network", pools, reservation }
+  const pools = networkPools(config, pod.nodeName ?? "", lookup, ip)
+  // None: the pod's node owns no slice, or a config edited since the pod's ADD no longer names the pool the address came from.
+  if (pools.length === 0) return UNKNOWN
+  return { _tag: "Network", pools, reservation: config.enableOverlappingRanges ? reservationName(ip, config.networkName) : undefined }
 }
 
 /** The collision domains of a listed address: none outside whereabouts, every one where its network is not known. */
@@ -121,8 +134,7 @@ export const claimantsOf = (domains: ReadonlyArray<DomainKey>, ip: IPAddress, ex
 /** The podrefs listing any address a reservation can stand for, in its domains. */
 export const reservationClaimants = (name: string, ip: IPAddress | undefined, exclude: string | undefined, source: ClaimSource): ReadonlyArray<string> => {
   const domains = reservationDomains(name, ip)
-  const ips = ip === undefined ? parseReservationName(name).map((c) => c.ip) : [ip]
-  return [...new Set(ips.flatMap((a) => claimantsOf(domains, a, exclude, source)))]
+  return [...new Set(reservationIPs(name, ip).flatMap((a) => claimantsOf(domains, a, exclude, source)))]
 }
 
 /**
@@ -145,8 +157,7 @@ export const withClaimants = (holdings: ReadonlyArray<Holding>, source: ClaimSou
       return claimants.length === 0 ? e : { ...e, claimants }
     })
     const reservations = h.reservations.map((r) => {
-      const ip = r.ip ?? h.entries.find((e) => e.reservation === r.name)?.entry.ip
-      const claimants = reservationClaimants(r.name, ip, r.orphan === "NoAllocation" ? undefined : h.podref, source)
+      const claimants = reservationClaimants(r.name, heldReservationIP(r, h.entries), r.orphan === "NoAllocation" ? undefined : h.podref, source)
       return claimants.length === 0 ? r : { ...r, claimants }
     })
     return { ...h, entries, reservations }

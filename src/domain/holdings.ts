@@ -10,7 +10,8 @@ import { capacityToNumber, countWithin, intervalsSize, poolIntervals, sliceRange
 import { parseCidr, usableRange } from "./ip.ts"
 import { type IpamConfigError, type IpRange, type NadConfigResult, notOurs } from "./ipam-config.ts"
 import { listsIP, statusAttachment } from "./multus.ts"
-import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode, slicePoolName } from "./node-slices.ts"
+import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode } from "./node-slices.ts"
+import { networkPools } from "./claims.ts"
 import type { Orphans } from "./orphans.ts"
 import { type PodProjection, podAttachments, podRef, splitPodRef, statusEntries } from "./pod.ts"
 import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName, reservationName } from "./pool.ts"
@@ -173,11 +174,8 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
     if (nad === undefined || Either.isLeft(nad) || nad.right._tag === "NotWhereabouts") continue
     const config = nad.right.config
     if (!config.enableOverlappingRanges) noReservations.add(config.networkName)
-    const names =
-      config.nodeSliceSize === undefined
-        ? config.ranges.map((r) => poolName(r.range, config.networkName))
-        : // Node slices: the pool of the slice the pod's node owns; none when it owns none (the podref index still finds the pod's entries).
-          [snapshot.nodeSlice(nodeSlicePoolName(config), pod.nodeName ?? "")].flatMap((slice) => (slice === undefined ? [] : [slicePoolName(slice, pod.nodeName!, config.networkName)]))
+    // None for a node that owns no slice: the podref index still finds the pod's entries.
+    const names = networkPools(config, pod.nodeName ?? "", snapshot)
     attached.push({ nad: nadKey, pools: names })
     for (const name of names) {
       const cached = snapshot.pool(name)

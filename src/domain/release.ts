@@ -28,13 +28,13 @@
  *    its Events say so.
  */
 import { Data } from "effect"
-import { stillClaims } from "./claims.ts"
+import { heldReservationIP, reservationIPs, stillClaims } from "./claims.ts"
 import { type EventIntent, OPERATOR_FORCED_NOTE, OPERATOR_RELEASE_NOTE, REASON_GARBAGE_COLLECTED, garbageCollectedMessage, podObject } from "./events.ts"
 import { type IPAddress, formatIP } from "./ip.ts"
 import { type ReservationOrphanReason, entryVerdict, reservationVerdict } from "./liveness.ts"
 import { NEVER_RUNS_AGAIN_REASONS, type NeverRunsAgain } from "./never-runs-again.ts"
 import { type PodProjection, podRef } from "./pod.ts"
-import { type PoolEntry, type ReservationRecord, parseReservationName } from "./pool.ts"
+import type { PoolEntry, ReservationRecord } from "./pool.ts"
 
 /** The `trigger` label of `ips_freed_total`: what found a candidate, why its pod will never run again, or an operator. */
 export const FREE_TRIGGERS = ["deletion", "sweep", ...NEVER_RUNS_AGAIN_REASONS, "operator"] as const
@@ -260,12 +260,6 @@ const keptFor = (k: Kept, by: { readonly pod: PodProjection; readonly ip: IPAddr
   heldFor: podRef(by.pod)
 })
 
-/** The addresses a reservation may stand for: its own, that of the entry it guards, else every reading of its name. */
-const reservationIPs = (r: HeldReservation, plan: OwnerPlan): ReadonlyArray<IPAddress> => {
-  const ip = r.ip ?? plan.holding.entries.find((e) => e.reservation === r.name)?.entry.ip
-  return ip !== undefined ? [ip] : parseReservationName(r.name).map((c) => c.ip)
-}
-
 /** Rule 0 over a plan: what another live pod lists stays, with the reservation of its address. */
 const keepForOthers = (plan: OwnerPlan, facts: LivenessFacts): OwnerPlan => {
   if (plan.decision !== "release" || plan.holding.operator?.force === true) return plan
@@ -277,7 +271,7 @@ const keepForOthers = (plan: OwnerPlan, facts: LivenessFacts): OwnerPlan => {
   })
   const stays = reservationsOf(plan.entries.filter((p) => !entries.includes(p)).map((p) => p.held))
   const reservations = plan.reservations.filter((r) => {
-    const by = heldFor(r.claimants, reservationIPs(r, plan), facts)
+    const by = heldFor(r.claimants, reservationIPs(r.name, heldReservationIP(r, plan.holding.entries)), facts)
     if (by !== undefined) kept.push(keptFor(keptReservation(r, ""), by))
     else if (stays.has(r.name)) kept.push(keptReservation(r, "its address stays allocated"))
     return by === undefined && !stays.has(r.name)
