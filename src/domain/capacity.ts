@@ -75,15 +75,9 @@ const unionIntervals = (intervals: ReadonlyArray<AddressInterval>): ReadonlyArra
 export const intervalsSize = (intervals: ReadonlyArray<AddressInterval>): bigint =>
   intervals.reduce((sum, i) => sum + (i.last - i.first + 1n), 0n)
 
-/** Distinct addresses the plugin can hand out from one range. */
-export const rangeCapacity = (range: IpRange): bigint => intervalsSize(allocatableIntervals(range))
-
 /** Addresses of one IPPool that any of the ranges writing to it (one per NAD) may hand out. */
 export const poolIntervals = (ranges: ReadonlyArray<IpRange>): ReadonlyArray<AddressInterval> =>
   unionIntervals(ranges.flatMap(allocatableIntervals))
-
-/** Distinct addresses of one IPPool that any of its ranges may hand out (the union, each address once). */
-export const poolCapacity = (ranges: ReadonlyArray<IpRange>): bigint => intervalsSize(poolIntervals(ranges))
 
 /**
  * The range the plugin allocates from on a node that owns `slice` (upstream 0.9.2 IPManagementKubernetesUpdate):
@@ -95,12 +89,6 @@ export const sliceRange = (range: IpRange, slice: Cidr): IpRange | undefined => 
   if (usable === undefined) return undefined
   const at = (value: bigint) => ({ family: slice.family, value })
   return { range: range.range, cidr: range.cidr, rangeStart: at(usable.first), rangeEnd: at(usable.last), exclude: [] }
-}
-
-/** Addresses the plugin can hand out from a node slice of `range`'s network. */
-export const sliceCapacity = (range: IpRange, slice: Cidr): bigint => {
-  const r = sliceRange(range, slice)
-  return r === undefined ? 0n : rangeCapacity(r)
 }
 
 /** How many of `ips` lie in sorted disjoint `intervals`; an address given twice counts twice (a pool's offsets are distinct). */

@@ -70,9 +70,5 @@ export interface EventIntent {
 }
 
 /** The Pod an Event about a podref's addresses is about (uid "" when the pod is gone and unknown). */
-export const podObject = (pod: { readonly namespace: string; readonly name: string; readonly uid: string }): InvolvedObject => ({
-  kind: "Pod",
-  namespace: pod.namespace,
-  name: pod.name,
-  uid: pod.uid
-})
+export const podObject = (pod: { readonly namespace: string; readonly name: string; readonly uid: string }): InvolvedObject =>
+  ({ kind: "Pod", namespace: pod.namespace, name: pod.name, uid: pod.uid })

@@ -54,8 +54,7 @@ const time = (text: string | undefined): number | undefined => {
 /** A terminating pod's node, judged once its grace (and ours) has passed; when that is not yet, the time it will be. */
 const byNode = (pod: PodProjection, node: NodeFact, now: number, p: NeverRunsAgainPolicy): NeverRunsAgain | number | undefined => {
   const deletion = time(pod.deletionTimestamp)
-  if (deletion === undefined || pod.nodeName === undefined) return undefined
-  if (node._tag === "Unknown") return undefined
+  if (deletion === undefined || pod.nodeName === undefined || node._tag === "Unknown") return undefined
   const from = deletion + p.terminatingGraceMs
   const gone = node._tag === "Gone"
   const outOfService = node._tag === "Present" && node.node.outOfService && p.freeOnOutOfService
