@@ -49,15 +49,10 @@ export interface NeverSchedule {
 export type Schedule = CronSchedule | EverySchedule | NeverSchedule
 
 /** robfig's descriptors, as the five fields they stand for. */
-const DESCRIPTORS: ReadonlyMap<string, string> = new Map([
-  ["@yearly", "0 0 1 1 *"],
-  ["@annually", "0 0 1 1 *"],
-  ["@monthly", "0 0 1 * *"],
-  ["@weekly", "0 0 * * 0"],
-  ["@daily", "0 0 * * *"],
-  ["@midnight", "0 0 * * *"],
-  ["@hourly", "0 * * * *"]
-])
+const DESCRIPTORS: ReadonlyMap<string, string> = new Map(Object.entries({
+  "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+  "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"
+}))
 const EVERY = "@every "
 
 // Go's unicode.IsSpace, which strings.Fields and TrimSpace use (unlike JS's \s: U+0085 in, U+FEFF out).
