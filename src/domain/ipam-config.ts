@@ -3,7 +3,7 @@
  * decoded with Schema and normalised the way whereabouts 0.9 does before it names pools.
  */
 import { Data, Either, Schema } from "effect"
-import { oneLine } from "./multus.ts"
+import { isRecord, oneLine } from "./multus.ts"
 import { type Cidr, type IPAddress, bitsOf, cidrContains, formatCidr, parseCidr, parseIP, parseIPStrict, toNetworkForm } from "./ip.ts"
 
 export const DEFAULT_RECONCILER_CRON = "30 4 * * *"
@@ -75,8 +75,6 @@ export const IpamSchema = Schema.Struct({
 export type IpamRaw = typeof IpamSchema.Type
 
 const fail = (reason: IpamConfigErrorReason, message: string) => Either.left(new IpamConfigError({ reason, message }))
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 const isZero = (v: unknown): boolean =>
   v === undefined || v === null || v === "" || v === 0 || v === false || (Array.isArray(v) && v.length === 0)

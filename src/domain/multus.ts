@@ -81,7 +81,8 @@ const parseJson = (text: string): unknown => {
   }
 }
 
-const isObject = (e: unknown): e is Record<string, unknown> => typeof e === "object" && e !== null && !Array.isArray(e)
+/** A JSON object (not null, not an array). */
+export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
  * A shorter `network-status` that decodes to the same entries, for the pod cache: Multus writes it
@@ -91,7 +92,7 @@ const isObject = (e: unknown): e is Record<string, unknown> => typeof e === "obj
  */
 export const compactNetworkStatus = (text: string): string => {
   const parsed = parseJson(text)
-  if (!Array.isArray(parsed) || !parsed.every(isObject)) return text
+  if (!Array.isArray(parsed) || !parsed.every(isRecord)) return text
   const compact = parsed.map((e) => {
     const kept: Record<string, unknown> = {}
     for (const field of ["name", "interface", "ips", "default"]) if (Object.hasOwn(e, field)) kept[field] = e[field]
@@ -165,7 +166,7 @@ export const readNetworkStatus = (text: string): ReadonlyArray<NetworkStatusEntr
   const parsed = parseJson(text)
   if (!Array.isArray(parsed)) return undefined
   for (const r of parsed as Array<unknown>) {
-    if (!isObject(r) || typeof r["name"] !== "string") return undefined
+    if (!isRecord(r) || typeof r["name"] !== "string") return undefined
     if (!optionalOf(r, "interface", "string") || !optionalOf(r, "mac", "string") || !optionalOf(r, "default", "boolean")) return undefined
     const ips = r["ips"]
     if (Object.hasOwn(r, "ips") && ips !== null && !(Array.isArray(ips) && ips.every((i) => typeof i === "string"))) return undefined

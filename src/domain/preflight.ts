@@ -3,6 +3,7 @@
  * working (a CRD it reads is missing, a verb it needs not granted); a warning is worth knowing
  * before installing but need not be fixed first.
  */
+import { isRecord } from "./multus.ts"
 
 export type Verdict = "ok" | "warn" | "fail"
 
@@ -97,7 +98,7 @@ const PROGRAMS: ReadonlyArray<UpstreamWorkload["program"]> = ["ip-control-loop",
  */
 export const upstreamProgram = (containers: unknown): UpstreamWorkload["program"] | undefined => {
   const list = (u: unknown): ReadonlyArray<unknown> => (Array.isArray(u) ? u : [])
-  const field = (c: unknown, key: string) => (typeof c === "object" && c !== null ? list((c as Record<string, unknown>)[key]) : [])
+  const field = (c: unknown, key: string) => (isRecord(c) ? list(c[key]) : [])
   const words = list(containers)
     .flatMap((c) => [...field(c, "command"), ...field(c, "args")])
     .flatMap((w) => (typeof w === "string" ? w.split(/\s+/) : []))
