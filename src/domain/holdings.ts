@@ -116,25 +116,16 @@ export const pickNad = (candidates: ReadonlyArray<NadRef> | undefined, podNamesp
   return [...candidates].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`))[0]!.name
 }
 
-/** A pool a pod's NAD names that the snapshot has not seen, to be read live: with the NAD's name (for Events) and its reservations' network. */
-interface LiveRead {
-  readonly pool: string
-  readonly network: string
-  readonly reservationNetwork: string
-}
-
-interface FoundPool {
-  readonly pool: ParsedPool
-  readonly network: string
-  readonly reservationNetwork: string | undefined
-}
+/** A pool a pod's NAD names (by name while it is still to be read live), the NAD's name for Events, and its reservations' network. */
+type Found<P> = { readonly pool: P; readonly network: string; readonly reservationNetwork: string | undefined }
+type FoundPool = Found<ParsedPool>
 
 /** What a deleted pod holds according to the snapshot, before live reads and reservations. */
 export interface PodFindings {
   readonly ref: string
   readonly pod: PodProjection
   readonly pools: ReadonlyMap<string, FoundPool>
-  readonly liveReads: ReadonlyMap<string, LiveRead>
+  readonly liveReads: ReadonlyMap<string, Found<string>>
   /** Networks whose NAD turns overlapping-range reservations off. */
   readonly noReservations: ReadonlySet<string>
   readonly missingNads: ReadonlyArray<string>
@@ -156,7 +147,7 @@ export interface PodFindings {
 export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFindings => {
   const ref = podRef(pod)
   const pools = new Map<string, FoundPool>()
-  const liveReads = new Map<string, LiveRead>()
+  const liveReads = new Map<string, Found<string>>()
   const noReservations = new Set<string>()
   const missingNads: Array<string> = []
   const problems: Array<Problem> = []
