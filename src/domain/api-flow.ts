@@ -2,11 +2,7 @@
 export const FLOW_KINDS = ["pool-writes", "reservations", "pod-reads", "events", "lists", "leader-election", "other"] as const
 export type FlowKind = (typeof FLOW_KINDS)[number]
 
-/**
- * Requests in flight at once, per kind: what one replica may put in flight on a shared API server,
- * set by the mass deletion (BENCHMARKS.md's Decisions). To take less of a server, cap the rate
- * (--api-qps).
- */
+/** Requests in flight at once, per kind, on a shared API server (BENCHMARKS.md's Decisions); --api-qps caps the rate. */
 export const DEFAULT_IN_FLIGHT: Readonly<Record<FlowKind, number>> = {
   "pool-writes": 8,
   reservations: 32,

@@ -13,6 +13,7 @@ import type { ParsedPool, ReservationRecord } from "./pool.ts"
 import type { Skip } from "./operator-release.ts"
 import type { Holding } from "./release.ts"
 import { gatherByPodref } from "./holdings.ts"
+import { pathText } from "./multus.ts"
 
 const Address = Schema.String.pipe(Schema.filter((s) => parseIP(s) !== undefined, { message: (i) => `${JSON.stringify(i.actual)} is not an IP address` }))
 const Name = Schema.String.pipe(Schema.filter((s) => s !== "", { message: () => "is empty" }))
@@ -40,9 +41,6 @@ export const AuditReport = Schema.Struct({
   orphanedReservations: Schema.Array(ReportReservation)
 })
 export type AuditReport = typeof AuditReport.Type
-
-const pathText = (path: ReadonlyArray<PropertyKey>): string =>
-  path.map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join("")
 
 /** The report in `text`, or one line saying what is wrong with it (the first problem, with where). */
 export const decodeAuditReport = (text: string): Either.Either<AuditReport, string> => {

@@ -6,47 +6,18 @@
  * nor is one whose config lives on the nodes' disks (an empty spec.config). Pure.
  */
 import { Either } from "effect"
-import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
+import { type IpamConfigError, type NadConfigResult, notOurs } from "./ipam-config.ts"
 import { type PodProjection, podAttachments } from "./pod.ts"
 import type { ParsedPool } from "./pool.ts"
 
-export interface BadNad {
-  readonly namespace: string
-  readonly name: string
-  readonly why: string
-}
-
-export interface BadPoolEntry {
-  readonly pool: string
-  /** The allocation's key as written (an offset that may not be one). */
-  readonly key: string
-  readonly reason: string
-}
-
-export interface BadPodAnnotation {
-  readonly namespace: string
-  readonly name: string
-  readonly annotation: string
-  readonly why: string
-}
-
 export interface BadInput {
-  readonly nads: ReadonlyArray<BadNad>
-  readonly poolEntries: ReadonlyArray<BadPoolEntry>
-  readonly pods: ReadonlyArray<BadPodAnnotation>
+  readonly nads: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly why: string }>
+  /** `key` as written (an offset that may not be one). */
+  readonly poolEntries: ReadonlyArray<{ readonly pool: string; readonly key: string; readonly reason: string }>
+  readonly pods: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly annotation: string; readonly why: string }>
 }
 
-export const NO_BAD_INPUT: BadInput = { nads: [], poolEntries: [], pods: [] }
-
-/** A NAD as decoded: its whereabouts config, or why it cannot be read. */
-export interface DecodedNad {
-  readonly namespace: string
-  readonly name: string
-  readonly decoded: Either.Either<NadConfigResult, IpamConfigError>
-}
-
-/** Not whereabouts' to judge: no ipam at all, or the config on the nodes' disks. */
-const notOurs = (e: IpamConfigError) => e.reason === "MissingIpam" || e.reason === "EmptyConfig"
+type DecodedNad = { readonly namespace: string; readonly name: string; readonly decoded: Either.Either<NadConfigResult, IpamConfigError> }
 
 /** What of these NADs, pools and pods cannot be read, each with what is wrong. */
 export const badInputOf = (nads: ReadonlyArray<DecodedNad>, pools: ReadonlyArray<ParsedPool>, pods: Iterable<PodProjection>): BadInput => ({

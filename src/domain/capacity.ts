@@ -1,9 +1,8 @@
 /**
- * How many addresses a whereabouts range can hand out, as the 0.9 plugin allocates: the usable
- * range narrowed by the bounds it honours, minus the excluded subnets. Sets are sorted, disjoint
- * bigint intervals, so an IPv6 /64 (2^64 − 2 addresses) costs as little as a /30; no address is
- * ever enumerated. The rules follow upstream 0.9.2 `iphelpers.GetIPRange` and
- * `allocate.IterateForAssignment`; test/domain/capacity.test.ts pins them to our allocator.
+ * How many addresses a whereabouts range can hand out, as the 0.9.2 plugin allocates
+ * (`iphelpers.GetIPRange`, `allocate.IterateForAssignment`): the usable range narrowed by the bounds
+ * it honours, minus the excluded subnets, as sorted disjoint bigint intervals (no address is ever
+ * enumerated, so an IPv6 /64 costs as little as a /30). test/domain/capacity.test.ts pins the rules.
  */
 import { type Cidr, type Family, type IPAddress, lastOf, networkOf, usableRange } from "./ip.ts"
 import type { IpRange } from "./ipam-config.ts"
@@ -22,7 +21,7 @@ const within = (ip: IPAddress | undefined, family: Family, first: bigint, last: 
   ip !== undefined && ip.family === family && ip.value >= first && ip.value <= last
 
 /** First and last address the plugin may hand out from `range` (upstream's GetIPRange); undefined for /31 /32 /127 /128. */
-export const allocationWindow = (range: IpRange): { readonly first: bigint; readonly last: bigint } | undefined => {
+const allocationWindow = (range: IpRange): { readonly first: bigint; readonly last: bigint } | undefined => {
   const usable = usableRange(range.cidr)
   if (usable === undefined) return undefined
   let { first, last } = usable
@@ -61,7 +60,7 @@ export const allocatableIntervals = (range: IpRange): ReadonlyArray<AddressInter
 }
 
 /** Sorted, disjoint, non-adjacent intervals covering exactly the addresses of `intervals`. */
-export const unionIntervals = (intervals: ReadonlyArray<AddressInterval>): ReadonlyArray<AddressInterval> => {
+const unionIntervals = (intervals: ReadonlyArray<AddressInterval>): ReadonlyArray<AddressInterval> => {
   const out: Array<AddressInterval> = []
   for (const next of [...intervals].sort(byStart)) {
     const prev = out[out.length - 1]
@@ -76,46 +75,27 @@ export const unionIntervals = (intervals: ReadonlyArray<AddressInterval>): Reado
 export const intervalsSize = (intervals: ReadonlyArray<AddressInterval>): bigint =>
   intervals.reduce((sum, i) => sum + (i.last - i.first + 1n), 0n)
 
-/** Distinct addresses the plugin can hand out from one range. */
-export const rangeCapacity = (range: IpRange): bigint => intervalsSize(allocatableIntervals(range))
-
 /** Addresses of one IPPool that any of the ranges writing to it (one per NAD) may hand out. */
 export const poolIntervals = (ranges: ReadonlyArray<IpRange>): ReadonlyArray<AddressInterval> =>
   unionIntervals(ranges.flatMap(allocatableIntervals))
 
-/** Distinct addresses of one IPPool that any of its ranges may hand out (the union, each address once). */
-export const poolCapacity = (ranges: ReadonlyArray<IpRange>): bigint => intervalsSize(poolIntervals(ranges))
-
 /**
- * The range the plugin allocates from on a node that owns `slice` (upstream 0.9.2
- * storage/kubernetes/ipam.go, IPManagementKubernetesUpdate): the NAD's CIDR bounded by the slice's
- * first and last usable address. The NAD's range_start, range_end and exclude are dropped there.
- * Undefined when the slice has no usable address: the plugin's ADD fails.
+ * The range the plugin allocates from on a node that owns `slice` (upstream 0.9.2 IPManagementKubernetesUpdate):
+ * the NAD's CIDR bounded by the slice's usable addresses, the NAD's range_start, range_end and
+ * exclude dropped. Undefined when the slice has no usable address (the plugin's ADD fails).
  */
 export const sliceRange = (range: IpRange, slice: Cidr): IpRange | undefined => {
   const usable = usableRange(slice)
   if (usable === undefined) return undefined
-  return {
-    range: range.range,
-    cidr: range.cidr,
-    rangeStart: { family: slice.family, value: usable.first },
-    rangeEnd: { family: slice.family, value: usable.last },
-    exclude: []
-  }
-}
-
-/** Addresses the plugin can hand out from a node slice of `range`'s network. */
-export const sliceCapacity = (range: IpRange, slice: Cidr): bigint => {
-  const r = sliceRange(range, slice)
-  return r === undefined ? 0n : rangeCapacity(r)
+  const at = (value: bigint) => ({ family: slice.family, value })
+  return { range: range.range, cidr: range.cidr, rangeStart: at(usable.first), rangeEnd: at(usable.last), exclude: [] }
 }
 
 /** How many of `ips` lie in sorted disjoint `intervals`; an address given twice counts twice (a pool's offsets are distinct). */
 export const countWithin = (intervals: ReadonlyArray<AddressInterval>, ips: Iterable<IPAddress>): number => {
   let count = 0
   for (const ip of ips) {
-    let lo = 0
-    let hi = intervals.length - 1
+    let [lo, hi] = [0, intervals.length - 1]
     while (lo <= hi) {
       const mid = (lo + hi) >> 1
       const i = intervals[mid]!

@@ -1,24 +1,22 @@
 /**
- * Rule 0 of the planner (release.ts): an address a live pod's network-status lists in the same
- * collision domain is held, whichever podref its pool entry or reservation names. An entry edited
- * by hand, restored from a backup or rewritten by a bug may name a pod that is gone while another
- * pod still uses the address; freeing it would let the next ADD hand that address out twice.
+ * Rule 0 of the planner (release.ts, docs/rules.md): an address a live pod's network-status lists
+ * in the same collision domain is held, whichever podref its pool entry or reservation names (an
+ * entry edited by hand, restored from a backup or rewritten by a bug).
  *
- * Collision domains: an address is the same address in its pool, and, where overlapping ranges are
- * on, wherever its reservation name is the same (one network name, any pool). A named network and
- * a network with overlapping ranges off are domains of their own. Where a pod's network cannot be
- * read (its NAD gone or unreadable, a config that no longer covers the address, the cluster's
- * default network), its listing counts in every domain: never free what you are not sure is dead.
+ * Collision domains: an address in its pool, and, where overlapping ranges are on, its reservation
+ * name (one network name, any pool); a named network and one with overlapping ranges off are
+ * domains of their own. A listing whose network cannot be read (its NAD gone or unreadable, a
+ * config no longer covering the address, the cluster's default network) counts in every domain.
  */
 import { Either } from "effect"
-import { type IPAddress, cidrContains, ipKey, parseIP } from "./ip.ts"
-import type { NadConfigResult, IpamConfigError } from "./ipam-config.ts"
-import { decodeNetworkStatus, statusAttachment } from "./multus.ts"
+import { type IPAddress, cidrContains, ipKey } from "./ip.ts"
+import type { IpamConfig, IpamConfigError, NadConfigResult } from "./ipam-config.ts"
+import { listedIP, listsIP, readNetworkStatus, statusAttachment } from "./multus.ts"
 import { nodeSlicePoolName, slicePoolName } from "./node-slices.ts"
-import { type PodProjection, podRef } from "./pod.ts"
+import { type PodProjection, podHoldsIP, podRef, statusEntries } from "./pod.ts"
 import { parseReservationName, poolName, reservationName } from "./pool.ts"
 import type { Orphans } from "./orphans.ts"
-import type { Holding } from "./release.ts"
+import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
 
 /** A key of a collision domain: two holders of one address conflict when they share a key. */
 export type DomainKey = string
@@ -50,15 +48,28 @@ export const entryDomains = (pool: string, ip: IPAddress, reservation: string | 
   ...(reservation === undefined ? [] : [reservationKey(reservation)])
 ]
 
-/** The domains of a reservation: its name, and every address the name can stand for. */
-export const reservationDomains = (name: string, ip: IPAddress | undefined): ReadonlyArray<DomainKey> => [
-  reservationKey(name),
-  ...(ip === undefined ? parseReservationName(name).map((c) => anyKey(c.ip)) : [anyKey(ip)])
-]
+/** The address a reservation stands for, if known; else every reading of its name. */
+export const reservationIPs = (name: string, ip: IPAddress | undefined): ReadonlyArray<IPAddress> =>
+  ip === undefined ? parseReservationName(name).map((c) => c.ip) : [ip]
 
-const sameIP = (text: string, ip: IPAddress): boolean => {
-  const parsed = parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
-  return parsed !== undefined && parsed.family === ip.family && parsed.value === ip.value
+/** A held reservation's address: its own, else that of the entry it guards. */
+export const heldReservationIP = (r: HeldReservation, entries: ReadonlyArray<HeldEntry>): IPAddress | undefined =>
+  r.ip ?? entries.find((e) => e.reservation === r.name)?.entry.ip
+
+/** The domains of a reservation: its name, and every address it can stand for. */
+const reservationDomains = (name: string, ip: IPAddress | undefined): ReadonlyArray<DomainKey> =>
+  [reservationKey(name), ...reservationIPs(name, ip).map(anyKey)]
+
+/**
+ * The pools a whereabouts config writes a pod's addresses to: the pool of its node's slice (none
+ * when the node owns none), else one per range (those holding `ip`, when given).
+ */
+export const networkPools = (config: IpamConfig, node: string, lookup: Pick<ClaimLookup, "nodeSlice">, ip?: IPAddress): ReadonlyArray<string> => {
+  if (config.nodeSliceSize === undefined) {
+    return config.ranges.filter((r) => ip === undefined || cidrContains(r.cidr, ip)).map((r) => poolName(r.range, config.networkName))
+  }
+  const slice = lookup.nodeSlice(nodeSlicePoolName(config), node)
+  return slice === undefined ? [] : [slicePoolName(slice, node, config.networkName)]
 }
 
 /**
@@ -82,15 +93,10 @@ export const listedIn = (pod: PodProjection, nad: { readonly namespace: string; 
   if (Either.isLeft(decoded)) return decoded.left.reason === "MissingIpam" ? NOT_WHEREABOUTS : UNKNOWN
   if (decoded.right._tag === "NotWhereabouts") return NOT_WHEREABOUTS
   const config = decoded.right.config
-  const reservation = config.enableOverlappingRanges ? reservationName(ip, config.networkName) : undefined
-  if (config.nodeSliceSize !== undefined) {
-    const node = pod.nodeName ?? ""
-    const slice = lookup.nodeSlice(nodeSlicePoolName(config), node)
-    return slice === undefined ? UNKNOWN : { _tag: "Network", pools: [slicePoolName(slice, node, config.networkName)], reservation }
-  }
-  const pools = config.ranges.filter((r) => cidrContains(r.cidr, ip)).map((r) => poolName(r.range, config.networkName))
-  // A config edited since the pod's ADD no longer names the pool the address came from.
-  return pools.length === 0 ? UNKNOWN : { _tag: "Network", pools, reservation }
+  const pools = networkPools(config, pod.nodeName ?? "", lookup, ip)
+  // None: the pod's node owns no slice, or a config edited since the pod's ADD no longer names the pool the address came from.
+  if (pools.length === 0) return UNKNOWN
+  return { _tag: "Network", pools, reservation: config.enableOverlappingRanges ? reservationName(ip, config.networkName) : undefined }
 }
 
 /** The collision domains of a listed address: none outside whereabouts, every one where its network is not known. */
@@ -102,14 +108,10 @@ export const listedDomains = (where: ListedIn, ip: IPAddress): ReadonlyArray<Dom
       : [...where.pools.map((p) => poolKey(p, ip)), ...(where.reservation === undefined ? [] : [reservationKey(where.reservation)])]
 
 /** The domains in which a pod's network-status lists `ip` (none when it does not). */
-export const claimDomains = (pod: PodProjection, ip: IPAddress, lookup: ClaimLookup): ReadonlyArray<DomainKey> => {
-  if (pod.networkStatus === undefined) return []
-  const decoded = decodeNetworkStatus(pod.networkStatus)
-  if (Either.isLeft(decoded)) return []
-  return decoded.right
-    .filter((e) => (e.ips ?? []).some((text) => sameIP(text, ip)))
+export const claimDomains = (pod: PodProjection, ip: IPAddress, lookup: ClaimLookup): ReadonlyArray<DomainKey> =>
+  statusEntries(pod)
+    .filter((e) => listsIP(e, ip))
     .flatMap((e) => (e.default === true && !e.name.includes("/") ? [anyKey(ip)] : listedDomains(listedIn(pod, statusAttachment(e, pod.namespace), ip, lookup), ip)))
-}
 
 /** A pod in a phase it never leaves holds nothing (a restart is a new pod). */
 const mayRun = (pod: PodProjection): boolean => pod.phase !== "Succeeded" && pod.phase !== "Failed"
@@ -132,21 +134,15 @@ export const claimantsOf = (domains: ReadonlyArray<DomainKey>, ip: IPAddress, ex
 /** The podrefs listing any address a reservation can stand for, in its domains. */
 export const reservationClaimants = (name: string, ip: IPAddress | undefined, exclude: string | undefined, source: ClaimSource): ReadonlyArray<string> => {
   const domains = reservationDomains(name, ip)
-  const ips = ip === undefined ? parseReservationName(name).map((c) => c.ip) : [ip]
-  return [...new Set(ips.flatMap((a) => claimantsOf(domains, a, exclude, source)))]
+  return [...new Set(reservationIPs(name, ip).flatMap((a) => claimantsOf(domains, a, exclude, source)))]
 }
 
 /**
- * Whether the live pod of a claimant still holds `ip` (by the same reading as every other rule: a
- * status that cannot prove anything keeps it), so an entry it claims stays. A pod judged, on fresh
- * facts, to never run again (`ended`) claims nothing.
+ * Whether the live pod of a claimant still holds `ip` (a status that cannot prove anything keeps it,
+ * as everywhere), so an entry it claims stays. A pod judged, on fresh facts, to never run again claims nothing.
  */
-export const stillClaims = (
-  live: PodProjection | undefined,
-  ip: IPAddress,
-  holds: (pod: PodProjection, ip: IPAddress) => "holds" | "not-held" | "unknown",
-  ended?: (pod: PodProjection) => boolean
-): boolean => live !== undefined && mayRun(live) && ended?.(live) !== true && holds(live, ip) !== "not-held"
+export const stillClaims = (live: PodProjection | undefined, ip: IPAddress, ended: (pod: PodProjection) => boolean): boolean =>
+  live !== undefined && mayRun(live) && !ended(live) && podHoldsIP(live, ip, undefined) !== "not-held"
 
 /**
  * The holdings with their claimants found: per entry the other pods listing its address in its
@@ -161,8 +157,7 @@ export const withClaimants = (holdings: ReadonlyArray<Holding>, source: ClaimSou
       return claimants.length === 0 ? e : { ...e, claimants }
     })
     const reservations = h.reservations.map((r) => {
-      const ip = r.ip ?? h.entries.find((e) => e.reservation === r.name)?.entry.ip
-      const claimants = reservationClaimants(r.name, ip, r.orphan === "NoAllocation" ? undefined : h.podref, source)
+      const claimants = reservationClaimants(r.name, heldReservationIP(r, h.entries), r.orphan === "NoAllocation" ? undefined : h.podref, source)
       return claimants.length === 0 ? r : { ...r, claimants }
     })
     return { ...h, entries, reservations }
@@ -220,27 +215,13 @@ export const separateHeldForAnother = (orphans: Orphans, holdings: ReadonlyArray
 export const claimantRefs = (holdings: ReadonlyArray<Holding>): ReadonlySet<string> =>
   new Set(holdings.flatMap((h) => [...h.entries.flatMap((e) => e.claimants ?? []), ...h.reservations.flatMap((r) => r.claimants ?? [])]))
 
-/** The address keys a pod's status lists, any network: the pod cache's index for finding claimants. */
+/**
+ * The address keys a pod's status lists, any network: the pod cache's index for finding claimants.
+ * A status that cannot be read lists nothing (claimDomains and the invariants read none of it either).
+ */
 export const listedIPKeys = (pod: PodProjection): ReadonlyArray<string> => {
-  if (pod.networkStatus === undefined) return []
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(pod.networkStatus)
-  } catch {
-    return []
-  }
-  if (!Array.isArray(parsed)) return []
-  const keys = new Set<string>()
-  for (const e of parsed as Array<unknown>) {
-    const ips = typeof e === "object" && e !== null ? (e as { ips?: unknown }).ips : undefined
-    if (!Array.isArray(ips)) continue
-    for (const text of ips) {
-      if (typeof text !== "string") continue
-      const ip = parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
-      if (ip !== undefined) keys.add(ipKey(ip))
-    }
-  }
-  return [...keys]
+  const entries = pod.networkStatus === undefined ? undefined : readNetworkStatus(pod.networkStatus)
+  return [...new Set((entries ?? []).flatMap((e) => (e.ips ?? []).flatMap((text) => listedIP(text) ?? []).map(ipKey)))]
 }
 
 /** Who lists an address, over a list of pods (what the pod cache's index answers for a listing): built on first use. */

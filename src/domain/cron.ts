@@ -1,16 +1,13 @@
 /**
- * The sweep's schedule in whereabouts' syntax: exactly what robfig/cron v3's `ParseStandard`
- * accepts (five fields, `?`, names, `@daily`-style descriptors, `@every <Go duration>`, a
- * `CRON_TZ=`/`TZ=` prefix), and activations at the instants robfig's `Next` gives. Field sets live
- * in an effect `Cron`, translated where effect's parser reads the syntax otherwise (cron-fields.ts);
- * effect's `Cron.next` finds activations in UTC, robfig's own walk (robfig-next.ts) in zones with
- * daylight-saving changes, where the two differ. test/domain/cron.test.ts holds both to a golden
- * file that upstream's code generated.
+ * The sweep's schedule in whereabouts' syntax: exactly what robfig/cron v3's `ParseStandard` accepts
+ * (five fields, `?`, names, `@daily`-style descriptors, `@every <Go duration>`, a `CRON_TZ=`/`TZ=`
+ * prefix), with activations at the instants robfig's `Next` gives: effect's `Cron.next` in UTC,
+ * robfig's own walk (robfig-next.ts) in zones with daylight-saving changes. test/domain/cron.test.ts
+ * holds both to a golden file upstream's code generated.
  *
- * whereabouts 0.9 reaches ParseStandard through gocron v2, which adds three rules of its own, left
- * to the caller: the schedule file's text is trimmed; without a zone prefix the text is parsed as
- * `CRON_TZ=UTC <text>` (so spaces around a descriptor are trimmed too); a schedule with no next run
- * from now is refused (ErrCronJobInvalid), which is what `Never` and a none from `nextRun` tell.
+ * whereabouts 0.9 reaches ParseStandard through gocron v2, whose three rules are left to the caller:
+ * the text is trimmed; without a zone prefix it is parsed as `CRON_TZ=UTC <text>` (so spaces around
+ * a descriptor are trimmed too); a schedule with no next run (`Never`, or none from `nextRun`) is refused.
  */
 import { Cron, Data, DateTime, Duration, Either, Option } from "effect"
 import { parseFields, quote } from "./cron-fields.ts"
@@ -25,10 +22,7 @@ export class ScheduleError extends Data.TaggedError("ScheduleError")<{
   readonly message: string
 }> {}
 
-/**
- * A crontab schedule matched in `timeZone`: a `CRON_TZ=`/`TZ=` prefix's zone, else UTC (robfig takes
- * the process's zone, which is UTC in whereabouts' image as in ours).
- */
+/** A crontab schedule matched in `timeZone`: the prefix's zone, else UTC (robfig's process zone, UTC in whereabouts' image). */
 export interface CronSchedule {
   readonly _tag: "Cron"
   readonly expression: string
@@ -55,47 +49,35 @@ export interface NeverSchedule {
 export type Schedule = CronSchedule | EverySchedule | NeverSchedule
 
 /** robfig's descriptors, as the five fields they stand for. */
-const DESCRIPTORS: ReadonlyMap<string, string> = new Map([
-  ["@yearly", "0 0 1 1 *"],
-  ["@annually", "0 0 1 1 *"],
-  ["@monthly", "0 0 1 * *"],
-  ["@weekly", "0 0 * * 0"],
-  ["@daily", "0 0 * * *"],
-  ["@midnight", "0 0 * * *"],
-  ["@hourly", "0 * * * *"]
-])
+const DESCRIPTORS: ReadonlyMap<string, string> = new Map(Object.entries({
+  "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+  "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"
+}))
 const EVERY = "@every "
 
-// Go's unicode.IsSpace, which strings.Fields and strings.TrimSpace split and trim on (not JS's \s:
-// Go counts U+0085 and not U+FEFF).
+// Go's unicode.IsSpace, which strings.Fields and TrimSpace use (unlike JS's \s: U+0085 in, U+FEFF out).
 const GO_SPACES = "\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
 const GO_FIELD_SEPARATOR = new RegExp(`[${GO_SPACES}]+`)
 const GO_TRIM = new RegExp(`^[${GO_SPACES}]+|[${GO_SPACES}]+$`, "g")
 
-// UTC as a fixed offset, not the named zone: a named zone is an Intl.DateTimeFormat, and the first
-// one brings ICU's data into the process's resident memory, for a zone that has no rules to look up.
+// UTC as a fixed offset: the first named zone (an Intl.DateTimeFormat) brings ICU's data into resident memory.
 const UTC = DateTime.zoneMakeOffset(0)
 
-// Zone names ICU resolves that are no file of the IANA database, so Go's LoadLocation rejects them:
-// Java's three-letter ids, SystemV/*, and links tzdata has dropped.
+// Zone names ICU resolves that Go's LoadLocation rejects (no IANA file): Java's ids, SystemV/*, dropped links.
 const ICU_ONLY_ZONES = new Set([
   ...["ACT", "AET", "AGT", "ART", "AST", "BET", "BST", "CAT", "CNT", "CST", "CTT", "EAT", "ECT", "IET", "IST", "JST"],
   ...["MIT", "NET", "NST", "PLT", "PNT", "PRT", "PST", "SST", "VST", "US/Pacific-New", "Canada/East-Saskatchewan"]
 ])
 
-/**
- * Go's time.LoadLocation over the IANA database: "" and "UTC" are UTC, "Local" is the process's zone
- * (UTC for whereabouts and for us); file names are case-sensitive.
- */
+/** Go's time.LoadLocation: "" and "UTC" are UTC, "Local" the process's zone (UTC here too); names are case-sensitive. */
 const loadZone = (name: string): Either.Either<DateTime.TimeZone, string> => {
   if (name === "" || name === "UTC" || name === "Local") return Either.right(UTC)
   const unknown = Either.left(`unknown time zone ${quote(name)}`)
   if (!/^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/.test(name) || ICU_ONLY_ZONES.has(name) || name.startsWith("SystemV/")) return unknown
   const zone = DateTime.zoneMakeNamed(name)
   if (Option.isNone(zone)) return unknown
-  // ICU matches names in any case and answers with its own id; Go opens a file, case-sensitively. A
-  // name ICU keeps must be spelled as ICU spells it; of an alias ICU keeps no spelling, so each of
-  // its parts must at least start with a capital, as every IANA name does.
+  // ICU matches any case and answers its own id; Go opens a file. A name ICU keeps must be spelled as
+  // ICU spells it; an alias (no spelling kept) must at least capitalise each part, as IANA names do.
   const id = zone.value.id
   const same = id.toLowerCase() === name.toLowerCase()
   if (same ? id !== name : !name.split("/").every((part) => /^[A-Z]/.test(part))) {

@@ -7,14 +7,15 @@
 import { Either } from "effect"
 import { type EventIntent, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
 import { capacityToNumber, countWithin, intervalsSize, poolIntervals, sliceRange } from "./capacity.ts"
-import { ipEquals, parseCidr, parseIP, usableRange } from "./ip.ts"
-import type { IpamConfigError, IpRange, NadConfigResult } from "./ipam-config.ts"
-import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode, slicePoolName } from "./node-slices.ts"
+import { parseCidr, usableRange } from "./ip.ts"
+import { type IpamConfigError, type IpRange, type NadConfigResult, notOurs } from "./ipam-config.ts"
+import { listsIP, statusAttachment } from "./multus.ts"
+import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode } from "./node-slices.ts"
+import { networkPools } from "./claims.ts"
 import type { Orphans } from "./orphans.ts"
-import { decodeNetworkStatus, statusAttachment } from "./multus.ts"
-import { type PodProjection, podAttachments, podRef, splitPodRef } from "./pod.ts"
+import { type PodProjection, podAttachments, podRef, splitPodRef, statusEntries } from "./pod.ts"
 import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName, reservationName } from "./pool.ts"
-import { type HeldEntry, type HeldReservation, type Holding, type Problem, type ReleaseError } from "./release.ts"
+import type { HeldEntry, HeldReservation, Holding, Problem } from "./release.ts"
 
 /** What the planner may look up; every function answers from one consistent view. */
 export interface Snapshot {
@@ -27,11 +28,9 @@ export interface Snapshot {
   readonly nad: (namespace: string, name: string) => Either.Either<NadConfigResult, IpamConfigError> | undefined
   /** A NAD whose config writes this pool (one in `podNamespace` preferred), for an Event's network name. */
   readonly nadOfPool: (pool: ParsedPool, podNamespace: string) => string | undefined
-  /** Which network (and, for a node slice, node and slice) a pool belongs to. */
   readonly origin: (pool: ParsedPool) => PoolOrigin
   /** The slice a NodeSlicePool gives a node, if any. */
   readonly nodeSlice: (nodeSlicePool: string, node: string) => string | undefined
-  /** How many addresses a pool can hand out. */
   readonly capacity: (pool: ParsedPool) => PoolCapacity
 }
 
@@ -45,7 +44,7 @@ type NadRef = { readonly namespace: string; readonly name: string }
 type Writer = NadRef & { readonly range: IpRange }
 
 /** The NADs that write each pool: whole-range pools by pool name, node-slice networks by NodeSlicePool name. */
-export interface NadIndex {
+interface NadIndex {
   readonly rangePools: ReadonlyMap<string, ReadonlyArray<Writer>>
   readonly slicePools: ReadonlyMap<string, ReadonlyArray<Writer>>
 }
@@ -65,20 +64,18 @@ export const nadIndex = (nads: Iterable<NadRef & { readonly config: Either.Eithe
   return { rangePools: byPool(false), slicePools: byPool(true) }
 }
 
-/** How many addresses a pool can hand out, and whether its NADs' configs said so or only its range is known. */
+/** How many addresses a pool can hand out, how many of its entries lie within, and whether NAD configs or only its range said so. */
 export interface PoolCapacity {
   readonly size: number
-  /** Allocations inside what the configs allow (all of them when only the range is known). */
   readonly usedWithin: number
   readonly from: "config" | "range"
 }
 
 /**
- * A pool's capacity: the union of what the configs of the NADs writing it allow (range_start,
- * range_end, exclude; within the slice for a node-slice pool, where upstream applies none of
- * those), else the usable addresses of its range.
+ * A pool's capacity: the union of what the configs of the NADs writing it allow (within the slice
+ * for a node-slice pool, where upstream applies no bounds or excludes), else its range's usable addresses.
  */
-export const capacityOf = (pool: ParsedPool, origin: PoolOrigin, index: NadIndex): PoolCapacity => {
+const capacityOf = (pool: ParsedPool, origin: PoolOrigin, index: NadIndex): PoolCapacity => {
   const writers = origin._tag === "Slice" ? (index.slicePools.get(origin.nodeSlicePool) ?? []) : (index.rangePools.get(pool.name) ?? [])
   const slice = origin._tag === "Slice" ? parseCidr(origin.slice) : undefined
   const ranges = writers.flatMap((w) => (origin._tag !== "Slice" ? [w.range] : slice === undefined ? [] : [sliceRange(w.range, slice) ?? []].flat()))
@@ -112,50 +109,35 @@ export const poolNaming = (
 }
 
 /** The NAD an index names for a pool: one in the pod's namespace first, else the first by namespace/name. */
-export const pickNad = (candidates: ReadonlyArray<{ readonly namespace: string; readonly name: string }> | undefined, podNamespace: string): string | undefined => {
+export const pickNad = (candidates: ReadonlyArray<NadRef> | undefined, podNamespace: string): string | undefined => {
   if (candidates === undefined || candidates.length === 0) return undefined
   const own = candidates.find((c) => c.namespace === podNamespace)
   if (own !== undefined) return own.name
   return [...candidates].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`))[0]!.name
 }
 
-/** A pool a pod's NAD names that the snapshot has not seen: to be read live. */
-export interface LiveRead {
-  readonly pool: string
-  /** The NAD's name, for Events. */
-  readonly network: string
-  /** The network its reservations are named with. */
-  readonly reservationNetwork: string
-}
-
-interface FoundPool {
-  readonly pool: ParsedPool
-  readonly network: string
-  readonly reservationNetwork: string | undefined
-}
+/** A pool a pod's NAD names (by name while it is still to be read live), the NAD's name for Events, and its reservations' network. */
+type Found<P> = { readonly pool: P; readonly network: string; readonly reservationNetwork: string | undefined }
+type FoundPool = Found<ParsedPool>
 
 /** What a deleted pod holds according to the snapshot, before live reads and reservations. */
 export interface PodFindings {
   readonly ref: string
   readonly pod: PodProjection
   readonly pools: ReadonlyMap<string, FoundPool>
-  readonly liveReads: ReadonlyMap<string, LiveRead>
+  readonly liveReads: ReadonlyMap<string, Found<string>>
   /** Networks whose NAD turns overlapping-range reservations off. */
   readonly noReservations: ReadonlySet<string>
   readonly missingNads: ReadonlyArray<string>
   /**
-   * Whereabouts networks the pod is attached to (`<namespace>/<name>` of the NAD) in whose cached
-   * pools the snapshot shows none of its entries — freed by CNI DEL already, or written while the
-   * pool cache lagged behind (a watch that was down) — and those whose NAD is missing, which
-   * cannot name their pools. Worth one later look, unless a live read finds the entries
-   * (`unseenAfterReads`).
+   * Whereabouts networks (`<namespace>/<name>` of the NAD) in whose cached pools the snapshot shows
+   * none of the pod's entries — freed by CNI DEL already, or written while the pool cache lagged —
+   * and those whose NAD is missing. Worth one later look, unless a live read finds the entries.
    */
   readonly unseen: ReadonlyArray<string>
   /** Per whereabouts attachment, the pools its NAD names. */
   readonly attached: ReadonlyArray<{ readonly nad: string; readonly pools: ReadonlyArray<string> }>
-  /** Bad input met on the way: it skips only what it describes. */
   readonly problems: ReadonlyArray<Problem>
-  readonly error: ReleaseError | undefined
 }
 
 /**
@@ -165,48 +147,32 @@ export interface PodFindings {
 export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFindings => {
   const ref = podRef(pod)
   const pools = new Map<string, FoundPool>()
-  const liveReads = new Map<string, LiveRead>()
+  const liveReads = new Map<string, Found<string>>()
   const noReservations = new Set<string>()
   const missingNads: Array<string> = []
   const problems: Array<Problem> = []
-  // Per whereabouts attachment, the pools it names: unseen if none shows the pod's entries.
   const attached: Array<{ readonly nad: string; readonly pools: ReadonlyArray<string> }> = []
-  const unseen: Array<string> = []
-  const found: PodFindings = { ref, pod, pools, liveReads, noReservations, missingNads, unseen, attached, problems, error: undefined }
   const decoded = podAttachments(pod)
   if (Either.isLeft(decoded)) problems.push({ reason: "BadAnnotation", text: `cannot read ${decoded.left.annotation}: ${decoded.left.message}` })
-  const attachments = Either.isRight(decoded) ? decoded.right.attachments : []
   const add = (pool: ParsedPool, network: string, reservationNetwork: string | undefined) => {
     if (!pools.has(pool.name) && pool.entries.some((e) => e.podref === ref)) pools.set(pool.name, { pool, network, reservationNetwork })
   }
-  for (const att of attachments) {
+  for (const att of Either.isRight(decoded) ? decoded.right.attachments : []) {
     const nadKey = `${att.namespace}/${att.name}`
-    const decoded = snapshot.nad(att.namespace, att.name)
-    if (decoded === undefined) {
-      missingNads.push(nadKey)
-      continue
-    }
-    if (Either.isLeft(decoded)) {
-      // A NAD without any ipam, or whose config lives on the nodes' disks, is not ours to judge.
-      if (decoded.left.reason === "MissingIpam" || decoded.left.reason === "EmptyConfig") continue
-      problems.push({ reason: "BadNadConfig", text: `cannot read network-attachment-definition ${nadKey}: ${decoded.left.message}` })
-      continue
-    }
-    if (decoded.right._tag === "NotWhereabouts") continue
-    const config = decoded.right.config
+    const nad = snapshot.nad(att.namespace, att.name)
+    if (nad === undefined) missingNads.push(nadKey)
+    else if (Either.isLeft(nad) && !notOurs(nad.left)) problems.push({ reason: "BadNadConfig", text: `cannot read network-attachment-definition ${nadKey}: ${nad.left.message}` })
+    if (nad === undefined || Either.isLeft(nad) || nad.right._tag === "NotWhereabouts") continue
+    const config = nad.right.config
     if (!config.enableOverlappingRanges) noReservations.add(config.networkName)
-    const names =
-      config.nodeSliceSize === undefined
-        ? config.ranges.map((r) => poolName(r.range, config.networkName))
-        : // Node slices: the pool of the slice the pod's node owns; none when it owns none (the podref index still finds the pod's entries).
-          [snapshot.nodeSlice(nodeSlicePoolName(config), pod.nodeName ?? "")].flatMap((slice) => (slice === undefined ? [] : [slicePoolName(slice, pod.nodeName!, config.networkName)]))
+    // None for a node that owns no slice: the podref index still finds the pod's entries.
+    const names = networkPools(config, pod.nodeName ?? "", snapshot)
     attached.push({ nad: nadKey, pools: names })
     for (const name of names) {
       const cached = snapshot.pool(name)
-      // A cached pool without this pod's entries was almost always freed by CNI DEL already: the
-      // allocation was written long before the pod's status and deletion, and reading the pool
-      // again for every ordinary deletion would cost a GET of a large object. Only a pool the
-      // snapshot has never seen is read live; the rest is `unseen`, for one later look.
+      // A cached pool without this pod's entries was almost always freed by CNI DEL already (the
+      // allocation is written long before the deletion), and a GET of a large pool for every
+      // deletion is costly: only a pool the snapshot has never seen is read live.
       if (cached === undefined) liveReads.set(name, { pool: name, network: att.name, reservationNetwork: config.networkName })
       else add(cached, att.name, config.networkName)
     }
@@ -217,13 +183,12 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
     add(pool, eventNetwork(pool, origin, snapshot.nadOfPool(pool, pod.namespace)), origin.network)
     liveReads.delete(pool.name)
   }
-  // A pool read live counts only once the read shows the pod's entries (unseenAfterReads): the
-  // NAD may name a range it was edited to after the pod's ADD, the entries lying in the old pool.
-  for (const a of attached) if (!a.pools.some((name) => pools.has(name))) unseen.push(a.nad)
-  // A NAD gone (deleted while the pod used it) names no pools: only the podref index can find the
-  // entries, and it cannot when the pool cache lags; so those networks are always looked at again.
+  // A pool read live counts only once the read shows the pod's entries (unseenAfterReads): the NAD
+  // may have been edited to a new range after the pod's ADD. A missing NAD names no pools, and the
+  // podref index misses entries while the pool cache lags: those networks are always looked at again.
+  const unseen = attached.filter((a) => !a.pools.some((name) => pools.has(name))).map((a) => a.nad)
   for (const nad of missingNads) if (!unseen.includes(nad)) unseen.push(nad)
-  return found
+  return { ref, pod, pools, liveReads, noReservations, missingNads, unseen, attached, problems }
 }
 
 /** `f.unseen` without the networks whose pools, read live, show the pod's entries. */
@@ -232,10 +197,8 @@ export const unseenAfterReads = (f: PodFindings, live: ReadonlyMap<string, Parse
 
 /** Two incarnations of one pod (same name, other uid) share the podref, so they own the same entries: one finding for both. */
 export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
-  const pools = new Map(a.pools)
-  for (const [name, p] of b.pools) if (!pools.has(name)) pools.set(name, p)
-  const liveReads = new Map(a.liveReads)
-  for (const [name, r] of b.liveReads) if (!pools.has(name) && !liveReads.has(name)) liveReads.set(name, r)
+  const pools = new Map([...a.pools, ...[...b.pools].filter(([name]) => !a.pools.has(name))])
+  const liveReads = new Map([...a.liveReads, ...[...b.liveReads].filter(([name]) => !pools.has(name) && !a.liveReads.has(name))])
   return {
     ...a,
     pools,
@@ -254,17 +217,10 @@ export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
  * else the one on its interface. What an Event names first, since the NADs writing a pool may be
  * several, or none readable (a NAD deleted or broken since).
  */
-export const networkOnPod = (pod: PodProjection, entry: PoolEntry): string | undefined => {
-  if (pod.networkStatus === undefined) return undefined
-  const decoded = decodeNetworkStatus(pod.networkStatus)
-  if (Either.isLeft(decoded)) return undefined
-  const secondary = decoded.right.filter((e) => e.default !== true)
-  const lists = (text: string) => {
-    const ip = parseIP(text.split("/")[0]!)
-    return ip !== undefined && ipEquals(ip, entry.ip)
-  }
-  const listing = secondary.find((e) => (e.ips ?? []).some(lists))
-  const match = listing ?? (entry.ifname === undefined || entry.ifname === "" ? undefined : secondary.find((e) => e.interface === entry.ifname))
+const networkOnPod = (pod: PodProjection, entry: PoolEntry): string | undefined => {
+  const secondary = statusEntries(pod).filter((e) => e.default !== true)
+  const onInterface = entry.ifname === undefined || entry.ifname === "" ? undefined : secondary.find((e) => e.interface === entry.ifname)
+  const match = secondary.find((e) => listsIP(e, entry.ip)) ?? onInterface
   return match === undefined ? undefined : statusAttachment(match, pod.namespace).name
 }
 
@@ -272,7 +228,7 @@ export const networkOnPod = (pod: PodProjection, entry: PoolEntry): string | und
  * The holding of a deleted pod: its entries in the pools found (those read live included) and the
  * reservations it owns — named by the podref index, and those of its entries' addresses. Pass the
  * snapshot as it was before the live re-check: a reservation created after it can only be a
- * reborn pod's. One the snapshot shows under another podref is read live before it is deleted.
+ * reborn pod's.
  */
 export const deletedPodHolding = (
   f: PodFindings,
@@ -280,8 +236,6 @@ export const deletedPodHolding = (
   snapshot: Snapshot,
   as: Pick<Holding, "claim" | "trigger"> = { claim: "Deleted", trigger: "deletion" }
 ): Holding => {
-  const base = { podref: f.ref, pod: { namespace: f.pod.namespace, name: f.pod.name, uid: f.pod.uid }, ...as }
-  if (f.error !== undefined) return { ...base, entries: [], reservations: [], problems: f.problems, ifFreed: [], error: f.error }
   const found: Array<FoundPool> = [...f.pools.values()]
   for (const read of f.liveReads.values()) {
     const pool = livePools.get(read.pool)
@@ -298,42 +252,38 @@ export const deletedPodHolding = (
       entries.push({ pool: pool.name, entry, network: networkOnPod(f.pod, entry) ?? network, reservation })
     }
   }
-  const reservations: Array<HeldReservation> = []
-  for (const name of names) {
-    // One the snapshot shows under another podref may since have been deleted and re-created for
-    // this pod (the snapshot lags the watch): it goes without `listed`, so it is read live and
-    // deleted only if it is this pod's then.
+  // One the snapshot shows under another podref may since have been re-created for this pod (the
+  // snapshot lags the watch): it goes without `listed`, so it is read live and deleted only if it is this pod's then.
+  const reservations = [...names].map((name): HeldReservation => {
     const listed = snapshot.reservation(name)
-    reservations.push({ name, listed: listed?.podref === f.ref ? listed : undefined, ip: undefined, orphan: undefined })
-  }
+    return { name, listed: listed?.podref === f.ref ? listed : undefined, ip: undefined, orphan: undefined }
+  })
   const ifFreed = f.missingNads.map((nad): EventIntent => ({ regarding: podObject(f.pod), type: "Warning", reason: REASON_NAD_MISSING, message: nadMissingMessage(nad) }))
-  return { ...base, entries, reservations, problems: f.problems, ifFreed, error: undefined }
+  const pod = { namespace: f.pod.namespace, name: f.pod.name, uid: f.pod.uid }
+  return { podref: f.ref, pod, ...as, entries, reservations, problems: f.problems, ifFreed, error: undefined }
 }
 
 /**
  * An entry of a pool as a holding's: the network its Event names (a NAD that writes the pool, one
- * in the pod's namespace first) and the name of its address's reservation (none when the pool's
- * network is unknown).
+ * in the pod's namespace first) and its address's reservation (none when the pool's network is unknown).
  */
 export const heldEntry = (poolName: string, pool: ParsedPool | undefined, entry: PoolEntry, snapshot: Snapshot): HeldEntry => {
   const origin = pool === undefined ? undefined : snapshot.origin(pool)
-  const network = origin?.network
   const namespace = splitPodRef(entry.podref)?.namespace ?? ""
   return {
     pool: poolName,
     entry,
     network: pool === undefined || origin === undefined ? poolName : eventNetwork(pool, origin, snapshot.nadOfPool(pool, namespace)),
-    reservation: network === undefined ? undefined : reservationName(entry.ip, network)
+    reservation: origin?.network === undefined ? undefined : reservationName(entry.ip, origin.network)
   }
 }
 
-/** A podref's entries and reservations, as the holdings built from several lists gather them. */
-export interface Gathered {
-  readonly entries: Array<HeldEntry>
-  readonly reservations: Array<HeldReservation>
-}
+type Gathered = { readonly entries: Array<HeldEntry>; readonly reservations: Array<HeldReservation> }
 
-/** Gathers per podref in first-seen order: `of(podref)` is that podref's group, made on first use. */
+/**
+ * Gathers entries and reservations per podref in first-seen order (`of(podref)`, made on first use),
+ * and makes them holdings that nothing failed in.
+ */
 export const gatherByPodref = () => {
   const byRef = new Map<string, Gathered>()
   const of = (podref: string): Gathered => {
@@ -341,7 +291,13 @@ export const gatherByPodref = () => {
     if (g === undefined) byRef.set(podref, (g = { entries: [], reservations: [] }))
     return g
   }
-  return { byRef, of }
+  const holdings = (as: (podref: string) => Pick<Holding, "claim" | "trigger" | "operator"> & { readonly uid: string }): ReadonlyArray<Holding> =>
+    [...byRef].map(([podref, g]) => {
+      const { uid, ...rest } = as(podref)
+      const pod = splitPodRef(podref)
+      return { podref, pod: pod === undefined ? undefined : { ...pod, uid }, ...rest, ...g, problems: [], ifFreed: [], error: undefined }
+    })
+  return { byRef, of, holdings }
 }
 
 /**
@@ -355,25 +311,14 @@ export const orphanHoldings = (
   snapshot: Snapshot,
   livePods: ReadonlyMap<string, PodProjection> = new Map()
 ): ReadonlyArray<Holding> => {
-  const { byRef, of } = gatherByPodref()
+  const { of, holdings } = gatherByPodref()
   for (const o of orphans.allocations) of(o.entry.podref).entries.push(heldEntry(o.pool, pools.get(o.pool), o.entry, snapshot))
   for (const o of orphans.reservations) of(o.podref).reservations.push({ name: o.name, listed: listed.get(o.name), ip: o.ip, orphan: o.reason })
   const ended = new Set([
     ...orphans.allocations.flatMap((o) => (o.reason === "NeverRunsAgain" ? [o.entry.podref] : [])),
     ...orphans.reservations.flatMap((o) => (o.reason === "NeverRunsAgain" ? [o.podref] : []))
   ])
-  return [...byRef].map(([podref, h]): Holding => {
-    const pod = splitPodRef(podref)
-    const neverRunsAgain = ended.has(podref)
-    return {
-      podref,
-      pod: pod === undefined ? undefined : { ...pod, uid: neverRunsAgain ? (livePods.get(podref)?.uid ?? "") : "" },
-      claim: neverRunsAgain ? "NeverRunsAgain" : "Orphan",
-      trigger: "sweep",
-      ...h,
-      problems: [],
-      ifFreed: [],
-      error: undefined
-    }
-  })
+  return holdings((podref) =>
+    ended.has(podref) ? { claim: "NeverRunsAgain", trigger: "sweep", uid: livePods.get(podref)?.uid ?? "" } : { claim: "Orphan", trigger: "sweep", uid: "" }
+  )
 }

@@ -1,49 +1,34 @@
 /**
  * The invariants an IPAM must keep, judged over one view of the cluster (the controller's caches,
- * or audit's fresh listing). What no one else watches, and what a garbage collector that frees
- * addresses must prove it never broke:
+ * or audit's fresh listing): what a garbage collector that frees addresses must prove it never broke.
  *  - live-not-held: a running pod lists an address of a whereabouts network that no pool entry of
  *    that network holds for it (the next ADD can hand the address to another pod);
  *  - held-for-another: the pool entry of that address names another podref;
- *  - duplicate: one address listed by two running pods in one collision domain, or held in two
- *    pools of one domain for two running pods;
+ *  - duplicate: one address listed by two running pods in one collision domain (rule 0's, claims.ts),
+ *    or held in two pools of one domain for two running pods;
  *  - reservation-drift: a running pod's entry without its OverlappingRangeIPReservation where its
- *    network keeps them, or with one naming another podref (an ADD in an overlapping pool of the
- *    network can then be handed the address).
- * Collision domains are rule 0's (claims.ts): an address in its pool and, where overlapping ranges
- * are on, the same reservation name across the pools of one network; a named network and a network
- * with overlapping ranges off are domains of their own.
+ *    network keeps them, or with one naming another podref.
  *
- * Only settled facts count. A pod is judged only while Running and not terminating, on what its
- * network-status lists: a Pending pod, an ADD in flight, a reborn pod whose status is not written
- * yet list nothing. Where rule 0 counts a listing it cannot place (a NAD gone or unreadable, the
- * cluster's default network) in every domain so as never to free it, the monitor reports nothing
- * for it: it cannot say which pool should hold the address. A pool entry names a podref and a
- * container id, and a pod's status carries no container id, so an entry left by an earlier
- * incarnation of the same name counts as the pod's own (its re-ADD rewrites the id). How long a
- * disagreement must last before it is reported (the grace) is the caller's: this module has no
- * memory. A listing on a network none of whose pools this namespace holds is not judged (its pools
- * may be another namespace's): a pool deleted wholesale goes unreported until an ADD re-creates it.
+ * Only settled facts count: a pod is judged only while Running and not terminating. A listing rule 0
+ * cannot place (a NAD gone or unreadable, the default network) is not reported: no pool is known
+ * to owe it. A pod's status carries no container id, so an entry left by an earlier incarnation of
+ * the same name counts as the pod's own. How long a disagreement must last before it is reported
+ * is the caller's. A network none of whose pools this namespace holds is not judged (its pools may
+ * be another namespace's).
  */
 import { Either } from "effect"
 import { type ListedIn, listedDomains, listedIn, type ClaimLookup } from "./claims.ts"
 import {
-  REASON_ADDRESS_NOT_HELD,
-  REASON_DUPLICATE_ADDRESS,
-  REASON_HELD_FOR_ANOTHER,
-  REASON_RESERVATION_DRIFT,
-  heldForAnotherMessage,
-  heldTwiceMessage,
-  listedTwiceMessage,
-  notHeldMessage,
-  reservationDriftMessage
+  REASON_ADDRESS_NOT_HELD, REASON_DUPLICATE_ADDRESS, REASON_HELD_FOR_ANOTHER, REASON_RESERVATION_DRIFT,
+  heldForAnotherMessage, heldTwiceMessage, listedTwiceMessage, notHeldMessage, reservationDriftMessage
 } from "./events.ts"
-import { type IPAddress, formatIP, ipEquals, ipKey, lastOf, networkOf, parseIP } from "./ip.ts"
-import type { IpamConfig, IpamConfigError, NadConfigResult } from "./ipam-config.ts"
-import { readNetworkStatus, statusAttachment } from "./multus.ts"
-import { type PoolOrigin, nodeSlicePoolName } from "./node-slices.ts"
+import { type IPAddress, formatIP, ipEquals, ipKey, lastOf, networkOf } from "./ip.ts"
+import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
+import { listedIP, readNetworkStatus, statusAttachment } from "./multus.ts"
+import { nadIndex } from "./holdings.ts"
+import type { PoolOrigin } from "./node-slices.ts"
 import { type PodProjection, podRef } from "./pod.ts"
-import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName } from "./pool.ts"
+import type { ParsedPool, PoolEntry, ReservationRecord } from "./pool.ts"
 
 export const INVARIANT_KINDS = ["live-not-held", "held-for-another", "duplicate", "reservation-drift"] as const
 export type InvariantKind = (typeof INVARIANT_KINDS)[number]
@@ -91,11 +76,10 @@ const inAddressOrder = (entries: ReadonlyArray<PoolEntry>): boolean => {
 }
 
 /**
- * The entry at an address, found by a binary search over the pool's entries: they come in offset
- * order, as JavaScript keeps an object's integer keys ascending and whereabouts writes offsets as
- * plain decimals (pool.ts refuses a leading zero). A pool whose entries are out of order (offsets
- * past 2^32 - 2, which only IPv6 ranges reach) gets an index of its own. Whether a version of a pool is in order is found once
- * (an updated pool is a new object) and dropped with it; keep one lookup per caller.
+ * The entry at an address, by binary search: entries come in offset order, as JavaScript keeps an
+ * object's integer keys ascending and pool.ts refuses offsets with a leading zero. A pool out of
+ * order (offsets past 2^32 - 2, only IPv6 ranges reach them) gets an index of its own. Whether a
+ * pool version is in order is found once per object; keep one lookup per caller.
  */
 export const makeEntryLookup = (): EntryLookup => {
   const unordered = new WeakMap<ParsedPool, ReadonlyMap<string, PoolEntry> | false>()
@@ -127,19 +111,12 @@ export const reservationNetworks = (
   nads: Iterable<Either.Either<NadConfigResult, IpamConfigError>>,
   origin: (pool: ParsedPool) => PoolOrigin
 ): ((pool: ParsedPool) => string | undefined) => {
-  const rangePools = new Set<string>()
-  const sliceNetworks = new Set<string>()
-  for (const decoded of nads) {
-    if (Either.isLeft(decoded) || decoded.right._tag !== "Whereabouts") continue
-    const config: IpamConfig = decoded.right.config
-    if (!config.enableOverlappingRanges) continue
-    if (config.nodeSliceSize !== undefined) sliceNetworks.add(nodeSlicePoolName(config))
-    else for (const r of config.ranges) rangePools.add(poolName(r.range, config.networkName))
-  }
+  const keeps = (c: Either.Either<NadConfigResult, IpamConfigError>) =>
+    Either.isRight(c) && c.right._tag === "Whereabouts" && c.right.config.enableOverlappingRanges
+  const keeping = nadIndex([...nads].filter(keeps).map((config) => ({ namespace: "", name: "", config })))
   return (pool) => {
     const o = origin(pool)
-    const keeps = o._tag === "Slice" ? sliceNetworks.has(o.nodeSlicePool) : rangePools.has(pool.name)
-    return keeps ? o.network : undefined
+    return (o._tag === "Slice" ? keeping.slicePools.has(o.nodeSlicePool) : keeping.rangePools.has(pool.name)) ? o.network : undefined
   }
 }
 
@@ -170,8 +147,6 @@ interface Listing {
   readonly ip: IPAddress
   readonly where: Extract<ListedIn, { _tag: "Network" }>
 }
-
-const listedIP = (text: string): IPAddress | undefined => parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
 
 /** The addresses a pod lists that belong to a whereabouts network it can place. */
 const listingsOf = (pod: PodProjection, view: InvariantView): ReadonlyArray<Listing> => {
@@ -265,7 +240,7 @@ const listedTwice = (l: Listing, view: InvariantView): ReadonlyArray<InvariantVi
   return out
 }
 
-/** A network none of whose pools this namespace holds is not judged here: its pools may be another namespace's, another instance's to watch. */
+/** A network none of whose pools this namespace holds is not judged: its pools may be another namespace's. */
 const onJudgedNetwork = (l: Listing, view: InvariantView): boolean => l.where.pools.some((name) => view.pool(name) !== undefined)
 
 /** Groups of two or more pools whose ranges overlap (one family, sorted by first address). */
@@ -293,18 +268,13 @@ const overlappingGroups = (pools: ReadonlyArray<ParsedPool>): ReadonlyArray<Read
 const heldTwice = (pools: ReadonlyArray<ParsedPool>, view: InvariantView): ReadonlyArray<InvariantViolation> => {
   const out: Array<InvariantViolation> = []
   for (const group of overlappingGroups(pools)) {
-    const byIP = new Map<string, Array<{ readonly pool: string; readonly entry: PoolEntry; readonly pod: PodProjection }>>()
-    for (const pool of group) {
-      for (const entry of pool.entries) {
+    const held = group.flatMap((pool) =>
+      pool.entries.flatMap((entry) => {
         const pod = view.pod(entry.podref)
-        if (pod === undefined || !judged(pod)) continue
-        const k = ipKey(entry.ip)
-        const holders = byIP.get(k)
-        if (holders === undefined) byIP.set(k, [{ pool: pool.name, entry, pod }])
-        else holders.push({ pool: pool.name, entry, pod })
-      }
-    }
-    for (const holders of byIP.values()) {
+        return pod === undefined || !judged(pod) ? [] : [{ pool: pool.name, entry, pod }]
+      })
+    )
+    for (const holders of Map.groupBy(held, (h) => ipKey(h.entry.ip)).values()) {
       if (new Set(holders.map((h) => h.entry.podref)).size < 2) continue
       holders.sort((a, b) => a.pool.localeCompare(b.pool) || a.entry.podref.localeCompare(b.entry.podref))
       const named = holders.map((h) => ({ pod: h.entry.podref, pool: h.pool }))
@@ -323,19 +293,9 @@ const heldTwice = (pools: ReadonlyArray<ParsedPool>, view: InvariantView): Reado
   return out
 }
 
-/** The pools that keep reservations, by the network name those are named with. */
-const reservingPools = (view: InvariantView): ReadonlyMap<string, ReadonlyArray<ParsedPool>> => {
-  const byNetwork = new Map<string, Array<ParsedPool>>()
-  for (const pool of view.pools) {
-    if (pool.entries.length === 0) continue
-    const network = view.reservationNetwork(pool)
-    if (network === undefined) continue
-    const list = byNetwork.get(network)
-    if (list === undefined) byNetwork.set(network, [pool])
-    else list.push(pool)
-  }
-  return byNetwork
-}
+/** The pools with entries that keep reservations, by the network name those are named with. */
+const reservingPools = (view: InvariantView): ReadonlyMap<string, ReadonlyArray<ParsedPool>> =>
+  Map.groupBy([...view.pools].filter((p) => p.entries.length > 0 && view.reservationNetwork(p) !== undefined), (p) => view.reservationNetwork(p)!)
 
 /**
  * Every violation the view shows, once each. Linear in pods and pool entries: each judged pod's
@@ -361,7 +321,7 @@ export const invariantViolations = (view: InvariantView): ReadonlyArray<Invarian
 
 /** How many violations of each kind, every kind named. */
 export const countByKind = (violations: Iterable<InvariantViolation>): Readonly<Record<InvariantKind, number>> => {
-  const counts: Record<InvariantKind, number> = { "live-not-held": 0, "held-for-another": 0, duplicate: 0, "reservation-drift": 0 }
+  const counts = Object.fromEntries(INVARIANT_KINDS.map((k) => [k, 0])) as Record<InvariantKind, number>
   for (const v of violations) counts[v.kind]++
   return counts
 }

@@ -1,7 +1,6 @@
 /**
- * IP addresses and CIDRs for both families, as plain values (family + bigint).
- * Parsing and IPv6 text forms come from ip-num; arithmetic is BigInt so ranges
- * wider than /64 stay fully addressable (upstream's uint64 offsets stop at /65).
+ * IP addresses and CIDRs for both families, as plain values (family + bigint). Parsing and IPv6
+ * text come from ip-num; BigInt arithmetic keeps ranges wider than /64 addressable (upstream's uint64 offsets stop at /65).
  */
 import { IPv4, IPv6, Validator, collapseIPv6Number } from "ip-num"
 
@@ -44,10 +43,7 @@ export const parseIP = (text: string): IPAddress | undefined => {
   }
 }
 
-/**
- * Parses as Go's net.ParseIP does since Go 1.17: an IPv4 octet with a leading zero ("010") is
- * refused rather than read as decimal. whereabouts parses excludes and `ipRanges` bounds so.
- */
+/** Parses as Go 1.17+'s net.ParseIP, as whereabouts parses excludes and `ipRanges` bounds: an IPv4 octet "010" is refused. */
 export const parseIPStrict = (text: string): IPAddress | undefined =>
   text.includes(".") && !text.includes(":") && text.split(".").some((o) => o.length > 1 && o.startsWith("0")) ? undefined : parseIP(text)
 

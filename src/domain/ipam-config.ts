@@ -3,18 +3,8 @@
  * decoded with Schema and normalised the way whereabouts 0.9 does before it names pools.
  */
 import { Data, Either, Schema } from "effect"
-import { oneLine } from "./multus.ts"
-import {
-  type Cidr,
-  type IPAddress,
-  bitsOf,
-  cidrContains,
-  formatCidr,
-  parseCidr,
-  parseIP,
-  parseIPStrict,
-  toNetworkForm
-} from "./ip.ts"
+import { isRecord, oneLine } from "./multus.ts"
+import { type Cidr, type IPAddress, bitsOf, cidrContains, formatCidr, parseCidr, parseIP, parseIPStrict, toNetworkForm } from "./ip.ts"
 
 export const DEFAULT_RECONCILER_CRON = "30 4 * * *"
 
@@ -29,20 +19,15 @@ export const FLAT_FILE_PATHS: ReadonlyArray<string> = [
 ]
 
 export type IpamConfigErrorReason =
-  | "EmptyConfig"
-  | "BadJson"
-  | "MissingIpam"
-  | "BadSchema"
-  | "MissingRange"
-  | "InvalidRange"
-  | "StartOutsideRange"
-  | "InvalidIP"
-  | "BadExclude"
+  "EmptyConfig" | "BadJson" | "MissingIpam" | "BadSchema" | "MissingRange" | "InvalidRange" | "StartOutsideRange" | "InvalidIP" | "BadExclude"
 
 export class IpamConfigError extends Data.TaggedError("IpamConfigError")<{
   readonly reason: IpamConfigErrorReason
   readonly message: string
 }> {}
+
+/** Not whereabouts' to judge, so not bad input: no ipam at all, or the config on the nodes' disks. */
+export const notOurs = (e: IpamConfigError): boolean => e.reason === "MissingIpam" || e.reason === "EmptyConfig"
 
 /** One range of a whereabouts config, normalised: `range` is the CIDR text in network form. */
 export interface IpRange {
@@ -89,18 +74,13 @@ export const IpamSchema = Schema.Struct({
 })
 export type IpamRaw = typeof IpamSchema.Type
 
-const fail = (reason: IpamConfigErrorReason, message: string) =>
-  Either.left(new IpamConfigError({ reason, message }))
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+const fail = (reason: IpamConfigErrorReason, message: string) => Either.left(new IpamConfigError({ reason, message }))
 
 const isZero = (v: unknown): boolean =>
   v === undefined || v === null || v === "" || v === 0 || v === false || (Array.isArray(v) && v.length === 0)
 
 /** Locates the whereabouts `ipam` object in a single plugin config or a config list. */
-export const findIpam = (
-  config: unknown
-): Either.Either<{ readonly _tag: "Found"; readonly ipam: Record<string, unknown> } | NadConfigResult, IpamConfigError> => {
+export const findIpam = (config: unknown): Either.Either<{ readonly _tag: "Found"; readonly ipam: Record<string, unknown> } | NadConfigResult, IpamConfigError> => {
   if (!isRecord(config)) return fail("BadSchema", "CNI config is not a JSON object")
   const plugins = config["plugins"]
   const candidates = Array.isArray(plugins) ? plugins : [config]
@@ -118,10 +98,7 @@ export const flatFilePaths = (ipam: Record<string, unknown>): ReadonlyArray<stri
 }
 
 /** Flat-file values fill only what the NAD leaves empty; the NAD always decides `enable_overlapping_ranges`. */
-export const mergeFlatFile = (
-  ipam: Record<string, unknown>,
-  flat: Record<string, unknown> | undefined
-): Record<string, unknown> => {
+export const mergeFlatFile = (ipam: Record<string, unknown>, flat: Record<string, unknown> | undefined): Record<string, unknown> => {
   if (flat === undefined) return ipam
   const merged: Record<string, unknown> = { ...ipam }
   for (const [key, value] of Object.entries(flat)) {
@@ -140,10 +117,7 @@ const parseExclude = (text: string): Cidr | undefined => {
   return ip === undefined ? undefined : { family: ip.family, address: ip.value, prefix: bitsOf(ip.family) }
 }
 
-const normaliseRange = (
-  entry: typeof RangeEntry.Type,
-  lenientBounds: boolean
-): Either.Either<IpRange, IpamConfigError> => {
+const normaliseRange = (entry: typeof RangeEntry.Type, lenientBounds: boolean): Either.Either<IpRange, IpamConfigError> => {
   const text = entry.range ?? ""
   const exclude: Array<Cidr> = []
   for (const e of entry.exclude ?? []) {
@@ -159,16 +133,8 @@ const normaliseRange = (
     const cidr = parseCidr(text.slice(dash + 1))
     if (cidr === undefined) return fail("InvalidRange", `invalid CIDR '${text.slice(dash + 1)}' in range ${text}`)
     const net = toNetworkForm(cidr)
-    if (!cidrContains(net, start)) {
-      return fail("StartOutsideRange", `invalid range start for CIDR ${formatCidr(net)}: ${text.slice(0, dash)}`)
-    }
-    return Either.right({
-      range: formatCidr(net),
-      cidr: net,
-      rangeStart: start,
-      rangeEnd: { family: cidr.family, value: cidr.address },
-      exclude
-    })
+    if (!cidrContains(net, start)) return fail("StartOutsideRange", `invalid range start for CIDR ${formatCidr(net)}: ${text.slice(0, dash)}`)
+    return Either.right({ range: formatCidr(net), cidr: net, rangeStart: start, rangeEnd: { family: cidr.family, value: cidr.address }, exclude })
   }
   const cidr = parseCidr(text)
   if (cidr === undefined) return fail("InvalidRange", `invalid CIDR ${JSON.stringify(text)}`)
@@ -184,13 +150,7 @@ const normaliseRange = (
   return Either.gen(function* () {
     const rangeStart = yield* bound("range_start", entry.range_start)
     const rangeEnd = yield* bound("range_end", entry.range_end)
-    return {
-      range: formatCidr(net),
-      cidr: net,
-      ...(rangeStart === undefined ? {} : { rangeStart }),
-      ...(rangeEnd === undefined ? {} : { rangeEnd }),
-      exclude
-    }
+    return { range: formatCidr(net), cidr: net, ...(rangeStart === undefined ? {} : { rangeStart }), ...(rangeEnd === undefined ? {} : { rangeEnd }), exclude }
   })
 }
 
@@ -216,18 +176,13 @@ export const normaliseIpam = (raw: IpamRaw, configName = ""): Either.Either<Ipam
 
 const decodeIpamRaw = Schema.decodeUnknownEither(IpamSchema, { errors: "all", onExcessProperty: "ignore" })
 
-/**
- * Decodes a NAD's `spec.config`. `readFlatFile` returns the parsed flat file found at the
- * first existing path, or undefined (its absence is normal).
- */
+/** Decodes a NAD's `spec.config`; `readFlatFile` answers the parsed flat file at the first existing path, if any. */
 export const decodeNadConfig = (
   specConfig: string | undefined,
   readFlatFile: (paths: ReadonlyArray<string>) => Record<string, unknown> | undefined = () => undefined
 ): Either.Either<NadConfigResult, IpamConfigError> =>
   Either.gen(function* () {
-    if (specConfig === undefined || specConfig.trim() === "") {
-      return yield* fail("EmptyConfig", "spec.config is empty: the CNI config lives on the nodes' disks")
-    }
+    if (specConfig === undefined || specConfig.trim() === "") return yield* fail("EmptyConfig", "spec.config is empty: the CNI config lives on the nodes' disks")
     let json: unknown
     try {
       json = JSON.parse(specConfig)
@@ -237,10 +192,7 @@ export const decodeNadConfig = (
     const found = yield* findIpam(json)
     if (found._tag !== "Found") return found
     const merged = mergeFlatFile(found.ipam, readFlatFile(flatFilePaths(found.ipam)))
-    const raw = yield* Either.mapLeft(
-      decodeIpamRaw(merged),
-      (e) => new IpamConfigError({ reason: "BadSchema", message: `ipam.${oneLine(e)}` })
-    )
+    const raw = yield* Either.mapLeft(decodeIpamRaw(merged), (e) => new IpamConfigError({ reason: "BadSchema", message: `ipam.${oneLine(e)}` }))
     const name = (json as Record<string, unknown>)["name"]
     const config = yield* normaliseIpam(raw, typeof name === "string" ? name : "")
     return { _tag: "Whereabouts", config } as const

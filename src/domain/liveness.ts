@@ -1,7 +1,6 @@
 /**
- * The one rule for "does a live pod still hold this?": used by the sweep's orphan detection on
- * its listing and by the planner on the live re-check, so both judge alike. A live pod whose
- * status cannot prove anything keeps its addresses.
+ * The one rule for "does a live pod still hold this?", for the sweep's orphan detection and the
+ * planner's live re-check alike. A live pod whose status cannot prove anything keeps its addresses.
  */
 import type { IPAddress } from "./ip.ts"
 import { type PodProjection, podHoldsIP } from "./pod.ts"

@@ -3,6 +3,7 @@
  * selection the pod asked for. Decoded with Schema; malformed input is a typed error.
  */
 import { Data, Either, ParseResult, Schema } from "effect"
+import { type IPAddress, ipEquals, parseIP } from "./ip.ts"
 
 export const NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
 export const LEGACY_NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks-status"
@@ -44,59 +45,57 @@ export interface Attachment {
   readonly interface: string | undefined
 }
 
-const options = { errors: "all", onExcessProperty: "ignore" } as const
-
-const decodeWith = <A>(
-  schema: Schema.Schema<A, string>,
-  annotation: string,
-  text: string
-): Either.Either<A, AnnotationError> => {
+const decodeWith = <A>(schema: Schema.Schema<A, string>, annotation: string, text: string): Either.Either<A, AnnotationError> => {
   if (text.length > MAX_ANNOTATION_BYTES) {
     return Either.left(new AnnotationError({ annotation, message: `annotation is ${text.length} bytes, over ${MAX_ANNOTATION_BYTES}` }))
   }
-  return Either.mapLeft(Schema.decodeUnknownEither(schema, options)(text), (e) => new AnnotationError({ annotation, message: oneLine(e) }))
+  const decoded = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "ignore" })(text)
+  return Either.mapLeft(decoded, (e) => new AnnotationError({ annotation, message: oneLine(e) }))
 }
 
 const shorten = (text: string, max = 60): string => (text.length <= max ? text : `${text.slice(0, max)}…`)
 
-/**
- * A decode failure as one line an operator reads in `kubectl get events`: where, and what was
- * wrong — not Schema's tree with the whole type signature.
- */
+/** Where in a decoded value a problem is: `a.b[0].c`. */
+export const pathText = (path: ReadonlyArray<PropertyKey>): string =>
+  path.map((k) => (typeof k === "number" ? `[${k}]` : `.${String(k)}`)).join("").replace(/^\./, "")
+
+/** A decode failure as one line an operator reads in `kubectl get events`: where, and what was wrong (not Schema's tree). */
 export const oneLine = (e: ParseResult.ParseError): string => {
   const [first] = ParseResult.ArrayFormatter.formatErrorSync(e)
   if (first === undefined) return "cannot be decoded"
   if (first._tag === "Transformation" && first.path.length === 0) return `not valid JSON (${first.message})`
-  const where = first.path.map((k) => (typeof k === "number" ? `[${k}]` : `.${String(k)}`)).join("").replace(/^\./, "")
+  const where = pathText(first.path)
   const m = /^Expected (.*), actual (.*)$/s.exec(first.message)
   const expected = m === null ? undefined : m[1]!.startsWith("ReadonlyArray<") ? "a JSON array" : m[1]!.startsWith("{") ? "a JSON object" : m[1]!
   const what = m === null ? first.message : `expected ${expected}, got ${shorten(m[2]!)}`
   return where === "" ? what : `${where}: ${what}`
 }
 
-/** The fields of a `network-status` entry that decide anything here (the rest only pass through `Unknown`). */
-const KEPT_STATUS_FIELDS = ["name", "interface", "ips", "default"] as const
+/** JSON.parse of an annotation within the size limit; undefined where that fails. */
+const parseJson = (text: string): unknown => {
+  if (text.length > MAX_ANNOTATION_BYTES) return undefined
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+
+/** A JSON object (not null, not an array). */
+export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
- * A shorter `network-status` that decodes to the same entries, for the pod cache: Multus writes
- * it indented, with each interface's MAC address and DNS settings, which nothing here reads.
- * Keeps name, interface, ips and default; drops dns, device-info and unknown fields (accepted as
- * anything, or ignored, by the decoder) and the MAC when it is a string (kept otherwise, so that it
- * is refused as before). Text that is not a JSON array of objects, or over the size limit, is
- * returned as it is, so it fails to decode exactly as before.
+ * A shorter `network-status` that decodes to the same entries, for the pod cache: Multus writes it
+ * indented, with MAC addresses and DNS settings nothing here reads. Keeps name, interface, ips and
+ * default, and a MAC that is not a string (so it is refused as before). Text that is not a JSON
+ * array of objects, or over the size limit, is returned as it is, so it fails to decode as before.
  */
 export const compactNetworkStatus = (text: string): string => {
-  if (text.length > MAX_ANNOTATION_BYTES) return text
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(text)
-  } catch {
-    return text
-  }
-  if (!Array.isArray(parsed) || !parsed.every((e) => typeof e === "object" && e !== null && !Array.isArray(e))) return text
-  const compact = (parsed as Array<Record<string, unknown>>).map((e) => {
+  const parsed = parseJson(text)
+  if (!Array.isArray(parsed) || !parsed.every(isRecord)) return text
+  const compact = parsed.map((e) => {
     const kept: Record<string, unknown> = {}
-    for (const field of KEPT_STATUS_FIELDS) if (Object.hasOwn(e, field)) kept[field] = e[field]
+    for (const field of ["name", "interface", "ips", "default"]) if (Object.hasOwn(e, field)) kept[field] = e[field]
     if (Object.hasOwn(e, "mac") && typeof e["mac"] !== "string") kept["mac"] = e["mac"]
     return kept
   })
@@ -105,16 +104,13 @@ export const compactNetworkStatus = (text: string): string => {
 }
 
 /** Decodes a `network-status` (or legacy `networks-status`) annotation. */
-export const decodeNetworkStatus = (
-  text: string,
-  annotation: string = NETWORK_STATUS_ANNOTATION
-): Either.Either<ReadonlyArray<NetworkStatusEntry>, AnnotationError> => decodeWith(NetworkStatusList, annotation, text)
+export const decodeNetworkStatus = (text: string, annotation: string = NETWORK_STATUS_ANNOTATION): Either.Either<ReadonlyArray<NetworkStatusEntry>, AnnotationError> =>
+  decodeWith(NetworkStatusList, annotation, text)
 
 const objectName = /^[a-zA-Z0-9._-]+$/
 
 const parseSelectionItem = (item: string, podNamespace: string): Either.Either<Attachment, AnnotationError> => {
-  const bad = (why: string) =>
-    Either.left(new AnnotationError({ annotation: NETWORKS_ANNOTATION, message: `network "${item}" ${why}` }))
+  const bad = (why: string) => Either.left(new AnnotationError({ annotation: NETWORKS_ANNOTATION, message: `network "${item}" ${why}` }))
   const slash = item.split("/")
   if (slash.length > 2) return bad("has more than one '/'")
   const [namespace, rest] = slash.length === 2 ? [slash[0]!, slash[1]!] : [podNamespace, slash[0]!]
@@ -128,10 +124,7 @@ const parseSelectionItem = (item: string, podNamespace: string): Either.Either<A
 }
 
 /** Decodes the `networks` selection annotation: a comma list `[ns/]name[@if]` or a JSON array. */
-export const decodeNetworkSelection = (
-  text: string,
-  podNamespace: string
-): Either.Either<ReadonlyArray<Attachment>, AnnotationError> => {
+export const decodeNetworkSelection = (text: string, podNamespace: string): Either.Either<ReadonlyArray<Attachment>, AnnotationError> => {
   const trimmed = text.trim()
   if (trimmed.startsWith("[")) {
     return Either.map(decodeWith(SelectionList, NETWORKS_ANNOTATION, trimmed), (list) =>
@@ -150,26 +143,31 @@ export const statusAttachment = (entry: NetworkStatusEntry, podNamespace: string
     : { namespace: entry.name.slice(0, slash), name: entry.name.slice(slash + 1), interface: entry.interface }
 }
 
+/** The address of an `ips` item of `network-status` ("10.0.0.5/24" or "10.0.0.5"). */
+export const listedIP = (text: string): IPAddress | undefined => {
+  const slash = text.indexOf("/")
+  return parseIP(slash < 0 ? text : text.slice(0, slash))
+}
+
+/** Whether a `network-status` entry lists `ip`. */
+export const listsIP = (entry: NetworkStatusEntry, ip: IPAddress): boolean =>
+  (entry.ips ?? []).some((text) => {
+    const listed = listedIP(text)
+    return listed !== undefined && ipEquals(listed, ip)
+  })
+
 const optionalOf = (e: Record<string, unknown>, field: string, type: "string" | "boolean"): boolean => !Object.hasOwn(e, field) || typeof e[field] === type
 
 /**
- * `decodeNetworkStatus`'s verdict without Schema, for a path that reads every cached pod (the
- * invariant monitor): the same entries where it succeeds, undefined where it fails. Schema's decode
- * costs about ten times JSON.parse, which at every pod each minute is what matters.
+ * `decodeNetworkStatus`'s verdict without Schema (about ten times cheaper), for paths that read
+ * every cached pod: the same entries where it succeeds, undefined where it fails.
  */
 export const readNetworkStatus = (text: string): ReadonlyArray<NetworkStatusEntry> | undefined => {
-  if (text.length > MAX_ANNOTATION_BYTES) return undefined
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(text)
-  } catch {
-    return undefined
-  }
+  const parsed = parseJson(text)
   if (!Array.isArray(parsed)) return undefined
-  for (const e of parsed as Array<unknown>) {
-    if (typeof e !== "object" || e === null || Array.isArray(e)) return undefined
-    const r = e as Record<string, unknown>
-    if (typeof r["name"] !== "string" || !optionalOf(r, "interface", "string") || !optionalOf(r, "mac", "string") || !optionalOf(r, "default", "boolean")) return undefined
+  for (const r of parsed as Array<unknown>) {
+    if (!isRecord(r) || typeof r["name"] !== "string") return undefined
+    if (!optionalOf(r, "interface", "string") || !optionalOf(r, "mac", "string") || !optionalOf(r, "default", "boolean")) return undefined
     const ips = r["ips"]
     if (Object.hasOwn(r, "ips") && ips !== null && !(Array.isArray(ips) && ips.every((i) => typeof i === "string"))) return undefined
   }

@@ -1,17 +1,16 @@
 /**
- * Pods that still exist but will never run again, so their addresses can be freed while their
- * objects remain: finished pods (phase Succeeded or Failed, final by the API's contract), pods the
- * taint manager evicted from an unreachable node (upstream whereabouts' reconciler frees these),
- * and terminating pods whose node is gone, declared out of service, or (opt-in) not ready for
- * long. Every other live pod keeps its addresses. The rule is pure: the caller brings the node
- * facts and the time.
+ * Pods that still exist but will never run again (rule 7 of release.ts), so their addresses can be
+ * freed while their objects remain: finished pods (Succeeded or Failed, final by the API's
+ * contract), pods evicted (by the kubelet, or by the taint manager from an unreachable node, as
+ * upstream's reconciler frees), and terminating pods whose node is gone, out of service, or (opt-in)
+ * not ready for long. Pure: the caller brings the node facts and the time.
  */
 import type { PodProjection } from "./pod.ts"
 
 /** The taint that declares a node dead (non-graceful node shutdown): its pods will not run again. */
 export const OUT_OF_SERVICE_TAINT = "node.kubernetes.io/out-of-service"
 /** The DisruptionTarget reason of a pod the taint manager evicted. */
-export const TAINT_MANAGER_EVICTION = "DeletionByTaintManager"
+const TAINT_MANAGER_EVICTION = "DeletionByTaintManager"
 
 /** What the controller keeps of a Node. */
 export interface NodeRecord {
@@ -48,16 +47,14 @@ export interface NeverRunsAgain {
 }
 
 const time = (text: string | undefined): number | undefined => {
-  if (text === undefined) return undefined
-  const t = Date.parse(text)
+  const t = text === undefined ? Number.NaN : Date.parse(text)
   return Number.isNaN(t) ? undefined : t
 }
 
 /** A terminating pod's node, judged once its grace (and ours) has passed; when that is not yet, the time it will be. */
 const byNode = (pod: PodProjection, node: NodeFact, now: number, p: NeverRunsAgainPolicy): NeverRunsAgain | number | undefined => {
   const deletion = time(pod.deletionTimestamp)
-  if (deletion === undefined || pod.nodeName === undefined) return undefined
-  if (node._tag === "Unknown") return undefined
+  if (deletion === undefined || pod.nodeName === undefined || node._tag === "Unknown") return undefined
   const from = deletion + p.terminatingGraceMs
   const gone = node._tag === "Gone"
   const outOfService = node._tag === "Present" && node.node.outOfService && p.freeOnOutOfService

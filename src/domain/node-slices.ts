@@ -1,11 +1,10 @@
 /**
  * Node-slice pools (whereabouts 0.8+): a network with `node_slice_size` is split into per-node
- * slices, recorded by upstream's node-slice controller in a NodeSlicePool named after the
- * network's `network_name`, else its config's `name`. The plugin then writes one IPPool per node,
- * named `<node>-<slice>` (unnamed network) or `<network_name>-<node>-<slice>`, whose range is the
- * slice; reservations keep their usual names (`<ip>`, `<network_name>-<ip>`). This module tells,
- * for any pool, which network, node and slice it belongs to — from the NodeSlicePools, with a
- * name-pattern fallback for a slice no node owns any more or a NodeSlicePool that is gone.
+ * slices, recorded by upstream's node-slice controller in a NodeSlicePool named after the network's
+ * `network_name`, else its config's `name`. The plugin writes one IPPool per node, named
+ * `[<network_name>-]<node>-<slice>`, whose range is the slice; reservations keep their usual names.
+ * This module tells which network, node and slice any pool belongs to: from the NodeSlicePools, or
+ * by its name for a slice no node owns any more or a NodeSlicePool that is gone.
  */
 import { type Cidr, cidrContains, networkOf, parseCidr } from "./ip.ts"
 import type { IpamConfig } from "./ipam-config.ts"
@@ -33,31 +32,26 @@ export const nodeSlicePoolName = (config: Pick<IpamConfig, "networkName" | "conf
 export const sliceOfNode = (pool: NodeSlicePoolRecord | undefined, node: string): string | undefined =>
   node === "" ? undefined : pool?.allocations.find((a) => a.nodeName === node)?.sliceRange
 
-/** Where a pool comes from. */
+/**
+ * Where a pool comes from: a whole range, with the network its name encodes ("" unnamed; undefined
+ * when the name does not follow the convention), or a node's slice. A slice's `owner` is "current"
+ * while its NodeSlicePool gives it to that node, "stale" when it does not (the node was deleted, the
+ * slice went to another), "unknown" when the NodeSlicePool is gone.
+ */
 export type PoolOrigin =
-  | {
-      readonly _tag: "Range"
-      /** The network its name encodes ("" unnamed); undefined when the name does not follow the convention. */
-      readonly network: string | undefined
-    }
+  | { readonly _tag: "Range"; readonly network: string | undefined }
   | {
       readonly _tag: "Slice"
       readonly network: string
       readonly node: string
       readonly slice: string
-      /** Its NodeSlicePool. */
       readonly nodeSlicePool: string
-      /**
-       * "current": the NodeSlicePool gives this slice to this node; "stale": it does not (the
-       * node was deleted, or the slice went to another); "unknown": the NodeSlicePool is gone.
-       */
       readonly owner: "current" | "stale" | "unknown"
     }
 
-/** A node-slice network, as its NADs declare it and its NodeSlicePool records it. */
-export interface SliceNetwork {
+/** A node-slice network, as its NADs declare it and its NodeSlicePool records it; `networkName` undefined when no NAD of it is known. */
+interface SliceNetwork {
   readonly nodeSlicePool: string
-  /** "" unnamed; undefined when no NAD of this network is known (read from the pool's name then). */
   readonly networkName: string | undefined
   readonly range: Cidr | undefined
   readonly pool: NodeSlicePoolRecord | undefined
@@ -125,6 +119,3 @@ export const poolOrigins = (networks: ReadonlyArray<SliceNetwork>, isRangePool: 
     return { _tag: "Range", network: poolNetworkName(pool.name, pool.range) }
   }
 }
-
-/** The network a pool's reservations are named with. */
-export const reservationNetworkOf = (origin: PoolOrigin): string | undefined => origin.network

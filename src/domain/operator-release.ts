@@ -1,13 +1,11 @@
 /**
- * What an operator names for `release --pod/--ip`, as the planner's holdings: a pod's podref with
- * everything it holds in any pool and its reservations, or one address of a pool with its
- * reservation. Claim "Operator": the planner frees them while no pod of that name exists or the
- * one there will never run again, or, forced, whatever the pod (src/domain/release.ts, rule 9).
- * One holding per podref, however it was named. Pure: the program brings a fresh listing.
+ * What an operator names for `release --pod/--ip`, as the planner's holdings (claim "Operator",
+ * rule 9 of release.ts), one per podref however it was named: a pod's podref with everything it
+ * holds and its reservations, or one address of a pool with its reservation. Pure.
  */
 import { type Snapshot, deletedPodHolding, findPodHoldings, gatherByPodref, heldEntry } from "./holdings.ts"
 import { type IPAddress, formatIP, ipEquals } from "./ip.ts"
-import { podRef, splitPodRef } from "./pod.ts"
+import { podRef } from "./pod.ts"
 import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
 
 /** What release named: pods by namespace/name, addresses by pool and IP. */
@@ -32,13 +30,13 @@ export interface Skip {
 /** The holdings (claim Operator) of what was named, and what was named but holds nothing. */
 export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<Skip> } => {
   const skipped: Array<Skip> = []
-  const { byRef, of } = gatherByPodref()
+  const gathered = gatherByPodref()
   const addEntry = (podref: string, e: HeldEntry) => {
-    const g = of(podref)
+    const g = gathered.of(podref)
     if (!g.entries.some((x) => x.pool === e.pool && x.entry.key === e.entry.key)) g.entries.push(e)
   }
   const addReservation = (podref: string, r: HeldReservation) => {
-    const g = of(podref)
+    const g = gathered.of(podref)
     if (!g.reservations.some((x) => x.name === r.name)) g.reservations.push(r)
   }
   for (const pod of targets.pods) {
@@ -64,19 +62,6 @@ export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { read
       if (listed !== undefined && listed.podref === entry.podref) addReservation(entry.podref, { name: listed.name, listed, ip: entry.ip, orphan: undefined })
     }
   }
-  const holdings = [...byRef].map(([podref, g]): Holding => {
-    const pod = splitPodRef(podref)
-    return {
-      podref,
-      pod: pod === undefined ? undefined : { ...pod, uid: "" },
-      claim: "Operator",
-      trigger: "operator",
-      ...g,
-      problems: [],
-      ifFreed: [],
-      error: undefined,
-      operator: { force: targets.force }
-    }
-  })
+  const holdings = gathered.holdings(() => ({ claim: "Operator", trigger: "operator", uid: "", operator: { force: targets.force } }))
   return { holdings, skipped }
 }

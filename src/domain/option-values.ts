@@ -1,9 +1,8 @@
 /**
- * Option values as Kubernetes users write them, with one set of rules for the configuration and
- * for the command line's check: durations in Go's syntax (`500ms`, `1m30s`, `2h`, as every
- * Kubernetes component takes them) or effect's (`30 seconds`), whole counts, ports, rates and
- * ratios. A parser answers the value, or why it is refused in a clause an operator reads on one
- * line after the option's name and value. Pure.
+ * Option values as Kubernetes users write them, one set of rules for the configuration and the
+ * command line: durations in Go's syntax (`500ms`, `1m30s`, as every Kubernetes component takes
+ * them) or effect's (`30 seconds`), counts, ports, rates and ratios. A parser answers the value, or
+ * why it is refused, in a clause read after the option's name and value. Pure.
  */
 import { Duration, Either } from "effect"
 import { parseGoDuration } from "./go-duration.ts"

@@ -3,18 +3,10 @@
  * A live pod whose status cannot prove anything keeps its addresses.
  */
 import { type IPAddress, ipKey } from "./ip.ts"
-import { type AllocationOrphanReason, type ReservationOrphanReason, allocationOrphanReason as orphanReasonOf } from "./liveness.ts"
+import { type AllocationOrphanReason, type ReservationOrphanReason, allocationOrphanReason } from "./liveness.ts"
 import type { NeverRunsAgain } from "./never-runs-again.ts"
 import type { PodProjection } from "./pod.ts"
-import {
-  type OverlappingRangeIPReservation,
-  type ParsedPool,
-  type PoolEntry,
-  parseReservationName,
-  poolNetworkName
-} from "./pool.ts"
-
-export type { AllocationOrphanReason, ReservationOrphanReason }
+import { type OverlappingRangeIPReservation, type ParsedPool, type PoolEntry, parseReservationName, poolNetworkName } from "./pool.ts"
 
 export interface OrphanAllocation {
   readonly pool: string
@@ -45,18 +37,12 @@ export const ORPHAN_REASON_TEXT: Record<ReservationOrphanReason, string> = {
   NeverRunsAgain: "the pod still exists but will never run again"
 }
 
-export interface FindOrphansOptions {
+interface FindOrphansOptions {
   /** The network a pool's reservations are named with (node-slice pools do not encode it in their names the usual way). */
   readonly networkOf?: (pool: ParsedPool) => string | undefined
   /** The never-run-again rule: a live pod it names holds nothing any more. */
   readonly neverRunsAgain?: (pod: PodProjection) => NeverRunsAgain | undefined
 }
-
-/** Why an allocation is an orphan, or undefined when its pod (maybe) holds it. */
-export const allocationOrphanReason = (
-  entry: PoolEntry,
-  livePods: ReadonlyMap<string, PodProjection>
-): AllocationOrphanReason | undefined => orphanReasonOf(livePods.get(entry.podref), entry.ip, entry.ifname)
 
 /**
  * The allocations of one address in one network: by podref, the orphan reason of that podref's
@@ -92,10 +78,11 @@ export const findOrphans = (
   options: FindOrphansOptions = {}
 ): Orphans => {
   const networkOf = options.networkOf ?? ((pool: ParsedPool) => poolNetworkName(pool.name, pool.range))
+  const { neverRunsAgain } = options
   const ended = new Map<string, NeverRunsAgain>()
-  if (options.neverRunsAgain !== undefined) {
+  if (neverRunsAgain !== undefined) {
     for (const [ref, pod] of livePods) {
-      const why = options.neverRunsAgain(pod)
+      const why = neverRunsAgain(pod)
       if (why !== undefined) ended.set(ref, why)
     }
   }
@@ -109,7 +96,7 @@ export const findOrphans = (
     if (byIp === undefined) holders.set(network, (byIp = new Map()))
     for (const entry of pool.entries) {
       const why = ended.get(entry.podref)
-      const reason = why !== undefined ? "NeverRunsAgain" : allocationOrphanReason(entry, livePods)
+      const reason = why !== undefined ? "NeverRunsAgain" : allocationOrphanReason(livePods.get(entry.podref), entry.ip, entry.ifname)
       if (reason !== undefined) allocations.push({ pool: pool.name, entry, reason, ...(why === undefined ? {} : { detail: why.detail }) })
       if (keepHolders) addHolder(byIp, ipKey(entry.ip), entry.podref, reason)
     }

@@ -4,17 +4,10 @@
  */
 import { Either } from "effect"
 import { intern, internOptional } from "./intern.ts"
-import { type IPAddress, parseIP } from "./ip.ts"
+import type { IPAddress } from "./ip.ts"
 import {
-  type AnnotationError,
-  type Attachment,
-  LEGACY_NETWORK_STATUS_ANNOTATION,
-  NETWORK_STATUS_ANNOTATION,
-  NETWORKS_ANNOTATION,
-  compactNetworkStatus,
-  decodeNetworkSelection,
-  decodeNetworkStatus,
-  statusAttachment
+  type AnnotationError, type Attachment, type NetworkStatusEntry, LEGACY_NETWORK_STATUS_ANNOTATION, NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION,
+  compactNetworkStatus, decodeNetworkSelection, decodeNetworkStatus, listsIP, statusAttachment
 } from "./multus.ts"
 
 export interface PodProjection {
@@ -115,26 +108,21 @@ export const podAttachments = (
 
 export type Holding = "holds" | "not-held" | "unknown"
 
+/** The entries of a pod's `network-status`; none when it has none or it cannot be read. */
+export const statusEntries = (pod: PodProjection): ReadonlyArray<NetworkStatusEntry> => {
+  const decoded = pod.networkStatus === undefined ? undefined : decodeNetworkStatus(pod.networkStatus)
+  return decoded === undefined || Either.isLeft(decoded) ? [] : decoded.right
+}
+
 /**
- * Whether a live pod holds `ip` on `ifname`, judged from its `network-status` alone (every entry,
- * the default network's included).
+ * Whether a live pod holds `ip` on `ifname`, judged from its `network-status` alone. Default-network
+ * entries count too: whereabouts can be the pod network's own IPAM (a KubeVirt VM's, say).
  * "unknown" (pending, no or unreadable status) means: not sure, so keep the address.
  */
 export const podHoldsIP = (pod: PodProjection, ip: IPAddress, ifname: string | undefined): Holding => {
-  if (pod.phase === "Pending" || pod.networkStatus === undefined) return "unknown"
-  const decoded = decodeNetworkStatus(pod.networkStatus)
-  if (Either.isLeft(decoded)) return "unknown"
-  // Default-network entries count too: whereabouts can be the IPAM of the pod network itself (a
-  // KubeVirt VM's, say), and a live pod's address there is held like any other.
-  const listed = decoded.right
+  const listed = pod.phase === "Pending" ? [] : statusEntries(pod)
   if (listed.length === 0) return "unknown"
-  const holds = listed.some((e) =>
-    (e.ips ?? []).some((text) => {
-      const parsed = parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
-      return parsed !== undefined && parsed.family === ip.family && parsed.value === ip.value
-    })
-  )
-  if (holds) return "holds"
+  if (listed.some((e) => listsIP(e, ip))) return "holds"
   // An interface the status does not list may still be coming up: only a listed one is proof.
   if (ifname !== undefined && ifname !== "" && !listed.some((e) => e.interface === ifname)) return "unknown"
   return "not-held"

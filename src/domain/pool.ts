@@ -3,13 +3,8 @@
  * schemas, object names, and the pool ⇄ reservation-list conversion.
  */
 import { Schema } from "effect"
-import { type Cidr, type IPAddress, addOffset, cidrAddress, formatIP, offsetOf, parseCidr, parseIP } from "./ip.ts"
+import { type Cidr, type IPAddress, addOffset, cidrAddress, formatIP, parseCidr, parseIP } from "./ip.ts"
 import { intern, internOptional } from "./intern.ts"
-
-export const GROUP = "whereabouts.cni.cncf.io"
-export const VERSION = "v1alpha1"
-export const IPPOOL_PLURAL = "ippools"
-export const RESERVATION_PLURAL = "overlappingrangeipreservations"
 
 export const IPAllocation = Schema.Struct({
   id: Schema.String,
@@ -55,12 +50,8 @@ export const normalizeRange = (range: string): string =>
 export const poolName = (range: string, networkName: string): string =>
   networkName === "" ? normalizeRange(range) : `${networkName}-${normalizeRange(range)}`
 
-/** The OverlappingRangeIPReservation name of an IP on a network ("" = unnamed). */
-export const reservationName = (ip: IPAddress, networkName: string): string => {
-  const text = formatIP(ip)
-  const normalized = (text.endsWith(":") ? `${text}0` : text).replaceAll(":", "-")
-  return networkName === "" ? normalized : `${networkName}-${normalized}`
-}
+/** The OverlappingRangeIPReservation name of an IP on a network ("" = unnamed): normalised as a range is. */
+export const reservationName = (ip: IPAddress, networkName: string): string => poolName(formatIP(ip), networkName)
 
 const ipFromNormalized = (text: string): IPAddress | undefined =>
   text.includes(".") ? parseIP(text) : text.includes("-") ? parseIP(text.replaceAll("-", ":")) : undefined
@@ -89,10 +80,7 @@ export const poolNetworkName = (name: string, range: string): string | undefined
   return name.endsWith(`-${suffix}`) ? name.slice(0, name.length - suffix.length - 1) : undefined
 }
 
-/**
- * What the controller keeps of a reservation: its name (the IP), version and owner. The container
- * id and interface are not read anywhere, so they are not cached.
- */
+/** What the controller keeps of a reservation: its name (the IP), version and owner (nothing reads the rest). */
 export interface ReservationRecord {
   readonly name: string
   readonly resourceVersion: string | undefined
@@ -108,18 +96,14 @@ export interface PoolEntry {
   readonly ifname: string | undefined
 }
 
-export interface InvalidEntry {
-  readonly key: string
-  readonly reason: string
-}
-
 export interface ParsedPool {
   readonly name: string
   readonly range: string
   /** spec.range as written; offsets count from its address. Undefined when the range is invalid. */
   readonly cidr: Cidr | undefined
   readonly entries: ReadonlyArray<PoolEntry>
-  readonly invalid: ReadonlyArray<InvalidEntry>
+  /** Entries that cannot be read: their key, and why. */
+  readonly invalid: ReadonlyArray<{ readonly key: string; readonly reason: string }>
 }
 
 const decimal = /^(0|[1-9][0-9]*)$/
@@ -153,7 +137,7 @@ export const parsePool = (
   }
   const base = cidrAddress(cidr)
   const entries: Array<PoolEntry> = []
-  const invalid: Array<InvalidEntry> = []
+  const invalid: Array<ParsedPool["invalid"][number]> = []
   // A pool's update changes a few entries of thousands: the unchanged ones are the previous
   // version's objects, so a cache that keeps the new version keeps no new copies of them.
   const before = previous !== undefined && previous.range === range ? new Map(previous.entries.map((e) => [e.key, e] as const)) : undefined
@@ -177,26 +161,8 @@ export const parsePool = (
       invalid.push({ key, reason: `offset leaves the address family of ${range}` })
       continue
     }
-    // Podrefs and interface names repeat across pools, reservations and pods, and a pod's container
-    // id in every pool it has an address from (Multus passes the sandbox's id to each attachment):
-    // keep one copy.
+    // Podrefs, interface names and container ids (Multus passes the sandbox's id to each attachment) repeat: keep one copy.
     entries.push({ key, ip, id: intern(a.id), podref: intern(a.podref), ifname: internOptional(a.ifname) })
   }
   return { name, range, cidr, entries, invalid }
-}
-
-/** The reverse: an allocation map keyed by decimal offset; IPs below the range's address are rejected. */
-export const toAllocations = <R extends { readonly ip: IPAddress; readonly id: string; readonly podref: string; readonly ifname?: string | undefined }>(
-  cidr: Cidr,
-  reservations: ReadonlyArray<R>
-): { readonly allocations: Record<string, IPAllocation>; readonly rejected: ReadonlyArray<R> } => {
-  const base = cidrAddress(cidr)
-  const allocations: Record<string, IPAllocation> = {}
-  const rejected: Array<R> = []
-  for (const r of reservations) {
-    const offset = offsetOf(base, r.ip)
-    if (offset === undefined) rejected.push(r)
-    else allocations[offset.toString()] = r.ifname === undefined ? { id: r.id, podref: r.podref } : { id: r.id, podref: r.podref, ifname: r.ifname }
-  }
-  return { allocations, rejected }
 }

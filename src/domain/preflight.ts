@@ -1,8 +1,9 @@
 /**
- * preflight's verdicts: what each check found, turned into rows of CHECK, RESULT and DETAIL. A
- * failure is what stops the controller from working (a CRD it reads is missing, a verb it needs is
- * not granted); a warning is what an operator should know before installing but need not fix first.
+ * preflight's verdicts as rows of CHECK, RESULT and DETAIL. A failure stops the controller from
+ * working (a CRD it reads is missing, a verb it needs not granted); a warning is worth knowing
+ * before installing but need not be fixed first.
  */
+import { isRecord } from "./multus.ts"
 
 export type Verdict = "ok" | "warn" | "fail"
 
@@ -21,13 +22,11 @@ export interface CrdSpec {
   readonly hint: string
 }
 
+const INSTALL_WHEREABOUTS = "install whereabouts first, or apply deploy/components/whereabouts-crds on a test cluster"
+
 export const CRD_SPECS = {
-  ippools: { name: "ippools.whereabouts.cni.cncf.io", whenMissing: "fail", hint: "install whereabouts first, or apply deploy/components/whereabouts-crds on a test cluster" },
-  reservations: {
-    name: "overlappingrangeipreservations.whereabouts.cni.cncf.io",
-    whenMissing: "fail",
-    hint: "install whereabouts first, or apply deploy/components/whereabouts-crds on a test cluster"
-  },
+  ippools: { name: "ippools.whereabouts.cni.cncf.io", whenMissing: "fail", hint: INSTALL_WHEREABOUTS },
+  reservations: { name: "overlappingrangeipreservations.whereabouts.cni.cncf.io", whenMissing: "fail", hint: INSTALL_WHEREABOUTS },
   nodeSlicePools: { name: "nodeslicepools.whereabouts.cni.cncf.io", whenMissing: "warn", hint: "whereabouts before 0.8 has no node slices; the controller runs without it" },
   nads: {
     name: "network-attachment-definitions.k8s.cni.cncf.io",
@@ -99,22 +98,17 @@ const PROGRAMS: ReadonlyArray<UpstreamWorkload["program"]> = ["ip-control-loop",
  */
 export const upstreamProgram = (containers: unknown): UpstreamWorkload["program"] | undefined => {
   const list = (u: unknown): ReadonlyArray<unknown> => (Array.isArray(u) ? u : [])
-  const field = (c: unknown, key: string) => (typeof c === "object" && c !== null ? list((c as Record<string, unknown>)[key]) : [])
+  const field = (c: unknown, key: string) => (isRecord(c) ? list(c[key]) : [])
   const words = list(containers)
     .flatMap((c) => [...field(c, "command"), ...field(c, "args")])
     .flatMap((w) => (typeof w === "string" ? w.split(/\s+/) : []))
   return PROGRAMS.find((p) => words.some((w) => w === p || w.endsWith(`/${p}`)))
 }
 
-const UPSTREAM_CHECK: Record<UpstreamWorkload["program"], string> = {
-  "ip-control-loop": "upstream ip-control-loop",
-  "ip-reconciler": "upstream ip-reconciler"
-}
-
 /** One row per program: warn for each workload that runs it, ok when none does (or a Deployment is scaled to 0). */
 export const upstreamRows = (found: ReadonlyArray<UpstreamWorkload> | { readonly error: string }): ReadonlyArray<CheckRow> =>
   PROGRAMS.flatMap((program): ReadonlyArray<CheckRow> => {
-    const check = UPSTREAM_CHECK[program]
+    const check = `upstream ${program}`
     if ("error" in found) return [{ check, result: "warn", detail: `could not look for it: ${found.error}` }]
     const workloads = found.filter((w) => w.program === program)
     if (workloads.length === 0) return [{ check, result: "ok", detail: `not found (no DaemonSet or Deployment labelled app=${UPSTREAM_APP_LABELS.join("|")} runs it)` }]
@@ -139,8 +133,7 @@ export const nadRows = (read: { readonly whereabouts: number; readonly other: nu
 /** 1 when any check failed, else 0: warnings are listed for the operator but do not stop an install. */
 export const exitCodeOf = (rows: ReadonlyArray<CheckRow>): 0 | 1 => (rows.some((r) => r.result === "fail") ? 1 : 0)
 
-export const countVerdicts = (rows: ReadonlyArray<CheckRow>): Record<Verdict, number> => ({
-  ok: rows.filter((r) => r.result === "ok").length,
-  warn: rows.filter((r) => r.result === "warn").length,
-  fail: rows.filter((r) => r.result === "fail").length
-})
+export const countVerdicts = (rows: ReadonlyArray<CheckRow>): Record<Verdict, number> => {
+  const count = (v: Verdict) => rows.filter((r) => r.result === v).length
+  return { ok: count("ok"), warn: count("warn"), fail: count("fail") }
+}

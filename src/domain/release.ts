@@ -1,65 +1,54 @@
 /**
  * The release planner: what may be freed, decided in one place for every path (the deletion
- * loop, the sweep, audit). Pure: from what each candidate holds (`Holding`, found by holdings.ts)
- * and what the live re-check saw of its podref, to a `ReleasePlan` — per pool the entries to
- * remove with their guards, the reservations to delete, the Events to write, and for everything
- * kept, why. The executor (src/programs/executor.ts) carries a plan out.
+ * loop, the sweep, audit, the release command). Pure: from what each candidate holds (`Holding`,
+ * found by holdings.ts) and the live re-check of its podref, to a `ReleasePlan` — per candidate the
+ * entries to remove, the reservations to delete, their Events, and why anything is kept. The
+ * executor (src/programs/executor.ts) carries it out.
  *
- * The safety rules, numbered as docs/rules.md numbers them (one numbering for the code and the docs):
+ * The safety rules, numbered as docs/rules.md numbers them (which says each in full):
  * 0. An address another live pod's network-status lists in the same collision domain is never
- *    freed, whichever podref its entry or reservation names (claims.ts): it is kept and reported
- *    as held for another (a pod that will never run again, rule 7, holds nothing). Only an
- *    operator's --force frees it.
- * 1. Only what a dead pod held: found by holdings.ts (annotations, NADs, the podref index) or by
- *    the sweep's orphan detection (orphans.ts).
- * 2. An entry is freed only while the live re-check finds no pod of its podref, or (the sweep)
- *    finds the live pod's status proving it does not hold the address. A deleted pod's namesake
- *    that exists — reborn under the same name, or still terminating — keeps everything.
+ *    freed, whichever podref its entry or reservation names (claims.ts); it is kept and reported
+ *    as held for another. A pod that will never run again (rule 7) holds nothing. Only --force frees it.
+ * 1. Only what a dead pod held: found by holdings.ts, or by the sweep's orphan detection (orphans.ts).
+ * 2. An entry is freed only while the live re-check finds no pod of its podref, or (the sweep) the
+ *    live pod's status proves it does not hold the address. A namesake that exists keeps everything.
  * 3. Every removal is guarded by `test` ops on the entry's podref and id: an entry rewritten since
- *    (a reborn pod's idempotent re-ADD changes the id) is skipped, never freed.
+ *    (a reborn pod's re-ADD changes the id) is skipped, never freed.
  * 4. Reservations go before the pool entries they guard, so a CNI ADD never meets a free address
- *    still reserved by a dead pod; a reservation changed since it was seen belongs to whoever
- *    changed it and is left alone; a reservation stays with an entry that stays.
- * 5. A reservation deleted for an entry the release then skipped (taken back by a reborn pod) is
- *    given back.
+ *    still reserved; a reservation changed since it was seen is left alone; a reservation stays
+ *    with an entry that stays.
+ * 5. A reservation deleted for an entry the release then skipped (taken back) is given back.
  * 6. The Normal Event is written only for an entry actually removed.
  * 7. A pod that still exists is freed only when it will never run again (never-runs-again.ts),
  *    judged again on that same incarnation (uid) and its node, read live.
- * 8. Failures are visible (the deletion loop's retries and give-up); bad input skips only what it
- *    describes.
- * 9. What an operator asks to free (the release command) goes through the same rules: a report's
- *    orphans as the sweep's, an address or a pod named by hand only while no pod of that name
- *    exists or it will never run again — unless forced, and even then guarded per entry. It is
- *    counted under trigger "operator", and its Events say it was an operator's release.
+ * 8. Failures are visible (retries, give-up); bad input skips only what it describes.
+ * 9. What an operator asks to free goes through the same rules: a report's orphans as the sweep's,
+ *    an address or a pod named by hand only while no pod of that name exists or it will never run
+ *    again — unless forced, and even then guarded per entry. Counted under trigger "operator",
+ *    its Events say so.
  */
 import { Data } from "effect"
-import { stillClaims } from "./claims.ts"
+import { heldReservationIP, reservationIPs, stillClaims } from "./claims.ts"
 import { type EventIntent, OPERATOR_FORCED_NOTE, OPERATOR_RELEASE_NOTE, REASON_GARBAGE_COLLECTED, garbageCollectedMessage, podObject } from "./events.ts"
 import { type IPAddress, formatIP } from "./ip.ts"
 import { type ReservationOrphanReason, entryVerdict, reservationVerdict } from "./liveness.ts"
 import { NEVER_RUNS_AGAIN_REASONS, type NeverRunsAgain } from "./never-runs-again.ts"
-import { type PodProjection, podHoldsIP, podRef } from "./pod.ts"
-import { type PoolEntry, type ReservationRecord, parseReservationName } from "./pool.ts"
+import { type PodProjection, podRef } from "./pod.ts"
+import type { PoolEntry, ReservationRecord } from "./pool.ts"
 
-/**
- * Why a candidate was freed, as `ips_freed_total{trigger}` counts it: what found it, why its pod
- * will never run again, or an operator's release.
- */
+/** The `trigger` label of `ips_freed_total`: what found a candidate, why its pod will never run again, or an operator. */
 export const FREE_TRIGGERS = ["deletion", "sweep", ...NEVER_RUNS_AGAIN_REASONS, "operator"] as const
 export type FreeTrigger = (typeof FREE_TRIGGERS)[number]
 
 /**
  * Why a candidate's addresses are thought free: its pod was deleted; the sweep found nobody
- * holding them; its pod (this incarnation, by uid) exists but will never run again; or an
- * operator named them (release --pod/--ip): free while no pod of that name may run.
+ * holding them; its pod (this uid) will never run again; or an operator named them.
  */
 export type Claim = "Deleted" | "Orphan" | "NeverRunsAgain" | "Operator"
 
-export type ReleaseErrorReason = "ApiError" | "BadAnnotation" | "BadNadConfig"
-
 /** Why a candidate could not be (fully) released. */
 export class ReleaseError extends Data.TaggedError("ReleaseError")<{
-  readonly reason: ReleaseErrorReason
+  readonly reason: "ApiError" | "BadAnnotation" | "BadNadConfig"
   readonly pod: string
   readonly retryable: boolean
   readonly detail: string
@@ -70,10 +59,9 @@ export class ReleaseError extends Data.TaggedError("ReleaseError")<{
   }
 }
 
-/** Bad input that skipped what it describes: an unreadable annotation, an unreadable NAD config. */
+/** Bad input that skipped what it describes; `text` names the object, the field and what was wrong. */
 export interface Problem {
   readonly reason: "BadAnnotation" | "BadNadConfig"
-  /** One line naming the object, the field and what was wrong. */
   readonly text: string
 }
 
@@ -92,22 +80,18 @@ export interface HeldEntry {
 /** A reservation a candidate holds. */
 export interface HeldReservation {
   readonly name: string
-  /** As the cache or the listing saw it: then deleted only if unchanged since (its resourceVersion). */
+  /** As last seen: deleted only if unchanged since (its resourceVersion). */
   readonly listed: ReservationRecord | undefined
   readonly ip: IPAddress | undefined
-  /** The sweep's finding from its listing; undefined for a deleted pod's. */
+  /** The sweep's finding; undefined for a deleted pod's. */
   readonly orphan: ReservationOrphanReason | undefined
-  /** Pods whose status lists its address in its collision domain (rule 0), to be confirmed live. */
   readonly claimants?: ReadonlyArray<string> | undefined
 }
 
 /** Everything one podref holds, as the caches or the sweep's listing show it. */
 export interface Holding {
   readonly podref: string
-  /**
-   * The pod its Events are about; uid "" when unknown (the sweep's pods are usually gone).
-   * Undefined for a podref that is not namespace/name: nothing to write an Event on.
-   */
+  /** The pod its Events are about (uid "" when unknown); undefined for a podref that is not namespace/name. */
   readonly pod: { readonly namespace: string; readonly name: string; readonly uid: string } | undefined
   readonly claim: Claim
   readonly trigger: FreeTrigger
@@ -119,17 +103,8 @@ export interface Holding {
   readonly ifFreed: ReadonlyArray<EventIntent>
   /** Set when the holding cannot be released at all; nothing of it is planned. */
   readonly error: ReleaseError | undefined
-  /**
-   * Set for what an operator asked to free (the release command): counted under trigger
-   * "operator", its Events say so. `force` (claim Operator only) frees what a pod that may still
-   * run holds.
-   */
-  readonly operator?: OperatorRelease | undefined
-}
-
-/** An operator's release. */
-export interface OperatorRelease {
-  readonly force: boolean
+  /** An operator's release (rule 9); `force` (claim Operator only) frees what a pod that may still run holds. */
+  readonly operator?: { readonly force: boolean } | undefined
 }
 
 /** One entry to remove, guarded by its podref and id, with the Event its removal writes. */
@@ -144,18 +119,14 @@ export interface OwnerPlan {
   readonly holding: Holding
   /** What its frees count under (for a pod that will never run again: why, as the re-check found it). */
   readonly trigger: FreeTrigger
-  /** "release": something to do; "kept": a live pod holds it all; "failed": not plannable; "nothing": held nothing. */
+  /** "kept": a live pod holds it all; "failed": not plannable; "nothing": held nothing. */
   readonly decision: "release" | "kept" | "failed" | "nothing"
   readonly entries: ReadonlyArray<PlannedEntry>
   readonly reservations: ReadonlyArray<HeldReservation>
-  /** What stays, and why. */
   readonly kept: ReadonlyArray<Kept>
 }
 
-/**
- * Something a plan keeps: in words, why, and which entry or reservation it is; `heldFor` names
- * the other live pod that lists its address (rule 0).
- */
+/** Something a plan keeps, and why; `heldFor` names the other live pod that lists its address (rule 0). */
 export type Kept = { readonly what: string; readonly why: string; readonly heldFor?: string } & (
   | { readonly entry: HeldEntry; readonly reservation?: undefined }
   | { readonly reservation: HeldReservation; readonly entry?: undefined }
@@ -171,7 +142,7 @@ export interface ReleasePlan {
 /** What the live re-check found: the pod now named by each re-checked podref (absent: no such pod). */
 export type LivePods = ReadonlyMap<string, PodProjection>
 
-/** What the planner judges with: the live pods, and the never-run-again rule on freshly read facts (nodes, the time). */
+/** What the planner judges with: the live pods, and the never-run-again rule on freshly read facts. */
 export interface LivenessFacts {
   readonly live: LivePods
   /** Absent: no pod is taken to never run again. */
@@ -182,38 +153,56 @@ export interface LivenessFacts {
 export const recheckTargets = (holdings: ReadonlyArray<Holding>): ReadonlyArray<Holding> =>
   holdings.filter((h) => h.error === undefined && (h.entries.length > 0 || h.reservations.length > 0))
 
-const keptAll = (holding: Holding, why: string): OwnerPlan => ({
-  holding,
-  trigger: holding.trigger,
-  decision: "kept",
-  entries: [],
-  reservations: [],
-  kept: [...holding.entries.map((e) => keptEntry(e, why)), ...holding.reservations.map((r) => keptReservation(r, why))]
-})
+const emptyPlan = (holding: Holding, decision: OwnerPlan["decision"], kept: ReadonlyArray<Kept> = []): OwnerPlan =>
+  ({ holding, trigger: holding.trigger, decision, entries: [], reservations: [], kept })
 
-/** What an operator's release adds to its Events: that it was one, and whether --force was what let it free. */
-const operatorNote = (holding: Holding, forced = false): string | undefined =>
-  holding.operator === undefined ? undefined : forced ? OPERATOR_FORCED_NOTE : OPERATOR_RELEASE_NOTE
+const keptAll = (holding: Holding, why: string): OwnerPlan =>
+  emptyPlan(holding, "kept", [...holding.entries.map((e) => keptEntry(e, why)), ...holding.reservations.map((r) => keptReservation(r, why))])
 
-/** Everything of a pod that will never run again (or is gone): each entry with its Event saying why. */
-const releaseAll = (holding: Holding, live: PodProjection | undefined, why: NeverRunsAgain | undefined, forced = false): OwnerPlan => {
+/** The reservations of entries that stay: an address kept must stay reserved. */
+const reservationsOf = (entries: ReadonlyArray<HeldEntry>): ReadonlySet<string> => new Set(entries.flatMap((e) => e.reservation ?? []))
+
+/**
+ * The plan that frees what the verdicts let go (a verdict is why something stays), each removed
+ * entry with its Event; `why` is the never-run-again finding that let it, `forced` an operator's --force.
+ */
+const planWith = (
+  holding: Holding,
+  live: PodProjection | undefined,
+  verdicts: { readonly entry: (e: HeldEntry) => string | undefined; readonly reservation: (r: HeldReservation) => string | undefined },
+  why?: NeverRunsAgain,
+  forced = false
+): OwnerPlan => {
   // A pod that exists is the one the Events are about (the holding may not know its uid).
-  const pod = holding.pod === undefined ? undefined : { ...holding.pod, uid: holding.pod.uid === "" ? (live?.uid ?? "") : holding.pod.uid }
-  const regarding = pod === undefined ? undefined : podObject(pod)
-  const note = operatorNote(holding, forced)
-  return {
-    holding,
-    trigger: why?.reason ?? holding.trigger,
-    decision: "release",
-    entries: holding.entries.map((held) => ({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held, why?.detail, note) })),
-    reservations: holding.reservations,
-    kept: []
+  const pod = holding.pod
+  const regarding = pod === undefined ? undefined : podObject({ ...pod, uid: pod.uid === "" ? (live?.uid ?? "") : pod.uid })
+  const note = holding.operator === undefined ? undefined : forced ? OPERATOR_FORCED_NOTE : OPERATOR_RELEASE_NOTE
+  const kept: Array<Kept> = []
+  const entries: Array<PlannedEntry> = []
+  for (const held of holding.entries) {
+    const verdict = verdicts.entry(held)
+    if (verdict !== undefined) kept.push(keptEntry(held, verdict))
+    else entries.push({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held, why?.detail, note) })
   }
+  const stays = reservationsOf(holding.entries.filter((h) => !entries.some((p) => p.held === h)))
+  const reservations: Array<HeldReservation> = []
+  for (const r of holding.reservations) {
+    const verdict = stays.has(r.name) ? "its address stays allocated" : verdicts.reservation(r)
+    if (verdict !== undefined) kept.push(keptReservation(r, verdict))
+    else reservations.push(r)
+  }
+  return { holding, trigger: why?.reason ?? holding.trigger, decision: entries.length + reservations.length > 0 ? "release" : "kept", entries, reservations, kept }
 }
+
+const FREE_ALL = { entry: () => undefined, reservation: () => undefined }
+
+/** Everything of a pod that will never run again (or is gone); forced: an operator's --force. */
+const releaseAll = (holding: Holding, live: PodProjection | undefined, why?: NeverRunsAgain, forced = false): OwnerPlan =>
+  planWith(holding, live, FREE_ALL, why, forced)
 
 /** A pod seen to never run again: freed only if the live pod is that incarnation and still never runs again. */
 const planNeverRunsAgain = (holding: Holding, live: PodProjection | undefined, facts: LivenessFacts): OwnerPlan => {
-  if (live === undefined) return releaseAll(holding, live, undefined)
+  if (live === undefined) return releaseAll(holding, live)
   if (live.uid !== holding.pod?.uid) return keptAll(holding, `pod ${holding.podref} exists again (uid ${live.uid}) and holds these addresses`)
   const why = facts.neverRunsAgain?.(live)
   return why === undefined ? keptAll(holding, `pod ${holding.podref} may run again`) : releaseAll(holding, live, why)
@@ -221,49 +210,26 @@ const planNeverRunsAgain = (holding: Holding, live: PodProjection | undefined, f
 
 /** Named by an operator: free while no pod of the name exists or the one there never runs again; forced, whatever the pod. */
 const planOperator = (holding: Holding, live: PodProjection | undefined, facts: LivenessFacts): OwnerPlan => {
-  if (live === undefined) return releaseAll(holding, live, undefined)
+  if (live === undefined) return releaseAll(holding, live)
   const why = facts.neverRunsAgain?.(live)
   if (why !== undefined) return releaseAll(holding, live, why)
   if (holding.operator?.force === true) return releaseAll(holding, live, undefined, true)
   return keptAll(holding, `pod ${holding.podref} exists (uid ${live.uid}) and may run: refused (--force frees it anyway)`)
 }
 
-const planOwner = (holding: Holding, live: PodProjection | undefined, facts: LivenessFacts): OwnerPlan => {
-  const plan = planByClaim(holding, live, facts)
-  // An operator's release counts under its own trigger, whatever the rule that let it free.
-  return holding.operator === undefined ? plan : { ...plan, trigger: "operator" }
-}
-
 const planByClaim = (holding: Holding, live: PodProjection | undefined, facts: LivenessFacts): OwnerPlan => {
-  if (holding.error !== undefined) return { holding, trigger: holding.trigger, decision: "failed", entries: [], reservations: [], kept: [] }
-  if (holding.entries.length === 0 && holding.reservations.length === 0) return { holding, trigger: holding.trigger, decision: "nothing", entries: [], reservations: [], kept: [] }
+  if (holding.error !== undefined) return emptyPlan(holding, "failed")
+  if (holding.entries.length === 0 && holding.reservations.length === 0) return emptyPlan(holding, "nothing")
   if (holding.claim === "Deleted" && live !== undefined) return keptAll(holding, `pod ${holding.podref} exists again${live.uid === "" ? "" : ` (uid ${live.uid})`} and holds these addresses`)
   if (holding.claim === "NeverRunsAgain") return planNeverRunsAgain(holding, live, facts)
   if (holding.claim === "Operator") return planOperator(holding, live, facts)
-  const kept: Array<Kept> = []
-  const pod = holding.pod
-  const regarding = pod === undefined ? undefined : podObject({ ...pod, uid: pod.uid === "" ? (live?.uid ?? "") : pod.uid })
-  const entries: Array<PlannedEntry> = []
-  for (const held of holding.entries) {
-    const verdict = entryVerdict(live, held.entry.ip, held.entry.ifname)
-    if (verdict !== undefined) kept.push(keptEntry(held, verdict))
-    else entries.push({ owner: holding.podref, held, event: regarding === undefined ? undefined : gcEvent(regarding, held, undefined, operatorNote(holding)) })
-  }
-  // A reservation stays with its entry: an address kept must stay reserved.
-  const keptNames = new Set(holding.entries.filter((h) => !entries.some((p) => p.held === h)).flatMap((h) => h.reservation ?? []))
-  const reservations: Array<HeldReservation> = []
-  for (const r of holding.reservations) {
-    const verdict = keptNames.has(r.name) ? "its address stays allocated" : reservationVerdict(live, r)
-    if (verdict !== undefined) kept.push(keptReservation(r, verdict))
-    else reservations.push(r)
-  }
-  return { holding, trigger: holding.trigger, decision: entries.length + reservations.length > 0 ? "release" : "kept", entries, reservations, kept }
+  return planWith(holding, live, {
+    entry: (held) => entryVerdict(live, held.entry.ip, held.entry.ifname),
+    reservation: (r) => reservationVerdict(live, r)
+  })
 }
 
-/**
- * Upstream's Normal Event; for a pod that still exists, why its address went, and for an
- * operator's release that it was one (existing greps still match).
- */
+/** Upstream's Normal Event; for a pod that still exists why its address went, for an operator's release that it was one. */
 const gcEvent = (regarding: EventIntent["regarding"], held: HeldEntry, detail: string | undefined, note: string | undefined): EventIntent => {
   const notes = [detail, note].filter((n) => n !== undefined)
   return {
@@ -282,7 +248,7 @@ const heldFor = (claimants: ReadonlyArray<string> | undefined, ips: ReadonlyArra
   const ended = (pod: PodProjection) => facts.neverRunsAgain?.(pod) !== undefined
   for (const ref of claimants ?? []) {
     const pod = facts.live.get(ref)
-    const ip = ips.find((a) => stillClaims(pod, a, (p, x) => podHoldsIP(p, x, undefined), ended))
+    const ip = ips.find((a) => stillClaims(pod, a, ended))
     if (pod !== undefined && ip !== undefined) return { pod, ip }
   }
   return undefined
@@ -294,12 +260,6 @@ const keptFor = (k: Kept, by: { readonly pod: PodProjection; readonly ip: IPAddr
   heldFor: podRef(by.pod)
 })
 
-/** The addresses a reservation may stand for: its own, that of the entry it guards, else every reading of its name. */
-const reservationIPs = (r: HeldReservation, plan: OwnerPlan): ReadonlyArray<IPAddress> => {
-  const ip = r.ip ?? plan.holding.entries.find((e) => e.reservation === r.name)?.entry.ip
-  return ip !== undefined ? [ip] : parseReservationName(r.name).map((c) => c.ip)
-}
-
 /** Rule 0 over a plan: what another live pod lists stays, with the reservation of its address. */
 const keepForOthers = (plan: OwnerPlan, facts: LivenessFacts): OwnerPlan => {
   if (plan.decision !== "release" || plan.holding.operator?.force === true) return plan
@@ -309,30 +269,32 @@ const keepForOthers = (plan: OwnerPlan, facts: LivenessFacts): OwnerPlan => {
     if (by !== undefined) kept.push(keptFor(keptEntry(p.held, ""), by))
     return by === undefined
   })
-  const keptNames = new Set(plan.entries.filter((p) => !entries.includes(p)).flatMap((p) => p.held.reservation ?? []))
+  const stays = reservationsOf(plan.entries.filter((p) => !entries.includes(p)).map((p) => p.held))
   const reservations = plan.reservations.filter((r) => {
-    const by = heldFor(r.claimants, reservationIPs(r, plan), facts)
+    const by = heldFor(r.claimants, reservationIPs(r.name, heldReservationIP(r, plan.holding.entries)), facts)
     if (by !== undefined) kept.push(keptFor(keptReservation(r, ""), by))
-    else if (keptNames.has(r.name)) kept.push(keptReservation(r, "its address stays allocated"))
-    return by === undefined && !keptNames.has(r.name)
+    else if (stays.has(r.name)) kept.push(keptReservation(r, "its address stays allocated"))
+    return by === undefined && !stays.has(r.name)
   })
   if (kept.length === plan.kept.length) return plan
   return { ...plan, decision: entries.length + reservations.length > 0 ? "release" : "kept", entries, reservations, kept }
 }
 
-/** Plans the release of every holding against what the live re-check found. */
+/** Plans the release of every holding against what the live re-check found; an operator's counts under trigger "operator". */
 export const planRelease = (holdings: ReadonlyArray<Holding>, facts: LivenessFacts): ReleasePlan => ({
-  owners: holdings.map((h) => keepForOthers(planOwner(h, facts.live.get(h.podref), facts), facts))
+  owners: holdings.map((h) => {
+    const plan = planByClaim(h, facts.live.get(h.podref), facts)
+    return keepForOthers(h.operator === undefined ? plan : { ...plan, trigger: "operator" }, facts)
+  })
 })
 
 /** The plan's entries per pool (one guarded patch each), in the order pools first appear. */
 export const entriesByPool = (entries: Iterable<PlannedEntry>): ReadonlyMap<string, ReadonlyArray<PlannedEntry>> => Map.groupBy(entries, (e) => e.held.pool)
 
-/** An address the executor freed. */
+/** An address the executor freed; `network` is what its Event names. */
 export interface FreedIP {
   readonly ip: string
   readonly pool: string
-  /** What the Event names: the NAD's name, or the pool's network when no NAD maps to the pool. */
   readonly network: string
 }
 
@@ -344,7 +306,6 @@ export type Outcome = Data.TaggedEnum<{
   PartlyFreed: { readonly freed: ReadonlyArray<FreedIP>; readonly reservations: number; readonly error: ReleaseError }
   /** A live pod holds it. */
   Kept: { readonly why: string }
-  /** Nothing freed. */
   Failed: { readonly error: ReleaseError }
 }>
 export const Outcome = Data.taggedEnum<Outcome>()
@@ -358,10 +319,9 @@ export type NextStep =
   | { readonly _tag: "Drop"; readonly error: ReleaseError }
 
 /**
- * Done, or retried while attempts remain (a retryable error), or given up (retries spent), or
- * dropped (bad input: retrying cannot help until the object changes). A deleted pod freed of all
- * the snapshot showed, but attached to a network where it showed none of its entries (`unseen`:
- * CNI DEL freed them, or the pool cache lagged behind), is looked at once more later.
+ * Done, retried while attempts remain (a retryable error), given up (retries spent), or dropped
+ * (bad input: retrying cannot help until the object changes). A deleted pod freed of all the
+ * snapshot showed but `unseen` on a network (holdings.ts) is looked at once more later.
  */
 export const nextStep = (outcome: Outcome, attempt: number, maxAttempts: number, unseen = false): NextStep => {
   if (outcome._tag === "Freed") return unseen ? { _tag: "LookAgain" } : { _tag: "Forget" }

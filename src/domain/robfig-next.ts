@@ -18,15 +18,7 @@ const HOUR = 3_600_000
 
 const floorMod = (a: number, b: number): number => ((a % b) + b) % b
 
-interface Wall {
-  readonly year: number
-  readonly month: number
-  readonly day: number
-  readonly hour: number
-  readonly minute: number
-  readonly second: number
-  readonly weekday: number
-}
+type Wall = Readonly<Record<"year" | "month" | "day" | "hour" | "minute" | "second" | "weekday", number>>
 
 const wallAt = (zone: DateTime.TimeZone, millis: number): Wall => {
   const p = DateTime.toParts(DateTime.unsafeMakeZoned(millis, { timeZone: zone }))

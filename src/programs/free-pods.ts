@@ -82,7 +82,7 @@ const readLivePools = (names: ReadonlySet<string>) =>
 const holdingsOf = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot) =>
   Effect.gen(function* () {
     const found = [...findAll(batch, snapshot).values()]
-    const reads = new Set(found.flatMap(({ findings: f }) => (f.error === undefined ? [...f.liveReads.keys()] : [])))
+    const reads = new Set(found.flatMap(({ findings: f }) => [...f.liveReads.keys()]))
     const { pools, errors } = yield* readLivePools(reads)
     const holdings = found.map(({ findings: f, candidate }): Holding => {
       const failedRead = [...f.liveReads.keys()].map((name) => errors.get(name)).find((e) => e !== undefined)

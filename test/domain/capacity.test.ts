@@ -5,20 +5,23 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either, FastCheck as fc } from "effect"
 import { assignIP } from "../../src/testing/allocate.ts"
-import {
-  allocatableIntervals,
-  capacityToNumber,
-  countWithin,
-  poolCapacity,
-  poolIntervals,
-  rangeCapacity,
-  sliceCapacity,
-  sliceRange
-} from "../../src/domain/capacity.ts"
+import { allocatableIntervals, capacityToNumber, countWithin, intervalsSize, poolIntervals, sliceRange } from "../../src/domain/capacity.ts"
 import { type Cidr, type Family, type IPAddress, bitsOf, formatCidr, formatIP, toNetworkForm, usableRange } from "../../src/domain/ip.ts"
 import { type IpRange, decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import type { IPAllocation } from "../../src/domain/pool.ts"
 import { cidr, ip, ipRange, right, show } from "./helpers.ts"
+
+/** Distinct addresses the plugin can hand out from one range. */
+const rangeCapacity = (range: IpRange): bigint => intervalsSize(allocatableIntervals(range))
+
+/** Distinct addresses of one IPPool that any of its ranges may hand out (the union, each address once). */
+const poolCapacity = (ranges: ReadonlyArray<IpRange>): bigint => intervalsSize(poolIntervals(ranges))
+
+/** Addresses the plugin can hand out from a node slice of `range`'s network. */
+const sliceCapacity = (range: IpRange, slice: Cidr): bigint => {
+  const r = sliceRange(range, slice)
+  return r === undefined ? 0n : rangeCapacity(r)
+}
 
 /** Intervals as readable text. */
 const view = (intervals: ReturnType<typeof allocatableIntervals>) =>

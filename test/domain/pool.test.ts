@@ -1,16 +1,32 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
-import { formatIP, toNetworkForm } from "../../src/domain/ip.ts"
+import { type Cidr, type IPAddress, cidrAddress, formatIP, offsetOf, toNetworkForm } from "../../src/domain/ip.ts"
 import {
+  type IPAllocation,
   normalizeRange,
   parsePool,
   parseReservationName,
   poolName,
   poolNetworkName,
-  reservationName,
-  toAllocations
+  reservationName
 } from "../../src/domain/pool.ts"
 import { anyIP, cidr, ip, ipv4Value, ipv6Value } from "./helpers.ts"
+
+/** The reverse of parsePool: an allocation map keyed by decimal offset; IPs below the range's address are rejected. */
+const toAllocations = <R extends { readonly ip: IPAddress; readonly id: string; readonly podref: string; readonly ifname?: string | undefined }>(
+  cidr: Cidr,
+  reservations: ReadonlyArray<R>
+): { readonly allocations: Record<string, IPAllocation>; readonly rejected: ReadonlyArray<R> } => {
+  const base = cidrAddress(cidr)
+  const allocations: Record<string, IPAllocation> = {}
+  const rejected: Array<R> = []
+  for (const r of reservations) {
+    const offset = offsetOf(base, r.ip)
+    if (offset === undefined) rejected.push(r)
+    else allocations[offset.toString()] = r.ifname === undefined ? { id: r.id, podref: r.podref } : { id: r.id, podref: r.podref, ifname: r.ifname }
+  }
+  return { allocations, rejected }
+}
 
 const pool = (range: string, allocations: Record<string, unknown>, name = normalizeRange(range)) =>
   parsePool({ metadata: { name }, spec: { range, allocations } })
