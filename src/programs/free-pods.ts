@@ -87,7 +87,7 @@ const holdingsOf = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot) =>
     const holdings = found.map(({ findings: f, candidate }): Holding => {
       const failedRead = [...f.liveReads.keys()].map((name) => errors.get(name)).find((e) => e !== undefined)
       const holding = deletedPodHolding(f, pools, snapshot, claimOf(candidate))
-      return failedRead === undefined || holding.error !== undefined ? holding : { ...holding, error: apiError(f.ref, failedRead) }
+      return failedRead === undefined ? holding : { ...holding, error: apiError(f.ref, failedRead) }
     })
     return { holdings, unseen: new Map(found.map(({ findings: f }) => [f.ref, unseenAfterReads(f, pools)])) }
   })
