@@ -36,8 +36,6 @@ export interface Proc {
   /** Resolves once /readyz answers 200 (caches synced). */
   readonly ready: (timeoutMs?: number) => Promise<void>
   readonly scrape: () => Promise<ReadonlyArray<Sample>>
-  /** The whole /metrics text, runtime metrics included. */
-  readonly metricsText: () => Promise<string>
   /** VmRSS and VmHWM in bytes. */
   readonly memory: () => { readonly rss: number; readonly hwm: number }
   readonly stop: () => Promise<void>
@@ -135,7 +133,6 @@ export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> 
       }
     },
     scrape: async () => parseProm((await get(`http://127.0.0.1:${metricsPort}/metrics`)).body, (n) => n.startsWith("whereabouts_controller_")),
-    metricsText: async () => (await get(`http://127.0.0.1:${metricsPort}/metrics`)).body,
     memory: () => status(pid),
     stop: async () => {
       if (exited) return

@@ -354,11 +354,3 @@ export const deleteAll = (pods: ReadonlyArray<{ readonly namespace: string; read
     )
     return { firstIssued: issued[0] ?? performance.now(), lastReturned: performance.now() }
   })
-
-export const exists = (namespace: string, name: string) =>
-  Effect.flatMap(KubeApi, (api) =>
-    api.get(R.Pods, namespace, name).pipe(
-      Effect.as(true),
-      Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(false))
-    )
-  )

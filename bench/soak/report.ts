@@ -5,8 +5,7 @@
  * Markdown and JSON in the output directory; the same figures as rows for BENCHMARKS.md.
  */
 import { percentiles, type Percentiles } from "../lib/stats.ts"
-import type { Row, Section } from "../lib/results.ts"
-import { table } from "../lib/results.ts"
+import { type Row, table } from "../lib/results.ts"
 import { clock } from "./history.ts"
 import type { Violation } from "./checker.ts"
 import type { FaultRecord } from "./faults.ts"
@@ -209,7 +208,6 @@ export const violationList = (vs: ReadonlyArray<Pick<Violation, "kind" | "summar
         `Each with the history of the objects involved: ${fullReport}.`
       ].join("\n\n")
 
-/** Rows for BENCHMARKS.md: the issue's targets and what this run measured. */
 export interface RssFits {
   /** Every sample after warm-up. */
   readonly all: Fit | undefined
@@ -218,29 +216,22 @@ export interface RssFits {
   readonly windowMs: number
 }
 
-export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReadonlyArray<readonly [string, RssFits]>): ReadonlyArray<Row> => [
-  { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },
-  { scenario, metric: `p99 delete → free outside fault windows (n = ${l.outside.n})`, ours: `${f(l.outside.p99)} s`, baseline: "–", ratio: "–", target: "≤ 2 s", met: l.outside.n === 0 ? "–" : l.outside.p99 <= 2 ? "yes" : "no" },
-  { scenario, metric: `p99 delete → free inside fault windows (n = ${l.inside.n})`, ours: `${f(l.inside.p99)} s`, baseline: "–", ratio: "–", target: "–", met: "–" },
-  ...rssRows(scenario, fits)
-]
-
 /** Each identity's fits, the floor's window being `windowMs` (the mass deletions' period). */
-export const rssFits = (
-  samples: ReadonlyArray<ProcSample>,
-  generations: ReadonlyArray<Generation>,
-  identities: ReadonlyArray<string>,
-  warmupMs: number,
-  windowMs: number
-): ReadonlyArray<readonly [string, RssFits]> =>
+export const rssFits = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identities: ReadonlyArray<string>, warmupMs: number, windowMs: number) =>
   identities.map((id) => [id, { all: rssFit(samples, generations, id, warmupMs), floor: rssFloorFit(samples, generations, id, warmupMs, windowMs), windowMs }] as const)
 
 /** Floors spanning less than this (all processes together) say too little about an hourly rate to judge the target on. */
 export const MIN_FLOOR_MINUTES = 30
 
-/** The RSS rows of targetRows: per replica the floor's fit (judged, given MIN_FLOOR_MINUTES of it) and the fit over every sample. */
-export const rssRows = (scenario: string, fits: ReadonlyArray<readonly [string, RssFits]>): ReadonlyArray<Row> =>
-  fits.map(([who, { all, floor, windowMs }]): Row => ({
+/**
+ * Rows for BENCHMARKS.md: the issue's targets and what this run measured; per replica the RSS
+ * floor's fit (judged, given MIN_FLOOR_MINUTES of it) and the fit over every sample.
+ */
+export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReadonlyArray<readonly [string, RssFits]>): ReadonlyArray<Row> => [
+  { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },
+  { scenario, metric: `p99 delete → free outside fault windows (n = ${l.outside.n})`, ours: `${f(l.outside.p99)} s`, baseline: "–", ratio: "–", target: "≤ 2 s", met: l.outside.n === 0 ? "–" : l.outside.p99 <= 2 ? "yes" : "no" },
+  { scenario, metric: `p99 delete → free inside fault windows (n = ${l.inside.n})`, ours: `${f(l.inside.p99)} s`, baseline: "–", ratio: "–", target: "–", met: "–" },
+  ...fits.map(([who, { all, floor, windowMs }]): Row => ({
     scenario,
     metric: `RSS growth after warm-up, ${who}: the floor (lowest of each ${f(windowMs / 60_000, 0)} min${floor === undefined ? "" : `, ${floor.samples} points over ${f(floor.minutes, 0)} min`}) / every sample${all === undefined ? "" : ` (${all.samples} samples, ${f(all.minutes, 0)} min)`}`,
     ours: `${floor === undefined ? "–" : `${f(floor.slope, 1)} MiB/h`} / ${all === undefined ? "–" : `${f(all.slope, 1)} MiB/h`}`,
@@ -249,5 +240,4 @@ export const rssRows = (scenario: string, fits: ReadonlyArray<readonly [string, 
     target: "≤ 5 MiB/h (the floor)",
     met: floor === undefined || floor.minutes < MIN_FLOOR_MINUTES ? "–" : floor.slope <= 5 ? "yes" : "no"
   }))
-
-export type { Section }
+]
