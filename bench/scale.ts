@@ -19,13 +19,13 @@ import { setTimeout as sleep } from "node:timers/promises"
 import { Effect } from "effect"
 import { bundle } from "../scripts/build.ts"
 import { adminRequest } from "../test/live/cluster.ts"
-import { type BenchPlane, cpuSeconds, etcdVersion, planePids, startBenchPlane } from "./lib/controlplane.ts"
+import { type BenchPlane, cpuSeconds, etcdVersion, planePids, rssOf, startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
 import { apiserverRequests, driverLayer, runOver } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { makePhases } from "./lib/phases.ts"
-import { type Proc, spawnContender } from "./lib/proc.ts"
+import { spawnContender, waitMetric } from "./lib/proc.ts"
 import { delta, type Sample, sum } from "./lib/prom.ts"
 import { machine, readResults, writeResults } from "./lib/results.ts"
 import { regenerate } from "./lib/report.ts"
@@ -44,10 +44,8 @@ const COMMAND = (pods: string | undefined) => `npm run bench:scale${pods === und
 if (argv.includes("--render")) {
   const r = readResults("scale")
   if (r === undefined) throw new Error("bench/results/scale.json is missing")
-  // Runs from before the heap was read from the controller's log get it now, while the log is there.
-  const scales = (r.data["scales"] as ReadonlyArray<ScaleRun>).map((x) => (x.heap === undefined && fs.existsSync(x.logFile) ? { ...x, heap: heapReadings(fs.readFileSync(x.logFile, "utf8")) } : x))
-  const { rows, sections } = renderScale(scales, r.data["limitMi"] as number)
-  writeResults({ ...r, rows, sections: [...r.sections.filter((s) => s.title === "Conditions of this run"), ...sections], data: { ...r.data, scales } })
+  const { rows, sections } = renderScale(r.data["scales"] as ReadonlyArray<ScaleRun>, r.data["limitMi"] as number)
+  writeResults({ ...r, rows, sections: [...r.sections.filter((s) => s.title === "Conditions of this run"), ...sections] })
   regenerate(["scale"])
   process.exit(0)
 }
@@ -78,14 +76,6 @@ const run = runOver(driverLayer(plane))
 const pids = planePids(plane)
 
 const MiB = 2 ** 20
-const vmRss = (pid: number | undefined): number => {
-  if (pid === undefined) return Number.NaN
-  try {
-    return Number(/^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN) * 1024
-  } catch {
-    return Number.NaN
-  }
-}
 
 /** apiserver_request_total between two scrapes, "VERB resource scope" (code summed). */
 const serverByScope = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>) => delta(before, after, "apiserver_request_total", ["verb", "resource", "scope"])
@@ -106,18 +96,6 @@ const deleteCollection = (pods: ReadonlyArray<StartedPod>) =>
     },
     catch: (e) => (e instanceof Error ? e : new Error(String(e)))
   })
-
-/** Polls the controller's metrics until `cond` holds; fails as soon as its process is gone. */
-const waitAlive = async (p: Proc, cond: (s: ReadonlyArray<Sample>) => boolean, timeoutMs: number) => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    if (!fs.existsSync(`/proc/${p.pid}/status`)) throw new Error(`the controller exited\n${p.tail(8)}`)
-    const s = await p.scrape().catch(() => undefined)
-    if (s !== undefined && cond(s)) return
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s`)
-    await sleep(100)
-  }
-}
 
 /** World facts of a layout: pools and allocations as its pods name them. */
 const worldFacts = (layout: WorldLayout) => {
@@ -165,7 +143,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     await p.ready(900_000)
     const readyMs = performance.now() - t0
     stage = "the start-up sweep"
-    await waitAlive(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, 900_000)
+    await waitMetric(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "the start-up sweep", 900_000, 100)
     const sweptMs = performance.now() - t0
     const sweeps = sum(await p.scrape(), "whereabouts_controller_sweeps_total", { result: "success" })
     log(`  ready after ${fmt(readyMs / 1000)} s, start-up sweep done ${fmt((sweptMs - readyMs) / 1000)} s later (${sweeps} successful); RSS ${fmt(p.memory().rss / MiB)} MiB, peak ${fmt(p.memory().hwm / MiB)} MiB`)
@@ -179,7 +157,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     const m1 = await p.scrape()
     const i1 = await apiserverRequests(plane)
     const steady = p.memory()
-    const planeRss = { apiserver: vmRss(pids.apiserver), etcd: vmRss(pids.etcd) }
+    const planeRss = { apiserver: rssOf(pids.apiserver), etcd: rssOf(pids.etcd) }
     log(`  steady RSS ${fmt(steady.rss / MiB)} MiB after ${S.idleS} s idle (${fmt((idleCpu * 1000) / S.idleS)} millicores); kube-apiserver ${fmt(planeRss.apiserver / MiB)} MiB, etcd ${fmt(planeRss.etcd / MiB)} MiB`)
 
     stage = "the scenarios"

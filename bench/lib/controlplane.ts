@@ -8,13 +8,10 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { type ControlPlane, DIR_PREFIX, adminRequest, installCrds, reapOrphans, startControlPlane } from "../../test/live/cluster.ts"
-
 import { ROOT } from "./paths.ts"
 
-export { ROOT }
-
 /** The assets dir (kube-apiserver, etcd); may build them (minutes, once) when not cached. */
-export const envtestAssets = (): string => {
+const envtestAssets = (): string => {
   const out = execFileSync("bash", [path.join(ROOT, "scripts/envtest-assets.sh")], {
     cwd: ROOT,
     encoding: "utf8",
@@ -32,16 +29,12 @@ export interface BenchPlane extends ControlPlane {
   readonly metrics: () => Promise<string>
 }
 
-export interface BenchPlaneOptions {
-  /**
-   * etcd's --quota-backend-bytes (its default, 2 GiB, is too small for 150k realistic pods and the
-   * revisions their status writes leave until the API server compacts them).
-   */
-  readonly etcdQuotaBytes?: number
-}
-
-/** Starts etcd + kube-apiserver on loopback and installs the project's CRDs. */
-export const startBenchPlane = async (options: BenchPlaneOptions = {}): Promise<BenchPlane> => {
+/**
+ * Starts etcd + kube-apiserver on loopback and installs the project's CRDs. `etcdQuotaBytes`:
+ * etcd's --quota-backend-bytes (its default, 2 GiB, is too small for 150k realistic pods and the
+ * revisions their status writes leave until the API server compacts them).
+ */
+export const startBenchPlane = async (options: { readonly etcdQuotaBytes?: number } = {}): Promise<BenchPlane> => {
   const assets = envtestAssets()
   reapOrphans()
   // etcd takes every flag from an ETCD_<FLAG> variable too, and the harness starts it with this
@@ -71,12 +64,29 @@ export const startBenchPlane = async (options: BenchPlaneOptions = {}): Promise<
   }
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc. */
-export const cpuSeconds = (pid: number): number => {
+/** CPU seconds (user + system) a process has used so far, from /proc; NaN for none or one that is gone. */
+export const cpuSeconds = (pid: number | undefined): number => {
+  if (pid === undefined) return Number.NaN
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
     return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** VmRSS and VmHWM of a process in bytes, from /proc (throws once it is gone). */
+export const procMemory = (pid: number): { readonly rss: number; readonly hwm: number } => {
+  const text = fs.readFileSync(`/proc/${pid}/status`, "utf8")
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? Number.NaN) * 1024
+  return { rss: kb("VmRSS"), hwm: kb("VmHWM") }
+}
+
+/** VmRSS in bytes; NaN for no process or one that is gone. */
+export const rssOf = (pid: number | undefined): number => {
+  try {
+    return pid === undefined ? Number.NaN : procMemory(pid).rss
   } catch {
     return Number.NaN
   }

@@ -80,9 +80,9 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
         return { kind, proc, scrape: Effect.promise(() => proc.scrape()) } satisfies Contender
       }),
     cpu: (c) => ({
-      "kube-apiserver": pids.apiserver === undefined ? Number.NaN : cpuSeconds(pids.apiserver),
-      etcd: pids.etcd === undefined ? Number.NaN : cpuSeconds(pids.etcd),
-      contender: c === undefined ? Number.NaN : cpuSeconds(c.proc.pid),
+      "kube-apiserver": cpuSeconds(pids.apiserver),
+      etcd: cpuSeconds(pids.etcd),
+      contender: cpuSeconds(c?.proc.pid),
       "bench driver": benchCpu(),
       "stolen by the hypervisor": stolenSeconds()
     })

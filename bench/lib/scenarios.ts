@@ -43,6 +43,13 @@ export const count = (calls: Record<string, number>, verb: string, resource: str
     })
     .reduce((a, [, n]) => a + n, 0)
 
+/** All requests of a count, and its writes. */
+export const total = (calls: Record<string, number>): number => Object.values(calls).reduce((a, n) => a + n, 0)
+export const writes = (calls: Record<string, number>): number =>
+  Object.entries(calls)
+    .filter(([k]) => ["create", "patch", "delete", "replace"].includes(k.split(" ")[0]!))
+    .reduce((a, [, n]) => a + n, 0)
+
 /** apiserver_request_total of everything but the benchmark's own pod deletions, watches and non-resource paths. */
 export const serverCallsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
   const all = delta(before, after, "apiserver_request_total", ["verb", "resource", "code"])
@@ -217,7 +224,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const c = yield* env.start(kind, o.limits, o.label, o.config)
         const startMs = performance.now() - t1
         const tracker = yield* makeTracker()
-        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods * perPod, "the tracker sees every allocation", 60_000)
+        yield* tracker.allHeld(refs, o.pods * perPod)
         const m0 = yield* c.scrape
         const s0 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu0 = env.cpu(c)
@@ -226,13 +233,8 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
         const del = yield* (o.deleteWith === undefined ? deleteAll(started) : o.deleteWith(started))
         const timeoutMs = o.timeoutMs ?? 600_000
-        const freed = yield* Effect.either(
-          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", timeoutMs)
-        )
-        const last = (at: (r: string) => number | undefined) => (Either.isLeft(freed) ? Number.NaN : Math.max(...refs.map((r) => at(r) ?? del.lastReturned)) - del.lastReturned)
-        const poolFreedMs = last(tracker.poolFreedAt)
-        const reservationsFreedMs = last(tracker.reservationsFreedAt)
-        const reconciledAt = yield* waitMetricAt(c, WRITTEN, { result: "written" }, sum(m0, WRITTEN, { result: "written" }) + o.pods * perPod, Either.isLeft(freed) ? 1 : 120_000)
+        const freed = yield* tracker.allFreed(refs, timeoutMs, del.lastReturned)
+        const reconciledAt = yield* waitMetricAt(c, WRITTEN, { result: "written" }, sum(m0, WRITTEN, { result: "written" }) + o.pods * perPod, Number.isNaN(freed.pool) ? 1 : 120_000)
         const alloc = allocator === undefined ? undefined : yield* allocator.stop
         // Let the last writes (the allocator's, the contender's Events) land before counting.
         yield* Effect.sleep("500 millis")
@@ -253,8 +255,8 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
           setupMs,
           startMs,
           deleteWindowMs: del.lastReturned - del.firstIssued,
-          poolFreedMs,
-          reservationsFreedMs,
+          poolFreedMs: freed.pool,
+          reservationsFreedMs: freed.reservations,
           timeoutMs,
           reconciledMs: reconciledAt - del.lastReturned,
           calls: callsBetween(m0, m1),
@@ -393,13 +395,11 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         const c = yield* env.start(kind, o.limits, o.label)
         const tracker = yield* makeTracker()
         const refs = started.map((p) => `${p.namespace}/${p.name}`)
-        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods * perPod, "the tracker sees every allocation", 60_000)
+        yield* tracker.allHeld(refs, o.pods * perPod)
         const m0 = yield* c.scrape
         const cpu0 = env.cpu(c)
         const { issued, lag, answered } = yield* deleteAtRate(started, o.rate)
-        yield* Effect.either(
-          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", o.timeoutMs ?? 600_000)
-        )
+        yield* tracker.allFreed(refs, o.timeoutMs ?? 600_000)
         const m1 = yield* c.scrape
         const cpu = cpuDelta(cpu0, env.cpu(c))
         const poolLat: Array<number> = []
@@ -552,7 +552,7 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const tracker = yield* makeTracker()
-        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods, "the tracker sees every allocation", 60_000)
+        yield* tracker.allHeld(refs, o.pods)
         for (const [r, ns_] of [[R.Pods, undefined], [R.IPPools, POOL_NAMESPACE]] as const) {
           yield* Effect.forkScoped(Effect.ignore(Stream.runDrain(api.watch(r, ns_, { resourceVersion: "0" }))))
         }
@@ -598,9 +598,7 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
             )
           })
         const { t0, issued } = yield* deleteAtRate(started, o.rate, (p) => follow(p.namespace, p.name))
-        yield* Effect.either(
-          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", 120_000)
-        )
+        yield* tracker.allFreed(refs, 120_000)
         const cpu = cpuDelta(cpu0, env.cpu())
         const freed = [...refs.keys()].filter((i) => tracker.poolFreedAt(refs[i]!) !== undefined)
         const timed = freed.map((i) => ({ atMs: issued[i]! - t0, ms: tracker.poolFreedAt(refs[i]!)! - issued[i]! }))

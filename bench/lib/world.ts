@@ -194,10 +194,15 @@ export interface Tracker {
   readonly poolFreedAt: (ref: string) => number | undefined
   readonly reservationsOf: (ref: string) => number
   readonly reservationsFreedAt: (ref: string) => number | undefined
-  readonly heldTotal: (refs: ReadonlyArray<string>) => number
-  readonly reservationsTotal: (refs: ReadonlyArray<string>) => number
   /** Resolves when `cond` holds (checked after each watch event and every 50 ms), or fails after the timeout. */
   readonly until: (cond: () => boolean, what: string, timeoutMs: number) => Effect.Effect<void, Error>
+  /** Resolves once `n` pool entries of `refs` are seen (fails after a minute). */
+  readonly allHeld: (refs: ReadonlyArray<string>, n: number) => Effect.Effect<void, Error>
+  /**
+   * Waits until no pool entry or reservation of `refs` is left, at most `timeoutMs`; then how long
+   * after `since` the last entry and the last reservation went (NaN: not all within the timeout).
+   */
+  readonly allFreed: (refs: ReadonlyArray<string>, timeoutMs: number, since?: number) => Effect.Effect<{ readonly pool: number; readonly reservations: number }>
 }
 
 /**
@@ -287,14 +292,19 @@ export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Sco
           wake = undefined
         })
       })
+    const total = (m: Map<string, number>, refs: ReadonlyArray<string>) => refs.reduce((a, r) => a + (m.get(r) ?? 0), 0)
     return {
       held: (ref) => held.get(ref) ?? 0,
       poolFreedAt: (ref) => poolFreed.get(ref),
       reservationsOf: (ref) => resHeld.get(ref) ?? 0,
       reservationsFreedAt: (ref) => resFreed.get(ref),
-      heldTotal: (refs) => refs.reduce((a, r) => a + (held.get(r) ?? 0), 0),
-      reservationsTotal: (refs) => refs.reduce((a, r) => a + (resHeld.get(r) ?? 0), 0),
-      until
+      until,
+      allHeld: (refs, n) => until(() => total(held, refs) === n, "the tracker sees every allocation", 60_000),
+      allFreed: (refs, timeoutMs, since = 0) =>
+        Effect.map(Effect.either(until(() => total(held, refs) === 0 && total(resHeld, refs) === 0, "every address of the deleted pods is free", timeoutMs)), (done) => {
+          const last = (at: Map<string, number>) => (Either.isLeft(done) ? Number.NaN : Math.max(...refs.map((r) => at.get(r) ?? since)) - since)
+          return { pool: last(poolFreed), reservations: last(resFreed) }
+        })
     } satisfies Tracker
   })
 

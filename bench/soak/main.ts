@@ -209,7 +209,7 @@ const checkControllerGauges = async (env: Env) => {
 
 const cpuOf = (plane: BenchPlane) => {
   const pids = planePids(plane)
-  return { apiserver: pids.apiserver === undefined ? Number.NaN : cpuSeconds(pids.apiserver), etcd: pids.etcd === undefined ? Number.NaN : cpuSeconds(pids.etcd) }
+  return { apiserver: cpuSeconds(pids.apiserver), etcd: cpuSeconds(pids.etcd) }
 }
 
 export type RunResult = Awaited<ReturnType<typeof run>>

@@ -12,6 +12,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type ControllerProcess, type Exit, type LogLine, startController } from "../../test/live/support/controller-process.ts"
+import { rssOf } from "../lib/controlplane.ts"
 import { parseProm, sum } from "../lib/prom.ts"
 import type { History } from "./history.ts"
 import type { Interval } from "./invariants.ts"
@@ -51,14 +52,6 @@ export interface ReplicaOptions {
   readonly logDir: string
   readonly history: History
   readonly args?: ReadonlyArray<string>
-}
-
-const rssOf = (pid: number): number => {
-  try {
-    return Number(/^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN) * 1024
-  } catch {
-    return Number.NaN
-  }
 }
 
 const timeOf = (line: LogLine): number => {
