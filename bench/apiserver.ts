@@ -14,17 +14,15 @@
  */
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, Layer, type Scope } from "effect"
+import { Effect, Layer } from "effect"
 import * as ControllerConfig from "../src/services/ControllerConfig.ts"
-import { KubeApi } from "../src/services/KubeApi.ts"
 import { layerLive } from "../src/services/KubeApiLive.ts"
-import { type BenchPlane, etcdVersion, startBenchPlane } from "./lib/controlplane.ts"
-import { apiserverEnv, type BenchEnv, SHIPPED, limitsAt } from "./lib/env.ts"
-import { apiserverRequests, driverLayer, runOver } from "./lib/live.ts"
+import { SHIPPED, limitsAt, startBench } from "./lib/env.ts"
+import { apiserverRequests } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
 import { type Row, type Section, machine, table, yesNo } from "./lib/results.ts"
-import { conflictRows, fmt, isolatedRows, massRows, medSpread, ms, rateRows, ratio, sec, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
+import { conflictRows, fmt, isolatedRows, limitsText, massRows, medSpread, ms, rateRows, ratio, sec, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
 import { STEADY_NODES, buildSteadyWorld } from "./lib/rssworld.ts"
 import { ALLOCATOR_IN_FLIGHT, type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions, singleFloor } from "./lib/scenarios.ts"
 import { imageNodeFlags } from "./lib/image.ts"
@@ -53,25 +51,14 @@ const { phase, log, finish } = makePhases("bench:apiserver")
 log("bundling the controller as the image's build does (scripts/build.ts) into bench/.build")
 const DIST = await bundle(path.join(ROOT, "bench/.build"))
 
-log("starting etcd + kube-apiserver (scripts/envtest-assets.sh; a cold build takes minutes)")
-const plane: BenchPlane = await startBenchPlane()
-// Ctrl-C or a kill: exit through process.exit, whose hooks stop the API server, etcd and contenders.
-for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
-const etcd = etcdVersion(plane.assets)
-log(`kube-apiserver ${plane.version}, etcd ${etcd}, ${plane.server}`)
-const { env, logDir } = apiserverEnv(plane)
-log(`contender logs in ${logDir}`)
+const { plane, etcd, logDir, driver, run } = await startBench(log)
 const serverCounts = () => apiserverRequests(plane)
-const driver = driverLayer(plane)
-const overDriver = runOver(driver)
-const run = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> => overDriver(f(env))
 
 const rows: Array<Row> = []
 const sections: Array<Section> = []
 const data: Record<string, unknown> = {}
 const mass = (kind: "ours" | "baseline", pods: number, label: string, limits = SHIPPED, extra: { allocatorRate?: number; serverRates?: boolean; perPod?: number } = {}) =>
   run((e) => massDeletion(e, kind, { pods, pools: 10, perPod: PER_POD, limits, label, serverCounts, ...extra }))
-const limitText = (l: { readonly qps: number; readonly burst: number }) => (l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client cap")
 
 /** Events and 429s of mass-deletion runs: the headline's other two targets. */
 const eventRows = (label: string, runs: ReadonlyArray<MassRun>, baseline: ReadonlyArray<MassRun>): Array<Row> => {
@@ -211,7 +198,7 @@ try {
   })
 
   // --- with a client-side cap ---------------------------------------------------------------------
-  phase(`with a client-side cap (${limitText(CAPPED)}): ${S.cappedPods} pods × ${PER_POD} deleted at once, API server sampled every second; single deletions at 50/s, ${S.singleCapped} pods`)
+  phase(`with a client-side cap (${limitsText(CAPPED)}): ${S.cappedPods} pods × ${PER_POD} deleted at once, API server sampled every second; single deletions at 50/s, ${S.singleCapped} pods`)
   const capOurs = await mass("ours", S.cappedPods, "capped-ours", CAPPED, { serverRates: true })
   const capBase = await mass("baseline", S.cappedPods, "capped-base", CAPPED, { serverRates: true })
   const singleCapOurs = await run((e) => singleDeletions(e, "ours", { pods: S.singleCapped, pools: 10, rate: 50, limits: CAPPED, label: "single-cap-ours" }))
@@ -226,18 +213,18 @@ try {
     oursCapped: singleCapOurs,
     baselineCapped: singleCapBase
   }
-  const capMass = massRows(`mass deletion with a cap, ${S.cappedPods} pods × ${PER_POD} IPs / 10 pools, ${limitText(CAPPED)}`, [capOurs], [capBase])
-  const singleCap = singleRows(`single deletions at 50/s with a cap, ${limitText(CAPPED)} (${S.singleCapped} pods)`, singleCapOurs, singleCapBase, { p50: 50, p99: 500 })
+  const capMass = massRows(`mass deletion with a cap, ${S.cappedPods} pods × ${PER_POD} IPs / 10 pools, ${limitsText(CAPPED)}`, [capOurs], [capBase])
+  const singleCap = singleRows(`single deletions at 50/s with a cap, ${limitsText(CAPPED)} (${S.singleCapped} pods)`, singleCapOurs, singleCapBase, { p50: 50, p99: 500 })
   rows.push(...capMass.rows, ...singleCap.rows)
-  rows.push(...rateRows(`client-side cap under mass deletion (${limitText(CAPPED)})`, capOurs, capBase, "server"))
-  rows.push(...rateRows(`client-side cap under mass deletion (${limitText(CAPPED)})`, capOurs, capBase, "contender"))
+  rows.push(...rateRows(`client-side cap under mass deletion (${limitsText(CAPPED)})`, capOurs, capBase, "server"))
+  rows.push(...rateRows(`client-side cap under mass deletion (${limitsText(CAPPED)})`, capOurs, capBase, "contender"))
   const perIpSeconds = (r: MassRun) => Math.max(r.poolFreedMs, r.reservationsFreedMs) + r.deleteWindowMs
   sections.push({
     title: "Single deletions at 50/s (real API server)",
-    body: `Pods over 10 pools, deleted one every 20 ms. Per pod: delete issued → the benchmark's watch sees its pool entry (first line) and its reservation (second line) gone. At the shipped defaults, then under a client-side cap of ${limitText(CAPPED)}: there a deletion costs the controller at least three tokens (pod re-check, reservation delete, Event), so 50/s outruns 20 tokens/s and the queue grows for as long as deletions come, which the ${S.singleCapped}-pod run shows.\n\nThe shipped-defaults runs come first, on an API server the mass runs have not yet grown; the same stream runs again after them. Beside the controller, the floor (\`singleFloor\`): no controller, the benchmark itself sends what the controller sends for each pod (re-check GET, reservation DELETE, then the guarded pool patch and the Event) as soon as the pod's DELETE is answered, with a pod watch and a pool watch open. What the floor takes is what this machine's API server, in that state, takes for the requests alone.\n\n${floorTable}\n\n${single.body}\n\n${singleCap.body}`
+    body: `Pods over 10 pools, deleted one every 20 ms. Per pod: delete issued → the benchmark's watch sees its pool entry (first line) and its reservation (second line) gone. At the shipped defaults, then under a client-side cap of ${limitsText(CAPPED)}: there a deletion costs the controller at least three tokens (pod re-check, reservation delete, Event), so 50/s outruns 20 tokens/s and the queue grows for as long as deletions come, which the ${S.singleCapped}-pod run shows.\n\nThe shipped-defaults runs come first, on an API server the mass runs have not yet grown; the same stream runs again after them. Beside the controller, the floor (\`singleFloor\`): no controller, the benchmark itself sends what the controller sends for each pod (re-check GET, reservation DELETE, then the guarded pool patch and the Event) as soon as the pod's DELETE is answered, with a pod watch and a pool watch open. What the floor takes is what this machine's API server, in that state, takes for the requests alone.\n\n${floorTable}\n\n${single.body}\n\n${singleCap.body}`
   })
   sections.push({
-    title: `With a client-side cap (${limitText(CAPPED)}) and measured request rates`,
+    title: `With a client-side cap (${limitsText(CAPPED)}) and measured request rates`,
     body: `What \`--api-qps ${CAPPED.qps}\` (bursts of ${CAPPED.burst}; the default before the bounds per kind of work replaced it) costs: ${S.cappedPods} pods × ${PER_POD} interfaces deleted at once with both contenders at that cap. Request rates: the contender's \`api_requests_total\` (no watches, no leases) and, independently, the API server's \`apiserver_request_total\` (everything but the benchmark's own pod deletions, watches, leases and non-resource paths), both sampled every second. Under the cap every freed IP costs at least one reservation delete and one Event write, two tokens: ${S.mass} pods × ${PER_POD} need ≥ ${fmt((2 * S.mass * PER_POD - CAPPED.burst) / CAPPED.qps)} s of tokens for the controller (the baseline's four per IP, twice that).\n\n${capMass.body}\n\n${table(
       ["contender", "first delete → all free", "requests (contender)", "per-second, contender", "per-second, API server"],
       [capOurs, capBase].map((r) => [r.kind, sec(perIpSeconds(r)), r.rates.total, r.rates.perSecond.join(" "), r.serverRates?.perSecond.join(" ") ?? "–"])

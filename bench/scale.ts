@@ -19,10 +19,10 @@ import { setTimeout as sleep } from "node:timers/promises"
 import { Effect } from "effect"
 import { bundle } from "../scripts/build.ts"
 import { adminRequest } from "../test/live/cluster.ts"
-import { type BenchPlane, cpuSeconds, etcdVersion, planePids, rssOf, startBenchPlane } from "./lib/controlplane.ts"
-import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
+import { cpuSeconds, planePids, rssOf } from "./lib/controlplane.ts"
+import { type BenchEnv, SHIPPED, startBench } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
-import { apiserverRequests, driverLayer, runOver } from "./lib/live.ts"
+import { apiserverRequests, runOver } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { makePhases } from "./lib/phases.ts"
 import { spawnContender, waitMetric } from "./lib/proc.ts"
@@ -65,14 +65,8 @@ const { phase, log, finish } = makePhases("bench:scale")
 log("bundling the controller as the image's build does (scripts/build.ts) into bench/.build")
 const DIST = await bundle(path.join(ROOT, "bench/.build"))
 const image = imageNodeFlags()
-log(`starting etcd (--quota-backend-bytes ${ETCD_QUOTA}) + kube-apiserver (scripts/envtest-assets.sh)`)
-const plane: BenchPlane = await startBenchPlane({ etcdQuotaBytes: ETCD_QUOTA })
-for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
-const etcd = etcdVersion(plane.assets)
-log(`kube-apiserver ${plane.version}, etcd ${etcd}, ${plane.server}`)
-const { env, logDir } = apiserverEnv(plane)
-log(`controller logs in ${logDir}`)
-const run = runOver(driverLayer(plane))
+const { plane, etcd, env, logDir, driver } = await startBench(log, { etcdQuotaBytes: ETCD_QUOTA })
+const run = runOver(driver)
 const pids = planePids(plane)
 
 const MiB = 2 ** 20

@@ -8,7 +8,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, type Scope } from "effect"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
-import { type BenchPlane, cpuSeconds, planePids } from "./controlplane.ts"
+import type { KubeApi } from "../../src/services/KubeApi.ts"
+import { type BenchPlane, cpuSeconds, etcdVersion, planePids, startBenchPlane } from "./controlplane.ts"
+import { driverLayer, runOver } from "./live.ts"
 import { type Kind, type Proc, spawnContender, waitMetric } from "./proc.ts"
 import { type Sample, sum } from "./prom.ts"
 
@@ -107,6 +109,24 @@ export const stolenSeconds = (): number => {
 /** after − before, per key. */
 export const cpuDelta = (before: Record<string, number>, after: Record<string, number>): Record<string, number> =>
   Object.fromEntries(Object.keys(after).map((k) => [k, Math.round(((after[k] ?? 0) - (before[k] ?? 0)) * 100) / 100]))
+
+/**
+ * A benchmark command's API server and env: started (`etcdQuotaBytes` as startBenchPlane takes
+ * it), Ctrl-C or a kill exiting through process.exit, whose hooks stop the API server, etcd and
+ * contenders. `run` runs a scenario over the env, scoped, on the driver's KubeApi.
+ */
+export const startBench = async (log: (line: string) => void, options: { readonly etcdQuotaBytes?: number } = {}) => {
+  log(`starting etcd + kube-apiserver (scripts/envtest-assets.sh; a cold build takes minutes)`)
+  const plane = await startBenchPlane(options)
+  for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
+  const etcd = etcdVersion(plane.assets)
+  const { env, logDir } = apiserverEnv(plane)
+  log(`kube-apiserver ${plane.version}, etcd ${etcd}, ${plane.server}; contender logs in ${logDir}`)
+  const driver = driverLayer(plane)
+  const overDriver = runOver(driver)
+  const run = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> => overDriver(f(env))
+  return { plane, etcd, env, logDir, driver, run }
+}
 
 /** The client-side request limit `deploy/` ships (the controller's defaults; QPS 0: none). */
 export const SHIPPED: Limits = limitsAt(ControllerConfig.DEFAULTS.apiQps)

@@ -1,6 +1,7 @@
 /** Summary rows and detail tables of the scenarios. */
 import { count, type IsolatedRun, type MassRun, type SingleRun, total, writes } from "./scenarios.ts"
 import { type Row, table, yesNo } from "./results.ts"
+import type { Limits } from "./env.ts"
 import { excessOver } from "./live.ts"
 import { fmt, ms, spread } from "./stats.ts"
 
@@ -19,8 +20,7 @@ export const freedIPs = (r: MassRun) => r.pods * r.perPod
 
 export const fullyFreed = (r: { readonly poolFreedMs: number; readonly reservationsFreedMs: number }) => Math.max(r.poolFreedMs, r.reservationsFreedMs)
 
-export const limitsText = (r: { readonly limits: { readonly qps: number; readonly burst: number } }) =>
-  r.limits.qps > 0 ? `QPS ${r.limits.qps}/burst ${r.limits.burst}` : "no client limit"
+export const limitsText = (l: Limits) => (l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client limit")
 
 export interface MassRows {
   readonly rows: Array<Row>
@@ -80,7 +80,7 @@ export const massRows = (
       ["run", "limit", "pods / pools", "setup", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "pool patches (422)", "batches", "reservation deletes", "Events", "pod reads", "CPU s (by process)", "invariants at rest"],
       all.map((r, i) => [
         `${r.kind} #${i < ours.length ? i + 1 : i - ours.length + 1}`,
-        limitsText(r),
+        limitsText(r.limits),
         `${r.pods} / ${r.pools}`,
         ms(r.setupMs),
         ms(r.deleteWindowMs),
@@ -197,7 +197,7 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun, 
     ["contender", "limit", "pods, rate", "benchmark's pod DELETE calls p50 / p99", "contender's reconcile batches, mean duration", "CPU s (by process)"],
     [ours, baseline].map((r) => [
       r.kind,
-      limitsText(r),
+      limitsText(r.limits),
       `${r.pods} at ${r.rate}/s`,
       r.deleteCall === undefined ? "–" : `${ms(r.deleteCall.p50)} / ${ms(r.deleteCall.p99)}`,
       r.reconciles === undefined || r.reconciles.count === 0 ? "–" : `${r.reconciles.count}, ${ms(r.reconciles.meanMs)}`,
@@ -209,7 +209,7 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun, 
     [ours, baseline].flatMap((r) =>
       (["pool", "reservation"] as const).map((w) => [
         r.kind,
-        limitsText(r),
+        limitsText(r.limits),
         `${r.pods} at ${r.rate}/s`,
         w === "pool" ? "pool entry gone" : "reservation gone",
         r[w].n,
