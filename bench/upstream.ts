@@ -11,7 +11,7 @@
 import * as os from "node:os"
 import { SHIPPED, limitsAt, startBench } from "./lib/env.ts"
 import { makePhases } from "./lib/phases.ts"
-import { machine } from "./lib/results.ts"
+import { machine } from "./lib/report.ts"
 import { upstreamComparison } from "./lib/upstream.ts"
 
 const quick = process.env["BENCH_SCALE"] === "quick"

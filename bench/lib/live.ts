@@ -28,13 +28,8 @@ export const runOver =
 export const apiserverRequests = (plane: BenchPlane): Promise<ReadonlyArray<Sample>> =>
   plane.metrics().then((text) => parseProm(text, (n) => n === "apiserver_request_total"))
 
-/** Counts, per verb and resource, of a wrapped KubeApi's calls and their outcomes (for the allocator). */
-export interface CallCounter {
-  readonly counts: Map<string, number>
-  readonly api: KubeApiShape
-}
-
-export const countingApi = (api: KubeApiShape): CallCounter => {
+/** A KubeApi that counts its calls by verb, resource and outcome ("ok" or the failure's reason), for the allocator. */
+export const countingApi = (api: KubeApiShape): { readonly counts: Map<string, number>; readonly api: KubeApiShape } => {
   const counts = new Map<string, number>()
   const bump = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1)
   const wrap = <A, E extends { readonly reason: string }>(verb: string, plural: string, e: Effect.Effect<A, E>) =>
@@ -54,10 +49,6 @@ export const countingApi = (api: KubeApiShape): CallCounter => {
 }
 
 /**
- * Samples a cumulative counter every `everyMs` and yields requests per second per interval;
- * `peak` is the highest one-second rate seen, `max10s` the highest 10-second average.
- */
-/**
  * The most requests any window between two samples held beyond `qps` × its length. A token bucket
  * that starts full admits at most burst + qps·T in any T seconds, so this is ≤ burst when the
  * limit held, whatever the windows' lengths (a fixed "10 s" window between samples that are not
@@ -71,6 +62,10 @@ export const excessOver = (points: ReadonlyArray<readonly [number, number]>, qps
   return worst
 }
 
+/**
+ * Samples a cumulative counter every `everyMs`; `stop` yields requests per second per interval,
+ * `peak` the highest one-second rate seen, `max10s` the highest 10-second average.
+ */
 export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
   const points: Array<{ t: number; v: number }> = []
   let stopped = false

@@ -1,6 +1,6 @@
 /** Summary rows and detail tables of the scenarios. */
 import { count, type IsolatedRun, type MassRun, type SingleRun, total, writes } from "./scenarios.ts"
-import { type Row, table, yesNo } from "./results.ts"
+import { type Row, table, yesNo } from "./report.ts"
 import type { Limits } from "./env.ts"
 import { excessOver } from "./live.ts"
 import { fmt, ms, spread } from "./stats.ts"

@@ -4,7 +4,7 @@
  * the shipped limit, and the requests the API server saw.
  */
 import { type LinearFit, crossing, linearFit } from "./fit.ts"
-import type { Row, Section } from "./results.ts"
+import type { Row, Section } from "./report.ts"
 import { type MassRun, type SingleRun } from "./scenarios.ts"
 import { fmt, fullyFreed, ms, spread, table, yesNo } from "./rows.ts"
 import { violations } from "./world.ts"

@@ -5,7 +5,7 @@
  * Markdown and JSON in the output directory; the same figures as rows for BENCHMARKS.md.
  */
 import { percentiles, type Percentiles } from "../lib/stats.ts"
-import { type Row, table } from "../lib/results.ts"
+import { type Row, table } from "../lib/report.ts"
 import { clock } from "./history.ts"
 import type { Violation } from "./checker.ts"
 import type { FaultRecord } from "./faults.ts"
