@@ -3,6 +3,7 @@ import { count, type IsolatedRun, type MassRun, type SingleRun, total, writes } 
 import { type Row, table, yesNo } from "./report.ts"
 import type { Limits } from "./env.ts"
 import { excessOver } from "./live.ts"
+import { wrongAndLost } from "./world.ts"
 import { fmt, ms, spread } from "./stats.ts"
 
 export const ratio = (baseline: number, ours: number): string =>
@@ -148,19 +149,18 @@ export const conflictRows = (label: string, ours: MassRun, baseline: MassRun): {
     const all = count(r.calls, "patch", "ippools")
     return all === 0 ? 0 : count(r.calls, "patch", "ippools", "422") / all
   }
-  const bad = (r: MassRun) => r.rest.liveNotHeld.length + r.rest.shared.length + r.rest.reservationMissing.length
-  const lost = (r: MassRun) => r.rest.deadHeld.length + r.rest.reservationDead.length
+  const rest = (r: MassRun) => wrongAndLost(r.rest).join(" / ")
   const pct = (x: number) => `${fmt(100 * x)} %`
   const rows: Array<Row> = [
     { scenario: label, metric: "contender's pool patches that conflicted (HTTP 422)", ours: pct(rate(ours)), baseline: pct(rate(baseline)), ratio: "–", target: "≤ 5 %", met: yesNo(rate(ours) <= 0.05) },
     {
       scenario: label,
       metric: "wrong / lost frees at rest (invariants)",
-      ours: `${bad(ours)} / ${lost(ours)}`,
-      baseline: `${bad(baseline)} / ${lost(baseline)}`,
+      ours: rest(ours),
+      baseline: rest(baseline),
       ratio: "–",
       target: "0 / 0",
-      met: yesNo(bad(ours) + lost(ours) === 0)
+      met: yesNo(wrongAndLost(ours.rest).every((n) => n === 0))
     }
   ]
   const body = table(

@@ -275,34 +275,17 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
     return run
   })
 
-export interface SingleOptions {
-  readonly pods: number
-  readonly pools: number
+export interface SingleOptions extends Pick<MassOptions, "pods" | "pools" | "limits" | "label" | "timeoutMs" | "perPod" | "keepPools"> {
   /** Deletions per second. */
   readonly rate: number
-  readonly limits: Limits
-  readonly label: string
-  readonly timeoutMs?: number
-  /** Whereabouts interfaces per pod (default 1). */
-  readonly perPod?: number
-  /** Leave the pools and reservations of the pool namespace as they are (a standing world's are there). */
-  readonly keepPools?: boolean
 }
 
-export interface SingleRun {
+export interface SingleRun extends Pick<FloorRun, "pods" | "rate" | "pool" | "reservation" | "cpu" | "completed"> {
   readonly kind: Kind
-  readonly pods: number
-  readonly rate: number
   readonly limits: Limits
-  /** Delete issued → the pod's pool entry gone, per pod (ms). */
-  readonly pool: Percentiles
-  /** Delete issued → the pod's reservation gone (ms). */
-  readonly reservation: Percentiles
   /** How late the benchmark issued deletes against the schedule (ms). */
   readonly issueLag: Percentiles
-  readonly completed: number
   readonly calls: Record<string, number>
-  readonly cpu: Record<string, number>
   readonly rest: RestReport
   /** The benchmark's own pod DELETE calls, issue → answer (ms): how loaded the API server is. */
   readonly deleteCall?: Percentiles
@@ -497,17 +480,10 @@ export const informerSync = (kind: Kind) =>
     })
   )
 
-export interface FloorOptions {
-  readonly pods: number
-  readonly pools: number
-  readonly rate: number
-  readonly label: string
-}
-
 export interface FloorRun {
   readonly pods: number
   readonly rate: number
-  /** Delete issued → the pod's pool entry gone, per pod (ms). */
+  /** Delete issued → the pod's pool entry gone, and its reservation, per pod (ms). */
   readonly pool: Percentiles
   readonly reservation: Percentiles
   readonly cpu: Record<string, number>
@@ -529,7 +505,7 @@ export interface FloorRun {
  * informers would. What the API server of this machine, in its current state, answers for the
  * requests alone.
  */
-export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<FloorRun, Error, KubeApi | Scope.Scope> =>
+export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "pools" | "rate" | "label">): Effect.Effect<FloorRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const ns = `sd-${o.label}`

@@ -27,9 +27,9 @@ import { spawnLogged } from "./proc.ts"
 import { delta, parseProm, type Sample, sum } from "./prom.ts"
 import { type Row, type Section, table, yesNo } from "./report.ts"
 import { fmt, fullyFreed, medSpread, ms, ratio, sec, spread } from "./rows.ts"
-import { callsBetween, count, serverCallsBetween, total, writes } from "./scenarios.ts"
+import { callsBetween, count, type MassRun, serverCallsBetween, total, writes } from "./scenarios.ts"
 import { apiserverRequests } from "./live.ts"
-import { type Network, type RestReport, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
+import { type Network, bulkStart, wrongAndLost, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
 
 /** The Node every pod of this scenario is bound to, and upstream's NODENAME. */
 export const NODE = "bench-upstream-node"
@@ -110,34 +110,19 @@ const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
 
 export type UpstreamKind = "ours" | "upstream"
 
-export interface UpstreamRun {
+/** A mass deletion's times and counts, as MassRun has them (`calls`: ours without leader-election leases). */
+export interface UpstreamRun extends Pick<MassRun, "pods" | "pools" | "setupMs" | "startMs" | "deleteWindowMs" | "poolFreedMs" | "reservationsFreedMs" | "calls" | "cpu" | "rest"> {
   readonly kind: UpstreamKind
   readonly label: string
-  readonly pods: number
-  readonly pools: number
   /** undefined: client-go's defaults (upstream as released). */
   readonly limits: Limits | undefined
-  readonly setupMs: number
-  readonly startMs: number
-  readonly deleteWindowMs: number
-  /** Last delete returned → every pool entry of the deleted pods gone (NaN: not within the timeout). */
-  readonly poolFreedMs: number
-  readonly reservationsFreedMs: number
   /** Last delete returned → ours: its freed-IP counter reached the count; upstream: as many Events written. */
   readonly eventsMs: number
-  /** The contender's own count, "verb resource code" (ours: no leader-election leases). */
-  readonly calls: Record<string, number>
   /** apiserver_request_total over the same window (no watches, no pod deletions of the benchmark). */
   readonly serverCalls: Record<string, number>
-  readonly cpu: Record<string, number>
-  readonly rest: RestReport
 }
 
-export interface UpstreamOptions {
-  readonly pods: number
-  readonly pools: number
-  readonly limits: Limits | undefined
-  readonly label: string
+export interface UpstreamOptions extends Pick<UpstreamRun, "pods" | "pools" | "limits" | "label"> {
   readonly binary: string
   /** The flat file the NADs name (written by `upstreamComparison`). */
   readonly flatFile: string
@@ -298,6 +283,8 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
     if (ours.length === 0 && up.length === 0) continue
     const scenario = `mass deletion, ${o.pods} pods / ${o.pools} pools on one node; baseline column: upstream whereabouts ${version} pod controller; ${text}`
     const per = (rs: ReadonlyArray<UpstreamRun>, f: (c: Record<string, number>) => number) => medianOf(rs, (r) => f(r.calls) / r.pods)
+    const perIP = (metric: string, f: (c: Record<string, number>) => number): Row => ({ scenario, metric, ours: fmt(per(ours, f)), baseline: fmt(per(up, f)), ratio: ratio(per(up, f), per(ours, f)), target: "–", met: "–" })
+    const rest = (rs: ReadonlyArray<UpstreamRun>) => rs.map((r) => wrongAndLost(r.rest).join(" / ")).join(", ")
     rows.push(
       {
         scenario,
@@ -308,33 +295,9 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
         target: "–",
         met: "–"
       },
-      {
-        scenario,
-        metric: "API requests per freed IP, the contender's own count (no watches; upstream's Lease calls are its per-IP lock)",
-        ours: fmt(per(ours, total)),
-        baseline: fmt(per(up, total)),
-        ratio: ratio(per(up, total), per(ours, total)),
-        target: "–",
-        met: "–"
-      },
-      {
-        scenario,
-        metric: "API writes per freed IP (same count)",
-        ours: fmt(per(ours, writes)),
-        baseline: fmt(per(up, writes)),
-        ratio: ratio(per(up, writes), per(ours, writes)),
-        target: "–",
-        met: "–"
-      },
-      {
-        scenario,
-        metric: "wrong / lost frees at rest (invariants), all runs",
-        ours: ours.map((r) => `${r.rest.liveNotHeld.length + r.rest.shared.length + r.rest.reservationMissing.length} / ${r.rest.deadHeld.length + r.rest.reservationDead.length}`).join(", "),
-        baseline: up.map((r) => `${r.rest.liveNotHeld.length + r.rest.shared.length + r.rest.reservationMissing.length} / ${r.rest.deadHeld.length + r.rest.reservationDead.length}`).join(", "),
-        ratio: "–",
-        target: "0 / 0",
-        met: yesNo(ours.every((r) => violations(r.rest) === 0))
-      }
+      perIP("API requests per freed IP, the contender's own count (no watches; upstream's Lease calls are its per-IP lock)", total),
+      perIP("API writes per freed IP (same count)", writes),
+      { scenario, metric: "wrong / lost frees at rest (invariants), all runs", ours: rest(ours), baseline: rest(up), ratio: "–", target: "0 / 0", met: yesNo(ours.every((r) => violations(r.rest) === 0)) }
     )
   }
   const detail = table(

@@ -318,6 +318,9 @@ export interface RestReport extends LiveRestReport {
 export const violations = (r: RestReport): number =>
   r.liveNotHeld.length + r.deadHeld.length + r.shared.length + r.reservationMissing.length + r.reservationDead.length
 
+/** Wrong frees (a live pod's address not held for it, or held twice, or unreserved) and lost ones (held for a pod that is gone). */
+export const wrongAndLost = (r: RestReport): readonly [number, number] => [r.liveNotHeld.length + r.shared.length + r.reservationMissing.length, r.deadHeld.length + r.reservationDead.length]
+
 /** The invariants at rest over the API (pods of `podNamespaces`, every pool and reservation). */
 export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
   Effect.gen(function* () {
