@@ -1,14 +1,21 @@
 /**
  * A real kube-apiserver + etcd for the benchmarks, started through the test harness
  * (test/live/cluster.ts) with the binaries from scripts/envtest-assets.sh (KUBEBUILDER_ASSETS
- * or its cache, else built once), and the CRDs of deploy/components installed.
+ * or its cache, else built once), and the CRDs of deploy/components installed; the benchmark's
+ * own access to it (no client-side limit, not counted in any contender's metrics), and what
+ * /proc says of its processes.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { Cause, Duration, Effect, Layer, type Scope } from "effect"
+import { layerWith } from "../../src/services/ControllerConfig.ts"
+import type { KubeApi } from "../../src/services/KubeApi.ts"
+import { layerLive } from "../../src/services/KubeApiLive.ts"
 import { type ControlPlane, DIR_PREFIX, adminRequest, installCrds, reapOrphans, startControlPlane } from "../../test/live/cluster.ts"
 import { ROOT } from "./paths.ts"
+import { parseProm, type Sample } from "./prom.ts"
 
 /** The assets dir (kube-apiserver, etcd); may build them (minutes, once) when not cached. */
 const envtestAssets = (): string => {
@@ -118,3 +125,22 @@ export const etcdVersion = (assets: string): string => {
     return "?"
   }
 }
+
+/** KubeApi for the benchmark driver: admin kubeconfig, no rate limit. */
+export const driverLayer = (plane: BenchPlane): Layer.Layer<KubeApi> =>
+  layerLive.pipe(Layer.provide(layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0, requestTimeout: Duration.seconds(120) })), Layer.orDie)
+
+/** Runs a scenario scoped, over `driver`, as a promise; a failure rejects with its pretty cause. */
+export const runOver =
+  (driver: Layer.Layer<KubeApi>) =>
+  <A>(effect: Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> =>
+    Effect.runPromise(
+      Effect.scoped(effect).pipe(
+        Effect.provide(driver),
+        Effect.catchAllCause((cause) => Effect.die(new Error(Cause.pretty(cause))))
+      )
+    )
+
+/** `apiserver_request_total` as the API server counts it. */
+export const apiserverRequests = (plane: BenchPlane): Promise<ReadonlyArray<Sample>> =>
+  plane.metrics().then((text) => parseProm(text, (n) => n === "apiserver_request_total"))

@@ -1,8 +1,7 @@
 /** Summary rows and detail tables of the scenarios. */
-import { count, type IsolatedRun, type MassRun, type SingleRun, total, writes } from "./scenarios.ts"
+import { count, excessOver, type IsolatedRun, type MassRun, type SingleRun, total, writes } from "./scenarios.ts"
 import { type Row, table, yesNo } from "./report.ts"
 import type { Limits } from "./env.ts"
-import { excessOver } from "./live.ts"
 import { wrongAndLost } from "./world.ts"
 import { fmt, ms, spread } from "./stats.ts"
 

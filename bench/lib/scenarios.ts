@@ -1,7 +1,8 @@
 /**
  * The scenarios, over BenchEnv: mass deletion (optionally racing an allocator), single deletions
- * at a steady rate (and their floor: the requests alone), one isolated pod, and informer sync.
- * Each returns raw numbers; bench/apiserver.ts turns them into rows and tables.
+ * at a steady rate (and their floor: the requests alone), one isolated pod, and informer sync;
+ * and how their requests are counted and sampled. Each returns raw numbers; bench/lib/rows.ts
+ * turns them into rows and tables.
  */
 import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope, Stream } from "effect"
 import { REASON_GARBAGE_COLLECTED, garbageCollectedMessage } from "../../src/domain/events.ts"
@@ -18,7 +19,6 @@ import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from "./env.ts"
-import { countingApi, rateSampler } from "./live.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
 import { type Network, POOL_NAMESPACE, type RestReport, type StartedPod, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin } from "./world.ts"
@@ -73,6 +73,84 @@ const waitMetricAt = (c: Contender, metric: string, labels: Readonly<Record<stri
 
 /** The CNI simulation's services over the driver's KubeApi. */
 const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
+
+/** A KubeApi that counts its calls by verb, resource and outcome ("ok" or the failure's reason), for the allocator. */
+export const countingApi = (api: KubeApiShape): { readonly counts: Map<string, number>; readonly api: KubeApiShape } => {
+  const counts = new Map<string, number>()
+  const bump = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1)
+  const wrap = <A, E extends { readonly reason: string }>(verb: string, plural: string, e: Effect.Effect<A, E>) =>
+    e.pipe(Effect.tapBoth({ onSuccess: () => Effect.sync(() => bump(`${verb} ${plural} ok`)), onFailure: (x) => Effect.sync(() => bump(`${verb} ${plural} ${x.reason}`)) }))
+  return {
+    counts,
+    api: {
+      get: (r, ns, n, o) => wrap("get", r.plural, api.get(r, ns, n, o)),
+      list: (r, ns, o) => wrap("list", r.plural, api.list(r, ns, o)),
+      create: (r, ns, o) => wrap("create", r.plural, api.create(r, ns, o)),
+      replace: (r, ns, o) => wrap("replace", r.plural, api.replace(r, ns, o)),
+      patch: (r, ns, n, p, o) => wrap("patch", r.plural, api.patch(r, ns, n, p, o)),
+      delete: (r, ns, n, o) => wrap("delete", r.plural, api.delete(r, ns, n, o)),
+      watch: api.watch
+    }
+  }
+}
+
+/**
+ * The most requests any window between two samples held beyond `qps` × its length. A token bucket
+ * that starts full admits at most burst + qps·T in any T seconds, so this is ≤ burst when the
+ * limit held, whatever the windows' lengths (a fixed "10 s" window between samples that are not
+ * exactly 10 s apart would need its own bound).
+ */
+export const excessOver = (points: ReadonlyArray<readonly [number, number]>, qps: number): number => {
+  let worst = 0
+  for (let i = 0; i < points.length; i++) {
+    for (let j = i + 1; j < points.length; j++) worst = Math.max(worst, points[j]![1] - points[i]![1] - (qps * (points[j]![0] - points[i]![0])) / 1000)
+  }
+  return worst
+}
+
+/**
+ * Samples a cumulative counter every `everyMs`; `stop` yields requests per second per interval,
+ * `peak` the highest one-second rate seen, `max10s` the highest 10-second average.
+ */
+export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
+  const points: Array<{ t: number; v: number }> = []
+  let stopped = false
+  let timer: NodeJS.Timeout | undefined
+  const tick = async () => {
+    if (stopped) return
+    try {
+      points.push({ t: performance.now(), v: await read() })
+    } catch {
+      // a missed sample only widens one interval
+    }
+    if (!stopped) timer = setTimeout(tick, everyMs - ((performance.now() - (points[0]?.t ?? 0)) % everyMs))
+  }
+  const started = tick()
+  return {
+    stop: async () => {
+      await started
+      stopped = true
+      if (timer !== undefined) clearTimeout(timer)
+      await tick().catch(() => undefined)
+      const rates: Array<number> = []
+      // Whole intervals only: the last one (cut short by stop) would scale a few requests up to a rate.
+      for (let i = 1; i < points.length; i++) {
+        const dt = points[i]!.t - points[i - 1]!.t
+        if (dt >= everyMs * 0.9) rates.push(((points[i]!.v - points[i - 1]!.v) * 1000) / dt)
+      }
+      const windows: Array<number> = []
+      for (let i = 10; i < points.length; i++) windows.push(((points[i]!.v - points[i - 10]!.v) * 1000) / Math.max(1, points[i]!.t - points[i - 10]!.t))
+      return {
+        perSecond: rates.map((r) => Math.round(r * 10) / 10),
+        peak: rates.length === 0 ? 0 : Math.max(...rates),
+        max10s: windows.length === 0 ? undefined : Math.max(...windows),
+        total: (points[points.length - 1]?.v ?? 0) - (points[0]?.v ?? 0),
+        // The samples themselves (ms since the first, cumulative count), for exact window bounds.
+        points: points.map((p) => [Math.round((p.t - points[0]!.t) * 10) / 10, p.v] as const)
+      }
+    }
+  }
+}
 
 export interface AllocatorStats {
   readonly started: number
