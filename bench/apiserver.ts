@@ -21,8 +21,8 @@ import { SHIPPED, limitsAt, startBench } from "./lib/env.ts"
 import { apiserverRequests } from "./lib/controlplane.ts"
 import { ROOT } from "./lib/paths.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
-import { type Row, type Section, machine, table, yesNo } from "./lib/report.ts"
-import { conflictRows, fmt, isolatedRows, limitsText, massRows, medSpread, ms, rateRows, ratio, sec, singleRows, spread, syncRow, writeRows } from "./lib/rows.ts"
+import { type Row, row, type Section, machine, table, yesNo } from "./lib/report.ts"
+import { conflictRows, fmt, isolatedRows, limitsText, massRows, medSpread, ms, rateRows, ratio, sec, singleRows, spread, writeRows } from "./lib/rows.ts"
 import { STEADY_NODES, buildSteadyWorld } from "./lib/rssworld.ts"
 import { ALLOCATOR_IN_FLIGHT, type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions, singleFloor } from "./lib/scenarios.ts"
 import { imageNodeFlags } from "./lib/image.ts"
@@ -65,24 +65,19 @@ const eventRows = (label: string, runs: ReadonlyArray<MassRun>, baseline: Readon
   const events = spread(runs.map((r) => r.reconciledMs))
   const refused = (r: MassRun) => Object.entries(r.calls).filter(([k]) => k.endsWith(" 429")).reduce((a, [, n]) => a + n, 0)
   return [
-    {
-      scenario: label,
-      metric: "last delete → every Event written (events_total{result=\"written\"}), median (min–max)",
+    row(label, "last delete → every Event written (events_total{result=\"written\"}), median (min–max)", {
       ours: medSpread(runs.map((r) => r.reconciledMs), sec),
       baseline: medSpread(baseline.map((r) => r.reconciledMs), sec),
       ratio: baseline.length === 0 ? "–" : ratio(spread(baseline.map((r) => r.reconciledMs)).median, events.median),
       target: "≤ 30 s",
       met: yesNo(runs.length === 0 ? undefined : events.max <= 30_000)
-    },
-    {
-      scenario: label,
-      metric: "requests the API server answered 429 (its default API Priority and Fairness), all runs",
+    }),
+    row(label, "requests the API server answered 429 (its default API Priority and Fairness), all runs", {
       ours: String(runs.reduce((a, r) => a + refused(r), 0)),
       baseline: baseline.length === 0 ? "–" : String(baseline.reduce((a, r) => a + refused(r), 0)),
-      ratio: "–",
       target: "0",
       met: yesNo(runs.length === 0 ? undefined : runs.every((r) => refused(r) === 0))
-    }
+    })
   ]
 }
 
@@ -147,15 +142,14 @@ try {
   const single = singleRows(`single deletions at 50/s at the shipped defaults`, singleOurs, singleBase, { p50: 50, p99: 500 })
   rows.push(...single.rows)
   const grownLabel = "single deletions at 50/s at the shipped defaults, after the mass runs on the same API server"
-  rows.push({
-    scenario: grownLabel,
-    metric: "delete → address free, p50 / p99 (baseline column: the requests alone, no controller)",
-    ours: `${ms(singleOursGrown.pool.p50)} / ${ms(singleOursGrown.pool.p99)}`,
-    baseline: `${ms(singleFloorGrown.pool.p50)} / ${ms(singleFloorGrown.pool.p99)}`,
-    ratio: "–",
-    target: "≤ 50 ms / ≤ 500 ms",
-    met: yesNo(singleOursGrown.pool.p50 <= 50 && singleOursGrown.pool.p99 <= 500 && singleOursGrown.completed === singleOursGrown.pods)
-  })
+  rows.push(
+    row(grownLabel, "delete → address free, p50 / p99 (baseline column: the requests alone, no controller)", {
+      ours: `${ms(singleOursGrown.pool.p50)} / ${ms(singleOursGrown.pool.p99)}`,
+      baseline: `${ms(singleFloorGrown.pool.p50)} / ${ms(singleFloorGrown.pool.p99)}`,
+      target: "≤ 50 ms / ≤ 500 ms",
+      met: yesNo(singleOursGrown.pool.p50 <= 50 && singleOursGrown.pool.p99 <= 500 && singleOursGrown.completed === singleOursGrown.pods)
+    })
+  )
   const floorTable = table(
     ["API server", "who sends the requests", "delete → pool entry free p50 / p99 / max", "reservation free p99", "requests failed for good", "CPU s (by process)"],
     [
@@ -266,16 +260,8 @@ try {
   const baseTs = rss[3]!
   const MiB = (b: number) => `${fmt(b / 2 ** 20)} MiB`
   const scenario = `RSS with ${S.steadyPods} pods cached, 10 pools × ${(S.steadyPods * S.perPod) / 10} allocations`
-  const memRow = (metric: string, r: { readonly rss: number; readonly hwm: number }, extra: Partial<Row> = {}): Row => ({
-    scenario,
-    metric,
-    ours: `${MiB(r.rss)} (peak ${MiB(r.hwm)})`,
-    baseline: "–",
-    ratio: "–",
-    target: "–",
-    met: "–",
-    ...extra
-  })
+  const memRow = (metric: string, r: { readonly rss: number; readonly hwm: number }, extra: Partial<Row> = {}) =>
+    row(scenario, metric, { ours: `${MiB(r.rss)} (peak ${MiB(r.hwm)})`, baseline: "–", ...extra })
   rows.push(
     memRow("controller process (the image's bundle, flags and environment), 10 s after sync and start-up sweep", dist, { target: "≤ 150 MiB", met: yesNo(dist.rss <= 150 * 2 ** 20) }),
     memRow("the same process idle, before the world exists (the fixed cost: runtime, libraries, code)", idle),
@@ -292,16 +278,18 @@ try {
     for (const kind of ["ours", "baseline"] as const) sync[kind].push((await Effect.runPromise(informerSync(kind).pipe(Effect.provide(syncLayer)))).ms)
   }
   data["informerSync"] = sync
-  rows.push(syncRow(`informer sync of ${S.steadyPods} pods (real API server)`, "list (pages of 500, default limit) → synced, median (min–max)", sync))
-  rows.push({
-    scenario: `informer sync of ${S.steadyPods} pods (real API server)`,
-    metric: "contender process start → /readyz (all four informers synced)",
-    ours: ms(dist.readyMs),
-    baseline: ms(baseTs.readyMs),
-    ratio: "–",
-    target: "–",
-    met: "–"
-  })
+  const syncScenario = `informer sync of ${S.steadyPods} pods (real API server)`
+  rows.push(
+    // Every run of ours within 3 s, beside the baseline's.
+    row(syncScenario, "list (pages of 500, default limit) → synced, median (min–max)", {
+      ours: medSpread(sync.ours, ms),
+      baseline: medSpread(sync.baseline, ms),
+      ratio: ratio(spread(sync.baseline).median, spread(sync.ours).median),
+      target: "≤ 3 s",
+      met: yesNo(spread(sync.ours).max <= 3000)
+    }),
+    row(syncScenario, "contender process start → /readyz (all four informers synced)", { ours: ms(dist.readyMs), baseline: ms(baseTs.readyMs) })
+  )
   sections.push({
     title: "Memory and informer sync (real API server)",
     body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status) on ${STEADY_NODES} Ready Node objects, each attached to ${S.perPod} of 10 networks: 10 pools of ${(S.steadyPods * S.perPod) / 10} allocations and ${S.steadyPods * S.perPod} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The image's run is \`${Object.entries(image.env).filter(([k]) => k.startsWith("MALLOC_")).map(([k, v]) => `${k}=${v}`).join(" ")} node ${image.flags.join(" ")} bench/.build/main.js run\`: the bundle the image's build makes (scripts/build.ts) with the environment and node flags of its ENV and ENTRYPOINT, the heap percentage turned into the cap it gives under the deployment's memory limit (${HEAP_CAP}). The controller gives unused heap back to the OS once its caches synced, after each sweep and after a mass deletion (src/programs/memory.ts); the RSS is read 10 s after the start-up sweep. \`rss-ours-dist-idle\` ran against the same API server just before the steady world was built. Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at the shipped client limit) in the benchmark process, three times each, alternating.\n\n${table(

@@ -25,6 +25,17 @@ export interface Row {
   readonly met: string
 }
 
+/** A summary row; ratio, target and met "–" unless given. */
+export const row = (scenario: string, metric: string, c: Pick<Row, "ours" | "baseline"> & Partial<Pick<Row, "ratio" | "target" | "met">>): Row => ({
+  scenario,
+  metric,
+  ours: c.ours,
+  baseline: c.baseline,
+  ratio: c.ratio ?? "–",
+  target: c.target ?? "–",
+  met: c.met ?? "–"
+})
+
 export interface Section {
   readonly title: string
   /** Markdown: what was measured and how, then tables. */

@@ -1,6 +1,6 @@
 /** Summary rows and detail tables of the scenarios. */
 import { count, excessOver, type IsolatedRun, type MassRun, type SingleRun, total, writes } from "./scenarios.ts"
-import { type Row, table, yesNo } from "./report.ts"
+import { type Row, row, table, yesNo } from "./report.ts"
 import type { Limits } from "./env.ts"
 import { wrongAndLost } from "./world.ts"
 import { fmt, ms, spread } from "./stats.ts"
@@ -64,15 +64,11 @@ export const massRows = (
       target: targetText === "" ? "–" : targetText,
       met: yesNo(met)
     },
-    {
-      scenario: label,
-      metric: "last delete → every pool entry free, median",
+    row(label, "last delete → every pool entry free, median", {
       ours: ours.length === 0 ? "–" : sec(op.median),
       baseline: baseline.length === 0 ? "–" : sec(bp.median),
-      ratio: ratio(bp.median, op.median),
-      target: "–",
-      met: "–"
-    }
+      ratio: ratio(bp.median, op.median)
+    })
   ]
   const all = [...ours, ...baseline]
   const body = [
@@ -112,33 +108,27 @@ export const writeRows = (label: string, ours: ReadonlyArray<MassRun>, baseline:
   const res = (r: MassRun) => count(r.calls, "delete", "overlappingrangeipreservations")
   const ev = (r: MassRun) => count(r.calls, "create", "events") + count(r.calls, "patch", "events")
   /** The untargeted columns of a per-freed-IP row. */
-  const perIP = (f: (r: MassRun) => number) => ({ ours: fmt(per(ours, f)), baseline: fmt(per(baseline, f)), ratio: ratio(per(baseline, f), per(ours, f)), target: "–", met: "–" })
+  const perIP = (metric: string, f: (r: MassRun) => number) => row(label, metric, { ours: fmt(per(ours, f)), baseline: fmt(per(baseline, f)), ratio: ratio(per(baseline, f), per(ours, f)) })
   const po = per(ours, pool)
   const perBatch = spread(ours.filter((r) => r.batches > 0).map((r) => pool(r) / r.batches)).median
   const batchSize = spread(ours.filter((r) => r.batches > 0).map((r) => r.pods / r.batches)).median
   return [
-    {
-      scenario: label,
-      metric: "pool patches per reconcile batch (one per pool the batch touched) · pods per batch",
+    row(label, "pool patches per reconcile batch (one per pool the batch touched) · pods per batch", {
       ours: `${fmt(perBatch)} · ${fmt(batchSize)}`,
       baseline: "– (one pod, one IP at a time)",
-      ratio: "–",
-      target: targets ? "one patch per pool per round" : "–",
-      met: targets ? yesNo(perBatch <= 10) : "–"
-    },
-    {
-      scenario: label,
-      metric: "pool writes (IPPool patches) per freed IP",
+      ...(targets ? { target: "one patch per pool per round", met: yesNo(perBatch <= 10) } : {})
+    }),
+    row(label, "pool writes (IPPool patches) per freed IP", {
       ours: fmt(po),
       baseline: fmt(per(baseline, pool)),
       ratio: ratio(per(baseline, pool), po),
       target: targets ? "≤ 0.05" : "– (set for the real API server run)",
       met: targets ? yesNo(po <= 0.05) : "–"
-    },
-    { scenario: label, metric: "reservation deletes per freed IP", ...perIP(res) },
-    { scenario: label, metric: "Event writes per freed IP", ...perIP(ev) },
-    { scenario: label, metric: "all API writes per freed IP", ...perIP((r) => writes(r.calls)) },
-    { scenario: label, metric: "all API requests per freed IP (reads too, no watches/leases)", ...perIP((r) => total(r.calls)) }
+    }),
+    perIP("reservation deletes per freed IP", res),
+    perIP("Event writes per freed IP", ev),
+    perIP("all API writes per freed IP", (r) => writes(r.calls)),
+    perIP("all API requests per freed IP (reads too, no watches/leases)", (r) => total(r.calls))
   ]
 }
 
@@ -151,16 +141,8 @@ export const conflictRows = (label: string, ours: MassRun, baseline: MassRun): {
   const rest = (r: MassRun) => wrongAndLost(r.rest).join(" / ")
   const pct = (x: number) => `${fmt(100 * x)} %`
   const rows: Array<Row> = [
-    { scenario: label, metric: "contender's pool patches that conflicted (HTTP 422)", ours: pct(rate(ours)), baseline: pct(rate(baseline)), ratio: "–", target: "≤ 5 %", met: yesNo(rate(ours) <= 0.05) },
-    {
-      scenario: label,
-      metric: "wrong / lost frees at rest (invariants)",
-      ours: rest(ours),
-      baseline: rest(baseline),
-      ratio: "–",
-      target: "0 / 0",
-      met: yesNo(wrongAndLost(ours.rest).every((n) => n === 0))
-    }
+    row(label, "contender's pool patches that conflicted (HTTP 422)", { ours: pct(rate(ours)), baseline: pct(rate(baseline)), target: "≤ 5 %", met: yesNo(rate(ours) <= 0.05) }),
+    row(label, "wrong / lost frees at rest (invariants)", { ours: rest(ours), baseline: rest(baseline), target: "0 / 0", met: yesNo(wrongAndLost(ours.rest).every((n) => n === 0)) })
   ]
   const body = table(
     ["contender", "pods deleted", "allocator pods started (failed, skipped at its bound)", "allocator pool patches (conflicts)", "contender pool patches (422)", "live pods / allocations / reservations at rest", "violations"],
@@ -182,15 +164,13 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun, 
   const both = (r: SingleRun) => `${ms(r.pool.p50)} / ${ms(r.pool.p99)}`
   const met = target === undefined ? undefined : ours.pool.p50 <= target.p50 && ours.pool.p99 <= target.p99 && ours.completed === ours.pods
   const rows: Array<Row> = [
-    {
-      scenario: label,
-      metric: "delete → address free, p50 / p99",
+    row(label, "delete → address free, p50 / p99", {
       ours: both(ours),
       baseline: both(baseline),
       ratio: `${ratio(baseline.pool.p50, ours.pool.p50)} / ${ratio(baseline.pool.p99, ours.pool.p99)}`,
       target: target === undefined ? "–" : `≤ ${target.p50} ms / ≤ ${target.p99} ms`,
       met: yesNo(met)
-    }
+    })
   ]
   const load = table(
     ["contender", "limit", "pods, rate", "benchmark's pod DELETE calls p50 / p99", "contender's reconcile batches, mean duration", "CPU s (by process)"],
@@ -244,16 +224,14 @@ export const isolatedRows = (label: string, ours: IsolatedRun, baseline: Isolate
   const poolReads = count(o, "get", "ippools") + count(o, "list", "ippools")
   const met = ours.samples.every((s) => count(s, "patch", "ippools") === 1 && count(s, "delete", "overlappingrangeipreservations") === 1 && count(s, "get", "ippools") + count(s, "list", "ippools") === 0)
   const rows: Array<Row> = [
-    {
-      scenario: label,
-      metric: "API calls for one deletion",
+    row(label, "API calls for one deletion", {
       ours: text(o),
       baseline: text(typical(baseline)),
-      ratio: ratio(Object.values(typical(baseline)).reduce((a, n) => a + n, 0), Object.values(o).reduce((a, n) => a + n, 0)),
+      ratio: ratio(total(typical(baseline)), total(o)),
       target: "1 patch (+1 reservation delete), 0 list/get of pools",
       met: yesNo(met)
-    },
-    { scenario: label, metric: "pool reads for that deletion", ours: String(poolReads), baseline: String(count(typical(baseline), "get", "ippools")), ratio: "–", target: "0", met: yesNo(poolReads === 0) }
+    }),
+    row(label, "pool reads for that deletion", { ours: String(poolReads), baseline: String(count(typical(baseline), "get", "ippools")), target: "0", met: yesNo(poolReads === 0) })
   ]
   const body = table(
     ["contender", "sample", "calls (controller side; leases and watches left out)", "delete → free"],
@@ -277,40 +255,16 @@ export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: 
   const eo = excess(o)
   const met = eo === undefined ? undefined : eo <= burst
   const source = side === "server" ? "API server's apiserver_request_total" : "contender's api_requests_total"
-  const rows: Array<Row> = [
-    {
-      scenario: label,
-      metric: `peak requests/s, 1 s windows / 10 s windows (${source})`,
+  return [
+    row(label, `peak requests/s, 1 s windows / 10 s windows (${source})`, {
       ours: o === undefined ? "–" : `${fmt(o.peak)} / ${fmt(o.max10s)}`,
-      baseline: b === undefined ? "–" : `${fmt(b.peak)} / ${fmt(b.max10s)}`,
-      ratio: "–",
-      target: "–",
-      met: "–"
-    },
-    {
-      scenario: label,
-      metric: `most requests any window between two samples held beyond QPS × its length (${source})`,
+      baseline: b === undefined ? "–" : `${fmt(b.peak)} / ${fmt(b.max10s)}`
+    }),
+    row(label, `most requests any window between two samples held beyond QPS × its length (${source})`, {
       ours: eo === undefined ? "–" : fmt(eo),
       baseline: excess(b) === undefined ? "–" : fmt(excess(b)!),
-      ratio: "–",
       target: `QPS ${qps}, burst ${burst}: ≤ ${burst} (a token bucket admits ≤ burst + QPS·T in T seconds)`,
       met: yesNo(met)
-    }
+    })
   ]
-  return rows
-}
-
-/** The informer-sync row: every run of ours within 3 s (the target), beside the baseline's. */
-export const syncRow = (scenario: string, metric: string, sync: { readonly ours: ReadonlyArray<number>; readonly baseline: ReadonlyArray<number> }): Row => {
-  const so = spread(sync.ours)
-  const sb = spread(sync.baseline)
-  return {
-    scenario,
-    metric,
-    ours: `${ms(so.median)} (${ms(so.min)}–${ms(so.max)})`,
-    baseline: `${ms(sb.median)} (${ms(sb.min)}–${ms(sb.max)})`,
-    ratio: ratio(sb.median, so.median),
-    target: "≤ 3 s",
-    met: yesNo(so.max <= 3000)
-  }
 }

@@ -25,7 +25,7 @@ import { ROOT } from "./paths.ts"
 import { freePort } from "../../test/live/cluster.ts"
 import { spawnLogged } from "./proc.ts"
 import { delta, parseProm, type Sample, sum } from "./prom.ts"
-import { type Row, type Section, table, yesNo } from "./report.ts"
+import { type Row, row, type Section, table, yesNo } from "./report.ts"
 import { fmt, fullyFreed, medSpread, ms, ratio, sec, spread } from "./rows.ts"
 import { callsBetween, count, type MassRun, serverCallsBetween, total, writes } from "./scenarios.ts"
 import { type Network, bulkStart, wrongAndLost, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
@@ -282,21 +282,17 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
     if (ours.length === 0 && up.length === 0) continue
     const scenario = `mass deletion, ${o.pods} pods / ${o.pools} pools on one node; baseline column: upstream whereabouts ${version} pod controller; ${text}`
     const per = (rs: ReadonlyArray<UpstreamRun>, f: (c: Record<string, number>) => number) => medianOf(rs, (r) => f(r.calls) / r.pods)
-    const perIP = (metric: string, f: (c: Record<string, number>) => number): Row => ({ scenario, metric, ours: fmt(per(ours, f)), baseline: fmt(per(up, f)), ratio: ratio(per(up, f), per(ours, f)), target: "–", met: "–" })
+    const perIP = (metric: string, f: (c: Record<string, number>) => number) => row(scenario, metric, { ours: fmt(per(ours, f)), baseline: fmt(per(up, f)), ratio: ratio(per(up, f), per(ours, f)) })
     const rest = (rs: ReadonlyArray<UpstreamRun>) => rs.map((r) => wrongAndLost(r.rest).join(" / ")).join(", ")
     rows.push(
-      {
-        scenario,
-        metric: "last delete → every address and reservation free, median (min–max)",
+      row(scenario, "last delete → every address and reservation free, median (min–max)", {
         ours: medSpread(ours.map(fullyFreed), sec),
         baseline: medSpread(up.map(fullyFreed), sec),
-        ratio: ratio(medianOf(up, fullyFreed), medianOf(ours, fullyFreed)),
-        target: "–",
-        met: "–"
-      },
+        ratio: ratio(medianOf(up, fullyFreed), medianOf(ours, fullyFreed))
+      }),
       perIP("API requests per freed IP, the contender's own count (no watches; upstream's Lease calls are its per-IP lock)", total),
       perIP("API writes per freed IP (same count)", writes),
-      { scenario, metric: "wrong / lost frees at rest (invariants), all runs", ours: rest(ours), baseline: rest(up), ratio: "–", target: "0 / 0", met: yesNo(ours.every((r) => violations(r.rest) === 0)) }
+      row(scenario, "wrong / lost frees at rest (invariants), all runs", { ours: rest(ours), baseline: rest(up), target: "0 / 0", met: yesNo(ours.every((r) => violations(r.rest) === 0)) })
     )
   }
   const detail = table(
