@@ -33,7 +33,7 @@ export interface Contender {
 
 export interface BenchEnv {
   /** Starts a contender for the scope: synced, its start-up sweep (controller) done. */
-  readonly start: (kind: Kind, limits: Limits, label: string, config?: Partial<ControllerConfig.ControllerConfigShape>) => Effect.Effect<Contender, Error, Scope.Scope>
+  readonly start: (kind: Kind, limits: Limits, label: string) => Effect.Effect<Contender, Error, Scope.Scope>
   /** Cumulative CPU seconds per process of the system (apiserver, etcd, contender, bench). */
   readonly cpu: (c?: Contender) => Record<string, number>
 }
@@ -44,15 +44,12 @@ const benchCpu = () => {
 }
 
 /** The env over a running control plane; contenders are spawned with logs in `logDir`. */
-export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: ReadonlyArray<string>; readonly oursScript?: string } = {}) => {
+export const apiserverEnv = (plane: BenchPlane, options: { readonly oursScript?: string } = {}) => {
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-bench-"))
   const pids = planePids(plane)
   const env: BenchEnv = {
-    start: (kind, limits, label, config = {}) =>
+    start: (kind, limits, label) =>
       Effect.gen(function* () {
-        const extra: Record<string, string> = {}
-        // WORKERS too, for checkouts from before --workers became --concurrent-batches.
-        if (config.concurrentBatches !== undefined) Object.assign(extra, { CONCURRENT_BATCHES: String(config.concurrentBatches), WORKERS: String(config.concurrentBatches) })
         const proc = yield* Effect.acquireRelease(
           Effect.tryPromise({
             try: () =>
@@ -63,8 +60,7 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
                 logDir,
                 label,
                 // BENCH_LOG_LEVEL: the contenders' LOG_LEVEL (debug shows why each batch did what it did).
-                env: { LOG_LEVEL: process.env["BENCH_LOG_LEVEL"] ?? "info", ...extra },
-                ...(options.nodeArgs === undefined ? {} : { nodeArgs: options.nodeArgs }),
+                env: { LOG_LEVEL: process.env["BENCH_LOG_LEVEL"] ?? "info" },
                 ...(kind === "ours" && options.oursScript !== undefined ? { script: options.oursScript } : {})
               }),
             catch: (e) => (e instanceof Error ? e : new Error(String(e)))

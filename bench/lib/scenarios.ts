@@ -226,8 +226,6 @@ export interface MassOptions {
   readonly pools: number
   /** Whereabouts interfaces per pod, each on another network (default 1). */
   readonly perPod?: number
-  /** The contender's configuration beyond its limits (e.g. `concurrentBatches`). */
-  readonly config?: Partial<ControllerConfig.ControllerConfigShape>
   readonly limits: Limits
   readonly label: string
   /** Pods per second the CNI simulation starts in the same pools during the deletion. */
@@ -299,7 +297,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const t1 = performance.now()
-        const c = yield* env.start(kind, o.limits, o.label, o.config)
+        const c = yield* env.start(kind, o.limits, o.label)
         const startMs = performance.now() - t1
         const tracker = yield* makeTracker()
         yield* tracker.allHeld(refs, o.pods * perPod)
