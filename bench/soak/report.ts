@@ -4,6 +4,7 @@
  * restarts and leader changes, RSS of each replica with a linear fit after warm-up, and the plot.
  * Markdown and JSON in the output directory; the same figures as rows for BENCHMARKS.md.
  */
+import { linearFit } from "../lib/fit.ts"
 import { percentiles, type Percentiles } from "../lib/stats.ts"
 import { type Row, table } from "../lib/report.ts"
 import { clock } from "./history.ts"
@@ -23,25 +24,19 @@ export interface Fit {
   readonly minutes: number
 }
 
-/** Least squares slope shared by groups (each its own intercept), in MiB/h; undefined below 3 points. */
+/**
+ * Least squares slope shared by groups (each its own intercept), in MiB/h; undefined below 3
+ * points: the line through every group's points taken about the group's own means.
+ */
 const commonSlope = (groups: ReadonlyArray<ReadonlyArray<ProcSample>>): Fit | undefined => {
-  let sxy = 0
-  let sxx = 0
-  let n = 0
-  let covered = 0
-  for (const pts of groups) {
-    if (pts.length < 2) continue
-    const mt = pts.reduce((a, s) => a + s.t, 0) / pts.length
-    const my = pts.reduce((a, s) => a + s.rssBytes, 0) / pts.length
-    for (const s of pts) {
-      sxy += (s.t - mt) * (s.rssBytes - my)
-      sxx += (s.t - mt) ** 2
-    }
-    n += pts.length
-    covered += pts.at(-1)!.t - pts[0]!.t
-  }
-  if (n < 3 || sxx === 0) return undefined
-  return { slope: (sxy / sxx) * 3_600_000 / 2 ** 20, samples: n, minutes: covered / 60_000 }
+  const kept = groups.filter((pts) => pts.length >= 2)
+  const centred = kept.flatMap((pts) => {
+    const [mt, my] = [pts.reduce((a, s) => a + s.t, 0) / pts.length, pts.reduce((a, s) => a + s.rssBytes, 0) / pts.length]
+    return pts.map((s) => [s.t - mt, s.rssBytes - my] as const)
+  })
+  const fit = linearFit(centred)
+  if (centred.length < 3 || fit === undefined) return undefined
+  return { slope: (fit.slope * 3_600_000) / 2 ** 20, samples: centred.length, minutes: kept.reduce((a, pts) => a + pts.at(-1)!.t - pts[0]!.t, 0) / 60_000 }
 }
 
 /** Each process of `identity`: its samples at least `warmupMs` into its life. */
