@@ -13,7 +13,7 @@ import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type JsonPatchOp, type KubeObject, listAll } from "../../src/services/KubeApi.ts"
 import type { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
-import { networkStatusFor, realisticPod } from "./pods.ts"
+import { hex, networkStatusFor, realisticPod } from "./pods.ts"
 import type { RestReport as LiveRestReport } from "../../test/live/support/bulk.ts"
 import { violations as findViolations } from "../../test/support/invariants.ts"
 
@@ -65,12 +65,6 @@ export interface StartedPod {
 
 const pointer = (key: string) => `/spec/allocations/${key}`
 
-const containerId = (i: number) => {
-  let s = ""
-  for (let k = 0; s.length < 64; k++) s += ((i * 2654435761 + k * 97) >>> 0).toString(16).padStart(8, "0")
-  return s.slice(0, 64)
-}
-
 /**
  * The CNI simulation for many pods at once: what `startPod` does pod by pod (lowest free address
  * by the plugin's own `assignIP`, a resourceVersion-guarded pool write, one reservation per
@@ -107,7 +101,7 @@ export const bulkStart = (
         const config = decodeNadConfig(a.net.config)
         if (Either.isLeft(config) || config.right._tag !== "Whereabouts") return yield* Effect.dieMessage(`bad network ${a.net.nad}`)
         const range = config.right.config.ranges[0]!
-        const got = assignIP(range, parseCidr(a.net.range)!, pool.allocations, { id: containerId(first + i), podref: `${ns}/${p.name}`, ifname: a.ifname })
+        const got = assignIP(range, parseCidr(a.net.range)!, pool.allocations, { id: hex(first + i, 64, 5), podref: `${ns}/${p.name}`, ifname: a.ifname })
         if (Either.isLeft(got)) return yield* Effect.dieMessage(got.left.message)
         // The map is this function's own copy: set in place (a copy per address is quadratic in the pool's size).
         pool.allocations[got.right.key] = got.right.entry as IPAllocation
