@@ -507,7 +507,7 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
     const ns = `ip-${o.label}`
     const nets = networks(ns, 2)
     yield* createNetworks(nets)
-    yield* bulkStart(ns, roundRobin("web", o.background, nets))
+    const background = yield* bulkStart(ns, roundRobin("web", o.background, nets))
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const c = yield* env.start(kind, o.limits, o.label)
@@ -532,6 +532,9 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
         return { kind, samples, latencyMs } satisfies IsolatedRun
       })
     )
+    // The background pods go too: the next scenario's pods get the same addresses from fresh pools,
+    // and a live pod that still lists one keeps it held for it (the controller never frees that).
+    yield* deleteAll(background)
     yield* clearPools
     return run
   }).pipe(Effect.mapError((e) => (e instanceof Error ? e : new Error(String(e)))))
