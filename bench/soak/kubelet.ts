@@ -192,7 +192,7 @@ export const makeKubelet = (deps: KubeletDeps) => {
           continue
         }
         const req = { podNamespace: rec.plan.namespace, podName: rec.plan.name, podUid: rec.uid ?? "", containerId: rec.containerId, ifname: h.ifname, config: config.right }
-        const done = yield* Effect.either(backoff(inSlot(Effect.provideService(pluginDel(req), PluginNode, nodeOf(rec.plan.node))), deadline, undefined, 1_000, 10_000))
+        const done = yield* Effect.either(backoff(inSlot(Effect.provideService(pluginDel(req), PluginNode, nodeOf(rec.plan.node))), deadline, () => true, 1_000, 10_000))
         log(rec, done._tag === "Right" ? `DEL ${h.ifname} ${h.ips.join(",")}` : `DEL ${h.ifname} failed: ${done.left.message.split("\n")[0]}`, addressKeys([h]))
       }
     })
