@@ -28,15 +28,13 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { type BenchPlane, startBenchPlane } from "./lib/controlplane.ts"
+import { type BenchPlane, driverLayer, runOver, startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, SHIPPED, limitsAt, stolenSeconds } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
-import { driverLayer, runOver } from "./lib/live.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
 import { parseProm, sum } from "./lib/prom.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { count, massDeletion, singleDeletions } from "./lib/scenarios.ts"
-import { takeNumber } from "./lib/args.ts"
 import { spread } from "./lib/stats.ts"
 
 const USAGE = "usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n] [--fresh] <checkout> [<checkout> …]"
@@ -45,7 +43,11 @@ if (args.includes("--help")) {
   process.stdout.write(`${USAGE}\n(bench/ab.ts's header says what each scenario measures)\n`)
   process.exit(0)
 }
-const option = (name: string, fallback: number) => takeNumber(args, name, fallback)
+/** `--name <number>` taken out of `args`, or `fallback` when absent. */
+const option = (name: string, fallback: number): number => {
+  const i = args.indexOf(name)
+  return i < 0 ? fallback : Number(args.splice(i, 2)[1])
+}
 const scenario = args.shift()
 const PODS = { mass: 1_000, single: 300, rss: 10_000 } as const
 if (scenario !== "mass" && scenario !== "single" && scenario !== "rss") throw new Error(USAGE)

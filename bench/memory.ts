@@ -9,7 +9,7 @@
 import { execFileSync } from "node:child_process"
 import * as path from "node:path"
 import { ROOT } from "./lib/paths.ts"
-import { type Row, type Section, machine, table, yesNo } from "./lib/results.ts"
+import { type Row, type Section, machine, table, yesNo } from "./lib/report.ts"
 import { ratio } from "./lib/rows.ts"
 import { fmt, ms, spread } from "./lib/stats.ts"
 import { makePhases } from "./lib/phases.ts"

@@ -19,16 +19,14 @@ import { setTimeout as sleep } from "node:timers/promises"
 import { Effect } from "effect"
 import { bundle } from "../scripts/build.ts"
 import { adminRequest } from "../test/live/cluster.ts"
-import { type BenchPlane, cpuSeconds, etcdVersion, planePids, startBenchPlane } from "./lib/controlplane.ts"
-import { apiserverEnv, type BenchEnv, SHIPPED } from "./lib/env.ts"
+import { apiserverRequests, cpuSeconds, planePids, rssOf, runOver } from "./lib/controlplane.ts"
+import { type BenchEnv, SHIPPED, startBench } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
-import { apiserverRequests, driverLayer, runOver } from "./lib/live.ts"
 import { ROOT } from "./lib/paths.ts"
 import { makePhases } from "./lib/phases.ts"
-import { type Proc, spawnContender } from "./lib/proc.ts"
+import { spawnContender, waitMetric } from "./lib/proc.ts"
 import { delta, type Sample, sum } from "./lib/prom.ts"
-import { machine, readResults, writeResults } from "./lib/results.ts"
-import { regenerate } from "./lib/report.ts"
+import { machine, readResults, regenerate, writeResults } from "./lib/report.ts"
 import { type WorldLayout, buildWorld, createNodes, scaleLayout } from "./lib/rssworld.ts"
 import { type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { type ScaleRun, heapReadings, renderScale } from "./lib/scalereport.ts"
@@ -44,10 +42,8 @@ const COMMAND = (pods: string | undefined) => `npm run bench:scale${pods === und
 if (argv.includes("--render")) {
   const r = readResults("scale")
   if (r === undefined) throw new Error("bench/results/scale.json is missing")
-  // Runs from before the heap was read from the controller's log get it now, while the log is there.
-  const scales = (r.data["scales"] as ReadonlyArray<ScaleRun>).map((x) => (x.heap === undefined && fs.existsSync(x.logFile) ? { ...x, heap: heapReadings(fs.readFileSync(x.logFile, "utf8")) } : x))
-  const { rows, sections } = renderScale(scales, r.data["limitMi"] as number)
-  writeResults({ ...r, rows, sections: [...r.sections.filter((s) => s.title === "Conditions of this run"), ...sections], data: { ...r.data, scales } })
+  const { rows, sections } = renderScale(r.data["scales"] as ReadonlyArray<ScaleRun>, r.data["limitMi"] as number)
+  writeResults({ ...r, rows, sections: [...r.sections.filter((s) => s.title === "Conditions of this run"), ...sections] })
   regenerate(["scale"])
   process.exit(0)
 }
@@ -67,25 +63,11 @@ const { phase, log, finish } = makePhases("bench:scale")
 log("bundling the controller as the image's build does (scripts/build.ts) into bench/.build")
 const DIST = await bundle(path.join(ROOT, "bench/.build"))
 const image = imageNodeFlags()
-log(`starting etcd (--quota-backend-bytes ${ETCD_QUOTA}) + kube-apiserver (scripts/envtest-assets.sh)`)
-const plane: BenchPlane = await startBenchPlane({ etcdQuotaBytes: ETCD_QUOTA })
-for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
-const etcd = etcdVersion(plane.assets)
-log(`kube-apiserver ${plane.version}, etcd ${etcd}, ${plane.server}`)
-const { env, logDir } = apiserverEnv(plane)
-log(`controller logs in ${logDir}`)
-const run = runOver(driverLayer(plane))
+const { plane, etcd, env, logDir, driver } = await startBench(log, { etcdQuotaBytes: ETCD_QUOTA })
+const run = runOver(driver)
 const pids = planePids(plane)
 
 const MiB = 2 ** 20
-const vmRss = (pid: number | undefined): number => {
-  if (pid === undefined) return Number.NaN
-  try {
-    return Number(/^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN) * 1024
-  } catch {
-    return Number.NaN
-  }
-}
 
 /** apiserver_request_total between two scrapes, "VERB resource scope" (code summed). */
 const serverByScope = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>) => delta(before, after, "apiserver_request_total", ["verb", "resource", "scope"])
@@ -106,18 +88,6 @@ const deleteCollection = (pods: ReadonlyArray<StartedPod>) =>
     },
     catch: (e) => (e instanceof Error ? e : new Error(String(e)))
   })
-
-/** Polls the controller's metrics until `cond` holds; fails as soon as its process is gone. */
-const waitAlive = async (p: Proc, cond: (s: ReadonlyArray<Sample>) => boolean, timeoutMs: number) => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    if (!fs.existsSync(`/proc/${p.pid}/status`)) throw new Error(`the controller exited\n${p.tail(8)}`)
-    const s = await p.scrape().catch(() => undefined)
-    if (s !== undefined && cond(s)) return
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s`)
-    await sleep(100)
-  }
-}
 
 /** World facts of a layout: pools and allocations as its pods name them. */
 const worldFacts = (layout: WorldLayout) => {
@@ -165,7 +135,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     await p.ready(900_000)
     const readyMs = performance.now() - t0
     stage = "the start-up sweep"
-    await waitAlive(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, 900_000)
+    await waitMetric(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "the start-up sweep", 900_000, 100)
     const sweptMs = performance.now() - t0
     const sweeps = sum(await p.scrape(), "whereabouts_controller_sweeps_total", { result: "success" })
     log(`  ready after ${fmt(readyMs / 1000)} s, start-up sweep done ${fmt((sweptMs - readyMs) / 1000)} s later (${sweeps} successful); RSS ${fmt(p.memory().rss / MiB)} MiB, peak ${fmt(p.memory().hwm / MiB)} MiB`)
@@ -179,7 +149,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     const m1 = await p.scrape()
     const i1 = await apiserverRequests(plane)
     const steady = p.memory()
-    const planeRss = { apiserver: vmRss(pids.apiserver), etcd: vmRss(pids.etcd) }
+    const planeRss = { apiserver: rssOf(pids.apiserver), etcd: rssOf(pids.etcd) }
     log(`  steady RSS ${fmt(steady.rss / MiB)} MiB after ${S.idleS} s idle (${fmt((idleCpu * 1000) / S.idleS)} millicores); kube-apiserver ${fmt(planeRss.apiserver / MiB)} MiB, etcd ${fmt(planeRss.etcd / MiB)} MiB`)
 
     stage = "the scenarios"

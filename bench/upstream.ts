@@ -9,13 +9,9 @@
  *   BENCH_SCALE=quick  20 pods, results not written (a smoke test)
  */
 import * as os from "node:os"
-import { Cause, Effect, type Scope } from "effect"
-import type { KubeApi } from "../src/services/KubeApi.ts"
-import { etcdVersion, startBenchPlane } from "./lib/controlplane.ts"
-import { apiserverEnv, type BenchEnv, SHIPPED, limitsAt } from "./lib/env.ts"
-import { driverLayer } from "./lib/live.ts"
+import { SHIPPED, limitsAt, startBench } from "./lib/env.ts"
 import { makePhases } from "./lib/phases.ts"
-import { machine } from "./lib/results.ts"
+import { machine } from "./lib/report.ts"
 import { upstreamComparison } from "./lib/upstream.ts"
 
 const quick = process.env["BENCH_SCALE"] === "quick"
@@ -23,15 +19,7 @@ const pods = Number(process.env["UPSTREAM_PODS"] ?? (quick ? 20 : 100))
 const reps = Number(process.env["UPSTREAM_REPS"] ?? 1)
 const { phase, log, finish } = makePhases("bench:upstream")
 
-log("starting etcd + kube-apiserver (scripts/envtest-assets.sh)")
-const plane = await startBenchPlane()
-for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
-const etcd = etcdVersion(plane.assets)
-const { env, logDir } = apiserverEnv(plane)
-log(`kube-apiserver ${plane.version}, etcd ${etcd}; contender logs in ${logDir}`)
-const driver = driverLayer(plane)
-const run = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> =>
-  Effect.runPromise(Effect.scoped(f(env)).pipe(Effect.provide(driver), Effect.catchAllCause((cause) => Effect.die(new Error(Cause.pretty(cause))))))
+const { plane, etcd, logDir, run } = await startBench(log)
 
 let result: Awaited<ReturnType<typeof upstreamComparison>>
 try {

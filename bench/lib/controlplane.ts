@@ -1,20 +1,24 @@
 /**
  * A real kube-apiserver + etcd for the benchmarks, started through the test harness
  * (test/live/cluster.ts) with the binaries from scripts/envtest-assets.sh (KUBEBUILDER_ASSETS
- * or its cache, else built once), and the CRDs of deploy/components installed.
+ * or its cache, else built once), and the CRDs of deploy/components installed; the benchmark's
+ * own access to it (no client-side limit, not counted in any contender's metrics), and what
+ * /proc says of its processes.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { Cause, Duration, Effect, Layer, type Scope } from "effect"
+import { layerWith } from "../../src/services/ControllerConfig.ts"
+import type { KubeApi } from "../../src/services/KubeApi.ts"
+import { layerLive } from "../../src/services/KubeApiLive.ts"
 import { type ControlPlane, DIR_PREFIX, adminRequest, installCrds, reapOrphans, startControlPlane } from "../../test/live/cluster.ts"
-
 import { ROOT } from "./paths.ts"
-
-export { ROOT }
+import { parseProm, type Sample } from "./prom.ts"
 
 /** The assets dir (kube-apiserver, etcd); may build them (minutes, once) when not cached. */
-export const envtestAssets = (): string => {
+const envtestAssets = (): string => {
   const out = execFileSync("bash", [path.join(ROOT, "scripts/envtest-assets.sh")], {
     cwd: ROOT,
     encoding: "utf8",
@@ -32,16 +36,12 @@ export interface BenchPlane extends ControlPlane {
   readonly metrics: () => Promise<string>
 }
 
-export interface BenchPlaneOptions {
-  /**
-   * etcd's --quota-backend-bytes (its default, 2 GiB, is too small for 150k realistic pods and the
-   * revisions their status writes leave until the API server compacts them).
-   */
-  readonly etcdQuotaBytes?: number
-}
-
-/** Starts etcd + kube-apiserver on loopback and installs the project's CRDs. */
-export const startBenchPlane = async (options: BenchPlaneOptions = {}): Promise<BenchPlane> => {
+/**
+ * Starts etcd + kube-apiserver on loopback and installs the project's CRDs. `etcdQuotaBytes`:
+ * etcd's --quota-backend-bytes (its default, 2 GiB, is too small for 150k realistic pods and the
+ * revisions their status writes leave until the API server compacts them).
+ */
+export const startBenchPlane = async (options: { readonly etcdQuotaBytes?: number } = {}): Promise<BenchPlane> => {
   const assets = envtestAssets()
   reapOrphans()
   // etcd takes every flag from an ETCD_<FLAG> variable too, and the harness starts it with this
@@ -71,12 +71,29 @@ export const startBenchPlane = async (options: BenchPlaneOptions = {}): Promise<
   }
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc. */
-export const cpuSeconds = (pid: number): number => {
+/** CPU seconds (user + system) a process has used so far, from /proc; NaN for none or one that is gone. */
+export const cpuSeconds = (pid: number | undefined): number => {
+  if (pid === undefined) return Number.NaN
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
     return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** VmRSS and VmHWM of a process in bytes, from /proc (throws once it is gone). */
+export const procMemory = (pid: number): { readonly rss: number; readonly hwm: number } => {
+  const text = fs.readFileSync(`/proc/${pid}/status`, "utf8")
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? Number.NaN) * 1024
+  return { rss: kb("VmRSS"), hwm: kb("VmHWM") }
+}
+
+/** VmRSS in bytes; NaN for no process or one that is gone. */
+export const rssOf = (pid: number | undefined): number => {
+  try {
+    return pid === undefined ? Number.NaN : procMemory(pid).rss
   } catch {
     return Number.NaN
   }
@@ -108,3 +125,22 @@ export const etcdVersion = (assets: string): string => {
     return "?"
   }
 }
+
+/** KubeApi for the benchmark driver: admin kubeconfig, no rate limit. */
+export const driverLayer = (plane: BenchPlane): Layer.Layer<KubeApi> =>
+  layerLive.pipe(Layer.provide(layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0, requestTimeout: Duration.seconds(120) })), Layer.orDie)
+
+/** Runs a scenario scoped, over `driver`, as a promise; a failure rejects with its pretty cause. */
+export const runOver =
+  (driver: Layer.Layer<KubeApi>) =>
+  <A>(effect: Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> =>
+    Effect.runPromise(
+      Effect.scoped(effect).pipe(
+        Effect.provide(driver),
+        Effect.catchAllCause((cause) => Effect.die(new Error(Cause.pretty(cause))))
+      )
+    )
+
+/** `apiserver_request_total` as the API server counts it. */
+export const apiserverRequests = (plane: BenchPlane): Promise<ReadonlyArray<Sample>> =>
+  plane.metrics().then((text) => parseProm(text, (n) => n === "apiserver_request_total"))

@@ -8,7 +8,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, type Scope } from "effect"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
-import { type BenchPlane, cpuSeconds, planePids } from "./controlplane.ts"
+import type { KubeApi } from "../../src/services/KubeApi.ts"
+import { type BenchPlane, cpuSeconds, driverLayer, etcdVersion, planePids, runOver, startBenchPlane } from "./controlplane.ts"
 import { type Kind, type Proc, spawnContender, waitMetric } from "./proc.ts"
 import { type Sample, sum } from "./prom.ts"
 
@@ -32,7 +33,7 @@ export interface Contender {
 
 export interface BenchEnv {
   /** Starts a contender for the scope: synced, its start-up sweep (controller) done. */
-  readonly start: (kind: Kind, limits: Limits, label: string, config?: Partial<ControllerConfig.ControllerConfigShape>) => Effect.Effect<Contender, Error, Scope.Scope>
+  readonly start: (kind: Kind, limits: Limits, label: string) => Effect.Effect<Contender, Error, Scope.Scope>
   /** Cumulative CPU seconds per process of the system (apiserver, etcd, contender, bench). */
   readonly cpu: (c?: Contender) => Record<string, number>
 }
@@ -43,15 +44,12 @@ const benchCpu = () => {
 }
 
 /** The env over a running control plane; contenders are spawned with logs in `logDir`. */
-export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: ReadonlyArray<string>; readonly oursScript?: string } = {}) => {
+export const apiserverEnv = (plane: BenchPlane, options: { readonly oursScript?: string } = {}) => {
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "whereabouts-bench-"))
   const pids = planePids(plane)
   const env: BenchEnv = {
-    start: (kind, limits, label, config = {}) =>
+    start: (kind, limits, label) =>
       Effect.gen(function* () {
-        const extra: Record<string, string> = {}
-        // WORKERS too, for checkouts from before --workers became --concurrent-batches.
-        if (config.concurrentBatches !== undefined) Object.assign(extra, { CONCURRENT_BATCHES: String(config.concurrentBatches), WORKERS: String(config.concurrentBatches) })
         const proc = yield* Effect.acquireRelease(
           Effect.tryPromise({
             try: () =>
@@ -62,8 +60,7 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
                 logDir,
                 label,
                 // BENCH_LOG_LEVEL: the contenders' LOG_LEVEL (debug shows why each batch did what it did).
-                env: { LOG_LEVEL: process.env["BENCH_LOG_LEVEL"] ?? "info", ...extra },
-                ...(options.nodeArgs === undefined ? {} : { nodeArgs: options.nodeArgs }),
+                env: { LOG_LEVEL: process.env["BENCH_LOG_LEVEL"] ?? "info" },
                 ...(kind === "ours" && options.oursScript !== undefined ? { script: options.oursScript } : {})
               }),
             catch: (e) => (e instanceof Error ? e : new Error(String(e)))
@@ -80,9 +77,9 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly nodeArgs?: R
         return { kind, proc, scrape: Effect.promise(() => proc.scrape()) } satisfies Contender
       }),
     cpu: (c) => ({
-      "kube-apiserver": pids.apiserver === undefined ? Number.NaN : cpuSeconds(pids.apiserver),
-      etcd: pids.etcd === undefined ? Number.NaN : cpuSeconds(pids.etcd),
-      contender: c === undefined ? Number.NaN : cpuSeconds(c.proc.pid),
+      "kube-apiserver": cpuSeconds(pids.apiserver),
+      etcd: cpuSeconds(pids.etcd),
+      contender: cpuSeconds(c?.proc.pid),
       "bench driver": benchCpu(),
       "stolen by the hypervisor": stolenSeconds()
     })
@@ -107,6 +104,24 @@ export const stolenSeconds = (): number => {
 /** after − before, per key. */
 export const cpuDelta = (before: Record<string, number>, after: Record<string, number>): Record<string, number> =>
   Object.fromEntries(Object.keys(after).map((k) => [k, Math.round(((after[k] ?? 0) - (before[k] ?? 0)) * 100) / 100]))
+
+/**
+ * A benchmark command's API server and env: started (`etcdQuotaBytes` as startBenchPlane takes
+ * it), Ctrl-C or a kill exiting through process.exit, whose hooks stop the API server, etcd and
+ * contenders. `run` runs a scenario over the env, scoped, on the driver's KubeApi.
+ */
+export const startBench = async (log: (line: string) => void, options: { readonly etcdQuotaBytes?: number } = {}) => {
+  log(`starting etcd + kube-apiserver (scripts/envtest-assets.sh; a cold build takes minutes)`)
+  const plane = await startBenchPlane(options)
+  for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => process.exit(130))
+  const etcd = etcdVersion(plane.assets)
+  const { env, logDir } = apiserverEnv(plane)
+  log(`kube-apiserver ${plane.version}, etcd ${etcd}, ${plane.server}; contender logs in ${logDir}`)
+  const driver = driverLayer(plane)
+  const overDriver = runOver(driver)
+  const run = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>): Promise<A> => overDriver(f(env))
+  return { plane, etcd, env, logDir, driver, run }
+}
 
 /** The client-side request limit `deploy/` ships (the controller's defaults; QPS 0: none). */
 export const SHIPPED: Limits = limitsAt(ControllerConfig.DEFAULTS.apiQps)

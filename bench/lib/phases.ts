@@ -5,10 +5,8 @@
  */
 import * as os from "node:os"
 import * as path from "node:path"
-import { gitState } from "./git.ts"
 import { ROOT } from "./paths.ts"
-import { regenerate } from "./report.ts"
-import { type Machine, type Row, type Section, table, writeResults } from "./results.ts"
+import { gitState, type Machine, regenerate, type Row, type Section, table, writeResults } from "./report.ts"
 import { fmt } from "./stats.ts"
 
 export const makePhases = (tag: string) => {

@@ -14,7 +14,8 @@ export interface PodNetworks {
   readonly networkStatus: string
 }
 
-const hex = (i: number, len: number, salt = 0): string => {
+/** `len` hex digits, deterministic per index and salt (ids, hashes). */
+export const hex = (i: number, len: number, salt = 0): string => {
   let out = ""
   let x = (i * 2654435761 + salt * 40503) >>> 0
   while (out.length < len) {

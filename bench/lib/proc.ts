@@ -8,12 +8,11 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { freePort } from "../../test/live/cluster.ts"
-import { ROOT, cpuSeconds } from "./controlplane.ts"
+import { cpuSeconds, procMemory } from "./controlplane.ts"
+import { ROOT } from "./paths.ts"
 import { parseProm, type Sample, sum } from "./prom.ts"
 
 export type Kind = "ours" | "baseline"
-
-export { freePort }
 
 export interface ProcOptions {
   readonly kubeconfig: string
@@ -36,18 +35,11 @@ export interface Proc {
   /** Resolves once /readyz answers 200 (caches synced). */
   readonly ready: (timeoutMs?: number) => Promise<void>
   readonly scrape: () => Promise<ReadonlyArray<Sample>>
-  /** The whole /metrics text, runtime metrics included. */
-  readonly metricsText: () => Promise<string>
-  /** VmRSS and VmHWM in bytes. */
+  /** VmRSS and VmHWM in bytes (throws once the process is gone). */
   readonly memory: () => { readonly rss: number; readonly hwm: number }
+  readonly exited: () => boolean
   readonly stop: () => Promise<void>
   readonly tail: (lines?: number) => string
-}
-
-const status = (pid: number): { rss: number; hwm: number } => {
-  const text = fs.readFileSync(`/proc/${pid}/status`, "utf8")
-  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? Number.NaN) * 1024
-  return { rss: kb("VmRSS"), hwm: kb("VmHWM") }
 }
 
 const get = async (url: string): Promise<{ status: number; body: string }> => {
@@ -59,7 +51,7 @@ const get = async (url: string): Promise<{ status: number; body: string }> => {
  * Whether `exit` is still pending after `ms`. The timer goes with the answer: a grace timer left
  * running kept a finished benchmark alive for its whole length.
  */
-export const outlasts = async (exit: Promise<unknown>, ms: number): Promise<boolean> => {
+const outlasts = async (exit: Promise<unknown>, ms: number): Promise<boolean> => {
   const timer = new AbortController()
   try {
     return await Promise.race([exit.then(() => false), sleep(ms, true, { signal: timer.signal })])
@@ -68,44 +60,20 @@ export const outlasts = async (exit: Promise<unknown>, ms: number): Promise<bool
   }
 }
 
-// Contenders still running when the benchmark exits (an error, Ctrl-C) are killed with it.
+// Processes still running when the benchmark exits (an error, Ctrl-C) are killed with it.
 const running = new Set<ChildProcess>()
-let hooked = false
-const hookExit = () => {
-  if (hooked) return
-  hooked = true
-  process.on("exit", () => {
-    for (const c of running) c.kill("SIGKILL")
-  })
-}
+process.on("exit", () => {
+  for (const c of running) c.kill("SIGKILL")
+})
 
-/** Spawns a contender with node (the same binary as this process: Node 24 under npm). */
-export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> => {
-  const [metricsPort, healthPort] = [await freePort(), await freePort()]
-  const script = o.script ?? (kind === "ours" ? path.join(ROOT, "src/programs/main.ts") : path.join(ROOT, "bench/baseline.ts"))
-  const logFile = path.join(o.logDir, `${o.label}.log`)
+/**
+ * `command` with its output in `logFile` and only PATH and HOME of this environment besides `env`;
+ * `ready` polls `readyUrl` until it answers 200, `stop` sends SIGTERM and SIGKILL after `graceMs`.
+ */
+export const spawnLogged = (command: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>>, logFile: string, readyUrl: string, graceMs: number) => {
   const fd = fs.openSync(logFile, "w")
-  // Ours with --expose-gc unless the image's flags are given (which hold it): its heap reclaim runs as deployed.
-  const nodeArgs = o.nodeArgs ?? (kind === "ours" ? ["--expose-gc"] : [])
-  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, script, "run"], {
-    cwd: ROOT,
-    stdio: ["ignore", fd, fd],
-    env: {
-      PATH: process.env["PATH"] ?? "",
-      HOME: process.env["HOME"] ?? "",
-      KUBECONFIG: o.kubeconfig,
-      API_QPS: String(o.qps),
-      // Read by checkouts from before the burst followed --api-qps (A/B runs): the same burst.
-      API_BURST: String(o.burst),
-      METRICS_PORT: String(metricsPort),
-      HEALTH_PORT: String(healthPort),
-      LEASE_NAME: `bench-${o.label.toLowerCase().replace(/[^a-z0-9-]/g, "-")}`,
-      POD_NAME: `bench-${o.label}`,
-      ...o.env
-    }
-  })
+  const child = spawn(command, args, { cwd: ROOT, stdio: ["ignore", fd, fd], env: { PATH: process.env["PATH"] ?? "", HOME: process.env["HOME"] ?? "", ...env } })
   fs.closeSync(fd)
-  hookExit()
   running.add(child)
   let exited = false
   const exit = new Promise<void>((resolve) => child.once("exit", () => ((exited = true), running.delete(child), resolve())))
@@ -116,45 +84,63 @@ export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> 
       return ""
     }
   }
-  const pid = child.pid!
+  const name = path.basename(logFile, ".log")
   return {
-    kind,
-    pid,
+    pid: child.pid!,
     logFile,
+    tail,
+    exited: () => exited,
     ready: async (timeoutMs = 120_000) => {
-      const deadline = Date.now() + timeoutMs
-      for (;;) {
-        if (exited) throw new Error(`${o.label} exited before ready:\n${tail()}`)
-        try {
-          if ((await get(`http://127.0.0.1:${healthPort}/readyz`)).status === 200) return
-        } catch {
-          // not listening yet
-        }
-        if (Date.now() > deadline) throw new Error(`${o.label} not ready within ${timeoutMs / 1000} s:\n${tail()}`)
-        await sleep(50)
+      for (const deadline = Date.now() + timeoutMs; ; await sleep(50)) {
+        if (exited) throw new Error(`${name} exited before ready:\n${tail()}`)
+        if ((await get(readyUrl).catch(() => undefined))?.status === 200) return
+        if (Date.now() > deadline) throw new Error(`${name} not ready within ${timeoutMs / 1000} s:\n${tail()}`)
       }
     },
-    scrape: async () => parseProm((await get(`http://127.0.0.1:${metricsPort}/metrics`)).body, (n) => n.startsWith("whereabouts_controller_")),
-    metricsText: async () => (await get(`http://127.0.0.1:${metricsPort}/metrics`)).body,
-    memory: () => status(pid),
     stop: async () => {
       if (exited) return
       child.kill("SIGTERM")
-      if (await outlasts(exit, 40_000)) child.kill("SIGKILL")
+      if (await outlasts(exit, graceMs)) child.kill("SIGKILL")
       await exit
-    },
-    tail
+    }
   }
 }
 
-/** Polls `scrape` until `cond` holds; returns the time (performance.now()) it first held. */
+/** Spawns a contender with node (the same binary as this process: Node 24 under npm). */
+export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> => {
+  const [metricsPort, healthPort] = [await freePort(), await freePort()]
+  const script = o.script ?? path.join(ROOT, kind === "ours" ? "src/programs/main.ts" : "bench/baseline.ts")
+  // Ours with --expose-gc unless the image's flags are given (which hold it): its heap reclaim runs as deployed.
+  const nodeArgs = o.nodeArgs ?? (kind === "ours" ? ["--expose-gc"] : [])
+  const env = {
+    KUBECONFIG: o.kubeconfig,
+    API_QPS: String(o.qps),
+    // Read by checkouts from before the burst followed --api-qps (A/B runs): the same burst.
+    API_BURST: String(o.burst),
+    METRICS_PORT: String(metricsPort),
+    HEALTH_PORT: String(healthPort),
+    LEASE_NAME: `bench-${o.label.toLowerCase().replace(/[^a-z0-9-]/g, "-")}`,
+    POD_NAME: `bench-${o.label}`,
+    ...o.env
+  }
+  const p = spawnLogged(process.execPath, [...nodeArgs, script, "run"], env, path.join(o.logDir, `${o.label}.log`), `http://127.0.0.1:${healthPort}/readyz`, 40_000)
+  return {
+    ...p,
+    kind,
+    scrape: async () => parseProm((await get(`http://127.0.0.1:${metricsPort}/metrics`)).body, (n) => n.startsWith("whereabouts_controller_")),
+    memory: () => procMemory(p.pid)
+  }
+}
+
+/** Polls `scrape` until `cond` holds; returns the time (performance.now()) it first held. Fails once the process is gone. */
 export const waitMetric = async (p: Proc, cond: (s: ReadonlyArray<Sample>) => boolean, what: string, timeoutMs: number, everyMs = 50): Promise<number> => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
+    if (p.exited()) throw new Error(`${p.kind} exited before ${what}\n${p.tail(8)}`)
     // A contender busy with a big list may answer late; a missed scrape is just retried.
     const s = await p.scrape().catch(() => undefined)
     if (s !== undefined && cond(s)) return performance.now()
-    if (Date.now() > deadline) throw new Error(`${p.kind}: timed out waiting until ${what}\n${p.tail()}`)
+    if (Date.now() > deadline) throw new Error(`${p.kind}: timed out after ${timeoutMs / 1000} s waiting until ${what}\n${p.tail()}`)
     await sleep(everyMs)
   }
 }
@@ -174,10 +160,7 @@ export interface MemoryReading {
  * Starts a contender at the client limit given, waits for its caches (the controller: and its
  * start-up sweep), reads its RSS then and 10 s later, and stops it.
  */
-export const memoryAfterSync = async (
-  kind: Kind,
-  o: Omit<ProcOptions, "env"> & { readonly env?: Readonly<Record<string, string>> }
-): Promise<MemoryReading> => {
+export const memoryAfterSync = async (kind: Kind, o: ProcOptions): Promise<MemoryReading> => {
   const t = performance.now()
   const p = await spawnContender(kind, { ...o, env: { LOG_LEVEL: "info", ...o.env } })
   try {

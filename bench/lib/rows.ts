@@ -1,7 +1,8 @@
 /** Summary rows and detail tables of the scenarios. */
-import { count, type IsolatedRun, type MassRun, type SingleRun } from "./scenarios.ts"
-import { type Row, table, yesNo } from "./results.ts"
-import { excessOver } from "./live.ts"
+import { count, excessOver, type IsolatedRun, type MassRun, type SingleRun, total, writes } from "./scenarios.ts"
+import { type Row, row, table, yesNo } from "./report.ts"
+import type { Limits } from "./env.ts"
+import { wrongAndLost } from "./world.ts"
 import { fmt, ms, spread } from "./stats.ts"
 
 export const ratio = (baseline: number, ours: number): string =>
@@ -17,10 +18,9 @@ export const medSpread = (xs: ReadonlyArray<number>, unit: (x: number) => string
 /** Addresses a mass run freed: every interface of every pod. */
 export const freedIPs = (r: MassRun) => r.pods * r.perPod
 
-export const fullyFreed = (r: MassRun) => Math.max(r.poolFreedMs, r.reservationsFreedMs)
+export const fullyFreed = (r: { readonly poolFreedMs: number; readonly reservationsFreedMs: number }) => Math.max(r.poolFreedMs, r.reservationsFreedMs)
 
-export const limitsText = (r: { readonly limits: { readonly qps: number; readonly burst: number } }) =>
-  r.limits.qps > 0 ? `QPS ${r.limits.qps}/burst ${r.limits.burst}` : "no client limit"
+export const limitsText = (l: Limits) => (l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client limit")
 
 export interface MassRows {
   readonly rows: Array<Row>
@@ -64,15 +64,11 @@ export const massRows = (
       target: targetText === "" ? "–" : targetText,
       met: yesNo(met)
     },
-    {
-      scenario: label,
-      metric: "last delete → every pool entry free, median",
+    row(label, "last delete → every pool entry free, median", {
       ours: ours.length === 0 ? "–" : sec(op.median),
       baseline: baseline.length === 0 ? "–" : sec(bp.median),
-      ratio: ratio(bp.median, op.median),
-      target: "–",
-      met: "–"
-    }
+      ratio: ratio(bp.median, op.median)
+    })
   ]
   const all = [...ours, ...baseline]
   const body = [
@@ -80,7 +76,7 @@ export const massRows = (
       ["run", "limit", "pods / pools", "setup", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "pool patches (422)", "batches", "reservation deletes", "Events", "pod reads", "CPU s (by process)", "invariants at rest"],
       all.map((r, i) => [
         `${r.kind} #${i < ours.length ? i + 1 : i - ours.length + 1}`,
-        limitsText(r),
+        limitsText(r.limits),
         `${r.pods} / ${r.pools}`,
         ms(r.setupMs),
         ms(r.deleteWindowMs),
@@ -111,44 +107,28 @@ export const writeRows = (label: string, ours: ReadonlyArray<MassRun>, baseline:
   const pool = (r: MassRun) => count(r.calls, "patch", "ippools")
   const res = (r: MassRun) => count(r.calls, "delete", "overlappingrangeipreservations")
   const ev = (r: MassRun) => count(r.calls, "create", "events") + count(r.calls, "patch", "events")
-  const all = (r: MassRun) =>
-    Object.entries(r.calls)
-      .filter(([k]) => ["create", "patch", "delete", "replace"].includes(k.split(" ")[0]!))
-      .reduce((a, [, n]) => a + n, 0)
+  /** The untargeted columns of a per-freed-IP row. */
+  const perIP = (metric: string, f: (r: MassRun) => number) => row(label, metric, { ours: fmt(per(ours, f)), baseline: fmt(per(baseline, f)), ratio: ratio(per(baseline, f), per(ours, f)) })
   const po = per(ours, pool)
   const perBatch = spread(ours.filter((r) => r.batches > 0).map((r) => pool(r) / r.batches)).median
   const batchSize = spread(ours.filter((r) => r.batches > 0).map((r) => r.pods / r.batches)).median
   return [
-    {
-      scenario: label,
-      metric: "pool patches per reconcile batch (one per pool the batch touched) · pods per batch",
+    row(label, "pool patches per reconcile batch (one per pool the batch touched) · pods per batch", {
       ours: `${fmt(perBatch)} · ${fmt(batchSize)}`,
       baseline: "– (one pod, one IP at a time)",
-      ratio: "–",
-      target: targets ? "one patch per pool per round" : "–",
-      met: targets ? yesNo(perBatch <= 10) : "–"
-    },
-    {
-      scenario: label,
-      metric: "pool writes (IPPool patches) per freed IP",
+      ...(targets ? { target: "one patch per pool per round", met: yesNo(perBatch <= 10) } : {})
+    }),
+    row(label, "pool writes (IPPool patches) per freed IP", {
       ours: fmt(po),
       baseline: fmt(per(baseline, pool)),
       ratio: ratio(per(baseline, pool), po),
       target: targets ? "≤ 0.05" : "– (set for the real API server run)",
       met: targets ? yesNo(po <= 0.05) : "–"
-    },
-    { scenario: label, metric: "reservation deletes per freed IP", ours: fmt(per(ours, res)), baseline: fmt(per(baseline, res)), ratio: ratio(per(baseline, res), per(ours, res)), target: "–", met: "–" },
-    { scenario: label, metric: "Event writes per freed IP", ours: fmt(per(ours, ev)), baseline: fmt(per(baseline, ev)), ratio: ratio(per(baseline, ev), per(ours, ev)), target: "–", met: "–" },
-    { scenario: label, metric: "all API writes per freed IP", ours: fmt(per(ours, all)), baseline: fmt(per(baseline, all)), ratio: ratio(per(baseline, all), per(ours, all)), target: "–", met: "–" },
-    {
-      scenario: label,
-      metric: "all API requests per freed IP (reads too, no watches/leases)",
-      ours: fmt(per(ours, (r) => Object.values(r.calls).reduce((a, n) => a + n, 0))),
-      baseline: fmt(per(baseline, (r) => Object.values(r.calls).reduce((a, n) => a + n, 0))),
-      ratio: ratio(per(baseline, (r) => Object.values(r.calls).reduce((a, n) => a + n, 0)), per(ours, (r) => Object.values(r.calls).reduce((a, n) => a + n, 0))),
-      target: "–",
-      met: "–"
-    }
+    }),
+    perIP("reservation deletes per freed IP", res),
+    perIP("Event writes per freed IP", ev),
+    perIP("all API writes per freed IP", (r) => writes(r.calls)),
+    perIP("all API requests per freed IP (reads too, no watches/leases)", (r) => total(r.calls))
   ]
 }
 
@@ -158,20 +138,11 @@ export const conflictRows = (label: string, ours: MassRun, baseline: MassRun): {
     const all = count(r.calls, "patch", "ippools")
     return all === 0 ? 0 : count(r.calls, "patch", "ippools", "422") / all
   }
-  const bad = (r: MassRun) => r.rest.liveNotHeld.length + r.rest.shared.length + r.rest.reservationMissing.length
-  const lost = (r: MassRun) => r.rest.deadHeld.length + r.rest.reservationDead.length
+  const rest = (r: MassRun) => wrongAndLost(r.rest).join(" / ")
   const pct = (x: number) => `${fmt(100 * x)} %`
   const rows: Array<Row> = [
-    { scenario: label, metric: "contender's pool patches that conflicted (HTTP 422)", ours: pct(rate(ours)), baseline: pct(rate(baseline)), ratio: "–", target: "≤ 5 %", met: yesNo(rate(ours) <= 0.05) },
-    {
-      scenario: label,
-      metric: "wrong / lost frees at rest (invariants)",
-      ours: `${bad(ours)} / ${lost(ours)}`,
-      baseline: `${bad(baseline)} / ${lost(baseline)}`,
-      ratio: "–",
-      target: "0 / 0",
-      met: yesNo(bad(ours) + lost(ours) === 0)
-    }
+    row(label, "contender's pool patches that conflicted (HTTP 422)", { ours: pct(rate(ours)), baseline: pct(rate(baseline)), target: "≤ 5 %", met: yesNo(rate(ours) <= 0.05) }),
+    row(label, "wrong / lost frees at rest (invariants)", { ours: rest(ours), baseline: rest(baseline), target: "0 / 0", met: yesNo(wrongAndLost(ours.rest).every((n) => n === 0)) })
   ]
   const body = table(
     ["contender", "pods deleted", "allocator pods started (failed, skipped at its bound)", "allocator pool patches (conflicts)", "contender pool patches (422)", "live pods / allocations / reservations at rest", "violations"],
@@ -193,21 +164,19 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun, 
   const both = (r: SingleRun) => `${ms(r.pool.p50)} / ${ms(r.pool.p99)}`
   const met = target === undefined ? undefined : ours.pool.p50 <= target.p50 && ours.pool.p99 <= target.p99 && ours.completed === ours.pods
   const rows: Array<Row> = [
-    {
-      scenario: label,
-      metric: "delete → address free, p50 / p99",
+    row(label, "delete → address free, p50 / p99", {
       ours: both(ours),
       baseline: both(baseline),
       ratio: `${ratio(baseline.pool.p50, ours.pool.p50)} / ${ratio(baseline.pool.p99, ours.pool.p99)}`,
       target: target === undefined ? "–" : `≤ ${target.p50} ms / ≤ ${target.p99} ms`,
       met: yesNo(met)
-    }
+    })
   ]
   const load = table(
     ["contender", "limit", "pods, rate", "benchmark's pod DELETE calls p50 / p99", "contender's reconcile batches, mean duration", "CPU s (by process)"],
     [ours, baseline].map((r) => [
       r.kind,
-      limitsText(r),
+      limitsText(r.limits),
       `${r.pods} at ${r.rate}/s`,
       r.deleteCall === undefined ? "–" : `${ms(r.deleteCall.p50)} / ${ms(r.deleteCall.p99)}`,
       r.reconciles === undefined || r.reconciles.count === 0 ? "–" : `${r.reconciles.count}, ${ms(r.reconciles.meanMs)}`,
@@ -219,7 +188,7 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun, 
     [ours, baseline].flatMap((r) =>
       (["pool", "reservation"] as const).map((w) => [
         r.kind,
-        limitsText(r),
+        limitsText(r.limits),
         `${r.pods} at ${r.rate}/s`,
         w === "pool" ? "pool entry gone" : "reservation gone",
         r[w].n,
@@ -255,16 +224,14 @@ export const isolatedRows = (label: string, ours: IsolatedRun, baseline: Isolate
   const poolReads = count(o, "get", "ippools") + count(o, "list", "ippools")
   const met = ours.samples.every((s) => count(s, "patch", "ippools") === 1 && count(s, "delete", "overlappingrangeipreservations") === 1 && count(s, "get", "ippools") + count(s, "list", "ippools") === 0)
   const rows: Array<Row> = [
-    {
-      scenario: label,
-      metric: "API calls for one deletion",
+    row(label, "API calls for one deletion", {
       ours: text(o),
       baseline: text(typical(baseline)),
-      ratio: ratio(Object.values(typical(baseline)).reduce((a, n) => a + n, 0), Object.values(o).reduce((a, n) => a + n, 0)),
+      ratio: ratio(total(typical(baseline)), total(o)),
       target: "1 patch (+1 reservation delete), 0 list/get of pools",
       met: yesNo(met)
-    },
-    { scenario: label, metric: "pool reads for that deletion", ours: String(poolReads), baseline: String(count(typical(baseline), "get", "ippools")), ratio: "–", target: "0", met: yesNo(poolReads === 0) }
+    }),
+    row(label, "pool reads for that deletion", { ours: String(poolReads), baseline: String(count(typical(baseline), "get", "ippools")), target: "0", met: yesNo(poolReads === 0) })
   ]
   const body = table(
     ["contender", "sample", "calls (controller side; leases and watches left out)", "delete → free"],
@@ -288,40 +255,16 @@ export const rateRows = (label: string, ours: MassRun, baseline: MassRun, side: 
   const eo = excess(o)
   const met = eo === undefined ? undefined : eo <= burst
   const source = side === "server" ? "API server's apiserver_request_total" : "contender's api_requests_total"
-  const rows: Array<Row> = [
-    {
-      scenario: label,
-      metric: `peak requests/s, 1 s windows / 10 s windows (${source})`,
+  return [
+    row(label, `peak requests/s, 1 s windows / 10 s windows (${source})`, {
       ours: o === undefined ? "–" : `${fmt(o.peak)} / ${fmt(o.max10s)}`,
-      baseline: b === undefined ? "–" : `${fmt(b.peak)} / ${fmt(b.max10s)}`,
-      ratio: "–",
-      target: "–",
-      met: "–"
-    },
-    {
-      scenario: label,
-      metric: `most requests any window between two samples held beyond QPS × its length (${source})`,
+      baseline: b === undefined ? "–" : `${fmt(b.peak)} / ${fmt(b.max10s)}`
+    }),
+    row(label, `most requests any window between two samples held beyond QPS × its length (${source})`, {
       ours: eo === undefined ? "–" : fmt(eo),
       baseline: excess(b) === undefined ? "–" : fmt(excess(b)!),
-      ratio: "–",
       target: `QPS ${qps}, burst ${burst}: ≤ ${burst} (a token bucket admits ≤ burst + QPS·T in T seconds)`,
       met: yesNo(met)
-    }
+    })
   ]
-  return rows
-}
-
-/** The informer-sync row: every run of ours within 3 s (the target), beside the baseline's. */
-export const syncRow = (scenario: string, metric: string, sync: { readonly ours: ReadonlyArray<number>; readonly baseline: ReadonlyArray<number> }): Row => {
-  const so = spread(sync.ours)
-  const sb = spread(sync.baseline)
-  return {
-    scenario,
-    metric,
-    ours: `${ms(so.median)} (${ms(so.min)}–${ms(so.max)})`,
-    baseline: `${ms(sb.median)} (${ms(sb.min)}–${ms(sb.max)})`,
-    ratio: ratio(sb.median, so.median),
-    target: "≤ 3 s",
-    met: yesNo(so.max <= 3000)
-  }
 }

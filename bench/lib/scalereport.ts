@@ -4,7 +4,7 @@
  * the shipped limit, and the requests the API server saw.
  */
 import { type LinearFit, crossing, linearFit } from "./fit.ts"
-import type { Row, Section } from "./results.ts"
+import type { Row, Section } from "./report.ts"
 import { type MassRun, type SingleRun } from "./scenarios.ts"
 import { fmt, fullyFreed, ms, spread, table, yesNo } from "./rows.ts"
 import { violations } from "./world.ts"
@@ -187,13 +187,13 @@ const failureText = (failed: string) => {
 const isMeasured = (r: ScaleRun): r is ScaleMeasured => r.failed === undefined
 
 /** The fitted quantities: name, value of a run, unit scale, ceiling (value and text). */
-const FITS: ReadonlyArray<{ readonly name: string; readonly y: (r: ScaleMeasured) => number; readonly unit: string; readonly per: (x: number) => string }> = [
-  { name: "RSS steady", y: (r) => r.steady.rss / MiB, unit: "MiB", per: (x) => `${fmt(x)} MiB` },
-  { name: "RSS peak through the first lists and the sweep", y: (r) => r.afterSweep.hwm / MiB, unit: "MiB", per: (x) => `${fmt(x)} MiB` },
-  { name: "RSS peak over the whole run", y: (r) => r.end.hwm / MiB, unit: "MiB", per: (x) => `${fmt(x)} MiB` },
-  { name: "informer sync (start → /readyz)", y: (r) => r.readyMs / 1000, unit: "s", per: (x) => `${fmt(x)} s` },
-  { name: "start-up sweep", y: (r) => r.sweepMs / 1000, unit: "s", per: (x) => `${fmt(x)} s` },
-  { name: "V8 heap before the collection after the start-up sweep (its log)", y: (r) => r.heap?.find((h) => h.after === "sweep")?.heapBefore ?? Number.NaN, unit: "MiB heap", per: (x) => `${fmt(x)} MiB` }
+const FITS: ReadonlyArray<{ readonly name: string; readonly y: (r: ScaleMeasured) => number; readonly unit: string }> = [
+  { name: "RSS steady", y: (r) => r.steady.rss / MiB, unit: "MiB" },
+  { name: "RSS peak through the first lists and the sweep", y: (r) => r.afterSweep.hwm / MiB, unit: "MiB" },
+  { name: "RSS peak over the whole run", y: (r) => r.end.hwm / MiB, unit: "MiB" },
+  { name: "informer sync (start → /readyz)", y: (r) => r.readyMs / 1000, unit: "s" },
+  { name: "start-up sweep", y: (r) => r.sweepMs / 1000, unit: "s" },
+  { name: "V8 heap before the collection after the start-up sweep (its log)", y: (r) => r.heap?.find((h) => h.after === "sweep")?.heapBefore ?? Number.NaN, unit: "MiB heap" }
 ]
 
 /** The fits over the measured scales (x: pods). */

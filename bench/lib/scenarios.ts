@@ -1,7 +1,8 @@
 /**
  * The scenarios, over BenchEnv: mass deletion (optionally racing an allocator), single deletions
- * at a steady rate (and their floor: the requests alone), one isolated pod, and informer sync.
- * Each returns raw numbers; bench/apiserver.ts turns them into rows and tables.
+ * at a steady rate (and their floor: the requests alone), one isolated pod, and informer sync;
+ * and how their requests are counted and sampled. Each returns raw numbers; bench/lib/rows.ts
+ * turns them into rows and tables.
  */
 import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope, Stream } from "effect"
 import { REASON_GARBAGE_COLLECTED, garbageCollectedMessage } from "../../src/domain/events.ts"
@@ -18,7 +19,6 @@ import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from "./env.ts"
-import { countingApi, rateSampler } from "./live.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
 import { type Network, POOL_NAMESPACE, type RestReport, type StartedPod, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin } from "./world.ts"
@@ -41,6 +41,13 @@ export const count = (calls: Record<string, number>, verb: string, resource: str
       const [v, r, c] = k.split(" ")
       return v === verb && r === resource && (code === undefined || c === code)
     })
+    .reduce((a, [, n]) => a + n, 0)
+
+/** All requests of a count, and its writes. */
+export const total = (calls: Record<string, number>): number => Object.values(calls).reduce((a, n) => a + n, 0)
+export const writes = (calls: Record<string, number>): number =>
+  Object.entries(calls)
+    .filter(([k]) => ["create", "patch", "delete", "replace"].includes(k.split(" ")[0]!))
     .reduce((a, [, n]) => a + n, 0)
 
 /** apiserver_request_total of everything but the benchmark's own pod deletions, watches and non-resource paths. */
@@ -66,6 +73,84 @@ const waitMetricAt = (c: Contender, metric: string, labels: Readonly<Record<stri
 
 /** The CNI simulation's services over the driver's KubeApi. */
 const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
+
+/** A KubeApi that counts its calls by verb, resource and outcome ("ok" or the failure's reason), for the allocator. */
+export const countingApi = (api: KubeApiShape): { readonly counts: Map<string, number>; readonly api: KubeApiShape } => {
+  const counts = new Map<string, number>()
+  const bump = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1)
+  const wrap = <A, E extends { readonly reason: string }>(verb: string, plural: string, e: Effect.Effect<A, E>) =>
+    e.pipe(Effect.tapBoth({ onSuccess: () => Effect.sync(() => bump(`${verb} ${plural} ok`)), onFailure: (x) => Effect.sync(() => bump(`${verb} ${plural} ${x.reason}`)) }))
+  return {
+    counts,
+    api: {
+      get: (r, ns, n, o) => wrap("get", r.plural, api.get(r, ns, n, o)),
+      list: (r, ns, o) => wrap("list", r.plural, api.list(r, ns, o)),
+      create: (r, ns, o) => wrap("create", r.plural, api.create(r, ns, o)),
+      replace: (r, ns, o) => wrap("replace", r.plural, api.replace(r, ns, o)),
+      patch: (r, ns, n, p, o) => wrap("patch", r.plural, api.patch(r, ns, n, p, o)),
+      delete: (r, ns, n, o) => wrap("delete", r.plural, api.delete(r, ns, n, o)),
+      watch: api.watch
+    }
+  }
+}
+
+/**
+ * The most requests any window between two samples held beyond `qps` × its length. A token bucket
+ * that starts full admits at most burst + qps·T in any T seconds, so this is ≤ burst when the
+ * limit held, whatever the windows' lengths (a fixed "10 s" window between samples that are not
+ * exactly 10 s apart would need its own bound).
+ */
+export const excessOver = (points: ReadonlyArray<readonly [number, number]>, qps: number): number => {
+  let worst = 0
+  for (let i = 0; i < points.length; i++) {
+    for (let j = i + 1; j < points.length; j++) worst = Math.max(worst, points[j]![1] - points[i]![1] - (qps * (points[j]![0] - points[i]![0])) / 1000)
+  }
+  return worst
+}
+
+/**
+ * Samples a cumulative counter every `everyMs`; `stop` yields requests per second per interval,
+ * `peak` the highest one-second rate seen, `max10s` the highest 10-second average.
+ */
+export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
+  const points: Array<{ t: number; v: number }> = []
+  let stopped = false
+  let timer: NodeJS.Timeout | undefined
+  const tick = async () => {
+    if (stopped) return
+    try {
+      points.push({ t: performance.now(), v: await read() })
+    } catch {
+      // a missed sample only widens one interval
+    }
+    if (!stopped) timer = setTimeout(tick, everyMs - ((performance.now() - (points[0]?.t ?? 0)) % everyMs))
+  }
+  const started = tick()
+  return {
+    stop: async () => {
+      await started
+      stopped = true
+      if (timer !== undefined) clearTimeout(timer)
+      await tick().catch(() => undefined)
+      const rates: Array<number> = []
+      // Whole intervals only: the last one (cut short by stop) would scale a few requests up to a rate.
+      for (let i = 1; i < points.length; i++) {
+        const dt = points[i]!.t - points[i - 1]!.t
+        if (dt >= everyMs * 0.9) rates.push(((points[i]!.v - points[i - 1]!.v) * 1000) / dt)
+      }
+      const windows: Array<number> = []
+      for (let i = 10; i < points.length; i++) windows.push(((points[i]!.v - points[i - 10]!.v) * 1000) / Math.max(1, points[i]!.t - points[i - 10]!.t))
+      return {
+        perSecond: rates.map((r) => Math.round(r * 10) / 10),
+        peak: rates.length === 0 ? 0 : Math.max(...rates),
+        max10s: windows.length === 0 ? undefined : Math.max(...windows),
+        total: (points[points.length - 1]?.v ?? 0) - (points[0]?.v ?? 0),
+        // The samples themselves (ms since the first, cumulative count), for exact window bounds.
+        points: points.map((p) => [Math.round((p.t - points[0]!.t) * 10) / 10, p.v] as const)
+      }
+    }
+  }
+}
 
 export interface AllocatorStats {
   readonly started: number
@@ -141,8 +226,6 @@ export interface MassOptions {
   readonly pools: number
   /** Whereabouts interfaces per pod, each on another network (default 1). */
   readonly perPod?: number
-  /** The contender's configuration beyond its limits (e.g. `concurrentBatches`). */
-  readonly config?: Partial<ControllerConfig.ControllerConfigShape>
   readonly limits: Limits
   readonly label: string
   /** Pods per second the CNI simulation starts in the same pools during the deletion. */
@@ -214,10 +297,10 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const t1 = performance.now()
-        const c = yield* env.start(kind, o.limits, o.label, o.config)
+        const c = yield* env.start(kind, o.limits, o.label)
         const startMs = performance.now() - t1
         const tracker = yield* makeTracker()
-        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods * perPod, "the tracker sees every allocation", 60_000)
+        yield* tracker.allHeld(refs, o.pods * perPod)
         const m0 = yield* c.scrape
         const s0 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu0 = env.cpu(c)
@@ -226,13 +309,8 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
         const del = yield* (o.deleteWith === undefined ? deleteAll(started) : o.deleteWith(started))
         const timeoutMs = o.timeoutMs ?? 600_000
-        const freed = yield* Effect.either(
-          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", timeoutMs)
-        )
-        const last = (at: (r: string) => number | undefined) => (Either.isLeft(freed) ? Number.NaN : Math.max(...refs.map((r) => at(r) ?? del.lastReturned)) - del.lastReturned)
-        const poolFreedMs = last(tracker.poolFreedAt)
-        const reservationsFreedMs = last(tracker.reservationsFreedAt)
-        const reconciledAt = yield* waitMetricAt(c, WRITTEN, { result: "written" }, sum(m0, WRITTEN, { result: "written" }) + o.pods * perPod, Either.isLeft(freed) ? 1 : 120_000)
+        const freed = yield* tracker.allFreed(refs, timeoutMs, del.lastReturned)
+        const reconciledAt = yield* waitMetricAt(c, WRITTEN, { result: "written" }, sum(m0, WRITTEN, { result: "written" }) + o.pods * perPod, Number.isNaN(freed.pool) ? 1 : 120_000)
         const alloc = allocator === undefined ? undefined : yield* allocator.stop
         // Let the last writes (the allocator's, the contender's Events) land before counting.
         yield* Effect.sleep("500 millis")
@@ -253,8 +331,8 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
           setupMs,
           startMs,
           deleteWindowMs: del.lastReturned - del.firstIssued,
-          poolFreedMs,
-          reservationsFreedMs,
+          poolFreedMs: freed.pool,
+          reservationsFreedMs: freed.reservations,
           timeoutMs,
           reconciledMs: reconciledAt - del.lastReturned,
           calls: callsBetween(m0, m1),
@@ -273,34 +351,17 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
     return run
   })
 
-export interface SingleOptions {
-  readonly pods: number
-  readonly pools: number
+export interface SingleOptions extends Pick<MassOptions, "pods" | "pools" | "limits" | "label" | "timeoutMs" | "perPod" | "keepPools"> {
   /** Deletions per second. */
   readonly rate: number
-  readonly limits: Limits
-  readonly label: string
-  readonly timeoutMs?: number
-  /** Whereabouts interfaces per pod (default 1). */
-  readonly perPod?: number
-  /** Leave the pools and reservations of the pool namespace as they are (a standing world's are there). */
-  readonly keepPools?: boolean
 }
 
-export interface SingleRun {
+export interface SingleRun extends Pick<FloorRun, "pods" | "rate" | "pool" | "reservation" | "cpu" | "completed"> {
   readonly kind: Kind
-  readonly pods: number
-  readonly rate: number
   readonly limits: Limits
-  /** Delete issued → the pod's pool entry gone, per pod (ms). */
-  readonly pool: Percentiles
-  /** Delete issued → the pod's reservation gone (ms). */
-  readonly reservation: Percentiles
   /** How late the benchmark issued deletes against the schedule (ms). */
   readonly issueLag: Percentiles
-  readonly completed: number
   readonly calls: Record<string, number>
-  readonly cpu: Record<string, number>
   readonly rest: RestReport
   /** The benchmark's own pod DELETE calls, issue → answer (ms): how loaded the API server is. */
   readonly deleteCall?: Percentiles
@@ -393,13 +454,11 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         const c = yield* env.start(kind, o.limits, o.label)
         const tracker = yield* makeTracker()
         const refs = started.map((p) => `${p.namespace}/${p.name}`)
-        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods * perPod, "the tracker sees every allocation", 60_000)
+        yield* tracker.allHeld(refs, o.pods * perPod)
         const m0 = yield* c.scrape
         const cpu0 = env.cpu(c)
         const { issued, lag, answered } = yield* deleteAtRate(started, o.rate)
-        yield* Effect.either(
-          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", o.timeoutMs ?? 600_000)
-        )
+        yield* tracker.allFreed(refs, o.timeoutMs ?? 600_000)
         const m1 = yield* c.scrape
         const cpu = cpuDelta(cpu0, env.cpu(c))
         const poolLat: Array<number> = []
@@ -448,7 +507,7 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
     const ns = `ip-${o.label}`
     const nets = networks(ns, 2)
     yield* createNetworks(nets)
-    yield* bulkStart(ns, roundRobin("web", o.background, nets))
+    const background = yield* bulkStart(ns, roundRobin("web", o.background, nets))
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const c = yield* env.start(kind, o.limits, o.label)
@@ -473,6 +532,9 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
         return { kind, samples, latencyMs } satisfies IsolatedRun
       })
     )
+    // The background pods go too: the next scenario's pods get the same addresses from fresh pools,
+    // and a live pod that still lists one keeps it held for it (the controller never frees that).
+    yield* deleteAll(background)
     yield* clearPools
     return run
   }).pipe(Effect.mapError((e) => (e instanceof Error ? e : new Error(String(e)))))
@@ -497,17 +559,10 @@ export const informerSync = (kind: Kind) =>
     })
   )
 
-export interface FloorOptions {
-  readonly pods: number
-  readonly pools: number
-  readonly rate: number
-  readonly label: string
-}
-
 export interface FloorRun {
   readonly pods: number
   readonly rate: number
-  /** Delete issued → the pod's pool entry gone, per pod (ms). */
+  /** Delete issued → the pod's pool entry gone, and its reservation, per pod (ms). */
   readonly pool: Percentiles
   readonly reservation: Percentiles
   readonly cpu: Record<string, number>
@@ -529,7 +584,7 @@ export interface FloorRun {
  * informers would. What the API server of this machine, in its current state, answers for the
  * requests alone.
  */
-export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<FloorRun, Error, KubeApi | Scope.Scope> =>
+export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "pools" | "rate" | "label">): Effect.Effect<FloorRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const ns = `sd-${o.label}`
@@ -552,7 +607,7 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const tracker = yield* makeTracker()
-        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods, "the tracker sees every allocation", 60_000)
+        yield* tracker.allHeld(refs, o.pods)
         for (const [r, ns_] of [[R.Pods, undefined], [R.IPPools, POOL_NAMESPACE]] as const) {
           yield* Effect.forkScoped(Effect.ignore(Stream.runDrain(api.watch(r, ns_, { resourceVersion: "0" }))))
         }
@@ -598,9 +653,7 @@ export const singleFloor = (env: BenchEnv, o: FloorOptions): Effect.Effect<Floor
             )
           })
         const { t0, issued } = yield* deleteAtRate(started, o.rate, (p) => follow(p.namespace, p.name))
-        yield* Effect.either(
-          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", 120_000)
-        )
+        yield* tracker.allFreed(refs, 120_000)
         const cpu = cpuDelta(cpu0, env.cpu())
         const freed = [...refs.keys()].filter((i) => tracker.poolFreedAt(refs[i]!) !== undefined)
         const timed = freed.map((i) => ({ atMs: issued[i]! - t0, ms: tracker.poolFreedAt(refs[i]!)! - issued[i]! }))

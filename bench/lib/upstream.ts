@@ -12,22 +12,23 @@
  *   kubeconfig): the NADs carry `configuration_path` to one the benchmark writes, naming the
  *   bench's kubeconfig. The controller reads the same file (a flat file is part of the contract).
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { Effect, Either, type Scope } from "effect"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import type { Resource } from "../../src/services/resources.ts"
-import { type BenchPlane, cpuSeconds } from "./controlplane.ts"
+import { apiserverRequests, type BenchPlane, cpuSeconds } from "./controlplane.ts"
 import { type BenchEnv, cpuDelta, type Limits, limitsAt } from "./env.ts"
 import { ROOT } from "./paths.ts"
-import { freePort, outlasts } from "./proc.ts"
+import { freePort } from "../../test/live/cluster.ts"
+import { spawnLogged } from "./proc.ts"
 import { delta, parseProm, type Sample, sum } from "./prom.ts"
-import { type Row, type Section, table, yesNo } from "./results.ts"
-import { fmt, ms, ratio, spread } from "./rows.ts"
-import { callsBetween, count, serverCallsBetween } from "./scenarios.ts"
-import { type Network, type RestReport, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
+import { type Row, row, type Section, table, yesNo } from "./report.ts"
+import { fmt, fullyFreed, medSpread, ms, ratio, sec, spread } from "./rows.ts"
+import { callsBetween, count, type MassRun, serverCallsBetween, total, writes } from "./scenarios.ts"
+import { type Network, bulkStart, wrongAndLost, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
 
 /** The Node every pod of this scenario is bound to, and upstream's NODENAME. */
 export const NODE = "bench-upstream-node"
@@ -55,10 +56,6 @@ export const upstreamBinary = (): Either.Either<UpstreamBinary, string> => {
   }
 }
 
-// Contenders still running when the benchmark exits (an error, Ctrl-C) go with it.
-const running = new Set<ChildProcess>()
-let hooked = false
-
 interface Handle {
   readonly pid: number
   readonly scrape: () => Promise<ReadonlyArray<Sample>>
@@ -73,46 +70,17 @@ const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly l
   Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
-        const port = await freePort()
-        const logFile = path.join(o.logDir, `${o.label}.log`)
-        const fd = fs.openSync(logFile, "w")
-        const child = spawn(bin, [], {
-          stdio: ["ignore", fd, fd],
-          env: {
-            PATH: process.env["PATH"] ?? "",
-            HOME: process.env["HOME"] ?? "",
-            KUBECONFIG: o.kubeconfig,
-            NODENAME: NODE,
-            WHEREABOUTS_NAMESPACE: "kube-system",
-            METRICS_ADDR: `127.0.0.1:${port}`,
-            ...(o.limits === undefined ? {} : { API_QPS: String(o.limits.qps), API_BURST: String(o.limits.burst) })
-          }
-        })
-        fs.closeSync(fd)
-        if (!hooked) {
-          hooked = true
-          process.on("exit", () => running.forEach((c) => c.kill("SIGKILL")))
+        const url = `http://127.0.0.1:${await freePort()}`
+        const env = {
+          KUBECONFIG: o.kubeconfig,
+          NODENAME: NODE,
+          WHEREABOUTS_NAMESPACE: "kube-system",
+          METRICS_ADDR: url.slice("http://".length),
+          ...(o.limits === undefined ? {} : { API_QPS: String(o.limits.qps), API_BURST: String(o.limits.burst) })
         }
-        running.add(child)
-        let exited = false
-        const exit = new Promise<void>((resolve) => child.once("exit", () => ((exited = true), running.delete(child), resolve())))
-        const tail = () => fs.readFileSync(logFile, "utf8").trimEnd().split("\n").slice(-20).join("\n")
-        const url = (p: string) => `http://127.0.0.1:${port}${p}`
-        for (const deadline = Date.now() + 120_000; ; await sleep(50)) {
-          if (exited) throw new Error(`${o.label} exited before its caches synced:\n${tail()}`)
-          if ((await fetch(url("/readyz")).then((r) => r.status, () => 0)) === 200) break
-          if (Date.now() > deadline) throw new Error(`${o.label} not ready within 120 s:\n${tail()}`)
-        }
-        return {
-          pid: child.pid!,
-          scrape: async () => parseProm(await (await fetch(url("/metrics"))).text(), (n) => n === UPSTREAM_API),
-          stop: async () => {
-            if (exited) return
-            child.kill("SIGTERM")
-            if (await outlasts(exit, 20_000)) child.kill("SIGKILL")
-            await exit
-          }
-        }
+        const p = spawnLogged(bin, [], env, path.join(o.logDir, `${o.label}.log`), `${url}/readyz`, 20_000)
+        await p.ready()
+        return { ...p, scrape: async () => parseProm(await (await fetch(`${url}/metrics`)).text(), (n) => n === UPSTREAM_API) }
       },
       catch: (e) => (e instanceof Error ? e : new Error(String(e)))
     }),
@@ -141,34 +109,19 @@ const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
 
 export type UpstreamKind = "ours" | "upstream"
 
-export interface UpstreamRun {
+/** A mass deletion's times and counts, as MassRun has them (`calls`: ours without leader-election leases). */
+export interface UpstreamRun extends Pick<MassRun, "pods" | "pools" | "setupMs" | "startMs" | "deleteWindowMs" | "poolFreedMs" | "reservationsFreedMs" | "calls" | "cpu" | "rest"> {
   readonly kind: UpstreamKind
   readonly label: string
-  readonly pods: number
-  readonly pools: number
   /** undefined: client-go's defaults (upstream as released). */
   readonly limits: Limits | undefined
-  readonly setupMs: number
-  readonly startMs: number
-  readonly deleteWindowMs: number
-  /** Last delete returned → every pool entry of the deleted pods gone (NaN: not within the timeout). */
-  readonly poolFreedMs: number
-  readonly reservationsFreedMs: number
   /** Last delete returned → ours: its freed-IP counter reached the count; upstream: as many Events written. */
   readonly eventsMs: number
-  /** The contender's own count, "verb resource code" (ours: no leader-election leases). */
-  readonly calls: Record<string, number>
   /** apiserver_request_total over the same window (no watches, no pod deletions of the benchmark). */
   readonly serverCalls: Record<string, number>
-  readonly cpu: Record<string, number>
-  readonly rest: RestReport
 }
 
-export interface UpstreamOptions {
-  readonly pods: number
-  readonly pools: number
-  readonly limits: Limits | undefined
-  readonly label: string
+export interface UpstreamOptions extends Pick<UpstreamRun, "pods" | "pools" | "limits" | "label"> {
   readonly binary: string
   /** The flat file the NADs name (written by `upstreamComparison`). */
   readonly flatFile: string
@@ -215,17 +168,14 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
             : yield* startUpstream(o.binary, { kubeconfig: plane.kubeconfigPath, limits: o.limits, logDir, label: o.label })
         const startMs = performance.now() - t1
         const tracker = yield* makeTracker()
-        yield* tracker.until(() => tracker.heldTotal(refs) === o.pods, "the tracker sees every allocation", 60_000)
+        yield* tracker.allHeld(refs, o.pods)
         const m0 = yield* Effect.promise(c.scrape)
         const s0 = yield* Effect.promise(o.serverCounts)
         const cpuOf = () => ({ ...env.cpu(), contender: cpuSeconds(c.pid) })
         const cpu0 = cpuOf()
         const del = yield* deleteAll(started)
-        const freed = yield* Effect.either(
-          tracker.until(() => tracker.heldTotal(refs) === 0 && tracker.reservationsTotal(refs) === 0, "every address of the deleted pods is free", o.timeoutMs)
-        )
-        const last = (at: (r: string) => number | undefined) => (Either.isLeft(freed) ? Number.NaN : Math.max(...refs.map((r) => at(r) ?? del.lastReturned)) - del.lastReturned)
-        const eventsAt = yield* Effect.promise(() => waitUntil(async () => c.done(await c.scrape()) - c.done(m0), o.pods, Either.isLeft(freed) ? 1 : 120_000))
+        const freed = yield* tracker.allFreed(refs, o.timeoutMs, del.lastReturned)
+        const eventsAt = yield* Effect.promise(() => waitUntil(async () => c.done(await c.scrape()) - c.done(m0), o.pods, Number.isNaN(freed.pool) ? 1 : 120_000))
         // Let the last writes (Events, a lease release) land before counting.
         yield* Effect.sleep("1 second")
         const m1 = yield* Effect.promise(c.scrape)
@@ -241,8 +191,8 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
           setupMs,
           startMs,
           deleteWindowMs: del.lastReturned - del.firstIssued,
-          poolFreedMs: last(tracker.poolFreedAt),
-          reservationsFreedMs: last(tracker.reservationsFreedAt),
+          poolFreedMs: freed.pool,
+          reservationsFreedMs: freed.reservations,
           eventsMs: eventsAt - del.lastReturned,
           calls: c.callsBetween(m0, m1),
           serverCalls: serverCallsBetween(s0, s1),
@@ -277,21 +227,9 @@ export interface Comparison {
 
 type Runner = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>) => Promise<A>
 
-const fullyFreed = (r: UpstreamRun) => Math.max(r.poolFreedMs, r.reservationsFreedMs)
-const total = (c: Record<string, number>) => Object.values(c).reduce((a, n) => a + n, 0)
-const writes = (c: Record<string, number>) =>
-  Object.entries(c)
-    .filter(([k]) => ["create", "replace", "patch", "delete"].includes(k.split(" ")[0]!))
-    .reduce((a, [, n]) => a + n, 0)
 const limitText = (l: Limits | undefined) =>
   l === undefined ? "client-go default (QPS 5/burst 10 per API group client)" : l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client cap"
-const secs = (x: number) => (Number.isFinite(x) ? `${fmt(x / 1000)} s` : "not within timeout")
-const medianOf = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => number) => spread(runs.map(f))
-const medText = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => number, unit: (x: number) => string) => {
-  if (runs.length === 0) return "–"
-  const s = medianOf(runs, f)
-  return runs.length === 1 ? unit(s.median) : `${unit(s.median)} (${unit(s.min)}–${unit(s.max)})`
-}
+const medianOf = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => number) => spread(runs.map(f)).median
 
 /**
  * The upstream pod controller and the controller on the same kind of world (`pods` pods on one
@@ -314,10 +252,10 @@ export const upstreamComparison = async (plane: BenchPlane, logDir: string, run:
         const limits = kind === "ours" ? s.ours : s.upstream
         const label = `up-${kind}-${s.name}-${i}`
         const r = await run((e) =>
-          upstreamMass(e, plane, logDir, kind, { pods: o.pods, pools: o.pools, limits, label, binary: binary.right.path, flatFile, serverCounts: serverCounts(plane), timeoutMs: o.timeoutMs ?? 30 * 60_000 })
+          upstreamMass(e, plane, logDir, kind, { pods: o.pods, pools: o.pools, limits, label, binary: binary.right.path, flatFile, serverCounts: () => apiserverRequests(plane), timeoutMs: o.timeoutMs ?? 30 * 60_000 })
         )
         runs.push({ ...r, setting: s.name })
-        o.log(`  ${kind} (${limitText(limits)}) #${i + 1}: all free ${secs(fullyFreed(r))} after the last delete; requests: ${breakdown(r.calls)}`)
+        o.log(`  ${kind} (${limitText(limits)}) #${i + 1}: all free ${sec(fullyFreed(r))} after the last delete; requests: ${breakdown(r.calls)}`)
       }
     }
   }
@@ -330,7 +268,6 @@ const breakdown = (c: Record<string, number>) =>
     .map(([k, n]) => `${k}: ${n}`)
     .join(", ")
 
-const serverCounts = (plane: BenchPlane) => async () => parseProm(await plane.metrics(), (n) => n === "apiserver_request_total")
 
 const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { readonly setting: string }>, o: ComparisonOptions): { rows: Array<Row>; section: Section } => {
   const pick = (setting: string, kind: UpstreamKind) => runs.filter((r) => r.setting === setting && r.kind === kind)
@@ -344,44 +281,18 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
     const up = pick(setting, "upstream")
     if (ours.length === 0 && up.length === 0) continue
     const scenario = `mass deletion, ${o.pods} pods / ${o.pools} pools on one node; baseline column: upstream whereabouts ${version} pod controller; ${text}`
-    const per = (rs: ReadonlyArray<UpstreamRun>, f: (c: Record<string, number>) => number) => medianOf(rs, (r) => f(r.calls) / r.pods).median
+    const per = (rs: ReadonlyArray<UpstreamRun>, f: (c: Record<string, number>) => number) => medianOf(rs, (r) => f(r.calls) / r.pods)
+    const perIP = (metric: string, f: (c: Record<string, number>) => number) => row(scenario, metric, { ours: fmt(per(ours, f)), baseline: fmt(per(up, f)), ratio: ratio(per(up, f), per(ours, f)) })
+    const rest = (rs: ReadonlyArray<UpstreamRun>) => rs.map((r) => wrongAndLost(r.rest).join(" / ")).join(", ")
     rows.push(
-      {
-        scenario,
-        metric: "last delete → every address and reservation free, median (min–max)",
-        ours: medText(ours, fullyFreed, secs),
-        baseline: medText(up, fullyFreed, secs),
-        ratio: ratio(medianOf(up, fullyFreed).median, medianOf(ours, fullyFreed).median),
-        target: "–",
-        met: "–"
-      },
-      {
-        scenario,
-        metric: "API requests per freed IP, the contender's own count (no watches; upstream's Lease calls are its per-IP lock)",
-        ours: fmt(per(ours, total)),
-        baseline: fmt(per(up, total)),
-        ratio: ratio(per(up, total), per(ours, total)),
-        target: "–",
-        met: "–"
-      },
-      {
-        scenario,
-        metric: "API writes per freed IP (same count)",
-        ours: fmt(per(ours, writes)),
-        baseline: fmt(per(up, writes)),
-        ratio: ratio(per(up, writes), per(ours, writes)),
-        target: "–",
-        met: "–"
-      },
-      {
-        scenario,
-        metric: "wrong / lost frees at rest (invariants), all runs",
-        ours: ours.map((r) => `${r.rest.liveNotHeld.length + r.rest.shared.length + r.rest.reservationMissing.length} / ${r.rest.deadHeld.length + r.rest.reservationDead.length}`).join(", "),
-        baseline: up.map((r) => `${r.rest.liveNotHeld.length + r.rest.shared.length + r.rest.reservationMissing.length} / ${r.rest.deadHeld.length + r.rest.reservationDead.length}`).join(", "),
-        ratio: "–",
-        target: "0 / 0",
-        met: yesNo(ours.every((r) => violations(r.rest) === 0))
-      }
+      row(scenario, "last delete → every address and reservation free, median (min–max)", {
+        ours: medSpread(ours.map(fullyFreed), sec),
+        baseline: medSpread(up.map(fullyFreed), sec),
+        ratio: ratio(medianOf(up, fullyFreed), medianOf(ours, fullyFreed))
+      }),
+      perIP("API requests per freed IP, the contender's own count (no watches; upstream's Lease calls are its per-IP lock)", total),
+      perIP("API writes per freed IP (same count)", writes),
+      row(scenario, "wrong / lost frees at rest (invariants), all runs", { ours: rest(ours), baseline: rest(up), target: "0 / 0", met: yesNo(ours.every((r) => violations(r.rest) === 0)) })
     )
   }
   const detail = table(
@@ -392,9 +303,9 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
       `${r.pods} / ${r.pools}`,
       ms(r.setupMs),
       ms(r.deleteWindowMs),
-      secs(r.poolFreedMs),
-      secs(r.reservationsFreedMs),
-      secs(r.eventsMs),
+      sec(r.poolFreedMs),
+      sec(r.reservationsFreedMs),
+      sec(r.eventsMs),
       total(r.calls),
       fmt(total(r.calls) / r.pods),
       total(r.serverCalls),

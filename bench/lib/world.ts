@@ -13,7 +13,7 @@ import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type JsonPatchOp, type KubeObject, listAll } from "../../src/services/KubeApi.ts"
 import type { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
-import { networkStatusFor, realisticPod } from "./pods.ts"
+import { hex, networkStatusFor, realisticPod } from "./pods.ts"
 import type { RestReport as LiveRestReport } from "../../test/live/support/bulk.ts"
 import { violations as findViolations } from "../../test/support/invariants.ts"
 
@@ -65,12 +65,6 @@ export interface StartedPod {
 
 const pointer = (key: string) => `/spec/allocations/${key}`
 
-const containerId = (i: number) => {
-  let s = ""
-  for (let k = 0; s.length < 64; k++) s += ((i * 2654435761 + k * 97) >>> 0).toString(16).padStart(8, "0")
-  return s.slice(0, 64)
-}
-
 /**
  * The CNI simulation for many pods at once: what `startPod` does pod by pod (lowest free address
  * by the plugin's own `assignIP`, a resourceVersion-guarded pool write, one reservation per
@@ -107,7 +101,7 @@ export const bulkStart = (
         const config = decodeNadConfig(a.net.config)
         if (Either.isLeft(config) || config.right._tag !== "Whereabouts") return yield* Effect.dieMessage(`bad network ${a.net.nad}`)
         const range = config.right.config.ranges[0]!
-        const got = assignIP(range, parseCidr(a.net.range)!, pool.allocations, { id: containerId(first + i), podref: `${ns}/${p.name}`, ifname: a.ifname })
+        const got = assignIP(range, parseCidr(a.net.range)!, pool.allocations, { id: hex(first + i, 64, 5), podref: `${ns}/${p.name}`, ifname: a.ifname })
         if (Either.isLeft(got)) return yield* Effect.dieMessage(got.left.message)
         // The map is this function's own copy: set in place (a copy per address is quadratic in the pool's size).
         pool.allocations[got.right.key] = got.right.entry as IPAllocation
@@ -194,10 +188,15 @@ export interface Tracker {
   readonly poolFreedAt: (ref: string) => number | undefined
   readonly reservationsOf: (ref: string) => number
   readonly reservationsFreedAt: (ref: string) => number | undefined
-  readonly heldTotal: (refs: ReadonlyArray<string>) => number
-  readonly reservationsTotal: (refs: ReadonlyArray<string>) => number
   /** Resolves when `cond` holds (checked after each watch event and every 50 ms), or fails after the timeout. */
   readonly until: (cond: () => boolean, what: string, timeoutMs: number) => Effect.Effect<void, Error>
+  /** Resolves once `n` pool entries of `refs` are seen (fails after a minute). */
+  readonly allHeld: (refs: ReadonlyArray<string>, n: number) => Effect.Effect<void, Error>
+  /**
+   * Waits until no pool entry or reservation of `refs` is left, at most `timeoutMs`; then how long
+   * after `since` the last entry and the last reservation went (NaN: not all within the timeout).
+   */
+  readonly allFreed: (refs: ReadonlyArray<string>, timeoutMs: number, since?: number) => Effect.Effect<{ readonly pool: number; readonly reservations: number }>
 }
 
 /**
@@ -287,14 +286,19 @@ export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Sco
           wake = undefined
         })
       })
+    const total = (m: Map<string, number>, refs: ReadonlyArray<string>) => refs.reduce((a, r) => a + (m.get(r) ?? 0), 0)
     return {
       held: (ref) => held.get(ref) ?? 0,
       poolFreedAt: (ref) => poolFreed.get(ref),
       reservationsOf: (ref) => resHeld.get(ref) ?? 0,
       reservationsFreedAt: (ref) => resFreed.get(ref),
-      heldTotal: (refs) => refs.reduce((a, r) => a + (held.get(r) ?? 0), 0),
-      reservationsTotal: (refs) => refs.reduce((a, r) => a + (resHeld.get(r) ?? 0), 0),
-      until
+      until,
+      allHeld: (refs, n) => until(() => total(held, refs) === n, "the tracker sees every allocation", 60_000),
+      allFreed: (refs, timeoutMs, since = 0) =>
+        Effect.map(Effect.either(until(() => total(held, refs) === 0 && total(resHeld, refs) === 0, "every address of the deleted pods is free", timeoutMs)), (done) => {
+          const last = (at: Map<string, number>) => (Either.isLeft(done) ? Number.NaN : Math.max(...refs.map((r) => at.get(r) ?? since)) - since)
+          return { pool: last(poolFreed), reservations: last(resFreed) }
+        })
     } satisfies Tracker
   })
 
@@ -307,6 +311,9 @@ export interface RestReport extends LiveRestReport {
 
 export const violations = (r: RestReport): number =>
   r.liveNotHeld.length + r.deadHeld.length + r.shared.length + r.reservationMissing.length + r.reservationDead.length
+
+/** Wrong frees (a live pod's address not held for it, or held twice, or unreserved) and lost ones (held for a pod that is gone). */
+export const wrongAndLost = (r: RestReport): readonly [number, number] => [r.liveNotHeld.length + r.shared.length + r.reservationMissing.length, r.deadHeld.length + r.reservationDead.length]
 
 /** The invariants at rest over the API (pods of `podNamespaces`, every pool and reservation). */
 export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
@@ -354,11 +361,3 @@ export const deleteAll = (pods: ReadonlyArray<{ readonly namespace: string; read
     )
     return { firstIssued: issued[0] ?? performance.now(), lastReturned: performance.now() }
   })
-
-export const exists = (namespace: string, name: string) =>
-  Effect.flatMap(KubeApi, (api) =>
-    api.get(R.Pods, namespace, name).pipe(
-      Effect.as(true),
-      Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(false))
-    )
-  )

@@ -24,8 +24,6 @@ export interface FaultRecord {
   readonly planned: PlannedFault
   readonly description: string
   readonly start: number
-  /** When the fault itself ended (process back, API server ready, proxy normal). */
-  liftedAt: number | undefined
   /** When a replica led again after it. */
   recoveredAt: number | undefined
   readonly notes: Array<string>
@@ -99,7 +97,7 @@ export const makeFaults = (deps: FaultDeps) => {
       const due = t0 + planned.at
       if (due > stopAt) break
       await sleep(Math.max(0, due - Date.now()))
-      const r: FaultRecord = { planned, description: describeFault(planned.spec), start: Date.now(), liftedAt: undefined, recoveredAt: undefined, notes: [] }
+      const r: FaultRecord = { planned, description: describeFault(planned.spec), start: Date.now(), recoveredAt: undefined, notes: [] }
       records.push(r)
       deps.history.add(["faults"], `fault ${records.length} begins: ${r.description}`)
       try {
@@ -107,7 +105,6 @@ export const makeFaults = (deps: FaultDeps) => {
       } catch (e) {
         note(r, `injecting failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`)
       }
-      r.liftedAt = Date.now()
       const leader = await waitForLeader(RECOVERY_LIMIT_MS)
       r.recoveredAt = Date.now()
       note(r, leader === undefined ? `no replica led within ${RECOVERY_LIMIT_MS / 1000} s of the fault's end` : `recovered: ${leader} leads, ${((r.recoveredAt - r.start) / 1000).toFixed(1)} s after the start`)

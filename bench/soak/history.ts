@@ -27,7 +27,6 @@ export interface History {
   t0: number
   /** Appends one line under each key. */
   readonly add: (keys: ReadonlyArray<string>, text: string, at?: number) => void
-  readonly of: (key: string) => ReadonlyArray<Line>
   /** The lines of these keys, merged in time order, rendered `mm:ss.mmm text`. */
   readonly render: (keys: ReadonlyArray<string>, limit?: number) => ReadonlyArray<string>
   readonly close: () => void
@@ -47,7 +46,6 @@ export const makeHistory = (file: string, t0: number): History => {
       }
       out.write(`${JSON.stringify({ at, keys, text })}\n`)
     },
-    of: (key) => byKey.get(key) ?? [],
     render: (keys, limit = 60) => {
       const seen = new Set<Line>()
       const merged: Array<Line> = []

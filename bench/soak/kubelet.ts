@@ -58,28 +58,33 @@ export interface KubeletDeps {
 
 const transient = (e: KubeError) => !["NotFound", "AlreadyExists", "Invalid", "BadRequest", "Forbidden", "Unauthorized"].includes(e.reason)
 
-/** Retries `effect` on transient API failures with capped backoff until `deadline` (ms since the epoch). */
-export const persist = <A, R>(effect: Effect.Effect<A, KubeError, R>, deadline: number): Effect.Effect<A, KubeError, R> =>
+/** `effect` again, after `firstMs` doubling up to `maxMs`, while `retry` says so of its failure and `deadline` (ms since the epoch) leaves room. */
+const backoff = <A, E, R>(effect: Effect.Effect<A, E, R>, deadline: number, retry: (e: E) => boolean = () => true, firstMs = 200, maxMs = 5_000) =>
   Effect.gen(function* () {
-    for (let delay = 200; ; delay = Math.min(delay * 2, 5_000)) {
+    for (let delay = firstMs; ; delay = Math.min(delay * 2, maxMs)) {
       const r = yield* Effect.either(effect)
       if (r._tag === "Right") return r.right
-      if (!transient(r.left) || Date.now() + delay > deadline) return yield* Effect.fail(r.left)
+      if (!retry(r.left) || Date.now() + delay > deadline) return yield* Effect.fail(r.left)
       yield* Effect.sleep(Duration.millis(delay))
     }
   })
 
-/** PATCH (merge) of a pod's status subresource, retried until `deadline`; false when the pod is gone or time ran out. */
-export const patchStatus = (creds: Credentials, ref: string, status: Record<string, unknown>, deadline: number) =>
-  Effect.gen(function* () {
-    const [ns, name] = ref.split("/") as [string, string]
-    for (let delay = 200; ; delay = Math.min(delay * 2, 5_000)) {
-      const res = yield* Effect.promise(() => rest(creds, "PATCH", `/api/v1/namespaces/${ns}/pods/${name}/status`, { status }, "application/merge-patch+json").catch((e: Error) => ({ status: 0, body: e.message })))
-      if (res.status === 200) return true
-      if (res.status === 404 || Date.now() + delay > deadline) return false
-      yield* Effect.sleep(Duration.millis(delay))
-    }
-  })
+/** Retries `effect` on transient API failures with capped backoff until `deadline` (ms since the epoch). */
+export const persist = <A, R>(effect: Effect.Effect<A, KubeError, R>, deadline: number): Effect.Effect<A, KubeError, R> => backoff(effect, deadline, transient)
+
+/** PATCH (merge) of a status subresource at `path`, retried until `deadline`; false when the object is gone or time ran out. */
+export const patchStatusAt = (creds: Credentials, path: string, status: Record<string, unknown>, deadline: number): Effect.Effect<boolean> => {
+  const once = Effect.promise(() => rest(creds, "PATCH", path, { status }, "application/merge-patch+json").catch(() => ({ status: 0 })))
+  return backoff(Effect.filterOrFail(once, (res) => res.status === 200 || res.status === 404), deadline).pipe(
+    Effect.map((res) => res.status === 200),
+    Effect.orElseSucceed(() => false)
+  )
+}
+
+const patchStatus = (creds: Credentials, ref: string, status: Record<string, unknown>, deadline: number) => {
+  const [ns, name] = ref.split("/") as [string, string]
+  return patchStatusAt(creds, `/api/v1/namespaces/${ns}/pods/${name}/status`, status, deadline)
+}
 
 const nadConfigOf = (key: string) =>
   Effect.flatMap(KubeApi, (api) => {
@@ -187,17 +192,8 @@ export const makeKubelet = (deps: KubeletDeps) => {
           continue
         }
         const req = { podNamespace: rec.plan.namespace, podName: rec.plan.name, podUid: rec.uid ?? "", containerId: rec.containerId, ifname: h.ifname, config: config.right }
-        const done = yield* Effect.either(retryPlugin(Effect.provideService(pluginDel(req), PluginNode, nodeOf(rec.plan.node)), deadline))
+        const done = yield* Effect.either(backoff(inSlot(Effect.provideService(pluginDel(req), PluginNode, nodeOf(rec.plan.node))), deadline, () => true, 1_000, 10_000))
         log(rec, done._tag === "Right" ? `DEL ${h.ifname} ${h.ips.join(",")}` : `DEL ${h.ifname} failed: ${done.left.message.split("\n")[0]}`, addressKeys([h]))
-      }
-    })
-
-  const retryPlugin = <A, E, R>(e: Effect.Effect<A, E, R>, deadline: number) =>
-    Effect.gen(function* () {
-      for (let delay = 1_000; ; delay = Math.min(delay * 2, 10_000)) {
-        const r = yield* Effect.either(inSlot(e))
-        if (r._tag === "Right" || Date.now() + delay > deadline) return yield* r
-        yield* Effect.sleep(Duration.millis(delay))
       }
     })
 

@@ -15,20 +15,19 @@ import { Effect, ManagedRuntime } from "effect"
 import { bundle } from "../../scripts/build.ts"
 import { credentialsOf } from "../../test/live/support/rest.ts"
 import { etcdEndpoint } from "../../test/live/support/etcd.ts"
-import { type BenchPlane, cpuSeconds, planePids, startBenchPlane } from "../lib/controlplane.ts"
+import { type BenchPlane, cpuSeconds, driverLayer, planePids, startBenchPlane } from "../lib/controlplane.ts"
 import { imageNodeFlags } from "../lib/image.ts"
-import { driverLayer } from "../lib/live.ts"
 import { ROOT } from "../lib/paths.ts"
-import { type CheckerState, startChecker } from "./checker.ts"
+import { startChecker } from "./checker.ts"
 import { checkAtRest, evaluateContinuously, recordViolation } from "./evaluate.ts"
 import { planFaults } from "./fault-plan.ts"
-import { type Faults, makeFaults } from "./faults.ts"
-import { type History, makeHistory } from "./history.ts"
+import { makeFaults } from "./faults.ts"
+import { makeHistory } from "./history.ts"
 import { overlapping } from "./invariants.ts"
 import { makeKubelet } from "./kubelet.ts"
 import { USAGE, massEveryMs, parseOptions, type SoakOptions } from "./options.ts"
 import { makePlan, planSummary } from "./plan.ts"
-import { type ChaosProxy, startProxy } from "./proxy.ts"
+import { startProxy } from "./proxy.ts"
 import { IDENTITIES, type Replicas, startReplicas } from "./replicas.ts"
 import { writeReport } from "./write.ts"
 import { makeWorkload, type Workload } from "./workload.ts"
@@ -41,22 +40,10 @@ const SAMPLE_EVERY_MS = 5_000
 const pluginBinary = (): string =>
   execFileSync("bash", [path.join(ROOT, "scripts/whereabouts-plugin.sh")], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim()
 
-export interface Env {
-  readonly o: SoakOptions
-  readonly plane: BenchPlane
-  readonly runtime: ManagedRuntime.ManagedRuntime<import("../../src/services/KubeApi.ts").KubeApi, never>
-  readonly history: History
-  readonly proxy: ChaosProxy
-  readonly replicas: Replicas
-  readonly checker: CheckerState
-  readonly kubelet: ReturnType<typeof makeKubelet>
-  readonly nodes: ReturnType<typeof makeNodes>
-  readonly faults: Faults
-  readonly ref: { workload: Workload | undefined }
-}
+export type Env = Awaited<ReturnType<typeof setUp>>
 
 /** Everything but the workload: API server, networks, nodes, proxy, checker, two replicas (one leading). */
-const setUp = async (o: SoakOptions): Promise<Env> => {
+const setUp = async (o: SoakOptions) => {
   fs.rmSync(o.out, { recursive: true, force: true })
   fs.mkdirSync(path.join(o.out, "logs"), { recursive: true })
   log(`output in ${o.out}`)
@@ -74,7 +61,7 @@ const setUp = async (o: SoakOptions): Promise<Env> => {
   await runtime.runPromise(Effect.zipRight(createNetworks, Effect.forEach(planNodes, nodes.join, { discard: true })))
   const proxy = await startProxy(plane.server, path.join(plane.dir, "certs"))
   const kubeconfig = await runtime.runPromise(controllerKubeconfig(admin, proxy.url, o.out, o.minutes / 60 + 2))
-  const ref: Env["ref"] = { workload: undefined }
+  const ref: { workload: Workload | undefined } = { workload: undefined }
   const replicas = startReplicas({ kubeconfig, script, nodeArgs: image.flags, env: image.env, logDir: path.join(o.out, "logs"), history })
   const faults = makeFaults({ seed: o.seed, history, proxy, replicas, plane, etcd: etcdEndpoint(plane.kubeconfigPath) })
   const checker = startChecker({
@@ -91,9 +78,8 @@ const setUp = async (o: SoakOptions): Promise<Env> => {
   await Promise.all(checker.watchers.map((w) => w.synced))
   for (const id of IDENTITIES) await replicas.start(id)
   const kubelet = makeKubelet({ creds: admin, history, plugin, adminKubeconfig: plane.kubeconfigPath, pluginSlots: Effect.runSync(Effect.makeSemaphore(o.pluginSlots)), ...(o.pluginLeaderRetryMs === undefined ? {} : { pluginIpam: { leader_retry_period: o.pluginLeaderRetryMs } }) })
-  const env: Env = { o, plane, runtime, history, proxy, replicas, checker, kubelet, nodes, faults, ref }
-  await awaitLeader(env, 120_000)
-  return env
+  await awaitLeader(replicas, 120_000)
+  return { o, plane, runtime, history, proxy, replicas, checker, kubelet, nodes, faults, ref }
 }
 
 const planOptions = (o: SoakOptions) => ({
@@ -109,12 +95,12 @@ const planOptions = (o: SoakOptions) => ({
   nadEveryMs: Math.max(45_000, Math.min(150_000, o.minutes * 60_000 / 6))
 })
 
-const awaitLeader = async (env: Env, limitMs: number) => {
+const awaitLeader = async (replicas: Replicas, limitMs: number) => {
   const deadline = Date.now() + limitMs
   for (;;) {
-    const leader = await env.replicas.leader()
-    if (leader !== undefined && env.replicas.grep("sweep finished").length > 0) return log(`${leader} leads; its start-up sweep has finished`)
-    if (Date.now() > deadline) throw new Error(`no replica led and swept within ${limitMs / 1000} s:\n${env.replicas.process(IDENTITIES[0])?.tail(20) ?? ""}`)
+    const leader = await replicas.leader()
+    if (leader !== undefined && replicas.grep("sweep finished").length > 0) return log(`${leader} leads; its start-up sweep has finished`)
+    if (Date.now() > deadline) throw new Error(`no replica led and swept within ${limitMs / 1000} s:\n${replicas.process(IDENTITIES[0])?.tail(20) ?? ""}`)
     await sleep(500)
   }
 }
@@ -209,7 +195,7 @@ const checkControllerGauges = async (env: Env) => {
 
 const cpuOf = (plane: BenchPlane) => {
   const pids = planePids(plane)
-  return { apiserver: pids.apiserver === undefined ? Number.NaN : cpuSeconds(pids.apiserver), etcd: pids.etcd === undefined ? Number.NaN : cpuSeconds(pids.etcd) }
+  return { apiserver: cpuSeconds(pids.apiserver), etcd: cpuSeconds(pids.etcd) }
 }
 
 export type RunResult = Awaited<ReturnType<typeof run>>

@@ -61,12 +61,10 @@ const positive = (name: string, text: string | undefined, fallback: number, { in
   return n
 }
 
-export const isPublishedAs = (name: string): name is PublishedAs => (PUBLISHED_AS as ReadonlyArray<string>).includes(name)
-
 const publishAs = (publish: boolean, as: string | undefined): PublishedAs | undefined => {
   if (as === undefined) return publish ? "soak" : undefined
-  if (!isPublishedAs(as)) throw new Error(`--publish-as ${as}: expected one of ${PUBLISHED_AS.join(", ")}`)
-  return as
+  if (!(PUBLISHED_AS as ReadonlyArray<string>).includes(as)) throw new Error(`--publish-as ${as}: expected one of ${PUBLISHED_AS.join(", ")}`)
+  return as as PublishedAs
 }
 
 /** Parses argv (without node and the script); throws one line on a bad option. */

@@ -12,6 +12,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type ControllerProcess, type Exit, type LogLine, startController } from "../../test/live/support/controller-process.ts"
+import { rssOf } from "../lib/controlplane.ts"
 import { parseProm, sum } from "../lib/prom.ts"
 import type { History } from "./history.ts"
 import type { Interval } from "./invariants.ts"
@@ -38,7 +39,6 @@ export interface Sample {
   readonly identity: string
   readonly pid: number
   readonly rssBytes: number
-  readonly heapUsedBytes: number | undefined
   readonly leader: number | undefined
   readonly queueDepth: number | undefined
   readonly inFlight: number | undefined
@@ -52,14 +52,6 @@ export interface ReplicaOptions {
   readonly logDir: string
   readonly history: History
   readonly args?: ReadonlyArray<string>
-}
-
-const rssOf = (pid: number): number => {
-  try {
-    return Number(/^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN) * 1024
-  } catch {
-    return Number.NaN
-  }
 }
 
 const timeOf = (line: LogLine): number => {
@@ -80,7 +72,6 @@ export const startReplicas = (o: ReplicaOptions) => {
   const acting = new Map<string, number>()
   const leaderships: Array<Interval> = []
   const actings: Array<Interval> = []
-  const notable: Array<{ readonly t: number; readonly identity: string; readonly text: string }> = []
   /** Per process (pid): its request counters at the last scrape. */
   const requests = new Map<number, Requests>()
   /** Scrape rounds in which both replicas' leader gauge read 1. */
@@ -100,7 +91,6 @@ export const startReplicas = (o: ReplicaOptions) => {
     else if (m === "deletion loop started") acting.set(identity, at)
     else if (m.startsWith("deletion loop stopping")) close(acting, actings, identity, at)
     else if (!(line.logLevel === "ERROR" || line.logLevel === "FATAL" || m === "released leadership" || m.startsWith("shutdown"))) return
-    notable.push({ t: at, identity, text: m })
     o.history.add(["leadership", `replica ${identity}`], `${identity}: ${m}${line.logLevel === "ERROR" ? ` ${JSON.stringify(line.annotations).slice(0, 300)}` : ""}`, at)
   }
 
@@ -148,7 +138,6 @@ export const startReplicas = (o: ReplicaOptions) => {
           identity: gen.identity,
           pid: proc.pid,
           rssBytes: rssOf(proc.pid),
-          heapUsedBytes: value("nodejs_heap_size_used_bytes"),
           leader: value("whereabouts_controller_leader"),
           queueDepth: value("whereabouts_controller_workqueue_depth"),
           inFlight: value("whereabouts_controller_workqueue_in_flight")
@@ -186,7 +175,6 @@ export const startReplicas = (o: ReplicaOptions) => {
       leaderships: [...leaderships, ...[...leading].map(([who, from]) => ({ who, from, to: now }))],
       actings: [...actings, ...[...acting].map(([who, from]) => ({ who, from, to: now }))]
     }),
-    notable: () => notable,
     /** Requests by `verb code`, summed over every process (each process's counters from its last scrape). */
     requests: (): Requests => {
       const total: Requests = {}

@@ -4,9 +4,9 @@
  * restarts and leader changes, RSS of each replica with a linear fit after warm-up, and the plot.
  * Markdown and JSON in the output directory; the same figures as rows for BENCHMARKS.md.
  */
+import { linearFit } from "../lib/fit.ts"
 import { percentiles, type Percentiles } from "../lib/stats.ts"
-import type { Row, Section } from "../lib/results.ts"
-import { table } from "../lib/results.ts"
+import { type Row, table } from "../lib/report.ts"
 import { clock } from "./history.ts"
 import type { Violation } from "./checker.ts"
 import type { FaultRecord } from "./faults.ts"
@@ -24,25 +24,19 @@ export interface Fit {
   readonly minutes: number
 }
 
-/** Least squares slope shared by groups (each its own intercept), in MiB/h; undefined below 3 points. */
+/**
+ * Least squares slope shared by groups (each its own intercept), in MiB/h; undefined below 3
+ * points: the line through every group's points taken about the group's own means.
+ */
 const commonSlope = (groups: ReadonlyArray<ReadonlyArray<ProcSample>>): Fit | undefined => {
-  let sxy = 0
-  let sxx = 0
-  let n = 0
-  let covered = 0
-  for (const pts of groups) {
-    if (pts.length < 2) continue
-    const mt = pts.reduce((a, s) => a + s.t, 0) / pts.length
-    const my = pts.reduce((a, s) => a + s.rssBytes, 0) / pts.length
-    for (const s of pts) {
-      sxy += (s.t - mt) * (s.rssBytes - my)
-      sxx += (s.t - mt) ** 2
-    }
-    n += pts.length
-    covered += pts.at(-1)!.t - pts[0]!.t
-  }
-  if (n < 3 || sxx === 0) return undefined
-  return { slope: (sxy / sxx) * 3_600_000 / 2 ** 20, samples: n, minutes: covered / 60_000 }
+  const kept = groups.filter((pts) => pts.length >= 2)
+  const centred = kept.flatMap((pts) => {
+    const [mt, my] = [pts.reduce((a, s) => a + s.t, 0) / pts.length, pts.reduce((a, s) => a + s.rssBytes, 0) / pts.length]
+    return pts.map((s) => [s.t - mt, s.rssBytes - my] as const)
+  })
+  const fit = linearFit(centred)
+  if (centred.length < 3 || fit === undefined) return undefined
+  return { slope: (fit.slope * 3_600_000) / 2 ** 20, samples: centred.length, minutes: kept.reduce((a, pts) => a + pts.at(-1)!.t - pts[0]!.t, 0) / 60_000 }
 }
 
 /** Each process of `identity`: its samples at least `warmupMs` into its life. */
@@ -209,7 +203,6 @@ export const violationList = (vs: ReadonlyArray<Pick<Violation, "kind" | "summar
         `Each with the history of the objects involved: ${fullReport}.`
       ].join("\n\n")
 
-/** Rows for BENCHMARKS.md: the issue's targets and what this run measured. */
 export interface RssFits {
   /** Every sample after warm-up. */
   readonly all: Fit | undefined
@@ -218,29 +211,22 @@ export interface RssFits {
   readonly windowMs: number
 }
 
-export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReadonlyArray<readonly [string, RssFits]>): ReadonlyArray<Row> => [
-  { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },
-  { scenario, metric: `p99 delete → free outside fault windows (n = ${l.outside.n})`, ours: `${f(l.outside.p99)} s`, baseline: "–", ratio: "–", target: "≤ 2 s", met: l.outside.n === 0 ? "–" : l.outside.p99 <= 2 ? "yes" : "no" },
-  { scenario, metric: `p99 delete → free inside fault windows (n = ${l.inside.n})`, ours: `${f(l.inside.p99)} s`, baseline: "–", ratio: "–", target: "–", met: "–" },
-  ...rssRows(scenario, fits)
-]
-
 /** Each identity's fits, the floor's window being `windowMs` (the mass deletions' period). */
-export const rssFits = (
-  samples: ReadonlyArray<ProcSample>,
-  generations: ReadonlyArray<Generation>,
-  identities: ReadonlyArray<string>,
-  warmupMs: number,
-  windowMs: number
-): ReadonlyArray<readonly [string, RssFits]> =>
+export const rssFits = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identities: ReadonlyArray<string>, warmupMs: number, windowMs: number) =>
   identities.map((id) => [id, { all: rssFit(samples, generations, id, warmupMs), floor: rssFloorFit(samples, generations, id, warmupMs, windowMs), windowMs }] as const)
 
 /** Floors spanning less than this (all processes together) say too little about an hourly rate to judge the target on. */
 export const MIN_FLOOR_MINUTES = 30
 
-/** The RSS rows of targetRows: per replica the floor's fit (judged, given MIN_FLOOR_MINUTES of it) and the fit over every sample. */
-export const rssRows = (scenario: string, fits: ReadonlyArray<readonly [string, RssFits]>): ReadonlyArray<Row> =>
-  fits.map(([who, { all, floor, windowMs }]): Row => ({
+/**
+ * Rows for BENCHMARKS.md: the issue's targets and what this run measured; per replica the RSS
+ * floor's fit (judged, given MIN_FLOOR_MINUTES of it) and the fit over every sample.
+ */
+export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReadonlyArray<readonly [string, RssFits]>): ReadonlyArray<Row> => [
+  { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },
+  { scenario, metric: `p99 delete → free outside fault windows (n = ${l.outside.n})`, ours: `${f(l.outside.p99)} s`, baseline: "–", ratio: "–", target: "≤ 2 s", met: l.outside.n === 0 ? "–" : l.outside.p99 <= 2 ? "yes" : "no" },
+  { scenario, metric: `p99 delete → free inside fault windows (n = ${l.inside.n})`, ours: `${f(l.inside.p99)} s`, baseline: "–", ratio: "–", target: "–", met: "–" },
+  ...fits.map(([who, { all, floor, windowMs }]): Row => ({
     scenario,
     metric: `RSS growth after warm-up, ${who}: the floor (lowest of each ${f(windowMs / 60_000, 0)} min${floor === undefined ? "" : `, ${floor.samples} points over ${f(floor.minutes, 0)} min`}) / every sample${all === undefined ? "" : ` (${all.samples} samples, ${f(all.minutes, 0)} min)`}`,
     ours: `${floor === undefined ? "–" : `${f(floor.slope, 1)} MiB/h`} / ${all === undefined ? "–" : `${f(all.slope, 1)} MiB/h`}`,
@@ -249,5 +235,4 @@ export const rssRows = (scenario: string, fits: ReadonlyArray<readonly [string, 
     target: "≤ 5 MiB/h (the floor)",
     met: floor === undefined || floor.minutes < MIN_FLOOR_MINUTES ? "–" : floor.slope <= 5 ? "yes" : "no"
   }))
-
-export type { Section }
+]

@@ -24,8 +24,6 @@ export interface Change {
 export interface Watcher {
   /** Resolves after the first list has been reported. */
   readonly synced: Promise<void>
-  /** Lists done (the first one included): more than one means watches were lost. */
-  readonly lists: () => number
   readonly stop: () => void
 }
 
@@ -63,7 +61,6 @@ export const startWatcher = (creds: Credentials, collection: string, onChange: (
   const controller = new AbortController()
   const cache = new Map<string, Record<string, unknown>>()
   const sep = collection.includes("?") ? "&" : "?"
-  let lists = 0
   let markSynced: () => void = () => undefined
   const synced = new Promise<void>((resolve) => (markSynced = resolve))
 
@@ -87,7 +84,6 @@ export const startWatcher = (creds: Credentials, collection: string, onChange: (
       cache.delete(key)
       onChange({ type: "DELETED", key, object: last, at, relist: true })
     }
-    lists++
     markSynced()
     return list.metadata.resourceVersion ?? ""
   }
@@ -136,5 +132,5 @@ export const startWatcher = (creds: Credentials, collection: string, onChange: (
     }
   }
   void run()
-  return { synced, lists: () => lists, stop: () => controller.abort() }
+  return { synced, stop: () => controller.abort() }
 }

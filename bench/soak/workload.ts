@@ -34,7 +34,6 @@ export const makeWorkload = (deps: WorkloadDeps) => {
   const chains = new Map<string, Deferred.Deferred<void>>()
   /** Pods of a dying node: done once the node's story has removed them. */
   const nodeDone = new Map<number, Deferred.Deferred<void>>()
-  const byId = new Map(plan.pods.map((p) => [p.id, p] as const))
 
   const recordOf = (p: PodPlan): PodRecord => {
     const rec: PodRecord = { plan: p, ref: `${p.namespace}/${p.name}`, uid: undefined, attached: [], containerId: undefined, state: "planned", started: Deferred.unsafeMake(FiberId.none), addFailures: 0, deletedAt: undefined, createdAt: undefined, runningAt: undefined }
@@ -169,7 +168,7 @@ export const makeWorkload = (deps: WorkloadDeps) => {
     yield* Effect.all([...pods, ...nodeStories.map(Effect.ignore), nadStory], { concurrency: "unbounded", discard: true })
   })
 
-  return { run, records, byUid, delStarted, byId }
+  return { run, records, byUid, delStarted }
 }
 
 export type Workload = ReturnType<typeof makeWorkload>

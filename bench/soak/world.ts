@@ -13,9 +13,9 @@ import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { nadObject, namespaceObject, nodeObject } from "../../test/support/objects.ts"
 import { applyObjects, installation, serviceAccountToken, shippedRbac, writeTokenKubeconfig } from "../../test/live/support/rbac.ts"
-import { type Credentials, rest } from "../../test/live/support/rest.ts"
+import type { Credentials } from "../../test/live/support/rest.ts"
 import type { History } from "./history.ts"
-import { persist } from "./kubelet.ts"
+import { patchStatusAt, persist } from "./kubelet.ts"
 import { ALL_NETS, NAMESPACES, type Net, POOLS_NAMESPACE, nadConfig } from "./networks.ts"
 
 const SLICED = ALL_NETS.filter((n) => n.sliceSize !== undefined)
@@ -64,14 +64,6 @@ const reassign = (from: string, to: string, deadline: number) =>
 export const makeNodes = (creds: Credentials, history: History) => {
   const note = (node: string, text: string) => history.add([`node ${node}`, "nodes"], `cluster: node ${node} ${text}`)
   const deadline = () => Date.now() + 120_000
-  const statusPatch = (node: string, status: Record<string, unknown>) =>
-    Effect.promise(async () => {
-      for (let delay = 200; ; delay = Math.min(delay * 2, 5_000)) {
-        const res = await rest(creds, "PATCH", `/api/v1/nodes/${node}/status`, { status }, "application/merge-patch+json").catch(() => ({ status: 0, body: "" }))
-        if (res.status === 200 || res.status === 404) return
-        await new Promise((r) => setTimeout(r, delay))
-      }
-    })
   const setTaints = (node: string, taints: ReadonlyArray<{ key: string; effect: string }>) =>
     persist(
       Effect.gen(function* () {
@@ -93,7 +85,8 @@ export const makeNodes = (creds: Credentials, history: History) => {
     /** What the node lifecycle controller writes when a kubelet stops reporting. */
     unreachable: (node: string) =>
       Effect.gen(function* () {
-        yield* statusPatch(node, { conditions: [{ type: "Ready", status: "Unknown", reason: "NodeStatusUnknown", message: "Kubelet stopped posting node status.", lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, "Z") }] })
+        const ready = { type: "Ready", status: "Unknown", reason: "NodeStatusUnknown", message: "Kubelet stopped posting node status.", lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, "Z") }
+        yield* patchStatusAt(creds, `/api/v1/nodes/${node}/status`, { conditions: [ready] }, Number.POSITIVE_INFINITY)
         yield* setTaints(node, [{ key: "node.kubernetes.io/unreachable", effect: "NoExecute" }])
         note(node, "unreachable (Ready Unknown, tainted unreachable:NoExecute)")
       }),

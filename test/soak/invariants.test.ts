@@ -123,7 +123,7 @@ describe("two leaders", () => {
 
 describe("rssFit", () => {
   const gen = (identity: string, pid: number, startedAt: number): Generation => ({ identity, n: pid, pid, startedAt, exitedAt: undefined, exit: undefined, endedBy: undefined })
-  const sample = (identity: string, pid: number, t: number, mib: number): Sample => ({ t, identity, pid, rssBytes: mib * 2 ** 20, heapUsedBytes: undefined, leader: 1, queueDepth: 0, inFlight: 0 })
+  const sample = (identity: string, pid: number, t: number, mib: number): Sample => ({ t, identity, pid, rssBytes: mib * 2 ** 20, leader: 1, queueDepth: 0, inFlight: 0 })
 
   it("one slope across restarts, each process with its own level, warm-up left out", () => {
     const hour = 3_600_000
