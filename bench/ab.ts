@@ -13,7 +13,8 @@
  *           pod's pool entry and reservation free, p50 and p99
  *   rss     its steady world (n pods, default 10,000, 5 of 10 networks each), built once; each
  *           checkout's image bundle (its scripts/build.ts) with the image's node flags and
- *           environment: VmRSS 10 s after its caches synced and the start-up sweep ran (`--pods 0`:
+ *           environment: the time from its start until /readyz answers (its caches synced), and
+ *           VmRSS 10 s after its caches synced and the start-up sweep ran (`--pods 0`:
  *           the networks and nodes alone, what the controller costs before any pod)
  *
  * One API server serves every run unless `--fresh` starts a new one for each (for `rss`, with its
@@ -116,12 +117,12 @@ const runOne = async (plane: BenchPlane, c: string, label: string) => {
     note(c, "every pool entry free after the last delete", r.poolFreedMs)
     note(c, "every entry and reservation free", Math.max(r.poolFreedMs, r.reservationsFreedMs))
     note(c, "every Event written", r.reconciledMs)
-    // What the run cost: how long the deletes took, CPU seconds per process, the pool writes and reconcile batches.
+    // What the run cost: how long the deletes took, CPU seconds per process, the pool writes and the batches freed.
     note(c, "deletes", r.deleteWindowMs)
     note(c, "kube-apiserver CPU", r.cpu["kube-apiserver"] ?? Number.NaN)
     note(c, "controller CPU", r.cpu["contender"] ?? Number.NaN)
     note(c, "pool patches", count(r.calls, "patch", "ippools"))
-    note(c, "reconcile batches", r.batches)
+    note(c, "batches", r.batches)
   } else if (scenario === "single") {
     const r = await effect(singleDeletions(env, "ours", { pods, pools: 10, rate: 50, limits, label }))
     note(c, "pool entry p50", r.pool.p50)
@@ -130,6 +131,7 @@ const runOne = async (plane: BenchPlane, c: string, label: string) => {
     note(c, "reservation p99", r.reservation.p99)
   } else {
     const r = await memoryAfterSync("ours", { kubeconfig: plane.kubeconfigPath, ...limits, logDir, label, script: bundles.get(c)!, nodeArgs: image.flags, env: image.env })
+    note(c, "ready (caches synced) after its start", r.readyMs)
     note(c, "RSS 10 s after sync and sweep", r.rss)
     note(c, "peak RSS", r.hwm)
   }
