@@ -11,6 +11,7 @@ import type { PodProjection } from "../../src/domain/pod.ts"
 import { poolName, reservationName } from "../../src/domain/pool.ts"
 import type { Holding } from "../../src/domain/release.ts"
 import { ip, listSnapshot, whereaboutsNad as nad } from "./helpers.ts"
+import { listing } from "../support/objects.ts"
 
 
 const NADS = [
@@ -38,7 +39,6 @@ const pod = (name: string, status: ReadonlyArray<Record<string, unknown>>, extra
   networkStatus: JSON.stringify(status),
   ...extra
 })
-const on = (network: string, ips: ReadonlyArray<string>, extra: Record<string, unknown> = {}) => ({ name: `default/${network}`, interface: "net1", ips, ...extra })
 
 const sourceOf = (pods: ReadonlyArray<PodProjection>): ClaimSource => ({
   listedBy: (a) => pods.filter((p) => listedIPKeys(p).includes(ipKey(a))),
@@ -52,48 +52,48 @@ const claimants = (pool: string, address: string, pods: ReadonlyArray<PodProject
 
 describe("claimantsOf: another live pod listing the address in the same collision domain", () => {
   it.each([
-    ["the same pool (overlapping on)", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [on("storage", ["10.50.0.1/24"])], ["default/mon-a"]],
-    ["the same pool (overlapping off)", "10.51.0.0-24", "10.51.0.1", undefined, [on("storage-off", ["10.51.0.1/24"])], ["default/mon-a"]],
-    ["another pool of the unnamed network, overlapping on in both", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [on("wide", ["10.50.0.1/16"])], ["default/mon-a"]],
-    ["another pool whose network has overlapping off: its own domain", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [on("wide-off", ["10.50.0.1/16"])], []],
-    ["a named network sharing the CIDR: its own domain", poolName("10.60.0.0/24", "blue"), "10.60.0.1", reservationName(ip("10.60.0.1"), "blue"), [on("green", ["10.60.0.1/24"])], []],
-    ["the same named network", poolName("10.60.0.0/24", "blue"), "10.60.0.1", reservationName(ip("10.60.0.1"), "blue"), [on("blue", ["10.60.0.1/24"])], ["default/mon-a"]],
-    ["dual-stack: the IPv6 address", "fd00-70---64", "fd00:70::1", "fd00-70--1", [on("dual", ["10.70.0.1/24", "fd00:70::1/64"])], ["default/mon-a"]],
-    ["a node slice: the pool of the pod's node's slice", "node-a-10.80.1.0-24", "10.80.1.1", "10.80.1.1", [on("sliced", ["10.80.1.1/16"])], ["default/mon-a"]],
-    ["a NAD of another IPAM: not whereabouts' address", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [on("bridge", ["10.50.0.1/24"])], []],
-    ["a NAD that is gone: counted in every domain", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [on("deleted-nad", ["10.50.0.1/24"])], ["default/mon-a"]],
-    ["a NAD whose config cannot be read: counted in every domain", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [on("broken", ["10.50.0.1/24"])], ["default/mon-a"]],
+    ["the same pool (overlapping on)", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [listing("storage", ["10.50.0.1/24"])], ["default/mon-a"]],
+    ["the same pool (overlapping off)", "10.51.0.0-24", "10.51.0.1", undefined, [listing("storage-off", ["10.51.0.1/24"])], ["default/mon-a"]],
+    ["another pool of the unnamed network, overlapping on in both", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [listing("wide", ["10.50.0.1/16"])], ["default/mon-a"]],
+    ["another pool whose network has overlapping off: its own domain", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [listing("wide-off", ["10.50.0.1/16"])], []],
+    ["a named network sharing the CIDR: its own domain", poolName("10.60.0.0/24", "blue"), "10.60.0.1", reservationName(ip("10.60.0.1"), "blue"), [listing("green", ["10.60.0.1/24"])], []],
+    ["the same named network", poolName("10.60.0.0/24", "blue"), "10.60.0.1", reservationName(ip("10.60.0.1"), "blue"), [listing("blue", ["10.60.0.1/24"])], ["default/mon-a"]],
+    ["dual-stack: the IPv6 address", "fd00-70---64", "fd00:70::1", "fd00-70--1", [listing("dual", ["10.70.0.1/24", "fd00:70::1/64"])], ["default/mon-a"]],
+    ["a node slice: the pool of the pod's node's slice", "node-a-10.80.1.0-24", "10.80.1.1", "10.80.1.1", [listing("sliced", ["10.80.1.1/16"])], ["default/mon-a"]],
+    ["a NAD of another IPAM: not whereabouts' address", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [listing("bridge", ["10.50.0.1/24"])], []],
+    ["a NAD that is gone: counted in every domain", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [listing("deleted-nad", ["10.50.0.1/24"])], ["default/mon-a"]],
+    ["a NAD whose config cannot be read: counted in every domain", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [listing("broken", ["10.50.0.1/24"])], ["default/mon-a"]],
     ["the default network (whereabouts may be its IPAM): counted in every domain", "10.50.0.0-24", "10.50.0.1", "10.50.0.1", [{ name: "cluster", interface: "eth0", ips: ["10.50.0.1"], default: true }], ["default/mon-a"]],
-    ["an address the pod does not list", "10.50.0.0-24", "10.50.0.2", "10.50.0.2", [on("storage", ["10.50.0.1/24"])], []]
+    ["an address the pod does not list", "10.50.0.0-24", "10.50.0.2", "10.50.0.2", [listing("storage", ["10.50.0.1/24"])], []]
   ] as const)("%s", (_name, pool, address, reservation, status, expected) => {
     expect(claimants(pool, address, [pod("mon-a", status)], reservation)).toEqual(expected)
   })
 
   it("a pod that finished, and the entry's own podref, are no claimants", () => {
-    const status = [on("storage", ["10.50.0.1/24"])]
+    const status = [listing("storage", ["10.50.0.1/24"])]
     expect(claimants("10.50.0.0-24", "10.50.0.1", [pod("done", status, { phase: "Succeeded" }), pod("failed", status, { phase: "Failed" })], "10.50.0.1")).toEqual([])
     expect(claimants("10.50.0.0-24", "10.50.0.1", [pod("mon-a", status)], "10.50.0.1", "default/mon-a")).toEqual([])
   })
 
   it("a Pending pod whose status already lists the address is a claimant (its ADD is done)", () => {
-    expect(claimants("10.50.0.0-24", "10.50.0.1", [pod("mon-a", [on("storage", ["10.50.0.1/24"])], { phase: "Pending" })], "10.50.0.1")).toEqual(["default/mon-a"])
+    expect(claimants("10.50.0.0-24", "10.50.0.1", [pod("mon-a", [listing("storage", ["10.50.0.1/24"])], { phase: "Pending" })], "10.50.0.1")).toEqual(["default/mon-a"])
   })
 
   it("a config edited since the pod's ADD no longer covers the address: counted in every domain", () => {
-    expect(claimDomains(pod("mon-a", [on("storage", ["10.99.0.1/24"])]), ip("10.99.0.1"), sourceOf([]))).toEqual([`ip:${ipKey(ip("10.99.0.1"))}`])
+    expect(claimDomains(pod("mon-a", [listing("storage", ["10.99.0.1/24"])]), ip("10.99.0.1"), sourceOf([]))).toEqual([`ip:${ipKey(ip("10.99.0.1"))}`])
   })
 
   it("a reservation is claimed by the pods listing its address in its network, its own pod too", () => {
-    const pods = [pod("mon-a", [on("storage", ["10.50.0.1/24"])])]
+    const pods = [pod("mon-a", [listing("storage", ["10.50.0.1/24"])])]
     expect(reservationClaimants("10.50.0.1", undefined, undefined, sourceOf(pods))).toEqual(["default/mon-a"])
     expect(reservationClaimants("10.50.0.1", undefined, "default/mon-a", sourceOf(pods))).toEqual([])
-    expect(reservationClaimants("blue-10.60.0.1", undefined, undefined, sourceOf([pod("g", [on("green", ["10.60.0.1/24"])])]))).toEqual([])
+    expect(reservationClaimants("blue-10.60.0.1", undefined, undefined, sourceOf([pod("g", [listing("green", ["10.60.0.1/24"])])]))).toEqual([])
   })
 })
 
 describe("listedIPKeys: the pod cache's index", () => {
   it("every address of every entry, prefixes dropped, IPv6 canonical; nothing for an unreadable status", () => {
-    const p = pod("a", [on("dual", ["10.70.0.1/24", "FD00:70:0::1/64"]), { name: "cluster", ips: ["10.244.0.5"], default: true }])
+    const p = pod("a", [listing("dual", ["10.70.0.1/24", "FD00:70:0::1/64"]), { name: "cluster", ips: ["10.244.0.5"], default: true }])
     expect(listedIPKeys(p)).toEqual([ipKey(ip("10.70.0.1")), ipKey(ip("fd00:70::1")), ipKey(ip("10.244.0.5"))])
     expect(listedIPKeys({ ...p, networkStatus: "[{broken" })).toEqual([])
     expect(listedIPKeys({ ...p, networkStatus: undefined })).toEqual([])
@@ -121,7 +121,7 @@ describe("separateHeldForAnother: the sweep's orphans without what other listed 
       ifFreed: [],
       error: undefined
     }
-    const mon = pod("mon-a", [on("storage", ["10.50.0.1/24"])])
+    const mon = pod("mon-a", [listing("storage", ["10.50.0.1/24"])])
     const out = separateHeldForAnother(orphans, [holding], sourceOf([mon]))
     expect(out.heldForAnother.map((h) => `${h.kind} ${h.name} ${h.podref} ${h.claimants.join(",")}`)).toEqual([
       "allocation 10.50.0.0-24 default/someone-else default/mon-a",

@@ -18,6 +18,7 @@ import {
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { type ParsedPool, parsePool } from "../../src/domain/pool.ts"
 import { ip, listSnapshot, whereaboutsNad as nad } from "./helpers.ts"
+import { listing } from "../support/objects.ts"
 
 
 const NADS = [
@@ -82,7 +83,6 @@ const pod = (name: string, status: ReadonlyArray<Record<string, unknown>> | unde
   ...(status === undefined ? {} : { networkStatus: JSON.stringify(status) }),
   ...extra
 })
-const on = (network: string, ips: ReadonlyArray<string>, iface = "net1") => ({ name: `default/${network}`, interface: iface, ips })
 const CLUSTER = { name: "cluster", interface: "eth0", ips: ["10.244.0.5"], default: true }
 
 /** Each violation as `kind ip pods [holder]`, sorted. */
@@ -93,34 +93,34 @@ const judge = (view: InvariantView): ReadonlyArray<string> =>
 
 describe("invariantViolations: each kind", () => {
   it.each([
-    ["live-not-held: the pool holds nothing at the address", [pod("a", [CLUSTER, on("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": {} }, { "10.50.0.1": "default/a" }, ["live-not-held 10.50.0.1 a"]],
-    ["live-not-held: a node slice's pool of the pod's node", [pod("a", [on("sliced", ["10.80.1.1/16"])])], { "node-a-10.80.1.0-24": {} }, { "10.80.1.1": "default/a" }, ["live-not-held 10.80.1.1 a"]],
+    ["live-not-held: the pool holds nothing at the address", [pod("a", [CLUSTER, listing("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": {} }, { "10.50.0.1": "default/a" }, ["live-not-held 10.50.0.1 a"]],
+    ["live-not-held: a node slice's pool of the pod's node", [pod("a", [listing("sliced", ["10.80.1.1/16"])])], { "node-a-10.80.1.0-24": {} }, { "10.80.1.1": "default/a" }, ["live-not-held 10.80.1.1 a"]],
     [
       "live-not-held: a named network, though another network sharing its CIDR holds the address for the pod",
-      [pod("a", [on("blue", ["10.60.0.1/24"])])],
+      [pod("a", [listing("blue", ["10.60.0.1/24"])])],
       { "blue-10.60.0.0-24": {}, "green-10.60.0.0-24": { "1": { podref: "default/a" } } },
       { "blue-10.60.0.1": "default/a" },
       ["live-not-held 10.60.0.1 a"]
     ],
-    ["held-for-another: the entry names a pod that does not exist (overlapping on)", [pod("a", [on("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": { "1": { podref: "default/someone-else" } } }, { "10.50.0.1": "default/a" }, ["held-for-another 10.50.0.1 a for:default/someone-else"]],
-    ["held-for-another: overlapping off", [pod("a", [on("storage-off", ["10.51.0.1/24"])])], { "10.51.0.0-24": { "1": { podref: "default/someone-else" } } }, {}, ["held-for-another 10.51.0.1 a for:default/someone-else"]],
+    ["held-for-another: the entry names a pod that does not exist (overlapping on)", [pod("a", [listing("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": { "1": { podref: "default/someone-else" } } }, { "10.50.0.1": "default/a" }, ["held-for-another 10.50.0.1 a for:default/someone-else"]],
+    ["held-for-another: overlapping off", [pod("a", [listing("storage-off", ["10.51.0.1/24"])])], { "10.51.0.0-24": { "1": { podref: "default/someone-else" } } }, {}, ["held-for-another 10.51.0.1 a for:default/someone-else"]],
     [
       "held-for-another: the entry names another running pod (which lists another address)",
-      [pod("a", [on("storage", ["10.50.0.1/24"])]), pod("b", [on("storage", ["10.50.0.2/24"])])],
+      [pod("a", [listing("storage", ["10.50.0.1/24"])]), pod("b", [listing("storage", ["10.50.0.2/24"])])],
       { "10.50.0.0-24": { "1": { podref: "default/b" }, "2": { podref: "default/b" } } },
       { "10.50.0.1": "default/a", "10.50.0.2": "default/b" },
       ["held-for-another 10.50.0.1 a for:default/b"]
     ],
     [
       "duplicate: two running pods list one address of one pool",
-      [pod("a", [on("storage", ["10.50.0.1/24"])]), pod("b", [on("storage", ["10.50.0.1/24"])])],
+      [pod("a", [listing("storage", ["10.50.0.1/24"])]), pod("b", [listing("storage", ["10.50.0.1/24"])])],
       { "10.50.0.0-24": { "1": { podref: "default/a" } } },
       { "10.50.0.1": "default/a" },
       ["duplicate 10.50.0.1 a+b", "held-for-another 10.50.0.1 b for:default/a"]
     ],
     [
       "duplicate: two running pods list one address in two pools of one network with overlapping ranges on",
-      [pod("a", [on("storage", ["10.50.0.1/24"])]), pod("b", [on("wide", ["10.50.0.1/16"])])],
+      [pod("a", [listing("storage", ["10.50.0.1/24"])]), pod("b", [listing("wide", ["10.50.0.1/16"])])],
       { "10.50.0.0-24": { "1": { podref: "default/a" } }, "10.50.0.0-16": { "1": { podref: "default/b" } } },
       { "10.50.0.1": "default/a" },
       ["duplicate 10.50.0.1 a+b", "reservation-drift 10.50.0.1 b for:default/a"]
@@ -132,12 +132,12 @@ describe("invariantViolations: each kind", () => {
       { "10.50.0.1": "default/a" },
       ["duplicate 10.50.0.1 a+b"]
     ],
-    ["reservation-drift: no reservation", [pod("a", [on("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": { "1": { podref: "default/a" } } }, {}, ["reservation-drift 10.50.0.1 a"]],
-    ["reservation-drift: the reservation names another pod", [pod("a", [on("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": { "1": { podref: "default/a" } } }, { "10.50.0.1": "default/x" }, ["reservation-drift 10.50.0.1 a for:default/x"]],
-    ["reservation-drift: a named network's reservation", [pod("a", [on("blue", ["10.60.0.1/24"])])], { "blue-10.60.0.0-24": { "1": { podref: "default/a" } } }, { "10.60.0.1": "default/a" }, ["reservation-drift 10.60.0.1 a"]],
+    ["reservation-drift: no reservation", [pod("a", [listing("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": { "1": { podref: "default/a" } } }, {}, ["reservation-drift 10.50.0.1 a"]],
+    ["reservation-drift: the reservation names another pod", [pod("a", [listing("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": { "1": { podref: "default/a" } } }, { "10.50.0.1": "default/x" }, ["reservation-drift 10.50.0.1 a for:default/x"]],
+    ["reservation-drift: a named network's reservation", [pod("a", [listing("blue", ["10.60.0.1/24"])])], { "blue-10.60.0.0-24": { "1": { podref: "default/a" } } }, { "10.60.0.1": "default/a" }, ["reservation-drift 10.60.0.1 a"]],
     [
       "dual-stack: only the IPv6 address is not held",
-      [pod("a", [on("dual", ["10.70.0.1/24", "fd00:70::1/64"])])],
+      [pod("a", [listing("dual", ["10.70.0.1/24", "fd00:70::1/64"])])],
       { "10.70.0.0-24": { "1": { podref: "default/a" } }, "fd00-70---64": {} },
       { "10.70.0.1": "default/a", "fd00-70--1": "default/a" },
       ["live-not-held fd00:70::1 a"]
@@ -151,47 +151,47 @@ describe("invariantViolations: what looks like a violation and is none", () => {
   const held = { "10.50.0.0-24": { "1": { podref: "default/a" } } }
   const reserved = { "10.50.0.1": "default/a" }
   it.each([
-    ["a pod that holds and has reserved what it lists", [pod("a", [CLUSTER, on("storage", ["10.50.0.1/24"])])], held, reserved],
-    ["a Pending pod whose address is not held (yet)", [pod("a", [on("storage", ["10.50.0.1/24"])], { phase: "Pending" })], {}, {}],
+    ["a pod that holds and has reserved what it lists", [pod("a", [CLUSTER, listing("storage", ["10.50.0.1/24"])])], held, reserved],
+    ["a Pending pod whose address is not held (yet)", [pod("a", [listing("storage", ["10.50.0.1/24"])], { phase: "Pending" })], {}, {}],
     ["an ADD in flight: the entry and reservation written, the status not yet", [pod("a", undefined, { phase: "Pending" })], held, reserved],
     ["a running pod whose status is not written", [pod("a", undefined)], held, reserved],
-    ["a terminating pod whose CNI DEL freed its address", [pod("a", [on("storage", ["10.50.0.1/24"])], { deletionTimestamp: "2026-11-03T10:00:00Z" })], {}, {}],
-    ["a pod that finished", [pod("a", [on("storage", ["10.50.0.1/24"])], { phase: "Succeeded" })], {}, {}],
+    ["a terminating pod whose CNI DEL freed its address", [pod("a", [listing("storage", ["10.50.0.1/24"])], { deletionTimestamp: "2026-11-03T10:00:00Z" })], {}, {}],
+    ["a pod that finished", [pod("a", [listing("storage", ["10.50.0.1/24"])], { phase: "Succeeded" })], {}, {}],
     ["a reborn StatefulSet pod between its ADD and its status: the entry names its podref with the new id", [pod("db-0", undefined, { phase: "Pending", uid: "uid-new" })], { "10.50.0.0-24": { "1": { podref: "default/db-0", id: "new" } } }, { "10.50.0.1": "default/db-0" }],
-    ["a reborn pod running on its address before its re-ADD rewrote the entry's id", [pod("db-0", [on("storage", ["10.50.0.1/24"])], { uid: "uid-new" })], { "10.50.0.0-24": { "1": { podref: "default/db-0", id: "old" } } }, { "10.50.0.1": "default/db-0" }],
+    ["a reborn pod running on its address before its re-ADD rewrote the entry's id", [pod("db-0", [listing("storage", ["10.50.0.1/24"])], { uid: "uid-new" })], { "10.50.0.0-24": { "1": { podref: "default/db-0", id: "old" } } }, { "10.50.0.1": "default/db-0" }],
     [
       "named networks sharing a CIDR: one address in each, for two pods",
-      [pod("a", [on("blue", ["10.60.0.1/24"])]), pod("b", [on("green", ["10.60.0.1/24"])])],
+      [pod("a", [listing("blue", ["10.60.0.1/24"])]), pod("b", [listing("green", ["10.60.0.1/24"])])],
       { "blue-10.60.0.0-24": { "1": { podref: "default/a" } }, "green-10.60.0.0-24": { "1": { podref: "default/b" } } },
       { "blue-10.60.0.1": "default/a", "green-10.60.0.1": "default/b" }
     ],
     [
       "overlapping ranges off: two pools of the unnamed network, one address in each for two pods",
-      [pod("a", [on("storage-off", ["10.51.0.1/24"])]), pod("b", [on("wide-off", ["10.51.0.1/16"])])],
+      [pod("a", [listing("storage-off", ["10.51.0.1/24"])]), pod("b", [listing("wide-off", ["10.51.0.1/16"])])],
       { "10.51.0.0-24": { "1": { podref: "default/a" } }, "10.51.0.0-16": { "1": { podref: "default/b" } } },
       {}
     ],
     ["the default network's address, in no pool", [pod("a", [CLUSTER])], {}, {}],
     ["two pods listing one default-network address (another IPAM's)", [pod("a", [CLUSTER]), pod("b", [CLUSTER])], {}, {}],
-    ["an address on a NAD of another IPAM", [pod("a", [on("bridge", ["10.50.0.1/24"])])], {}, {}],
-    ["an address on a NAD that is gone, or whose config cannot be read", [pod("a", [on("deleted", ["10.50.0.1/24"])]), pod("b", [on("broken", ["10.50.0.2/24"])])], {}, {}],
-    ["a node-slice address of a node without a slice", [pod("a", [on("sliced", ["10.80.9.1/16"])], { nodeName: "node-z" })], {}, {}],
+    ["an address on a NAD of another IPAM", [pod("a", [listing("bridge", ["10.50.0.1/24"])])], {}, {}],
+    ["an address on a NAD that is gone, or whose config cannot be read", [pod("a", [listing("deleted", ["10.50.0.1/24"])]), pod("b", [listing("broken", ["10.50.0.2/24"])])], {}, {}],
+    ["a node-slice address of a node without a slice", [pod("a", [listing("sliced", ["10.80.9.1/16"])], { nodeName: "node-z" })], {}, {}],
     ["a status that cannot be read", [pod("a", undefined, { networkStatus: "[{broken" })], {}, {}],
     [
       "dual-stack, both addresses held and reserved",
-      [pod("a", [on("dual", ["10.70.0.1/24", "fd00:70::1/64"])])],
+      [pod("a", [listing("dual", ["10.70.0.1/24", "fd00:70::1/64"])])],
       { "10.70.0.0-24": { "1": { podref: "default/a" } }, "fd00-70---64": { "1": { podref: "default/a" } } },
       { "10.70.0.1": "default/a", "fd00-70--1": "default/a" }
     ],
     [
       "overlapping pools of one network holding one address for a running pod and for one that is gone",
-      [pod("a", [on("storage", ["10.50.0.1/24"])])],
+      [pod("a", [listing("storage", ["10.50.0.1/24"])])],
       { "10.50.0.0-24": { "1": { podref: "default/a" } }, "10.50.0.0-16": { "1": { podref: "default/gone" } } },
       reserved
     ],
-    ["a network none of whose pools this namespace holds (its pools may be another namespace's), even with a reservation of the address", [pod("a", [on("storage", ["10.50.0.1/24"])])], {}, { "10.50.0.1": "default/a" }],
-    ["two pods listing one address on a network none of whose pools this namespace holds", [pod("a", [on("storage", ["10.50.0.1/24"])]), pod("b", [on("storage", ["10.50.0.1/24"])])], {}, {}],
-    ["one pod listing its address on two interfaces", [pod("a", [on("storage", ["10.50.0.1/24"]), on("storage", ["10.50.0.1/24"], "net2")])], held, reserved]
+    ["a network none of whose pools this namespace holds (its pools may be another namespace's), even with a reservation of the address", [pod("a", [listing("storage", ["10.50.0.1/24"])])], {}, { "10.50.0.1": "default/a" }],
+    ["two pods listing one address on a network none of whose pools this namespace holds", [pod("a", [listing("storage", ["10.50.0.1/24"])]), pod("b", [listing("storage", ["10.50.0.1/24"])])], {}, {}],
+    ["one pod listing its address on two interfaces", [pod("a", [listing("storage", ["10.50.0.1/24"]), listing("storage", ["10.50.0.1/24"], "net2")])], held, reserved]
   ] as const)("%s", (_name, pods, pools, reservations) => {
     expect(judge(viewOf(pods, pools, reservations))).toEqual([])
   })
@@ -199,7 +199,7 @@ describe("invariantViolations: what looks like a violation and is none", () => {
 
 describe("a violation as reported", () => {
   it("names every object in its message, keeps its id across evaluations, and a reborn pod makes a new one", () => {
-    const world = (uid: string) => viewOf([pod("a", [on("storage", ["10.50.0.1/24"])], { uid })], { "10.50.0.0-24": { "1": { podref: "default/someone-else" } } }, { "10.50.0.1": "default/a" })
+    const world = (uid: string) => viewOf([pod("a", [listing("storage", ["10.50.0.1/24"])], { uid })], { "10.50.0.0-24": { "1": { podref: "default/someone-else" } } }, { "10.50.0.1": "default/a" })
     const [v] = invariantViolations(world("uid-1"))
     expect(v).toMatchObject({ kind: "held-for-another", pools: ["10.50.0.0-24"], reservation: "10.50.0.1", holder: "default/someone-else", pods: [{ namespace: "default", name: "a", uid: "uid-1" }] })
     expect(v!.message).toBe("IP address 10.50.0.1 that pod default/a lists on network default/storage is allocated to default/someone-else in IPPool 10.50.0.0-24")
@@ -208,10 +208,10 @@ describe("a violation as reported", () => {
   })
 
   it.each([
-    ["live-not-held", [pod("a", [on("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": {} }, { "10.50.0.1": "default/a" }, "IP address 10.50.0.1 that pod default/a lists on network default/storage has no allocation in IPPool 10.50.0.0-24: the next pod can be handed it"],
+    ["live-not-held", [pod("a", [listing("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": {} }, { "10.50.0.1": "default/a" }, "IP address 10.50.0.1 that pod default/a lists on network default/storage has no allocation in IPPool 10.50.0.0-24: the next pod can be handed it"],
     [
       "duplicate (listed)",
-      [pod("a", [on("storage", ["10.50.0.1/24"])]), pod("b", [on("wide", ["10.50.0.1/16"])])],
+      [pod("a", [listing("storage", ["10.50.0.1/24"])]), pod("b", [listing("wide", ["10.50.0.1/16"])])],
       { "10.50.0.0-24": { "1": { podref: "default/a" } }, "10.50.0.0-16": { "1": { podref: "default/b" } } },
       { "10.50.0.1": "default/a" },
       "IP address 10.50.0.1 is listed by two running pods in one network: default/a on default/storage and default/b on default/wide"
@@ -225,14 +225,14 @@ describe("a violation as reported", () => {
     ],
     [
       "reservation-drift (missing)",
-      [pod("a", [on("storage", ["10.50.0.1/24"])])],
+      [pod("a", [listing("storage", ["10.50.0.1/24"])])],
       { "10.50.0.0-24": { "1": { podref: "default/a" } } },
       {},
       "IP address 10.50.0.1 that pod default/a holds in IPPool 10.50.0.0-24 has no OverlappingRangeIPReservation 10.50.0.1: an ADD in another pool of its network can be handed it"
     ],
     [
       "reservation-drift (another pod)",
-      [pod("a", [on("storage", ["10.50.0.1/24"])])],
+      [pod("a", [listing("storage", ["10.50.0.1/24"])])],
       { "10.50.0.0-24": { "1": { podref: "default/a" } } },
       { "10.50.0.1": "default/x" },
       "IP address 10.50.0.1 that pod default/a holds in IPPool 10.50.0.0-24 has its OverlappingRangeIPReservation 10.50.0.1 naming default/x"
@@ -242,7 +242,7 @@ describe("a violation as reported", () => {
   })
 
   it("countByKind names every kind", () => {
-    const view = viewOf([pod("a", [on("storage", ["10.50.0.1/24"])]), pod("b", [on("storage", ["10.50.0.2/24"])])], { "10.50.0.0-24": { "2": { podref: "default/b" } } }, {})
+    const view = viewOf([pod("a", [listing("storage", ["10.50.0.1/24"])]), pod("b", [listing("storage", ["10.50.0.2/24"])])], { "10.50.0.0-24": { "2": { podref: "default/b" } } }, {})
     expect(countByKind(invariantViolations(view))).toEqual({ "live-not-held": 1, "held-for-another": 0, duplicate: 0, "reservation-drift": 1 })
     expect(Object.keys(countByKind([]))).toEqual([...INVARIANT_KINDS])
   })
@@ -290,8 +290,8 @@ describe("reservationNetworks", () => {
 
 describe("a duplicate listed by two pods", () => {
   it("reads the same whichever pod comes first", () => {
-    const a = pod("a", [on("storage", ["10.50.0.1/24"])])
-    const b = pod("b", [on("wide", ["10.50.0.1/16"])])
+    const a = pod("a", [listing("storage", ["10.50.0.1/24"])])
+    const b = pod("b", [listing("wide", ["10.50.0.1/16"])])
     const pools = { "10.50.0.0-24": { "1": { podref: "default/a" } }, "10.50.0.0-16": { "1": { podref: "default/b" } } }
     const of = (pods: ReadonlyArray<PodProjection>) => invariantViolations(viewOf(pods, pools, { "10.50.0.1": "default/a" })).filter((v) => v.kind === "duplicate")
     expect(of([b, a])).toEqual(of([a, b]))

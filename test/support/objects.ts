@@ -22,6 +22,9 @@ export const on = (network: string, ifname: `net${number}` = "net1"): Attachment
   return { nad: slash < 0 ? { namespace: "default", name: network } : { namespace: network.slice(0, slash), name: network.slice(slash + 1) }, ifname }
 }
 
+/** One entry of a pod's network-status: `ips` listed for NAD `network` (in "default") on `iface`. */
+export const listing = (network: string, ips: ReadonlyArray<string>, iface = "net1") => ({ name: `default/${network}`, interface: iface, ips })
+
 export const podObject = (
   namespace: string,
   name: string,
