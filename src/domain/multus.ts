@@ -45,11 +45,13 @@ export interface Attachment {
   readonly interface: string | undefined
 }
 
+const DECODE_OPTIONS = { errors: "all", onExcessProperty: "ignore" } as const
+
 const decodeWith = <A>(schema: Schema.Schema<A, string>, annotation: string, text: string): Either.Either<A, AnnotationError> => {
   if (text.length > MAX_ANNOTATION_BYTES) {
     return Either.left(new AnnotationError({ annotation, message: `annotation is ${text.length} bytes, over ${MAX_ANNOTATION_BYTES}` }))
   }
-  const decoded = Schema.decodeUnknownEither(schema, { errors: "all", onExcessProperty: "ignore" })(text)
+  const decoded = Schema.decodeUnknownEither(schema, DECODE_OPTIONS)(text)
   return Either.mapLeft(decoded, (e) => new AnnotationError({ annotation, message: oneLine(e) }))
 }
 
@@ -70,6 +72,9 @@ export const oneLine = (e: ParseResult.ParseError): string => {
   const what = m === null ? first.message : `expected ${expected}, got ${shorten(m[2]!)}`
   return where === "" ? what : `${where}: ${what}`
 }
+
+/** The fields of a `network-status` entry that decide anything here (the rest only pass through `Unknown`). */
+const KEPT_STATUS_FIELDS = ["name", "interface", "ips", "default"] as const
 
 /** JSON.parse of an annotation within the size limit; undefined where that fails. */
 const parseJson = (text: string): unknown => {
@@ -95,7 +100,7 @@ export const compactNetworkStatus = (text: string): string => {
   if (!Array.isArray(parsed) || !parsed.every(isRecord)) return text
   const compact = parsed.map((e) => {
     const kept: Record<string, unknown> = {}
-    for (const field of ["name", "interface", "ips", "default"]) if (Object.hasOwn(e, field)) kept[field] = e[field]
+    for (const field of KEPT_STATUS_FIELDS) if (Object.hasOwn(e, field)) kept[field] = e[field]
     if (Object.hasOwn(e, "mac") && typeof e["mac"] !== "string") kept["mac"] = e["mac"]
     return kept
   })
