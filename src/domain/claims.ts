@@ -11,7 +11,7 @@
 import { Either } from "effect"
 import { type IPAddress, cidrContains, ipKey } from "./ip.ts"
 import type { IpamConfig, IpamConfigError, NadConfigResult } from "./ipam-config.ts"
-import { listedIP, listsIP, readNetworkStatus, statusAttachment } from "./multus.ts"
+import { listedIP, listsIP, statusAttachment } from "./multus.ts"
 import { nodeSlicePoolName, slicePoolName } from "./node-slices.ts"
 import { type PodProjection, podHoldsIP, podRef, statusEntries } from "./pod.ts"
 import { parseReservationName, poolName, reservationName } from "./pool.ts"
@@ -215,14 +215,9 @@ export const separateHeldForAnother = (orphans: Orphans, holdings: ReadonlyArray
 export const claimantRefs = (holdings: ReadonlyArray<Holding>): ReadonlySet<string> =>
   new Set(holdings.flatMap((h) => [...h.entries.flatMap((e) => e.claimants ?? []), ...h.reservations.flatMap((r) => r.claimants ?? [])]))
 
-/**
- * The address keys a pod's status lists, any network: the pod cache's index for finding claimants.
- * A status that cannot be read lists nothing (claimDomains and the invariants read none of it either).
- */
-export const listedIPKeys = (pod: PodProjection): ReadonlyArray<string> => {
-  const entries = pod.networkStatus === undefined ? undefined : readNetworkStatus(pod.networkStatus)
-  return [...new Set((entries ?? []).flatMap((e) => (e.ips ?? []).flatMap((text) => listedIP(text) ?? []).map(ipKey)))]
-}
+/** The address keys a pod's status lists, any network: the pod cache's index for finding claimants. */
+export const listedIPKeys = (pod: PodProjection): ReadonlyArray<string> =>
+  [...new Set(statusEntries(pod).flatMap((e) => (e.ips ?? []).flatMap((text) => listedIP(text) ?? []).map(ipKey)))]
 
 /** Who lists an address, over a list of pods (what the pod cache's index answers for a listing): built on first use. */
 export const listedByIndex = (pods: ReadonlyArray<PodProjection>): ((ip: IPAddress) => ReadonlyArray<PodProjection>) => {

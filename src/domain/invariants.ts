@@ -24,10 +24,10 @@ import {
 } from "./events.ts"
 import { type IPAddress, formatIP, ipEquals, ipKey, lastOf, networkOf } from "./ip.ts"
 import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
-import { listedIP, readNetworkStatus, statusAttachment } from "./multus.ts"
+import { listedIP, statusAttachment } from "./multus.ts"
 import { nadIndex } from "./holdings.ts"
 import type { PoolOrigin } from "./node-slices.ts"
-import { type PodProjection, podRef } from "./pod.ts"
+import { type PodProjection, podRef, statusEntries } from "./pod.ts"
 import type { ParsedPool, PoolEntry, ReservationRecord } from "./pool.ts"
 
 export const INVARIANT_KINDS = ["live-not-held", "held-for-another", "duplicate", "reservation-drift"] as const
@@ -150,11 +150,9 @@ interface Listing {
 
 /** The addresses a pod lists that belong to a whereabouts network it can place. */
 const listingsOf = (pod: PodProjection, view: InvariantView): ReadonlyArray<Listing> => {
-  const entries = pod.networkStatus === undefined ? undefined : readNetworkStatus(pod.networkStatus)
-  if (entries === undefined) return []
   const ref = podRef(pod)
   const out: Array<Listing> = []
-  for (const e of entries) {
+  for (const e of statusEntries(pod)) {
     // The cluster network's entry: rule 0 keeps it everywhere, but no pool is known to owe it.
     if (e.default === true && !e.name.includes("/")) continue
     const nad = statusAttachment(e, pod.namespace)

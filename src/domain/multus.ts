@@ -164,8 +164,8 @@ export const listsIP = (entry: NetworkStatusEntry, ip: IPAddress): boolean =>
 const optionalOf = (e: Record<string, unknown>, field: string, type: "string" | "boolean"): boolean => !Object.hasOwn(e, field) || typeof e[field] === type
 
 /**
- * `decodeNetworkStatus`'s verdict without Schema (about ten times cheaper), for paths that read
- * every cached pod: the same entries where it succeeds, undefined where it fails.
+ * `decodeNetworkStatus`'s verdict without Schema, for paths that read every cached pod: the same
+ * entries where it succeeds, undefined where it fails (held to that by test/domain/multus.test.ts).
  */
 export const readNetworkStatus = (text: string): ReadonlyArray<NetworkStatusEntry> | undefined => {
   const parsed = parseJson(text)

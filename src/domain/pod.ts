@@ -7,7 +7,7 @@ import { intern, internOptional } from "./intern.ts"
 import type { IPAddress } from "./ip.ts"
 import {
   type AnnotationError, type Attachment, type NetworkStatusEntry, LEGACY_NETWORK_STATUS_ANNOTATION, NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION,
-  compactNetworkStatus, decodeNetworkSelection, decodeNetworkStatus, listsIP, statusAttachment
+  compactNetworkStatus, decodeNetworkSelection, decodeNetworkStatus, listsIP, readNetworkStatus, statusAttachment
 } from "./multus.ts"
 
 export interface PodProjection {
@@ -109,10 +109,8 @@ export const podAttachments = (
 export type Holding = "holds" | "not-held" | "unknown"
 
 /** The entries of a pod's `network-status`; none when it has none or it cannot be read. */
-export const statusEntries = (pod: PodProjection): ReadonlyArray<NetworkStatusEntry> => {
-  const decoded = pod.networkStatus === undefined ? undefined : decodeNetworkStatus(pod.networkStatus)
-  return decoded === undefined || Either.isLeft(decoded) ? [] : decoded.right
-}
+export const statusEntries = (pod: PodProjection): ReadonlyArray<NetworkStatusEntry> =>
+  (pod.networkStatus === undefined ? undefined : readNetworkStatus(pod.networkStatus)) ?? []
 
 /**
  * Whether a live pod holds `ip` on `ifname`, judged from its `network-status` alone. Default-network
