@@ -1,46 +1,23 @@
 /**
- * IPPool and OverlappingRangeIPReservation data as upstream whereabouts 0.9 writes it:
- * schemas, object names, and the pool ⇄ reservation-list conversion.
+ * IPPool and OverlappingRangeIPReservation data as upstream whereabouts 0.9 writes it: object
+ * names, and the pool ⇄ reservation-list conversion.
  */
-import { Schema } from "effect"
 import { type Cidr, type IPAddress, addOffset, cidrAddress, formatIP, parseCidr, parseIP } from "./ip.ts"
 import { intern, internOptional } from "./intern.ts"
+import { isRecord } from "./multus.ts"
 
-export const IPAllocation = Schema.Struct({
-  id: Schema.String,
-  podref: Schema.String,
-  ifname: Schema.optional(Schema.String)
-})
-export type IPAllocation = typeof IPAllocation.Type
+/** An entry of an IPPool's `spec.allocations`, keyed by its offset. */
+export interface IPAllocation {
+  readonly id: string
+  readonly podref: string
+  readonly ifname?: string | undefined
+}
 
-const ObjectMeta = Schema.Struct({
-  name: Schema.String,
-  namespace: Schema.optional(Schema.String),
-  resourceVersion: Schema.optional(Schema.String),
-  uid: Schema.optional(Schema.String)
-})
-
-export const IPPool = Schema.Struct({
-  metadata: ObjectMeta,
-  spec: Schema.Struct({
-    range: Schema.String,
-    // Entries are checked one by one in parsePool, so one bad entry cannot hide a whole pool.
-    allocations: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), {
-      default: () => ({})
-    })
-  })
-})
-export type IPPool = typeof IPPool.Type
-
-export const OverlappingRangeIPReservation = Schema.Struct({
-  metadata: ObjectMeta,
-  spec: Schema.Struct({
-    podref: Schema.String,
-    containerid: Schema.optional(Schema.String),
-    ifname: Schema.optional(Schema.String)
-  })
-})
-export type OverlappingRangeIPReservation = typeof OverlappingRangeIPReservation.Type
+/** The fields of an OverlappingRangeIPReservation read here. */
+export interface OverlappingRangeIPReservation {
+  readonly metadata: { readonly name: string }
+  readonly spec: { readonly podref: string; readonly containerid?: string; readonly ifname?: string }
+}
 
 /** `normalize(range)`: a trailing ":" gets a "0", then ":" and "/" become "-". */
 export const normalizeRange = (range: string): string =>
@@ -108,17 +85,13 @@ export interface ParsedPool {
 
 const decimal = /^(0|[1-9][0-9]*)$/
 
-const isAllocation = (u: unknown): u is IPAllocation => {
-  if (typeof u !== "object" || u === null) return false
-  const a = u as Record<string, unknown>
-  return (
-    typeof a["id"] === "string" &&
-    // Upstream's reconciler skips entries without a podref; freeing them could free a live container's IP.
-    typeof a["podref"] === "string" &&
-    a["podref"] !== "" &&
-    (a["ifname"] === undefined || typeof a["ifname"] === "string")
-  )
-}
+const isAllocation = (a: unknown): a is IPAllocation =>
+  isRecord(a) &&
+  typeof a["id"] === "string" &&
+  // Upstream's reconciler skips entries without a podref; freeing them could free a live container's IP.
+  typeof a["podref"] === "string" &&
+  a["podref"] !== "" &&
+  (a["ifname"] === undefined || typeof a["ifname"] === "string")
 
 /** Turns a pool into its reservation list; bad offsets and entries are reported, never fatal. */
 export const parsePool = (
