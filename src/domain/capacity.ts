@@ -32,7 +32,7 @@ const allocationWindow = (range: IpRange): { readonly first: bigint; readonly la
   return { first, last }
 }
 
-const byStart = (a: AddressInterval, b: AddressInterval): number =>
+export const byStart = (a: Pick<AddressInterval, "family" | "first">, b: Pick<AddressInterval, "family" | "first">): number =>
   a.family !== b.family ? a.family - b.family : a.first < b.first ? -1 : a.first > b.first ? 1 : 0
 
 /** `[first, last]` minus the excluded subnets: one sweep over the excludes clipped to the window and sorted. */

@@ -25,9 +25,11 @@ const anyKey = (ip: IPAddress): DomainKey => `ip:${ipKey(ip)}`
 const poolKey = (pool: string, ip: IPAddress): DomainKey => `pool:${pool}|${ipKey(ip)}`
 const reservationKey = (name: string): DomainKey => `reservation:${name}`
 
-/** What a claim's domains are resolved with: a NAD's decoded config, and the slice a NodeSlicePool gives a node. */
+/** What a claim's domains are resolved with. */
 export interface ClaimLookup {
+  /** A NAD's decoded config; undefined when there is no such NAD. */
   readonly nad: (namespace: string, name: string) => Either.Either<NadConfigResult, IpamConfigError> | undefined
+  /** The slice a NodeSlicePool gives a node, if any. */
   readonly nodeSlice: (nodeSlicePool: string, node: string) => string | undefined
 }
 
@@ -75,8 +77,7 @@ export const networkPools = (config: IpamConfig, node: string, lookup: Pick<Clai
 /**
  * Where an address a pod lists on a network lives, by its NAD's config: the pools that network
  * writes it to and the reservation guarding it (none where overlapping ranges are off); not
- * whereabouts' at all; or not known (a NAD gone or unreadable, a slice or range that no longer
- * covers it), which rule 0 counts in every domain.
+ * whereabouts' at all; or not known (the header's unreadable networks), counted in every domain.
  */
 export type ListedIn =
   | { readonly _tag: "NotWhereabouts" }

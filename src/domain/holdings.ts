@@ -11,26 +11,22 @@ import { parseCidr, usableRange } from "./ip.ts"
 import { type IpamConfigError, type IpRange, type NadConfigResult, notOurs } from "./ipam-config.ts"
 import { listsIP, statusAttachment } from "./multus.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode } from "./node-slices.ts"
-import { networkPools } from "./claims.ts"
+import { type ClaimLookup, networkPools } from "./claims.ts"
 import type { Orphans } from "./orphans.ts"
 import { type PodProjection, podAttachments, podRef, splitPodRef, statusEntries } from "./pod.ts"
 import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName, reservationName } from "./pool.ts"
 import type { HeldEntry, HeldReservation, Holding, Problem } from "./release.ts"
 
 /** What the planner may look up; every function answers from one consistent view. */
-export interface Snapshot {
+export interface Snapshot extends ClaimLookup {
   readonly pool: (name: string) => ParsedPool | undefined
   /** Pools with an entry of this podref (the podref index). */
   readonly poolsHeldBy: (podref: string) => ReadonlyArray<ParsedPool>
   readonly reservation: (name: string) => ReservationRecord | undefined
   readonly reservationsHeldBy: (podref: string) => ReadonlyArray<ReservationRecord>
-  /** A NAD's decoded config; undefined when there is no such NAD. */
-  readonly nad: (namespace: string, name: string) => Either.Either<NadConfigResult, IpamConfigError> | undefined
   /** A NAD whose config writes this pool (one in `podNamespace` preferred), for an Event's network name. */
   readonly nadOfPool: (pool: ParsedPool, podNamespace: string) => string | undefined
   readonly origin: (pool: ParsedPool) => PoolOrigin
-  /** The slice a NodeSlicePool gives a node, if any. */
-  readonly nodeSlice: (nodeSlicePool: string, node: string) => string | undefined
   readonly capacity: (pool: ParsedPool) => PoolCapacity
 }
 
@@ -157,7 +153,7 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
   const add = (pool: ParsedPool, network: string, reservationNetwork: string | undefined) => {
     if (!pools.has(pool.name) && pool.entries.some((e) => e.podref === ref)) pools.set(pool.name, { pool, network, reservationNetwork })
   }
-  for (const att of Either.isRight(decoded) ? decoded.right.attachments : []) {
+  for (const att of Either.isRight(decoded) ? decoded.right : []) {
     const nadKey = `${att.namespace}/${att.name}`
     const nad = snapshot.nad(att.namespace, att.name)
     if (nad === undefined) missingNads.push(nadKey)

@@ -17,6 +17,7 @@
  * be another namespace's).
  */
 import { Either } from "effect"
+import { byStart } from "./capacity.ts"
 import { type ListedIn, listedDomains, listedIn, type ClaimLookup } from "./claims.ts"
 import {
   REASON_ADDRESS_NOT_HELD, REASON_DUPLICATE_ADDRESS, REASON_HELD_FOR_ANOTHER, REASON_RESERVATION_DRIFT,
@@ -244,7 +245,7 @@ const onJudgedNetwork = (l: Listing, view: InvariantView): boolean => l.where.po
 /** Groups of two or more pools whose ranges overlap (one family, sorted by first address). */
 const overlappingGroups = (pools: ReadonlyArray<ParsedPool>): ReadonlyArray<ReadonlyArray<ParsedPool>> => {
   const ranged = pools.flatMap((p) => (p.cidr === undefined ? [] : [{ p, family: p.cidr.family, first: networkOf(p.cidr), last: lastOf(p.cidr) }]))
-  ranged.sort((a, b) => a.family - b.family || (a.first < b.first ? -1 : a.first > b.first ? 1 : 0))
+  ranged.sort(byStart)
   const groups: Array<Array<ParsedPool>> = []
   let group: Array<ParsedPool> = []
   let end = -1n

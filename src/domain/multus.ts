@@ -90,10 +90,9 @@ const parseJson = (text: string): unknown => {
 export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
- * A shorter `network-status` that decodes to the same entries, for the pod cache: Multus writes it
- * indented, with MAC addresses and DNS settings nothing here reads. Keeps name, interface, ips and
- * default, and a MAC that is not a string (so it is refused as before). Text that is not a JSON
- * array of objects, or over the size limit, is returned as it is, so it fails to decode as before.
+ * A shorter `network-status` that decodes to the same verdict and entries, for the pod cache: keeps
+ * name, interface, ips, default, and a MAC that is not a string (still refused). Text that is not a
+ * JSON array of objects, or over the size limit, is returned as it is.
  */
 export const compactNetworkStatus = (text: string): string => {
   const parsed = parseJson(text)

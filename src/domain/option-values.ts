@@ -16,7 +16,7 @@ export interface ValueType<A = unknown> {
   readonly parse: Parse<A>
 }
 
-/** effect's own duration text ("500 millis", "30 seconds", "1 day"), accepted as it always was. */
+/** effect's own duration text ("500 millis", "30 seconds", "1 day"), accepted too. */
 const EFFECT_DURATION = /^\d+(\.\d+)?\s+(nanos?|micros?|millis?|seconds?|minutes?|hours?|days?|weeks?)$/
 /** Units people write that Go has not, and what to write instead. */
 const NOT_GO_UNITS: ReadonlyArray<readonly [RegExp, string]> = [

@@ -78,13 +78,10 @@ export const findOrphans = (
   options: FindOrphansOptions = {}
 ): Orphans => {
   const networkOf = options.networkOf ?? ((pool: ParsedPool) => poolNetworkName(pool.name, pool.range))
-  const { neverRunsAgain } = options
   const ended = new Map<string, NeverRunsAgain>()
-  if (neverRunsAgain !== undefined) {
-    for (const [ref, pod] of livePods) {
-      const why = neverRunsAgain(pod)
-      if (why !== undefined) ended.set(ref, why)
-    }
+  for (const [ref, pod] of livePods) {
+    const why = options.neverRunsAgain?.(pod)
+    if (why !== undefined) ended.set(ref, why)
   }
   const allocations: Array<OrphanAllocation> = []
   // network name → ip → its allocations' holders; only the reservations read it

@@ -82,28 +82,17 @@ export const projectPod = (pod: PodLike): PodProjection => {
   }
 }
 
-export type AttachmentSource = "network-status" | "networks" | "none"
-
 /**
  * The secondary networks of a pod: from `network-status` (default entries skipped), or, when it
  * is missing or empty, from the `networks` request.
  */
-export const podAttachments = (
-  pod: PodProjection
-): Either.Either<{ readonly source: AttachmentSource; readonly attachments: ReadonlyArray<Attachment> }, AnnotationError> =>
+export const podAttachments = (pod: PodProjection): Either.Either<ReadonlyArray<Attachment>, AnnotationError> =>
   Either.gen(function* () {
     if (pod.networkStatus !== undefined && pod.networkStatus.trim() !== "") {
       const entries = yield* decodeNetworkStatus(pod.networkStatus)
-      if (entries.length > 0) {
-        const attachments = entries.filter((e) => e.default !== true).map((e) => statusAttachment(e, pod.namespace))
-        return { source: "network-status" as const, attachments }
-      }
+      if (entries.length > 0) return entries.filter((e) => e.default !== true).map((e) => statusAttachment(e, pod.namespace))
     }
-    if (pod.networks !== undefined) {
-      const attachments = yield* decodeNetworkSelection(pod.networks, pod.namespace)
-      return { source: "networks" as const, attachments }
-    }
-    return { source: "none" as const, attachments: [] }
+    return pod.networks === undefined ? [] : yield* decodeNetworkSelection(pod.networks, pod.namespace)
   })
 
 export type Holding = "holds" | "not-held" | "unknown"

@@ -1,31 +1,28 @@
 /**
- * The release planner: what may be freed, decided in one place for every path (the deletion
- * loop, the sweep, audit, the release command). Pure: from what each candidate holds (`Holding`,
- * found by holdings.ts) and the live re-check of its podref, to a `ReleasePlan` — per candidate the
- * entries to remove, the reservations to delete, their Events, and why anything is kept. The
- * executor (src/programs/executor.ts) carries it out.
+ * The release planner: what may be freed, decided in one place for every path (the deletion loop,
+ * the sweep, audit, the release command). Pure: from each candidate's `Holding` (holdings.ts) and
+ * the live re-check of its podref to a `ReleasePlan` — the entries to remove, the reservations to
+ * delete, their Events, and why anything is kept — which src/programs/executor.ts carries out.
  *
  * The safety rules, numbered as docs/rules.md numbers them (which says each in full):
- * 0. An address another live pod's network-status lists in the same collision domain is never
- *    freed, whichever podref its entry or reservation names (claims.ts); it is kept and reported
- *    as held for another. A pod that will never run again (rule 7) holds nothing. Only --force frees it.
- * 1. Only what a dead pod held: found by holdings.ts, or by the sweep's orphan detection (orphans.ts).
+ * 0. An address another live pod's network-status lists in the same collision domain (claims.ts)
+ *    is kept, whichever podref its entry or reservation names, and reported as held for another;
+ *    a pod that will never run again (rule 7) holds nothing. Only --force frees it.
+ * 1. Only what a dead pod held: found by holdings.ts, or the sweep's orphans (orphans.ts).
  * 2. An entry is freed only while the live re-check finds no pod of its podref, or (the sweep) the
  *    live pod's status proves it does not hold the address. A namesake that exists keeps everything.
  * 3. Every removal is guarded by `test` ops on the entry's podref and id: an entry rewritten since
  *    (a reborn pod's re-ADD changes the id) is skipped, never freed.
- * 4. Reservations go before the pool entries they guard, so a CNI ADD never meets a free address
- *    still reserved; a reservation changed since it was seen is left alone; a reservation stays
- *    with an entry that stays.
+ * 4. Reservations go before the entries they guard (an ADD never meets a free address still
+ *    reserved); one changed since it was seen is left alone; one stays with an entry that stays.
  * 5. A reservation deleted for an entry the release then skipped (taken back) is given back.
  * 6. The Normal Event is written only for an entry actually removed.
  * 7. A pod that still exists is freed only when it will never run again (never-runs-again.ts),
  *    judged again on that same incarnation (uid) and its node, read live.
  * 8. Failures are visible (retries, give-up); bad input skips only what it describes.
  * 9. What an operator asks to free goes through the same rules: a report's orphans as the sweep's,
- *    an address or a pod named by hand only while no pod of that name exists or it will never run
- *    again — unless forced, and even then guarded per entry. Counted under trigger "operator",
- *    its Events say so.
+ *    a pod or address named by hand only while no pod of that name exists or it will never run
+ *    again, unless forced (still guarded per entry); counted under trigger "operator", Events say so.
  */
 import { Data } from "effect"
 import { heldReservationIP, reservationIPs, stillClaims } from "./claims.ts"

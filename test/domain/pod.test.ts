@@ -94,13 +94,10 @@ describe("projectPod", () => {
 
 describe("podAttachments", () => {
   it("takes network-status and skips default entries", () => {
-    expect(right(podAttachments(pod({ networkStatus: status, networks: "ignored" })))).toStrictEqual({
-      source: "network-status",
-      attachments: [
-        { namespace: "ns", name: "macvlan", interface: "net1" },
-        { namespace: "other", name: "sriov", interface: "net2" }
-      ]
-    })
+    expect(right(podAttachments(pod({ networkStatus: status, networks: "ignored" })))).toStrictEqual([
+      { namespace: "ns", name: "macvlan", interface: "net1" },
+      { namespace: "other", name: "sriov", interface: "net2" }
+    ])
   })
 
   it.each([
@@ -108,17 +105,14 @@ describe("podAttachments", () => {
     ["status []", { networkStatus: "[]" }],
     ["status blank", { networkStatus: "  " }]
   ])("%s → the networks selection", (_, extra) => {
-    expect(right(podAttachments(pod({ ...extra, networks: "macvlan, other/sriov@net2" })))).toStrictEqual({
-      source: "networks",
-      attachments: [
-        { namespace: "ns", name: "macvlan", interface: undefined },
-        { namespace: "other", name: "sriov", interface: "net2" }
-      ]
-    })
+    expect(right(podAttachments(pod({ ...extra, networks: "macvlan, other/sriov@net2" })))).toStrictEqual([
+      { namespace: "ns", name: "macvlan", interface: undefined },
+      { namespace: "other", name: "sriov", interface: "net2" }
+    ])
   })
 
   it("both missing → none", () => {
-    expect(right(podAttachments(pod()))).toStrictEqual({ source: "none", attachments: [] })
+    expect(right(podAttachments(pod()))).toStrictEqual([])
   })
 
   it("a malformed status is an AnnotationError, not a crash", () => {
