@@ -58,10 +58,6 @@ export const reservationIPs = (name: string, ip: IPAddress | undefined): Readonl
 export const heldReservationIP = (r: HeldReservation, entries: ReadonlyArray<HeldEntry>): IPAddress | undefined =>
   r.ip ?? entries.find((e) => e.reservation === r.name)?.entry.ip
 
-/** The domains of a reservation: its name, and every address it can stand for. */
-const reservationDomains = (name: string, ip: IPAddress | undefined): ReadonlyArray<DomainKey> =>
-  [reservationKey(name), ...reservationIPs(name, ip).map(anyKey)]
-
 /**
  * The pools a whereabouts config writes a pod's addresses to: the pool of its node's slice (none
  * when the node owns none), else one per range (those holding `ip`, when given).
@@ -132,10 +128,11 @@ export const claimantsOf = (domains: ReadonlyArray<DomainKey>, ip: IPAddress, ex
   return out
 }
 
-/** The podrefs listing any address a reservation can stand for, in its domains. */
+/** The podrefs listing any address a reservation can stand for, in its domains (its name, and each of those addresses). */
 export const reservationClaimants = (name: string, ip: IPAddress | undefined, exclude: string | undefined, source: ClaimSource): ReadonlyArray<string> => {
-  const domains = reservationDomains(name, ip)
-  return [...new Set(reservationIPs(name, ip).flatMap((a) => claimantsOf(domains, a, exclude, source)))]
+  const ips = reservationIPs(name, ip)
+  const domains = [reservationKey(name), ...ips.map(anyKey)]
+  return [...new Set(ips.flatMap((a) => claimantsOf(domains, a, exclude, source)))]
 }
 
 /**

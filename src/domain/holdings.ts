@@ -166,9 +166,8 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
     attached.push({ nad: nadKey, pools: names })
     for (const name of names) {
       const cached = snapshot.pool(name)
-      // A cached pool without this pod's entries was almost always freed by CNI DEL already (the
-      // allocation is written long before the deletion), and a GET of a large pool for every
-      // deletion is costly: only a pool the snapshot has never seen is read live.
+      // A cached pool without this pod's entries was almost always freed by CNI DEL already, and a
+      // GET of a large pool per deletion is costly: only a pool the snapshot has never seen is read live.
       if (cached === undefined) liveReads.set(name, { pool: name, network: att.name, reservationNetwork: config.networkName })
       else add(cached, att.name, config.networkName)
     }

@@ -9,12 +9,10 @@
  *  - reservation-drift: a running pod's entry without its OverlappingRangeIPReservation where its
  *    network keeps them, or with one naming another podref.
  *
- * Only settled facts count: a pod is judged only while Running and not terminating. A listing rule 0
- * cannot place (a NAD gone or unreadable, the default network) is not reported: no pool is known
- * to owe it. A pod's status carries no container id, so an entry left by an earlier incarnation of
- * the same name counts as the pod's own. How long a disagreement must last before it is reported
- * is the caller's. A network none of whose pools this namespace holds is not judged (its pools may
- * be another namespace's).
+ * Only settled facts count (`judged`, `onJudgedNetwork`). A listing rule 0 cannot place (a NAD gone
+ * or unreadable, the default network) is not reported: no pool is known to owe it. A pod's status
+ * carries no container id, so an entry left by an earlier incarnation of the same name counts as the
+ * pod's own. How long a disagreement must last before it is reported is the caller's.
  */
 import { Either } from "effect"
 import { byStart } from "./capacity.ts"
@@ -103,11 +101,7 @@ export const makeEntryLookup = (): EntryLookup => {
   }
 }
 
-/**
- * The network name a pool's reservations are named with, for the pools whose network keeps them
- * (a NAD that writes the pool has overlapping ranges on); undefined for the others and for pools
- * no readable NAD writes.
- */
+/** The network name a pool's reservations are named with where a NAD writing it keeps them (overlapping ranges on). */
 export const reservationNetworks = (
   nads: Iterable<Either.Either<NadConfigResult, IpamConfigError>>,
   origin: (pool: ParsedPool) => PoolOrigin
