@@ -105,12 +105,8 @@ export const poolNaming = (
 }
 
 /** The NAD an index names for a pool: one in the pod's namespace first, else the first by namespace/name. */
-export const pickNad = (candidates: ReadonlyArray<NadRef> | undefined, podNamespace: string): string | undefined => {
-  if (candidates === undefined || candidates.length === 0) return undefined
-  const own = candidates.find((c) => c.namespace === podNamespace)
-  if (own !== undefined) return own.name
-  return [...candidates].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`))[0]!.name
-}
+export const pickNad = (candidates: ReadonlyArray<NadRef> = [], podNamespace: string): string | undefined =>
+  (candidates.find((c) => c.namespace === podNamespace) ?? [...candidates].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`))[0])?.name
 
 /** A pool a pod's NAD names (by name while it is still to be read live), the NAD's name for Events, and its reservations' network. */
 type Found<P> = { readonly pool: P; readonly network: string; readonly reservationNetwork: string | undefined }

@@ -26,7 +26,7 @@ import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { listedIP, statusAttachment } from "./multus.ts"
 import { nadIndex } from "./holdings.ts"
 import type { PoolOrigin } from "./node-slices.ts"
-import { type PodProjection, podRef, statusEntries } from "./pod.ts"
+import { type PodIdentity, type PodProjection, podRef, statusEntries } from "./pod.ts"
 import type { ParsedPool, PoolEntry, ReservationRecord } from "./pool.ts"
 
 export const INVARIANT_KINDS = ["live-not-held", "held-for-another", "duplicate", "reservation-drift"] as const
@@ -40,11 +40,7 @@ export const VIOLATION_REASON: Readonly<Record<InvariantKind, string>> = {
   "reservation-drift": REASON_RESERVATION_DRIFT
 }
 
-export interface PodIdentity {
-  readonly namespace: string
-  readonly name: string
-  readonly uid: string
-}
+export type { PodIdentity }
 
 export interface InvariantViolation {
   readonly kind: InvariantKind

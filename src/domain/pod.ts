@@ -28,6 +28,9 @@ export interface PodProjection {
   readonly networks?: string | undefined
 }
 
+/** A pod incarnation: what Events and reports name. */
+export type PodIdentity = Pick<PodProjection, "namespace" | "name" | "uid">
+
 /** The `namespace/name` whereabouts writes as `podref`. */
 export const podRef = (pod: { readonly namespace: string; readonly name: string }): string => `${pod.namespace}/${pod.name}`
 

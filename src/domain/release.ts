@@ -30,7 +30,7 @@ import { type EventIntent, OPERATOR_FORCED_NOTE, OPERATOR_RELEASE_NOTE, REASON_G
 import { type IPAddress, formatIP } from "./ip.ts"
 import { type ReservationOrphanReason, entryVerdict, reservationVerdict } from "./liveness.ts"
 import { NEVER_RUNS_AGAIN_REASONS, type NeverRunsAgain } from "./never-runs-again.ts"
-import { type PodProjection, podRef } from "./pod.ts"
+import { type PodIdentity, type PodProjection, podRef } from "./pod.ts"
 import type { PoolEntry, ReservationRecord } from "./pool.ts"
 
 /** The `trigger` label of `ips_freed_total`: what found a candidate, why its pod will never run again, or an operator. */
@@ -89,7 +89,7 @@ export interface HeldReservation {
 export interface Holding {
   readonly podref: string
   /** The pod its Events are about (uid "" when unknown); undefined for a podref that is not namespace/name. */
-  readonly pod: { readonly namespace: string; readonly name: string; readonly uid: string } | undefined
+  readonly pod: PodIdentity | undefined
   readonly claim: Claim
   readonly trigger: FreeTrigger
   readonly entries: ReadonlyArray<HeldEntry>
