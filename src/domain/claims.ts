@@ -44,11 +44,8 @@ export interface ClaimSource extends ClaimLookup {
 }
 
 /** The domains of an entry of `pool` at `ip`, guarded by the reservation `reservation` where its network keeps them. */
-export const entryDomains = (pool: string, ip: IPAddress, reservation: string | undefined): ReadonlyArray<DomainKey> => [
-  anyKey(ip),
-  poolKey(pool, ip),
-  ...(reservation === undefined ? [] : [reservationKey(reservation)])
-]
+export const entryDomains = (pool: string, ip: IPAddress, reservation: string | undefined): ReadonlyArray<DomainKey> =>
+  [anyKey(ip), poolKey(pool, ip), ...(reservation === undefined ? [] : [reservationKey(reservation)])]
 
 /** The address a reservation stands for, if known; else every reading of its name. */
 export const reservationIPs = (name: string, ip: IPAddress | undefined): ReadonlyArray<IPAddress> =>
@@ -135,10 +132,7 @@ export const reservationClaimants = (name: string, ip: IPAddress | undefined, ex
   return [...new Set(ips.flatMap((a) => claimantsOf(domains, a, exclude, source)))]
 }
 
-/**
- * Whether the live pod of a claimant still holds `ip` (a status that cannot prove anything keeps it,
- * as everywhere), so an entry it claims stays. A pod judged, on fresh facts, to never run again claims nothing.
- */
+/** Whether a claimant's live pod may still hold `ip` (podHoldsIP), so an entry it claims stays; one that will never run again claims nothing. */
 export const stillClaims = (live: PodProjection | undefined, ip: IPAddress, ended: (pod: PodProjection) => boolean): boolean =>
   live !== undefined && mayRun(live) && !ended(live) && podHoldsIP(live, ip, undefined) !== "not-held"
 

@@ -1,7 +1,4 @@
-/**
- * Orphan detection for the full scan: pools × live pods (× reservations) → what nobody holds.
- * A live pod whose status cannot prove anything keeps its addresses.
- */
+/** Orphan detection for the full scan: pools × live pods (× reservations) → what nobody holds (liveness.ts's rule). */
 import { type IPAddress, ipKey } from "./ip.ts"
 import { type AllocationOrphanReason, type ReservationOrphanReason, allocationOrphanReason } from "./liveness.ts"
 import type { NeverRunsAgain } from "./never-runs-again.ts"
