@@ -7,7 +7,7 @@ import type { IPAddress } from "../domain/ip.ts"
 import type { IPAllocation } from "../domain/pool.ts"
 import { type PoolRecord, toPoolRecord } from "./Caches.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type JsonPatchOp, listProjected } from "./KubeApi.ts"
+import { KubeApi, type JsonPatchOp, listItems } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
@@ -117,10 +117,7 @@ export const make = Effect.gen(function* () {
   return {
     get,
     deleteIfUnchanged,
-    list: listProjected(R.IPPools, namespace, toPoolRecord, { pageSize }).pipe(
-      Effect.map(({ items }) => items),
-      Effect.provideService(KubeApi, api)
-    ),
+    list: listItems(api, R.IPPools, namespace, toPoolRecord, { pageSize }),
     release
   } satisfies IPPoolStoreShape
 })

@@ -9,7 +9,7 @@ import { fetch, request } from "undici"
 import { type WatchEvent, malformed } from "../KubeApi.ts"
 import { KubeError } from "../KubeError.ts"
 import { errorText } from "./kubeconfig.ts"
-import { type Reachability, makeReachability } from "./reachability.ts"
+import { makeReachability } from "./reachability.ts"
 import { type Transport, errorFromFailure, errorFromResponse } from "./transport.ts"
 import { watchEvents } from "./watch.ts"
 
@@ -116,7 +116,8 @@ const answer = async (transport: Transport, req: Request, signal: AbortSignal): 
 }
 
 /** The requests and watches of one transport; each attempt tells `reach` whether the server answered. */
-export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLimiter, requestTimeout: Duration.DurationInput, reach: Reachability = makeReachability(transport.server)): Requester => {
+export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLimiter, requestTimeout: Duration.DurationInput): Requester => {
+  const reach = makeReachability(transport.server)
   const timeout = Duration.decode(requestTimeout)
   const timeoutMillis = Duration.toMillis(timeout)
   const timedOut = (req: Request) => new KubeError({ reason: "Timeout", verb: req.verb, target: req.target, detail: `no answer within ${Duration.format(timeout)}` })
