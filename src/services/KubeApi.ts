@@ -55,11 +55,8 @@ export interface ReadOptions {
 export const partialObjectMetadata = (o: KubeObject): KubeObject => ({ apiVersion: "meta.k8s.io/v1", kind: "PartialObjectMetadata", metadata: o.metadata })
 
 /** The names-only form of an object, as a `namesOnly` list returns it. */
-export const nameOnly = (name: string, namespace: string | undefined): KubeObject => ({
-  apiVersion: "meta.k8s.io/v1",
-  kind: "PartialObjectMetadata",
-  metadata: namespace === undefined ? { name } : { name, namespace }
-})
+export const nameOnly = (name: string, namespace: string | undefined): KubeObject =>
+  partialObjectMetadata({ metadata: namespace === undefined ? { name } : { name, namespace } })
 
 export interface ListOptions extends ReadOptions {
   readonly limit?: number | undefined

@@ -14,10 +14,9 @@ import { type KubeError, isUnreachable } from "./KubeError.ts"
 import { Leases, apiVersionOf } from "./resources.ts"
 
 /**
- * client-go's defaults (component-base's LeaderElectionConfiguration), as kube-controller-manager
- * and controller-runtime run them; not options, as no operator of a GC controller needs to tune them.
- * They keep client-go's rule: the leader gives up (RENEW_DEADLINE) before anyone may take over
- * (LEASE_DURATION), after more than one jittered retry (RENEW_DEADLINE > JITTER_FACTOR × RETRY_PERIOD).
+ * client-go's defaults (component-base's LeaderElectionConfiguration), not options: no operator of a
+ * GC controller needs to tune them. The leader gets more than one jittered retry before it gives up
+ * (RENEW_DEADLINE > JITTER_FACTOR × RETRY_PERIOD).
  */
 export const LEASE_DURATION = Duration.seconds(15)
 export const RENEW_DEADLINE = Duration.seconds(10)
