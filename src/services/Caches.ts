@@ -35,10 +35,7 @@ export interface ConfigMapRecord extends ObjectRecord {
   readonly data: Readonly<Record<string, string>>
 }
 
-export interface PoolRecord {
-  readonly name: string
-  readonly uid: string
-  readonly resourceVersion: string | undefined
+export interface PoolRecord extends Omit<ObjectRecord, "namespace"> {
   readonly pool: ParsedPool
 }
 
