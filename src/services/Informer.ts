@@ -58,11 +58,9 @@ export interface Informer<A> {
 }
 
 /**
- * The keys an index holds under one value. Most values name a few objects (a podref's pools and
- * reservations), where a small array costs a fraction of a Set's hash table: an array up to
- * SMALL_INDEX_KEYS, a Set past that (a node's pods), where a search would grow with the fan-out. An
- * array is replaced by one of its exact length (concat, toSpliced), never grown in place: push leaves
- * a backing store of half again plus 16 slots.
+ * The keys an index holds under one value: an array up to SMALL_INDEX_KEYS (most values name a few
+ * objects, where an array costs a fraction of a Set's hash table), a Set past that (a node's pods).
+ * An array is replaced by one of its exact length, never grown in place (push leaves spare slots).
  */
 type IndexKeys = ReadonlyArray<string> | Set<string>
 const SMALL_INDEX_KEYS = 16

@@ -65,11 +65,6 @@ export interface WorkQueue<V> {
   readonly awaitIdle: Effect.Effect<void>
 }
 
-interface Backoff {
-  readonly state: unknown
-  readonly requeues: number
-}
-
 /** Fibers parked until woken; a wake-up completes the oldest (or every) parked one. */
 const makeWaiters = () => {
   const parked: Array<Deferred.Deferred<void>> = []
@@ -102,7 +97,7 @@ const makeWaiters = () => {
  * done), and never sooner than the overall token bucket allows.
  */
 const makeRequeueLimit = (backoff: Schedule.Schedule<unknown>, qps: number, burst: number, startMillis: number) => {
-  const backoffs = new Map<string, Backoff>()
+  const backoffs = new Map<string, { readonly state: unknown; readonly requeues: number }>()
   const bucket = makeTokenBucket(qps, burst, startMillis)
   // Steps the schedule directly instead of through a Schedule.driver: driver.next fuses the
   // decision with the sleep, and the caller must learn "given up" now, not after the delay.
