@@ -166,7 +166,6 @@ export const make = (options: EventRecorderOptions = {}): Effect.Effect<EventRec
     // Queued plus being written: flush waits for 0.
     const outstanding = yield* SubscriptionRef.make(0)
     const settleOne = SubscriptionRef.update(outstanding, (n) => n - 1)
-    // A key taken again while its previous write is still in flight waits for it, and then bumps that Event's count.
     const exclusive = keyedLocks()
     const write = eventWriter(api, config.identity, seen)
 

@@ -79,10 +79,7 @@ interface Candidate {
 const leading = (c: Candidate): boolean => c.observed?.record.holderIdentity === c.config.identity
 const valid = (o: Observed, nowMillis: number) => o.time + o.record.leaseDurationSeconds * 1000 > nowMillis
 
-const observe = (c: Candidate, lease: KubeObject, record: LeaderRecord) =>
-  Effect.map(Clock.currentTimeMillis, (time) => {
-    c.observed = { record, time, lease }
-  })
+const observe = (c: Candidate, lease: KubeObject, record: LeaderRecord) => Effect.map(Clock.currentTimeMillis, (time) => void (c.observed = { record, time, lease }))
 
 /** Writes the record over the lease (guarded by its resourceVersion); other spec fields (strategy, preferredHolder) are kept. */
 const write = (c: Candidate, lease: KubeObject, record: LeaderRecord) =>
