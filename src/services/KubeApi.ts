@@ -38,15 +38,11 @@ export type Patch =
   | { readonly type: "merge"; readonly body: unknown }
 
 export interface ReadOptions {
-  /**
-   * The server answers with PartialObjectMetadata (metadata only; for a list, such items), as for
-   * client-go's metadata client: the server encodes and the client parses a fraction of the object.
-   */
+  /** The server answers with PartialObjectMetadata (for a list, such items), as to client-go's metadata client: a fraction of the bytes. */
   readonly metadataOnly?: boolean | undefined
   /**
-   * Lists in one namespace only (other reads ignore it): each item is a PartialObjectMetadata with
-   * just name and namespace — what the server sends as a Table of names (`includeObject=None`), a few
-   * dozen bytes an object where even its metadata takes kilobytes. For callers asking which objects exist.
+   * Lists in one namespace only (other reads ignore it): items of name and namespace alone, which the
+   * server sends as a Table of names (`includeObject=None`), for callers asking which objects exist.
    */
   readonly namesOnly?: boolean | undefined
 }
@@ -182,8 +178,7 @@ export const listProjected = <A>(
   project: (o: KubeObject) => A,
   options: PageOptions = {}
 ): Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly resourceVersion: string }, KubeError, KubeApi> =>
-  // Suspended: the buffer belongs to one run. Services keep list effects as values; a buffer
-  // captured by the value itself kept the last list alive for the life of the process.
+  // Suspended: the buffer belongs to one run, not to the effect value services keep (it would hold the last list).
   Effect.suspend(() => {
     let items: Array<A> = []
     return Effect.map(
