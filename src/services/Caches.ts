@@ -112,9 +112,6 @@ export const toNodeRecord = (o: KubeObject): NodeRecord => {
   }
 }
 
-/** How often a cluster without the NodeSlicePool CRD (whereabouts before 0.8) is looked at again. */
-export const ABSENT_RESOURCE_RETRY = "1 minute"
-
 export interface CachesShape {
   readonly pods: Informer<PodProjection>
   readonly nads: Informer<NadRecord>
@@ -190,7 +187,7 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       namespace,
       transform: toNodeSlicePoolRecord,
       pageSize,
-      optional: { absentRetry: ABSENT_RESOURCE_RETRY }
+      optional: true
     })
     const nodes = yield* byName<NodeRecord>({ resource: R.Nodes, transform: toNodeRecord, pageSize })
     // One ConfigMap, watched by name.

@@ -29,8 +29,8 @@ export interface InformerOptions<A> {
   readonly pageSize?: number
   /** Backoff between restarts after errors; default exponential 1 s → 30 s, jittered. */
   readonly backoff?: Schedule.Schedule<unknown, unknown>
-  /** The resource may not be served (no CRD): a list answered 404 makes the cache empty and synced, tried again every `absentRetry`. */
-  readonly optional?: { readonly absentRetry: Duration.DurationInput }
+  /** The resource may not be served (no CRD): a list answered 404 makes the cache empty and synced, tried again every ABSENT_RETRY. */
+  readonly optional?: boolean
 }
 
 export interface Informer<A> {
@@ -139,6 +139,8 @@ const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" |
 type Store<A> = ReturnType<typeof makeStore<A>>
 
 const rewatchBackoff = Schedule.exponential("250 millis").pipe(Schedule.either(Schedule.spaced("5 seconds")), Schedule.jittered, Schedule.intersect(Schedule.recurs(8)))
+/** How often an optional resource found not served (whereabouts before 0.8 has no NodeSlicePool CRD) is looked at again. */
+const ABSENT_RETRY = "1 minute"
 const defaultBackoff = Schedule.exponential("1 second").pipe(Schedule.either(Schedule.spaced("30 seconds")), Schedule.jittered)
 
 /** What one informer's loops share: its API, options, store, outlets and counters. */
@@ -240,7 +242,7 @@ const run = <A>(l: Loop<A>) =>
     }
   })
 
-/** Not served at all: nothing to cache, and synced so the controller runs without it; looked at again after `absentRetry`. */
+/** Not served at all: nothing to cache, and synced so the controller runs without it; looked at again after ABSENT_RETRY. */
 const whileAbsent = <A>(l: Loop<A>, e: KubeError) =>
   Effect.gen(function* () {
     const { resource } = l.options
@@ -252,7 +254,7 @@ const whileAbsent = <A>(l: Loop<A>, e: KubeError) =>
     }
     yield* publish(l, l.store.prune(() => false))
     yield* Deferred.succeed(l.synced, undefined)
-    yield* Effect.sleep(l.options.optional!.absentRetry)
+    yield* Effect.sleep(ABSENT_RETRY)
   })
 
 /** Runs the informer for good: after an error, restarts with backoff (afresh once the API was seen working). */
@@ -277,7 +279,7 @@ const supervise = <A>(l: Loop<A>) =>
       })
     return yield* Effect.forever(
       run(l).pipe(
-        Effect.catchIf((e) => options.optional !== undefined && e.reason === "NotFound", (e) => whileAbsent(l, e)),
+        Effect.catchIf((e) => options.optional === true && e.reason === "NotFound", (e) => whileAbsent(l, e)),
         Effect.catchAll(restart)
       )
     )
