@@ -62,7 +62,7 @@ export interface Batcher<V> {
 }
 
 /** Batches in flight: `turn` waits until none is, or each has stalled (see above). */
-export const makeFlight = (o: Pick<BatchingOptions, "stalledMs" | "stalledFactor" | "stalledMaxMs">) =>
+const makeFlight = (o: Pick<BatchingOptions, "stalledMs" | "stalledFactor" | "stalledMaxMs">) =>
   Effect.gen(function* () {
     const started = new Map<number, number>()
     // How long the last batches took, oldest first.
@@ -112,7 +112,7 @@ export const makeFlight = (o: Pick<BatchingOptions, "stalledMs" | "stalledFactor
   })
 
 /** The next batch, topped up while a mass deletion keeps arriving (see above). */
-export const takeGathered = <V>(queue: WorkQueue<V>, o: BatchingOptions) =>
+const takeGathered = <V>(queue: WorkQueue<V>, o: BatchingOptions) =>
   Effect.gen(function* () {
     const first = yield* queue.takeBatch(o.maxBatch)
     if (Option.isNone(first) || first.value.length < o.gatherFrom || first.value.length >= o.maxBatch || o.windowMs <= 0) return first

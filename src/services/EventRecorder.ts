@@ -24,7 +24,7 @@ export const COMPONENT = "whereabouts-controller"
 /** An identical event recorded again within this window updates the existing Event */
 const AGGREGATION_WINDOW_MILLIS = Duration.toMillis(Duration.minutes(10))
 /** Distinct events remembered for aggregation (client-go's maxLruCacheEntries). */
-export const DEFAULT_CACHE_SIZE = 4096
+const DEFAULT_CACHE_SIZE = 4096
 
 const apiVersionOfKind = (kind: InvolvedObject["kind"]): string => (kind === "IPPool" ? "whereabouts.cni.cncf.io/v1alpha1" : "v1")
 
@@ -45,11 +45,11 @@ export interface EventRecorderOptions {
 }
 
 /** Distinct Events waiting to be written, at most; more are dropped (and counted). */
-export const DEFAULT_QUEUE_CAPACITY = 10_000
+const DEFAULT_QUEUE_CAPACITY = 10_000
 /** On shutdown, how long queued Events still get to be written. */
 const DRAIN_TIMEOUT: Duration.Duration = Duration.seconds(1)
 /** A full queue says so in the log at most this often. */
-export const DROP_LOG_INTERVAL: Duration.Duration = Duration.minutes(1)
+const DROP_LOG_INTERVAL: Duration.Duration = Duration.minutes(1)
 
 /** What we remember of an Event we wrote, to bump it on a repeat. */
 interface Seen {

@@ -12,7 +12,7 @@ import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
 /** The API server refuses JSON patches of 10,000 operations or more. */
-export const MAX_PATCH_OPS = 9_999
+const MAX_PATCH_OPS = 9_999
 /** Each entry takes three operations (releaseOps). */
 const ENTRIES_PER_PATCH = Math.floor(MAX_PATCH_OPS / 3)
 const MAX_RELEASE_ROUNDS = 5
