@@ -269,8 +269,7 @@ const supervise = <A>(l: Loop<A>) =>
           yield* backoff.reset
           l.state.driverReset = false
         }
-        // A server that cannot be reached fails every informer at once: the live KubeApi says so once
-        // (reachability.ts), each informer's attempts are detail.
+        // An unreachable server fails every informer at once: reachability.ts says so once, these are detail.
         const log = isUnreachable(e) ? Effect.logDebug : Effect.logWarning
         yield* log(`informer for ${options.resource.plural} failed, restarting`).pipe(
           Effect.annotateLogs({ resource: options.resource.plural, error: e.message })

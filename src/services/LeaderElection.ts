@@ -88,9 +88,8 @@ const write = (c: Candidate, lease: KubeObject, record: LeaderRecord) =>
   )
 
 /**
- * "acquired" once `effect` succeeds, else "failed". Against a server that cannot be reached every
- * attempt fails: the live KubeApi says so once (reachability.ts), so the attempts are logged at debug,
- * as is a Conflict (another candidate won this round). What lasts (leadership lost) is said where it happens.
+ * "acquired" once `effect` succeeds, else "failed", logged at debug when the server is unreachable
+ * (reachability.ts says that once) or on a Conflict (another candidate won this round).
  */
 const tried = (what: string, effect: Effect.Effect<unknown, KubeError>): Effect.Effect<Attempt> =>
   effect.pipe(
