@@ -3,7 +3,7 @@
  * Two implementations: `KubeApiLive.ts` and `InMemoryCluster.ts` (an in-process API server emulation,
  * the role client-go's fake tracker plays). Every other service is written once, over this tag.
  */
-import { Context, Effect, Stream } from "effect"
+import { Context, Effect, Option, Stream } from "effect"
 import { KubeError } from "./KubeError.ts"
 import type { Resource } from "./resources.ts"
 
@@ -132,6 +132,10 @@ export const around = (
   delete: (r, ns, name, o) => request({ verb: "delete", resource: r, namespace: ns, name }, api.delete(r, ns, name, o)),
   watch: (r, ns, o) => watch(r, Stream.suspend(() => api.watch(r, ns, o)))
 })
+
+/** What `read` answers, or none when the object does not exist. */
+export const ifExists = <A>(read: Effect.Effect<A, KubeError>): Effect.Effect<Option.Option<A>, KubeError> =>
+  read.pipe(Effect.map(Option.some), Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeedNone))
 
 /** `namespace/name` or `name`, for messages. */
 export const objectKey = (namespace: string | undefined, name: string): string =>
