@@ -13,7 +13,7 @@ import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Queue, type Scop
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "./KubeApi.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
-import { Events } from "./resources.ts"
+import { Events, IPPools, apiVersionOf } from "./resources.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import type { EventIntent, EventType, InvolvedObject } from "../domain/events.ts"
 
@@ -25,8 +25,6 @@ export const COMPONENT = "whereabouts-controller"
 const AGGREGATION_WINDOW_MILLIS = Duration.toMillis(Duration.minutes(10))
 /** Distinct events remembered for aggregation (client-go's maxLruCacheEntries). */
 const DEFAULT_CACHE_SIZE = 4096
-
-const apiVersionOfKind = (kind: InvolvedObject["kind"]): string => (kind === "IPPool" ? "whereabouts.cni.cncf.io/v1alpha1" : "v1")
 
 export interface EventRecorderShape {
   /** Queues an event about the object and returns at once (see above); a failed write is logged as a warning. */
@@ -239,7 +237,7 @@ const eventObject = (name: string, p: Pending, now: string, identity: string): K
     apiVersion: "v1",
     kind: "Event",
     metadata: { name, namespace },
-    involvedObject: { apiVersion: apiVersionOfKind(kind), kind, namespace, name: objectName, uid },
+    involvedObject: { apiVersion: kind === "IPPool" ? apiVersionOf(IPPools) : "v1", kind, namespace, name: objectName, uid },
     reason: p.reason,
     message: p.message,
     type: p.type,

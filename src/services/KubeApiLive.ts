@@ -1,8 +1,7 @@
 /**
- * KubeApi over a real API server. client-node resolves the kubeconfig and signs each request (bearer,
- * exec and token-file credentials); the requests go through ONE long-lived keep-alive undici Agent
- * (client-node would build one, so a TLS handshake, per request), behind the opt-in token bucket
- * (--api-qps) and a per-request timeout. What to do about a 429 or a Retry-After is ApiFlow.ts's.
+ * KubeApi over a real API server: its verbs as requests (live/request.ts) through ONE long-lived
+ * keep-alive undici Agent (live/transport.ts; client-node would build one, so a TLS handshake, per
+ * request). What to do about a 429 or a Retry-After is ApiFlow.ts's.
  */
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
 import { ControllerConfig, apiBurst } from "./ControllerConfig.ts"
