@@ -190,7 +190,6 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       optional: true
     })
     const nodes = yield* byName<NodeRecord>({ resource: R.Nodes, transform: toNodeRecord, pageSize })
-    // One ConfigMap, watched by name.
     const scheduleConfigMap = configMapName === ""
       ? undefined
       : yield* byName<ConfigMapRecord>({ resource: R.ConfigMaps, namespace, fieldSelector: `metadata.name=${configMapName}`, transform: toConfigMapRecord, pageSize })

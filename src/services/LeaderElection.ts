@@ -67,7 +67,7 @@ interface Observed {
 
 type Attempt = "acquired" | "held" | "failed"
 
-/** One campaign: the lease it names, its timings, and the lease as it last observed it. */
+/** One campaign: the lease it names, and the lease as it last observed it. */
 interface Candidate {
   readonly api: KubeApiShape
   readonly config: ControllerConfigShape
