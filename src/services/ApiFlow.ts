@@ -20,19 +20,18 @@ import { Metrics } from "./Metrics.ts"
 import * as R from "./resources.ts"
 import { DEFAULT_IN_FLIGHT, FLOW_KINDS, type FlowKind, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, YIELDS_TO } from "../domain/api-flow.ts"
 
-export { DEFAULT_IN_FLIGHT, FLOW_KINDS, type FlowKind, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, YIELDS_TO } from "../domain/api-flow.ts"
-
 /** Retries of one request the API server asked for with Retry-After (client-go allows 10). */
 export const MAX_RETRY_AFTER = 3
 
 /** The kind of work a request is. */
 export const kindOf = (verb: string, r: R.Resource): FlowKind => {
-  if (r.plural === R.Leases.plural && r.group === R.Leases.group) return "leader-election"
+  const is = (x: R.Resource) => r.plural === x.plural && r.group === x.group
+  if (is(R.Leases)) return "leader-election"
   if (verb === "list") return "lists"
-  if (r.plural === R.Events.plural && r.group === R.Events.group) return "events"
-  if (r.plural === R.IPPools.plural && r.group === R.IPPools.group) return verb === "get" ? "other" : "pool-writes"
-  if (r.plural === R.OverlappingRangeIPReservations.plural) return "reservations"
-  if (r.plural === R.Pods.plural && r.group === R.Pods.group) return "pod-reads"
+  if (is(R.Events)) return "events"
+  if (is(R.IPPools)) return verb === "get" ? "other" : "pool-writes"
+  if (is(R.OverlappingRangeIPReservations)) return "reservations"
+  if (is(R.Pods)) return "pod-reads"
   return "other"
 }
 

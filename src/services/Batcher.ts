@@ -5,7 +5,7 @@
  *   second or more, so a mass deletion becomes one write per pool instead of many.
  * - One batch in flight: the next batch waits for the one being processed (and takes everything
  *   that queued meanwhile) unless every batch in flight has stalled: been out for `stalledMs`, or
- *   `stalledFactor` times as long as recent batches took when that is longer (at most
+ *   `stalledFactor` times as long as recent batches took (their median) when that is longer (at most
  *   `stalledMaxMs`); then one more starts, so a stalled call holds the others up that long at
  *   most. On a slow API server batches take longer, so they overlap less and grow larger: fewer
  *   writes of each pool, which is what such a server pays for.
@@ -14,10 +14,10 @@
 import { Clock, Deferred, Duration, Effect, Option } from "effect"
 import type { WorkItem, WorkQueue } from "./WorkQueue.ts"
 
+/** The numbers of the two rules above. */
 export interface BatchingOptions {
   /** Most keys in one batch. */
   readonly maxBatch: number
-  /** A batch this large is a mass deletion's, and gathers. */
   readonly gatherFrom: number
   /** How long gathering may go on (0: never gather). */
   readonly windowMs: number
@@ -26,11 +26,8 @@ export interface BatchingOptions {
   readonly gatherSpanMs: number
   /** How often gathering looks at the queue. */
   readonly gatherPollMs: number
-  /** After this long in flight a batch no longer holds the next one back... */
   readonly stalledMs: number
-  /** ...or after this many times the median time the last batches took, when that is longer... */
   readonly stalledFactor: number
-  /** ...but never longer than this. */
   readonly stalledMaxMs: number
 }
 
@@ -64,8 +61,8 @@ export interface Batcher<V> {
   readonly next: Effect.Effect<Option.Option<Batch<V>>>
 }
 
-/** Batches in flight: `turn` waits until none is, or each has stalled (see BatchingOptions). */
-export const makeFlight = (o: Pick<BatchingOptions, "stalledMs" | "stalledFactor" | "stalledMaxMs">) =>
+/** Batches in flight: `turn` waits until none is, or each has stalled (see above). */
+const makeFlight = (o: Pick<BatchingOptions, "stalledMs" | "stalledFactor" | "stalledMaxMs">) =>
   Effect.gen(function* () {
     const started = new Map<number, number>()
     // How long the last batches took, oldest first.
@@ -114,8 +111,8 @@ export const makeFlight = (o: Pick<BatchingOptions, "stalledMs" | "stalledFactor
     return { begin, end, turn }
   })
 
-/** The next batch, topped up while a mass deletion keeps arriving (see BatchingOptions). */
-export const takeGathered = <V>(queue: WorkQueue<V>, o: BatchingOptions) =>
+/** The next batch, topped up while a mass deletion keeps arriving (see above). */
+const takeGathered = <V>(queue: WorkQueue<V>, o: BatchingOptions) =>
   Effect.gen(function* () {
     const first = yield* queue.takeBatch(o.maxBatch)
     if (Option.isNone(first) || first.value.length < o.gatherFrom || first.value.length >= o.maxBatch || o.windowMs <= 0) return first

@@ -10,6 +10,7 @@ import { type NodeRecord, OUT_OF_SERVICE_TAINT } from "../domain/never-runs-agai
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import { type ParsedPool, type ReservationRecord, parsePool } from "../domain/pool.ts"
 import { listedIPKeys } from "../domain/claims.ts"
+import { isRecord } from "../domain/multus.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { type Informer, type InformerOptions, makeInformer } from "./Informer.ts"
@@ -34,10 +35,7 @@ export interface ConfigMapRecord extends ObjectRecord {
   readonly data: Readonly<Record<string, string>>
 }
 
-export interface PoolRecord {
-  readonly name: string
-  readonly uid: string
-  readonly resourceVersion: string | undefined
+export interface PoolRecord extends Omit<ObjectRecord, "namespace"> {
   readonly pool: ParsedPool
 }
 
@@ -50,8 +48,8 @@ export const NODE_INDEX = "node"
 export const LISTED_IP_INDEX = "listedIP"
 
 const str = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
-/** `u` as a record to read fields from; {} when it is not an object. */
-const rec = (u: unknown): Record<string, unknown> => (typeof u === "object" && u !== null ? (u as Record<string, unknown>) : {})
+/** `u` as a record to read fields from; {} when it is not one. */
+const rec = (u: unknown): Record<string, unknown> => (isRecord(u) ? u : {})
 const list = (u: unknown): ReadonlyArray<unknown> => (Array.isArray(u) ? u : [])
 const objectRecord = ({ metadata }: KubeObject): ObjectRecord => ({
   namespace: metadata.namespace ?? "",
@@ -113,9 +111,6 @@ export const toNodeRecord = (o: KubeObject): NodeRecord => {
     outOfService: list(rec(o["spec"])["taints"]).some((t) => rec(t)["key"] === OUT_OF_SERVICE_TAINT)
   }
 }
-
-/** How often a cluster without the NodeSlicePool CRD (whereabouts before 0.8) is looked at again. */
-export const ABSENT_RESOURCE_RETRY = "1 minute"
 
 export interface CachesShape {
   readonly pods: Informer<PodProjection>
@@ -192,10 +187,9 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       namespace,
       transform: toNodeSlicePoolRecord,
       pageSize,
-      optional: { absentRetry: ABSENT_RESOURCE_RETRY }
+      optional: true
     })
     const nodes = yield* byName<NodeRecord>({ resource: R.Nodes, transform: toNodeRecord, pageSize })
-    // One ConfigMap, watched by name.
     const scheduleConfigMap = configMapName === ""
       ? undefined
       : yield* byName<ConfigMapRecord>({ resource: R.ConfigMaps, namespace, fieldSelector: `metadata.name=${configMapName}`, transform: toConfigMapRecord, pageSize })

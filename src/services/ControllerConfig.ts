@@ -8,17 +8,11 @@ import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "e
 import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
 import { type Parse, parseCount, parseDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
 
-/**
- * Tuning that is not an option: constants no operator has a reason to change (BENCHMARKS.md's
- * Decisions table has the measurement behind the batching and the bounds). In the shape so tests can shorten them.
- */
+/** Constants no operator has a reason to change (BENCHMARKS.md's Decisions), in the shape so tests can shorten them. */
 const tuning = {
   /** Objects per page of a full list: client-go's pager's; a page of full pods is a few MB. */
   pageSize: 500,
-  /**
-   * One API request once sent (the wait for --api-qps not counted): a 429 or 5xx that names a
-   * Retry-After is sent again after it, so no wait longer than this is honoured.
-   */
+  /** One API request once sent (the --api-qps wait not counted); a longer Retry-After is not honoured. */
   requestTimeout: Duration.seconds(30),
   /** Attempts per pod before giving up with a Warning Event; the next sweep frees what is left. */
   retryAttempts: 5,
@@ -27,11 +21,7 @@ const tuning = {
   retryMaxDelay: Duration.seconds(30),
   /** How long a mass deletion that keeps arriving is gathered into one batch (Batcher.ts; 0: never). */
   batchWindow: Duration.seconds(1),
-  /**
-   * The file holding the sweep's schedule, read when it exists and again every minute: where
-   * whereabouts' DaemonSet mounts its ConfigMap (key cron-expression as /cron-schedule/config).
-   * Tests point it at a file of their own, or at none ("").
-   */
+  /** The sweep's schedule file, read every minute: whereabouts' DaemonSet mounts its ConfigMap's cron-expression here; "": none. */
   scheduleFile: "/cron-schedule/config"
 }
 
@@ -40,12 +30,9 @@ export const TUNING: Tuning = tuning
 
 /**
  * Requests allowed at once above an --api-qps cap, per request per second of the cap:
- * kube-controller-manager's pairing (--kube-api-qps 20, --kube-api-burst 30). It matters with a
- * cap only, and the bucket always holds at least one request (--api-qps 1 and below: one at a time).
+ * kube-controller-manager's pairing (--kube-api-qps 20, --kube-api-burst 30); at least one.
  */
 export const API_BURST_PER_QPS = 1.5
-
-/** The burst of an --api-qps cap (API_BURST_PER_QPS). */
 export const apiBurst = (qps: number): number => Math.max(1, Math.floor(qps * API_BURST_PER_QPS))
 
 /** The options, and the tuning beside them. */
@@ -128,8 +115,12 @@ const parsed = <A>(key: string, parse: Parse<A>) =>
 const duration = (key: string, fallback: Duration.Duration) => parsed(key, parseDuration).pipe(Config.withDefault(fallback))
 const count = (key: string, fallback: number) => parsed(key, parseCount(1)).pipe(Config.withDefault(fallback))
 const port = (key: string, fallback: number) => parsed(key, parsePort).pipe(Config.withDefault(fallback))
+const flag = (key: string, fallback: boolean) => Config.boolean(key).pipe(Config.withDefault(fallback))
 const optionalString = (key: string) => Config.option(Config.nonEmptyString(key)).pipe(Config.map(Option.getOrUndefined))
 const D = DEFAULTS
+
+/** The option the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
+export const shutdownTimeout = duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout)
 
 /** Reads the configuration; keys are the environment variable names documented in the README. */
 export const config: Config.Config<ControllerConfigShape> = Config.all({
@@ -139,39 +130,31 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   apiQps: parsed("API_QPS", parseRate).pipe(Config.withDefault(D.apiQps)),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
-  dryRun: Config.boolean("DRY_RUN").pipe(Config.withDefault(D.dryRun)),
-  leaderElect: Config.boolean("LEADER_ELECT").pipe(Config.withDefault(D.leaderElect)),
+  dryRun: flag("DRY_RUN", D.dryRun),
+  leaderElect: flag("LEADER_ELECT", D.leaderElect),
   leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault(D.leaseName)),
   podNamespace: Config.option(Config.nonEmptyString("POD_NAMESPACE")),
   identity: Config.nonEmptyString("POD_NAME").pipe(Config.withDefault(`${hostname()}_${randomUUID().slice(0, 8)}`)),
   metricsPort: port("METRICS_PORT", D.metricsPort),
   healthPort: port("HEALTH_PORT", D.healthPort),
-  shutdownTimeout: duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout),
+  shutdownTimeout,
   poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio).pipe(Config.withDefault(D.poolUsageThreshold)),
   invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration).pipe(Config.withDefault(D.invariantInterval)),
   invariantGrace: duration("INVARIANT_GRACE", D.invariantGrace),
   flatConfigPath: optionalString("FLAT_CONFIG_PATH"),
-  pruneSlicePools: Config.boolean("PRUNE_SLICE_POOLS").pipe(Config.withDefault(D.pruneSlicePools)),
-  freeTerminalPods: Config.boolean("FREE_TERMINAL_PODS").pipe(Config.withDefault(D.freeTerminalPods)),
-  freeEvictedPods: Config.boolean("FREE_EVICTED_PODS").pipe(Config.withDefault(D.freeEvictedPods)),
-  freeOnOutOfService: Config.boolean("FREE_ON_OUT_OF_SERVICE").pipe(Config.withDefault(D.freeOnOutOfService)),
+  pruneSlicePools: flag("PRUNE_SLICE_POOLS", D.pruneSlicePools),
+  freeTerminalPods: flag("FREE_TERMINAL_PODS", D.freeTerminalPods),
+  freeEvictedPods: flag("FREE_EVICTED_PODS", D.freeEvictedPods),
+  freeOnOutOfService: flag("FREE_ON_OUT_OF_SERVICE", D.freeOnOutOfService),
   terminatingGrace: duration("TERMINATING_GRACE", D.terminatingGrace),
   // Unset or "": off.
   freeOnNotReadyAfter: Config.option(parsed("FREE_ON_NOTREADY_AFTER", (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)))).pipe(
     Config.map(Option.getOrUndefined)
   )
 }).pipe(
-  // The Lease lives where the controller runs (POD_NAMESPACE, from the downward API), as a
-  // controller-runtime manager's does by default; run outside a pod, beside the pools.
-  Config.map(({ podNamespace, ...rest }) => ({
-    ...rest,
-    ...TUNING,
-    leaseNamespace: Option.getOrElse(podNamespace, () => rest.namespace)
-  }))
+  // The Lease lives where the controller runs, as a controller-runtime manager's does by default.
+  Config.map(({ podNamespace, ...rest }) => ({ ...rest, ...TUNING, leaseNamespace: Option.getOrElse(podNamespace, () => rest.namespace) }))
 )
-
-/** The option the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
-export const shutdownTimeout = duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout)
 
 /** The never-run-again rule's settings. */
 export const neverRunsAgainPolicy = (c: ControllerConfigShape): NeverRunsAgainPolicy => ({

@@ -13,7 +13,7 @@ import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Queue, type Scop
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "./KubeApi.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
-import { Events } from "./resources.ts"
+import { Events, IPPools, apiVersionOf } from "./resources.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import type { EventIntent, EventType, InvolvedObject } from "../domain/events.ts"
 
@@ -21,18 +21,13 @@ export * from "../domain/events.ts"
 
 /** `source.component` and `reportingComponent` of every Event we write. */
 export const COMPONENT = "whereabouts-controller"
-/** An identical event recorded again within this window updates the existing Event. */
-export const DEFAULT_AGGREGATION_WINDOW: Duration.Duration = Duration.minutes(10)
+/** An identical event recorded again within this window updates the existing Event */
+const AGGREGATION_WINDOW_MILLIS = Duration.toMillis(Duration.minutes(10))
 /** Distinct events remembered for aggregation (client-go's maxLruCacheEntries). */
-export const DEFAULT_CACHE_SIZE = 4096
-
-const apiVersionOfKind = (kind: InvolvedObject["kind"]): string => (kind === "IPPool" ? "whereabouts.cni.cncf.io/v1alpha1" : "v1")
+const DEFAULT_CACHE_SIZE = 4096
 
 export interface EventRecorderShape {
-  /**
-   * Queues an event about the object and returns at once: it never waits for the API server and
-   * never fails. Failed writes are logged as warnings; a full queue drops (counted, logged).
-   */
+  /** Queues an event about the object and returns at once (see above); a failed write is logged as a warning. */
   readonly record: (regarding: InvolvedObject, type: EventType, reason: string, message: string) => Effect.Effect<void>
   /** Waits until every event recorded so far is written, failed or dropped (shutdown, one-shot commands, tests). */
   readonly flush: Effect.Effect<void>
@@ -43,18 +38,16 @@ export interface EventRecorderShape {
 export class EventRecorder extends Context.Tag("whereabouts-controller/EventRecorder")<EventRecorder, EventRecorderShape>() {}
 
 export interface EventRecorderOptions {
-  readonly aggregationWindow?: Duration.DurationInput | undefined
   readonly cacheSize?: number | undefined
   readonly queueCapacity?: number | undefined
-  readonly drainTimeout?: Duration.DurationInput | undefined
 }
 
 /** Distinct Events waiting to be written, at most; more are dropped (and counted). */
-export const DEFAULT_QUEUE_CAPACITY = 10_000
+const DEFAULT_QUEUE_CAPACITY = 10_000
 /** On shutdown, how long queued Events still get to be written. */
-export const DEFAULT_DRAIN_TIMEOUT: Duration.Duration = Duration.seconds(1)
+const DRAIN_TIMEOUT: Duration.Duration = Duration.seconds(1)
 /** A full queue says so in the log at most this often. */
-export const DROP_LOG_INTERVAL: Duration.Duration = Duration.minutes(1)
+const DROP_LOG_INTERVAL: Duration.Duration = Duration.minutes(1)
 
 /** What we remember of an Event we wrote, to bump it on a repeat. */
 interface Seen {
@@ -108,7 +101,7 @@ const keyedLocks = () => {
 }
 
 /** Writes one pending event: a count bump on the Event written for its key within the window, else a new Event. */
-const eventWriter = (api: KubeApiShape, identity: string, seen: ReturnType<typeof lru<Seen>>, windowMillis: number) => {
+const eventWriter = (api: KubeApiShape, identity: string, seen: ReturnType<typeof lru<Seen>>) => {
   // Names must be unique; under TestClock (or a coarse clock) two creates share a nanosecond.
   let lastNanos = -1n
   return (key: string, p: Pending) =>
@@ -118,7 +111,7 @@ const eventWriter = (api: KubeApiShape, identity: string, seen: ReturnType<typeo
       const now = rfc3339(nowMillis)
       const previous = seen.get(key)
       const { regarding } = p
-      if (previous !== undefined && nowMillis - previous.lastSeenMillis < windowMillis) {
+      if (previous !== undefined && nowMillis - previous.lastSeenMillis < AGGREGATION_WINDOW_MILLIS) {
         const count = previous.count + p.count
         const patched = yield* api.patch(Events, regarding.namespace, previous.name, { type: "merge", body: { count, lastTimestamp: now } }).pipe(
           Effect.as(true),
@@ -163,7 +156,6 @@ export const make = (options: EventRecorderOptions = {}): Effect.Effect<EventRec
     const api = yield* KubeApi
     const config = yield* ControllerConfig
     const metrics = yield* Metrics
-    const windowMillis = Duration.toMillis(Duration.decode(options.aggregationWindow ?? DEFAULT_AGGREGATION_WINDOW))
     const capacity = Math.max(1, options.queueCapacity ?? DEFAULT_QUEUE_CAPACITY)
     const seen = lru<Seen>(Math.max(1, options.cacheSize ?? DEFAULT_CACHE_SIZE))
     // Insertion order is the queue's order; a key appears once however often it was recorded.
@@ -172,9 +164,8 @@ export const make = (options: EventRecorderOptions = {}): Effect.Effect<EventRec
     // Queued plus being written: flush waits for 0.
     const outstanding = yield* SubscriptionRef.make(0)
     const settleOne = SubscriptionRef.update(outstanding, (n) => n - 1)
-    // A key taken again while its previous write is still in flight waits for it, and then bumps that Event's count.
     const exclusive = keyedLocks()
-    const write = eventWriter(api, config.identity, seen, windowMillis)
+    const write = eventWriter(api, config.identity, seen)
 
     const writeOne = (key: string, p: Pending) =>
       exclusive(key, write(key, p)).pipe(
@@ -225,7 +216,7 @@ export const make = (options: EventRecorderOptions = {}): Effect.Effect<EventRec
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         // A finalizer runs uninterruptibly: the wait is made interruptible, or the timeout could not end it.
-        yield* Effect.timeout(Effect.interruptible(flush), options.drainTimeout ?? DEFAULT_DRAIN_TIMEOUT).pipe(Effect.ignore)
+        yield* Effect.timeout(Effect.interruptible(flush), DRAIN_TIMEOUT).pipe(Effect.ignore)
         // Queued or in flight: none of them is known to be written.
         const left = yield* SubscriptionRef.get(outstanding)
         yield* Effect.forEach(fibers, Fiber.interrupt, { discard: true })
@@ -246,7 +237,7 @@ const eventObject = (name: string, p: Pending, now: string, identity: string): K
     apiVersion: "v1",
     kind: "Event",
     metadata: { name, namespace },
-    involvedObject: { apiVersion: apiVersionOfKind(kind), kind, namespace, name: objectName, uid },
+    involvedObject: { apiVersion: kind === "IPPool" ? apiVersionOf(IPPools) : "v1", kind, namespace, name: objectName, uid },
     reason: p.reason,
     message: p.message,
     type: p.type,

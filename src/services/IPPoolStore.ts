@@ -2,18 +2,19 @@
  * IPPool storage as the controller uses it: live reads and the batched, guarded release. (The
  * plugin's own writes, for the simulation that plays it, are in src/testing/PluginStore.ts.)
  */
-import { Context, Effect, Either, Layer } from "effect"
+import { Array as Arr, Context, Effect, Either, Layer } from "effect"
 import type { IPAddress } from "../domain/ip.ts"
 import type { IPAllocation } from "../domain/pool.ts"
 import { type PoolRecord, toPoolRecord } from "./Caches.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type JsonPatchOp, listProjected } from "./KubeApi.ts"
+import { KubeApi, type JsonPatchOp, listItems } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
 /** The API server refuses JSON patches of 10,000 operations or more. */
-export const MAX_PATCH_OPS = 9_999
-const OPS_PER_ENTRY = 3
+const MAX_PATCH_OPS = 9_999
+/** Each entry takes three operations (releaseOps). */
+const ENTRIES_PER_PATCH = Math.floor(MAX_PATCH_OPS / 3)
 const MAX_RELEASE_ROUNDS = 5
 
 /** An allocation to free, as it was seen: the patch only removes it if podref and id still match. */
@@ -56,12 +57,6 @@ export const releaseOps = (entries: ReadonlyArray<ReleaseEntry>): Array<JsonPatc
     { op: "remove", path: allocationPointer(e.key) } as const
   ])
 
-const chunks = <A>(as: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
-  const out: Array<ReadonlyArray<A>> = []
-  for (let i = 0; i < as.length; i += size) out.push(as.slice(i, i + size))
-  return out
-}
-
 /** The store over whatever KubeApi is in context. */
 export const make = Effect.gen(function* () {
   const api = yield* KubeApi
@@ -79,7 +74,7 @@ export const make = Effect.gen(function* () {
       const released: Array<ReleaseEntry> = []
       const skipped: Array<ReleaseEntry> = []
       let patches = 0
-      let pending = chunks(entries, Math.floor(MAX_PATCH_OPS / OPS_PER_ENTRY))
+      let pending = Arr.chunksOf(entries, ENTRIES_PER_PATCH)
       for (let round = 1; pending.length > 0; round++) {
         const retry: Array<ReleaseEntry> = []
         for (const chunk of pending) {
@@ -102,7 +97,7 @@ export const make = Effect.gen(function* () {
             for (const e of chunk) (held(e) ? retry : skipped).push(e)
           }
         }
-        pending = chunks(retry, Math.floor(MAX_PATCH_OPS / OPS_PER_ENTRY))
+        pending = Arr.chunksOf(retry, ENTRIES_PER_PATCH)
       }
       return { released, skipped, patches }
     })
@@ -117,10 +112,7 @@ export const make = Effect.gen(function* () {
   return {
     get,
     deleteIfUnchanged,
-    list: listProjected(R.IPPools, namespace, toPoolRecord, { pageSize }).pipe(
-      Effect.map(({ items }) => items),
-      Effect.provideService(KubeApi, api)
-    ),
+    list: listItems(api, R.IPPools, namespace, toPoolRecord, { pageSize }),
     release
   } satisfies IPPoolStoreShape
 })

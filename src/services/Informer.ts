@@ -29,8 +29,8 @@ export interface InformerOptions<A> {
   readonly pageSize?: number
   /** Backoff between restarts after errors; default exponential 1 s → 30 s, jittered. */
   readonly backoff?: Schedule.Schedule<unknown, unknown>
-  /** The resource may not be served (no CRD): a list answered 404 makes the cache empty and synced, tried again every `absentRetry`. */
-  readonly optional?: { readonly absentRetry: Duration.DurationInput }
+  /** The resource may not be served (no CRD): a list answered 404 makes the cache empty and synced, tried again every ABSENT_RETRY. */
+  readonly optional?: boolean
 }
 
 export interface Informer<A> {
@@ -58,11 +58,9 @@ export interface Informer<A> {
 }
 
 /**
- * The keys an index holds under one value. Most values name a few objects (a podref's pools and
- * reservations), where a small array costs a fraction of a Set's hash table: an array up to
- * SMALL_INDEX_KEYS, a Set past that (a node's pods), where a search would grow with the fan-out. An
- * array is replaced by one of its exact length (concat, toSpliced), never grown in place: push leaves
- * a backing store of half again plus 16 slots.
+ * The keys an index holds under one value: an array up to SMALL_INDEX_KEYS (most values name a few
+ * objects, where an array costs a fraction of a Set's hash table), a Set past that (a node's pods).
+ * An array is replaced by one of its exact length, never grown in place (push leaves spare slots).
  */
 type IndexKeys = ReadonlyArray<string> | Set<string>
 const SMALL_INDEX_KEYS = 16
@@ -141,6 +139,8 @@ const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" |
 type Store<A> = ReturnType<typeof makeStore<A>>
 
 const rewatchBackoff = Schedule.exponential("250 millis").pipe(Schedule.either(Schedule.spaced("5 seconds")), Schedule.jittered, Schedule.intersect(Schedule.recurs(8)))
+/** How often an optional resource found not served (whereabouts before 0.8 has no NodeSlicePool CRD) is looked at again. */
+const ABSENT_RETRY = "1 minute"
 const defaultBackoff = Schedule.exponential("1 second").pipe(Schedule.either(Schedule.spaced("30 seconds")), Schedule.jittered)
 
 /** What one informer's loops share: its API, options, store, outlets and counters. */
@@ -242,7 +242,7 @@ const run = <A>(l: Loop<A>) =>
     }
   })
 
-/** Not served at all: nothing to cache, and synced so the controller runs without it; looked at again after `absentRetry`. */
+/** Not served at all: nothing to cache, and synced so the controller runs without it; looked at again after ABSENT_RETRY. */
 const whileAbsent = <A>(l: Loop<A>, e: KubeError) =>
   Effect.gen(function* () {
     const { resource } = l.options
@@ -254,7 +254,7 @@ const whileAbsent = <A>(l: Loop<A>, e: KubeError) =>
     }
     yield* publish(l, l.store.prune(() => false))
     yield* Deferred.succeed(l.synced, undefined)
-    yield* Effect.sleep(l.options.optional!.absentRetry)
+    yield* Effect.sleep(ABSENT_RETRY)
   })
 
 /** Runs the informer for good: after an error, restarts with backoff (afresh once the API was seen working). */
@@ -269,8 +269,7 @@ const supervise = <A>(l: Loop<A>) =>
           yield* backoff.reset
           l.state.driverReset = false
         }
-        // A server that cannot be reached fails every informer at once: the live KubeApi says so once
-        // (reachability.ts), each informer's attempts are detail.
+        // An unreachable server fails every informer at once: reachability.ts says so once, these are detail.
         const log = isUnreachable(e) ? Effect.logDebug : Effect.logWarning
         yield* log(`informer for ${options.resource.plural} failed, restarting`).pipe(
           Effect.annotateLogs({ resource: options.resource.plural, error: e.message })
@@ -279,7 +278,7 @@ const supervise = <A>(l: Loop<A>) =>
       })
     return yield* Effect.forever(
       run(l).pipe(
-        Effect.catchIf((e) => options.optional !== undefined && e.reason === "NotFound", (e) => whileAbsent(l, e)),
+        Effect.catchIf((e) => options.optional === true && e.reason === "NotFound", (e) => whileAbsent(l, e)),
         Effect.catchAll(restart)
       )
     )

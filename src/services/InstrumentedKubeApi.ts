@@ -14,14 +14,8 @@ export const wrap = (api: KubeApiShape, metrics: MetricsShape): KubeApiShape =>
     api,
     ({ verb, resource }, effect) =>
       Effect.flatMap(Clock.currentTimeMillis, (start) => {
-        const seconds = Effect.map(Clock.currentTimeMillis, (now) => (now - start) / 1000)
-        const ok = verb === "create" ? "201" : "200"
-        return effect.pipe(
-          Effect.tapBoth({
-            onSuccess: () => Effect.flatMap(seconds, (s) => metrics.apiRequest(verb, resource.plural, ok, s)),
-            onFailure: (e) => Effect.flatMap(seconds, (s) => metrics.apiRequest(verb, resource.plural, code(e), s))
-          })
-        )
+        const count = (code: string) => Effect.flatMap(Clock.currentTimeMillis, (now) => metrics.apiRequest(verb, resource.plural, code, (now - start) / 1000))
+        return Effect.tapBoth(effect, { onSuccess: () => count(verb === "create" ? "201" : "200"), onFailure: (e) => count(code(e)) })
       }),
     (r, events) =>
       Stream.unwrap(metrics.apiRequest("watch", r.plural, "200").pipe(Effect.as(events.pipe(Stream.tapError((e) => metrics.apiRequest("watch", r.plural, code(e)))))))

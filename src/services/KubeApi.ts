@@ -3,7 +3,7 @@
  * Two implementations: `KubeApiLive.ts` and `InMemoryCluster.ts` (an in-process API server emulation,
  * the role client-go's fake tracker plays). Every other service is written once, over this tag.
  */
-import { Context, Effect, Stream } from "effect"
+import { Context, Effect, Option, Stream } from "effect"
 import { KubeError } from "./KubeError.ts"
 import type { Resource } from "./resources.ts"
 
@@ -38,15 +38,11 @@ export type Patch =
   | { readonly type: "merge"; readonly body: unknown }
 
 export interface ReadOptions {
-  /**
-   * The server answers with PartialObjectMetadata (metadata only; for a list, such items), as for
-   * client-go's metadata client: the server encodes and the client parses a fraction of the object.
-   */
+  /** The server answers with PartialObjectMetadata (for a list, such items), as to client-go's metadata client: a fraction of the bytes. */
   readonly metadataOnly?: boolean | undefined
   /**
-   * Lists in one namespace only (other reads ignore it): each item is a PartialObjectMetadata with
-   * just name and namespace — what the server sends as a Table of names (`includeObject=None`), a few
-   * dozen bytes an object where even its metadata takes kilobytes. For callers asking which objects exist.
+   * Lists in one namespace only (other reads ignore it): items of name and namespace alone, which the
+   * server sends as a Table of names (`includeObject=None`), for callers asking which objects exist.
    */
   readonly namesOnly?: boolean | undefined
 }
@@ -55,11 +51,8 @@ export interface ReadOptions {
 export const partialObjectMetadata = (o: KubeObject): KubeObject => ({ apiVersion: "meta.k8s.io/v1", kind: "PartialObjectMetadata", metadata: o.metadata })
 
 /** The names-only form of an object, as a `namesOnly` list returns it. */
-export const nameOnly = (name: string, namespace: string | undefined): KubeObject => ({
-  apiVersion: "meta.k8s.io/v1",
-  kind: "PartialObjectMetadata",
-  metadata: namespace === undefined ? { name } : { name, namespace }
-})
+export const nameOnly = (name: string, namespace: string | undefined): KubeObject =>
+  partialObjectMetadata({ metadata: namespace === undefined ? { name } : { name, namespace } })
 
 export interface ListOptions extends ReadOptions {
   readonly limit?: number | undefined
@@ -140,6 +133,10 @@ export const around = (
   watch: (r, ns, o) => watch(r, Stream.suspend(() => api.watch(r, ns, o)))
 })
 
+/** What `read` answers, or none when the object does not exist. */
+export const ifExists = <A>(read: Effect.Effect<A, KubeError>): Effect.Effect<Option.Option<A>, KubeError> =>
+  read.pipe(Effect.map(Option.some), Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeedNone))
+
 /** `namespace/name` or `name`, for messages. */
 export const objectKey = (namespace: string | undefined, name: string): string =>
   namespace === undefined || namespace === "" ? name : `${namespace}/${name}`
@@ -185,8 +182,7 @@ export const listProjected = <A>(
   project: (o: KubeObject) => A,
   options: PageOptions = {}
 ): Effect.Effect<{ readonly items: ReadonlyArray<A>; readonly resourceVersion: string }, KubeError, KubeApi> =>
-  // Suspended: the buffer belongs to one run. Services keep list effects as values; a buffer
-  // captured by the value itself kept the last list alive for the life of the process.
+  // Suspended: the buffer belongs to one run, not to the effect value services keep (it would hold the last list).
   Effect.suspend(() => {
     let items: Array<A> = []
     return Effect.map(

@@ -1,8 +1,7 @@
 /**
- * KubeApi over a real API server. client-node resolves the kubeconfig and signs each request (bearer,
- * exec and token-file credentials); the requests go through ONE long-lived keep-alive undici Agent
- * (client-node would build one, so a TLS handshake, per request), behind the opt-in token bucket
- * (--api-qps) and a per-request timeout. What to do about a 429 or a Retry-After is ApiFlow.ts's.
+ * KubeApi over a real API server: its verbs as requests (live/request.ts) through ONE long-lived
+ * keep-alive undici Agent (live/transport.ts; client-node would build one, so a TLS handshake, per
+ * request). What to do about a 429 or a Retry-After is ApiFlow.ts's.
  */
 import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
 import { ControllerConfig, apiBurst } from "./ControllerConfig.ts"
@@ -12,7 +11,8 @@ import { type Resource, apiVersionOf, resourcePath } from "./resources.ts"
 import { type KubeConfigError, resolveKubeConfig, sourcesFrom } from "./live/kubeconfig.ts"
 import { type Request, type Requester, makeRequester } from "./live/request.ts"
 import { type Transport, makeRateLimiter, makeTransport, targetOf } from "./live/transport.ts"
-import { isKubeObject, isObject } from "./live/watch.ts"
+import { isKubeObject } from "./live/watch.ts"
+import { isRecord } from "../domain/multus.ts"
 
 export * from "./live/kubeconfig.ts"
 export * from "./live/transport.ts"
@@ -42,10 +42,10 @@ export interface LiveOptions {
 /** The names of a Table's rows (its column of format "name"); undefined when it has none. */
 const tableNames = (u: Record<string, unknown>): ReadonlyArray<string> | undefined => {
   const columns = Array.isArray(u["columnDefinitions"]) ? u["columnDefinitions"] : []
-  const at = columns.findIndex((c) => isObject(c) && c["format"] === "name")
+  const at = columns.findIndex((c) => isRecord(c) && c["format"] === "name")
   const rows = u["rows"] ?? []
   if (at < 0 || !Array.isArray(rows)) return undefined
-  const names = rows.map((row) => (isObject(row) && Array.isArray(row["cells"]) ? row["cells"][at] : undefined))
+  const names = rows.map((row) => (isRecord(row) && Array.isArray(row["cells"]) ? row["cells"][at] : undefined))
   return names.every((n) => typeof n === "string") ? (names as ReadonlyArray<string>) : undefined
 }
 
@@ -54,8 +54,8 @@ const tableNames = (u: Record<string, unknown>): ReadonlyArray<string> | undefin
  * namesOnly list of that namespace): a Table, or the list the server sent instead, as names.
  */
 const listResult = (r: Resource, target: string, u: unknown, names?: { readonly namespace: string }): Effect.Effect<ListResult, KubeError> => {
-  const meta = isObject(u) && isObject(u["metadata"]) ? u["metadata"] : undefined
-  if (!isObject(u) || meta === undefined) return Effect.fail(malformed("list", target, "expected a list"))
+  const meta = isRecord(u) && isRecord(u["metadata"]) ? u["metadata"] : undefined
+  if (!isRecord(u) || meta === undefined) return Effect.fail(malformed("list", target, "expected a list"))
   const page = {
     resourceVersion: typeof meta["resourceVersion"] === "string" ? meta["resourceVersion"] : "",
     continue: typeof meta["continue"] === "string" && meta["continue"] !== "" ? meta["continue"] : undefined

@@ -74,31 +74,12 @@ const STATUS: Partial<Record<KubeErrorReason, number>> = {
   Timeout: 504
 }
 
-/** HTTP status → reason, the single place this mapping lives. */
+const REASON_OF_STATUS = new Map(Object.entries(STATUS).map(([reason, status]) => [status, reason as KubeErrorReason]))
+
+/** HTTP status → reason, the single place this mapping lives (STATUS, read backwards). */
 export const reasonForStatus = (status: number, verb: string): KubeErrorReason => {
-  switch (status) {
-    case 400:
-      return "BadRequest"
-    case 401:
-      return "Unauthorized"
-    case 403:
-      return "Forbidden"
-    case 404:
-      return "NotFound"
-    case 409:
-      return verb === "create" ? "AlreadyExists" : "Conflict"
-    case 410:
-      return "Gone"
-    case 413:
-      // Request too large (e.g. a JSON patch over 10,000 operations): retrying cannot help.
-      return "BadRequest"
-    case 422:
-      return "Invalid"
-    case 429:
-      return "TooManyRequests"
-    case 504:
-      return "Timeout"
-    default:
-      return status >= 500 ? "Unavailable" : "Unknown"
-  }
+  if (status === 409) return verb === "create" ? "AlreadyExists" : "Conflict"
+  // Request too large (e.g. a JSON patch over 10,000 operations): retrying cannot help.
+  if (status === 413) return "BadRequest"
+  return REASON_OF_STATUS.get(status) ?? (status >= 500 ? "Unavailable" : "Unknown")
 }

@@ -14,10 +14,9 @@ import { type KubeError, isUnreachable } from "./KubeError.ts"
 import { Leases, apiVersionOf } from "./resources.ts"
 
 /**
- * client-go's defaults (component-base's LeaderElectionConfiguration), as kube-controller-manager
- * and controller-runtime run them; not options, as no operator of a GC controller needs to tune them.
- * They keep client-go's rule: the leader gives up (RENEW_DEADLINE) before anyone may take over
- * (LEASE_DURATION), after more than one jittered retry (RENEW_DEADLINE > JITTER_FACTOR × RETRY_PERIOD).
+ * client-go's defaults (component-base's LeaderElectionConfiguration), not options: no operator of a
+ * GC controller needs to tune them. The leader gets more than one jittered retry before it gives up
+ * (RENEW_DEADLINE > JITTER_FACTOR × RETRY_PERIOD).
  */
 export const LEASE_DURATION = Duration.seconds(15)
 export const RENEW_DEADLINE = Duration.seconds(10)
@@ -68,7 +67,7 @@ interface Observed {
 
 type Attempt = "acquired" | "held" | "failed"
 
-/** One campaign: the lease it names, its timings, and the lease as it last observed it. */
+/** One campaign: the lease it names, and the lease as it last observed it. */
 interface Candidate {
   readonly api: KubeApiShape
   readonly config: ControllerConfigShape
@@ -80,10 +79,7 @@ interface Candidate {
 const leading = (c: Candidate): boolean => c.observed?.record.holderIdentity === c.config.identity
 const valid = (o: Observed, nowMillis: number) => o.time + o.record.leaseDurationSeconds * 1000 > nowMillis
 
-const observe = (c: Candidate, lease: KubeObject, record: LeaderRecord) =>
-  Effect.map(Clock.currentTimeMillis, (time) => {
-    c.observed = { record, time, lease }
-  })
+const observe = (c: Candidate, lease: KubeObject, record: LeaderRecord) => Effect.map(Clock.currentTimeMillis, (time) => void (c.observed = { record, time, lease }))
 
 /** Writes the record over the lease (guarded by its resourceVersion); other spec fields (strategy, preferredHolder) are kept. */
 const write = (c: Candidate, lease: KubeObject, record: LeaderRecord) =>
@@ -92,9 +88,8 @@ const write = (c: Candidate, lease: KubeObject, record: LeaderRecord) =>
   )
 
 /**
- * "acquired" once `effect` succeeds, else "failed". Against a server that cannot be reached every
- * attempt fails: the live KubeApi says so once (reachability.ts), so the attempts are logged at debug,
- * as is a Conflict (another candidate won this round). What lasts (leadership lost) is said where it happens.
+ * "acquired" once `effect` succeeds, else "failed", logged at debug when the server is unreachable
+ * (reachability.ts says that once) or on a Conflict (another candidate won this round).
  */
 const tried = (what: string, effect: Effect.Effect<unknown, KubeError>): Effect.Effect<Attempt> =>
   effect.pipe(

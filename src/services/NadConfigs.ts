@@ -5,6 +5,7 @@
  */
 import { readFileSync } from "node:fs"
 import { Context, Effect, type Either, Layer } from "effect"
+import { isRecord } from "../domain/multus.ts"
 import { FLAT_FILE_PATHS, type IpamConfigError, type NadConfigResult, decodeNadConfig } from "../domain/ipam-config.ts"
 import type { NadRecord } from "./Caches.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
@@ -47,7 +48,7 @@ const fileReader = (): FlatReader => {
     let parsed: Record<string, unknown> | undefined
     try {
       const json: unknown = JSON.parse(readFileSync(path, "utf8"))
-      parsed = typeof json === "object" && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>) : undefined
+      parsed = isRecord(json) ? json : undefined
     } catch {
       parsed = undefined
     }

@@ -4,7 +4,7 @@ import type { NodeRecord } from "../domain/never-runs-again.ts"
 import { toNodeRecord } from "./Caches.ts"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, type ReadOptions, listItems } from "./KubeApi.ts"
+import { KubeApi, type ReadOptions, ifExists, listItems } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
@@ -34,11 +34,7 @@ export const make = Effect.gen(function* () {
   const api = yield* KubeApi
   const { pageSize } = yield* ControllerConfig
   return {
-    get: (namespace, name, options) =>
-      api.get(R.Pods, namespace, name, options).pipe(
-        Effect.map((o) => Option.some(projectPod(o))),
-        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(Option.none<PodProjection>()))
-      ),
+    get: (namespace, name, options) => Effect.map(ifExists(api.get(R.Pods, namespace, name, options)), Option.map(projectPod)),
     list: (namespace, options = {}) =>
       listItems(api, R.Pods, namespace, projectPod, { pageSize, metadataOnly: options.metadataOnly === true, namesOnly: options.namesOnly === true }),
     node: (name) =>

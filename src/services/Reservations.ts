@@ -5,7 +5,7 @@
 import { Context, Effect, Layer, Option } from "effect"
 import { type ReservationRecord, toReservationRecord } from "./Caches.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
-import { KubeApi, listItems } from "./KubeApi.ts"
+import { KubeApi, ifExists, listItems } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
@@ -38,11 +38,7 @@ export class Reservations extends Context.Tag("whereabouts-controller/Reservatio
 export const make = Effect.gen(function* () {
   const api = yield* KubeApi
   const { namespace, pageSize } = yield* ControllerConfig
-  const get = (name: string) =>
-    api.get(R.OverlappingRangeIPReservations, namespace, name).pipe(
-      Effect.map((o) => Option.some(toReservationRecord(o))),
-      Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(Option.none<ReservationRecord>()))
-    )
+  const get = (name: string) => Effect.map(ifExists(api.get(R.OverlappingRangeIPReservations, namespace, name)), Option.map(toReservationRecord))
 
   const deleteAt = (name: string, resourceVersion: string | undefined) =>
     api.delete(R.OverlappingRangeIPReservations, namespace, name, { preconditions: { resourceVersion } }).pipe(

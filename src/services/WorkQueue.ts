@@ -10,17 +10,11 @@
 import { Clock, Deferred, Duration, Effect, Exit, FiberId, FiberSet, MutableQueue, Option, Schedule, ScheduleDecision, ScheduleIntervals, type Scope } from "effect"
 import { makeTokenBucket } from "./TokenBucket.ts"
 
-/** Overall requeue rate (client-go's default controller rate limiter). */
-export const DEFAULT_QPS = 10
-/** Requeues allowed at once before `DEFAULT_QPS` applies. */
-export const DEFAULT_BURST = 100
-export const DEFAULT_BACKOFF_BASE: Duration.Duration = Duration.millis(5)
-export const DEFAULT_BACKOFF_MAX: Duration.Duration = Duration.seconds(1000)
-
-/** Per-key backoff: 5 ms, 10 ms, 20 ms … capped at 1000 s; the union of two schedules takes the shorter delay. */
-export const defaultBackoff: Schedule.Schedule<unknown> = Schedule.exponential(DEFAULT_BACKOFF_BASE).pipe(
-  Schedule.union(Schedule.spaced(DEFAULT_BACKOFF_MAX))
-)
+/** client-go's default controller rate limiter: 10 requeues a second overall, after a burst of 100... */
+const DEFAULT_QPS = 10
+const DEFAULT_BURST = 100
+/** ...and per key 5 ms, 10 ms, 20 ms … capped at 1000 s (the union of two schedules takes the shorter delay). */
+const defaultBackoff: Schedule.Schedule<unknown> = Schedule.exponential("5 millis").pipe(Schedule.union(Schedule.spaced("1000 seconds")))
 
 export interface WorkQueueOptions {
   /** Per-key delays of `addRateLimited`; once it is done, `addRateLimited` returns false. */
@@ -71,11 +65,6 @@ export interface WorkQueue<V> {
   readonly awaitIdle: Effect.Effect<void>
 }
 
-interface Backoff {
-  readonly state: unknown
-  readonly requeues: number
-}
-
 /** Fibers parked until woken; a wake-up completes the oldest (or every) parked one. */
 const makeWaiters = () => {
   const parked: Array<Deferred.Deferred<void>> = []
@@ -108,7 +97,7 @@ const makeWaiters = () => {
  * done), and never sooner than the overall token bucket allows.
  */
 const makeRequeueLimit = (backoff: Schedule.Schedule<unknown>, qps: number, burst: number, startMillis: number) => {
-  const backoffs = new Map<string, Backoff>()
+  const backoffs = new Map<string, { readonly state: unknown; readonly requeues: number }>()
   const bucket = makeTokenBucket(qps, burst, startMillis)
   // Steps the schedule directly instead of through a Schedule.driver: driver.next fuses the
   // decision with the sleep, and the caller must learn "given up" now, not after the delay.
@@ -209,12 +198,7 @@ const pollUpTo = <V>(keys: Keys<V>, max: number): Array<WorkItem<V>> => {
 export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue<V>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const delayed = yield* FiberSet.make<void>()
-    const limit = makeRequeueLimit(
-      options.backoff ?? defaultBackoff,
-      options.qps ?? DEFAULT_QPS,
-      options.burst ?? DEFAULT_BURST,
-      yield* Clock.currentTimeMillis
-    )
+    const limit = makeRequeueLimit(options.backoff ?? defaultBackoff, options.qps ?? DEFAULT_QPS, options.burst ?? DEFAULT_BURST, yield* Clock.currentTimeMillis)
     const takers = makeWaiters()
     const idlers = makeWaiters()
     const keys = makeKeys<V>(takers.wakeOne, idlers.wakeAll)

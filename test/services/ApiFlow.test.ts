@@ -7,7 +7,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Stream, TestClock } from "effect"
-import { DEFAULT_IN_FLIGHT, type FlowKind, MAX_RETRY_AFTER, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, kindOf, wrap } from "../../src/services/ApiFlow.ts"
+import { MAX_RETRY_AFTER, kindOf, wrap } from "../../src/services/ApiFlow.ts"
+import { DEFAULT_IN_FLIGHT, type FlowKind, YIELD_HOLD_MS, YIELDING_IN_FLIGHT } from "../../src/domain/api-flow.ts"
 import type { KubeApiShape, KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"

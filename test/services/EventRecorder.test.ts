@@ -331,7 +331,7 @@ describe("EventRecorder: the queue", () => {
     Effect.gen(function*() {
       yield* TestClock.setTime(START)
       const scope = yield* Scope.make()
-      const recorderEnv = yield* Layer.buildWithScope(env({ drainTimeout: Duration.seconds(1) }), scope)
+      const recorderEnv = yield* Layer.buildWithScope(env({}), scope)
       const metrics = Context.get(recorderEnv, Metrics.Metrics)
       const cluster = Context.get(recorderEnv, InMemoryCluster)
       const recorder = Context.get(recorderEnv, EventRecorder.EventRecorder)

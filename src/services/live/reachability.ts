@@ -35,13 +35,8 @@ export const unreachableReason = (e: KubeError): string => {
   return TLS_CODE.test(code) ? `TLS handshake failed: ${rest}` : e.detail
 }
 
-const two = (n: number) => String(n).padStart(2, "0")
-
 /** A wall-clock time of day, local, as a person reads it next to their own clock: 12:00:01. */
-export const timeOfDay = (ms: number): string => {
-  const d = new Date(ms)
-  return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`
-}
+export const timeOfDay = (ms: number): string => new Date(ms).toTimeString().slice(0, 8)
 
 /** An outage's length, rounded to what matters: "25 s", "3 min 5 s", "2 h 4 min". */
 export const outageLength = (ms: number): string => {

@@ -9,7 +9,7 @@ import { fetch, request } from "undici"
 import { type WatchEvent, malformed } from "../KubeApi.ts"
 import { KubeError } from "../KubeError.ts"
 import { errorText } from "./kubeconfig.ts"
-import { type Reachability, makeReachability } from "./reachability.ts"
+import { makeReachability } from "./reachability.ts"
 import { type Transport, errorFromFailure, errorFromResponse } from "./transport.ts"
 import { watchEvents } from "./watch.ts"
 
@@ -71,9 +71,9 @@ const makeFlowLog = () => {
   }
 }
 
-/** The headers of a request: its credentials, what it accepts and sends. */
-const headersFor = (req: Request, auth: Record<string, string>): Record<string, string> => ({
-  ...auth,
+/** The headers of a request: its credentials (from client-node), what it accepts and sends. */
+const headersFor = async (transport: Transport, url: string, req: Request): Promise<Record<string, string>> => ({
+  ...(await transport.headers(url, req.method)),
   Accept: req.accept ?? "application/json",
   "User-Agent": USER_AGENT,
   // Uncompressed: next to the API server gzip costs CPU on both ends for nothing (BENCHMARKS.md's
@@ -104,28 +104,22 @@ const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: R
 }
 
 /** Credentials, then the exchange, until `signal` aborts it: the answer, or why there is none. */
-const answer = async (transport: Transport, req: Request, signal: AbortSignal): Promise<Answer | KubeError> => {
+const answer = (transport: Transport, req: Request, signal: AbortSignal): Promise<Answer | KubeError> => {
   const url = urlOf(transport.server, req.path, req.query)
-  let auth: Record<string, string>
-  try {
-    auth = await transport.headers(url, req.method)
-  } catch (e) {
-    return unauthorized(req, e)
-  }
-  return exchange(transport.dispatcher, url, req, headersFor(req, auth), signal).catch((e: unknown) => errorFromFailure(req.verb, req.target, e))
+  return headersFor(transport, url, req).then(
+    (headers) => exchange(transport.dispatcher, url, req, headers, signal).catch((e: unknown) => errorFromFailure(req.verb, req.target, e)),
+    (e: unknown) => unauthorized(req, e)
+  )
 }
 
 /** The requests and watches of one transport; each attempt tells `reach` whether the server answered. */
-export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLimiter, requestTimeout: Duration.DurationInput, reach: Reachability = makeReachability(transport.server)): Requester => {
+export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLimiter, requestTimeout: Duration.DurationInput): Requester => {
+  const reach = makeReachability(transport.server)
   const timeout = Duration.decode(requestTimeout)
   const timeoutMillis = Duration.toMillis(timeout)
   const timedOut = (req: Request) => new KubeError({ reason: "Timeout", verb: req.verb, target: req.target, detail: `no answer within ${Duration.format(timeout)}` })
   const noAnswer = (e: KubeError) => Effect.zipRight(reach.failed(e), Effect.fail(e))
   const flowLog = makeFlowLog()
-
-  /** The credentials of a watch, as a KubeError when they cannot be had. */
-  const watchHeaders = (req: Request, url: string) =>
-    Effect.map(Effect.tryPromise({ try: () => transport.headers(url, req.method), catch: (e) => unauthorized(req, e) }), (auth) => headersFor(req, auth))
 
   /**
    * One attempt, through the limiter, under one timer that aborts it (an interruption aborts it
@@ -171,7 +165,7 @@ export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLim
   const watch = (req: Request, idle: Duration.Duration) =>
     Effect.gen(function* () {
       const url = urlOf(transport.server, req.path, req.query)
-      const headers = yield* limiter(watchHeaders(req, url))
+      const headers = yield* limiter(Effect.tryPromise({ try: () => headersFor(transport, url, req), catch: (e) => unauthorized(req, e) }))
       // Our own controller, aborted when the stream's scope closes (the consumer stopped or was interrupted).
       const controller = new AbortController()
       yield* Effect.addFinalizer(() => Effect.sync(() => controller.abort()))

@@ -100,10 +100,8 @@ export const makeTransport = (resolved: ResolvedKubeConfig): Effect.Effect<Trans
     // Keep-alive probes after 30 s, as client-go and client-node do; watches may be quiet for minutes,
     // so no body timeout (requests have their own timeout, watches their own idle limit).
     const connect = { ...tls, keepAlive: true, keepAliveInitialDelay: 30_000 }
-    // HTTP/1.1 only, although undici offers h2 and the API server takes it: over h2 a watch can stall
-    // for good while requests run beside it (an informer blind until its idle limit), and Node's
-    // HTTP/2 session has been seen spinning in native code at a shutdown, where no JavaScript runs
-    // again. test/live/kubeapi-live.test.ts holds the first.
+    // HTTP/1.1 only: over h2 a watch can stall for good while requests run beside it (an informer blind
+    // until its idle limit; test/live/kubeapi-live.test.ts), and Node's HTTP/2 session can spin at a shutdown.
     const options = { connect, allowH2: false, keepAliveTimeout: 30_000, bodyTimeout: 0 }
     const dispatcher = yield* Effect.acquireRelease(
       Effect.try({

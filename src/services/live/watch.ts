@@ -2,10 +2,10 @@
 import { Chunk, Duration, Effect, Option, Stream } from "effect"
 import { type KubeObject, type WatchEvent, malformed } from "../KubeApi.ts"
 import { KubeError, reasonForStatus } from "../KubeError.ts"
+import { isRecord } from "../../domain/multus.ts"
 import { MAX_DETAIL } from "./transport.ts"
 
-export const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
-export const isKubeObject = (u: unknown): u is KubeObject => isObject(u) && isObject(u["metadata"])
+export const isKubeObject = (u: unknown): u is KubeObject => isRecord(u) && isRecord(u["metadata"])
 
 type Pull = Effect.Effect<Chunk.Chunk<WatchEvent>, Option.Option<KubeError>>
 
@@ -37,7 +37,7 @@ export const watchEvents = (reader: ReadableStreamDefaultReader<Uint8Array>, tar
         return typeof rv === "string" ? { type: "BOOKMARK", resourceVersion: rv } : undefined
       }
       case "ERROR": {
-        const status = isObject(o) ? o : {}
+        const status = isRecord(o) ? o : {}
         const code = typeof status["code"] === "number" ? status["code"] : undefined
         return new KubeError({
           reason: code === undefined ? "Unknown" : reasonForStatus(code, "watch"),
