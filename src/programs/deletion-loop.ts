@@ -10,7 +10,7 @@ import { podRef } from "../domain/pod.ts"
 import { type Outcome, type ReleaseError, nextStep } from "../domain/release.ts"
 import * as Batcher from "../services/Batcher.ts"
 import { Caches } from "../services/Caches.ts"
-import { ControllerConfig, type ControllerConfigShape } from "../services/ControllerConfig.ts"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import * as WorkQueue from "../services/WorkQueue.ts"
@@ -18,13 +18,11 @@ import type { LoopActivity } from "./memory.ts"
 import { type Candidate, type PodResult, freeBatch } from "./free-pods.ts"
 import { feed, podrefOfKey } from "./triggers.ts"
 
-/** Bounded, jittered exponential backoff between attempts; done after `retryAttempts` attempts. */
-export const retrySchedule = (c: Pick<ControllerConfigShape, "retryBaseDelay" | "retryMaxDelay" | "retryAttempts">) =>
-  Schedule.exponential(c.retryBaseDelay).pipe(
-    Schedule.union(Schedule.spaced(c.retryMaxDelay)),
-    Schedule.jittered,
-    Schedule.intersect(Schedule.recurs(c.retryAttempts - 1))
-  )
+/** Jittered exponential backoff from `base`, at most `max` apart; with `attempts`, done after that many attempts. */
+export const backoff = (base: Duration.DurationInput, max: Duration.DurationInput, attempts?: number): Schedule.Schedule<unknown> => {
+  const schedule = Schedule.exponential(base).pipe(Schedule.union(Schedule.spaced(max)), Schedule.jittered)
+  return attempts === undefined ? schedule : Schedule.intersect(schedule, Schedule.recurs(attempts - 1))
+}
 
 type Queue = WorkQueue.WorkQueue<Candidate>
 
@@ -193,7 +191,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       const lookAgainAfter = Duration.decode(options.lookAgainAfter ?? LOOK_AGAIN_AFTER)
       // Registered first, so it runs last: the end of a shutdown (or of a leadership term) in the log.
       yield* Effect.addFinalizer(() => Effect.logInfo("deletion loop stopped"))
-      const queue = yield* WorkQueue.make<Candidate>({ backoff: retrySchedule(config) })
+      const queue = yield* WorkQueue.make<Candidate>({ backoff: backoff(config.retryBaseDelay, config.retryMaxDelay, config.retryAttempts) })
       // When each candidate was queued, until a worker first takes it: the queue-wait histogram.
       const observedAt = new Map<string, number>()
       yield* feed(queue, (key, now) =>

@@ -26,6 +26,7 @@ import { NadConfigs } from "../services/NadConfigs.ts"
 import { Pods } from "../services/Pods.ts"
 import { Reservations } from "../services/Reservations.ts"
 import * as R from "../services/resources.ts"
+import { backoff } from "./deletion-loop.ts"
 import { execute } from "./executor.ts"
 import { type AuditedInvariants, auditInvariants } from "./invariant-audit.ts"
 import { reclaimMemory } from "./memory.ts"
@@ -71,9 +72,8 @@ export interface SweepReport {
 }
 
 /**
- * The whereabouts objects, listed fresh (never the caches, which may lag), and the snapshot they
- * make. Reservations before pools: a reservation is written after its allocation, so every one
- * listed here has its allocation in the pools listed next (unless it really is stale).
+ * The whereabouts objects listed fresh (never the caches, which may lag), and their snapshot.
+ * Reservations first: one is written after its allocation, so the pools listed next hold it unless it is stale.
  */
 export const listWhereabouts = Effect.gen(function* () {
   const config = yield* ControllerConfig
@@ -104,10 +104,9 @@ export const listedPods: Effect.Effect<PodWorld, KubeError, Pods> = Effect.gen(f
 })
 
 /**
- * Pods and nodes as the informers hold them: for the controller, whose caches already hold every
- * pod (listing them again would double its memory). A lagging cache only changes what is
- * re-checked: a pod created since its last event makes candidates the live re-check spares; a pod
- * deleted since is still in it, and its deletion reaches the loop.
+ * Pods and nodes as the informers hold them: for the controller (listing them again would double its
+ * memory). A lagging cache is safe: a pod created since makes candidates the live re-check spares; a
+ * pod deleted since is still in it, and its deletion reaches the loop.
  */
 export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Caches, (caches) => ({
   pods: caches.pods.byKey,
@@ -139,8 +138,7 @@ export const sweepHoldings = (world: World) =>
     const all = orphanHoldings(found, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
     // Rule 0: what another listed pod holds is no orphan, whichever podref it names.
     const claims = { listedBy: world.listedBy, nad: snapshot.nad, nodeSlice: snapshot.nodeSlice, ended: (p: PodProjection) => ended(p) !== undefined }
-    const { orphans, holdings, heldForAnother } = separateHeldForAnother(found, all, claims)
-    return { orphans, holdings, heldForAnother }
+    return separateHeldForAnother(found, all, claims)
   })
 
 /**
@@ -182,10 +180,7 @@ const pruneSlicePools = (world: World) =>
 
 export interface SweepOptions {
   readonly dryRun: boolean
-  /**
-   * The podrefs the deletion loop holds, read right before freeing: left to the loop, which knows
-   * their pods (Events with the pod's uid, counted under the loop's trigger).
-   */
+  /** The podrefs the deletion loop holds, read right before freeing: left to the loop, which knows their pods. */
   readonly leave?: Effect.Effect<ReadonlySet<string>> | undefined
   /** audit's extras: the invariants judged on the listing, and every pod's Multus annotations read for bad input. */
   readonly audit?: boolean | undefined
@@ -302,12 +297,11 @@ export const sweepOnce = (options: SweepOptions) =>
   )
 
 /** How soon a failed sweep runs again: after 1 s, doubling, at most a minute apart, jittered. */
-export const SWEEP_RETRY = Schedule.exponential("1 second").pipe(Schedule.union(Schedule.spaced("1 minute")), Schedule.jittered)
+export const SWEEP_RETRY = backoff("1 second", "1 minute")
 
 /**
- * Sweeps until one succeeds. Only a sweep finds the deletions no event brought (those queued by a
- * leader that stepped down, or hidden in a watch gap): a sweep that failed (an API error, a 429
- * storm) must not leave them to the next scheduled one, by default a day later.
+ * Sweeps until one succeeds: only a sweep finds the deletions no event brought (queued by a leader
+ * that stepped down, or hidden in a watch gap), which must not wait for the next scheduled one.
  */
 export const sweepUntilDone = (options: SweepOptions, retry: Schedule.Schedule<unknown> = SWEEP_RETRY) =>
   Effect.flatMap(sweepOnce(options), (done) => (Option.isSome(done) ? Effect.succeed(done.value) : Effect.fail("sweep failed" as const))).pipe(
