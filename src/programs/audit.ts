@@ -51,10 +51,7 @@ const violationsTable = (r: SweepReport): ReadonlyArray<string> => {
   return [...section(title, ["KIND", "IP", "PODS", "POOL", "RESERVATION", "NAMES"], rows), ...unsettled]
 }
 
-/**
- * What audit could not read, each with what is wrong: one section per kind, only for kinds met.
- * Listed, not counted as orphans: bad input alone leaves the exit code 0.
- */
+/** What audit could not read, one section per kind met: listed, not counted (bad input alone exits 0). */
 const badInputTables = ({ badInput: b }: SweepReport): ReadonlyArray<string> => {
   if (!hasBadInput(b)) return ["", "No bad input."]
   return [

@@ -1,11 +1,8 @@
 /**
- * The invariant monitor (src/domain/invariants.ts) as the leader runs it: every
- * --invariant-interval and after each sweep, on the caches alone (no API request). A violation is
- * reported once seen for --invariant-grace (the caches follow the API server each at their own
- * pace, and an ADD, a DEL or a free is half-written for a moment): counted in
- * `invariant_violations{kind}`, a Warning Event on each pod it involves and one log line, once; a
- * line again when it clears. A new leader starts with no memory and reports again after its own
- * grace. It never repairs: which side is wrong is an operator's call (docs/runbooks.md).
+ * The invariant monitor (src/domain/invariants.ts) as the leader runs it: every --invariant-interval
+ * and after each sweep, on the caches alone. A violation seen for --invariant-grace (caches lag, an
+ * ADD or a free is half-written for a moment) is reported once: its gauge, a Warning Event on each
+ * pod and a log line; a line again when it clears. It never repairs (docs/runbooks.md).
  */
 import { Clock, Context, Duration, Effect, Option, Schedule } from "effect"
 import { type EntryLookup, type InvariantView, type InvariantViolation, VIOLATION_REASON, countByKind, invariantViolations, makeEntryLookup } from "../domain/invariants.ts"

@@ -1,7 +1,6 @@
 /**
- * What `release` prints: one row per allocation or reservation it was asked to free, with what
- * became of it, as a table or JSON; and the exit code they make (0 when everything asked for is
- * free afterwards, freed now or already: a release run again on the same report is done, not failed).
+ * What `release` prints: a row per allocation or reservation asked for, with what became of it, and
+ * the exit code they make (0 when all is free afterwards: a release run again is done, not failed).
  */
 import type { Skip } from "../domain/operator-release.ts"
 import { formatIP } from "../domain/ip.ts"

@@ -1,9 +1,8 @@
 /**
- * `release`: frees by hand, through the controller's planner and executor (never a second write
- * path), the orphans an `audit --output json` report lists (each only while still the same entry
- * and still an orphan), or what an operator names by pod or by pool and IP (refused while a pod of
- * that name may run, unless forced). Every candidate is re-checked live right before its write and
- * every write is guarded per entry, so it is safe next to a running controller without a Lease.
+ * `release`: frees by hand, through the controller's planner and executor, the orphans an audit
+ * report lists (while still the same entry and still an orphan), or what an operator names by pod or
+ * pool/IP (refused while a pod of that name may run, unless forced). Every candidate is re-checked
+ * live and every write guarded per entry: safe next to a running controller, without a Lease.
  */
 import { readFile } from "node:fs/promises"
 import { text as readAll } from "node:stream/consumers"

@@ -1,10 +1,9 @@
 /**
- * The process's edge, as @effect/platform-node's runMain is: the one owner of the signals, the
- * shutdown deadline and the exit code. The first SIGTERM or SIGINT interrupts the program and starts
- * the deadline; a second exits 130 at once. Should the shutdown still run at the deadline, one error
- * line names what was still open (Node's active resources) and the process exits 1: the kubelet's
- * SIGKILL would leave nothing in the log to say where it stood. The program's value is the exit
- * code: 0 when a signal interrupted it, else what `onFailure` makes of its cause.
+ * The process's edge (as @effect/platform-node's runMain): the one owner of the signals, the shutdown
+ * deadline and the exit code. The first SIGTERM or SIGINT interrupts the program and starts the
+ * deadline; a second exits 130. A shutdown still running at the deadline logs what was still open and
+ * exits 1, where the kubelet's SIGKILL would leave no trace. Exit code: the program's value, 0 when
+ * a signal interrupted it, else what `onFailure` makes of its cause.
  */
 import type { EventEmitter } from "node:events"
 import { Cause, Duration, Effect, Exit, Fiber } from "effect"
@@ -13,10 +12,7 @@ import { RENEW_DEADLINE } from "../services/LeaderElection.ts"
 /** What the deadline adds to the drain and the lease release: the rest of the teardown. */
 export const TEARDOWN_MARGIN = Duration.seconds(2)
 
-/**
- * The controller's shutdown deadline: its drain (--shutdown-timeout), its lease release (bounded by
- * RENEW_DEADLINE) and TEARDOWN_MARGIN: 42 s by default, inside the deployment's terminationGracePeriodSeconds of 45.
- */
+/** The controller's shutdown deadline: drain (--shutdown-timeout) + lease release (RENEW_DEADLINE) + TEARDOWN_MARGIN, inside the deployment's grace of 45 s. */
 export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput): Duration.Duration =>
   Duration.sum(Duration.sum(shutdownTimeout, RENEW_DEADLINE), TEARDOWN_MARGIN)
 

@@ -18,19 +18,13 @@ import { cachedPods, sweepUntilDone } from "./sweep.ts"
 /** Each run carries the restarts the informers counted since the last into `informer_restarts_total`. */
 export const carryRestarts = (informers: ReadonlyArray<{ readonly restarts: () => number; readonly resource: { readonly plural: string } }>) => {
   const counted = new Map<string, number>()
-  return Effect.flatMap(Metrics, (metrics) =>
-    Effect.forEach(
-      informers,
-      (informer) => {
-        const now = informer.restarts()
-        const before = counted.get(informer.resource.plural) ?? 0
-        counted.set(informer.resource.plural, now)
-        // Also when nothing is new: the first round creates each informer's series at 0 (Metrics.ts).
-        return metrics.informerRestarts(informer.resource.plural, now - before)
-      },
-      { discard: true }
-    )
-  )
+  const carry = (metrics: Metrics["Type"], { restarts, resource: { plural } }: (typeof informers)[number]) => {
+    const [now, before] = [restarts(), counted.get(plural) ?? 0]
+    counted.set(plural, now)
+    // Also when nothing is new: the first round creates each informer's series at 0 (Metrics.ts).
+    return metrics.informerRestarts(plural, now - before)
+  }
+  return Effect.flatMap(Metrics, (metrics) => Effect.forEach(informers, (i) => carry(metrics, i), { discard: true }))
 }
 
 /** Relists this close together are one gap: one sweep. */
@@ -74,8 +68,7 @@ export const runController = Effect.scoped(
         dryRun: config.dryRun, apiQps: config.apiQps, shutdownTimeout: Duration.format(config.shutdownTimeout)
       })
     )
-    // Every replica lists everything at start: the heap it grew for that is given back once synced,
-    // and again after each burst of deletions.
+    // The heap grown for the first list of everything is given back once synced (and after each burst of deletions).
     yield* Effect.forkScoped(Effect.zipRight(caches.awaitSynced, reclaimMemory("caches synced")))
     const reclaim = yield* makeReclaimMonitor
     yield* Effect.forkScoped(reclaim.monitor)

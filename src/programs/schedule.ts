@@ -1,9 +1,8 @@
 /**
- * The full sweep's schedule, from the first source that has one: `--reconcile-schedule`; the
- * ConfigMap whereabouts 0.9 keeps it in (`whereabouts-config`, key `cron-expression`), watched; the
- * file it is mounted at (`/cron-schedule/config`); the flat file's `reconciler_cron_expression`;
- * upstream's default. A bad expression at start-up is a one-line error naming its source; a bad
- * one later keeps the previous schedule, with a log line (and a Warning Event on the ConfigMap).
+ * The full sweep's schedule, from the first source that has one: `--reconcile-schedule`; whereabouts'
+ * ConfigMap (watched); the file it is mounted at; the flat file's `reconciler_cron_expression`;
+ * upstream's default. A bad expression fails the start naming its source; a bad one later keeps the
+ * previous schedule, with a log line (and a Warning Event on the ConfigMap).
  */
 import { readFileSync } from "node:fs"
 import { Clock, Duration, Effect, Either, Option, Schedule as S, Stream, SubscriptionRef } from "effect"
@@ -55,10 +54,9 @@ const configMapSchedule = (cm: ConfigMapRecord): Either.Either<ActiveSchedule | 
 }
 
 /**
- * The ConfigMap, read once (GET) at start-up so the start-up line names the schedule in effect
- * before the caches sync. Unreadable or bad, the next source applies for now: the leader reads it
- * again from its informer (watchSchedule), and only that read puts a Warning Event on it (two
- * replicas starting do not both report it).
+ * The ConfigMap, read once at start-up so the start-up line names the schedule in effect. Unreadable
+ * or bad, the next source applies for now; the leader's informer (watchSchedule) reads it again, and
+ * only that read records a Warning Event (two replicas starting do not both report it).
  */
 const startupConfigMap = Effect.gen(function* () {
   const config = yield* ControllerConfig
@@ -144,10 +142,7 @@ export const watchSchedule = (initial: Sources) =>
     return current
   })
 
-/**
- * The longest single sleep: effect treats one beyond setTimeout's limit (2^31 - 1 ms, ~24.8 days)
- * as infinite, so a monthly schedule slept in one piece would never fire.
- */
+/** The longest single sleep: effect takes one beyond setTimeout's 2^31 - 1 ms as infinite (a monthly schedule would never fire). */
 export const MAX_SLEEP = Duration.days(24)
 
 /** Sleeps until the clock reads `target` (milliseconds since the epoch), in steps of ≤ MAX_SLEEP. */
@@ -157,9 +152,8 @@ export const sleepUntil = (target: number): Effect.Effect<void> =>
   )
 
 /**
- * Runs `effect` at every activation of the schedule in effect, forever. Each next run is computed
- * from the previous scheduled one (as gocron does, so `@every` does not drift by the sweep's own
- * time); a new schedule takes effect at once.
+ * Runs `effect` at every activation of the schedule in effect, forever; a new schedule takes effect
+ * at once. The next run counts from the previous scheduled one (as gocron: `@every` does not drift).
  */
 export const onSchedule = <A, E, R>(current: SubscriptionRef.SubscriptionRef<ActiveSchedule>, effect: Effect.Effect<A, E, R>): Effect.Effect<never, E, R> =>
   Effect.gen(function* () {
