@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import { hasBadInput } from "../domain/bad-input.ts"
 import { type IPAddress, formatIP } from "../domain/ip.ts"
 import { ORPHAN_REASON_TEXT } from "../domain/orphans.ts"
+import { podRef } from "../domain/pod.ts"
 import { type SweepReport, runSweep } from "./sweep.ts"
 
 /** Columns padded to their widest cell, three spaces apart. */
@@ -46,7 +47,7 @@ const violationsTable = (r: SweepReport): ReadonlyArray<string> => {
   if (judged === undefined) return []
   const unsettled = judged.notJudged === 0 ? [] : [`(${judged.notJudged} more in the listing involve pods not Ready for --invariant-grace, or changed since: run audit again to judge them)`]
   if (judged.violations.length === 0) return ["", "No invariant violations.", ...unsettled]
-  const rows = judged.violations.map((v) => [v.kind, formatIP(v.ip), v.pods.map((p) => `${p.namespace}/${p.name}`).join(","), v.pools.join(","), v.reservation ?? "-", v.holder ?? "-"])
+  const rows = judged.violations.map((v) => [v.kind, formatIP(v.ip), v.pods.map(podRef).join(","), v.pools.join(","), v.reservation ?? "-", v.holder ?? "-"])
   const title = "Invariant violations (running pods whose addresses are at risk; what each kind means and what to do: docs/runbooks.md):"
   return [...section(title, ["KIND", "IP", "PODS", "POOL", "RESERVATION", "NAMES"], rows), ...unsettled]
 }
@@ -112,7 +113,7 @@ export const renderJson = (r: SweepReport): string => {
         ? {}
         : {
             invariantViolations: r.invariants.violations.map((v) => ({
-              kind: v.kind, ip: formatIP(v.ip), pods: v.pods.map((p) => `${p.namespace}/${p.name}`), pools: v.pools,
+              kind: v.kind, ip: formatIP(v.ip), pods: v.pods.map(podRef), pools: v.pools,
               reservation: v.reservation ?? null, names: v.holder ?? null, message: v.message
             })),
             invariantViolationsNotJudged: r.invariants.notJudged

@@ -213,7 +213,7 @@ const PREFLIGHT_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   }
 ]
 
-type PodName = { readonly namespace: string; readonly name: string }
+export type PodName = { readonly namespace: string; readonly name: string }
 
 /** What `release` was asked to free, checked. */
 export type ReleaseTargets =

@@ -27,9 +27,8 @@ export const backoff = (base: Duration.DurationInput, max: Duration.DurationInpu
 type Queue = WorkQueue.WorkQueue<Candidate>
 
 /**
- * When a deleted pod is looked at again for the networks where the caches showed none of its
- * entries (the pool cache may lag behind the pod's deletion): longer than an informer's resume
- * backoff after an outage (at most 5 s apart) plus the events it then catches up on.
+ * When a deleted pod is looked at again for the networks where the (lagging) caches showed none of its
+ * entries: longer than an informer's resume backoff after an outage (≤ 5 s) plus its catching up.
  */
 export const LOOK_AGAIN_AFTER = Duration.seconds(30)
 
@@ -92,9 +91,8 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
   })
 
 /**
- * Candidates rule 0 kept addresses of, by the pod they were kept for: when that pod comes through
- * the loop (deleted, or never to run again), they are queued again, and freed if nobody else lists
- * those addresses by then. Nothing else would look at them before the next scheduled sweep.
+ * Candidates rule 0 kept addresses of, by the pod they were kept for: queued again when that pod comes
+ * through the loop (else nothing would look at them before the next sweep).
  */
 const makeWaiting = () => {
   const byClaimant = new Map<string, Map<string, Candidate>>()
@@ -178,10 +176,7 @@ export interface DeletionLoopOptions<E, R> {
   readonly lookAgainAfter?: Duration.DurationInput
 }
 
-/**
- * One leadership term of the deletion loop; never returns. Subscribes to deletions before waiting
- * for the caches, so nothing deleted after the term starts is missed.
- */
+/** One leadership term of the deletion loop; never returns. Subscribed before the caches sync: no deletion of the term is missed. */
 export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptions<E, R> = {}) =>
   Effect.scoped(
     Effect.gen(function* () {

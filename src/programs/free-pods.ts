@@ -1,8 +1,7 @@
 /**
- * The release path for pods: for a batch of deleted pods (and pods that will never run again), find
- * what each held (caches first, pools the cache has not seen read live), re-check live that no pod
- * of the same name exists (or that the pod, that same incarnation, still never runs again), plan
- * the release and carry it out, one patch per pool for the whole batch.
+ * The release path for a batch of deleted pods (and pods that will never run again): what each held
+ * (caches first, unseen pools read live), a live re-check that no pod of the name exists (or that this
+ * incarnation still never runs again), then the plan, carried out with one patch per pool per batch.
  */
 import { Effect, Either } from "effect"
 import type { NeverRunsAgainReason } from "../domain/never-runs-again.ts"

@@ -7,6 +7,7 @@
 import { Clock, Context, Duration, Effect, Option, Schedule } from "effect"
 import { type EntryLookup, type InvariantView, type InvariantViolation, VIOLATION_REASON, countByKind, invariantViolations, makeEntryLookup } from "../domain/invariants.ts"
 import { type IPAddress, formatIP, ipKey } from "../domain/ip.ts"
+import { podRef } from "../domain/pod.ts"
 import { Caches, LISTED_IP_INDEX } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
@@ -33,7 +34,7 @@ export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<Invarian
 export const violationAnnotations = (v: InvariantViolation) => ({
   kind: v.kind,
   ip: formatIP(v.ip),
-  pods: v.pods.map((p) => `${p.namespace}/${p.name}`).join(","),
+  pods: v.pods.map(podRef).join(","),
   pools: v.pools.join(","),
   ...(v.reservation === undefined ? {} : { reservation: v.reservation }),
   ...(v.holder === undefined ? {} : { heldFor: v.holder })

@@ -1,8 +1,6 @@
 /**
- * The logger of every command: lines on stderr, in the format and from the level the command line
- * or the environment asks for. Unset, both follow who reads them: a person at a terminal gets
- * short lines (`text`), a log collector JSON; a command run by hand that answers on stdout (audit,
- * release, preflight, demo) says only what is wrong, the controller (`run`) also what it did.
+ * The logger of every command, on stderr, in the format and from the level asked for. Unset, both
+ * follow the reader: text on a terminal, else JSON; warnings for a command answering on stdout, info for `run`.
  */
 import { Cause, Config, ConfigError, Effect, Inspectable, Layer, Logger, LogLevel, Option } from "effect"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
@@ -32,9 +30,8 @@ const shown = (value: unknown): string => {
 const COLOURS: Readonly<Partial<Record<LogLevel.LogLevel["_tag"], string>>> = { Trace: "90", Debug: "34", Info: "32", Warning: "33", Error: "31", Fatal: "1;31" }
 
 /**
- * One line a person reads: `12:00:01 INFO  sweep finished  pools=3 freed=2` — the local time of
- * day, the level, the message, then the annotations as key=value (and a span's age, should one be
- * open). No fiber id: it tells a reader nothing. A cause follows on lines of its own, indented.
+ * One line a person reads: `12:00:01 INFO  sweep finished  pools=3 freed=2` (local time, level, message,
+ * annotations and open spans as key=value; no fiber id); a cause follows on indented lines.
  */
 export const textLogger = (colours: boolean): Logger.Logger<unknown, string> =>
   Logger.make(({ annotations, cause, date, logLevel, message, spans }) => {
@@ -67,10 +64,7 @@ export const logSettings = (command: string, terminal: boolean): Effect.Effect<L
     return { format, minimum, colours: terminal && Option.getOrElse(noColour, () => "") === "" }
   })
 
-/**
- * The logger as a layer, on stderr for every command: stdout carries only what a command prints, so
- * `audit -o json > report.json` is one JSON document.
- */
+/** The logger as a layer, on stderr: stdout carries only what a command prints (`audit -o json > report.json`). */
 export const loggerLayer = (settings: LogSettings): Layer.Layer<never> => {
   const logger = settings.format === "json" ? Logger.jsonLogger : settings.format === "logfmt" ? Logger.logfmtLogger : textLogger(settings.colours)
   return Layer.merge(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(logger)), Logger.minimumLogLevel(settings.minimum))

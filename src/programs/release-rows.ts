@@ -8,10 +8,7 @@ import type { HeldEntry, HeldReservation, OwnerPlan, PlannedEntry, ReleasePlan }
 import { plural, table } from "./audit.ts"
 import type { Execution } from "./executor.ts"
 
-/**
- * "already free": nothing holds it any more (freed before, by whoever); "refused": a pod of that
- * name may run (--force frees it anyway); "skipped": changed while still held, or kept by the rules.
- */
+/** "already free": nothing holds it now; "refused": a pod of that name may run (--force); "skipped": changed, or kept by the rules. */
 export type RowResult = "freed" | "would free" | "already free" | "skipped" | "refused" | "failed"
 
 /** What counts as done for the exit code. */
@@ -64,7 +61,7 @@ const errorOf = (execution: Execution, podref: string): string => {
 }
 
 /** Rows of a plan carried out; `goneNow`: the entries the guarded patch left that a read afterwards found free. */
-export const executedRows = (plan: ReleasePlan, execution: Execution, goneNow: ReadonlySet<PlannedEntry> = new Set()): ReadonlyArray<ReleaseRow> => {
+export const executedRows = (plan: ReleasePlan, execution: Execution, goneNow: ReadonlySet<PlannedEntry>): ReadonlyArray<ReleaseRow> => {
   const released = new Set<PlannedEntry>(execution.released)
   const skipped = new Set<PlannedEntry>(execution.skipped)
   return plan.owners.flatMap((o) => {
