@@ -78,20 +78,11 @@ export const renderTable = (r: SweepReport): string => {
     ["POOL", "NODE", "USED"],
     r.staleSlicePools.map((p) => [p.name, p.node, String(p.used)])
   )
-  const allocations =
-    r.orphanAllocations.length === 0
-      ? "No orphaned allocations."
-      : table(
-          ["POOL", "IP", "OFFSET", "PODREF", "IFNAME", "REASON"],
-          r.orphanAllocations.map((o) => [o.pool, formatIP(o.entry.ip), o.entry.key, o.entry.podref, o.entry.ifname ?? "", explain(o)])
-        )
-  const reservations =
-    r.orphanReservations.length === 0
-      ? "No orphaned reservations."
-      : table(
-          ["RESERVATION", "IP", "PODREF", "REASON"],
-          r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, explain(o)])
-        )
+  const tableOr = (none: string, header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => (rows.length === 0 ? none : table(header, rows))
+  const allocations = tableOr("No orphaned allocations.", ["POOL", "IP", "OFFSET", "PODREF", "IFNAME", "REASON"],
+    r.orphanAllocations.map((o) => [o.pool, formatIP(o.entry.ip), o.entry.key, o.entry.podref, o.entry.ifname ?? "", explain(o)]))
+  const reservations = tableOr("No orphaned reservations.", ["RESERVATION", "IP", "PODREF", "REASON"],
+    r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, explain(o)]))
   return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ...heldForAnotherTable(r), ...violationsTable(r), ...badInputTables(r), ""].join("\n")
 }
 

@@ -20,7 +20,7 @@ import type { Pods } from "../services/Pods.ts"
 import type { Reservations } from "../services/Reservations.ts"
 import { apiError, execute } from "./executor.ts"
 import { cachedPodsIn, recheckHoldings } from "./recheck.ts"
-import { cacheClaims, cacheSnapshot } from "./snapshot.ts"
+import { cacheSnapshot, cachedListedBy, claimSource } from "./snapshot.ts"
 
 /** The services freeing a batch reads and writes through. */
 export type FreeRequirements = Caches | NadConfigs | EventRecorder | IPPoolStore | Reservations | Pods | ControllerConfig | Metrics
@@ -100,7 +100,7 @@ export const freeBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<Readon
     const snapshot = yield* cacheSnapshot
     const caches = yield* Caches
     const found = yield* holdingsOf(batch, snapshot)
-    const { holdings, facts } = yield* recheckHoldings(found.holdings, cachedPodsIn(caches), yield* cacheClaims)
+    const { holdings, facts } = yield* recheckHoldings(found.holdings, cachedPodsIn(caches), claimSource(cachedListedBy(caches), yield* cacheSnapshot))
     const plan = planRelease(holdings, facts)
     const execution = yield* execute(plan)
     const heldFor = new Map(plan.owners.map((o) => [o.holding.podref, [...new Set(o.kept.flatMap((k) => k.heldFor ?? []))]] as const))

@@ -6,14 +6,14 @@
  */
 import { Clock, Context, Duration, Effect, Option, Schedule } from "effect"
 import { type EntryLookup, type InvariantView, type InvariantViolation, VIOLATION_REASON, countByKind, invariantViolations, makeEntryLookup } from "../domain/invariants.ts"
-import { type IPAddress, formatIP, ipKey } from "../domain/ip.ts"
+import { formatIP } from "../domain/ip.ts"
 import { podRef } from "../domain/pod.ts"
-import { Caches, LISTED_IP_INDEX } from "../services/Caches.ts"
+import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
-import { cacheSnapshot, invariantView } from "./snapshot.ts"
+import { cacheSnapshot, cachedListedBy, invariantView } from "./snapshot.ts"
 
 /** The caches as the invariants' view (read it at once: it follows the informers). */
 export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<InvariantView, never, Caches | NadConfigs> =>
@@ -22,7 +22,7 @@ export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<Invarian
     const decoder = yield* NadConfigs
     const given = {
       pods: caches.pods.values(),
-      listedBy: (ip: IPAddress) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip)),
+      listedBy: cachedListedBy(caches),
       pod: (ref: string) => Option.getOrUndefined(caches.pods.get(ref)),
       pools: caches.pools.values().map((p) => p.pool),
       entryAt

@@ -9,6 +9,7 @@ import { text as readAll } from "node:stream/consumers"
 import { Data, Effect, Either } from "effect"
 import { type AuditReport, decodeAuditReport, matchReport } from "../domain/audit-report.ts"
 import { type NamedTargets, namedHoldings } from "../domain/operator-release.ts"
+import { listedByIndex } from "../domain/claims.ts"
 import { ipEquals } from "../domain/ip.ts"
 import { type PlannedEntry, type ReleasePlan, planRelease } from "../domain/release.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
@@ -18,7 +19,7 @@ import { Pods } from "../services/Pods.ts"
 import { recheckHoldings } from "./recheck.ts"
 import { type ReleaseRow, executedRows, exitCodeOf, plannedRows, renderRows, renderRowsJson, skipRow, summary } from "./release-rows.ts"
 import { listWhereabouts, listWorld, listedPods, sweepHoldings } from "./sweep.ts"
-import { listingClaims } from "./snapshot.ts"
+import { claimSource } from "./snapshot.ts"
 
 /** Input release cannot use (a report that cannot be read or is not one): exit code 2. */
 export class ReleaseInputError extends Data.TaggedError("ReleaseInputError")<{ readonly message: string }> {}
@@ -60,7 +61,7 @@ const namedHoldingsNow = (targets: NamedTargets) =>
   Effect.gen(function* () {
     const { snapshot } = yield* listWhereabouts
     // Rule 0: who else lists the addresses named, unless --force frees them anyway.
-    const claims = targets.force ? undefined : listingClaims(yield* Effect.flatMap(Pods, (pods) => pods.list()), snapshot)
+    const claims = targets.force ? undefined : claimSource(listedByIndex(yield* Effect.flatMap(Pods, (pods) => pods.list())), snapshot)
     return { ...namedHoldings(targets, snapshot), claims }
   })
 

@@ -9,13 +9,13 @@ import { type BadInput, badInputOf } from "../domain/bad-input.ts"
 import { type HeldForAnother, listedByIndex, separateHeldForAnother } from "../domain/claims.ts"
 import { orphanHoldings } from "../domain/holdings.ts"
 import { type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
-import { type IPAddress, formatIP, ipKey } from "../domain/ip.ts"
+import { type IPAddress, formatIP } from "../domain/ip.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import { type NodeSlicePoolRecord, sliceOfNode } from "../domain/node-slices.ts"
 import type { ParsedPool } from "../domain/pool.ts"
 import { type NodeRecord, neverRunsAgain } from "../domain/never-runs-again.ts"
 import { type Holding, type ReleaseError, planRelease } from "../domain/release.ts"
-import { Caches, LISTED_IP_INDEX, toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
+import { Caches, toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
 import type { EventRecorder } from "../services/EventRecorder.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
@@ -31,7 +31,7 @@ import { execute } from "./executor.ts"
 import { type AuditedInvariants, auditInvariants } from "./invariant-audit.ts"
 import { reclaimMemory } from "./memory.ts"
 import { recheckHoldings } from "./recheck.ts"
-import { listingSnapshot } from "./snapshot.ts"
+import { cachedListedBy, claimSource, listingSnapshot } from "./snapshot.ts"
 
 export interface PoolReport {
   readonly name: string
@@ -111,7 +111,7 @@ export const listedPods: Effect.Effect<PodWorld, KubeError, Pods> = Effect.gen(f
 export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Caches, (caches) => ({
   pods: caches.pods.byKey,
   nodes: caches.nodes.values(),
-  listedBy: (ip) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip))
+  listedBy: cachedListedBy(caches)
 }))
 
 /** Everything a sweep looks at: the whereabouts objects listed fresh, then the pods and nodes. */
@@ -137,7 +137,7 @@ export const sweepHoldings = (world: World) =>
     const listed = new Map(world.reservationList.map((r) => [r.name, r] as const))
     const all = orphanHoldings(found, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
     // Rule 0: what another listed pod holds is no orphan, whichever podref it names.
-    const claims = { listedBy: world.listedBy, nad: snapshot.nad, nodeSlice: snapshot.nodeSlice, ended: (p: PodProjection) => ended(p) !== undefined }
+    const claims = { ...claimSource(world.listedBy, snapshot), ended: (p: PodProjection) => ended(p) !== undefined }
     return separateHeldForAnother(found, all, claims)
   })
 
