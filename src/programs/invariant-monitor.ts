@@ -46,13 +46,6 @@ interface Tracked {
   reported: boolean
 }
 
-export interface InvariantMonitor {
-  /** One evaluation; evaluations never overlap. */
-  readonly evaluate: Effect.Effect<void>
-  /** Evaluates now and then every `interval`, until interrupted. */
-  readonly run: Effect.Effect<void>
-}
-
 /** A monitor with its own memory of what it has seen since when, and what it has reported. */
 export const makeInvariantMonitor = Effect.gen(function* () {
   const { invariantInterval, invariantGrace } = yield* ControllerConfig
@@ -110,5 +103,6 @@ export const makeInvariantMonitor = Effect.gen(function* () {
     })
   )
 
-  return { evaluate, run: Effect.asVoid(Effect.repeat(evaluate, Schedule.spaced(invariantInterval))) } satisfies InvariantMonitor
+  // `evaluate`: one evaluation (never overlapping another); `run`: now and every --invariant-interval, until interrupted.
+  return { evaluate, run: Effect.asVoid(Effect.repeat(evaluate, Schedule.spaced(invariantInterval))) }
 })

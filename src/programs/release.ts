@@ -98,13 +98,8 @@ const carryOut = (plan: ReleasePlan) =>
     return rows
   })
 
-export interface ReleaseOptions {
-  readonly dryRun: boolean
-  readonly output: "table" | "json"
-}
-
 /** Runs a release: the text to print and the exit code (release-rows.ts). */
-export const release = (targets: LoadedTargets, options: ReleaseOptions) =>
+export const release = (targets: LoadedTargets, options: { readonly dryRun: boolean; readonly output: "table" | "json" }) =>
   Effect.gen(function* () {
     const found = targets._tag === "Report" ? yield* reportHoldings(targets.report) : yield* namedHoldingsNow(targets)
     // Right before the writes: who holds these podrefs now, and their nodes, read live.
