@@ -7,7 +7,7 @@
 import { Clock, Duration, Effect, Option, Schedule } from "effect"
 import { REASON_GC_FAILED, gcFailedMessage, podObject } from "../domain/events.ts"
 import { podRef } from "../domain/pod.ts"
-import { type Outcome, type ReleaseError, nextStep } from "../domain/release.ts"
+import { type Outcome, nextStep } from "../domain/release.ts"
 import * as Batcher from "../services/Batcher.ts"
 import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
@@ -33,18 +33,6 @@ type Queue = WorkQueue.WorkQueue<Candidate>
 export const LOOK_AGAIN_AFTER = Duration.seconds(30)
 
 const what = (c: Candidate) => (c.claim === "Deleted" ? "deleted pod" : "pod that will never run again")
-
-const giveUp = (candidate: Candidate, error: ReleaseError) =>
-  Effect.gen(function* () {
-    const events = yield* EventRecorder
-    const metrics = yield* Metrics
-    const pod = candidate.pod
-    yield* Effect.logError(`giving up on ${what(candidate)}: retries exhausted`).pipe(
-      Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, reason: error.reason, error: error.message })
-    )
-    yield* metrics.failure("RetriesExhausted")
-    yield* events.record(podObject(pod), "Warning", REASON_GC_FAILED, gcFailedMessage(pod.namespace, pod.name))
-  })
 
 const logOutcome = (c: Candidate, outcome: Outcome) => {
   const ref = podRef(c.pod)
@@ -87,7 +75,12 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
       yield* metrics.failure(step.error.reason)
       return yield* Effect.logWarning(`cannot free the addresses of ${what(candidate)}`).pipe(Effect.annotateLogs({ pod: podRef(pod), reason: step.error.reason, error: step.error.message }))
     }
-    yield* giveUp(candidate, step.error)
+    // Retries exhausted: a visible give-up.
+    yield* Effect.logError(`giving up on ${what(candidate)}: retries exhausted`).pipe(
+      Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, reason: step.error.reason, error: step.error.message })
+    )
+    yield* metrics.failure("RetriesExhausted")
+    yield* (yield* EventRecorder).record(podObject(pod), "Warning", REASON_GC_FAILED, gcFailedMessage(pod.namespace, pod.name))
   })
 
 /**

@@ -70,13 +70,10 @@ export const runMain = <E>(program: Effect.Effect<number, E>, options: MainOptio
     if (options.deadline !== undefined) setTimeout(expire, Duration.toMillis(options.deadline), options.deadline).unref()
     Effect.runFork(Fiber.interrupt(fiber))
   }
-  const onTerm = () => onSignal("SIGTERM")
-  const onInt = () => onSignal("SIGINT")
-  os.signals.on("SIGTERM", onTerm)
-  os.signals.on("SIGINT", onInt)
+  const handlers = (["SIGTERM", "SIGINT"] as const).map((signal) => [signal, () => onSignal(signal)] as const)
+  for (const [signal, handler] of handlers) os.signals.on(signal, handler)
   fiber.addObserver((exit) => {
-    os.signals.off("SIGTERM", onTerm)
-    os.signals.off("SIGINT", onInt)
+    for (const [signal, handler] of handlers) os.signals.off(signal, handler)
     if (Exit.isSuccess(exit)) return os.exit(exit.value)
     if (Cause.isInterruptedOnly(exit.cause)) return os.exit(0)
     const { code, lines } = options.onFailure(exit.cause)

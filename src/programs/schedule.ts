@@ -29,15 +29,10 @@ export const SCHEDULE_FILE_POLL = Duration.minutes(1)
 const parse = (text: string, source: string): Either.Either<ActiveSchedule, ScheduleError> =>
   Either.mapBoth(parseSchedule(text.trim()), { onLeft: (e) => new ScheduleError({ ...e, message: `${source}: ${e.message}` }), onRight: (schedule) => ({ schedule, source }) })
 
-/** The schedule file's text, or undefined when there is none (its absence is normal). */
-const readFile = (path: string): string | undefined => {
-  if (path === "") return undefined
-  try {
-    const text = readFileSync(path, "utf8")
-    return text.trim() === "" ? undefined : text
-  } catch {
-    return undefined
-  }
+/** The schedule file's schedule: undefined when there is none (its absence is normal), else it or why it does not parse. */
+const fileSchedule = (path: string): Either.Either<ActiveSchedule | undefined, ScheduleError> => {
+  const text = path === "" ? "" : Either.getOrElse(Either.try(() => readFileSync(path, "utf8")), () => "")
+  return text.trim() === "" ? Either.right(undefined) : parse(text, `schedule file ${path}`)
 }
 
 type Sources = { readonly [source in "flag" | "configMap" | "file" | "flat"]: ActiveSchedule | undefined }
@@ -85,14 +80,13 @@ export const startupSchedule = Effect.gen(function* () {
   const config = yield* ControllerConfig
   const nadConfigs = yield* NadConfigs
   const flagText = config.reconcileSchedule
-  const fileText = readFile(config.scheduleFile)
   const flatText = nadConfigs.flatFileCron()
   const flag = flagText === undefined ? undefined : yield* parse(flagText, "--reconcile-schedule")
   return {
     flag,
     // The flag wins: no need to read it.
     configMap: flag === undefined ? yield* startupConfigMap : undefined,
-    file: fileText === undefined ? undefined : yield* parse(fileText, `schedule file ${config.scheduleFile}`),
+    file: yield* fileSchedule(config.scheduleFile),
     flat: flatText === undefined ? undefined : yield* parse(flatText, "the flat file's reconciler_cron_expression")
   } satisfies Sources
 })
@@ -133,8 +127,7 @@ export const watchSchedule = (initial: Sources) =>
       yield* Effect.forkScoped(Stream.runForEach(Stream.fromQueue(events), () => Effect.flatMap(fromConfigMap(cm(), sources.configMap), (s) => update({ ...sources, configMap: s }))))
     }
     const rereadFile = Effect.gen(function* () {
-      const text = readFile(config.scheduleFile)
-      const parsed = text === undefined ? Either.right(undefined) : parse(text, `schedule file ${config.scheduleFile}`)
+      const parsed = fileSchedule(config.scheduleFile)
       if (Either.isRight(parsed)) return yield* update({ ...sources, file: parsed.right })
       yield* Effect.logWarning("the sweep's schedule does not parse; the previous one stays").pipe(Effect.annotateLogs({ error: parsed.left.message }))
     })
