@@ -14,7 +14,7 @@ import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
 import { API_BURST_PER_QPS, DEFAULTS, type DefaultedKey, TUNING } from "../services/ControllerConfig.ts"
 import { LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD } from "../services/LeaderElection.ts"
-import { LOG_FORMATS } from "./logging.ts"
+import { LOG_FORMATS, LOG_LEVELS } from "./logging.ts"
 import { TEARDOWN_MARGIN } from "./run-main.ts"
 
 interface OptionRow {
@@ -42,7 +42,7 @@ export interface OptionSpec extends OptionRow {
 const SCHEDULE: ValueType = { placeholder: "<schedule>", example: '"@every 6h"', parse: (text) => Either.mapLeft(parseSchedule(text.trim()), (e) => e.message) }
 /** Unset or "": off. */
 const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)) }
-const LOG_LEVEL: ValueType = { placeholder: "<level>", example: "info", parse: parseChoice(["debug", "info", "warning", "error", "warn"], { named: 4, ignoreCase: true }) }
+const LOG_LEVEL: ValueType = { placeholder: "<level>", example: "info", parse: parseChoice(Object.keys(LOG_LEVELS), { named: 4, ignoreCase: true }) }
 const LOG_FORMAT: ValueType = { placeholder: "<format>", example: "logfmt", parse: parseChoice(LOG_FORMATS) }
 const OUTPUT: ValueType = { placeholder: "<format>", example: "json", parse: parseChoice(["table", "json"]) }
 

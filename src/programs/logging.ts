@@ -17,7 +17,8 @@ const QUIET_COMMANDS: ReadonlySet<string> = new Set(["audit", "release", "prefli
 /** The level when none is given: warning for a one-shot command, info for the controller. */
 export const defaultLogLevel = (command: string): string => (QUIET_COMMANDS.has(command) ? "warning" : ControllerConfig.DEFAULTS.logLevel)
 
-const LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, warn: LogLevel.Warning, error: LogLevel.Error }
+/** The levels LOG_LEVEL takes, in the order messages name them; `warn` is an alias, never named. */
+export const LOG_LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error, warn: LogLevel.Warning }
 
 const two = (n: number) => String(n).padStart(2, "0")
 
@@ -58,7 +59,7 @@ export const logSettings = (command: string, terminal: boolean): Effect.Effect<L
     const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(defaultLogLevel(command)))
     const explicit = yield* Config.option(Config.literal(...LOG_FORMATS)("LOG_FORMAT"))
     const noColour = yield* Config.option(Config.string("NO_COLOR"))
-    const minimum = LEVELS[level.toLowerCase()]
+    const minimum = LOG_LEVELS[level.toLowerCase()]
     if (minimum === undefined) return yield* Effect.fail(ConfigError.InvalidData(["LOG_LEVEL"], `must be debug, info, warning or error (got "${level}")`))
     const format = chooseLogFormat(terminal, Option.getOrUndefined(explicit))
     return { format, minimum, colours: terminal && Option.getOrElse(noColour, () => "") === "" }
