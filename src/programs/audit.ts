@@ -62,7 +62,6 @@ const badInputTables = ({ badInput: b }: SweepReport): ReadonlyArray<string> => 
   ]
 }
 
-/** Human-readable report. */
 export const renderTable = (r: SweepReport): string => {
   // A NODE column only where node-slice pools exist.
   const sliced = r.pools.some((p) => p.node !== undefined)
@@ -86,7 +85,6 @@ export const renderTable = (r: SweepReport): string => {
   return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ...heldForAnotherTable(r), ...violationsTable(r), ...badInputTables(r), ""].join("\n")
 }
 
-/** Machine-readable report. */
 export const renderJson = (r: SweepReport): string => {
   const ip = (a: IPAddress | undefined) => (a === undefined ? null : formatIP(a))
   const why = (o: Reasoned) => ({ reason: o.reason, ...(o.detail === undefined ? {} : { detail: o.detail }), explanation: explain(o) })

@@ -396,14 +396,14 @@ export const helpText = (command?: Command): string => {
   ].join("\n")
 }
 
+/** An option as the user gave it: the flag (with its variable), or the variable (with its flag). */
+const named = (row: OptionSpec, fromFlag: boolean) => (fromFlag ? `--${row.flag} (${row.env})` : `${row.env} (--${row.flag})`)
+
 /** An option named by its flag and its variable, for a message about its value: `--metrics-port (METRICS_PORT)`. */
 export const optionName = (flag: string): string => {
   const row = OPTIONS.find((o) => o.flag === flag)
-  return row === undefined ? `--${flag}` : `--${flag} (${row.env})`
+  return row === undefined ? `--${flag}` : named(row, true)
 }
-
-/** An option as the user gave it: the flag (with its variable), or the variable (with its flag). */
-const named = (row: OptionSpec, fromFlag: boolean) => (fromFlag ? `--${row.flag} (${row.env})` : `${row.env} (--${row.flag})`)
 
 /** A good value (the default, else the value type's example), written as the user wrote the bad one. */
 const goodExample = (row: OptionSpec, fromFlag: boolean) => {

@@ -71,5 +71,4 @@ export const loggerLayer = (settings: LogSettings): Layer.Layer<never> => {
   return Layer.merge(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(logger)), Logger.minimumLogLevel(settings.minimum))
 }
 
-/** The logger of `command`, from the configuration. */
 export const logging = (command: string, terminal: boolean) => Effect.map(logSettings(command, terminal), loggerLayer)

@@ -100,7 +100,6 @@ export const summary = (rows: ReadonlyArray<ReleaseRow>, dryRun: boolean): strin
   return `${dryRun ? "Would free" : "Freed"} ${what}${rest.length === 0 ? "" : `; ${rest.join(", ")}`}.${dryRun ? " (dry run: nothing written)" : ""}`
 }
 
-/** Human-readable result. */
 export const renderRows = (rows: ReadonlyArray<ReleaseRow>, dryRun: boolean): string => {
   if (rows.length === 0) return "Nothing to release."
   const body = table(

@@ -16,7 +16,6 @@ import { KubeApi } from "../services/KubeApi.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import * as R from "../services/resources.ts"
 
-/** A schedule and where it came from. */
 export interface ActiveSchedule {
   readonly schedule: Schedule
   readonly source: string

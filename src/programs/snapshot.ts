@@ -39,7 +39,6 @@ export const cacheSnapshot: Effect.Effect<Snapshot, never, Caches | NadConfigs> 
   } satisfies Snapshot
 })
 
-/** A fresh listing as a snapshot. */
 export const listingSnapshot = (
   pools: ReadonlyArray<ParsedPool>,
   reservations: ReadonlyArray<ReservationRecord>,

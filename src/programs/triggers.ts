@@ -14,7 +14,6 @@ import type { Candidate } from "./free-pods.ts"
 /** Queue key: one candidate per pod incarnation. */
 export const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid}`
 
-/** The podref of a queue key. */
 export const podrefOfKey = (key: string): string => key.slice(0, key.lastIndexOf("/"))
 
 /** Tells the loop a candidate was queued (for the queue-wait histogram and the heap reclaim). */
