@@ -187,28 +187,28 @@ const refuseRemoved = (argv: ReadonlyArray<string>): void => {
  */
 interface ArgumentSpec {
   readonly flag: string
-  readonly kind: "string" | "boolean"
   readonly multiple: boolean
+  /** The placeholder --help shows; "" for a switch. */
   readonly value: string
   readonly help: string
 }
 
 export const RELEASE_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   {
-    flag: "from-report", kind: "string", multiple: false, value: "<file>",
+    flag: "from-report", multiple: false, value: "<file>",
     help: "free exactly the orphans an `audit --output json` report lists (- reads stdin), each re-checked live right before its write: still the same entry, still an orphan"
   },
-  { flag: "pod", kind: "string", multiple: true, value: "<namespace>/<name>", help: "free every address this podref holds in any pool, and its reservations (repeatable)" },
-  { flag: "ip", kind: "string", multiple: true, value: "<pool>/<ip>", help: "free one address of a pool in --namespace, e.g. 10.10.0.0-16/10.10.0.5 (repeatable)" },
+  { flag: "pod", multiple: true, value: "<namespace>/<name>", help: "free every address this podref holds in any pool, and its reservations (repeatable)" },
+  { flag: "ip", multiple: true, value: "<pool>/<ip>", help: "free one address of a pool in --namespace, e.g. 10.10.0.0-16/10.10.0.5 (repeatable)" },
   {
-    flag: "force", kind: "boolean", multiple: false, value: "",
+    flag: "force", multiple: false, value: "",
     help: "with --pod and --ip: free even what a pod of that name that may still run holds (each write is still guarded: the entry must be the one read)"
   }
 ]
 
 const PREFLIGHT_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   {
-    flag: "as-service-account", kind: "string", multiple: false, value: "<namespace>/<name>",
+    flag: "as-service-account", multiple: false, value: "<namespace>/<name>",
     help: `review this ServiceAccount's access (SubjectAccessReview) instead of <--namespace>/${CONTROLLER_SERVICE_ACCOUNT}'s when that exists, else the caller's`
   }
 ]
@@ -292,7 +292,7 @@ export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
   refuseRemoved(argv)
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
-  for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: a.kind, multiple: a.multiple }
+  for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: a.value === "" ? "boolean" : "string", multiple: a.multiple }
   for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: renamedTo(a).kind }
   const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
   const { values, positionals } = parseArgs({ args: joinNegativeValues(argv, takesValue), options, allowPositionals: true, allowNegative: true, strict: true })
@@ -345,7 +345,7 @@ export const EXIT_CODES: ReadonlyArray<{ readonly command: Command; readonly cod
 export const DURATION_SYNTAX = 'Durations are Go durations, as every Kubernetes component takes them: 500ms, 30s, 1m30s, 2h, 0 (effect\'s "30 seconds" works too).'
 
 const flagText = (o: OptionSpec) => `${o.short === undefined ? "" : `-${o.short}, `}${o.kind === "boolean" ? `--${o.flag} / --no-${o.flag}` : `--${o.flag} ${o.value.placeholder}`}`
-const argText = (a: ArgumentSpec) => (a.kind === "boolean" ? `--${a.flag}` : `--${a.flag} ${a.value}`)
+const argText = (a: ArgumentSpec) => (a.value === "" ? `--${a.flag}` : `--${a.flag} ${a.value}`)
 
 /** The options --help and docs/options.md list, in their order: the common ones first, then the tuning knobs. */
 export const optionGroups = (command?: Command): ReadonlyArray<{ readonly title: string; readonly rows: ReadonlyArray<OptionSpec> }> => {
