@@ -30,6 +30,7 @@ import { backoff } from "./deletion-loop.ts"
 import { execute } from "./executor.ts"
 import { type AuditedInvariants, auditInvariants } from "./invariant-audit.ts"
 import { reclaimMemory } from "./memory.ts"
+import { usageOf } from "./pool-usage.ts"
 import { recheckHoldings } from "./recheck.ts"
 import { cachedListedBy, claimSource, listingSnapshot } from "./snapshot.ts"
 
@@ -215,14 +216,12 @@ const freeOrphans = (found: ReadonlyArray<Holding>, leave: SweepOptions["leave"]
 export const poolReports = ({ poolList, snapshot }: Pick<World, "poolList" | "snapshot">, orphans: ReadonlyArray<OrphanAllocation>): ReadonlyArray<PoolReport> => {
   const orphansByPool = Map.groupBy(orphans, (o) => o.pool)
   return poolList.map((p): PoolReport => {
-    const capacity = snapshot.capacity(p.pool)
     const o = snapshot.origin(p.pool)
     // In this order: audit's JSON prints it as it is.
     return {
       name: p.name, range: p.pool.range,
       ...(o._tag === "Slice" ? { network: o.network || o.nodeSlicePool, node: o.node, owner: o.owner } : { network: o.network ?? "" }),
-      size: capacity.size, sizeFrom: capacity.from, used: p.pool.entries.length, free: Math.max(0, capacity.size - capacity.usedWithin),
-      orphans: orphansByPool.get(p.name)?.length ?? 0, invalid: p.pool.invalid.length
+      ...usageOf(snapshot, p.pool), orphans: orphansByPool.get(p.name)?.length ?? 0, invalid: p.pool.invalid.length
     }
   })
 }
