@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import { hasBadInput } from "../domain/bad-input.ts"
 import { type IPAddress, formatIP } from "../domain/ip.ts"
 import { ORPHAN_REASON_TEXT } from "../domain/orphans.ts"
+import { podRef } from "../domain/pod.ts"
 import { type SweepReport, runSweep } from "./sweep.ts"
 
 /** Columns padded to their widest cell, three spaces apart. */
@@ -46,15 +47,12 @@ const violationsTable = (r: SweepReport): ReadonlyArray<string> => {
   if (judged === undefined) return []
   const unsettled = judged.notJudged === 0 ? [] : [`(${judged.notJudged} more in the listing involve pods not Ready for --invariant-grace, or changed since: run audit again to judge them)`]
   if (judged.violations.length === 0) return ["", "No invariant violations.", ...unsettled]
-  const rows = judged.violations.map((v) => [v.kind, formatIP(v.ip), v.pods.map((p) => `${p.namespace}/${p.name}`).join(","), v.pools.join(","), v.reservation ?? "-", v.holder ?? "-"])
+  const rows = judged.violations.map((v) => [v.kind, formatIP(v.ip), v.pods.map(podRef).join(","), v.pools.join(","), v.reservation ?? "-", v.holder ?? "-"])
   const title = "Invariant violations (running pods whose addresses are at risk; what each kind means and what to do: docs/runbooks.md):"
   return [...section(title, ["KIND", "IP", "PODS", "POOL", "RESERVATION", "NAMES"], rows), ...unsettled]
 }
 
-/**
- * What audit could not read, each with what is wrong: one section per kind, only for kinds met.
- * Listed, not counted as orphans: bad input alone leaves the exit code 0.
- */
+/** What audit could not read, one section per kind met: listed, not counted (bad input alone exits 0). */
 const badInputTables = ({ badInput: b }: SweepReport): ReadonlyArray<string> => {
   if (!hasBadInput(b)) return ["", "No bad input."]
   return [
@@ -64,7 +62,6 @@ const badInputTables = ({ badInput: b }: SweepReport): ReadonlyArray<string> => 
   ]
 }
 
-/** Human-readable report. */
 export const renderTable = (r: SweepReport): string => {
   // A NODE column only where node-slice pools exist.
   const sliced = r.pools.some((p) => p.node !== undefined)
@@ -80,24 +77,14 @@ export const renderTable = (r: SweepReport): string => {
     ["POOL", "NODE", "USED"],
     r.staleSlicePools.map((p) => [p.name, p.node, String(p.used)])
   )
-  const allocations =
-    r.orphanAllocations.length === 0
-      ? "No orphaned allocations."
-      : table(
-          ["POOL", "IP", "OFFSET", "PODREF", "IFNAME", "REASON"],
-          r.orphanAllocations.map((o) => [o.pool, formatIP(o.entry.ip), o.entry.key, o.entry.podref, o.entry.ifname ?? "", explain(o)])
-        )
-  const reservations =
-    r.orphanReservations.length === 0
-      ? "No orphaned reservations."
-      : table(
-          ["RESERVATION", "IP", "PODREF", "REASON"],
-          r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, explain(o)])
-        )
+  const tableOr = (none: string, header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => (rows.length === 0 ? none : table(header, rows))
+  const allocations = tableOr("No orphaned allocations.", ["POOL", "IP", "OFFSET", "PODREF", "IFNAME", "REASON"],
+    r.orphanAllocations.map((o) => [o.pool, formatIP(o.entry.ip), o.entry.key, o.entry.podref, o.entry.ifname ?? "", explain(o)]))
+  const reservations = tableOr("No orphaned reservations.", ["RESERVATION", "IP", "PODREF", "REASON"],
+    r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, explain(o)]))
   return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ...heldForAnotherTable(r), ...violationsTable(r), ...badInputTables(r), ""].join("\n")
 }
 
-/** Machine-readable report. */
 export const renderJson = (r: SweepReport): string => {
   const ip = (a: IPAddress | undefined) => (a === undefined ? null : formatIP(a))
   const why = (o: Reasoned) => ({ reason: o.reason, ...(o.detail === undefined ? {} : { detail: o.detail }), explanation: explain(o) })
@@ -115,7 +102,7 @@ export const renderJson = (r: SweepReport): string => {
         ? {}
         : {
             invariantViolations: r.invariants.violations.map((v) => ({
-              kind: v.kind, ip: formatIP(v.ip), pods: v.pods.map((p) => `${p.namespace}/${p.name}`), pools: v.pools,
+              kind: v.kind, ip: formatIP(v.ip), pods: v.pods.map(podRef), pools: v.pools,
               reservation: v.reservation ?? null, names: v.holder ?? null, message: v.message
             })),
             invariantViolationsNotJudged: r.invariants.notJudged

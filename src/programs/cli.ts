@@ -1,9 +1,7 @@
 /**
- * Command line: one table of options drives parsing (node:util parseArgs), `--help` (the common
- * options first, then the tuning knobs), the check of every value before anything runs, and the
- * mapping of flags onto the environment-variable keys the Config layer reads: flags win over the
- * environment, which wins over defaults. What `release` frees is a second, smaller table of flags
- * without variables.
+ * Command line: one table of options drives parsing, `--help`, the check of every value before
+ * anything runs, and the mapping of flags onto the variables the Config layer reads (flags win over
+ * the environment, which wins over defaults). Commands' own arguments are flags without variables.
  */
 import { parseArgs } from "node:util"
 import { type ConfigError, ConfigProvider, Duration, Either } from "effect"
@@ -16,14 +14,13 @@ import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
 import { API_BURST_PER_QPS, DEFAULTS, type DefaultedKey, TUNING } from "../services/ControllerConfig.ts"
 import { LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD } from "../services/LeaderElection.ts"
-import { LOG_FORMATS } from "./logging.ts"
+import { LOG_FORMATS, LOG_LEVELS } from "./logging.ts"
 import { TEARDOWN_MARGIN } from "./run-main.ts"
 
 interface OptionRow {
   readonly flag: string
   readonly env: string
-  readonly kind: "string" | "boolean"
-  /** The placeholder --help shows, and the parser that checks the value (option-values.ts). */
+  /** The placeholder --help shows, and the parser that checks the value (option-values.ts); BOOLEAN makes a switch. */
   readonly value: ValueType
   /** One an operator sets: --help and docs/options.md list these first, the tuning knobs after. */
   readonly common?: true
@@ -37,17 +34,15 @@ interface OptionRow {
 }
 
 export interface OptionSpec extends OptionRow {
+  readonly kind: "string" | "boolean"
   /** The default as `--help` and the README show it. */
   readonly default: string
 }
 
-/** A duration as --help shows it: Go's syntax, as Kubernetes users write it ("500ms", "30s", "1m30s"). */
-export const showDuration = (d: Duration.Duration): string => formatDuration(d)
-
 const SCHEDULE: ValueType = { placeholder: "<schedule>", example: '"@every 6h"', parse: (text) => Either.mapLeft(parseSchedule(text.trim()), (e) => e.message) }
 /** Unset or "": off. */
 const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)) }
-const LOG_LEVEL: ValueType = { placeholder: "<level>", example: "info", parse: parseChoice(["debug", "info", "warning", "error", "warn"], { named: 4, ignoreCase: true }) }
+const LOG_LEVEL: ValueType = { placeholder: "<level>", example: "info", parse: parseChoice(Object.keys(LOG_LEVELS), { named: 4, ignoreCase: true }) }
 const LOG_FORMAT: ValueType = { placeholder: "<format>", example: "logfmt", parse: parseChoice(LOG_FORMATS) }
 const OUTPUT: ValueType = { placeholder: "<format>", example: "json", parse: parseChoice(["table", "json"]) }
 
@@ -55,7 +50,7 @@ const shown = (row: OptionRow): string => {
   if (row.note !== undefined) return row.note
   if (row.key === undefined) throw new Error(`option --${row.flag} has neither a default nor a note`)
   const value: unknown = DEFAULTS[row.key]
-  if (Duration.isDuration(value)) return showDuration(value)
+  if (Duration.isDuration(value)) return formatDuration(value)
   if (typeof value === "object" && value !== null) return Object.entries(value).map(([k, v]) => `${k}=${String(v)}`).join(",")
   return String(value)
 }
@@ -69,79 +64,79 @@ const runOnly: ReadonlyArray<Command> = ["run"]
 const policy: ReadonlyArray<Command> = ["run", "release"]
 
 const ROWS: ReadonlyArray<OptionRow> = [
-  { flag: "kubeconfig", env: "KUBECONFIG", kind: "string", value: PATH, common: true, note: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
-  { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", kind: "string", value: NAME, common: true, key: "namespace", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
+  { flag: "kubeconfig", env: "KUBECONFIG", value: PATH, common: true, note: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
+  { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", value: NAME, common: true, key: "namespace", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
   {
-    flag: "concurrent-batches", env: "CONCURRENT_BATCHES", kind: "string", value: COUNT, key: "concurrentBatches", commands: runOnly,
+    flag: "concurrent-batches", env: "CONCURRENT_BATCHES", value: COUNT, key: "concurrentBatches", commands: runOnly,
     help: "most batches of deleted pods being freed at once (the next is gathered while one is out): more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server"
   },
-  { flag: "api-qps", env: "API_QPS", kind: "string", value: RATE, key: "apiQps", help: `opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it), with bursts of ${API_BURST_PER_QPS} × the cap (kube-controller-manager's 20/30); set one for a small or shared API server`, commands: live },
+  { flag: "api-qps", env: "API_QPS", value: RATE, key: "apiQps", help: `opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it), with bursts of ${API_BURST_PER_QPS} × the cap (kube-controller-manager's 20/30); set one for a small or shared API server`, commands: live },
   {
-    flag: "reconcile-schedule", env: "RECONCILE_SCHEDULE", kind: "string", value: SCHEDULE, common: true, commands: runOnly,
+    flag: "reconcile-schedule", env: "RECONCILE_SCHEDULE", value: SCHEDULE, common: true, commands: runOnly,
     note: `the ConfigMap's, ${TUNING.scheduleFile}'s, the flat file's reconciler_cron_expression, else 30 4 * * *`,
     help: "schedule of the full orphan sweep, in whereabouts' syntax (robfig/cron: five fields, @daily, @every 1h, ?, CRON_TZ=); first of the sources listed here wins"
   },
   {
-    flag: "reconcile-schedule-configmap", env: "RECONCILE_SCHEDULE_CONFIGMAP", kind: "string", value: NAME, key: "scheduleConfigMap", commands: runOnly,
+    flag: "reconcile-schedule-configmap", env: "RECONCILE_SCHEDULE_CONFIGMAP", value: NAME, key: "scheduleConfigMap", commands: runOnly,
     help: "ConfigMap in --namespace whose key holds the schedule, read at start-up and watched: a change takes effect without a restart (\"\" to not look)"
   },
-  { flag: "dry-run", env: "DRY_RUN", kind: "boolean", value: BOOLEAN, common: true, key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
-  { flag: "leader-elect", env: "LEADER_ELECT", kind: "boolean", value: BOOLEAN, key: "leaderElect", help: `elect a leader through a Lease (run 2 replicas safely), with client-go's timings: ${showDuration(LEASE_DURATION)} lease, ${showDuration(RENEW_DEADLINE)} renew deadline, ${showDuration(RETRY_PERIOD)} between attempts`, commands: runOnly },
-  { flag: "lease-name", env: "LEASE_NAME", kind: "string", value: NAME, key: "leaseName", help: "name of the leader Lease", commands: runOnly },
-  { flag: "metrics-port", env: "METRICS_PORT", kind: "string", value: PORT, key: "metricsPort", help: "port of /metrics (0 disables)", commands: runOnly },
-  { flag: "health-port", env: "HEALTH_PORT", kind: "string", value: PORT, key: "healthPort", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
-  { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", kind: "string", value: DURATION, key: "shutdownTimeout", help: `on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + ${showDuration(RENEW_DEADLINE)} to release the lease + ${showDuration(TEARDOWN_MARGIN)}, then the process exits 1`, commands: runOnly },
-  { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", kind: "string", value: RATIO, key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric (preflight warns at it too)", commands: ["run", "preflight"] },
+  { flag: "dry-run", env: "DRY_RUN", value: BOOLEAN, common: true, key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
+  { flag: "leader-elect", env: "LEADER_ELECT", value: BOOLEAN, key: "leaderElect", help: `elect a leader through a Lease (run 2 replicas safely), with client-go's timings: ${formatDuration(LEASE_DURATION)} lease, ${formatDuration(RENEW_DEADLINE)} renew deadline, ${formatDuration(RETRY_PERIOD)} between attempts`, commands: runOnly },
+  { flag: "lease-name", env: "LEASE_NAME", value: NAME, key: "leaseName", help: "name of the leader Lease", commands: runOnly },
+  { flag: "metrics-port", env: "METRICS_PORT", value: PORT, key: "metricsPort", help: "port of /metrics (0 disables)", commands: runOnly },
+  { flag: "health-port", env: "HEALTH_PORT", value: PORT, key: "healthPort", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
+  { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", value: DURATION, key: "shutdownTimeout", help: `on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + ${formatDuration(RENEW_DEADLINE)} to release the lease + ${formatDuration(TEARDOWN_MARGIN)}, then the process exits 1`, commands: runOnly },
+  { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", value: RATIO, key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric (preflight warns at it too)", commands: ["run", "preflight"] },
   {
-    flag: "invariant-interval", env: "INVARIANT_INTERVAL", kind: "string", value: PERIOD, key: "invariantInterval", commands: runOnly,
+    flag: "invariant-interval", env: "INVARIANT_INTERVAL", value: PERIOD, key: "invariantInterval", commands: runOnly,
     help: "how often the leader checks, on its caches alone (no API request), that every running pod holds the addresses its status lists and that none is used twice; also after each sweep"
   },
   {
-    flag: "invariant-grace", env: "INVARIANT_GRACE", kind: "string", value: DURATION, key: "invariantGrace", commands: ["run", "audit"],
+    flag: "invariant-grace", env: "INVARIANT_GRACE", value: DURATION, key: "invariantGrace", commands: ["run", "audit"],
     help: "how long such a violation must last before it is reported (an ADD in progress never is); audit judges only pods Ready for this long"
   },
   {
-    flag: "prune-slice-pools", env: "PRUNE_SLICE_POOLS", kind: "boolean", value: BOOLEAN, key: "pruneSlicePools", commands: runOnly,
+    flag: "prune-slice-pools", env: "PRUNE_SLICE_POOLS", value: BOOLEAN, key: "pruneSlicePools", commands: runOnly,
     help: "sweeps delete empty node-slice pools of nodes that no longer own their slice, once their NodeSlicePool read live confirms it (audit lists them either way)"
   },
-  { flag: "free-terminal-pods", env: "FREE_TERMINAL_PODS", kind: "boolean", value: BOOLEAN, common: true, key: "freeTerminalPods", help: "free the addresses of pods that finished (phase Succeeded or Failed) while their objects remain", commands: policy },
+  { flag: "free-terminal-pods", env: "FREE_TERMINAL_PODS", value: BOOLEAN, common: true, key: "freeTerminalPods", help: "free the addresses of pods that finished (phase Succeeded or Failed) while their objects remain", commands: policy },
   {
-    flag: "free-evicted-pods", env: "FREE_EVICTED_PODS", kind: "boolean", value: BOOLEAN, common: true, key: "freeEvictedPods", commands: policy,
+    flag: "free-evicted-pods", env: "FREE_EVICTED_PODS", value: BOOLEAN, common: true, key: "freeEvictedPods", commands: policy,
     help: "free the addresses of evicted pods: by the kubelet, or by the taint manager from an unreachable node (upstream's reconciler does the latter)"
   },
-  { flag: "free-on-out-of-service", env: "FREE_ON_OUT_OF_SERVICE", kind: "boolean", value: BOOLEAN, common: true, key: "freeOnOutOfService", help: "free the addresses of terminating pods on a node tainted node.kubernetes.io/out-of-service", commands: policy },
+  { flag: "free-on-out-of-service", env: "FREE_ON_OUT_OF_SERVICE", value: BOOLEAN, common: true, key: "freeOnOutOfService", help: "free the addresses of terminating pods on a node tainted node.kubernetes.io/out-of-service", commands: policy },
   {
-    flag: "terminating-grace", env: "TERMINATING_GRACE", kind: "string", value: DURATION, key: "terminatingGrace", commands: policy,
+    flag: "terminating-grace", env: "TERMINATING_GRACE", value: DURATION, key: "terminatingGrace", commands: policy,
     help: "how long past a terminating pod's grace period its node's state (gone, out of service, not ready) counts: longer is safer against a node that comes back"
   },
   {
-    flag: "free-on-notready-after", env: "FREE_ON_NOTREADY_AFTER", kind: "string", value: OPTIONAL_DURATION, common: true, note: "off", commands: policy,
+    flag: "free-on-notready-after", env: "FREE_ON_NOTREADY_AFTER", value: OPTIONAL_DURATION, common: true, note: "off", commands: policy,
     help: "opt-in: free a terminating pod's addresses once its node has been NotReady or Unknown this long (a partitioned node may still run its pods)"
   },
-  { flag: "flat-config", env: "FLAT_CONFIG_PATH", kind: "string", value: PATH, note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
-  { flag: "log-level", env: "LOG_LEVEL", kind: "string", value: LOG_LEVEL, common: true, key: "logLevel", help: "debug, info, warning or error; unset, audit, release, preflight and demo log at warning (only what is wrong) and run at info", commands: COMMANDS },
-  { flag: "log-format", env: "LOG_FORMAT", kind: "string", value: LOG_FORMAT, common: true, note: "text on a terminal, else json", help: "json, logfmt or text (a line a person reads: time, level, message, key=value)", commands: COMMANDS },
-  { flag: "output", short: "o", env: "OUTPUT", kind: "string", value: OUTPUT, common: true, key: "output", help: "output of audit, release and preflight: table or json", commands: ["audit", "release", "preflight"] }
+  { flag: "flat-config", env: "FLAT_CONFIG_PATH", value: PATH, note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
+  { flag: "log-level", env: "LOG_LEVEL", value: LOG_LEVEL, common: true, key: "logLevel", help: "debug, info, warning or error; unset, audit, release, preflight and demo log at warning (only what is wrong) and run at info", commands: COMMANDS },
+  { flag: "log-format", env: "LOG_FORMAT", value: LOG_FORMAT, common: true, note: "text on a terminal, else json", help: "json, logfmt or text (a line a person reads: time, level, message, key=value)", commands: COMMANDS },
+  { flag: "output", short: "o", env: "OUTPUT", value: OUTPUT, common: true, key: "output", help: "output of audit, release and preflight: table or json", commands: ["audit", "release", "preflight"] }
 ]
 
 /** Every option, with its default as shown. */
-export const OPTIONS: ReadonlyArray<OptionSpec> = ROWS.map((row) => ({ ...row, default: shown(row) }))
+export const OPTIONS: ReadonlyArray<OptionSpec> = ROWS.map((row) => ({ ...row, kind: row.value === BOOLEAN ? "boolean" : "string", default: shown(row) }))
 
 /** Options that are gone, and what is fixed in their place: named when given, as docs/options.md lists them. */
 export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly env: string; readonly now: string }> = [
   { flag: "http2", env: "HTTP2", now: "HTTP/1.1 only: HTTP/2 measured no clear gain, stalled watches and once hung a shutdown in native code" },
   { flag: "api-compression", env: "API_COMPRESSION", now: "answers uncompressed: next to the API server gzip cost more CPU than it saved" },
   { flag: "max-in-flight", env: "MAX_IN_FLIGHT", now: `fixed bounds per kind of work (${Object.entries(DEFAULT_IN_FLIGHT).map(([k, n]) => `${k}=${n}`).join(",")}); cap the load with --api-qps` },
-  { flag: "request-timeout", env: "REQUEST_TIMEOUT", now: `${showDuration(TUNING.requestTimeout)} per request once sent` },
+  { flag: "request-timeout", env: "REQUEST_TIMEOUT", now: `${formatDuration(TUNING.requestTimeout)} per request once sent` },
   { flag: "page-size", env: "PAGE_SIZE", now: `${TUNING.pageSize} objects per page of a full list` },
-  { flag: "batch-window", env: "BATCH_WINDOW", now: `a mass deletion is gathered for up to ${showDuration(TUNING.batchWindow)}, less as soon as it slows down` },
+  { flag: "batch-window", env: "BATCH_WINDOW", now: `a mass deletion is gathered for up to ${formatDuration(TUNING.batchWindow)}, less as soon as it slows down` },
   { flag: "retry-attempts", env: "RETRY_ATTEMPTS", now: `${TUNING.retryAttempts} attempts per pod before a Warning Event; the next sweep frees what is left` },
-  { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", now: `retries after ${showDuration(TUNING.retryBaseDelay)}, doubling, jittered` },
-  { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", now: `retries at most ${showDuration(TUNING.retryMaxDelay)} apart` },
+  { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", now: `retries after ${formatDuration(TUNING.retryBaseDelay)}, doubling, jittered` },
+  { flag: "retry-max-delay", env: "RETRY_MAX_DELAY", now: `retries at most ${formatDuration(TUNING.retryMaxDelay)} apart` },
   { flag: "reconcile-schedule-configmap-key", env: "RECONCILE_SCHEDULE_CONFIGMAP_KEY", now: `the key whereabouts uses, ${SCHEDULE_CONFIGMAP_KEY}` },
-  { flag: "lease-duration", env: "LEASE_DURATION", now: `client-go's ${showDuration(LEASE_DURATION)}: a standby takes over a crashed leader that long after its last renewal` },
-  { flag: "renew-deadline", env: "RENEW_DEADLINE", now: `client-go's ${showDuration(RENEW_DEADLINE)}: a leader that cannot renew that long steps down` },
-  { flag: "retry-period", env: "RETRY_PERIOD", now: `client-go's ${showDuration(RETRY_PERIOD)} between attempts on the lease, jittered` },
+  { flag: "lease-duration", env: "LEASE_DURATION", now: `client-go's ${formatDuration(LEASE_DURATION)}: a standby takes over a crashed leader that long after its last renewal` },
+  { flag: "renew-deadline", env: "RENEW_DEADLINE", now: `client-go's ${formatDuration(RENEW_DEADLINE)}: a leader that cannot renew that long steps down` },
+  { flag: "retry-period", env: "RETRY_PERIOD", now: `client-go's ${formatDuration(RETRY_PERIOD)} between attempts on the lease, jittered` },
   { flag: "lease-namespace", env: "LEASE_NAMESPACE", now: "the Lease is in the pod's namespace (POD_NAMESPACE), else in --namespace" },
   { flag: "api-burst", env: "API_BURST", now: `${API_BURST_PER_QPS} × --api-qps (kube-controller-manager's 20/30), at least 1` },
   { flag: "sweep-on-start", env: "SWEEP_ON_START", now: "a sweep always runs on becoming leader: it frees what was deleted while none led" },
@@ -156,10 +151,7 @@ export const DEPRECATED_ALIASES: ReadonlyArray<{ readonly flag: string; readonly
 
 const renamedTo = (alias: (typeof DEPRECATED_ALIASES)[number]): OptionSpec => OPTIONS.find((o) => o.flag === alias.to)!
 
-/**
- * The variables of deprecated names, read where the option's own variable and flag are not set
- * (and the command takes it): their values move under the option's variable, their names into `deprecated`.
- */
+/** Deprecated variables, read where the option's own flag and variable are unset (and the command takes it). */
 export const withDeprecatedVariables = (cli: ParsedCli, env: Readonly<Record<string, string | undefined>>): ParsedCli => {
   const values = new Map(cli.values)
   const deprecated = [...cli.deprecated]
@@ -191,38 +183,37 @@ const refuseRemoved = (argv: ReadonlyArray<string>): void => {
 
 /**
  * A command's own arguments (release's: what to free; preflight's: whose access to review). Flags
- * only, no environment variables: a variable left set somewhere (a FORCE=true, say) must never
- * widen what a release frees. `value` is what --help and the README show ("" for a boolean).
+ * only: a variable left set somewhere (FORCE=true) must never widen what a release frees.
  */
 interface ArgumentSpec {
   readonly flag: string
-  readonly kind: "string" | "boolean"
   readonly multiple: boolean
+  /** The placeholder --help shows; "" for a switch. */
   readonly value: string
   readonly help: string
 }
 
 export const RELEASE_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   {
-    flag: "from-report", kind: "string", multiple: false, value: "<file>",
+    flag: "from-report", multiple: false, value: "<file>",
     help: "free exactly the orphans an `audit --output json` report lists (- reads stdin), each re-checked live right before its write: still the same entry, still an orphan"
   },
-  { flag: "pod", kind: "string", multiple: true, value: "<namespace>/<name>", help: "free every address this podref holds in any pool, and its reservations (repeatable)" },
-  { flag: "ip", kind: "string", multiple: true, value: "<pool>/<ip>", help: "free one address of a pool in --namespace, e.g. 10.10.0.0-16/10.10.0.5 (repeatable)" },
+  { flag: "pod", multiple: true, value: "<namespace>/<name>", help: "free every address this podref holds in any pool, and its reservations (repeatable)" },
+  { flag: "ip", multiple: true, value: "<pool>/<ip>", help: "free one address of a pool in --namespace, e.g. 10.10.0.0-16/10.10.0.5 (repeatable)" },
   {
-    flag: "force", kind: "boolean", multiple: false, value: "",
+    flag: "force", multiple: false, value: "",
     help: "with --pod and --ip: free even what a pod of that name that may still run holds (each write is still guarded: the entry must be the one read)"
   }
 ]
 
 const PREFLIGHT_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   {
-    flag: "as-service-account", kind: "string", multiple: false, value: "<namespace>/<name>",
+    flag: "as-service-account", multiple: false, value: "<namespace>/<name>",
     help: `review this ServiceAccount's access (SubjectAccessReview) instead of <--namespace>/${CONTROLLER_SERVICE_ACCOUNT}'s when that exists, else the caller's`
   }
 ]
 
-type PodName = { readonly namespace: string; readonly name: string }
+export type PodName = { readonly namespace: string; readonly name: string }
 
 /** What `release` was asked to free, checked. */
 export type ReleaseTargets =
@@ -282,10 +273,7 @@ const preflightServiceAccount = (command: string, text: unknown) => {
   return namespacedName("as-service-account", text, `, e.g. kube-system/${CONTROLLER_SERVICE_ACCOUNT}`)
 }
 
-/**
- * `--concurrent-batches -3` read as `--concurrent-batches=-3`: parseArgs takes a value that starts with a dash for another
- * option (and calls the flag ambiguous), where a negative number is a value to refuse by name.
- */
+/** `--concurrent-batches -3` read as `--concurrent-batches=-3`: parseArgs would take "-3" for an option, not a value to refuse by name. */
 const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet<string>): Array<string> => {
   const out: Array<string> = []
   for (let i = 0; i < argv.length; i++) {
@@ -304,7 +292,7 @@ export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
   refuseRemoved(argv)
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
-  for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: a.kind, multiple: a.multiple }
+  for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: a.value === "" ? "boolean" : "string", multiple: a.multiple }
   for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: renamedTo(a).kind }
   const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
   const { values, positionals } = parseArgs({ args: joinNegativeValues(argv, takesValue), options, allowPositionals: true, allowNegative: true, strict: true })
@@ -357,7 +345,7 @@ export const EXIT_CODES: ReadonlyArray<{ readonly command: Command; readonly cod
 export const DURATION_SYNTAX = 'Durations are Go durations, as every Kubernetes component takes them: 500ms, 30s, 1m30s, 2h, 0 (effect\'s "30 seconds" works too).'
 
 const flagText = (o: OptionSpec) => `${o.short === undefined ? "" : `-${o.short}, `}${o.kind === "boolean" ? `--${o.flag} / --no-${o.flag}` : `--${o.flag} ${o.value.placeholder}`}`
-const argText = (a: ArgumentSpec) => (a.kind === "boolean" ? `--${a.flag}` : `--${a.flag} ${a.value}`)
+const argText = (a: ArgumentSpec) => (a.value === "" ? `--${a.flag}` : `--${a.flag} ${a.value}`)
 
 /** The options --help and docs/options.md list, in their order: the common ones first, then the tuning knobs. */
 export const optionGroups = (command?: Command): ReadonlyArray<{ readonly title: string; readonly rows: ReadonlyArray<OptionSpec> }> => {
@@ -408,14 +396,14 @@ export const helpText = (command?: Command): string => {
   ].join("\n")
 }
 
+/** An option as the user gave it: the flag (with its variable), or the variable (with its flag). */
+const named = (row: OptionSpec, fromFlag: boolean) => (fromFlag ? `--${row.flag} (${row.env})` : `${row.env} (--${row.flag})`)
+
 /** An option named by its flag and its variable, for a message about its value: `--metrics-port (METRICS_PORT)`. */
 export const optionName = (flag: string): string => {
   const row = OPTIONS.find((o) => o.flag === flag)
-  return row === undefined ? `--${flag}` : `--${flag} (${row.env})`
+  return row === undefined ? `--${flag}` : named(row, true)
 }
-
-/** An option as the user gave it: the flag (with its variable), or the variable (with its flag). */
-const named = (row: OptionSpec, fromFlag: boolean) => (fromFlag ? `--${row.flag} (${row.env})` : `${row.env} (--${row.flag})`)
 
 /** A good value (the default, else the value type's example), written as the user wrote the bad one. */
 const goodExample = (row: OptionSpec, fromFlag: boolean) => {
@@ -424,9 +412,8 @@ const goodExample = (row: OptionSpec, fromFlag: boolean) => {
 }
 
 /**
- * Every option's value, from its flag or else its environment variable, checked by the rule the
- * configuration reads it with: one line per bad value, naming the option as the user gave it, the
- * value, why it is refused and a good one. Empty when all are good.
+ * Every option's value (flag, else variable) checked by the configuration's rule: one line per bad
+ * value, naming the option as the user gave it, the value, why it is refused and a good one.
  */
 export const checkOptions = (cli: ParsedCli, env: Readonly<Record<string, string | undefined>>): ReadonlyArray<string> =>
   OPTIONS.flatMap((row) => {
@@ -439,10 +426,8 @@ export const checkOptions = (cli: ParsedCli, env: Readonly<Record<string, string
   })
 
 /**
- * A configuration error as one line per key, an option's named by its flag and variable with a
- * good value: `--concurrent-batches (CONCURRENT_BATCHES) "zero": not a whole number; e.g. --concurrent-batches 4`.
- * effect's own rendering also lists, for every option with a default, the "missing" alternative the
- * default stands for, which reads as if the option were required.
+ * A configuration error as one line per key, an option's named by its flag and variable with a good value.
+ * Unlike effect's rendering, no "missing" line for an option whose default stands in (it reads as required).
  */
 export const describeConfigError = (error: ConfigError.ConfigError): ReadonlyArray<string> => {
   const leaves = (e: ConfigError.ConfigError): ReadonlyArray<{ readonly key: string; readonly missing: boolean; readonly message: string }> =>

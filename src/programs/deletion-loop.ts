@@ -7,10 +7,10 @@
 import { Clock, Duration, Effect, Option, Schedule } from "effect"
 import { REASON_GC_FAILED, gcFailedMessage, podObject } from "../domain/events.ts"
 import { podRef } from "../domain/pod.ts"
-import { type Outcome, type ReleaseError, nextStep } from "../domain/release.ts"
+import { type Outcome, nextStep } from "../domain/release.ts"
 import * as Batcher from "../services/Batcher.ts"
 import { Caches } from "../services/Caches.ts"
-import { ControllerConfig, type ControllerConfigShape } from "../services/ControllerConfig.ts"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import * as WorkQueue from "../services/WorkQueue.ts"
@@ -18,36 +18,21 @@ import type { LoopActivity } from "./memory.ts"
 import { type Candidate, type PodResult, freeBatch } from "./free-pods.ts"
 import { feed, podrefOfKey } from "./triggers.ts"
 
-/** Bounded, jittered exponential backoff between attempts; done after `retryAttempts` attempts. */
-export const retrySchedule = (c: Pick<ControllerConfigShape, "retryBaseDelay" | "retryMaxDelay" | "retryAttempts">) =>
-  Schedule.exponential(c.retryBaseDelay).pipe(
-    Schedule.union(Schedule.spaced(c.retryMaxDelay)),
-    Schedule.jittered,
-    Schedule.intersect(Schedule.recurs(c.retryAttempts - 1))
-  )
+/** Jittered exponential backoff from `base`, at most `max` apart; with `attempts`, done after that many attempts. */
+export const backoff = (base: Duration.DurationInput, max: Duration.DurationInput, attempts?: number): Schedule.Schedule<unknown> => {
+  const schedule = Schedule.exponential(base).pipe(Schedule.union(Schedule.spaced(max)), Schedule.jittered)
+  return attempts === undefined ? schedule : Schedule.intersect(schedule, Schedule.recurs(attempts - 1))
+}
 
 type Queue = WorkQueue.WorkQueue<Candidate>
 
 /**
- * When a deleted pod is looked at again for the networks where the caches showed none of its
- * entries (the pool cache may lag behind the pod's deletion): longer than an informer's resume
- * backoff after an outage (at most 5 s apart) plus the events it then catches up on.
+ * When a deleted pod is looked at again for the networks where the (lagging) caches showed none of its
+ * entries: longer than an informer's resume backoff after an outage (≤ 5 s) plus its catching up.
  */
 export const LOOK_AGAIN_AFTER = Duration.seconds(30)
 
 const what = (c: Candidate) => (c.claim === "Deleted" ? "deleted pod" : "pod that will never run again")
-
-const giveUp = (candidate: Candidate, error: ReleaseError) =>
-  Effect.gen(function* () {
-    const events = yield* EventRecorder
-    const metrics = yield* Metrics
-    const pod = candidate.pod
-    yield* Effect.logError(`giving up on ${what(candidate)}: retries exhausted`).pipe(
-      Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, reason: error.reason, error: error.message })
-    )
-    yield* metrics.failure("RetriesExhausted")
-    yield* events.record(podObject(pod), "Warning", REASON_GC_FAILED, gcFailedMessage(pod.namespace, pod.name))
-  })
 
 const logOutcome = (c: Candidate, outcome: Outcome) => {
   const ref = podRef(c.pod)
@@ -90,13 +75,17 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
       yield* metrics.failure(step.error.reason)
       return yield* Effect.logWarning(`cannot free the addresses of ${what(candidate)}`).pipe(Effect.annotateLogs({ pod: podRef(pod), reason: step.error.reason, error: step.error.message }))
     }
-    yield* giveUp(candidate, step.error)
+    // Retries exhausted: a visible give-up.
+    yield* Effect.logError(`giving up on ${what(candidate)}: retries exhausted`).pipe(
+      Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, reason: step.error.reason, error: step.error.message })
+    )
+    yield* metrics.failure("RetriesExhausted")
+    yield* (yield* EventRecorder).record(podObject(pod), "Warning", REASON_GC_FAILED, gcFailedMessage(pod.namespace, pod.name))
   })
 
 /**
- * Candidates rule 0 kept addresses of, by the pod they were kept for: when that pod comes through
- * the loop (deleted, or never to run again), they are queued again, and freed if nobody else lists
- * those addresses by then. Nothing else would look at them before the next scheduled sweep.
+ * Candidates rule 0 kept addresses of, by the pod they were kept for: queued again when that pod comes
+ * through the loop (else nothing would look at them before the next sweep).
  */
 const makeWaiting = () => {
   const byClaimant = new Map<string, Map<string, Candidate>>()
@@ -180,10 +169,7 @@ export interface DeletionLoopOptions<E, R> {
   readonly lookAgainAfter?: Duration.DurationInput
 }
 
-/**
- * One leadership term of the deletion loop; never returns. Subscribes to deletions before waiting
- * for the caches, so nothing deleted after the term starts is missed.
- */
+/** One leadership term of the deletion loop; never returns. Subscribed before the caches sync: no deletion of the term is missed. */
 export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptions<E, R> = {}) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -193,7 +179,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       const lookAgainAfter = Duration.decode(options.lookAgainAfter ?? LOOK_AGAIN_AFTER)
       // Registered first, so it runs last: the end of a shutdown (or of a leadership term) in the log.
       yield* Effect.addFinalizer(() => Effect.logInfo("deletion loop stopped"))
-      const queue = yield* WorkQueue.make<Candidate>({ backoff: retrySchedule(config) })
+      const queue = yield* WorkQueue.make<Candidate>({ backoff: backoff(config.retryBaseDelay, config.retryMaxDelay, config.retryAttempts) })
       // When each candidate was queued, until a worker first takes it: the queue-wait histogram.
       const observedAt = new Map<string, number>()
       yield* feed(queue, (key, now) =>

@@ -1,9 +1,8 @@
 /**
- * The executor: carries out a ReleasePlan (src/domain/release.ts) for every path — the deletion
- * loop, the sweep, release — in the order the plan's rules demand: reservations, then one guarded
- * patch per pool, then giving back reservations of entries a reborn pod took back; then the Events
- * of what was actually done (queued: the recorder writes them, so freeing never waits for them)
- * and the metrics. The only module that calls the pool store's release.
+ * The executor: carries out a ReleasePlan (src/domain/release.ts) for every path in the order its rules
+ * demand: reservations, one guarded patch per pool, reservations given back to reborn pods; then the
+ * Events of what was done (queued: freeing never waits for them) and the metrics. The only module that
+ * calls the pool store's release.
  */
 import { Effect, Either } from "effect"
 import { type EventIntent, REASON_BAD_ANNOTATION, REASON_BAD_CONFIG, podObject } from "../domain/events.ts"
@@ -94,10 +93,9 @@ const releasePools = (entries: Iterable<PlannedEntry>) =>
   )
 
 /**
- * An entry we meant to free that now carries the same podref under another id was taken back by a
- * reborn pod of that name (its idempotent re-ADD writes the new container id but leaves the
- * reservation as it found it): give back the reservation deleted before the release. Best effort;
- * until it runs, the reborn pod is briefly without its reservation. Answers the names given back.
+ * An entry meant to be freed that now has the same podref under another id was taken back by a reborn
+ * pod (its re-ADD leaves the reservation as it found it): give back the reservation deleted before the
+ * release, best effort (until then the reborn pod is without it). Answers the names given back.
  */
 export const restoreReservations = (pool: string, entries: ReadonlyArray<PlannedEntry>, deletedFor: (owner: string) => ReadonlySet<string> | undefined) =>
   Effect.gen(function* () {

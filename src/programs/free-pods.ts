@@ -1,8 +1,7 @@
 /**
- * The release path for pods: for a batch of deleted pods (and pods that will never run again), find
- * what each held (caches first, pools the cache has not seen read live), re-check live that no pod
- * of the same name exists (or that the pod, that same incarnation, still never runs again), plan
- * the release and carry it out, one patch per pool for the whole batch.
+ * The release path for a batch of deleted pods (and pods that will never run again): what each held
+ * (caches first, unseen pools read live), a live re-check that no pod of the name exists (or that this
+ * incarnation still never runs again), then the plan, carried out with one patch per pool per batch.
  */
 import { Effect, Either } from "effect"
 import type { NeverRunsAgainReason } from "../domain/never-runs-again.ts"
@@ -21,7 +20,7 @@ import type { Pods } from "../services/Pods.ts"
 import type { Reservations } from "../services/Reservations.ts"
 import { apiError, execute } from "./executor.ts"
 import { cachedPodsIn, recheckHoldings } from "./recheck.ts"
-import { cacheClaims, cacheSnapshot } from "./snapshot.ts"
+import { cacheSnapshot, cachedListedBy, claimSource } from "./snapshot.ts"
 
 /** The services freeing a batch reads and writes through. */
 export type FreeRequirements = Caches | NadConfigs | EventRecorder | IPPoolStore | Reservations | Pods | ControllerConfig | Metrics
@@ -101,7 +100,7 @@ export const freeBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<Readon
     const snapshot = yield* cacheSnapshot
     const caches = yield* Caches
     const found = yield* holdingsOf(batch, snapshot)
-    const { holdings, facts } = yield* recheckHoldings(found.holdings, cachedPodsIn(caches), yield* cacheClaims)
+    const { holdings, facts } = yield* recheckHoldings(found.holdings, cachedPodsIn(caches), claimSource(cachedListedBy(caches), yield* cacheSnapshot))
     const plan = planRelease(holdings, facts)
     const execution = yield* execute(plan)
     const heldFor = new Map(plan.owners.map((o) => [o.holding.podref, [...new Set(o.kept.flatMap((k) => k.heldFor ?? []))]] as const))

@@ -11,20 +11,17 @@ import { optionName } from "./cli.ts"
 
 type Handler = (req: IncomingMessage) => Effect.Effect<{ readonly status: number; readonly type: string; readonly body: string }>
 
-/**
- * An endpoint could not listen: one line naming the option to change, and Node's error (Node's own
- * line, `listen EADDRINUSE :::8080`, names neither the option nor what to do).
- */
+/** An endpoint could not listen: one line naming the option to change and what to do (Node's own names neither). */
 export class ListenError extends Data.TaggedError("ListenError")<{ readonly message: string; readonly cause: NodeJS.ErrnoException }> {}
 
 export const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" | "health-port", port: number): ListenError => {
   const why =
     e.code === "EADDRINUSE"
-      ? `${optionName(portFlag)} ${port}: port ${port} is already in use (another process listens there); choose a free port, or 0 to turn this endpoint off`
+      ? `port ${port} is already in use (another process listens there); choose a free port, or 0 to turn this endpoint off`
       : e.code === "EACCES"
-        ? `${optionName(portFlag)} ${port}: not allowed to listen on port ${port} (ports below 1024 need privileges); choose a port above 1023`
-        : `${optionName(portFlag)} ${port}: cannot listen on port ${port}: ${e.message}`
-  return new ListenError({ message: why, cause: e })
+        ? `not allowed to listen on port ${port} (ports below 1024 need privileges); choose a port above 1023`
+        : `cannot listen on port ${port}: ${e.message}`
+  return new ListenError({ message: `${optionName(portFlag)} ${port}: ${why}`, cause: e })
 }
 
 /** One server for the surrounding scope; answers the address it listens on. Port 0: none. */

@@ -1,10 +1,8 @@
 /**
  * The invariants as `audit` judges them, once, on its fresh listing. With no memory of how long a
- * disagreement has lasted, it takes the pods' word for how settled they are: a violation counts only
- * when every pod it involves, read live after the listing, is still that Running pod and has been
- * Ready since --invariant-grace before audit began to list, so its ADD was done before any of the
- * listing was read (a half-done ADD or free never counts). A pod without a Ready condition was not
- * started by a kubelet and is not judged either. What is left out is counted.
+ * disagreement has lasted, a violation counts only when every pod it involves, read live, is still
+ * that Running pod and was Ready --invariant-grace before the listing began (its ADD done before any
+ * of it was read). A pod without a Ready condition is not judged. What is left out is counted.
  */
 import { Duration, Effect, Either } from "effect"
 import { type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup } from "../domain/invariants.ts"

@@ -1,21 +1,19 @@
 /**
- * The invariant monitor (src/domain/invariants.ts) as the leader runs it: every
- * --invariant-interval and after each sweep, on the caches alone (no API request). A violation is
- * reported once seen for --invariant-grace (the caches follow the API server each at their own
- * pace, and an ADD, a DEL or a free is half-written for a moment): counted in
- * `invariant_violations{kind}`, a Warning Event on each pod it involves and one log line, once; a
- * line again when it clears. A new leader starts with no memory and reports again after its own
- * grace. It never repairs: which side is wrong is an operator's call (docs/runbooks.md).
+ * The invariant monitor (src/domain/invariants.ts) as the leader runs it: every --invariant-interval
+ * and after each sweep, on the caches alone. A violation seen for --invariant-grace (caches lag, an
+ * ADD or a free is half-written for a moment) is reported once: its gauge, a Warning Event on each
+ * pod and a log line; a line again when it clears. It never repairs (docs/runbooks.md).
  */
 import { Clock, Context, Duration, Effect, Option, Schedule } from "effect"
 import { type EntryLookup, type InvariantView, type InvariantViolation, VIOLATION_REASON, countByKind, invariantViolations, makeEntryLookup } from "../domain/invariants.ts"
-import { type IPAddress, formatIP, ipKey } from "../domain/ip.ts"
-import { Caches, LISTED_IP_INDEX } from "../services/Caches.ts"
+import { formatIP } from "../domain/ip.ts"
+import { podRef } from "../domain/pod.ts"
+import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
-import { cacheSnapshot, invariantView } from "./snapshot.ts"
+import { cacheSnapshot, cachedListedBy, invariantView } from "./snapshot.ts"
 
 /** The caches as the invariants' view (read it at once: it follows the informers). */
 export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<InvariantView, never, Caches | NadConfigs> =>
@@ -24,7 +22,7 @@ export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<Invarian
     const decoder = yield* NadConfigs
     const given = {
       pods: caches.pods.values(),
-      listedBy: (ip: IPAddress) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip)),
+      listedBy: cachedListedBy(caches),
       pod: (ref: string) => Option.getOrUndefined(caches.pods.get(ref)),
       pools: caches.pools.values().map((p) => p.pool),
       entryAt
@@ -36,7 +34,7 @@ export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<Invarian
 export const violationAnnotations = (v: InvariantViolation) => ({
   kind: v.kind,
   ip: formatIP(v.ip),
-  pods: v.pods.map((p) => `${p.namespace}/${p.name}`).join(","),
+  pods: v.pods.map(podRef).join(","),
   pools: v.pools.join(","),
   ...(v.reservation === undefined ? {} : { reservation: v.reservation }),
   ...(v.holder === undefined ? {} : { heldFor: v.holder })
@@ -46,13 +44,6 @@ interface Tracked {
   readonly violation: InvariantViolation
   readonly since: number
   reported: boolean
-}
-
-export interface InvariantMonitor {
-  /** One evaluation; evaluations never overlap. */
-  readonly evaluate: Effect.Effect<void>
-  /** Evaluates now and then every `interval`, until interrupted. */
-  readonly run: Effect.Effect<void>
 }
 
 /** A monitor with its own memory of what it has seen since when, and what it has reported. */
@@ -112,5 +103,6 @@ export const makeInvariantMonitor = Effect.gen(function* () {
     })
   )
 
-  return { evaluate, run: Effect.asVoid(Effect.repeat(evaluate, Schedule.spaced(invariantInterval))) } satisfies InvariantMonitor
+  // `evaluate`: one evaluation (never overlapping another); `run`: now and every --invariant-interval, until interrupted.
+  return { evaluate, run: Effect.asVoid(Effect.repeat(evaluate, Schedule.spaced(invariantInterval))) }
 })

@@ -1,8 +1,6 @@
 /**
- * The logger of every command: lines on stderr, in the format and from the level the command line
- * or the environment asks for. Unset, both follow who reads them: a person at a terminal gets
- * short lines (`text`), a log collector JSON; a command run by hand that answers on stdout (audit,
- * release, preflight, demo) says only what is wrong, the controller (`run`) also what it did.
+ * The logger of every command, on stderr, in the format and from the level asked for. Unset, both
+ * follow the reader: text on a terminal, else JSON; warnings for a command answering on stdout, info for `run`.
  */
 import { Cause, Config, ConfigError, Effect, Inspectable, Layer, Logger, LogLevel, Option } from "effect"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
@@ -19,7 +17,8 @@ const QUIET_COMMANDS: ReadonlySet<string> = new Set(["audit", "release", "prefli
 /** The level when none is given: warning for a one-shot command, info for the controller. */
 export const defaultLogLevel = (command: string): string => (QUIET_COMMANDS.has(command) ? "warning" : ControllerConfig.DEFAULTS.logLevel)
 
-const LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, warn: LogLevel.Warning, error: LogLevel.Error }
+/** The levels LOG_LEVEL takes, in the order messages name them; `warn` is an alias, never named. */
+export const LOG_LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error, warn: LogLevel.Warning }
 
 const two = (n: number) => String(n).padStart(2, "0")
 
@@ -32,9 +31,8 @@ const shown = (value: unknown): string => {
 const COLOURS: Readonly<Partial<Record<LogLevel.LogLevel["_tag"], string>>> = { Trace: "90", Debug: "34", Info: "32", Warning: "33", Error: "31", Fatal: "1;31" }
 
 /**
- * One line a person reads: `12:00:01 INFO  sweep finished  pools=3 freed=2` — the local time of
- * day, the level, the message, then the annotations as key=value (and a span's age, should one be
- * open). No fiber id: it tells a reader nothing. A cause follows on lines of its own, indented.
+ * One line a person reads: `12:00:01 INFO  sweep finished  pools=3 freed=2` (local time, level, message,
+ * annotations and open spans as key=value; no fiber id); a cause follows on indented lines.
  */
 export const textLogger = (colours: boolean): Logger.Logger<unknown, string> =>
   Logger.make(({ annotations, cause, date, logLevel, message, spans }) => {
@@ -61,20 +59,16 @@ export const logSettings = (command: string, terminal: boolean): Effect.Effect<L
     const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(defaultLogLevel(command)))
     const explicit = yield* Config.option(Config.literal(...LOG_FORMATS)("LOG_FORMAT"))
     const noColour = yield* Config.option(Config.string("NO_COLOR"))
-    const minimum = LEVELS[level.toLowerCase()]
+    const minimum = LOG_LEVELS[level.toLowerCase()]
     if (minimum === undefined) return yield* Effect.fail(ConfigError.InvalidData(["LOG_LEVEL"], `must be debug, info, warning or error (got "${level}")`))
     const format = chooseLogFormat(terminal, Option.getOrUndefined(explicit))
     return { format, minimum, colours: terminal && Option.getOrElse(noColour, () => "") === "" }
   })
 
-/**
- * The logger as a layer, on stderr for every command: stdout carries only what a command prints, so
- * `audit -o json > report.json` is one JSON document.
- */
+/** The logger as a layer, on stderr: stdout carries only what a command prints (`audit -o json > report.json`). */
 export const loggerLayer = (settings: LogSettings): Layer.Layer<never> => {
   const logger = settings.format === "json" ? Logger.jsonLogger : settings.format === "logfmt" ? Logger.logfmtLogger : textLogger(settings.colours)
   return Layer.merge(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(logger)), Logger.minimumLogLevel(settings.minimum))
 }
 
-/** The logger of `command`, from the configuration. */
 export const logging = (command: string, terminal: boolean) => Effect.map(logSettings(command, terminal), loggerLayer)

@@ -36,10 +36,7 @@ const version = (): string => {
   return "unknown"
 }
 
-/**
- * The demo and the in-memory cluster it runs on live in src/testing, which the image's bundle
- * leaves out (scripts/build.ts): they are loaded only for `demo`, from a source checkout.
- */
+/** The demo lives in src/testing, which the image's bundle leaves out: loaded only for `demo`, from a source checkout. */
 const DEMO_MODULE = "../testing/demo.ts"
 const loadDemo = Effect.tryPromise({
   try: () => import(DEMO_MODULE) as Promise<typeof import("../testing/demo.ts")>,

@@ -1,9 +1,7 @@
 /**
- * Gives memory back to the operating system after the bursts that need it: the first list of
- * everything, each sweep, and a mass deletion. V8 keeps the heap it grew for its last peak; a full,
- * compacting collection right after such a burst returns the rest (BENCHMARKS.md's Decisions).
- * Node exposes that collection only as `gc()`, behind --expose-gc, which the image's ENTRYPOINT
- * passes (as the tests do); without it nothing is reclaimed.
+ * Gives memory back to the operating system after the bursts that grow the heap V8 then keeps: the
+ * first list of everything, each sweep, a mass deletion (BENCHMARKS.md's Decisions). Needs `gc()`
+ * (--expose-gc, which the image's ENTRYPOINT passes); without it nothing is reclaimed.
  */
 import { Clock, Effect, Schedule } from "effect"
 
@@ -27,10 +25,8 @@ export const reclaimMemory = (after: string): Effect.Effect<void> =>
   })
 
 /**
- * After a mass deletion: once this many pods were processed and the loop then stayed idle (nothing
- * arrived or finished, queue and Events empty at every check) for RECLAIM_IDLE_MS, the heap is
- * given back. Steady churn never leaves the loop idle that long and is left to V8: a collection in
- * the middle of it is a pause.
+ * After a mass deletion: once this many pods were processed and the loop then stayed idle (queue and
+ * Events empty) for RECLAIM_IDLE_MS. Steady churn is left to V8: a collection amid it is a pause.
  */
 export const RECLAIM_AFTER_PODS = 100
 export const RECLAIM_IDLE_MS = 2_000

@@ -3,6 +3,8 @@
  * the IPPool (plus a gauge) when its usage crosses the threshold, before pods start hanging.
  */
 import { Effect, Schedule } from "effect"
+import type { Snapshot } from "../domain/holdings.ts"
+import type { ParsedPool } from "../domain/pool.ts"
 import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder, REASON_POOL_NEARLY_FULL } from "../services/EventRecorder.ts"
@@ -11,6 +13,12 @@ import { cacheSnapshot } from "./snapshot.ts"
 
 /** Whether a pool's usage is at or over the threshold (preflight warns, the controller records an Event). */
 export const atOrOver = (p: { readonly size: number; readonly free: number }, threshold: number) => p.size > 0 && (p.size - p.free) / p.size >= threshold
+
+/** A pool's size (from its NADs' configs, else its range), its entries, and the addresses left within the size. */
+export const usageOf = (snapshot: Pick<Snapshot, "capacity">, pool: ParsedPool) => {
+  const capacity = snapshot.capacity(pool)
+  return { size: capacity.size, sizeFrom: capacity.from, used: pool.entries.length, free: Math.max(0, capacity.size - capacity.usedWithin) }
+}
 
 export const poolNearlyFullMessage = (pool: string, used: number, size: number, threshold: number): string =>
   `IPPool ${pool} is ${Math.round((used / size) * 100)}% used (${used} of ${size} addresses), at or over the ${Math.round(threshold * 100)}% threshold`
@@ -24,12 +32,8 @@ export const monitorPoolUsage = (interval: Schedule.Schedule<unknown> = Schedule
     const events = yield* EventRecorder
     const over = new Set<string>()
     const check = Effect.gen(function* () {
-      // Capacity from the IPAM configs of the NADs that write each pool (range_start, range_end, exclude), else from its range.
       const snapshot = yield* cacheSnapshot
-      const usage = caches.pools.values().map((p) => {
-        const capacity = snapshot.capacity(p.pool)
-        return { uid: p.uid, pool: p.name, size: capacity.size, used: p.pool.entries.length, free: Math.max(0, capacity.size - capacity.usedWithin) }
-      })
+      const usage = caches.pools.values().map((p) => ({ uid: p.uid, pool: p.name, ...usageOf(snapshot, p.pool) }))
       yield* metrics.pools(usage, threshold)
       for (const u of usage) {
         if (!atOrOver(u, threshold)) over.delete(u.pool)

@@ -1,7 +1,7 @@
 /**
- * `preflight`: read-only checks an operator runs before installing, with their own kubeconfig: the
- * CRDs, the RBAC the controller would get, upstream's own freeing components, NADs it cannot read
- * and pools near full. It writes nothing but access reviews, which the API server does not store.
+ * `preflight`: read-only checks before installing, with the operator's kubeconfig: the CRDs, the
+ * controller's RBAC, upstream's freeing components, unreadable NADs, full pools. It writes only access
+ * reviews, which the API server does not store.
  */
 import { Effect } from "effect"
 import { type CheckRow, CRD_SPECS, type CrdProbe, type CrdSpec, type NadIssue, type RbacProbe, type RbacSubject, type UpstreamWorkload, UPSTREAM_APP_LABELS, countVerdicts, crdRow, exitCodeOf, nadRows, rbacRow, upstreamProgram, upstreamRows } from "../domain/preflight.ts"
@@ -12,11 +12,11 @@ import type { KubeError, KubeErrorReason } from "../services/KubeError.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import * as R from "../services/resources.ts"
 import { plural, table } from "./audit.ts"
+import type { PodName } from "./cli.ts"
 import { atOrOver, poolNearlyFullMessage } from "./pool-usage.ts"
 import { type PoolReport, listWhereabouts, poolReports } from "./sweep.ts"
 
-// What only preflight reads, as the operator: kept out of resources.ts, which lists what the
-// controller itself touches (and its RBAC grants).
+// What only preflight reads: not in resources.ts, which lists what the controller touches (and its RBAC grants).
 const DaemonSets: R.Resource = { group: "apps", version: "v1", plural: "daemonsets", kind: "DaemonSet", namespaced: true }
 const Deployments: R.Resource = { group: "apps", version: "v1", plural: "deployments", kind: "Deployment", namespaced: true }
 const ServiceAccounts: R.Resource = { group: "", version: "v1", plural: "serviceaccounts", kind: "ServiceAccount", namespaced: true }
@@ -75,9 +75,7 @@ const callerName = Effect.flatMap(KubeApi, (api) => api.create(SelfSubjectReview
   explained(() => undefined)
 )
 
-type ServiceAccountRef = { readonly namespace: string; readonly name: string }
-
-const serviceAccountExists = (sa: ServiceAccountRef) =>
+const serviceAccountExists = (sa: PodName) =>
   Effect.flatMap(KubeApi, (api) => api.get(ServiceAccounts, sa.namespace, sa.name, { metadataOnly: true })).pipe(
     Effect.as<boolean | undefined>(true),
     explained((e) => (e.reason === "NotFound" ? false : undefined))
@@ -85,10 +83,9 @@ const serviceAccountExists = (sa: ServiceAccountRef) =>
 
 /**
  * Whose access to review: the ServiceAccount named, else the controller's own when it exists in
- * --namespace (an install being checked), else the caller (a cluster not installed to yet, or
- * preflight run inside the controller's pod, where the caller is that ServiceAccount).
+ * --namespace, else the caller (not installed yet, or run inside the controller's pod).
  */
-const chooseReviewer = (named: ServiceAccountRef | undefined, namespace: string) =>
+const chooseReviewer = (named: PodName | undefined, namespace: string) =>
   Effect.gen(function* () {
     const caller = yield* callerName
     const self: Reviewer = { subject: { who: caller === undefined ? "the caller" : `the caller (${caller})` } }
@@ -106,7 +103,7 @@ const chooseReviewer = (named: ServiceAccountRef | undefined, namespace: string)
     return { reviewer, self }
   })
 
-const rbacCheck = (named: ServiceAccountRef | undefined) =>
+const rbacCheck = (named: PodName | undefined) =>
   Effect.gen(function* () {
     const config = yield* ControllerConfig
     const checks = resolveNeeds(config)
@@ -168,7 +165,7 @@ const dataRows = Effect.gen(function* () {
 }).pipe(explained((e) => notChecked(e.message)))
 
 /** Every check, in the table's order. */
-export const preflightRows = (serviceAccount: ServiceAccountRef | undefined) =>
+export const preflightRows = (serviceAccount: PodName | undefined) =>
   Effect.gen(function* () {
     const { namespace } = yield* ControllerConfig
     const probes = yield* Effect.forEach(CRDS, (c) => Effect.map(probeCrd(c.resource, c.inNamespace ? namespace : undefined), (probe) => ({ ...c, probe })))
@@ -186,5 +183,5 @@ export const renderPreflight = (rows: ReadonlyArray<CheckRow>, output: "table" |
 }
 
 /** Runs every check; fails only when it could not complete (the command's exit code 3, as every one-shot's). */
-export const preflight = (output: "table" | "json", serviceAccount: ServiceAccountRef | undefined) =>
+export const preflight = (output: "table" | "json", serviceAccount: PodName | undefined) =>
   Effect.map(preflightRows(serviceAccount), (rows) => ({ text: renderPreflight(rows, output), exitCode: exitCodeOf(rows) as number }))

@@ -1,7 +1,6 @@
 /**
- * The live re-check right before a destructive write: which pods exist now under the podrefs a
- * plan would free, read from the API server (never the cache). Per namespace, GETs, or one LIST
- * when a namespace has many candidates and listing it costs the server less.
+ * The live re-check right before a destructive write: which pods exist now under the podrefs a plan
+ * would free, read from the API server (never the cache): GETs, or one LIST of a namespace when that costs less.
  */
 import { Clock, Effect, Either, Option } from "effect"
 import { type NodeFact, neverRunsAgain } from "../domain/never-runs-again.ts"
@@ -19,9 +18,8 @@ import { apiError } from "./executor.ts"
 const budgetOf = (apiQps: number): number => (apiQps > 0 ? apiQps : Number.POSITIVE_INFINITY)
 
 /**
- * Above this many pods of one namespace the re-check may list the namespace instead (one request
- * of the client's budget, but the server reads the whole namespace). GETs are kept while they cost
- * at most 1/16 s of that budget, and never fewer than 8 or more than 32 (32 without a cap).
+ * Above this many pods of one namespace the re-check may list it instead (one request, but the server
+ * reads the whole namespace): GETs while they cost at most 1/16 s of the budget, 8 to 32 (32 without a cap).
  */
 export const listRecheckThreshold = (apiQps: number): number => Math.min(32, Math.max(8, Math.floor(budgetOf(apiQps) / 16)))
 
@@ -29,9 +27,8 @@ export const listRecheckThreshold = (apiQps: number): number => Math.min(32, Mat
 export const LIST_READS_PER_POD = 16
 
 /**
- * Whether the re-check of `refs` pods of one namespace lists it: above `listRecheckThreshold`, when
- * the namespace is small for the batch (at most LIST_READS_PER_POD cached pods per re-checked pod)
- * or, under a cap, when the GETs would take more than two seconds of the client's budget.
+ * Whether re-checking `refs` pods of one namespace lists it: above `listRecheckThreshold`, when the namespace
+ * is small for the batch (LIST_READS_PER_POD) or, under a cap, when the GETs would take over 2 s of the budget.
  */
 export const recheckByList = (refs: number, namespacePods: number, apiQps: number): boolean =>
   refs > listRecheckThreshold(apiQps) && (refs * LIST_READS_PER_POD >= namespacePods || refs > 2 * budgetOf(apiQps))
@@ -44,9 +41,8 @@ type Ref = { readonly namespace: string; readonly name: string }
 type NamespaceSizes = (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>
 
 /**
- * The pods (by podref) that exist right now under these namespace/names; without `namespacePods`
- * a namespace counts as small. `options` (see Pods) narrows what the server sends when only
- * existence matters (`namesOnly`: a listed namespace's pods come without their uid).
+ * The pods (by podref) that exist now under these namespace/names; without `namespacePods` a namespace
+ * counts as small. `options` (Pods) narrows what the server sends when only existence matters.
  */
 export const livePodsByRef = (refs: ReadonlyArray<Ref>, options: ReadOptions = {}, namespacePods?: NamespaceSizes) =>
   Effect.gen(function* () {
@@ -70,11 +66,9 @@ const failAll = (holdings: ReadonlyArray<Holding>, refs: ReadonlySet<string>, e:
   holdings.map((h) => (refs.has(h.podref) ? { ...h, error: apiError(h.podref, e) } : h))
 
 /**
- * The live re-check of a plan's candidates: whether a pod of each name exists now (for a deletion
- * that is all that counts, so metadata only) and, for the other claims, the pod's state, and for
- * pods that would never run again and pods an operator named, its node's, read fresh. With a claim
- * source, the other pods listing a candidate's addresses (rule 0) are read fresh too. A failed read
- * fails every holding it was for.
+ * The live re-check of a plan's candidates: whether a pod of each name exists (all a deletion needs:
+ * metadata only); for the other claims the pod's state and its node's; with a claim source, the pods
+ * listing a candidate's addresses (rule 0) too. A failed read fails every holding it was for.
  */
 export const recheckHoldings = (found: ReadonlyArray<Holding>, namespacePods?: NamespaceSizes, claims?: ClaimSource) =>
   Effect.gen(function* () {

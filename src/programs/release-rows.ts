@@ -1,7 +1,6 @@
 /**
- * What `release` prints: one row per allocation or reservation it was asked to free, with what
- * became of it, as a table or JSON; and the exit code they make (0 when everything asked for is
- * free afterwards, freed now or already: a release run again on the same report is done, not failed).
+ * What `release` prints: a row per allocation or reservation asked for, with what became of it, and
+ * the exit code they make (0 when all is free afterwards: a release run again is done, not failed).
  */
 import type { Skip } from "../domain/operator-release.ts"
 import { formatIP } from "../domain/ip.ts"
@@ -9,10 +8,7 @@ import type { HeldEntry, HeldReservation, OwnerPlan, PlannedEntry, ReleasePlan }
 import { plural, table } from "./audit.ts"
 import type { Execution } from "./executor.ts"
 
-/**
- * "already free": nothing holds it any more (freed before, by whoever); "refused": a pod of that
- * name may run (--force frees it anyway); "skipped": changed while still held, or kept by the rules.
- */
+/** "already free": nothing holds it now; "refused": a pod of that name may run (--force); "skipped": changed, or kept by the rules. */
 export type RowResult = "freed" | "would free" | "already free" | "skipped" | "refused" | "failed"
 
 /** What counts as done for the exit code. */
@@ -65,7 +61,7 @@ const errorOf = (execution: Execution, podref: string): string => {
 }
 
 /** Rows of a plan carried out; `goneNow`: the entries the guarded patch left that a read afterwards found free. */
-export const executedRows = (plan: ReleasePlan, execution: Execution, goneNow: ReadonlySet<PlannedEntry> = new Set()): ReadonlyArray<ReleaseRow> => {
+export const executedRows = (plan: ReleasePlan, execution: Execution, goneNow: ReadonlySet<PlannedEntry>): ReadonlyArray<ReleaseRow> => {
   const released = new Set<PlannedEntry>(execution.released)
   const skipped = new Set<PlannedEntry>(execution.skipped)
   return plan.owners.flatMap((o) => {
@@ -104,7 +100,6 @@ export const summary = (rows: ReadonlyArray<ReleaseRow>, dryRun: boolean): strin
   return `${dryRun ? "Would free" : "Freed"} ${what}${rest.length === 0 ? "" : `; ${rest.join(", ")}`}.${dryRun ? " (dry run: nothing written)" : ""}`
 }
 
-/** Human-readable result. */
 export const renderRows = (rows: ReadonlyArray<ReleaseRow>, dryRun: boolean): string => {
   if (rows.length === 0) return "Nothing to release."
   const body = table(

@@ -1,15 +1,15 @@
 /**
- * `release`: frees by hand, through the controller's planner and executor (never a second write
- * path), the orphans an `audit --output json` report lists (each only while still the same entry
- * and still an orphan), or what an operator names by pod or by pool and IP (refused while a pod of
- * that name may run, unless forced). Every candidate is re-checked live right before its write and
- * every write is guarded per entry, so it is safe next to a running controller without a Lease.
+ * `release`: frees by hand, through the controller's planner and executor, the orphans an audit
+ * report lists (while still the same entry and still an orphan), or what an operator names by pod or
+ * pool/IP (refused while a pod of that name may run, unless forced). Every candidate is re-checked
+ * live and every write guarded per entry: safe next to a running controller, without a Lease.
  */
 import { readFile } from "node:fs/promises"
 import { text as readAll } from "node:stream/consumers"
 import { Data, Effect, Either } from "effect"
 import { type AuditReport, decodeAuditReport, matchReport } from "../domain/audit-report.ts"
 import { type NamedTargets, namedHoldings } from "../domain/operator-release.ts"
+import { listedByIndex } from "../domain/claims.ts"
 import { ipEquals } from "../domain/ip.ts"
 import { type PlannedEntry, type ReleasePlan, planRelease } from "../domain/release.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
@@ -19,7 +19,7 @@ import { Pods } from "../services/Pods.ts"
 import { recheckHoldings } from "./recheck.ts"
 import { type ReleaseRow, executedRows, exitCodeOf, plannedRows, renderRows, renderRowsJson, skipRow, summary } from "./release-rows.ts"
 import { listWhereabouts, listWorld, listedPods, sweepHoldings } from "./sweep.ts"
-import { listingClaims } from "./snapshot.ts"
+import { claimSource } from "./snapshot.ts"
 
 /** Input release cannot use (a report that cannot be read or is not one): exit code 2. */
 export class ReleaseInputError extends Data.TaggedError("ReleaseInputError")<{ readonly message: string }> {}
@@ -61,7 +61,7 @@ const namedHoldingsNow = (targets: NamedTargets) =>
   Effect.gen(function* () {
     const { snapshot } = yield* listWhereabouts
     // Rule 0: who else lists the addresses named, unless --force frees them anyway.
-    const claims = targets.force ? undefined : listingClaims(yield* Effect.flatMap(Pods, (pods) => pods.list()), snapshot)
+    const claims = targets.force ? undefined : claimSource(listedByIndex(yield* Effect.flatMap(Pods, (pods) => pods.list())), snapshot)
     return { ...namedHoldings(targets, snapshot), claims }
   })
 
@@ -98,13 +98,8 @@ const carryOut = (plan: ReleasePlan) =>
     return rows
   })
 
-export interface ReleaseOptions {
-  readonly dryRun: boolean
-  readonly output: "table" | "json"
-}
-
 /** Runs a release: the text to print and the exit code (release-rows.ts). */
-export const release = (targets: LoadedTargets, options: ReleaseOptions) =>
+export const release = (targets: LoadedTargets, options: { readonly dryRun: boolean; readonly output: "table" | "json" }) =>
   Effect.gen(function* () {
     const found = targets._tag === "Report" ? yield* reportHoldings(targets.report) : yield* namedHoldingsNow(targets)
     // Right before the writes: who holds these podrefs now, and their nodes, read live.

@@ -1,10 +1,9 @@
 /**
- * The process's edge, as @effect/platform-node's runMain is: the one owner of the signals, the
- * shutdown deadline and the exit code. The first SIGTERM or SIGINT interrupts the program and starts
- * the deadline; a second exits 130 at once. Should the shutdown still run at the deadline, one error
- * line names what was still open (Node's active resources) and the process exits 1: the kubelet's
- * SIGKILL would leave nothing in the log to say where it stood. The program's value is the exit
- * code: 0 when a signal interrupted it, else what `onFailure` makes of its cause.
+ * The process's edge (as @effect/platform-node's runMain): the one owner of the signals, the shutdown
+ * deadline and the exit code. The first SIGTERM or SIGINT interrupts the program and starts the
+ * deadline; a second exits 130. A shutdown still running at the deadline logs what was still open and
+ * exits 1, where the kubelet's SIGKILL would leave no trace. Exit code: the program's value, 0 when
+ * a signal interrupted it, else what `onFailure` makes of its cause.
  */
 import type { EventEmitter } from "node:events"
 import { Cause, Duration, Effect, Exit, Fiber } from "effect"
@@ -13,10 +12,7 @@ import { RENEW_DEADLINE } from "../services/LeaderElection.ts"
 /** What the deadline adds to the drain and the lease release: the rest of the teardown. */
 export const TEARDOWN_MARGIN = Duration.seconds(2)
 
-/**
- * The controller's shutdown deadline: its drain (--shutdown-timeout), its lease release (bounded by
- * RENEW_DEADLINE) and TEARDOWN_MARGIN: 42 s by default, inside the deployment's terminationGracePeriodSeconds of 45.
- */
+/** The controller's shutdown deadline: drain (--shutdown-timeout) + lease release (RENEW_DEADLINE) + TEARDOWN_MARGIN, inside the deployment's grace of 45 s. */
 export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput): Duration.Duration =>
   Duration.sum(Duration.sum(shutdownTimeout, RENEW_DEADLINE), TEARDOWN_MARGIN)
 
@@ -74,13 +70,10 @@ export const runMain = <E>(program: Effect.Effect<number, E>, options: MainOptio
     if (options.deadline !== undefined) setTimeout(expire, Duration.toMillis(options.deadline), options.deadline).unref()
     Effect.runFork(Fiber.interrupt(fiber))
   }
-  const onTerm = () => onSignal("SIGTERM")
-  const onInt = () => onSignal("SIGINT")
-  os.signals.on("SIGTERM", onTerm)
-  os.signals.on("SIGINT", onInt)
+  const handlers = (["SIGTERM", "SIGINT"] as const).map((signal) => [signal, () => onSignal(signal)] as const)
+  for (const [signal, handler] of handlers) os.signals.on(signal, handler)
   fiber.addObserver((exit) => {
-    os.signals.off("SIGTERM", onTerm)
-    os.signals.off("SIGINT", onInt)
+    for (const [signal, handler] of handlers) os.signals.off(signal, handler)
     if (Exit.isSuccess(exit)) return os.exit(exit.value)
     if (Cause.isInterruptedOnly(exit.cause)) return os.exit(0)
     const { code, lines } = options.onFailure(exit.cause)

@@ -18,28 +18,21 @@ import { cachedPods, sweepUntilDone } from "./sweep.ts"
 /** Each run carries the restarts the informers counted since the last into `informer_restarts_total`. */
 export const carryRestarts = (informers: ReadonlyArray<{ readonly restarts: () => number; readonly resource: { readonly plural: string } }>) => {
   const counted = new Map<string, number>()
-  return Effect.flatMap(Metrics, (metrics) =>
-    Effect.forEach(
-      informers,
-      (informer) => {
-        const now = informer.restarts()
-        const before = counted.get(informer.resource.plural) ?? 0
-        counted.set(informer.resource.plural, now)
-        // Also when nothing is new: the first round creates each informer's series at 0 (Metrics.ts).
-        return metrics.informerRestarts(informer.resource.plural, now - before)
-      },
-      { discard: true }
-    )
-  )
+  const carry = (metrics: Metrics["Type"], { restarts, resource: { plural } }: (typeof informers)[number]) => {
+    const [now, before] = [restarts(), counted.get(plural) ?? 0]
+    counted.set(plural, now)
+    // Also when nothing is new: the first round creates each informer's series at 0 (Metrics.ts).
+    return metrics.informerRestarts(plural, now - before)
+  }
+  return Effect.flatMap(Metrics, (metrics) => Effect.forEach(informers, (i) => carry(metrics, i), { discard: true }))
 }
 
 /** Relists this close together are one gap: one sweep. */
 const RELIST_SETTLE = Duration.seconds(1)
 
 /**
- * Runs `sweep` after each relist of the pods (a burst of relists, once); never returns. A relist
- * means their watch had a gap (410 after a compaction, an API server restart, an error): a pod
- * created and deleted inside it was in no list and no event, and only a sweep finds its addresses.
+ * Runs `sweep` after each relist of the pods (once per burst); never returns. A relist means a gap in
+ * their watch: a pod created and deleted inside it was in no list and no event; only a sweep finds it.
  */
 const sweepAfterRelists = <A, E, R>(sweep: Effect.Effect<A, E, R>) =>
   Effect.gen(function* () {
@@ -74,14 +67,12 @@ export const runController = Effect.scoped(
         dryRun: config.dryRun, apiQps: config.apiQps, shutdownTimeout: Duration.format(config.shutdownTimeout)
       })
     )
-    // Every replica lists everything at start: the heap it grew for that is given back once synced,
-    // and again after each burst of deletions.
+    // The heap grown for the first list of everything is given back once synced (and after each burst of deletions).
     yield* Effect.forkScoped(Effect.zipRight(caches.awaitSynced, reclaimMemory("caches synced")))
     const reclaim = yield* makeReclaimMonitor
     yield* Effect.forkScoped(reclaim.monitor)
     const sweeps = (loop: RunningLoop) => Effect.gen(function* () {
-      // One sweep at a time: the start-up one, the scheduled one, and the one after a relist of the
-      // pods; each runs again until it succeeds, and leaves the pods the loop holds to the loop.
+      // One sweep at a time (start-up, scheduled, after a relist), each until it succeeds, leaving the loop's pods to the loop.
       const sweeping = yield* Effect.makeSemaphore(1)
       // The invariants are judged on the caches every --invariant-interval, and after each sweep.
       const invariants = yield* makeInvariantMonitor
@@ -90,8 +81,7 @@ export const runController = Effect.scoped(
       yield* Effect.forkScoped(invariants.run)
       // Subscribed before the start-up sweep lists anything: a gap after that list is swept again.
       yield* Effect.forkScoped(sweepAfterRelists(sweep))
-      // Always, on becoming leader: what was deleted while no replica led is freed now, not at the
-      // next scheduled sweep (the informers' first list shows no deletion).
+      // Always on becoming leader: what was deleted while none led is freed now (the first list shows no deletion).
       yield* sweep
       const schedule = yield* watchSchedule(scheduleSources)
       yield* Effect.logInfo("sweeps scheduled").pipe(Effect.annotateLogs(yield* Effect.map(SubscriptionRef.get(schedule), (a) => ({ schedule: a.schedule.expression, source: a.source }))))

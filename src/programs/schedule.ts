@@ -1,9 +1,8 @@
 /**
- * The full sweep's schedule, from the first source that has one: `--reconcile-schedule`; the
- * ConfigMap whereabouts 0.9 keeps it in (`whereabouts-config`, key `cron-expression`), watched; the
- * file it is mounted at (`/cron-schedule/config`); the flat file's `reconciler_cron_expression`;
- * upstream's default. A bad expression at start-up is a one-line error naming its source; a bad
- * one later keeps the previous schedule, with a log line (and a Warning Event on the ConfigMap).
+ * The full sweep's schedule, from the first source that has one: `--reconcile-schedule`; whereabouts'
+ * ConfigMap (watched); the file it is mounted at; the flat file's `reconciler_cron_expression`;
+ * upstream's default. A bad expression fails the start naming its source; a bad one later keeps the
+ * previous schedule, with a log line (and a Warning Event on the ConfigMap).
  */
 import { readFileSync } from "node:fs"
 import { Clock, Duration, Effect, Either, Option, Schedule as S, Stream, SubscriptionRef } from "effect"
@@ -17,7 +16,6 @@ import { KubeApi } from "../services/KubeApi.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import * as R from "../services/resources.ts"
 
-/** A schedule and where it came from. */
 export interface ActiveSchedule {
   readonly schedule: Schedule
   readonly source: string
@@ -30,15 +28,10 @@ export const SCHEDULE_FILE_POLL = Duration.minutes(1)
 const parse = (text: string, source: string): Either.Either<ActiveSchedule, ScheduleError> =>
   Either.mapBoth(parseSchedule(text.trim()), { onLeft: (e) => new ScheduleError({ ...e, message: `${source}: ${e.message}` }), onRight: (schedule) => ({ schedule, source }) })
 
-/** The schedule file's text, or undefined when there is none (its absence is normal). */
-const readFile = (path: string): string | undefined => {
-  if (path === "") return undefined
-  try {
-    const text = readFileSync(path, "utf8")
-    return text.trim() === "" ? undefined : text
-  } catch {
-    return undefined
-  }
+/** The schedule file's schedule: undefined when there is none (its absence is normal), else it or why it does not parse. */
+const fileSchedule = (path: string): Either.Either<ActiveSchedule | undefined, ScheduleError> => {
+  const text = path === "" ? "" : Either.getOrElse(Either.try(() => readFileSync(path, "utf8")), () => "")
+  return text.trim() === "" ? Either.right(undefined) : parse(text, `schedule file ${path}`)
 }
 
 type Sources = { readonly [source in "flag" | "configMap" | "file" | "flat"]: ActiveSchedule | undefined }
@@ -55,10 +48,9 @@ const configMapSchedule = (cm: ConfigMapRecord): Either.Either<ActiveSchedule | 
 }
 
 /**
- * The ConfigMap, read once (GET) at start-up so the start-up line names the schedule in effect
- * before the caches sync. Unreadable or bad, the next source applies for now: the leader reads it
- * again from its informer (watchSchedule), and only that read puts a Warning Event on it (two
- * replicas starting do not both report it).
+ * The ConfigMap, read once at start-up so the start-up line names the schedule in effect. Unreadable
+ * or bad, the next source applies for now; the leader's informer (watchSchedule) reads it again, and
+ * only that read records a Warning Event (two replicas starting do not both report it).
  */
 const startupConfigMap = Effect.gen(function* () {
   const config = yield* ControllerConfig
@@ -87,14 +79,13 @@ export const startupSchedule = Effect.gen(function* () {
   const config = yield* ControllerConfig
   const nadConfigs = yield* NadConfigs
   const flagText = config.reconcileSchedule
-  const fileText = readFile(config.scheduleFile)
   const flatText = nadConfigs.flatFileCron()
   const flag = flagText === undefined ? undefined : yield* parse(flagText, "--reconcile-schedule")
   return {
     flag,
     // The flag wins: no need to read it.
     configMap: flag === undefined ? yield* startupConfigMap : undefined,
-    file: fileText === undefined ? undefined : yield* parse(fileText, `schedule file ${config.scheduleFile}`),
+    file: yield* fileSchedule(config.scheduleFile),
     flat: flatText === undefined ? undefined : yield* parse(flatText, "the flat file's reconciler_cron_expression")
   } satisfies Sources
 })
@@ -135,8 +126,7 @@ export const watchSchedule = (initial: Sources) =>
       yield* Effect.forkScoped(Stream.runForEach(Stream.fromQueue(events), () => Effect.flatMap(fromConfigMap(cm(), sources.configMap), (s) => update({ ...sources, configMap: s }))))
     }
     const rereadFile = Effect.gen(function* () {
-      const text = readFile(config.scheduleFile)
-      const parsed = text === undefined ? Either.right(undefined) : parse(text, `schedule file ${config.scheduleFile}`)
+      const parsed = fileSchedule(config.scheduleFile)
       if (Either.isRight(parsed)) return yield* update({ ...sources, file: parsed.right })
       yield* Effect.logWarning("the sweep's schedule does not parse; the previous one stays").pipe(Effect.annotateLogs({ error: parsed.left.message }))
     })
@@ -144,10 +134,7 @@ export const watchSchedule = (initial: Sources) =>
     return current
   })
 
-/**
- * The longest single sleep: effect treats one beyond setTimeout's limit (2^31 - 1 ms, ~24.8 days)
- * as infinite, so a monthly schedule slept in one piece would never fire.
- */
+/** The longest single sleep: effect takes one beyond setTimeout's 2^31 - 1 ms as infinite (a monthly schedule would never fire). */
 export const MAX_SLEEP = Duration.days(24)
 
 /** Sleeps until the clock reads `target` (milliseconds since the epoch), in steps of ≤ MAX_SLEEP. */
@@ -157,9 +144,8 @@ export const sleepUntil = (target: number): Effect.Effect<void> =>
   )
 
 /**
- * Runs `effect` at every activation of the schedule in effect, forever. Each next run is computed
- * from the previous scheduled one (as gocron does, so `@every` does not drift by the sweep's own
- * time); a new schedule takes effect at once.
+ * Runs `effect` at every activation of the schedule in effect, forever; a new schedule takes effect
+ * at once. The next run counts from the previous scheduled one (as gocron: `@every` does not drift).
  */
 export const onSchedule = <A, E, R>(current: SubscriptionRef.SubscriptionRef<ActiveSchedule>, effect: Effect.Effect<A, E, R>): Effect.Effect<never, E, R> =>
   Effect.gen(function* () {

@@ -7,10 +7,9 @@ import { Effect, Option } from "effect"
 import { type Snapshot, poolNaming } from "../domain/holdings.ts"
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import type { ParsedPool, ReservationRecord } from "../domain/pool.ts"
-import { type ClaimSource, listedByIndex } from "../domain/claims.ts"
+import type { ClaimSource } from "../domain/claims.ts"
 import { type InvariantView, reservationNetworks } from "../domain/invariants.ts"
-import { ipKey } from "../domain/ip.ts"
-import type { PodProjection } from "../domain/pod.ts"
+import { type IPAddress, ipKey } from "../domain/ip.ts"
 import { Caches, LISTED_IP_INDEX, type NadRecord, PODREF_INDEX } from "../services/Caches.ts"
 import { NadConfigs, type NadConfigsShape } from "../services/NadConfigs.ts"
 
@@ -40,7 +39,6 @@ export const cacheSnapshot: Effect.Effect<Snapshot, never, Caches | NadConfigs> 
   } satisfies Snapshot
 })
 
-/** A fresh listing as a snapshot. */
 export const listingSnapshot = (
   pools: ReadonlyArray<ParsedPool>,
   reservations: ReadonlyArray<ReservationRecord>,
@@ -64,12 +62,11 @@ export const listingSnapshot = (
     } satisfies Snapshot
   })
 
-/** Who else lists an address, from the pod cache's index (claims.ts), its networks read through the snapshot. */
-export const cacheClaims: Effect.Effect<ClaimSource, never, Caches | NadConfigs> = Effect.gen(function* () {
-  const caches = yield* Caches
-  const snapshot = yield* cacheSnapshot
-  return { listedBy: (ip) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip)), nad: snapshot.nad, nodeSlice: snapshot.nodeSlice }
-})
+/** The pods whose status lists an address, from the pod cache's index. */
+export const cachedListedBy = (caches: Caches["Type"]) => (ip: IPAddress) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip))
+
+/** Who else lists an address (claims.ts), its networks read through the snapshot. */
+export const claimSource = (listedBy: ClaimSource["listedBy"], snapshot: Snapshot): ClaimSource => ({ listedBy, nad: snapshot.nad, nodeSlice: snapshot.nodeSlice })
 
 /** The invariants' view: pods and pools as given, the rest read through a snapshot and the NADs' decoded configs. */
 export const invariantView = (
@@ -83,11 +80,4 @@ export const invariantView = (
   nad: snapshot.nad,
   nodeSlice: snapshot.nodeSlice,
   reservationNetwork: reservationNetworks(nads, snapshot.origin)
-})
-
-/** Who else lists an address, from a fresh listing of pods. */
-export const listingClaims = (pods: ReadonlyArray<PodProjection>, snapshot: Snapshot): ClaimSource => ({
-  listedBy: listedByIndex(pods),
-  nad: snapshot.nad,
-  nodeSlice: snapshot.nodeSlice
 })

@@ -9,13 +9,13 @@ import { type BadInput, badInputOf } from "../domain/bad-input.ts"
 import { type HeldForAnother, listedByIndex, separateHeldForAnother } from "../domain/claims.ts"
 import { orphanHoldings } from "../domain/holdings.ts"
 import { type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
-import { type IPAddress, formatIP, ipKey } from "../domain/ip.ts"
+import { type IPAddress, formatIP } from "../domain/ip.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import { type NodeSlicePoolRecord, sliceOfNode } from "../domain/node-slices.ts"
 import type { ParsedPool } from "../domain/pool.ts"
 import { type NodeRecord, neverRunsAgain } from "../domain/never-runs-again.ts"
 import { type Holding, type ReleaseError, planRelease } from "../domain/release.ts"
-import { Caches, LISTED_IP_INDEX, toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
+import { Caches, toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
 import type { EventRecorder } from "../services/EventRecorder.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
@@ -26,11 +26,13 @@ import { NadConfigs } from "../services/NadConfigs.ts"
 import { Pods } from "../services/Pods.ts"
 import { Reservations } from "../services/Reservations.ts"
 import * as R from "../services/resources.ts"
+import { backoff } from "./deletion-loop.ts"
 import { execute } from "./executor.ts"
 import { type AuditedInvariants, auditInvariants } from "./invariant-audit.ts"
 import { reclaimMemory } from "./memory.ts"
+import { usageOf } from "./pool-usage.ts"
 import { recheckHoldings } from "./recheck.ts"
-import { listingSnapshot } from "./snapshot.ts"
+import { cachedListedBy, claimSource, listingSnapshot } from "./snapshot.ts"
 
 export interface PoolReport {
   readonly name: string
@@ -71,9 +73,8 @@ export interface SweepReport {
 }
 
 /**
- * The whereabouts objects, listed fresh (never the caches, which may lag), and the snapshot they
- * make. Reservations before pools: a reservation is written after its allocation, so every one
- * listed here has its allocation in the pools listed next (unless it really is stale).
+ * The whereabouts objects listed fresh (never the caches, which may lag), and their snapshot.
+ * Reservations first: one is written after its allocation, so the pools listed next hold it unless it is stale.
  */
 export const listWhereabouts = Effect.gen(function* () {
   const config = yield* ControllerConfig
@@ -104,15 +105,14 @@ export const listedPods: Effect.Effect<PodWorld, KubeError, Pods> = Effect.gen(f
 })
 
 /**
- * Pods and nodes as the informers hold them: for the controller, whose caches already hold every
- * pod (listing them again would double its memory). A lagging cache only changes what is
- * re-checked: a pod created since its last event makes candidates the live re-check spares; a pod
- * deleted since is still in it, and its deletion reaches the loop.
+ * Pods and nodes as the informers hold them: for the controller (listing them again would double its
+ * memory). A lagging cache is safe: a pod created since makes candidates the live re-check spares; a
+ * pod deleted since is still in it, and its deletion reaches the loop.
  */
 export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Caches, (caches) => ({
   pods: caches.pods.byKey,
   nodes: caches.nodes.values(),
-  listedBy: (ip) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip))
+  listedBy: cachedListedBy(caches)
 }))
 
 /** Everything a sweep looks at: the whereabouts objects listed fresh, then the pods and nodes. */
@@ -138,9 +138,8 @@ export const sweepHoldings = (world: World) =>
     const listed = new Map(world.reservationList.map((r) => [r.name, r] as const))
     const all = orphanHoldings(found, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
     // Rule 0: what another listed pod holds is no orphan, whichever podref it names.
-    const claims = { listedBy: world.listedBy, nad: snapshot.nad, nodeSlice: snapshot.nodeSlice, ended: (p: PodProjection) => ended(p) !== undefined }
-    const { orphans, holdings, heldForAnother } = separateHeldForAnother(found, all, claims)
-    return { orphans, holdings, heldForAnother }
+    const claims = { ...claimSource(world.listedBy, snapshot), ended: (p: PodProjection) => ended(p) !== undefined }
+    return separateHeldForAnother(found, all, claims)
   })
 
 /**
@@ -182,10 +181,7 @@ const pruneSlicePools = (world: World) =>
 
 export interface SweepOptions {
   readonly dryRun: boolean
-  /**
-   * The podrefs the deletion loop holds, read right before freeing: left to the loop, which knows
-   * their pods (Events with the pod's uid, counted under the loop's trigger).
-   */
+  /** The podrefs the deletion loop holds, read right before freeing: left to the loop, which knows their pods. */
   readonly leave?: Effect.Effect<ReadonlySet<string>> | undefined
   /** audit's extras: the invariants judged on the listing, and every pod's Multus annotations read for bad input. */
   readonly audit?: boolean | undefined
@@ -220,14 +216,12 @@ const freeOrphans = (found: ReadonlyArray<Holding>, leave: SweepOptions["leave"]
 export const poolReports = ({ poolList, snapshot }: Pick<World, "poolList" | "snapshot">, orphans: ReadonlyArray<OrphanAllocation>): ReadonlyArray<PoolReport> => {
   const orphansByPool = Map.groupBy(orphans, (o) => o.pool)
   return poolList.map((p): PoolReport => {
-    const capacity = snapshot.capacity(p.pool)
     const o = snapshot.origin(p.pool)
     // In this order: audit's JSON prints it as it is.
     return {
       name: p.name, range: p.pool.range,
       ...(o._tag === "Slice" ? { network: o.network || o.nodeSlicePool, node: o.node, owner: o.owner } : { network: o.network ?? "" }),
-      size: capacity.size, sizeFrom: capacity.from, used: p.pool.entries.length, free: Math.max(0, capacity.size - capacity.usedWithin),
-      orphans: orphansByPool.get(p.name)?.length ?? 0, invalid: p.pool.invalid.length
+      ...usageOf(snapshot, p.pool), orphans: orphansByPool.get(p.name)?.length ?? 0, invalid: p.pool.invalid.length
     }
   })
 }
@@ -302,12 +296,11 @@ export const sweepOnce = (options: SweepOptions) =>
   )
 
 /** How soon a failed sweep runs again: after 1 s, doubling, at most a minute apart, jittered. */
-export const SWEEP_RETRY = Schedule.exponential("1 second").pipe(Schedule.union(Schedule.spaced("1 minute")), Schedule.jittered)
+export const SWEEP_RETRY = backoff("1 second", "1 minute")
 
 /**
- * Sweeps until one succeeds. Only a sweep finds the deletions no event brought (those queued by a
- * leader that stepped down, or hidden in a watch gap): a sweep that failed (an API error, a 429
- * storm) must not leave them to the next scheduled one, by default a day later.
+ * Sweeps until one succeeds: only a sweep finds the deletions no event brought (queued by a leader
+ * that stepped down, or hidden in a watch gap), which must not wait for the next scheduled one.
  */
 export const sweepUntilDone = (options: SweepOptions, retry: Schedule.Schedule<unknown> = SWEEP_RETRY) =>
   Effect.flatMap(sweepOnce(options), (done) => (Option.isSome(done) ? Effect.succeed(done.value) : Effect.fail("sweep failed" as const))).pipe(

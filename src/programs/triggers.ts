@@ -1,8 +1,7 @@
 /**
- * What puts a pod in the release loop's queue: its deletion; an update after which it will never
- * run again (phase, conditions, deletionTimestamp); a change of its node (deleted, tainted out of
- * service, Ready changed); and the moment a terminating pod's grace runs out. The rule is judged
- * here on the caches; the live re-check before the write decides (free-pods.ts).
+ * What puts a pod in the release loop's queue: its deletion; an update after which it will never run
+ * again; a change of its node (deleted, out of service, Ready); the end of a terminating pod's grace.
+ * Judged here on the caches; the live re-check before the write decides (free-pods.ts).
  */
 import { Clock, Duration, Effect, FiberMap, Option, type Scope, Stream } from "effect"
 import { type NodeFact, type NodeRecord, neverRunsAgain, neverRunsAgainAt } from "../domain/never-runs-again.ts"
@@ -15,7 +14,6 @@ import type { Candidate } from "./free-pods.ts"
 /** Queue key: one candidate per pod incarnation. */
 export const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid}`
 
-/** The podref of a queue key. */
 export const podrefOfKey = (key: string): string => key.slice(0, key.lastIndexOf("/"))
 
 /** Tells the loop a candidate was queued (for the queue-wait histogram and the heap reclaim). */
@@ -24,11 +22,9 @@ export type OnQueued = (key: string, now: number) => Effect.Effect<void>
 const sameFacts = (a: NodeRecord, b: NodeRecord) => a.ready === b.ready && a.readySince === b.readySince && a.outOfService === b.outOfService
 
 /**
- * Queues a live pod that will never run again, now or (its grace running out) later. In a dry run
- * it is only logged, once per incarnation: its pod object still exists, so the sweep's report
- * speaks for it. Later is a timer per pod incarnation that judges the pod again as the cache then
- * holds it: a pod deleted meanwhile is the deletion's (`forget` stops its timer), a pod whose facts
- * changed was judged again by the event that changed them.
+ * Queues a live pod that will never run again, now or, by a timer per incarnation, when its grace runs
+ * out (judged again then as the cache holds it; a deletion stops the timer). A dry run only logs it,
+ * once per incarnation: the sweep's report speaks for it.
  */
 const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
   Effect.gen(function* () {
@@ -42,7 +38,7 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
         ? Effect.void
         : Effect.zipRight(
             Effect.sync(() => reported.add(key)),
-            Effect.logInfo("dry run: would free the addresses of a pod that will never run again").pipe(Effect.annotateLogs({ pod: `${pod.namespace}/${pod.name}`, uid: pod.uid, why }))
+            Effect.logInfo("dry run: would free the addresses of a pod that will never run again").pipe(Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, why }))
           )
     const nodeOf = (pod: PodProjection) =>
       Effect.gen(function* () {

@@ -19,9 +19,9 @@ import {
   helpText,
   optionGroups,
   parseCli,
-  showDuration,
   withDeprecatedVariables
 } from "../../src/programs/cli.ts"
+import { formatDuration } from "../../src/domain/option-values.ts"
 import { TUNING, apiBurst, config } from "../../src/services/ControllerConfig.ts"
 import { tableRows } from "../support/markdown.ts"
 
@@ -188,7 +188,7 @@ describe("command line", () => {
     const applied = Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([]))))
     const shownFor = (flag: string) => OPTIONS.find((o) => o.flag === flag)!.default
     expect(shownFor("concurrent-batches")).toBe(String(applied.concurrentBatches))
-    expect(shownFor("terminating-grace")).toBe(showDuration(applied.terminatingGrace))
+    expect(shownFor("terminating-grace")).toBe(formatDuration(applied.terminatingGrace))
     expect(shownFor("terminating-grace")).toBe("30s")
     expect(shownFor("api-qps")).toBe(String(applied.apiQps))
     expect(shownFor("dry-run")).toBe(String(applied.dryRun))
