@@ -237,7 +237,7 @@ try {
   for (const [index, pods] of SCALES.entries()) {
     const layout = scaleLayout(pods)
     phase(`world: ${pods} pods over ${layout.nodes} nodes and ${layout.namespaces.length} namespaces (adding ${pods - (built?.pods ?? 0)})`)
-    const world = await run(buildWorld(plane, layout, built, { progress: (done, ms) => log(`  ${done} pods in ${fmt(ms / 1000)} s`) }))
+    const world = await run(buildWorld(plane, layout, built, (done, ms) => log(`  ${done} pods in ${fmt(ms / 1000)} s`)))
     built = layout
     log(`  built in ${fmt(world.ms / 1000)} s`)
     phase(`${pods} pods: the controller (the image's program) starts, syncs, sweeps, then ${S.idleS} s idle`)

@@ -35,7 +35,7 @@ export const networks = (namespace: string, count: number, cidr: (k: number) => 
     return { namespace, nad: `net-${k}`, range, pool: poolName(range, ""), config }
   })
 
-const ignoreExists = <A, R>(e: Effect.Effect<A, KubeError, R>) => e.pipe(Effect.asVoid, Effect.catchIf((x) => x.reason === "AlreadyExists", () => Effect.void))
+export const ignoreExists = <A, R>(e: Effect.Effect<A, KubeError, R>) => e.pipe(Effect.asVoid, Effect.catchIf((x) => x.reason === "AlreadyExists", () => Effect.void))
 
 /** Creates the namespace (real servers need it) and the NADs. */
 export const createNetworks = (nets: ReadonlyArray<Network>) =>
@@ -148,6 +148,15 @@ export const bulkStart = (
       { concurrency, discard: true }
     )
     return started
+  })
+
+/** `pods` pods web-<i> in `ns` round-robin over `nets` (created first); `setupMs`: the bulk start alone. */
+export const startPods = (ns: string, nets: ReadonlyArray<Network>, pods: number, perPod = 1, nodeName?: string) =>
+  Effect.gen(function* () {
+    yield* createNetworks(nets)
+    const t0 = performance.now()
+    const started = yield* bulkStart(ns, roundRobin("web", pods, nets, perPod), nodeName === undefined ? {} : { nodeName })
+    return { started, refs: started.map((p) => `${p.namespace}/${p.name}`), setupMs: performance.now() - t0 }
   })
 
 /** `n` pods `<prefix>-<i>`, each on one network, round-robin over `nets` (so n/|nets| per pool). */
