@@ -6,19 +6,18 @@ import { setTimeout as sleep } from "node:timers/promises"
 import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope, Stream } from "effect"
 import { REASON_GARBAGE_COLLECTED, garbageCollectedMessage } from "../../src/domain/events.ts"
 import { formatIP, parseCidr } from "../../src/domain/ip.ts"
-import { podRef, projectPod } from "../../src/domain/pod.ts"
 import { reservationName } from "../../src/domain/pool.ts"
 import { type ReleaseEntry, releaseOps } from "../../src/services/IPPoolStore.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { simulationStores } from "../../src/testing/layers.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { COMPONENT } from "../../src/services/EventRecorder.ts"
-import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from "./env.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
+import { podInformer } from "./pods.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
 import { type Network, POOL_NAMESPACE, type RestReport, type StartedPod, clearPools, deleteAll, makeTracker, networks, restCheck, startPods } from "./world.ts"
 
@@ -522,16 +521,7 @@ export const informerSync = (kind: Kind) =>
   Effect.scoped(
     Effect.gen(function* () {
       const t = performance.now()
-      const informer =
-        kind === "ours"
-          ? yield* makeInformer({ resource: R.Pods, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion })
-          : yield* makeInformer<KubeObject>({
-              resource: R.Pods,
-              transform: (o) => o,
-              keyOf: (o) => `${o.metadata.namespace}/${o.metadata.name}`,
-              identityOf: (o) => o.metadata.uid ?? "",
-              versionOf: (o) => o.metadata.resourceVersion
-            })
+      const informer = yield* podInformer(kind === "ours")
       yield* informer.awaitSynced
       return { ms: performance.now() - t, pods: informer.size() }
     })
