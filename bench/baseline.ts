@@ -1,16 +1,10 @@
 /**
- * The naive baseline every benchmark compares against: the design of the anchors (whereabouts'
- * ip-control-loop and similar controllers), over the same KubeApi, EventRecorder, rate limiter and
- * CNI simulation as the controller:
- *
- * - the pod informer caches whole pod objects (no projection);
- * - on a pod deletion, for each secondary IP in its network-status: GET the pool, find the
- *   entry, JSON-patch it away guarded by `test /metadata/resourceVersion` (on a conflict: GET and
- *   try again), delete the IP's reservation, record the Event;
- * - the same number of workers as the controller, one pod at a time.
- *
- * `node bench/baseline.ts run` runs it as a process configured like the controller (same
- * environment variables: KUBECONFIG, API_QPS, CONCURRENT_BATCHES, METRICS_PORT, HEALTH_PORT, ...).
+ * The naive baseline (the design of whereabouts' ip-control-loop and its like) over the
+ * controller's KubeApi, EventRecorder and rate limiter: whole pod objects cached; per deleted pod,
+ * per secondary IP of its network-status: GET the pool, patch the entry away guarded by
+ * `test /metadata/resourceVersion` (on a conflict, again), delete the reservation, record the
+ * Event; as many workers as the controller, one pod each. `node bench/baseline.ts run` reads the
+ * controller's environment variables.
  */
 import { fileURLToPath } from "node:url"
 import { Cause, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option, Queue, type Scope } from "effect"

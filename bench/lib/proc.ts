@@ -1,8 +1,4 @@
-/**
- * Contenders as processes against a real API server: the controller exactly as deployed
- * (`node src/programs/main.ts run`) or the baseline (`node bench/baseline.ts run`), configured by
- * the same environment variables, observed through their /metrics and /proc.
- */
+/** The contenders as processes (`src/programs/main.ts run`, `bench/baseline.ts run`), configured alike, observed through /metrics and /proc. */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -47,10 +43,7 @@ const get = async (url: string): Promise<{ status: number; body: string }> => {
   return { status: res.status, body: await res.text() }
 }
 
-/**
- * Whether `exit` is still pending after `ms`. The timer goes with the answer: a grace timer left
- * running kept a finished benchmark alive for its whole length.
- */
+/** Whether `exit` is still pending after `ms`; the timer goes with the answer (left running, it holds the benchmark open). */
 const outlasts = async (exit: Promise<unknown>, ms: number): Promise<boolean> => {
   const timer = new AbortController()
   try {
@@ -156,10 +149,7 @@ export interface MemoryReading {
   readonly cpu: number
 }
 
-/**
- * Starts a contender at the client limit given, waits for its caches (the controller: and its
- * start-up sweep), reads its RSS then and 10 s later, and stops it.
- */
+/** Starts a contender, waits for its caches (the controller: and its start-up sweep), reads its RSS then and 10 s later, stops it. */
 export const memoryAfterSync = async (kind: Kind, o: ProcOptions): Promise<MemoryReading> => {
   const t = performance.now()
   const p = await spawnContender(kind, { ...o, env: { LOG_LEVEL: "info", ...o.env } })
