@@ -24,20 +24,6 @@ export interface ProcOptions {
   readonly script?: string
 }
 
-export interface Proc {
-  readonly kind: Kind
-  readonly pid: number
-  readonly logFile: string
-  /** Resolves once /readyz answers 200 (caches synced). */
-  readonly ready: (timeoutMs?: number) => Promise<void>
-  readonly scrape: () => Promise<ReadonlyArray<Sample>>
-  /** VmRSS and VmHWM in bytes (throws once the process is gone). */
-  readonly memory: () => { readonly rss: number; readonly hwm: number }
-  readonly exited: () => boolean
-  readonly stop: () => Promise<void>
-  readonly tail: (lines?: number) => string
-}
-
 const get = async (url: string): Promise<{ status: number; body: string }> => {
   const res = await fetch(url, { signal: AbortSignal.timeout(30_000) })
   return { status: res.status, body: await res.text() }
@@ -100,7 +86,7 @@ export const spawnLogged = (command: string, args: ReadonlyArray<string>, env: R
 }
 
 /** Spawns a contender with node (the same binary as this process: Node 24 under npm). */
-export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> => {
+export const spawnContender = async (kind: Kind, o: ProcOptions) => {
   const [metricsPort, healthPort] = [await freePort(), await freePort()]
   const script = o.script ?? path.join(ROOT, kind === "ours" ? "src/programs/main.ts" : "bench/baseline.ts")
   // Ours with --expose-gc unless the image's flags are given (which hold it): its heap reclaim runs as deployed.
@@ -125,6 +111,8 @@ export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> 
   }
 }
 
+export type Proc = Awaited<ReturnType<typeof spawnContender>>
+
 /** Polls `scrape` until `cond` holds; returns the time (performance.now()) it first held. Fails once the process is gone. */
 export const waitMetric = async (p: Proc, cond: (s: ReadonlyArray<Sample>) => boolean, what: string, timeoutMs: number, everyMs = 50): Promise<number> => {
   const deadline = Date.now() + timeoutMs
@@ -138,19 +126,8 @@ export const waitMetric = async (p: Proc, cond: (s: ReadonlyArray<Sample>) => bo
   }
 }
 
-export interface MemoryReading {
-  readonly label: string
-  readonly kind: Kind
-  readonly readyMs: number
-  readonly rssAfterSync: number
-  /** VmRSS 10 s after the caches synced (the controller: and its start-up sweep ran). */
-  readonly rss: number
-  readonly hwm: number
-  readonly cpu: number
-}
-
 /** Starts a contender, waits for its caches (the controller: and its start-up sweep), reads its RSS then and 10 s later, stops it. */
-export const memoryAfterSync = async (kind: Kind, o: ProcOptions): Promise<MemoryReading> => {
+export const memoryAfterSync = async (kind: Kind, o: ProcOptions) => {
   const t = performance.now()
   const p = await spawnContender(kind, { ...o, env: { LOG_LEVEL: "info", ...o.env } })
   try {

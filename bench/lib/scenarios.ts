@@ -228,13 +228,7 @@ export interface MassOptions {
   readonly keepPools?: boolean
 }
 
-export interface Rates {
-  readonly perSecond: ReadonlyArray<number>
-  readonly peak: number
-  readonly max10s: number | undefined
-  readonly total: number
-  readonly points?: ReadonlyArray<readonly [number, number]>
-}
+export type Rates = Awaited<ReturnType<ReturnType<typeof rateSampler>["stop"]>>
 
 export interface MassRun {
   readonly kind: Kind
