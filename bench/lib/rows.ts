@@ -73,12 +73,11 @@ export const massRows = (
   ]
   const all = [...ours, ...baseline]
   const body = table(
-    ["run", "limit", "pods / pools", "setup", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "pool patches (422)", "batches", "reservation deletes", "Events", "pod reads", "CPU s (by process)", "invariants at rest"],
+    ["run", "limit", "pods / pools", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "pool patches (422)", "batches", "reservation deletes", "Events", "pod reads", "CPU s (by process)", "invariants at rest"],
     all.map((r, i) => [
       `${r.kind} #${i < ours.length ? i + 1 : i - ours.length + 1}`,
       limitsText(r.limits),
       `${r.pods} / ${r.pools}`,
-      ms(r.setupMs),
       ms(r.deleteWindowMs),
       sec(r.poolFreedMs),
       sec(r.reservationsFreedMs),

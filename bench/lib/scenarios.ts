@@ -237,7 +237,6 @@ export interface MassRun {
   readonly perPod: number
   readonly pools: number
   readonly limits: Limits
-  readonly setupMs: number
   readonly startMs: number
   /** First delete issued → last delete returned. */
   readonly deleteWindowMs: number
@@ -268,7 +267,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
     const ns = `md-${o.label}`
     const nets = networks(ns, o.pools)
     const perPod = o.perPod ?? 1
-    const { started, refs, setupMs } = yield* startPods(ns, nets, o.pods, perPod, o.nodeName)
+    const { started, refs } = yield* startPods(ns, nets, o.pods, perPod, o.nodeName)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const t1 = performance.now()
@@ -303,7 +302,6 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
           perPod,
           pools: o.pools,
           limits: o.limits,
-          setupMs,
           startMs,
           deleteWindowMs: del.lastReturned - del.firstIssued,
           poolFreedMs: freed.pool,

@@ -101,7 +101,7 @@ const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
 export type UpstreamKind = "ours" | "upstream"
 
 /** A mass deletion's times and counts, as MassRun has them (`calls`: ours without leader-election leases). */
-export interface UpstreamRun extends Pick<MassRun, "pods" | "pools" | "setupMs" | "startMs" | "deleteWindowMs" | "poolFreedMs" | "reservationsFreedMs" | "calls" | "cpu" | "rest"> {
+export interface UpstreamRun extends Pick<MassRun, "pods" | "pools" | "startMs" | "deleteWindowMs" | "poolFreedMs" | "reservationsFreedMs" | "calls" | "cpu" | "rest"> {
   readonly kind: UpstreamKind
   readonly label: string
   /** undefined: client-go's defaults (upstream as released). */
@@ -132,7 +132,7 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
   Effect.gen(function* () {
     const ns = o.label
     yield* ensureNode
-    const { started, refs, setupMs } = yield* startPods(ns, networks(ns, o.pools).map((n) => withFlatFile(n, o.flatFile)), o.pods, 1, NODE)
+    const { started, refs } = yield* startPods(ns, networks(ns, o.pools).map((n) => withFlatFile(n, o.flatFile)), o.pods, 1, NODE)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const t1 = performance.now()
@@ -162,7 +162,6 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
           pods: o.pods,
           pools: o.pools,
           limits: o.limits,
-          setupMs,
           startMs,
           deleteWindowMs: del.lastReturned - del.firstIssued,
           poolFreedMs: freed.pool,
@@ -270,12 +269,11 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
     )
   }
   const detail = table(
-    ["run", "limit", "pods / pools", "setup", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "requests (contender)", "per freed IP", "requests (API server)", "pool patches (422)", "CPU s (by process)", "invariants at rest"],
+    ["run", "limit", "pods / pools", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "requests (contender)", "per freed IP", "requests (API server)", "pool patches (422)", "CPU s (by process)", "invariants at rest"],
     runs.map((r) => [
       `${r.kind} ${r.setting}`,
       limitText(r.limits),
       `${r.pods} / ${r.pools}`,
-      ms(r.setupMs),
       ms(r.deleteWindowMs),
       sec(r.poolFreedMs),
       sec(r.reservationsFreedMs),

@@ -144,13 +144,12 @@ export const bulkStart = (
     return started
   })
 
-/** `pods` pods web-<i> in `ns` round-robin over `nets` (created first); `setupMs`: the bulk start alone. */
+/** `pods` pods web-<i> in `ns` round-robin over `nets` (created first), and their podrefs. */
 export const startPods = (ns: string, nets: ReadonlyArray<Network>, pods: number, perPod = 1, nodeName?: string) =>
   Effect.gen(function* () {
     yield* createNetworks(nets)
-    const t0 = performance.now()
     const started = yield* bulkStart(ns, roundRobin("web", pods, nets, perPod), nodeName === undefined ? {} : { nodeName })
-    return { started, refs: started.map((p) => `${p.namespace}/${p.name}`), setupMs: performance.now() - t0 }
+    return { started, refs: started.map((p) => `${p.namespace}/${p.name}`) }
   })
 
 /** `n` pods `<prefix>-<i>`, each on one network, round-robin over `nets` (so n/|nets| per pool). */
