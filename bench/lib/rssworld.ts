@@ -141,16 +141,10 @@ export const scaleLayout = (pods: number, namespaces = 1_000): WorldLayout => {
   }
 }
 
-export interface BuiltWorld {
-  readonly ms: number
-  /** Pods added by this call. */
-  readonly pods: number
-  readonly allocations: number
-}
-
 /**
  * Grows the world `built` (the same layout at a smaller size; none: an empty cluster) into
- * `layout`: its namespaces, NADs, pods (10,000 per bulkStart, `progress` told after each) and nodes.
+ * `layout`: its namespaces, NADs, pods (10,000 per bulkStart, `progress` told after each) and
+ * nodes; how long it took, the pods it added and their allocations.
  */
 export const buildWorld = (plane: BenchPlane, layout: WorldLayout, built?: WorldLayout, progress?: (done: number, ms: number) => void) =>
   Effect.gen(function* () {
@@ -169,7 +163,7 @@ export const buildWorld = (plane: BenchPlane, layout: WorldLayout, built?: World
       progress?.(a + pods.length, performance.now() - t)
     }
     yield* Effect.promise(() => createNodes(plane, built?.nodes ?? 0, layout.nodes))
-    return { ms: performance.now() - t, pods: layout.pods - from, allocations } satisfies BuiltWorld
+    return { ms: performance.now() - t, pods: layout.pods - from, allocations }
   })
 
 /** bench:apiserver's steady world (steadyLayout), built at once; how long it took and its size. */
