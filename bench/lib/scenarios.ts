@@ -414,6 +414,13 @@ const deleteAtRate = <E>(started: ReadonlyArray<StartedPod>, rate: number, after
     return { t0, issued, lag, answered }
   })
 
+/** Per pod whose `at` is known: ms from its DELETE (`issued`, in `refs`' order) to then. */
+const sinceIssued = (refs: ReadonlyArray<string>, issued: ReadonlyArray<number>, at: (ref: string) => number | undefined) =>
+  refs.flatMap((r, i) => {
+    const t = at(r)
+    return t === undefined ? [] : [t - issued[i]!]
+  })
+
 /** Deletes pods one by one at a steady rate; per pod, delete → address free. */
 export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
@@ -431,14 +438,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         yield* tracker.allFreed(refs, o.timeoutMs ?? 600_000)
         const m1 = yield* c.scrape
         const cpu = cpuDelta(cpu0, env.cpu(c))
-        const poolLat: Array<number> = []
-        const resLat: Array<number> = []
-        for (const [i, r] of refs.entries()) {
-          const p = tracker.poolFreedAt(r)
-          const q = tracker.reservationsFreedAt(r)
-          if (p !== undefined) poolLat.push(p - issued[i]!)
-          if (q !== undefined) resLat.push(q - issued[i]!)
-        }
+        const poolLat = sinceIssued(refs, issued, tracker.poolFreedAt)
         const rest = yield* restCheck([ns])
         return {
           kind,
@@ -446,7 +446,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
           rate: o.rate,
           limits: o.limits,
           pool: percentiles(poolLat),
-          reservation: percentiles(resLat),
+          reservation: percentiles(sinceIssued(refs, issued, tracker.reservationsFreedAt)),
           issueLag: percentiles(lag),
           completed: poolLat.length,
           calls: callsBetween(m0, m1),
@@ -616,7 +616,7 @@ export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "pool
           pods: o.pods,
           rate: o.rate,
           pool: percentiles(timed.map((t) => t.ms)),
-          reservation: percentiles(refs.flatMap((r, i) => (tracker.reservationsFreedAt(r) === undefined ? [] : [tracker.reservationsFreedAt(r)! - issued[i]!]))),
+          reservation: percentiles(sinceIssued(refs, issued, tracker.reservationsFreedAt)),
           completed: freed.length,
           cpu,
           slowest: [...timed].sort((a, b) => b.ms - a.ms).slice(0, 12),
