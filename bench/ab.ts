@@ -1,29 +1,23 @@
 /**
  * Checkouts of the controller on one real API server, alternating, to tell a commit's cost from
- * the machine's noise (the box is shared; one run's absolute times move by 2x). Each checkout's
- * own program runs as the contender; the scenario and its driver are this checkout's.
+ * the shared machine's noise. Each checkout's own program is the contender; the scenario and its
+ * driver are this checkout's. Evidence for BENCHMARKS.md prose, not a benchmark command.
  *
  *   git worktree add /tmp/a <commit> && ln -s "$PWD/node_modules" /tmp/a/node_modules
  *   node bench/ab.ts <mass|single|rss> [--runs 3] [--pods n] [--per-pod n] [--qps n] [--fresh] /tmp/a /tmp/b …
  *
- *   mass    the mass deletion of `npm run bench:apiserver` (n pods, default 1,000, over 10 pools,
- *           `--per-pod` whereabouts interfaces each, default 1; the headline's is 2): last delete
- *           → every pool entry free, → every entry and reservation free, → every Event written
- *   single  its single deletions (n pods, default 300, deleted one by one at 50/s): delete → the
- *           pod's pool entry and reservation free, p50 and p99
- *   rss     its steady world (n pods, default 10,000, 5 of 10 networks each), built once; each
- *           checkout's image bundle (its scripts/build.ts) with the image's node flags and
- *           environment: the time from its start until /readyz answers (its caches synced), and
- *           VmRSS 10 s after its caches synced and the start-up sweep ran (`--pods 0`:
- *           the networks and nodes alone, what the controller costs before any pod)
+ *   mass    bench:apiserver's mass deletion (n pods, default 1,000, over 10 pools, `--per-pod`
+ *           interfaces each, default 1): last delete → every pool entry free, → every entry and
+ *           reservation free, → every Event written
+ *   single  its single deletions (n pods, default 300, at 50/s): delete → pool entry and
+ *           reservation free, p50 and p99
+ *   rss     its steady world (n pods, default 10,000; `--pods 0`: networks and nodes alone), built
+ *           once; each checkout's image bundle with the image's flags and environment: start →
+ *           /readyz, and VmRSS 10 s after its caches synced and the start-up sweep ran
  *
- * One API server serves every run unless `--fresh` starts a new one for each (for `rss`, with its
- * world built again): kube-apiserver's watch cache grows with every run it serves, so on one
- * server the later runs meet a slower server, and alternating only spreads that drift evenly.
- *
- * The client limit defaults to the shipped one; commits from before QPS 0 meant "none" need a cap
- * given (`--qps 500`). Evidence for BENCHMARKS.md prose; not part of a benchmark
- * command.
+ * `--fresh` starts an API server per run (for `rss`, the world built again): one server's watch
+ * cache grows with every run, and alternating only spreads that drift evenly. The client limit
+ * defaults to the shipped one; commits from before QPS 0 meant "none" need `--qps 500`.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"

@@ -1,12 +1,10 @@
 /**
- * `npm run bench:apiserver`: the scenarios against a real kube-apiserver + etcd started through
- * the test harness (test/live/cluster.ts; binaries from scripts/envtest-assets.sh), CRDs from
- * deploy/ installed. The controller runs as a process exactly as deployed (src/programs/main.ts
- * run; the compiled build for the memory measurement), the baseline as `node bench/baseline.ts run`,
- * both configured by the same environment variables. Writes bench/results/apiserver.json and the
- * tables in BENCHMARKS.md.
+ * `npm run bench:apiserver`: the scenarios against a real kube-apiserver + etcd (bench/lib/controlplane.ts),
+ * the controller as deployed (src/programs/main.ts run; the bundle for the memory measurement) and
+ * the baseline (`node bench/baseline.ts run`) as processes configured alike. Writes
+ * bench/results/apiserver.json and the tables in BENCHMARKS.md.
  *
- *   BENCH_FULL=1     also runs the baseline at full mass-deletion scale (5,000 pods: ~8 min alone)
+ *   BENCH_FULL=1     also runs the baseline at full mass-deletion scale (5,000 pods; slow)
  *   BENCH_SCALE=quick  a smoke test at small scale (results not written)
  *   UPSTREAM_PODS=n  pods per run of the comparison with upstream's pod controller (bench/lib/upstream.ts)
  *   BENCH_UPSTREAM=0 leaves that comparison out (it is also left out, with a log line, when its

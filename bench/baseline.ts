@@ -1,19 +1,13 @@
 /**
- * The naive baseline every benchmark compares against: the design of the anchors (whereabouts'
- * ip-control-loop and similar controllers), over the same KubeApi, EventRecorder, rate limiter and
- * CNI simulation as the controller:
- *
- * - the pod informer caches whole pod objects (no projection);
- * - on a pod deletion, for each secondary IP in its network-status: GET the pool, find the
- *   entry, JSON-patch it away guarded by `test /metadata/resourceVersion` (on a conflict: GET and
- *   try again), delete the IP's reservation, record the Event;
- * - the same number of workers as the controller, one pod at a time.
- *
- * `node bench/baseline.ts run` runs it as a process configured like the controller (same
- * environment variables: KUBECONFIG, API_QPS, CONCURRENT_BATCHES, METRICS_PORT, HEALTH_PORT, ...).
+ * The naive baseline (the design of whereabouts' ip-control-loop and its like) over the
+ * controller's KubeApi, EventRecorder and rate limiter: whole pod objects cached; per deleted pod,
+ * per secondary IP of its network-status: GET the pool, patch the entry away guarded by
+ * `test /metadata/resourceVersion` (on a conflict, again), delete the reservation, record the
+ * Event; as many workers as the controller, one pod each. `node bench/baseline.ts run` reads the
+ * controller's environment variables.
  */
 import { fileURLToPath } from "node:url"
-import { Cause, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option, Queue, type Scope } from "effect"
+import { Cause, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option, Queue } from "effect"
 import { cidrContains, parseCidr, parseIP } from "../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus, statusAttachment } from "../src/domain/multus.ts"
 import { poolName, reservationName } from "../src/domain/pool.ts"
@@ -115,19 +109,8 @@ const processPod = (pod: KubeObject, nads: (key: string) => Option.Option<NadRec
     yield* metrics.reservationsDeleted("deletion", reservations)
   })
 
-export interface Baseline {
-  readonly awaitSynced: Effect.Effect<void>
-  readonly isSynced: Effect.Effect<boolean>
-  /** Pods in the full-object cache. */
-  readonly cachedPods: () => number
-}
-
-/** Starts the baseline controller in the current scope (informers, queue, workers). */
-export const startBaseline: Effect.Effect<
-  Baseline,
-  never,
-  KubeApi | ControllerConfig.ControllerConfig | NadConfigs.NadConfigs | EventRecorder.EventRecorder | Metrics.Metrics | Scope.Scope
-> = Effect.gen(function* () {
+/** Starts the baseline controller in the current scope (informers, queue, workers); whether its caches are synced. */
+const startBaseline = Effect.gen(function* () {
   const config = yield* ControllerConfig.ControllerConfig
   const pods = yield* makeInformer<KubeObject>({
     resource: R.Pods,
@@ -149,8 +132,7 @@ export const startBaseline: Effect.Effect<
   yield* Effect.forkScoped(
     Effect.forever(Effect.flatMap(Queue.take(deletions), (e) => (e.type === "delete" ? queue.add(`${keyOf(e.object)}/${e.object.metadata.uid ?? ""}`, e.object) : Effect.void)))
   )
-  const awaitSynced = Effect.zipRight(pods.awaitSynced, nads.awaitSynced)
-  yield* awaitSynced
+  yield* Effect.zipRight(pods.awaitSynced, nads.awaitSynced)
   const worker = Effect.gen(function* () {
     for (;;) {
       const item = yield* queue.take
@@ -159,22 +141,14 @@ export const startBaseline: Effect.Effect<
       const out = yield* Effect.either(processPod(value, nads.get))
       if (Either.isLeft(out)) {
         yield* Effect.logWarning(`baseline: ${key}: ${out.left.message}`)
-        if (yield* queue.addRateLimited(key, value)) yield* Effect.void
+        yield* queue.addRateLimited(key, value)
       } else yield* queue.forget(key)
       yield* queue.done(key)
     }
   })
   for (let i = 0; i < config.concurrentBatches; i++) yield* Effect.forkScoped(worker)
-  return {
-    awaitSynced,
-    isSynced: Effect.map(Effect.all([pods.isSynced, nads.isSynced]), ([a, b]) => a && b),
-    cachedPods: pods.size
-  }
+  return Effect.map(Effect.all([pods.isSynced, nads.isSynced]), ([a, b]) => a && b)
 })
-
-/** Everything the baseline needs besides a KubeApi (metrics-counted, as the controller's is). */
-export const baselineServices = <E, R>(kubeApi: Layer.Layer<KubeApi, E, R>) =>
-  EventRecorder.layer.pipe(Layer.provideMerge(instrument(kubeApi)), Layer.provideMerge(Metrics.layer))
 
 const main = async () => {
   if (process.argv[2] !== "run") {
@@ -182,12 +156,11 @@ const main = async () => {
     process.exit(2)
   }
   const { layerLive } = await import("../src/services/KubeApiLive.ts")
-  const configs = Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)
-  const env = baselineServices(layerLive).pipe(Layer.provideMerge(configs))
+  // The KubeApi metrics-counted, as the controller's is.
+  const env = EventRecorder.layer.pipe(Layer.provideMerge(instrument(layerLive)), Layer.provideMerge(Metrics.layer), Layer.provideMerge(Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)))
   const program = Effect.scoped(
     Effect.gen(function* () {
-      const baseline = yield* startBaseline
-      yield* serveEndpoints(baseline.isSynced)
+      yield* serveEndpoints(yield* startBaseline)
       yield* Effect.logInfo("baseline running")
       return yield* Effect.never
     })

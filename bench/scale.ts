@@ -1,12 +1,9 @@
 /**
  * `npm run bench:scale`: issue 47's scale envelope on a real kube-apiserver + etcd. One world
- * (bench/lib/rssworld.ts `scaleLayout`: realistic pods with status over N/30 Ready nodes and ~1,000
- * namespaces, a third with one or two whereabouts attachments, pools of ≤ 5,000 allocations, their
- * reservations) grows from one scale to the next; at each, the controller runs as the image's
- * program (the bundle, the image's node flags and environment, deploy/'s defaults) and the
- * benchmark reads its RSS, sync, start-up sweep, an idle minute, single deletions at 20/s, a node
- * loss, a namespace deletion and the requests the API server saw. Writes bench/results/scale.json
- * (after every scale, so a run cut short keeps what it measured) and its block of BENCHMARKS.md.
+ * (rssworld.ts `scaleLayout`) grows from scale to scale; at each, the controller runs as the
+ * image's program and the benchmark reads its RSS, sync, start-up sweep, an idle minute, single
+ * deletions, a node loss, a namespace deletion and the API server's requests. Writes
+ * bench/results/scale.json after every scale (a run cut short keeps them) and BENCHMARKS.md.
  *
  *   --pods 10000,50000,150000   the scales, pods (default those three; run in ascending order)
  *   --quick                     a smoke run at 1,500 pods (results not written; raw numbers in bench/.build/scale-quick.json)
@@ -237,7 +234,7 @@ try {
   for (const [index, pods] of SCALES.entries()) {
     const layout = scaleLayout(pods)
     phase(`world: ${pods} pods over ${layout.nodes} nodes and ${layout.namespaces.length} namespaces (adding ${pods - (built?.pods ?? 0)})`)
-    const world = await run(buildWorld(plane, layout, built, { progress: (done, ms) => log(`  ${done} pods in ${fmt(ms / 1000)} s`) }))
+    const world = await run(buildWorld(plane, layout, built, (done, ms) => log(`  ${done} pods in ${fmt(ms / 1000)} s`)))
     built = layout
     log(`  built in ${fmt(world.ms / 1000)} s`)
     phase(`${pods} pods: the controller (the image's program) starts, syncs, sweeps, then ${S.idleS} s idle`)

@@ -9,10 +9,8 @@
  * heap used after a full GC with the synced cache, minus the same before the informer started.
  */
 import { Effect, Stream } from "effect"
-import { podRef, projectPod } from "../../src/domain/pod.ts"
-import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
-import { networkStatusFor, realisticPod } from "../lib/pods.ts"
+import { networkStatusFor, podInformer, realisticPod } from "../lib/pods.ts"
 
 const mode = process.argv[2] === "full" ? "full" : "projection"
 const total = Number(process.argv[3] ?? 10_000)
@@ -58,16 +56,7 @@ const program = Effect.scoped(
     settle()
     const before = process.memoryUsage().heapUsed
     const started = performance.now()
-    const informer =
-      mode === "projection"
-        ? yield* makeInformer({ resource: { group: "", version: "v1", plural: "pods", kind: "Pod", namespaced: true }, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion })
-        : yield* makeInformer<KubeObject>({
-            resource: { group: "", version: "v1", plural: "pods", kind: "Pod", namespaced: true },
-            transform: (o) => o,
-            keyOf: (o) => `${o.metadata.namespace}/${o.metadata.name}`,
-            identityOf: (o) => o.metadata.uid ?? "",
-            versionOf: (o) => o.metadata.resourceVersion
-          })
+    const informer = yield* podInformer(mode === "projection")
     yield* informer.awaitSynced
     const syncMs = performance.now() - started
     settle()

@@ -1,9 +1,6 @@
 /**
- * A real kube-apiserver + etcd for the benchmarks, started through the test harness
- * (test/live/cluster.ts) with the binaries from scripts/envtest-assets.sh (KUBEBUILDER_ASSETS
- * or its cache, else built once), and the CRDs of deploy/components installed; the benchmark's
- * own access to it (no client-side limit, not counted in any contender's metrics), and what
- * /proc says of its processes.
+ * A real kube-apiserver + etcd started through the live tier's harness (test/live/cluster.ts) with
+ * deploy/'s CRDs, the benchmark's own unlimited access to it, and what /proc says of processes.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -36,11 +33,7 @@ export interface BenchPlane extends ControlPlane {
   readonly metrics: () => Promise<string>
 }
 
-/**
- * Starts etcd + kube-apiserver on loopback and installs the project's CRDs. `etcdQuotaBytes`:
- * etcd's --quota-backend-bytes (its default, 2 GiB, is too small for 150k realistic pods and the
- * revisions their status writes leave until the API server compacts them).
- */
+/** Starts etcd + kube-apiserver on loopback and installs the project's CRDs; `etcdQuotaBytes`: etcd's --quota-backend-bytes. */
 export const startBenchPlane = async (options: { readonly etcdQuotaBytes?: number } = {}): Promise<BenchPlane> => {
   const assets = envtestAssets()
   reapOrphans()

@@ -1,8 +1,4 @@
-/**
- * Where the scenarios run: a real kube-apiserver, the contenders as processes. A scenario is
- * written over `BenchEnv`; its own calls go through the driver KubeApi in context (unlimited,
- * uncounted).
- */
+/** Where the scenarios run (`BenchEnv`): a real kube-apiserver, the contenders as processes; a scenario's own calls go through the driver's KubeApi. */
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -87,11 +83,7 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly oursScript?:
   return { env, logDir }
 }
 
-/**
- * CPU time the hypervisor gave to others while this machine's vCPUs wanted it (/proc/stat's steal,
- * summed over CPUs): the same work takes longer the more of it there is, so latencies of two runs
- * compare only with it beside them. NaN where /proc/stat has no such field.
- */
+/** CPU seconds the hypervisor gave to others (/proc/stat's steal; NaN without it): latencies of two runs compare only beside it. */
 export const stolenSeconds = (): number => {
   try {
     const cpu = fs.readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/)
@@ -106,9 +98,8 @@ export const cpuDelta = (before: Record<string, number>, after: Record<string, n
   Object.fromEntries(Object.keys(after).map((k) => [k, Math.round(((after[k] ?? 0) - (before[k] ?? 0)) * 100) / 100]))
 
 /**
- * A benchmark command's API server and env: started (`etcdQuotaBytes` as startBenchPlane takes
- * it), Ctrl-C or a kill exiting through process.exit, whose hooks stop the API server, etcd and
- * contenders. `run` runs a scenario over the env, scoped, on the driver's KubeApi.
+ * A benchmark command's API server and env; Ctrl-C or a kill exits through process.exit, whose
+ * hooks stop the API server, etcd and contenders. `run` runs a scenario over the env.
  */
 export const startBench = async (log: (line: string) => void, options: { readonly etcdQuotaBytes?: number } = {}) => {
   log(`starting etcd + kube-apiserver (scripts/envtest-assets.sh; a cold build takes minutes)`)

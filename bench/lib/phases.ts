@@ -48,19 +48,16 @@ export const makePhases = (tag: string) => {
     if (o.quick) {
       log(`quick run done in ${fmt(durationSeconds)} s (results not written)`)
       for (const r of o.rows) log(`${r.scenario} | ${r.metric} | ${r.ours} | ${r.baseline} | ${r.ratio} | ${r.target} | ${r.met}`)
-      exitIfHeld()
-      return
+    } else {
+      const file = writeResults({ name: o.name, command: o.command, date: new Date().toISOString(), durationSeconds, machine: o.machine, rows: o.rows, sections: o.sections, data: o.data })
+      regenerate()
+      log(`wrote ${path.relative(ROOT, file)} and BENCHMARKS.md in ${fmt(durationSeconds)} s`)
     }
-    const file = writeResults({ name: o.name, command: o.command, date: new Date().toISOString(), durationSeconds, machine: o.machine, rows: o.rows, sections: o.sections, data: o.data })
-    regenerate()
-    log(`wrote ${path.relative(ROOT, file)} and BENCHMARKS.md in ${fmt(durationSeconds)} s`)
-    exitIfHeld()
-  }
-  // The results are out: a benchmark whose event loop something still holds says what, and exits.
-  const exitIfHeld = () =>
+    // The results are out: a benchmark whose event loop something still holds says what, and exits.
     setTimeout(() => {
       log(`still running 5 s after the results, held by: ${process.getActiveResourcesInfo().join(", ")}; exiting`)
       process.exit(0)
     }, 5_000).unref()
-  return { phases, phase, log, finish }
+  }
+  return { phase, log, finish }
 }

@@ -5,7 +5,22 @@
  * per index, so every run and both contenders see the same bytes.
  */
 import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../../src/domain/multus.ts"
+import { podRef, projectPod } from "../../src/domain/pod.ts"
+import { makeInformer } from "../../src/services/Informer.ts"
 import type { KubeObject } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
+
+/** A pod informer caching the controller's projection (`projectPod`, as Caches does) or, as the baseline does, whole objects. */
+export const podInformer = (projected: boolean) =>
+  projected
+    ? makeInformer({ resource: R.Pods, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion })
+    : makeInformer<KubeObject>({
+        resource: R.Pods,
+        transform: (o) => o,
+        keyOf: (o) => `${o.metadata.namespace}/${o.metadata.name}`,
+        identityOf: (o) => o.metadata.uid ?? "",
+        versionOf: (o) => o.metadata.resourceVersion
+      })
 
 export interface PodNetworks {
   /** `networks` annotation, e.g. `ns/net-0@net1`. */

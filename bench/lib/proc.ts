@@ -1,8 +1,4 @@
-/**
- * Contenders as processes against a real API server: the controller exactly as deployed
- * (`node src/programs/main.ts run`) or the baseline (`node bench/baseline.ts run`), configured by
- * the same environment variables, observed through their /metrics and /proc.
- */
+/** The contenders as processes (`src/programs/main.ts run`, `bench/baseline.ts run`), configured alike, observed through /metrics and /proc. */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -28,29 +24,12 @@ export interface ProcOptions {
   readonly script?: string
 }
 
-export interface Proc {
-  readonly kind: Kind
-  readonly pid: number
-  readonly logFile: string
-  /** Resolves once /readyz answers 200 (caches synced). */
-  readonly ready: (timeoutMs?: number) => Promise<void>
-  readonly scrape: () => Promise<ReadonlyArray<Sample>>
-  /** VmRSS and VmHWM in bytes (throws once the process is gone). */
-  readonly memory: () => { readonly rss: number; readonly hwm: number }
-  readonly exited: () => boolean
-  readonly stop: () => Promise<void>
-  readonly tail: (lines?: number) => string
-}
-
 const get = async (url: string): Promise<{ status: number; body: string }> => {
   const res = await fetch(url, { signal: AbortSignal.timeout(30_000) })
   return { status: res.status, body: await res.text() }
 }
 
-/**
- * Whether `exit` is still pending after `ms`. The timer goes with the answer: a grace timer left
- * running kept a finished benchmark alive for its whole length.
- */
+/** Whether `exit` is still pending after `ms`; the timer goes with the answer (left running, it holds the benchmark open). */
 const outlasts = async (exit: Promise<unknown>, ms: number): Promise<boolean> => {
   const timer = new AbortController()
   try {
@@ -107,7 +86,7 @@ export const spawnLogged = (command: string, args: ReadonlyArray<string>, env: R
 }
 
 /** Spawns a contender with node (the same binary as this process: Node 24 under npm). */
-export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> => {
+export const spawnContender = async (kind: Kind, o: ProcOptions) => {
   const [metricsPort, healthPort] = [await freePort(), await freePort()]
   const script = o.script ?? path.join(ROOT, kind === "ours" ? "src/programs/main.ts" : "bench/baseline.ts")
   // Ours with --expose-gc unless the image's flags are given (which hold it): its heap reclaim runs as deployed.
@@ -132,6 +111,8 @@ export const spawnContender = async (kind: Kind, o: ProcOptions): Promise<Proc> 
   }
 }
 
+export type Proc = Awaited<ReturnType<typeof spawnContender>>
+
 /** Polls `scrape` until `cond` holds; returns the time (performance.now()) it first held. Fails once the process is gone. */
 export const waitMetric = async (p: Proc, cond: (s: ReadonlyArray<Sample>) => boolean, what: string, timeoutMs: number, everyMs = 50): Promise<number> => {
   const deadline = Date.now() + timeoutMs
@@ -145,22 +126,8 @@ export const waitMetric = async (p: Proc, cond: (s: ReadonlyArray<Sample>) => bo
   }
 }
 
-export interface MemoryReading {
-  readonly label: string
-  readonly kind: Kind
-  readonly readyMs: number
-  readonly rssAfterSync: number
-  /** VmRSS 10 s after the caches synced (the controller: and its start-up sweep ran). */
-  readonly rss: number
-  readonly hwm: number
-  readonly cpu: number
-}
-
-/**
- * Starts a contender at the client limit given, waits for its caches (the controller: and its
- * start-up sweep), reads its RSS then and 10 s later, and stops it.
- */
-export const memoryAfterSync = async (kind: Kind, o: ProcOptions): Promise<MemoryReading> => {
+/** Starts a contender, waits for its caches (the controller: and its start-up sweep), reads its RSS then and 10 s later, stops it. */
+export const memoryAfterSync = async (kind: Kind, o: ProcOptions) => {
   const t = performance.now()
   const p = await spawnContender(kind, { ...o, env: { LOG_LEVEL: "info", ...o.env } })
   try {

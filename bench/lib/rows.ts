@@ -2,7 +2,7 @@
 import { count, excessOver, type IsolatedRun, type MassRun, type SingleRun, total, writes } from "./scenarios.ts"
 import { type Row, row, table, yesNo } from "./report.ts"
 import type { Limits } from "./env.ts"
-import { wrongAndLost } from "./world.ts"
+import { violations, wrongAndLost } from "./world.ts"
 import { fmt, ms, spread } from "./stats.ts"
 
 export const ratio = (baseline: number, ours: number): string =>
@@ -20,12 +20,13 @@ export const freedIPs = (r: MassRun) => r.pods * r.perPod
 
 export const fullyFreed = (r: { readonly poolFreedMs: number; readonly reservationsFreedMs: number }) => Math.max(r.poolFreedMs, r.reservationsFreedMs)
 
-export const limitsText = (l: Limits) => (l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client limit")
+/** CPU seconds by process, as the tables show them. */
+export const cpuText = (cpu: Record<string, number>) =>
+  Object.entries(cpu)
+    .map(([k, v]) => `${k} ${fmt(v)}`)
+    .join(", ")
 
-export interface MassRows {
-  readonly rows: Array<Row>
-  readonly body: string
-}
+export const limitsText = (l: Limits) => (l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client limit")
 
 /**
  * The median time to free everything, a run that did not finish counted as its timeout: then the
@@ -42,7 +43,7 @@ export const massRows = (
   ours: ReadonlyArray<MassRun>,
   baseline: ReadonlyArray<MassRun>,
   target: { readonly seconds?: number; readonly times?: number } = {}
-): MassRows => {
+) => {
   const o = spread(ours.map(fullyFreed))
   const b = boundedMedian(baseline)
   const op = spread(ours.map((r) => r.poolFreedMs))
@@ -71,43 +72,34 @@ export const massRows = (
     })
   ]
   const all = [...ours, ...baseline]
-  const body = [
-    table(
-      ["run", "limit", "pods / pools", "setup", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "pool patches (422)", "batches", "reservation deletes", "Events", "pod reads", "CPU s (by process)", "invariants at rest"],
-      all.map((r, i) => [
-        `${r.kind} #${i < ours.length ? i + 1 : i - ours.length + 1}`,
-        limitsText(r.limits),
-        `${r.pods} / ${r.pools}`,
-        ms(r.setupMs),
-        ms(r.deleteWindowMs),
-        sec(r.poolFreedMs),
-        sec(r.reservationsFreedMs),
-        sec(r.reconciledMs),
-        `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
-        r.kind === "ours" ? r.batches : "–",
-        count(r.calls, "delete", "overlappingrangeipreservations"),
-        count(r.calls, "create", "events") + count(r.calls, "patch", "events"),
-        `${count(r.calls, "get", "pods")} GET, ${count(r.calls, "list", "pods")} LIST pages`,
-        Object.entries(r.cpu)
-          .map(([k, v]) => `${k} ${fmt(v)}`)
-          .join(", "),
-        r.rest.liveNotHeld.length + r.rest.deadHeld.length + r.rest.shared.length + r.rest.reservationMissing.length + r.rest.reservationDead.length === 0
-          ? "ok"
-          : `${r.rest.liveNotHeld.length} wrong, ${r.rest.deadHeld.length + r.rest.reservationDead.length} lost`
-      ])
-    )
-  ].join("\n")
+  const body = table(
+    ["run", "limit", "pods / pools", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "pool patches (422)", "batches", "reservation deletes", "Events", "pod reads", "CPU s (by process)", "invariants at rest"],
+    all.map((r, i) => [
+      `${r.kind} #${i < ours.length ? i + 1 : i - ours.length + 1}`,
+      limitsText(r.limits),
+      `${r.pods} / ${r.pools}`,
+      ms(r.deleteWindowMs),
+      sec(r.poolFreedMs),
+      sec(r.reservationsFreedMs),
+      sec(r.reconciledMs),
+      `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
+      r.kind === "ours" ? r.batches : "–",
+      count(r.calls, "delete", "overlappingrangeipreservations"),
+      count(r.calls, "create", "events") + count(r.calls, "patch", "events"),
+      `${count(r.calls, "get", "pods")} GET, ${count(r.calls, "list", "pods")} LIST pages`,
+      cpuText(r.cpu),
+      violations(r.rest) === 0 ? "ok" : `${r.rest.liveNotHeld.length} wrong, ${r.rest.deadHeld.length + r.rest.reservationDead.length} lost`
+    ])
+  )
   return { rows, body }
 }
 
-/** API writes per freed IP of a mass run (pool writes and reservation deletes separately). */
-/** `targets`: false where the issue's targets do not apply (they are set for the real API server run). */
+/** API writes per freed IP of mass runs; `targets`: false where the issue's targets (set for the real API server run) do not apply. */
 export const writeRows = (label: string, ours: ReadonlyArray<MassRun>, baseline: ReadonlyArray<MassRun>, targets = true): Array<Row> => {
   const per = (runs: ReadonlyArray<MassRun>, f: (r: MassRun) => number) => spread(runs.map((r) => f(r) / freedIPs(r))).median
   const pool = (r: MassRun) => count(r.calls, "patch", "ippools")
   const res = (r: MassRun) => count(r.calls, "delete", "overlappingrangeipreservations")
   const ev = (r: MassRun) => count(r.calls, "create", "events") + count(r.calls, "patch", "events")
-  /** The untargeted columns of a per-freed-IP row. */
   const perIP = (metric: string, f: (r: MassRun) => number) => row(label, metric, { ours: fmt(per(ours, f)), baseline: fmt(per(baseline, f)), ratio: ratio(per(baseline, f), per(ours, f)) })
   const po = per(ours, pool)
   const perBatch = spread(ours.filter((r) => r.batches > 0).map((r) => pool(r) / r.batches)).median
@@ -180,7 +172,7 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun, 
       `${r.pods} at ${r.rate}/s`,
       r.deleteCall === undefined ? "–" : `${ms(r.deleteCall.p50)} / ${ms(r.deleteCall.p99)}`,
       r.reconciles === undefined || r.reconciles.count === 0 ? "–" : `${r.reconciles.count}, ${ms(r.reconciles.meanMs)}`,
-      Object.entries(r.cpu).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")
+      cpuText(r.cpu)
     ])
   )
   const latency = table(

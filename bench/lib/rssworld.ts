@@ -1,11 +1,7 @@
 /**
- * The steady-state worlds for the memory, sync and scale measurements: realistic pods with the
- * status a kubelet would have written (pods/status, which a create cannot set), on the Node
- * objects they name (Ready, as a kubelet reports it), so the node informer holds what it would in
- * a cluster. Two layouts: `steadyLayout` (bench:apiserver's 10k pods, each on 5 of 10 networks, in
- * one namespace over 50 nodes) and `scaleLayout` (issue 47's cluster: pods over N/30 nodes and
- * ~1,000 namespaces, a third of them with one or two whereabouts attachments, pools of at most
- * 5,000 allocations). A world grows: `buildWorld` adds pods [from, to) of a layout.
+ * The standing worlds of the memory, sync and scale measurements: realistic pods with a kubelet's
+ * status (written through pods/status) on the Ready Node objects they name. Two layouts,
+ * `steadyLayout` (bench:apiserver) and `scaleLayout` (issue 47's cluster); `buildWorld` grows one.
  */
 import { Effect } from "effect"
 import { Agent, fetch } from "undici"
@@ -13,7 +9,7 @@ import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import type { BenchPlane } from "./controlplane.ts"
 import { realisticStatus } from "./pods.ts"
-import { type BulkPod, type Network, bulkStart, createNetworks, networks, roundRobin } from "./world.ts"
+import { type BulkPod, type Network, bulkStart, createNetworks, ignoreExists, networks, roundRobin } from "./world.ts"
 
 /** Requests as the admin over one keep-alive connection pool; `close` when done. A non-2xx answer (409 aside) throws. */
 const adminClient = (plane: BenchPlane) => {
@@ -145,46 +141,29 @@ export const scaleLayout = (pods: number, namespaces = 1_000): WorldLayout => {
   }
 }
 
-export interface BuiltWorld {
-  readonly ms: number
-  /** Pods added by this call. */
-  readonly pods: number
-  readonly allocations: number
-}
-
 /**
  * Grows the world `built` (the same layout at a smaller size; none: an empty cluster) into
- * `layout`: its namespaces, the NADs, pods and nodes it adds, `chunk` pods per bulkStart;
- * `progress` hears after each chunk.
+ * `layout`: its namespaces, NADs, pods (10,000 per bulkStart, `progress` told after each) and
+ * nodes; how long it took, the pods it added and their allocations.
  */
-export const buildWorld = (
-  plane: BenchPlane,
-  layout: WorldLayout,
-  built?: WorldLayout,
-  options: { readonly chunk?: number; readonly progress?: (done: number, ms: number) => void } = {}
-) =>
+export const buildWorld = (plane: BenchPlane, layout: WorldLayout, built?: WorldLayout, progress?: (done: number, ms: number) => void) =>
   Effect.gen(function* () {
     const from = built?.pods ?? 0
     const t = performance.now()
     const api = yield* KubeApi
-    yield* Effect.forEach(
-      layout.namespaces,
-      (name) => api.create(R.Namespaces, undefined, { metadata: { name } }).pipe(Effect.asVoid, Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void)),
-      { concurrency: 16, discard: true }
-    )
-    const chunk = options.chunk ?? 10_000
+    yield* Effect.forEach(layout.namespaces, (name) => ignoreExists(api.create(R.Namespaces, undefined, { metadata: { name } })), { concurrency: 16, discard: true })
     let allocations = 0
-    for (let a = from; a < layout.pods; a += chunk) {
-      const pods = layout.range(a, Math.min(layout.pods, a + chunk))
+    for (let a = from; a < layout.pods; a += 10_000) {
+      const pods = layout.range(a, Math.min(layout.pods, a + 10_000))
       const nets = new Map(pods.flatMap((p) => p.attachments.map((x) => [`${x.net.namespace}/${x.net.nad}`, x.net] as const)))
       yield* createNetworks([...nets.values()])
       const started = yield* bulkStart(layout.namespaces[0]!, pods, { concurrency: 24, firstIndex: a })
       yield* Effect.promise(() => patchStatuses(plane, started.map((p, k) => ({ namespace: p.namespace, name: p.name, index: a + k }))))
       allocations += started.reduce((n, p) => n + p.ips.length, 0)
-      options.progress?.(a + pods.length, performance.now() - t)
+      progress?.(a + pods.length, performance.now() - t)
     }
     yield* Effect.promise(() => createNodes(plane, built?.nodes ?? 0, layout.nodes))
-    return { ms: performance.now() - t, pods: layout.pods - from, allocations } satisfies BuiltWorld
+    return { ms: performance.now() - t, pods: layout.pods - from, allocations }
   })
 
 /** bench:apiserver's steady world (steadyLayout), built at once; how long it took and its size. */

@@ -1,27 +1,25 @@
 /**
- * The scenarios, over BenchEnv: mass deletion (optionally racing an allocator), single deletions
- * at a steady rate (and their floor: the requests alone), one isolated pod, and informer sync;
- * and how their requests are counted and sampled. Each returns raw numbers; bench/lib/rows.ts
- * turns them into rows and tables.
+ * The scenarios over BenchEnv (mass deletion, single deletions and their floor, one isolated pod,
+ * informer sync) and how their requests are counted; raw numbers, which bench/lib/rows.ts tabulates.
  */
+import { setTimeout as sleep } from "node:timers/promises"
 import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope, Stream } from "effect"
 import { REASON_GARBAGE_COLLECTED, garbageCollectedMessage } from "../../src/domain/events.ts"
 import { formatIP, parseCidr } from "../../src/domain/ip.ts"
-import { podRef, projectPod } from "../../src/domain/pod.ts"
 import { reservationName } from "../../src/domain/pool.ts"
 import { type ReleaseEntry, releaseOps } from "../../src/services/IPPoolStore.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { simulationStores } from "../../src/testing/layers.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { COMPONENT } from "../../src/services/EventRecorder.ts"
-import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from "./env.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
+import { podInformer } from "./pods.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
-import { type Network, POOL_NAMESPACE, type RestReport, type StartedPod, bulkStart, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin } from "./world.ts"
+import { type Network, POOL_NAMESPACE, type RestReport, type StartedPod, clearPools, deleteAll, makeTracker, networks, restCheck, startPods } from "./world.ts"
 
 const API = "whereabouts_controller_api_requests_total"
 const FREED = "whereabouts_controller_ips_freed_total"
@@ -35,20 +33,14 @@ export const callsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray
   return Object.fromEntries(Object.entries(all).filter(([k]) => !k.startsWith("watch ") && !k.includes(" leases ")))
 }
 
+/** The requests of a count whose key, split at its spaces, passes `f`. */
+export const sumWhere = (calls: Readonly<Record<string, number>>, f: (parts: ReadonlyArray<string>) => boolean): number =>
+  Object.entries(calls).filter(([k]) => f(k.split(" "))).reduce((a, [, n]) => a + n, 0)
 export const count = (calls: Record<string, number>, verb: string, resource: string, code?: string): number =>
-  Object.entries(calls)
-    .filter(([k]) => {
-      const [v, r, c] = k.split(" ")
-      return v === verb && r === resource && (code === undefined || c === code)
-    })
-    .reduce((a, [, n]) => a + n, 0)
-
+  sumWhere(calls, ([v, r, c]) => v === verb && r === resource && (code === undefined || c === code))
 /** All requests of a count, and its writes. */
-export const total = (calls: Record<string, number>): number => Object.values(calls).reduce((a, n) => a + n, 0)
-export const writes = (calls: Record<string, number>): number =>
-  Object.entries(calls)
-    .filter(([k]) => ["create", "patch", "delete", "replace"].includes(k.split(" ")[0]!))
-    .reduce((a, [, n]) => a + n, 0)
+export const total = (calls: Record<string, number>): number => sumWhere(calls, () => true)
+export const writes = (calls: Record<string, number>): number => sumWhere(calls, ([v]) => ["create", "patch", "delete", "replace"].includes(v!))
 
 /** apiserver_request_total of everything but the benchmark's own pod deletions, watches and non-resource paths. */
 export const serverCallsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
@@ -59,17 +51,17 @@ export const serverCallsBetween = (before: ReadonlyArray<Sample>, after: Readonl
 const serverTotal = (samples: ReadonlyArray<Sample>) =>
   sum(samples, "apiserver_request_total", (l) => l["verb"] !== "WATCH" && !(l["verb"] === "DELETE" && l["resource"] === "pods") && (l["resource"] ?? "") !== "" && l["resource"] !== "leases")
 
+/** When `read()` first reached `target` (performance.now(), polled every 50 ms; a failed read is not yet); NaN after `timeoutMs`. */
+export const waitUntil = async (read: () => Promise<number>, target: number, timeoutMs: number): Promise<number> => {
+  for (const deadline = Date.now() + timeoutMs; Date.now() <= deadline; await sleep(50)) {
+    if ((await read().catch(() => -1)) >= target) return performance.now()
+  }
+  return Number.NaN
+}
+
 /** When a contender's counter (summed over its labels) reached `target`; NaN after `timeoutMs`. */
 const waitMetricAt = (c: Contender, metric: string, labels: Readonly<Record<string, string>>, target: number, timeoutMs: number) =>
-  Effect.gen(function* () {
-    const deadline = Date.now() + timeoutMs
-    for (;;) {
-      const s = yield* c.scrape
-      if (sum(s, metric, labels) >= target) return performance.now()
-      if (Date.now() > deadline) return Number.NaN
-      yield* Effect.sleep("50 millis")
-    }
-  })
+  Effect.promise(() => waitUntil(() => Effect.runPromise(c.scrape).then((s) => sum(s, metric, labels)), target, timeoutMs))
 
 /** The CNI simulation's services over the driver's KubeApi. */
 const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
@@ -95,10 +87,8 @@ export const countingApi = (api: KubeApiShape): { readonly counts: Map<string, n
 }
 
 /**
- * The most requests any window between two samples held beyond `qps` × its length. A token bucket
- * that starts full admits at most burst + qps·T in any T seconds, so this is ≤ burst when the
- * limit held, whatever the windows' lengths (a fixed "10 s" window between samples that are not
- * exactly 10 s apart would need its own bound).
+ * The most requests any window between two samples held beyond `qps` × its length: ≤ burst when
+ * the limit held (a token bucket that starts full admits at most burst + qps·T in any T seconds).
  */
 export const excessOver = (points: ReadonlyArray<readonly [number, number]>, qps: number): number => {
   let worst = 0
@@ -155,17 +145,14 @@ export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
 export interface AllocatorStats {
   readonly started: number
   readonly failed: number
-  /** Ticks that started nothing because ALLOCATOR_IN_FLIGHT starts were still running (absent in older results). */
+  /** Ticks skipped at ALLOCATOR_IN_FLIGHT (absent in older results). */
   readonly skipped?: number
   readonly errors: ReadonlyArray<string>
   readonly poolPatches: number
   readonly poolConflicts: number
 }
 
-/**
- * Pod starts the allocator keeps running at once: on a server slowed by the deletion, starts must
- * not pile up and all race (each retrying up to the simulation's datastore limit) for the same free address.
- */
+/** Pod starts the allocator keeps running at once: on a slowed server they must not pile up and all race for one free address. */
 export const ALLOCATOR_IN_FLIGHT = 20
 
 /** Starts a pod every 1000/rate ms with the real CNI simulation (startPod) until interrupted; a tick with ALLOCATOR_IN_FLIGHT starts running is skipped. */
@@ -212,11 +199,9 @@ const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network
       stop: Effect.gen(function* () {
         yield* Fiber.interrupt(fiber)
         yield* Fiber.joinAll(fibers)
-        return {
-          ...stats,
-          poolPatches: [...counter.counts].filter(([k]) => k.startsWith("patch ippools")).reduce((a, [, n]) => a + n, 0),
-          poolConflicts: [...counter.counts].filter(([k]) => k.startsWith("patch ippools") && !k.endsWith(" ok")).reduce((a, [, n]) => a + n, 0)
-        } satisfies AllocatorStats
+        const counts = Object.fromEntries(counter.counts)
+        const poolPatches = count(counts, "patch", "ippools")
+        return { ...stats, poolPatches, poolConflicts: poolPatches - count(counts, "patch", "ippools", "ok") } satisfies AllocatorStats
       })
     }
   })
@@ -232,7 +217,7 @@ export interface MassOptions {
   readonly allocatorRate?: number
   /** The API server's own counters (real server only). */
   readonly serverCounts?: () => Promise<ReadonlyArray<Sample>>
-  /** Also sample the API server's counters every second (costly: ~2 MB of text per sample). */
+  /** Also sample the API server's counters every second (costly: megabytes of text per sample). */
   readonly serverRates?: boolean
   readonly timeoutMs?: number
   /** Every pod's spec.nodeName (default: spread over node-0..49). */
@@ -243,13 +228,7 @@ export interface MassOptions {
   readonly keepPools?: boolean
 }
 
-export interface Rates {
-  readonly perSecond: ReadonlyArray<number>
-  readonly peak: number
-  readonly max10s: number | undefined
-  readonly total: number
-  readonly points?: ReadonlyArray<readonly [number, number]>
-}
+export type Rates = Awaited<ReturnType<ReturnType<typeof rateSampler>["stop"]>>
 
 export interface MassRun {
   readonly kind: Kind
@@ -258,7 +237,6 @@ export interface MassRun {
   readonly perPod: number
   readonly pools: number
   readonly limits: Limits
-  readonly setupMs: number
   readonly startMs: number
   /** First delete issued → last delete returned. */
   readonly deleteWindowMs: number
@@ -288,12 +266,8 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
     const api = yield* KubeApi
     const ns = `md-${o.label}`
     const nets = networks(ns, o.pools)
-    yield* createNetworks(nets)
-    const t0 = performance.now()
     const perPod = o.perPod ?? 1
-    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets, perPod), o.nodeName === undefined ? {} : { nodeName: o.nodeName })
-    const setupMs = performance.now() - t0
-    const refs = started.map((p) => `${p.namespace}/${p.name}`)
+    const { started, refs } = yield* startPods(ns, nets, o.pods, perPod, o.nodeName)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const t1 = performance.now()
@@ -328,7 +302,6 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
           perPod,
           pools: o.pools,
           limits: o.limits,
-          setupMs,
           startMs,
           deleteWindowMs: del.lastReturned - del.firstIssued,
           poolFreedMs: freed.pool,
@@ -441,19 +414,23 @@ const deleteAtRate = <E>(started: ReadonlyArray<StartedPod>, rate: number, after
     return { t0, issued, lag, answered }
   })
 
+/** Per pod whose `at` is known: ms from its DELETE (`issued`, in `refs`' order) to then. */
+const sinceIssued = (refs: ReadonlyArray<string>, issued: ReadonlyArray<number>, at: (ref: string) => number | undefined) =>
+  refs.flatMap((r, i) => {
+    const t = at(r)
+    return t === undefined ? [] : [t - issued[i]!]
+  })
+
 /** Deletes pods one by one at a steady rate; per pod, delete → address free. */
 export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const ns = `sd-${o.label}`
-    const nets = networks(ns, o.pools)
-    yield* createNetworks(nets)
     const perPod = o.perPod ?? 1
-    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets, perPod))
+    const { started, refs } = yield* startPods(ns, networks(ns, o.pools), o.pods, perPod)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const c = yield* env.start(kind, o.limits, o.label)
         const tracker = yield* makeTracker()
-        const refs = started.map((p) => `${p.namespace}/${p.name}`)
         yield* tracker.allHeld(refs, o.pods * perPod)
         const m0 = yield* c.scrape
         const cpu0 = env.cpu(c)
@@ -461,14 +438,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         yield* tracker.allFreed(refs, o.timeoutMs ?? 600_000)
         const m1 = yield* c.scrape
         const cpu = cpuDelta(cpu0, env.cpu(c))
-        const poolLat: Array<number> = []
-        const resLat: Array<number> = []
-        for (const [i, r] of refs.entries()) {
-          const p = tracker.poolFreedAt(r)
-          const q = tracker.reservationsFreedAt(r)
-          if (p !== undefined) poolLat.push(p - issued[i]!)
-          if (q !== undefined) resLat.push(q - issued[i]!)
-        }
+        const poolLat = sinceIssued(refs, issued, tracker.poolFreedAt)
         const rest = yield* restCheck([ns])
         return {
           kind,
@@ -476,7 +446,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
           rate: o.rate,
           limits: o.limits,
           pool: percentiles(poolLat),
-          reservation: percentiles(resLat),
+          reservation: percentiles(sinceIssued(refs, issued, tracker.reservationsFreedAt)),
           issueLag: percentiles(lag),
           completed: poolLat.length,
           calls: callsBetween(m0, m1),
@@ -506,8 +476,7 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
     const api = yield* KubeApi
     const ns = `ip-${o.label}`
     const nets = networks(ns, 2)
-    yield* createNetworks(nets)
-    const background = yield* bulkStart(ns, roundRobin("web", o.background, nets))
+    const { started: background } = yield* startPods(ns, nets, o.background)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const c = yield* env.start(kind, o.limits, o.label)
@@ -544,16 +513,7 @@ export const informerSync = (kind: Kind) =>
   Effect.scoped(
     Effect.gen(function* () {
       const t = performance.now()
-      const informer =
-        kind === "ours"
-          ? yield* makeInformer({ resource: R.Pods, transform: projectPod, keyOf: podRef, identityOf: (p) => p.uid, versionOf: (p) => p.resourceVersion })
-          : yield* makeInformer<KubeObject>({
-              resource: R.Pods,
-              transform: (o) => o,
-              keyOf: (o) => `${o.metadata.namespace}/${o.metadata.name}`,
-              identityOf: (o) => o.metadata.uid ?? "",
-              versionOf: (o) => o.metadata.resourceVersion
-            })
+      const informer = yield* podInformer(kind === "ours")
       yield* informer.awaitSynced
       return { ms: performance.now() - t, pods: informer.size() }
     })
@@ -575,23 +535,18 @@ export interface FloorRun {
 }
 
 /**
- * The floor under the single deletions: the same world and stream as `singleDeletions`, with no
- * controller; as soon as a pod's DELETE is answered, the benchmark itself sends what the
- * controller sends for that pod, in the executor's order — the live re-check (GET pod, 404), the
- * reservation DELETE, then the guarded JSON patch of its one pool entry (`releaseOps`, as
- * IPPoolStore.release sends it) with the Event alongside — with no queue, no batching, no client
- * limit and no informer decoding. A pod watch and a pool watch stay open, as a controller's
- * informers would. What the API server of this machine, in its current state, answers for the
- * requests alone.
+ * The floor under the single deletions: their world and stream with no controller. As each pod's
+ * DELETE is answered the benchmark sends what the controller sends for it, in the executor's order
+ * (re-check GET, reservation DELETE, then the guarded patch of `releaseOps` with the Event
+ * alongside), with no queue, batching, client limit or informer, a pod and a pool watch open: what
+ * the API server takes for the requests alone.
  */
 export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "pools" | "rate" | "label">): Effect.Effect<FloorRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const ns = `sd-${o.label}`
     const nets = networks(ns, o.pools)
-    yield* createNetworks(nets)
-    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets))
-    const refs = started.map((p) => `${p.namespace}/${p.name}`)
+    const { started, refs } = yield* startPods(ns, nets, o.pods)
     const wanted = new Set(refs)
     // What the guarded patch needs per pod: the entry's key and container id, as the pool holds them.
     const entryOf = new Map<string, { pool: string; network: string; entry: ReleaseEntry }>()
@@ -661,7 +616,7 @@ export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "pool
           pods: o.pods,
           rate: o.rate,
           pool: percentiles(timed.map((t) => t.ms)),
-          reservation: percentiles(refs.flatMap((r, i) => (tracker.reservationsFreedAt(r) === undefined ? [] : [tracker.reservationsFreedAt(r)! - issued[i]!]))),
+          reservation: percentiles(sinceIssued(refs, issued, tracker.reservationsFreedAt)),
           completed: freed.length,
           cpu,
           slowest: [...timed].sort((a, b) => b.ms - a.ms).slice(0, 12),

@@ -32,17 +32,10 @@ export const percentiles = (samples: ReadonlyArray<number>): Percentiles => {
 }
 
 /** min / median / max over repetitions (each repetition one value). */
-export interface Spread {
-  readonly runs: ReadonlyArray<number>
-  readonly min: number
-  readonly median: number
-  readonly max: number
-}
-
-export const spread = (runs: ReadonlyArray<number>): Spread => {
+export const spread = (runs: ReadonlyArray<number>) => {
   const sorted = [...runs].sort((a, b) => a - b)
   const mid = sorted.length === 0 ? Number.NaN : sorted.length % 2 === 1 ? sorted[(sorted.length - 1) / 2]! : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2
-  return { runs: [...runs], min: sorted[0] ?? Number.NaN, median: mid, max: sorted[sorted.length - 1] ?? Number.NaN }
+  return { min: sorted[0] ?? Number.NaN, median: mid, max: sorted[sorted.length - 1] ?? Number.NaN }
 }
 
 /** A readable number: 3 significant digits, thousands separated. */

@@ -1,24 +1,16 @@
 /**
- * whereabouts' own pod controller as a contender on the real API server: the program in
- * bench/upstream/controlloop (our main around upstream's pkg/controlloop, built by
- * scripts/upstream-controlloop.sh), and the mass deletion that runs it and the controller on the
- * same pods, one after the other.
- *
- * What upstream needs to see the bench's pods, and what that changes for both contenders:
- * - it watches only pods whose spec.nodeName is its NODENAME, and that Node must exist: the pods
- *   of this scenario all sit on one Node object the benchmark creates (in a cluster it runs once
- *   per node, as a DaemonSet; one instance sees one node's pods);
- * - it refuses a network whose IPAM config has no flat file (whereabouts.conf naming the
- *   kubeconfig): the NADs carry `configuration_path` to one the benchmark writes, naming the
- *   bench's kubeconfig. The controller reads the same file (a flat file is part of the contract).
+ * whereabouts' own pod controller (bench/upstream/controlloop, built by
+ * scripts/upstream-controlloop.sh) as a contender on the real API server, and the mass deletion
+ * that runs it and the controller on the same pods, one after the other. Upstream sees only pods
+ * of its NODENAME, an existing Node (so every pod sits on one Node object), and refuses a network
+ * without a flat file: the NADs name one (`configuration_path`) giving the bench's kubeconfig.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { setTimeout as sleep } from "node:timers/promises"
 import { Effect, Either, type Scope } from "effect"
 import { KubeApi } from "../../src/services/KubeApi.ts"
-import type { Resource } from "../../src/services/resources.ts"
+import * as R from "../../src/services/resources.ts"
 import { apiserverRequests, type BenchPlane, cpuSeconds } from "./controlplane.ts"
 import { type BenchEnv, cpuDelta, type Limits, limitsAt } from "./env.ts"
 import { ROOT } from "./paths.ts"
@@ -26,14 +18,13 @@ import { freePort } from "../../test/live/cluster.ts"
 import { spawnLogged } from "./proc.ts"
 import { delta, parseProm, type Sample, sum } from "./prom.ts"
 import { type Row, row, type Section, table, yesNo } from "./report.ts"
-import { fmt, fullyFreed, medSpread, ms, ratio, sec, spread } from "./rows.ts"
-import { callsBetween, count, type MassRun, serverCallsBetween, total, writes } from "./scenarios.ts"
-import { type Network, bulkStart, wrongAndLost, clearPools, createNetworks, deleteAll, makeTracker, networks, restCheck, roundRobin, violations } from "./world.ts"
+import { cpuText, fmt, fullyFreed, medSpread, ms, ratio, sec, spread } from "./rows.ts"
+import { callsBetween, count, type MassRun, serverCallsBetween, total, waitUntil, writes } from "./scenarios.ts"
+import { type Network, clearPools, deleteAll, ignoreExists, makeTracker, networks, restCheck, startPods, violations, wrongAndLost } from "./world.ts"
 
 /** The Node every pod of this scenario is bound to, and upstream's NODENAME. */
 export const NODE = "bench-upstream-node"
 
-const Nodes: Resource = { group: "", version: "v1", plural: "nodes", kind: "Node", namespaced: false }
 const UPSTREAM_API = "controlloop_api_requests_total"
 const FREED = "whereabouts_controller_ips_freed_total"
 
@@ -110,7 +101,7 @@ const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
 export type UpstreamKind = "ours" | "upstream"
 
 /** A mass deletion's times and counts, as MassRun has them (`calls`: ours without leader-election leases). */
-export interface UpstreamRun extends Pick<MassRun, "pods" | "pools" | "setupMs" | "startMs" | "deleteWindowMs" | "poolFreedMs" | "reservationsFreedMs" | "calls" | "cpu" | "rest"> {
+export interface UpstreamRun extends Pick<MassRun, "pods" | "pools" | "startMs" | "deleteWindowMs" | "poolFreedMs" | "reservationsFreedMs" | "calls" | "cpu" | "rest"> {
   readonly kind: UpstreamKind
   readonly label: string
   /** undefined: client-go's defaults (upstream as released). */
@@ -134,31 +125,14 @@ const withFlatFile = (n: Network, flatFile: string): Network => {
   return { ...n, config: JSON.stringify({ ...config, ipam: { ...config.ipam, configuration_path: flatFile } }) }
 }
 
-const ensureNode = Effect.flatMap(KubeApi, (api) =>
-  api.create(Nodes, undefined, { metadata: { name: NODE, labels: { "kubernetes.io/hostname": NODE } } }).pipe(
-    Effect.asVoid,
-    Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void)
-  )
-)
-
-const waitUntil = async (read: () => Promise<number>, target: number, timeoutMs: number): Promise<number> => {
-  for (const deadline = Date.now() + timeoutMs; Date.now() <= deadline; await sleep(50)) {
-    if ((await read().catch(() => -1)) >= target) return performance.now()
-  }
-  return Number.NaN
-}
+const ensureNode = Effect.flatMap(KubeApi, (api) => ignoreExists(api.create(R.Nodes, undefined, { metadata: { name: NODE, labels: { "kubernetes.io/hostname": NODE } } })))
 
 /** Every pod of a fresh namespace named `o.label` (all on NODE) deleted at once without CNI DEL; times until all their addresses are free. */
 export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, kind: UpstreamKind, o: UpstreamOptions): Effect.Effect<UpstreamRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const ns = o.label
-    const nets = networks(ns, o.pools).map((n) => withFlatFile(n, o.flatFile))
-    yield* createNetworks(nets)
     yield* ensureNode
-    const t0 = performance.now()
-    const started = yield* bulkStart(ns, roundRobin("web", o.pods, nets), { nodeName: NODE })
-    const setupMs = performance.now() - t0
-    const refs = started.map((p) => `${p.namespace}/${p.name}`)
+    const { started, refs } = yield* startPods(ns, networks(ns, o.pools).map((n) => withFlatFile(n, o.flatFile)), o.pods, 1, NODE)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const t1 = performance.now()
@@ -188,7 +162,6 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
           pods: o.pods,
           pools: o.pools,
           limits: o.limits,
-          setupMs,
           startMs,
           deleteWindowMs: del.lastReturned - del.firstIssued,
           poolFreedMs: freed.pool,
@@ -296,12 +269,11 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
     )
   }
   const detail = table(
-    ["run", "limit", "pods / pools", "setup", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "requests (contender)", "per freed IP", "requests (API server)", "pool patches (422)", "CPU s (by process)", "invariants at rest"],
+    ["run", "limit", "pods / pools", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "requests (contender)", "per freed IP", "requests (API server)", "pool patches (422)", "CPU s (by process)", "invariants at rest"],
     runs.map((r) => [
       `${r.kind} ${r.setting}`,
       limitText(r.limits),
       `${r.pods} / ${r.pools}`,
-      ms(r.setupMs),
       ms(r.deleteWindowMs),
       sec(r.poolFreedMs),
       sec(r.reservationsFreedMs),
@@ -310,9 +282,7 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
       fmt(total(r.calls) / r.pods),
       total(r.serverCalls),
       `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
-      Object.entries(r.cpu)
-        .map(([k, v]) => `${k} ${fmt(v)}`)
-        .join(", "),
+      cpuText(r.cpu),
       violations(r.rest) === 0 ? "ok" : `${violations(r.rest)} violations`
     ])
   )

@@ -1,8 +1,4 @@
-/**
- * The benchmark world over any KubeApi (in-memory or a real API server): networks (NADs), pods
- * started by the CNI simulation in bulk, a tracker that sees when addresses are freed, and the
- * invariant check at rest.
- */
+/** The benchmark world over any KubeApi: networks, pods started in bulk, a tracker of frees, the invariants at rest. */
 import { Effect, Either, Queue, type Scope } from "effect"
 import { assignIP } from "../../src/testing/allocate.ts"
 import { formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
@@ -35,7 +31,7 @@ export const networks = (namespace: string, count: number, cidr: (k: number) => 
     return { namespace, nad: `net-${k}`, range, pool: poolName(range, ""), config }
   })
 
-const ignoreExists = <A, R>(e: Effect.Effect<A, KubeError, R>) => e.pipe(Effect.asVoid, Effect.catchIf((x) => x.reason === "AlreadyExists", () => Effect.void))
+export const ignoreExists = <A, R>(e: Effect.Effect<A, KubeError, R>) => e.pipe(Effect.asVoid, Effect.catchIf((x) => x.reason === "AlreadyExists", () => Effect.void))
 
 /** Creates the namespace (real servers need it) and the NADs. */
 export const createNetworks = (nets: ReadonlyArray<Network>) =>
@@ -66,11 +62,9 @@ export interface StartedPod {
 const pointer = (key: string) => `/spec/allocations/${key}`
 
 /**
- * The CNI simulation for many pods at once: what `startPod` does pod by pod (lowest free address
- * by the plugin's own `assignIP`, a resourceVersion-guarded pool write, one reservation per
- * address, Multus' network-status), batched so that thousands of pods take seconds on a real
- * server: pods are created first (with their final annotations), then one guarded patch per
- * pool, then the reservations. Same pool contents as starting the pods one by one.
+ * The CNI simulation for many pods at once: the pool contents `startPod` pod by pod would leave
+ * (the plugin's `assignIP`), batched: the pods with their final annotations, then one guarded
+ * patch per pool, then one reservation per address.
  */
 export const bulkStart = (
   namespace: string,
@@ -150,6 +144,14 @@ export const bulkStart = (
     return started
   })
 
+/** `pods` pods web-<i> in `ns` round-robin over `nets` (created first), and their podrefs. */
+export const startPods = (ns: string, nets: ReadonlyArray<Network>, pods: number, perPod = 1, nodeName?: string) =>
+  Effect.gen(function* () {
+    yield* createNetworks(nets)
+    const started = yield* bulkStart(ns, roundRobin("web", pods, nets, perPod), nodeName === undefined ? {} : { nodeName })
+    return { started, refs: started.map((p) => `${p.namespace}/${p.name}`) }
+  })
+
 /** `n` pods `<prefix>-<i>`, each on one network, round-robin over `nets` (so n/|nets| per pool). */
 export const roundRobin = (prefix: string, n: number, nets: ReadonlyArray<Network>, perPod = 1): ReadonlyArray<BulkPod> =>
   Array.from({ length: n }, (_, i) => ({
@@ -168,8 +170,6 @@ export const clearPools = Effect.gen(function* () {
     })
   }
 })
-
-// ---------------------------------------------------------------------------------------------
 
 const refCounts = (o: KubeObject): Map<string, number> => {
   const out = new Map<string, number>()
@@ -199,10 +199,7 @@ export interface Tracker {
   readonly allFreed: (refs: ReadonlyArray<string>, timeoutMs: number, since?: number) => Effect.Effect<{ readonly pool: number; readonly reservations: number }>
 }
 
-/**
- * Watches the pools and reservations of the pool namespace (its own informers over its own
- * KubeApi, no rate limit) and timestamps, per podref, when its pool entries and reservations went away.
- */
+/** Watches the pool namespace's pools and reservations and timestamps, per podref, when its entries and reservations went away. */
 export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const held = new Map<string, number>()
@@ -301,8 +298,6 @@ export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Sco
         })
     } satisfies Tracker
   })
-
-// ---------------------------------------------------------------------------------------------
 
 /** The live tier's invariants at rest (test/live/support/bulk.ts), plus the reservations counted. */
 export interface RestReport extends LiveRestReport {

@@ -1,10 +1,8 @@
 /**
- * The invariant checker: its own watches on pods, pools, reservations, nodes, the Lease and
- * Events (watch.ts) keep a view of the cluster and the per-object history; every two seconds the
- * invariants (invariants.ts) and the obligations (obligations.ts) are evaluated on that view. A
- * problem seen twice, three seconds apart, is confirmed by reading the objects again from the API
- * server before it counts as a violation, so a watch that lags is never one. At rest, everything
- * is read fresh and nothing may be held for a pod that is gone or will never run again.
+ * The invariant checker: its own watches (watch.ts) keep a view of the cluster and each object's
+ * history, on which the invariants and obligations are evaluated every two seconds; a problem seen
+ * twice, three seconds apart, counts only once fresh reads confirm it (a lagging watch is never a
+ * violation). At rest everything is read fresh.
  */
 import { parseReservationName } from "../../src/domain/pool.ts"
 import { formatIP } from "../../src/domain/ip.ts"

@@ -1,9 +1,7 @@
 /**
- * Runs the fault schedule (fault-plan.ts) and keeps its timeline. A fault's window runs from its
- * start until the system has recovered — the fault lifted (the process restarted, the API server
- * ready, the proxy passing bytes again) and a replica leading again — plus a settling time; the
- * checker gives obligations that meet a window the bound again after it, and the report tells
- * latencies inside windows from those outside.
+ * Runs the fault schedule (fault-plan.ts) and keeps its timeline. A fault's window lasts until the
+ * fault is lifted and a replica leads again, plus a settling time; obligations meeting a window get
+ * the bound again after it, and the report tells latencies inside windows from those outside.
  */
 import { Effect } from "effect"
 import { setTimeout as sleep } from "node:timers/promises"

@@ -1,8 +1,7 @@
 /**
- * The per-object event log: every change the checker's watches saw, every step the workload
- * took and every fault, each line under the keys of the objects it concerns (a pod by
- * `ns/name`, an address by `network ip`), so a violation is reported with the history of
- * exactly the objects involved. Everything also goes to `events.jsonl` in the output directory.
+ * The per-object event log (also in `events.jsonl`): watch changes, workload steps and faults, each
+ * under the keys of the objects it concerns (`ns/name`, `network ip`), so a violation comes with
+ * the history of exactly its objects.
  */
 import * as fs from "node:fs"
 

@@ -1,18 +1,10 @@
 /**
- * The soak's invariants over one view of the cluster (the checker's watch caches, or fresh lists
- * at rest), as pure functions:
- *  - every address a live, running pod's status lists is held for it in its network's pools, and
- *    has its reservation (every soak network uses overlapping-range reservations, the default);
- *  - no address is held twice in one network (two pool entries for different pods, or two live
- *    pods listing it);
- *  - which entries and reservations are held for a pod that is gone or will never run again
- *    (the checker times those against its bound).
- * The checker judges by its own reading of the objects, never through the controller's code. The
- * controller's invariant monitor (src/domain/invariants.ts) judges the same invariants on its
- * caches; the soak keeps this second reading on purpose rather than judging through those
- * definitions: a judge that shares them shares their mistakes (a collision domain drawn wrong, a
- * listing skipped as unsettled). The two must agree instead: at the end of a run, the leader's
- * invariant_violations gauge reads 0 for every kind (main.ts, checkControllerGauges).
+ * The soak's invariants over one view of the cluster (watch caches, or fresh lists at rest), as
+ * pure functions: every address a running pod's status lists is held for it in its network's pools
+ * and reserved; no address is held twice in a network; and which entries and reservations are held
+ * for a pod that is gone or will never run again (timed against the bound). This is the checker's
+ * own reading, on purpose not src/domain/invariants.ts: a judge that shares the controller's
+ * definitions shares their mistakes. The two must agree instead (main.ts, checkControllerGauges).
  */
 import { addOffset, cidrAddress, formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { reservationName } from "../../src/domain/pool.ts"

@@ -1,10 +1,8 @@
 /**
- * The node side of the soak, played as the live tier plays it (test/live/support/upstream-plugin.ts):
- * there are no kubelets, so this creates the pod objects the scheduler would have bound, runs the
- * real whereabouts plugin's ADD for each attachment (a new sandbox, i.e. container id, per attempt,
- * retried with backoff as the kubelet retries a failed sandbox), writes Multus's network-status and
- * the Running phase; on deletion it runs CNI DEL before the final delete (the kubelet's teardown)
- * or skips it (the leak). Every step goes into the pod's history.
+ * The node side, as the live tier plays it (test/live/support/upstream-plugin.ts): the pod objects
+ * the scheduler would bind, the real plugin's ADD per attachment (a new container id per sandbox
+ * attempt, retried with backoff), Multus's network-status and Running; on deletion CNI DEL before
+ * the final delete, or none (the leak). Every step goes into the pod's history.
  */
 import * as fs from "node:fs"
 import { Deferred, Duration, Effect } from "effect"

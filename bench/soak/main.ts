@@ -1,10 +1,8 @@
 /**
- * `npm run soak -- --minutes 60 --seed N`: an hour (or N minutes) of seeded churn against a real
- * kube-apiserver + etcd (the live tier's harness, test/live/cluster.ts), the upstream whereabouts
- * CNI plugin v0.9.2 as the allocator, two controller replicas running the image's program
- * through a chaos proxy, a fault every --fault-every seconds, and an invariant checker watching
- * throughout and at rest. Writes report.md, report.json, plot.svg, events.jsonl and the
- * controllers' logs to the output directory; exits 1 when any invariant was violated.
+ * `npm run soak -- --minutes 60 --seed N`: seeded churn on a real kube-apiserver + etcd with the
+ * upstream whereabouts plugin allocating, two controller replicas behind a chaos proxy, a fault
+ * every --fault-every seconds and an invariant checker throughout and at rest. Writes the report,
+ * plot, events.jsonl and logs to the output directory; exits 1 on any violation.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"

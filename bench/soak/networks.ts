@@ -1,10 +1,8 @@
 /**
- * The soak's networks: one NAD each, covering what whereabouts 0.9 writes — an unnamed IPv4 and
- * IPv6 range, dual stack (ipRanges), a named network on the same CIDR as the unnamed IPv4 one
- * (own pools, own reservation names), two node-slice networks (unnamed and named; per-node pools,
- * the slices assigned as upstream's node-slice controller does), a small range for the
- * StatefulSet (addresses reused at once), and one network whose NAD is edited and deleted while
- * pods use it. Ranges are disjoint except where sharing is the point.
+ * The soak's networks, one NAD each, covering what whereabouts 0.9 writes: unnamed IPv4 and IPv6,
+ * dual stack, a named network on the unnamed IPv4 CIDR, two node-slice networks, a small range for
+ * the StatefulSet (addresses reused at once), and one whose NAD is edited and deleted under its
+ * pods. Ranges are disjoint except where sharing is the point.
  */
 
 export const POOLS_NAMESPACE = "kube-system"

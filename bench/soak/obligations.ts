@@ -1,15 +1,10 @@
 /**
- * What must be freed, and by when. When a pod is gone (its object deleted) or will never run
- * again (finished, evicted by the taint manager, terminating on a node that is gone or out of
- * service past its grace and --terminating-grace), everything then held for it — pool entries and
- * reservations — becomes an obligation with a clock. It is met when each item is removed (or taken
- * over by a new incarnation of the pod: a StatefulSet pod's ADD rewrites the entry's container id);
- * its time to be met is a sample of delete → free latency. It is overdue `boundMs` after its clock
- * started, or after the end of the last fault window that began before that deadline.
- *
- * While a pod of the same name exists but does not run yet, the clock stands still: the
- * controller must not free anything of a name that has a pod (a reborn StatefulSet pod takes its
- * address back).
+ * What must be freed, and by when. Once a pod is gone or will never run again, everything then
+ * held for it becomes an obligation with a clock, met when each item is removed or taken over by a
+ * new incarnation (a StatefulSet pod's ADD rewrites the container id); the time to meet it is a
+ * delete → free sample. It is overdue `boundMs` after its clock started, pushed past fault windows
+ * that begin before that deadline. While a namesake exists but does not run yet the clock stands
+ * still: nothing of a name that has a pod may be freed.
  */
 import type { Attached, Entry, PodView } from "./invariants.ts"
 

@@ -1,15 +1,9 @@
 /**
- * The chaos proxy: what stands between the controllers and kube-apiserver (and only them: the
- * workload, the CNI plugin and the checker talk to the API server directly). It terminates TLS
- * with the API server's own serving certificate and key (self-signed by the apiserver into its
- * --cert-dir; its SANs include 127.0.0.1, and the controllers' kubeconfig already trusts that
- * CA), so TLS verification stays on and no certificate is made up for the test; it forwards each
- * request over its own TLS connection to the API server. Seeing HTTP is what lets it answer 429
- * with Retry-After as API Priority and Fairness does, and delay requests; stalls and resets act
- * on the sockets themselves.
- *
- * An API server that cannot be reached is passed on as a reset connection, not as a 502 the real
- * network path would never produce.
+ * The chaos proxy between the controllers (only them) and kube-apiserver. It terminates TLS with
+ * the API server's own serving certificate (which the controllers' kubeconfig trusts), so
+ * verification stays on, and forwards each request over its own TLS connection: seeing HTTP lets
+ * it answer 429 as API Priority and Fairness does and delay requests; stalls and resets act on the
+ * sockets. An unreachable API server is passed on as a reset, never a 502 a real path would not give.
  */
 import * as fs from "node:fs"
 import * as http from "node:http"

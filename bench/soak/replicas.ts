@@ -1,13 +1,8 @@
 /**
- * The two controller replicas, as the Deployment runs them: the image's program (the bundle
- * scripts/build.ts makes, dist/main.js in the image) under the image's node flags and
- * environment (bench/lib/image.ts reads them from the Dockerfile), leader-elected through the
- * shipped RBAC's ServiceAccount, talking to the API server through the chaos proxy. A replica that
- * is killed comes back under the same name, as a container restarted in its pod would.
- *
- * From their logs: when each was leader and when each ran its deletion loop (the intervals the
- * two-leaders check compares); from /proc and /metrics every few seconds: RSS, heap, queue depth
- * and the leader gauge.
+ * The two controller replicas as the Deployment runs them: the image's program, flags and
+ * environment, leader-elected as the shipped RBAC's ServiceAccount, through the chaos proxy; a
+ * killed replica comes back under its name. From their logs, when each led and ran its deletion
+ * loop (the two-leaders check); from /proc and /metrics: RSS, heap, queue depth, the leader gauge.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"

@@ -1,10 +1,7 @@
 /**
- * The checker's own informer, written apart from the controller's (src/services/Informer.ts) so
- * that a bug there cannot blind the check: list, then watch from the list's resourceVersion with
- * bookmarks; a watch that ends resumes from the last version seen; 410 (a version compacted
- * away, or the API server restarted) lists again and reports what vanished meanwhile as deleted;
- * an API server that cannot be reached is tried again every second. Plain node:https with the
- * admin token.
+ * The checker's own informer, apart from src/services/Informer.ts so a bug there cannot blind the
+ * check: list, then watch from its version with bookmarks, resuming from the last version seen; on
+ * 410 list again and report what vanished as deleted; an unreachable API server is tried every second.
  */
 import * as https from "node:https"
 import { setTimeout as sleep } from "node:timers/promises"
