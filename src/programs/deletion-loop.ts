@@ -8,6 +8,7 @@ import { Clock, Duration, Effect, Option, Schedule } from "effect"
 import { REASON_GC_FAILED, gcFailedMessage, podObject } from "../domain/events.ts"
 import { podRef } from "../domain/pod.ts"
 import { type Outcome, nextStep } from "../domain/release.ts"
+import { backoff } from "../services/backoff.ts"
 import * as Batcher from "../services/Batcher.ts"
 import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
@@ -17,12 +18,6 @@ import * as WorkQueue from "../services/WorkQueue.ts"
 import type { LoopActivity } from "./memory.ts"
 import { type Candidate, type PodResult, freeBatch } from "./free-pods.ts"
 import { feed, podrefOfKey } from "./triggers.ts"
-
-/** Jittered exponential backoff from `base`, at most `max` apart; with `attempts`, done after that many attempts. */
-export const backoff = (base: Duration.DurationInput, max: Duration.DurationInput, attempts?: number): Schedule.Schedule<unknown> => {
-  const schedule = Schedule.exponential(base).pipe(Schedule.union(Schedule.spaced(max)), Schedule.jittered)
-  return attempts === undefined ? schedule : Schedule.intersect(schedule, Schedule.recurs(attempts - 1))
-}
 
 type Queue = WorkQueue.WorkQueue<Candidate>
 
@@ -179,7 +174,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       const lookAgainAfter = Duration.decode(options.lookAgainAfter ?? LOOK_AGAIN_AFTER)
       // Registered first, so it runs last: the end of a shutdown (or of a leadership term) in the log.
       yield* Effect.addFinalizer(() => Effect.logInfo("deletion loop stopped"))
-      const queue = yield* WorkQueue.make<Candidate>({ backoff: backoff(config.retryBaseDelay, config.retryMaxDelay, config.retryAttempts) })
+      const queue = yield* WorkQueue.make<Candidate>({ backoff: backoff(config.retryBaseDelay, config.retryMaxDelay, { attempts: config.retryAttempts }) })
       // When each candidate was queued, until a worker first takes it: the queue-wait histogram.
       const observedAt = new Map<string, number>()
       yield* feed(queue, (key, now) =>

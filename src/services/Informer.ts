@@ -4,6 +4,7 @@
  * informer stops for good), a synced signal, secondary indexes, and events — deletions a relist finds too.
  */
 import { Deferred, Duration, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
+import { backoff } from "./backoff.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, forEachPage } from "./KubeApi.ts"
 import { type KubeError, isTransient, isUnreachable } from "./KubeError.ts"
 import type { Resource } from "./resources.ts"
@@ -138,10 +139,10 @@ const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" |
 
 type Store<A> = ReturnType<typeof makeStore<A>>
 
-const rewatchBackoff = Schedule.exponential("250 millis").pipe(Schedule.either(Schedule.spaced("5 seconds")), Schedule.jittered, Schedule.intersect(Schedule.recurs(8)))
+const rewatchBackoff = backoff("250 millis", "5 seconds", { attempts: 9 })
 /** How often an optional resource found not served (whereabouts before 0.8 has no NodeSlicePool CRD) is looked at again. */
 const ABSENT_RETRY = "1 minute"
-const defaultBackoff = Schedule.exponential("1 second").pipe(Schedule.either(Schedule.spaced("30 seconds")), Schedule.jittered)
+const defaultBackoff = backoff("1 second", "30 seconds")
 
 /** What one informer's loops share: its API, options, store, outlets and counters. */
 interface Loop<A> {

@@ -8,13 +8,14 @@
  * locks are needed.
  */
 import { Clock, Deferred, Duration, Effect, Exit, FiberId, FiberSet, MutableQueue, Option, Schedule, ScheduleDecision, ScheduleIntervals, type Scope } from "effect"
+import { backoff } from "./backoff.ts"
 import { makeTokenBucket } from "./TokenBucket.ts"
 
 /** client-go's default controller rate limiter: 10 requeues a second overall, after a burst of 100... */
 const DEFAULT_QPS = 10
 const DEFAULT_BURST = 100
-/** ...and per key 5 ms, 10 ms, 20 ms … capped at 1000 s (the union of two schedules takes the shorter delay). */
-const defaultBackoff: Schedule.Schedule<unknown> = Schedule.exponential("5 millis").pipe(Schedule.union(Schedule.spaced("1000 seconds")))
+/** ...and per key 5 ms, 10 ms, 20 ms … capped at 1000 s, not jittered. */
+const defaultBackoff = backoff("5 millis", "1000 seconds", { jittered: false })
 
 export interface WorkQueueOptions {
   /** Per-key delays of `addRateLimited`; once it is done, `addRateLimited` returns false. */
