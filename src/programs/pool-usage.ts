@@ -3,6 +3,7 @@
  * the IPPool (plus a gauge) when its usage crosses the threshold, before pods start hanging.
  */
 import { Effect, Schedule } from "effect"
+import { atOrOver } from "../domain/capacity.ts"
 import type { Snapshot } from "../domain/holdings.ts"
 import type { ParsedPool } from "../domain/pool.ts"
 import { Caches } from "../services/Caches.ts"
@@ -10,9 +11,6 @@ import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder, REASON_POOL_NEARLY_FULL } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { cacheSnapshot } from "./snapshot.ts"
-
-/** Whether a pool's usage is at or over the threshold (preflight warns, the controller records an Event). */
-export const atOrOver = (p: { readonly size: number; readonly free: number }, threshold: number) => p.size > 0 && (p.size - p.free) / p.size >= threshold
 
 /** A pool's size (from its NADs' configs, else its range), its entries, and the addresses left within the size. */
 export const usageOf = (snapshot: Pick<Snapshot, "capacity">, pool: ParsedPool) => {

@@ -4,6 +4,7 @@
  * reviews, which the API server does not store.
  */
 import { Effect } from "effect"
+import { atOrOver } from "../domain/capacity.ts"
 import { type CheckRow, CRD_SPECS, type CrdProbe, type CrdSpec, type NadIssue, type RbacProbe, type RbacSubject, type UpstreamWorkload, UPSTREAM_APP_LABELS, countVerdicts, crdRow, exitCodeOf, nadRows, rbacRow, upstreamProgram, upstreamRows } from "../domain/preflight.ts"
 import { type AccessCheck, CONTROLLER_SERVICE_ACCOUNT, describeAccess, resolveNeeds } from "../domain/rbac-needs.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
@@ -13,7 +14,7 @@ import { NadConfigs } from "../services/NadConfigs.ts"
 import * as R from "../services/resources.ts"
 import { plural, table } from "./audit.ts"
 import type { PodName } from "./cli.ts"
-import { atOrOver, poolNearlyFullMessage } from "./pool-usage.ts"
+import { poolNearlyFullMessage } from "./pool-usage.ts"
 import { type PoolReport, listWhereabouts, poolReports } from "./sweep.ts"
 
 // What only preflight reads: not in resources.ts, which lists what the controller touches (and its RBAC grants).

@@ -5,6 +5,7 @@
 import { Context, Effect, Layer } from "effect"
 import * as prom from "prom-client"
 import { FLOW_KINDS } from "../domain/api-flow.ts"
+import { atOrOver } from "../domain/capacity.ts"
 import type { InvariantKind } from "../domain/invariants.ts"
 import { FREE_TRIGGERS, type FreeTrigger } from "../domain/release.ts"
 
@@ -184,7 +185,7 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
           m.poolSize.set({ pool: u.pool }, u.size)
           m.poolUsed.set({ pool: u.pool }, u.used)
           m.poolFree.set({ pool: u.pool }, u.free)
-          m.poolOver.set({ pool: u.pool }, u.size > 0 && (u.size - u.free) / u.size >= threshold ? 1 : 0)
+          m.poolOver.set({ pool: u.pool }, atOrOver(u, threshold) ? 1 : 0)
         }
       }),
     orphans: (kind, n, dryRun) => Effect.sync(() => m.orphans.set({ kind, dry_run: String(dryRun) }, n)),
