@@ -89,6 +89,9 @@ const parseJson = (text: string): unknown => {
 /** A JSON object (not null, not an array). */
 export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
+/** A JSON array, or none when `u` is anything else. */
+export const list = (u: unknown): ReadonlyArray<unknown> => (Array.isArray(u) ? u : [])
+
 /**
  * A shorter `network-status` that decodes to the same verdict and entries, for the pod cache: keeps
  * name, interface, ips, default, and a MAC that is not a string (still refused). Text that is not a

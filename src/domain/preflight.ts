@@ -3,7 +3,7 @@
  * working (a CRD it reads is missing, a verb it needs not granted); a warning is worth knowing
  * before installing but need not be fixed first.
  */
-import { isRecord } from "./multus.ts"
+import { isRecord, list } from "./multus.ts"
 
 export type Verdict = "ok" | "warn" | "fail"
 
@@ -97,7 +97,6 @@ const PROGRAMS: ReadonlyArray<UpstreamWorkload["program"]> = ["ip-control-loop",
  * contains the name does not count.
  */
 export const upstreamProgram = (containers: unknown): UpstreamWorkload["program"] | undefined => {
-  const list = (u: unknown): ReadonlyArray<unknown> => (Array.isArray(u) ? u : [])
   const field = (c: unknown, key: string) => (isRecord(c) ? list(c[key]) : [])
   const words = list(containers)
     .flatMap((c) => [...field(c, "command"), ...field(c, "args")])

@@ -10,7 +10,7 @@ import { type NodeRecord, OUT_OF_SERVICE_TAINT } from "../domain/never-runs-agai
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import { type ParsedPool, type ReservationRecord, parsePool } from "../domain/pool.ts"
 import { listedIPKeys } from "../domain/claims.ts"
-import { isRecord } from "../domain/multus.ts"
+import { isRecord, list } from "../domain/multus.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { type Informer, type InformerOptions, makeInformer } from "./Informer.ts"
@@ -50,7 +50,6 @@ export const LISTED_IP_INDEX = "listedIP"
 const str = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
 /** `u` as a record to read fields from; {} when it is not one. */
 const rec = (u: unknown): Record<string, unknown> => (isRecord(u) ? u : {})
-const list = (u: unknown): ReadonlyArray<unknown> => (Array.isArray(u) ? u : [])
 const objectRecord = ({ metadata }: KubeObject): ObjectRecord => ({
   namespace: metadata.namespace ?? "",
   name: metadata.name,
