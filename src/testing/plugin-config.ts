@@ -8,6 +8,7 @@
  */
 import { Either } from "effect"
 import { type IpRange, type IpamConfig, type IpamConfigError, decodeNadConfig, findIpam, normaliseIpam } from "../domain/ipam-config.ts"
+import { isRecord } from "../domain/multus.ts"
 
 export interface PluginRange {
   readonly range: IpRange
@@ -20,8 +21,6 @@ export interface PluginConfig extends Omit<IpamConfig, "ranges"> {
 }
 
 export type PluginConfigResult = { readonly _tag: "Whereabouts"; readonly config: PluginConfig } | { readonly _tag: "NotWhereabouts" }
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 const parses = (exclude: string): boolean => Either.isRight(normaliseIpam({ range: "0.0.0.0/0", exclude: [exclude] }))
 

@@ -17,7 +17,7 @@ import * as path from "node:path"
 import { Context, Data, Effect, Layer } from "effect"
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml"
 import type { Attachment, CniRequest, RunningPod } from "../../../src/testing/cni-plugin.ts"
-import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../../../src/domain/multus.ts"
+import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION, isRecord } from "../../../src/domain/multus.ts"
 import { KubeApi, type KubeObject } from "../../../src/services/KubeApi.ts"
 import * as R from "../../../src/services/resources.ts"
 
@@ -81,8 +81,6 @@ export const pluginNode = (options: PluginNodeOptions) =>
       (node) => Effect.sync(() => fs.rmSync(node.dir, { recursive: true, force: true }))
     )
   )
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /**
  * What the plugin reads on stdin for a NAD's `spec.config`: a single plugin config as is; from a
