@@ -8,7 +8,7 @@ import type { NeverRunsAgainReason } from "../domain/never-runs-again.ts"
 import { type PodFindings, type Snapshot, deletedPodHolding, findPodHoldings, mergeFindings, unseenAfterReads } from "../domain/holdings.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import type { ParsedPool } from "../domain/pool.ts"
-import { type Holding, Outcome, type ReleaseError, planRelease } from "../domain/release.ts"
+import { type Holding, Outcome, planRelease } from "../domain/release.ts"
 import { Caches } from "../services/Caches.ts"
 import type { ControllerConfig } from "../services/ControllerConfig.ts"
 import type { EventRecorder } from "../services/EventRecorder.ts"
@@ -113,14 +113,4 @@ export const freeBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<Readon
       reported.add(ref)
       return { pod, outcome: twin ? Outcome.Freed({ freed: [], reservations: 0 }) : outcome, unseen: found.unseen.get(ref) ?? [], heldFor: heldFor.get(ref) ?? [] }
     })
-  })
-
-/** What deleted pods held, freed. */
-export const freePods = (batch: ReadonlyArray<PodProjection>) => freeBatch(batch.map((pod) => ({ claim: "Deleted", pod }) as const))
-
-/** One deleted pod, as a typed Effect: its outcome, or a ReleaseError when nothing could be freed. */
-export const freePod = (pod: PodProjection): Effect.Effect<Exclude<Outcome, { readonly _tag: "Failed" }>, ReleaseError, FreeRequirements> =>
-  Effect.flatMap(freePods([pod]), ([r]) => {
-    if (r === undefined) return Effect.die("empty batch")
-    return r.outcome._tag === "Failed" ? Effect.fail(r.outcome.error) : Effect.succeed(r.outcome)
   })

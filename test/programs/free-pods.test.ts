@@ -4,7 +4,7 @@ import { type Attachment, deletePod, startPod } from "../../src/testing/cni-plug
 import { memory } from "../../src/testing/layers.ts"
 import { RESERVATION_CONCURRENCY } from "../../src/programs/executor.ts"
 import { listRecheckThreshold, recheckByList } from "../../src/programs/recheck.ts"
-import { freePod, freePods } from "../../src/programs/free-pods.ts"
+import { freePod, freePods } from "../support/free-pods.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { ApiHooks, memoryWithHooks } from "../support/hooks.ts"
 import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"

@@ -9,7 +9,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, FastCheck as fc, Fiber } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
-import { freePods } from "../../src/programs/free-pods.ts"
+import { freePods } from "../support/free-pods.ts"
 import { runSweep } from "../../src/programs/sweep.ts"
 import { type PodProjection, projectPod } from "../../src/domain/pod.ts"
 import * as R from "../../src/services/resources.ts"

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import { audit } from "../../src/programs/audit.ts"
-import { freePod } from "../../src/programs/free-pods.ts"
+import { freePod } from "../support/free-pods.ts"
 import { runSweep } from "../../src/programs/sweep.ts"
 import { type PodProjection, projectPod } from "../../src/domain/pod.ts"
 import { KubeApi, type KubeObject } from "../../src/services/KubeApi.ts"

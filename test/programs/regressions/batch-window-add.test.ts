@@ -9,7 +9,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
-import { freePods } from "../../../src/programs/free-pods.ts"
+import { freePods } from "../../support/free-pods.ts"
 import type { PodProjection } from "../../../src/domain/pod.ts"
 import { on } from "../../support/controller.ts"
 import { ApiHooks, type MemoryEnv, memoryWithHooks } from "../../support/hooks.ts"

@@ -11,7 +11,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
-import { freePods } from "../../../src/programs/free-pods.ts"
+import { freePods } from "../../support/free-pods.ts"
 import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import * as R from "../../../src/services/resources.ts"
 import { on } from "../../support/controller.ts"
