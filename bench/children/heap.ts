@@ -61,7 +61,7 @@ const program = Effect.scoped(
     const syncMs = performance.now() - started
     settle()
     const after = process.memoryUsage().heapUsed
-    const cached = informer.size()
+    const cached = informer.byKey.size
     process.stdout.write(`${JSON.stringify({ mode, pods: total, cached, jsonBytes, before, after, perPod: (after - before) / cached, syncMs })}\n`)
   })
 )

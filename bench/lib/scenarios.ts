@@ -515,7 +515,7 @@ export const informerSync = (kind: Kind) =>
       const t = performance.now()
       const informer = yield* podInformer(kind === "ours")
       yield* informer.awaitSynced
-      return { ms: performance.now() - t, pods: informer.size() }
+      return { ms: performance.now() - t, pods: informer.byKey.size }
     })
   )
 

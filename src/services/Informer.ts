@@ -43,7 +43,6 @@ export interface Informer<A> {
   readonly values: () => ReadonlyArray<A>
   /** The cache itself by key, read-only and live (it follows the informer): for a pass over it without a copy. */
   readonly byKey: ReadonlyMap<string, A>
-  readonly size: () => number
   readonly byIndex: (index: string, value: string) => ReadonlyArray<A>
   /** Events from now on; subscribe before relying on them. */
   readonly subscribe: Effect.Effect<Queue.Dequeue<InformerEvent<A>>, never, Scope.Scope>
@@ -306,7 +305,6 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       get: (key) => Option.fromNullable(cache.get(key)),
       values: () => [...cache.values()],
       byKey: cache,
-      size: () => cache.size,
       byIndex: (name, value) => [...indexes.keys(name, value)].flatMap((k) => cache.get(k) ?? []),
       subscribe: PubSub.subscribe(loop.pubsub),
       subscribeRelists: PubSub.subscribe(loop.relists),

@@ -406,7 +406,7 @@ describe("deletion loop: one batch in flight (TestClock)", () => {
         const pods: Array<RunningPod> = []
         for (const name of ["a", "b", "c"]) pods.push(yield* startPod(NS, name, [on("net1")]))
         const [a, b, c] = pods as [RunningPod, RunningPod, RunningPod]
-        yield* settleUntil(() => Effect.sync(() => caches.pods.size() === 3), "the pods cached")
+        yield* settleUntil(() => Effect.sync(() => caches.pods.byKey.size === 3), "the pods cached")
         const gone = (...names: Array<string>) => () => Effect.sync(() => names.every((n) => Option.isNone(caches.pods.get(`${NS}/${n}`))))
         const held = (names: Array<string>) => Effect.map(podrefsOf(POOL), (refs) => names.filter((n) => refs.includes(`${NS}/${n}`)))
         const touched = (...names: Array<string>) => cluster.calls.filter((x) => names.includes(x.name ?? "") && !(x.verb === "delete" && x.resource === "pods"))

@@ -59,10 +59,10 @@ describe("Caches on the in-memory cluster", () => {
       yield* api.create(R.Pods, "ns", podObject("ns", "p3", { nodeName: "n1" }))
       for (const n of n1.slice(0, 30)) yield* api.delete(R.Pods, "ns", n, now)
       const left = [...n1.slice(30), "p3"].sort()
-      yield* eventually(require(() => caches.pods.size() === left.length && JSON.stringify(onNode("n1")) === JSON.stringify(left), "deletions not seen"))
+      yield* eventually(require(() => caches.pods.byKey.size === left.length && JSON.stringify(onNode("n1")) === JSON.stringify(left), "deletions not seen"))
       expect(onNode("n2")).toEqual([])
       for (const n of left) yield* api.delete(R.Pods, "ns", n, now)
-      yield* eventually(require(() => caches.pods.size() === 0, "deletions not seen"))
+      yield* eventually(require(() => caches.pods.byKey.size === 0, "deletions not seen"))
       expect(onNode("n1")).toEqual([])
     }).pipe(Effect.provide(world)))
 
@@ -72,7 +72,7 @@ describe("Caches on the in-memory cluster", () => {
       const cluster = yield* InMemoryCluster
       for (const n of ["a", "b", "c"]) yield* api.create(R.Pods, "ns", podObject("ns", n))
       const { caches, deleted } = yield* start
-      expect(caches.pods.size()).toBe(3)
+      expect(caches.pods.byKey.size).toBe(3)
       // Stop watches from resuming: every resume answers 410 once history is compacted.
       cluster.injectFault({ verb: "watch", resource: "pods", reason: "stall", times: 1 })
       cluster.closeWatches()
@@ -80,7 +80,7 @@ describe("Caches on the in-memory cluster", () => {
       yield* api.create(R.Pods, "ns", podObject("ns", "d"))
       cluster.compact()
       cluster.closeWatches()
-      yield* eventually(require(() => caches.pods.size() === 3 && Option.isSome(caches.pods.get("ns/d")), "relist not applied"))
+      yield* eventually(require(() => caches.pods.byKey.size === 3 && Option.isSome(caches.pods.get("ns/d")), "relist not applied"))
       const gone = yield* Queue.take(deleted).pipe(Effect.timeout("5 seconds"))
       expect(gone.name).toBe("b")
       expect(caches.pods.restarts()).toBe(0)

@@ -47,7 +47,6 @@ const snapshotInformer = <A>(resource: Resource, keyOf: (a: A) => string, indexe
     get byKey() {
       return items
     },
-    size: () => items.size,
     byIndex: (name, value) => indexes.get(name)?.get(value) ?? [],
     subscribe: Effect.dieMessage("snapshot informers publish no events"),
     subscribeRelists: Effect.dieMessage("snapshot informers never relist"),
