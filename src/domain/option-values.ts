@@ -105,6 +105,10 @@ export const parseChoice =
     return choices.includes(t) ? Either.right(t) : Either.left(`must be ${named.slice(0, -1).join(", ")} or ${named.at(-1)}`)
   }
 
+/** What audit, release and preflight print: a table for a person, or JSON. */
+export const OUTPUT_FORMATS = ["table", "json"] as const
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
+
 /** Anything: a path, an address the listener resolves, a name ("" for a name means its default, as effect's Config reads it). */
 export const parseAny: Parse<string> = (text) => Either.right(text)
 

@@ -6,6 +6,7 @@
 import { Effect } from "effect"
 import { hasBadInput } from "../domain/bad-input.ts"
 import { type IPAddress, formatIP } from "../domain/ip.ts"
+import type { OutputFormat } from "../domain/option-values.ts"
 import { ORPHAN_REASON_TEXT } from "../domain/orphans.ts"
 import { podRef } from "../domain/pod.ts"
 import { type SweepReport, runSweep } from "./sweep.ts"
@@ -115,7 +116,7 @@ export const renderJson = (r: SweepReport): string => {
 }
 
 /** Runs the audit and returns the text to print and the exit code. */
-export const audit = (output: "table" | "json") =>
+export const audit = (output: OutputFormat) =>
   Effect.map(runSweep({ dryRun: true, audit: true }), (report) => ({
     text: output === "json" ? renderJson(report) : renderTable(report),
     exitCode: (report.invariants?.violations.length ?? 0) > 0 ? EXIT_VIOLATIONS : report.orphanAllocations.length + report.orphanReservations.length > 0 ? 1 : 0

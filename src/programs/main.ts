@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs"
 import { Cause, Config, ConfigError, Data, Effect, Either, Layer, Option } from "effect"
 import type { ReleaseError } from "../domain/release.ts"
 import type { ScheduleError } from "../domain/cron.ts"
+import { OUTPUT_FORMATS } from "../domain/option-values.ts"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
 import type { KubeError } from "../services/KubeError.ts"
 import { type KubeConfigError, layerLive } from "../services/KubeApiLive.ts"
@@ -61,7 +62,7 @@ const printed = <E>(command: Effect.Effect<{ readonly text: string; readonly exi
     return done.exitCode
   })
 
-const outputFormat = Config.literal("table", "json")("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
+const outputFormat = Config.literal(...OUTPUT_FORMATS)("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
 
 const program = (cli: ParsedCli): Effect.Effect<number, ProgramError> =>
   Effect.gen(function* () {

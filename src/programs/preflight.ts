@@ -6,6 +6,7 @@
 import { Effect } from "effect"
 import { atOrOver } from "../domain/capacity.ts"
 import { type CheckRow, CRD_SPECS, type CrdProbe, type CrdSpec, type NadIssue, type RbacProbe, type RbacSubject, type UpstreamWorkload, UPSTREAM_APP_LABELS, countVerdicts, crdRow, exitCodeOf, nadRows, rbacRow, upstreamProgram, upstreamRows } from "../domain/preflight.ts"
+import type { OutputFormat } from "../domain/option-values.ts"
 import { type AccessCheck, CONTROLLER_SERVICE_ACCOUNT, describeAccess, resolveNeeds } from "../domain/rbac-needs.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { KubeApi, listAll } from "../services/KubeApi.ts"
@@ -176,7 +177,7 @@ export const preflightRows = (serviceAccount: PodName | undefined) =>
   })
 
 /** The rows as a table with a summary line, or as one JSON document. */
-export const renderPreflight = (rows: ReadonlyArray<CheckRow>, output: "table" | "json"): string => {
+export const renderPreflight = (rows: ReadonlyArray<CheckRow>, output: OutputFormat): string => {
   const counts = countVerdicts(rows)
   if (output === "json") return JSON.stringify({ checks: rows, summary: counts }, null, 2)
   const verdict = counts.fail > 0 ? "not ready: fix the failures first" : counts.warn > 0 ? "ready; read the warnings" : "ready"
@@ -184,5 +185,5 @@ export const renderPreflight = (rows: ReadonlyArray<CheckRow>, output: "table" |
 }
 
 /** Runs every check; fails only when it could not complete (the command's exit code 3, as every one-shot's). */
-export const preflight = (output: "table" | "json", serviceAccount: PodName | undefined) =>
+export const preflight = (output: OutputFormat, serviceAccount: PodName | undefined) =>
   Effect.map(preflightRows(serviceAccount), (rows) => ({ text: renderPreflight(rows, output), exitCode: exitCodeOf(rows) as number }))

@@ -9,6 +9,7 @@ import { text as readAll } from "node:stream/consumers"
 import { Data, Effect, Either } from "effect"
 import { type AuditReport, decodeAuditReport, matchReport } from "../domain/audit-report.ts"
 import { type NamedTargets, namedHoldings } from "../domain/operator-release.ts"
+import type { OutputFormat } from "../domain/option-values.ts"
 import { listedByIndex } from "../domain/claims.ts"
 import { ipEquals } from "../domain/ip.ts"
 import { type PlannedEntry, type ReleasePlan, planRelease } from "../domain/release.ts"
@@ -99,7 +100,7 @@ const carryOut = (plan: ReleasePlan) =>
   })
 
 /** Runs a release: the text to print and the exit code (release-rows.ts). */
-export const release = (targets: LoadedTargets, options: { readonly dryRun: boolean; readonly output: "table" | "json" }) =>
+export const release = (targets: LoadedTargets, options: { readonly dryRun: boolean; readonly output: OutputFormat }) =>
   Effect.gen(function* () {
     const found = targets._tag === "Report" ? yield* reportHoldings(targets.report) : yield* namedHoldingsNow(targets)
     // Right before the writes: who holds these podrefs now, and their nodes, read live.

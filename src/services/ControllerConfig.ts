@@ -6,7 +6,7 @@ import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
 import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
 import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
-import { type Parse, parseCount, parseDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
+import { type OutputFormat, type Parse, parseCount, parseDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
 
 /** Constants no operator has a reason to change (BENCHMARKS.md's Decisions), in the shape so tests can shorten them. */
 const tuning = {
@@ -105,7 +105,7 @@ export const DEFAULTS = {
   // Read by the command line itself (logging, audit's output), not part of the shape.
   logLevel: "info",
   output: "table"
-} as const satisfies Partial<ControllerConfigShape> & { readonly logLevel: string; readonly output: "table" | "json" }
+} as const satisfies Partial<ControllerConfigShape> & { readonly logLevel: string; readonly output: OutputFormat }
 
 export type DefaultedKey = keyof typeof DEFAULTS
 

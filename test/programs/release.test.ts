@@ -9,6 +9,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
+import type { OutputFormat } from "../../src/domain/option-values.ts"
 import { audit } from "../../src/programs/audit.ts"
 import { runSweep } from "../../src/programs/sweep.ts"
 import { type ReleaseTargets, parseCli } from "../../src/programs/cli.ts"
@@ -36,7 +37,7 @@ const writeFile = (text: string) => {
 }
 
 /** `release` as the command line runs it: its arguments parsed, the report read from a file. */
-const releaseWith = (args: ReadonlyArray<string>, options: { readonly dryRun?: boolean; readonly output?: "table" | "json" } = {}) =>
+const releaseWith = (args: ReadonlyArray<string>, options: { readonly dryRun?: boolean; readonly output?: OutputFormat } = {}) =>
   Effect.gen(function* () {
     const targets = yield* loadTargets(parseCli(["release", ...args]).release as ReleaseTargets)
     return yield* release(targets as LoadedTargets, { dryRun: options.dryRun ?? false, output: options.output ?? "table" })
