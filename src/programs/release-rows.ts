@@ -14,13 +14,9 @@ export type RowResult = "freed" | "would free" | "already free" | "skipped" | "r
 /** What counts as done for the exit code. */
 const DONE: ReadonlyArray<RowResult> = ["freed", "would free", "already free"]
 
-export interface ReleaseRow {
+/** What release was asked to free (named as a Skip names it) and what became of it. */
+export interface ReleaseRow extends Omit<Skip, "alreadyFree"> {
   readonly result: RowResult
-  readonly kind: Skip["kind"]
-  /** The pool of an allocation, the name of a reservation; "" for a pod. */
-  readonly name: string
-  readonly ip: string | undefined
-  readonly podref: string
   /** Why it was not freed now ("" for what was). */
   readonly why: string
 }
