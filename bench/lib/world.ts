@@ -3,14 +3,13 @@ import { Effect, Either, Queue, type Scope } from "effect"
 import { assignIP } from "../../src/testing/allocate.ts"
 import { formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
-import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
 import { type IPAllocation, parsePool, poolName, reservationName } from "../../src/domain/pool.ts"
 import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type JsonPatchOp, type KubeObject, listAll } from "../../src/services/KubeApi.ts"
 import type { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { hex, networkStatusFor, realisticPod } from "./pods.ts"
-import type { RestReport as LiveRestReport } from "../../test/live/support/bulk.ts"
+import { type RestReport as LiveRestReport, livePodIPs } from "../../test/live/support/bulk.ts"
 import { violations as findViolations } from "../../test/support/invariants.ts"
 
 export const POOL_NAMESPACE = "kube-system"
@@ -313,16 +312,7 @@ export const wrongAndLost = (r: RestReport): readonly [number, number] => [r.liv
 /** The invariants at rest over the API (pods of `podNamespaces`, every pool and reservation). */
 export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
   Effect.gen(function* () {
-    const live = new Map<string, Array<string>>()
-    for (const ns of podNamespaces) {
-      const { items } = yield* listAll(R.Pods, ns)
-      for (const p of items) {
-        const status = p.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]
-        const decoded = status === undefined ? Either.right([]) : decodeNetworkStatus(status)
-        const ips = Either.getOrElse(decoded, () => []).filter((e) => e.default !== true).flatMap((e) => e.ips ?? [])
-        live.set(`${ns}/${p.metadata.name}`, ips)
-      }
-    }
+    const live = new Map((yield* Effect.forEach(podNamespaces, livePodIPs)).flatMap((m) => [...m]))
     const pools = (yield* listAll(R.IPPools, POOL_NAMESPACE)).items.map((o) =>
       parsePool({ metadata: { name: o.metadata.name }, spec: o["spec"] as { range: string; allocations: Record<string, unknown> } })
     )
