@@ -14,7 +14,7 @@ import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { fileURLToPath } from "node:url"
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url))
+export const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 
 export interface ControlPlane {
   readonly dir: string

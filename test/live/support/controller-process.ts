@@ -8,12 +8,10 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { createWriteStream, readdirSync, readFileSync } from "node:fs"
 import { setTimeout as sleep } from "node:timers/promises"
-import { fileURLToPath } from "node:url"
 import { OPTIONS } from "../../../src/programs/cli.ts"
-import { freePort } from "../cluster.ts"
+import { ROOT, freePort } from "../cluster.ts"
 import { parseProm, sum } from "../../support/prom.ts"
 
-const ROOT = fileURLToPath(new URL("../../..", import.meta.url))
 const MAIN = "src/programs/main.ts"
 const MAX_LINES = 20_000
 const ORPHAN_WATCHDOG =
