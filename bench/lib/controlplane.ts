@@ -10,7 +10,7 @@ import { Cause, Duration, Effect, Layer, type Scope } from "effect"
 import { layerWith } from "../../src/services/ControllerConfig.ts"
 import type { KubeApi } from "../../src/services/KubeApi.ts"
 import { layerLive } from "../../src/services/KubeApiLive.ts"
-import { type ControlPlane, DIR_PREFIX, adminRequest, installCrds, reapOrphans, scriptAsset, startControlPlane } from "../../test/live/cluster.ts"
+import { type ControlPlane, DIR_PREFIX, adminRequest, harnessProcesses, installCrds, reapOrphans, scriptAsset, startControlPlane } from "../../test/live/cluster.ts"
 import { parseProm, type Sample } from "./prom.ts"
 
 export interface BenchPlane extends ControlPlane {
@@ -80,19 +80,9 @@ export const rssOf = (pid: number | undefined): number => {
 
 /** The pids of the plane's kube-apiserver and etcd (from the harness' state file and /proc). */
 export const planePids = (plane: ControlPlane): { readonly apiserver: number | undefined; readonly etcd: number | undefined } => {
-  const state = JSON.parse(fs.readFileSync(path.join(plane.dir, "harness.json"), "utf8")) as { pids?: Array<number> }
-  let apiserver: number | undefined
-  let etcd: number | undefined
-  for (const pid of state.pids ?? []) {
-    try {
-      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")
-      if (cmd.includes("kube-apiserver")) apiserver = pid
-      else if (cmd.includes("etcd")) etcd = pid
-    } catch {
-      // gone
-    }
-  }
-  return { apiserver, etcd }
+  const running = harnessProcesses(plane.dir)
+  const named = (word: string) => (p: (typeof running)[number]) => p.args.some((a) => a.includes(word))
+  return { apiserver: running.findLast(named("kube-apiserver"))?.pid, etcd: running.findLast((p) => !named("kube-apiserver")(p) && named("etcd")(p))?.pid }
 }
 
 /** `etcd --version`'s first line's version. */

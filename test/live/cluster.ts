@@ -380,6 +380,24 @@ const alive = (pid: number): boolean => {
   }
 }
 
+interface HarnessState {
+  readonly owner?: number
+  readonly pids?: ReadonlyArray<number>
+}
+
+const stateOf = (dir: string): HarnessState => JSON.parse(fs.readFileSync(path.join(dir, STATE_FILE), "utf8")) as HarnessState
+
+/** The processes a harness dir's state file records that still run with the dir on their command line, with their argv. */
+export const harnessProcesses = (dir: string, state = stateOf(dir)): ReadonlyArray<{ readonly pid: number; readonly args: ReadonlyArray<string> }> =>
+  (state.pids ?? []).flatMap((pid) => {
+    try {
+      const args = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+      return args.some((a) => a.includes(dir)) ? [{ pid, args }] : []
+    } catch {
+      return [] // gone
+    }
+  })
+
 /**
  * Cleans up after harness runs that died without their exit hook (SIGKILL): kills the
  * etcd/kube-apiserver they left (only processes whose command line names that run's dir)
@@ -390,16 +408,16 @@ export const reapOrphans = (tmp = os.tmpdir()): ReadonlyArray<string> => {
   for (const name of fs.readdirSync(tmp)) {
     if (!name.startsWith(DIR_PREFIX)) continue
     const dir = path.join(tmp, name)
-    let state: { owner?: number; pids?: Array<number> }
+    let state: HarnessState
     try {
-      state = JSON.parse(fs.readFileSync(path.join(dir, STATE_FILE), "utf8")) as typeof state
+      state = stateOf(dir)
     } catch {
       continue // not started yet, or not ours
     }
     if (typeof state.owner !== "number" || alive(state.owner)) continue
-    for (const pid of state.pids ?? []) {
+    for (const { pid } of harnessProcesses(dir, state)) {
       try {
-        if (fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(dir)) process.kill(pid, "SIGKILL")
+        process.kill(pid, "SIGKILL")
       } catch {
         // gone already
       }
