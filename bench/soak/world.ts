@@ -13,6 +13,7 @@ import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { nadObject, namespaceObject, nodeObject } from "../../test/support/objects.ts"
 import { applyObjects, installation, serviceAccountToken, shippedRbac, writeTokenKubeconfig } from "../../test/live/support/rbac.ts"
+import { nowTime } from "../../test/live/support/node-status.ts"
 import type { Credentials } from "../../test/live/support/rest.ts"
 import type { History } from "./history.ts"
 import { patchStatusAt, persist } from "./kubelet.ts"
@@ -85,7 +86,7 @@ export const makeNodes = (creds: Credentials, history: History) => {
     /** What the node lifecycle controller writes when a kubelet stops reporting. */
     unreachable: (node: string) =>
       Effect.gen(function* () {
-        const ready = { type: "Ready", status: "Unknown", reason: "NodeStatusUnknown", message: "Kubelet stopped posting node status.", lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, "Z") }
+        const ready = { type: "Ready", status: "Unknown", reason: "NodeStatusUnknown", message: "Kubelet stopped posting node status.", lastTransitionTime: nowTime() }
         yield* patchStatusAt(creds, `/api/v1/nodes/${node}/status`, { conditions: [ready] }, Number.POSITIVE_INFINITY)
         yield* setTaints(node, [{ key: "node.kubernetes.io/unreachable", effect: "NoExecute" }])
         note(node, "unreachable (Ready Unknown, tainted unreachable:NoExecute)")
