@@ -9,8 +9,9 @@ import { KubeApi, type JsonPatchOp, type KubeObject, listAll } from "../../src/s
 import type { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { hex, networkStatusFor, realisticPod } from "./pods.ts"
-import { type RestReport as LiveRestReport, livePodIPs } from "../../test/live/support/bulk.ts"
-import { violations as findViolations } from "../../test/support/invariants.ts"
+import type { RestReport as LiveRestReport } from "../../test/live/support/bulk.ts"
+import { livePodIPs, violations as findViolations } from "../../test/support/invariants.ts"
+import { whereaboutsConfig } from "../../test/support/objects.ts"
 
 export const POOL_NAMESPACE = "kube-system"
 
@@ -26,7 +27,7 @@ export interface Network {
 export const networks = (namespace: string, count: number, cidr: (k: number) => string = (k) => `10.${k}.0.0/16`): ReadonlyArray<Network> =>
   Array.from({ length: count }, (_, k) => {
     const range = cidr(k)
-    const config = JSON.stringify({ cniVersion: "0.3.1", name: `net-${k}`, type: "macvlan", master: "eth0", ipam: { type: "whereabouts", range } })
+    const config = whereaboutsConfig({ range }, `net-${k}`)
     return { namespace, nad: `net-${k}`, range, pool: poolName(range, ""), config }
   })
 

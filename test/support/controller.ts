@@ -68,10 +68,6 @@ export const poolState = (pool: string) =>
     return new Map(parsed.entries.map((e) => [formatIP(e.ip), { podref: e.podref, id: e.id, ifname: e.ifname }] as const))
   })
 
-/** Secondary-network IPs a pod's network-status lists (its Multus status), by pod ref. */
-export const livePodIPs = (namespace: string) =>
-  Effect.map(InMemoryCluster, (cluster) => new Map(cluster.snapshot(R.Pods, namespace).map((p) => [`${namespace}/${p.metadata.name}`, secondaryIPs(p)] as const)))
-
 export interface RestReport extends Violations {
   readonly allocations: number
 }
@@ -85,7 +81,7 @@ export const restReport = (pool: string, namespace = "default") =>
     const cluster = yield* InMemoryCluster
     const { namespace: poolNs } = yield* ControllerConfig
     const entries = yield* poolState(pool)
-    const live = yield* livePodIPs(namespace)
+    const live = new Map(cluster.snapshot(R.Pods, namespace).map((p) => [`${namespace}/${p.metadata.name}`, secondaryIPs(p)] as const))
     const reservations = new Map(
       cluster.snapshot(R.OverlappingRangeIPReservations, poolNs).map((r) => [r.metadata.name, (r["spec"] as { podref: string }).podref] as const)
     )

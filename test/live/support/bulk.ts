@@ -7,11 +7,11 @@ import { randomUUID } from "node:crypto"
 import { Effect, Either } from "effect"
 import { addOffset, cidrAddress, formatIP, parseCidr } from "../../../src/domain/ip.ts"
 import { poolName, reservationName } from "../../../src/domain/pool.ts"
-import { KubeApi, listAll } from "../../../src/services/KubeApi.ts"
+import { KubeApi } from "../../../src/services/KubeApi.ts"
 import * as R from "../../../src/services/resources.ts"
 import { podObject } from "../../support/objects.ts"
 import { poolIPs, reservationView } from "./world.ts"
-import { CLEAN, type Violations, secondaryIPs, violations } from "../../support/invariants.ts"
+import { CLEAN, type Violations, livePodIPs, violations } from "../../support/invariants.ts"
 
 export interface Net {
   /** NAD name (in the pods' namespace), unnamed network, overlapping ranges on. */
@@ -65,10 +65,6 @@ export interface RestReport extends Violations {
 }
 
 export { CLEAN }
-
-/** podref → secondary IPs of the pods of `namespace`, from the API server. */
-export const livePodIPs = (namespace: string) =>
-  Effect.map(listAll(R.Pods, namespace), ({ items }) => new Map(items.map((p) => [`${namespace}/${p.metadata.name}`, secondaryIPs(p)] as const)))
 
 /** The invariants of the pods of `namespace` over `pools` (unnamed networks), from the API server. */
 export const restReport = (namespace: string, pools: ReadonlyArray<string>) =>
