@@ -15,6 +15,7 @@ import { nadObject, namespaceObject, nodeObject } from "../../test/support/objec
 import { applyObjects, installation, serviceAccountToken, shippedRbac, writeTokenKubeconfig } from "../../test/live/support/rbac.ts"
 import { nowTime } from "../../test/live/support/node-status.ts"
 import type { Credentials } from "../../test/live/support/rest.ts"
+import { ignoreExists } from "../lib/world.ts"
 import type { History } from "./history.ts"
 import { patchStatusAt, persist } from "./kubelet.ts"
 import { ALL_NETS, NAMESPACES, type Net, POOLS_NAMESPACE, nadConfig } from "./networks.ts"
@@ -33,7 +34,7 @@ const slicesOf = (n: Net): ReadonlyArray<string> => {
 /** Namespaces, NADs and the NodeSlicePools (every slice free). */
 export const createNetworks = Effect.gen(function* () {
   const api = yield* KubeApi
-  for (const ns of [...NAMESPACES]) yield* api.create(R.Namespaces, undefined, namespaceObject(ns)).pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void))
+  for (const ns of [...NAMESPACES]) yield* ignoreExists(api.create(R.Namespaces, undefined, namespaceObject(ns)))
   for (const n of ALL_NETS) yield* api.create(R.NetworkAttachmentDefinitions, n.namespace, nadObject(n.namespace, n.nad, nadConfig(n)))
   for (const n of SLICED) {
     yield* api.create(R.NodeSlicePools, POOLS_NAMESPACE, {
@@ -79,7 +80,7 @@ export const makeNodes = (creds: Credentials, history: History) => {
     join: (node: string) =>
       Effect.gen(function* () {
         const api = yield* KubeApi
-        yield* persist(api.create(R.Nodes, undefined, nodeObject(node)), deadline()).pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void))
+        yield* ignoreExists(persist(api.create(R.Nodes, undefined, nodeObject(node)), deadline()))
         yield* reassign("", node, deadline())
         note(node, "joined (Ready), slices assigned")
       }),
