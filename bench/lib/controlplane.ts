@@ -10,21 +10,8 @@ import { Cause, Duration, Effect, Layer, type Scope } from "effect"
 import { layerWith } from "../../src/services/ControllerConfig.ts"
 import type { KubeApi } from "../../src/services/KubeApi.ts"
 import { layerLive } from "../../src/services/KubeApiLive.ts"
-import { type ControlPlane, DIR_PREFIX, adminRequest, installCrds, reapOrphans, startControlPlane } from "../../test/live/cluster.ts"
-import { ROOT } from "./paths.ts"
+import { type ControlPlane, DIR_PREFIX, adminRequest, harnessProcesses, installCrds, reapOrphans, scriptAsset, startControlPlane } from "../../test/live/cluster.ts"
 import { parseProm, type Sample } from "./prom.ts"
-
-/** The assets dir (kube-apiserver, etcd); may build them (minutes, once) when not cached. */
-const envtestAssets = (): string => {
-  const out = execFileSync("bash", [path.join(ROOT, "scripts/envtest-assets.sh")], {
-    cwd: ROOT,
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "inherit"],
-    maxBuffer: 16 << 20
-  }).trim()
-  if (out === "") throw new Error("scripts/envtest-assets.sh printed no assets directory")
-  return out
-}
 
 export interface BenchPlane extends ControlPlane {
   readonly assets: string
@@ -35,7 +22,8 @@ export interface BenchPlane extends ControlPlane {
 
 /** Starts etcd + kube-apiserver on loopback and installs the project's CRDs; `etcdQuotaBytes`: etcd's --quota-backend-bytes. */
 export const startBenchPlane = async (options: { readonly etcdQuotaBytes?: number } = {}): Promise<BenchPlane> => {
-  const assets = envtestAssets()
+  // The assets dir (kube-apiserver, etcd); may build them (minutes, once) when not cached.
+  const assets = await scriptAsset("envtest-assets.sh", true)
   reapOrphans()
   // etcd takes every flag from an ETCD_<FLAG> variable too, and the harness starts it with this
   // process's environment: set for the start only, so the harness' flags stay the test tier's.
@@ -47,9 +35,7 @@ export const startBenchPlane = async (options: { readonly etcdQuotaBytes?: numbe
     else process.env[quotaVar] = before
   })
   try {
-    const dirs = [path.join(ROOT, "deploy/components/whereabouts-crds"), path.join(ROOT, "deploy/components/nad-crd")]
-    const files = dirs.flatMap((d) => fs.readdirSync(d).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml").map((f) => path.join(d, f)))
-    await installCrds(plane, files)
+    await installCrds(plane)
     const v = await adminRequest(plane, "GET", "/version")
     const version = (JSON.parse(v.body) as { gitVersion?: string }).gitVersion ?? "unknown"
     const metrics = async () => {
@@ -94,19 +80,9 @@ export const rssOf = (pid: number | undefined): number => {
 
 /** The pids of the plane's kube-apiserver and etcd (from the harness' state file and /proc). */
 export const planePids = (plane: ControlPlane): { readonly apiserver: number | undefined; readonly etcd: number | undefined } => {
-  const state = JSON.parse(fs.readFileSync(path.join(plane.dir, "harness.json"), "utf8")) as { pids?: Array<number> }
-  let apiserver: number | undefined
-  let etcd: number | undefined
-  for (const pid of state.pids ?? []) {
-    try {
-      const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8")
-      if (cmd.includes("kube-apiserver")) apiserver = pid
-      else if (cmd.includes("etcd")) etcd = pid
-    } catch {
-      // gone
-    }
-  }
-  return { apiserver, etcd }
+  const running = harnessProcesses(plane.dir)
+  const named = (word: string) => (p: (typeof running)[number]) => p.args.some((a) => a.includes(word))
+  return { apiserver: running.findLast(named("kube-apiserver"))?.pid, etcd: running.findLast((p) => !named("kube-apiserver")(p) && named("etcd")(p))?.pid }
 }
 
 /** `etcd --version`'s first line's version. */

@@ -12,7 +12,7 @@ import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { simulationStores } from "../../src/testing/layers.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { COMPONENT } from "../../src/services/EventRecorder.ts"
-import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
+import { KubeApi, type KubeApiShape, type KubeObject, around } from "../../src/services/KubeApi.ts"
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from "./env.ts"
@@ -69,20 +69,10 @@ const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Laye
 /** A KubeApi that counts its calls by verb, resource and outcome ("ok" or the failure's reason), for the allocator. */
 export const countingApi = (api: KubeApiShape): { readonly counts: Map<string, number>; readonly api: KubeApiShape } => {
   const counts = new Map<string, number>()
-  const bump = (k: string) => counts.set(k, (counts.get(k) ?? 0) + 1)
-  const wrap = <A, E extends { readonly reason: string }>(verb: string, plural: string, e: Effect.Effect<A, E>) =>
-    e.pipe(Effect.tapBoth({ onSuccess: () => Effect.sync(() => bump(`${verb} ${plural} ok`)), onFailure: (x) => Effect.sync(() => bump(`${verb} ${plural} ${x.reason}`)) }))
+  const bump = (k: string) => Effect.sync(() => counts.set(k, (counts.get(k) ?? 0) + 1))
   return {
     counts,
-    api: {
-      get: (r, ns, n, o) => wrap("get", r.plural, api.get(r, ns, n, o)),
-      list: (r, ns, o) => wrap("list", r.plural, api.list(r, ns, o)),
-      create: (r, ns, o) => wrap("create", r.plural, api.create(r, ns, o)),
-      replace: (r, ns, o) => wrap("replace", r.plural, api.replace(r, ns, o)),
-      patch: (r, ns, n, p, o) => wrap("patch", r.plural, api.patch(r, ns, n, p, o)),
-      delete: (r, ns, n, o) => wrap("delete", r.plural, api.delete(r, ns, n, o)),
-      watch: api.watch
-    }
+    api: around(api, ({ verb, resource }, e) => Effect.tapBoth(e, { onSuccess: () => bump(`${verb} ${resource.plural} ok`), onFailure: (x) => bump(`${verb} ${resource.plural} ${x.reason}`) }))
   }
 }
 

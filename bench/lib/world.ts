@@ -3,7 +3,6 @@ import { Effect, Either, Queue, type Scope } from "effect"
 import { assignIP } from "../../src/testing/allocate.ts"
 import { formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
-import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
 import { type IPAllocation, parsePool, poolName, reservationName } from "../../src/domain/pool.ts"
 import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type JsonPatchOp, type KubeObject, listAll } from "../../src/services/KubeApi.ts"
@@ -11,7 +10,8 @@ import type { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { hex, networkStatusFor, realisticPod } from "./pods.ts"
 import type { RestReport as LiveRestReport } from "../../test/live/support/bulk.ts"
-import { violations as findViolations } from "../../test/support/invariants.ts"
+import { livePodIPs, violations as findViolations } from "../../test/support/invariants.ts"
+import { whereaboutsConfig } from "../../test/support/objects.ts"
 
 export const POOL_NAMESPACE = "kube-system"
 
@@ -27,7 +27,7 @@ export interface Network {
 export const networks = (namespace: string, count: number, cidr: (k: number) => string = (k) => `10.${k}.0.0/16`): ReadonlyArray<Network> =>
   Array.from({ length: count }, (_, k) => {
     const range = cidr(k)
-    const config = JSON.stringify({ cniVersion: "0.3.1", name: `net-${k}`, type: "macvlan", master: "eth0", ipam: { type: "whereabouts", range } })
+    const config = whereaboutsConfig({ range }, `net-${k}`)
     return { namespace, nad: `net-${k}`, range, pool: poolName(range, ""), config }
   })
 
@@ -313,16 +313,7 @@ export const wrongAndLost = (r: RestReport): readonly [number, number] => [r.liv
 /** The invariants at rest over the API (pods of `podNamespaces`, every pool and reservation). */
 export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
   Effect.gen(function* () {
-    const live = new Map<string, Array<string>>()
-    for (const ns of podNamespaces) {
-      const { items } = yield* listAll(R.Pods, ns)
-      for (const p of items) {
-        const status = p.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]
-        const decoded = status === undefined ? Either.right([]) : decodeNetworkStatus(status)
-        const ips = Either.getOrElse(decoded, () => []).filter((e) => e.default !== true).flatMap((e) => e.ips ?? [])
-        live.set(`${ns}/${p.metadata.name}`, ips)
-      }
-    }
+    const live = new Map((yield* Effect.forEach(podNamespaces, livePodIPs)).flatMap((m) => [...m]))
     const pools = (yield* listAll(R.IPPools, POOL_NAMESPACE)).items.map((o) =>
       parsePool({ metadata: { name: o.metadata.name }, spec: o["spec"] as { range: string; allocations: Record<string, unknown> } })
     )

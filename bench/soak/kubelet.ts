@@ -10,6 +10,7 @@ import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../../src/domain
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import type { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
+import { nowTime } from "../../test/live/support/node-status.ts"
 import { type Credentials, rest } from "../../test/live/support/rest.ts"
 import { PluginNode, type PluginNodeShape, networkStatusOf, newContainerId, pluginAdd, pluginDel, writePluginNode } from "../../test/live/support/upstream-plugin.ts"
 import { addressKey, type History } from "./history.ts"
@@ -224,7 +225,7 @@ export const makeKubelet = (deps: KubeletDeps) => {
   /** What the taint manager does to a pod of an unreachable node: the DisruptionTarget condition, then a graceful delete. */
   const evict = (rec: PodRecord, deadline: number) =>
     Effect.gen(function* () {
-      const condition = { type: "DisruptionTarget", status: "True", reason: "DeletionByTaintManager", message: "Taint manager: deleting due to NoExecute taint", lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, "Z") }
+      const condition = { type: "DisruptionTarget", status: "True", reason: "DeletionByTaintManager", message: "Taint manager: deleting due to NoExecute taint", lastTransitionTime: nowTime() }
       if (yield* patchStatus(deps.creds, rec.ref, { conditions: [condition] }, deadline)) log(rec, "marked DisruptionTarget/DeletionByTaintManager")
       return yield* remove(rec, GRACE_SECONDS, "evicted by the taint manager", deadline)
     })

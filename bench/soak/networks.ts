@@ -4,6 +4,7 @@
  * the StatefulSet (addresses reused at once), and one whose NAD is edited and deleted under its
  * pods. Ranges are disjoint except where sharing is the point.
  */
+import { whereaboutsConfig } from "../../test/support/objects.ts"
 
 export const POOLS_NAMESPACE = "kube-system"
 export const NAMESPACES = ["soak-a", "soak-b"] as const
@@ -57,7 +58,7 @@ export const netByKey = (key: string): Net | undefined => ALL_NETS.find((n) => n
 
 /** The NAD's spec.config for one IPAM variant (a macvlan plugin, as most users write it). */
 export const nadConfig = (n: Net, variant = 0): string =>
-  JSON.stringify({ cniVersion: "0.3.1", name: n.nad, type: "macvlan", master: "eth0", ipam: { type: "whereabouts", ...n.ipam[variant % n.ipam.length] } })
+  whereaboutsConfig(n.ipam[variant % n.ipam.length]!, n.nad)
 
 /** The network a pool belongs to (its network_name, "" for unnamed), from its name. */
 export const networkOfPool = (pool: string): string => {

@@ -13,7 +13,9 @@ import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { nadObject, namespaceObject, nodeObject } from "../../test/support/objects.ts"
 import { applyObjects, installation, serviceAccountToken, shippedRbac, writeTokenKubeconfig } from "../../test/live/support/rbac.ts"
+import { nowTime } from "../../test/live/support/node-status.ts"
 import type { Credentials } from "../../test/live/support/rest.ts"
+import { ignoreExists } from "../lib/world.ts"
 import type { History } from "./history.ts"
 import { patchStatusAt, persist } from "./kubelet.ts"
 import { ALL_NETS, NAMESPACES, type Net, POOLS_NAMESPACE, nadConfig } from "./networks.ts"
@@ -32,7 +34,7 @@ const slicesOf = (n: Net): ReadonlyArray<string> => {
 /** Namespaces, NADs and the NodeSlicePools (every slice free). */
 export const createNetworks = Effect.gen(function* () {
   const api = yield* KubeApi
-  for (const ns of [...NAMESPACES]) yield* api.create(R.Namespaces, undefined, namespaceObject(ns)).pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void))
+  for (const ns of [...NAMESPACES]) yield* ignoreExists(api.create(R.Namespaces, undefined, namespaceObject(ns)))
   for (const n of ALL_NETS) yield* api.create(R.NetworkAttachmentDefinitions, n.namespace, nadObject(n.namespace, n.nad, nadConfig(n)))
   for (const n of SLICED) {
     yield* api.create(R.NodeSlicePools, POOLS_NAMESPACE, {
@@ -78,14 +80,14 @@ export const makeNodes = (creds: Credentials, history: History) => {
     join: (node: string) =>
       Effect.gen(function* () {
         const api = yield* KubeApi
-        yield* persist(api.create(R.Nodes, undefined, nodeObject(node)), deadline()).pipe(Effect.catchIf((e) => e.reason === "AlreadyExists", () => Effect.void))
+        yield* ignoreExists(persist(api.create(R.Nodes, undefined, nodeObject(node)), deadline()))
         yield* reassign("", node, deadline())
         note(node, "joined (Ready), slices assigned")
       }),
     /** What the node lifecycle controller writes when a kubelet stops reporting. */
     unreachable: (node: string) =>
       Effect.gen(function* () {
-        const ready = { type: "Ready", status: "Unknown", reason: "NodeStatusUnknown", message: "Kubelet stopped posting node status.", lastTransitionTime: new Date().toISOString().replace(/\.\d+Z$/, "Z") }
+        const ready = { type: "Ready", status: "Unknown", reason: "NodeStatusUnknown", message: "Kubelet stopped posting node status.", lastTransitionTime: nowTime() }
         yield* patchStatusAt(creds, `/api/v1/nodes/${node}/status`, { conditions: [ready] }, Number.POSITIVE_INFINITY)
         yield* setTaints(node, [{ key: "node.kubernetes.io/unreachable", effect: "NoExecute" }])
         note(node, "unreachable (Ready Unknown, tainted unreachable:NoExecute)")

@@ -4,7 +4,7 @@
  * dir. Flags and the stop order (apiserver first) are the ones scripts/ENVTEST-NOTES.md
  * verified. Runs in vitest's main process, which may be an old Node: node: modules only.
  */
-import { type ChildProcess, spawn } from "node:child_process"
+import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as https from "node:https"
@@ -12,6 +12,9 @@ import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
+import { fileURLToPath } from "node:url"
+
+export const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 
 export interface ControlPlane {
   readonly dir: string
@@ -377,6 +380,24 @@ const alive = (pid: number): boolean => {
   }
 }
 
+interface HarnessState {
+  readonly owner?: number
+  readonly pids?: ReadonlyArray<number>
+}
+
+const stateOf = (dir: string): HarnessState => JSON.parse(fs.readFileSync(path.join(dir, STATE_FILE), "utf8")) as HarnessState
+
+/** The processes a harness dir's state file records that still run with the dir on their command line, with their argv. */
+export const harnessProcesses = (dir: string, state = stateOf(dir)): ReadonlyArray<{ readonly pid: number; readonly args: ReadonlyArray<string> }> =>
+  (state.pids ?? []).flatMap((pid) => {
+    try {
+      const args = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
+      return args.some((a) => a.includes(dir)) ? [{ pid, args }] : []
+    } catch {
+      return [] // gone
+    }
+  })
+
 /**
  * Cleans up after harness runs that died without their exit hook (SIGKILL): kills the
  * etcd/kube-apiserver they left (only processes whose command line names that run's dir)
@@ -387,16 +408,16 @@ export const reapOrphans = (tmp = os.tmpdir()): ReadonlyArray<string> => {
   for (const name of fs.readdirSync(tmp)) {
     if (!name.startsWith(DIR_PREFIX)) continue
     const dir = path.join(tmp, name)
-    let state: { owner?: number; pids?: Array<number> }
+    let state: HarnessState
     try {
-      state = JSON.parse(fs.readFileSync(path.join(dir, STATE_FILE), "utf8")) as typeof state
+      state = stateOf(dir)
     } catch {
       continue // not started yet, or not ours
     }
     if (typeof state.owner !== "number" || alive(state.owner)) continue
-    for (const pid of state.pids ?? []) {
+    for (const { pid } of harnessProcesses(dir, state)) {
       try {
-        if (fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(dir)) process.kill(pid, "SIGKILL")
+        process.kill(pid, "SIGKILL")
       } catch {
         // gone already
       }
@@ -407,11 +428,17 @@ export const reapOrphans = (tmp = os.tmpdir()): ReadonlyArray<string> => {
   return reaped
 }
 
+/** deploy/'s CRD manifests: whereabouts' and the NAD's. */
+const projectCrds = (): ReadonlyArray<string> =>
+  ["deploy/components/whereabouts-crds", "deploy/components/nad-crd"].flatMap((d) =>
+    fs.readdirSync(path.join(ROOT, d)).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml").map((f) => path.join(ROOT, d, f))
+  )
+
 /**
- * Creates the CustomResourceDefinitions in `files` (YAML, several documents each) and waits until
- * each is Established and its resource answers a list.
+ * Creates the CustomResourceDefinitions in `files` (YAML, several documents each; deploy/'s by
+ * default) and waits until each is Established and its resource answers a list.
  */
-export const installCrds = async (plane: ControlPlane, files: ReadonlyArray<string>): Promise<ReadonlyArray<string>> => {
+export const installCrds = async (plane: ControlPlane, files: ReadonlyArray<string> = projectCrds()): Promise<ReadonlyArray<string>> => {
   const { parseAllDocuments } = await import("yaml")
   const crds = files.flatMap((f) =>
     parseAllDocuments(fs.readFileSync(f, "utf8")).flatMap((doc) => {
@@ -437,3 +464,22 @@ export const installCrds = async (plane: ControlPlane, files: ReadonlyArray<stri
   for (const crd of crds) await waitFor(`CRD ${crd.metadata?.name} established`, 30_000, () => served(crd), () => undefined)
   return crds.map((c) => c.metadata?.name ?? "?")
 }
+
+/**
+ * The one line a scripts/ asset script prints (envtest-assets.sh, whereabouts-plugin.sh, …: each
+ * honours its variable and caches builds), or a rejection with its last error line. A cold build
+ * takes minutes: its progress lines (all of its stderr when `verbose`) go to stderr meanwhile.
+ */
+export const scriptAsset = (script: string, verbose = false): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const child = execFile("bash", [path.join(ROOT, "scripts", script)], { cwd: ROOT, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      const out = stdout.trim()
+      if (err === null && out !== "") return resolve(out)
+      const last = stderr.trim().split("\n").filter((l) => l !== "").at(-1) ?? err?.message ?? "no output"
+      reject(new Error(last.replace(/^[\w-]+: (ERROR: )?/, "")))
+    })
+    child.stderr?.on("data", (chunk: Buffer) => {
+      if (verbose) process.stderr.write(chunk)
+      else for (const line of chunk.toString().split("\n")) if (/building|built|done in/.test(line)) process.stderr.write(`${line}\n`)
+    })
+  })

@@ -18,67 +18,29 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import type { TestProject } from "vitest/node"
 import type { AssetInfo, EnvtestInfo, PluginInfo } from "../support/live.ts"
-import { type ControlPlane, DIR_PREFIX, installCrds, reapOrphans, startControlPlane } from "./cluster.ts"
+import { type ControlPlane, DIR_PREFIX, installCrds, reapOrphans, scriptAsset, startControlPlane } from "./cluster.ts"
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
 const HOW_TO = "set KUBEBUILDER_ASSETS or install Go (scripts/envtest-assets.sh)"
 const INSIST = "WHEREABOUTS_ENVTEST=require to insist"
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
-/** The assets dir from scripts/envtest-assets.sh (it honours KUBEBUILDER_ASSETS and caches builds). */
-const assetsDir = (): Promise<string> =>
-  new Promise((resolve, reject) => {
-    const child = execFile("bash", [path.join(root, "scripts/envtest-assets.sh")], { cwd: root, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      const out = stdout.trim()
-      if (err === null && out !== "") return resolve(out)
-      const last = stderr.trim().split("\n").filter((l) => l !== "").at(-1) ?? err?.message ?? "no output"
-      reject(new Error(last.replace(/^envtest-assets: (ERROR: )?/, "")))
-    })
-    // A cold build takes minutes: show its progress lines rather than hanging silently.
-    child.stderr?.on("data", (chunk: Buffer) => {
-      for (const line of chunk.toString().split("\n")) if (/building|built|done in/.test(line)) log(line)
-    })
-  })
-
 /**
- * The whereabouts plugin from scripts/whereabouts-plugin.sh (it honours WHEREABOUTS_PLUGIN and caches
- * builds), with the version line it prints when run without a CNI command.
+ * The whereabouts plugin from scripts/whereabouts-plugin.sh, with the version line it prints when
+ * run without a CNI command.
  */
 const pluginInfo = (): Promise<Extract<PluginInfo, { status: "available" }>> =>
-  new Promise((resolve, reject) => {
-    const child = execFile("bash", [path.join(root, "scripts/whereabouts-plugin.sh")], { cwd: root, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      const bin = stdout.trim()
-      if (err !== null || bin === "") {
-        const last = stderr.trim().split("\n").filter((l) => l !== "").at(-1) ?? err?.message ?? "no output"
-        return reject(new Error(last.replace(/^whereabouts-plugin: (ERROR: )?/, "")))
-      }
-      execFile(bin, [], { env: { PATH: process.env["PATH"] ?? "" }, timeout: 10_000 }, (vErr, _out, about) => {
-        const version = about.split("\n")[0]?.trim() ?? ""
-        if (vErr !== null || !version.startsWith("whereabouts ")) return reject(new Error(`${bin} does not run as the whereabouts plugin: ${vErr?.message ?? about}`))
-        resolve({ status: "available", path: bin, version })
+  scriptAsset("whereabouts-plugin.sh").then(
+    (bin) =>
+      new Promise((resolve, reject) => {
+        execFile(bin, [], { env: { PATH: process.env["PATH"] ?? "" }, timeout: 10_000 }, (vErr, _out, about) => {
+          const version = about.split("\n")[0]?.trim() ?? ""
+          if (vErr !== null || !version.startsWith("whereabouts ")) return reject(new Error(`${bin} does not run as the whereabouts plugin: ${vErr?.message ?? about}`))
+          resolve({ status: "available", path: bin, version })
+        })
       })
-    })
-    child.stderr?.on("data", (chunk: Buffer) => {
-      for (const line of chunk.toString().split("\n")) if (/building|built|done in/.test(line)) log(line)
-    })
-  })
-
-/** The one line a Go-asset script prints (scripts/lib/go-asset.sh), or its last error line. */
-const assetOf = (script: string): Promise<string> =>
-  new Promise((resolve, reject) => {
-    const child = execFile("bash", [path.join(root, "scripts", script)], { cwd: root, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      const out = stdout.trim()
-      if (err === null && out !== "") return resolve(out)
-      const last = stderr.trim().split("\n").filter((l) => l !== "").at(-1) ?? err?.message ?? "no output"
-      reject(new Error(last.replace(/^[\w-]+: (ERROR: )?/, "")))
-    })
-    child.stderr?.on("data", (chunk: Buffer) => {
-      for (const line of chunk.toString().split("\n")) if (/building|built|done in/.test(line)) log(line)
-    })
-  })
+  )
 
 const nodeTooOld = (): string | undefined => {
   const [major = 0, minor = 0] = process.versions.node.split(".").map(Number)
@@ -137,7 +99,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     return skip(tooOld)
   }
   // Both may build from the Go module proxy on a cold cache: side by side, not one after the other.
-  const [found, plugin, controllers, e2eSuite] = await Promise.allSettled([assetsDir(), pluginInfo(), assetOf("controlplane-assets.sh"), assetOf("whereabouts-e2e.sh")])
+  const [found, plugin, controllers, e2eSuite] = await Promise.allSettled([scriptAsset("envtest-assets.sh"), pluginInfo(), scriptAsset("controlplane-assets.sh"), scriptAsset("whereabouts-e2e.sh")])
   if (found.status === "rejected") {
     const why = found.reason instanceof Error ? found.reason.message : String(found.reason)
     if (mode === "require") throw new Error(`WHEREABOUTS_ENVTEST=require, but no kube-apiserver/etcd: ${why}`)
@@ -170,9 +132,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   const plane = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assets)
   let control: Awaited<ReturnType<typeof controlServer>> | undefined
   try {
-    const dirs = [path.join(root, "deploy/components/whereabouts-crds"), path.join(root, "deploy/components/nad-crd")]
-    const files = dirs.flatMap((d) => fs.readdirSync(d).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml").map((f) => path.join(d, f)))
-    const crds = await installCrds(plane, files)
+    const crds = await installCrds(plane)
     control = await controlServer(plane)
     log(`envtest: kube-apiserver ${plane.server} ready with ${crds.length} CRDs in ${((Date.now() - started) / 1000).toFixed(1)} s (${plane.dir})`)
   } catch (e) {

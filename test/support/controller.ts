@@ -3,19 +3,19 @@
  * deletion loop and know it listens, wait under TestClock, and check the pool invariants
  * ("no live pod loses its address, no dead pod keeps one, no address is shared") at rest.
  */
-import { Deferred, Effect, Either, type Fiber, TestClock } from "effect"
+import { Deferred, Effect, type Fiber, TestClock } from "effect"
 import { type Attachment, type RunningPod, addAttachments, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { type RunningLoop, runDeletionLoop } from "../../src/programs/deletion-loop.ts"
 import { makeReclaimMonitor } from "../../src/programs/memory.ts"
 import { formatIP } from "../../src/domain/ip.ts"
-import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
+import { NETWORK_STATUS_ANNOTATION } from "../../src/domain/multus.ts"
 import { parsePool } from "../../src/domain/pool.ts"
 import { ControllerConfig } from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
-import { CLEAN, type Violations, violations } from "./invariants.ts"
+import { CLEAN, type Violations, secondaryIPs, violations } from "./invariants.ts"
 
 export { on } from "./objects.ts"
 
@@ -68,20 +68,6 @@ export const poolState = (pool: string) =>
     return new Map(parsed.entries.map((e) => [formatIP(e.ip), { podref: e.podref, id: e.id, ifname: e.ifname }] as const))
   })
 
-/** Secondary-network IPs a pod's network-status lists (its Multus status), by pod ref. */
-export const livePodIPs = (namespace: string) =>
-  Effect.gen(function* () {
-    const cluster = yield* InMemoryCluster
-    const out = new Map<string, ReadonlyArray<string>>()
-    for (const p of cluster.snapshot(R.Pods, namespace)) {
-      const status = p.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]
-      const decoded = status === undefined ? Either.right([]) : decodeNetworkStatus(status)
-      const ips = Either.getOrElse(decoded, () => []).filter((e) => e.default !== true).flatMap((e) => e.ips ?? [])
-      out.set(`${namespace}/${p.metadata.name}`, ips)
-    }
-    return out
-  })
-
 export interface RestReport extends Violations {
   readonly allocations: number
 }
@@ -95,7 +81,7 @@ export const restReport = (pool: string, namespace = "default") =>
     const cluster = yield* InMemoryCluster
     const { namespace: poolNs } = yield* ControllerConfig
     const entries = yield* poolState(pool)
-    const live = yield* livePodIPs(namespace)
+    const live = new Map(cluster.snapshot(R.Pods, namespace).map((p) => [`${namespace}/${p.metadata.name}`, secondaryIPs(p)] as const))
     const reservations = new Map(
       cluster.snapshot(R.OverlappingRangeIPReservations, poolNs).map((r) => [r.metadata.name, (r["spec"] as { podref: string }).podref] as const)
     )

@@ -4,10 +4,10 @@
  * picks the order), and caches that are snapshots refreshed only when told — so both the order of
  * API writes and the staleness of the controller's caches are the scheduler's to choose.
  */
-import { Effect, Either, Layer, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { projectPod, type PodProjection } from "../../src/domain/pod.ts"
 import { formatIP, parseIP } from "../../src/domain/ip.ts"
-import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
+import { secondaryIPs } from "./invariants.ts"
 import { parsePool, reservationName } from "../../src/domain/pool.ts"
 import type { NodeSlicePoolRecord } from "../../src/domain/node-slices.ts"
 import type { NodeRecord } from "../../src/domain/never-runs-again.ts"
@@ -144,10 +144,7 @@ export const violations = (
   for (const p of state.snapshot(R.Pods, namespace)) {
     const ref = `${namespace}/${p.metadata.name}`
     if (exempt.has(ref)) continue
-    const status = p.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]
-    if (status === undefined) continue
-    const ips = Either.getOrElse(decodeNetworkStatus(status), () => []).filter((e) => e.default !== true).flatMap((e) => e.ips ?? [])
-    for (const ip of ips) {
+    for (const ip of secondaryIPs(p)) {
       const other = owners.get(ip)
       if (other !== undefined) out.push(`${ip} handed to two live pods: ${other} and ${ref}`)
       owners.set(ip, ref)

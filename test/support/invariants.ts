@@ -3,8 +3,23 @@
  * every live pod's status IP is held for it in its pool and has its reservation (unnamed network),
  * no IP is listed by two live pods, and nothing is held for a pod in scope that no longer exists.
  */
+import { Effect, Either } from "effect"
 import { parseIP } from "../../src/domain/ip.ts"
+import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../src/domain/multus.ts"
 import { reservationName } from "../../src/domain/pool.ts"
+import { type KubeObject, listAll } from "../../src/services/KubeApi.ts"
+import * as R from "../../src/services/resources.ts"
+
+/** A pod's secondary-network IPs, as its Multus network-status lists them (none when absent or unreadable). */
+export const secondaryIPs = (pod: KubeObject): ReadonlyArray<string> => {
+  const status = pod.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]
+  const decoded = status === undefined ? Either.right([]) : decodeNetworkStatus(status)
+  return Either.getOrElse(decoded, () => []).filter((e) => e.default !== true).flatMap((e) => e.ips ?? [])
+}
+
+/** podref → secondary IPs of the pods of `namespace`, listed through KubeApi. */
+export const livePodIPs = (namespace: string) =>
+  Effect.map(listAll(R.Pods, namespace), ({ items }) => new Map(items.map((p) => [`${namespace}/${p.metadata.name}`, secondaryIPs(p)] as const)))
 
 export interface Violations {
   /** A live pod's status IP that its pool does not hold for it (a wrong free). */

@@ -6,13 +6,12 @@ import { PluginStore } from "../../../src/testing/PluginStore.ts"
 import { randomUUID } from "node:crypto"
 import { Effect, Either } from "effect"
 import { addOffset, cidrAddress, formatIP, parseCidr } from "../../../src/domain/ip.ts"
-import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus } from "../../../src/domain/multus.ts"
 import { poolName, reservationName } from "../../../src/domain/pool.ts"
-import { KubeApi, listAll } from "../../../src/services/KubeApi.ts"
+import { KubeApi } from "../../../src/services/KubeApi.ts"
 import * as R from "../../../src/services/resources.ts"
 import { podObject } from "../../support/objects.ts"
 import { poolIPs, reservationView } from "./world.ts"
-import { CLEAN, type Violations, violations } from "../../support/invariants.ts"
+import { CLEAN, type Violations, livePodIPs, violations } from "../../support/invariants.ts"
 
 export interface Net {
   /** NAD name (in the pods' namespace), unnamed network, overlapping ranges on. */
@@ -70,13 +69,7 @@ export { CLEAN }
 /** The invariants of the pods of `namespace` over `pools` (unnamed networks), from the API server. */
 export const restReport = (namespace: string, pools: ReadonlyArray<string>) =>
   Effect.gen(function* () {
-    const { items } = yield* listAll(R.Pods, namespace)
-    const live = new Map<string, ReadonlyArray<string>>()
-    for (const p of items) {
-      const status = p.metadata.annotations?.[NETWORK_STATUS_ANNOTATION]
-      const decoded = status === undefined ? Either.right([]) : decodeNetworkStatus(status)
-      live.set(`${namespace}/${p.metadata.name}`, Either.getOrElse(decoded, () => []).filter((e) => e.default !== true).flatMap((e) => e.ips ?? []))
-    }
+    const live = yield* livePodIPs(namespace)
     const entries = new Map<string, string>()
     for (const pool of pools) for (const [ip, a] of yield* poolIPs(pool)) entries.set(ip, a.podref)
     const reservations = yield* reservationView

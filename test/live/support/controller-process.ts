@@ -8,11 +8,10 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { createWriteStream, readdirSync, readFileSync } from "node:fs"
 import { setTimeout as sleep } from "node:timers/promises"
-import { fileURLToPath } from "node:url"
 import { OPTIONS } from "../../../src/programs/cli.ts"
-import { freePort } from "../cluster.ts"
+import { ROOT, freePort } from "../cluster.ts"
+import { parseProm, sum } from "../../support/prom.ts"
 
-const ROOT = fileURLToPath(new URL("../../..", import.meta.url))
 const MAIN = "src/programs/main.ts"
 const MAX_LINES = 20_000
 const ORPHAN_WATCHDOG =
@@ -94,15 +93,8 @@ const get = async (url: string): Promise<{ readonly status: number; readonly bod
  * when there is none. With every label given that is the one sample.
  */
 export const sampleOf = (text: string, name: string, labels: Readonly<Record<string, string>> = {}): number | undefined => {
-  let total: number | undefined
-  for (const line of text.split("\n")) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue
-    const m = /^([^{\s]+)(?:\{(.*)\})?\s+(\S+)$/.exec(line)
-    if (m === null || m[1] !== name) continue
-    const have = new Map([...(m[2] ?? "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1]!, l[2]!] as const))
-    if (Object.entries(labels).every(([k, v]) => have.get(k) === v)) total = (total ?? 0) + Number(m[3])
-  }
-  return total
+  const samples = parseProm(text, (n) => n === name).filter((s) => Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+  return samples.length === 0 ? undefined : sum(samples, name)
 }
 
 /** The env of the child: ours, without anything the controller's Config would read. */

@@ -6,21 +6,14 @@
  * The harness does not export etcd's address; it is read from the etcd process the harness
  * recorded in `harness.json` next to the kubeconfig (test/live/cluster.ts), via its command line.
  */
-import * as fs from "node:fs"
 import * as path from "node:path"
+import { harnessProcesses } from "../cluster.ts"
 
 /** `http://127.0.0.1:<port>` of the harness's etcd. */
 export const etcdEndpoint = (kubeconfigPath: string): string => {
   const dir = path.dirname(kubeconfigPath)
-  const state = JSON.parse(fs.readFileSync(path.join(dir, "harness.json"), "utf8")) as { pids?: Array<number> }
-  for (const pid of state.pids ?? []) {
-    let args: Array<string>
-    try {
-      args = fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
-    } catch {
-      continue
-    }
-    if (!args.some((a) => a.includes(dir)) || !path.basename(args[0] ?? "").startsWith("etcd")) continue
+  for (const { args } of harnessProcesses(dir)) {
+    if (!path.basename(args[0] ?? "").startsWith("etcd")) continue
     const url = args.find((a) => a.startsWith("--listen-client-urls="))?.split("=")[1]?.split(",")[0]
     if (url !== undefined) return url
   }
