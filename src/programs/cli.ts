@@ -193,6 +193,8 @@ interface ArgumentSpec {
   readonly help: string
 }
 
+const isSwitch = (a: ArgumentSpec): boolean => a.value === ""
+
 export const RELEASE_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   {
     flag: "from-report", multiple: false, value: "<file>",
@@ -292,7 +294,7 @@ export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
   refuseRemoved(argv)
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
-  for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: a.value === "" ? "boolean" : "string", multiple: a.multiple }
+  for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: isSwitch(a) ? "boolean" : "string", multiple: a.multiple }
   for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: renamedTo(a).kind }
   const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
   const { values, positionals } = parseArgs({ args: joinNegativeValues(argv, takesValue), options, allowPositionals: true, allowNegative: true, strict: true })
@@ -345,7 +347,7 @@ export const EXIT_CODES: ReadonlyArray<{ readonly command: Command; readonly cod
 export const DURATION_SYNTAX = 'Durations are Go durations, as every Kubernetes component takes them: 500ms, 30s, 1m30s, 2h, 0 (effect\'s "30 seconds" works too).'
 
 const flagText = (o: OptionSpec) => `${o.short === undefined ? "" : `-${o.short}, `}${o.kind === "boolean" ? `--${o.flag} / --no-${o.flag}` : `--${o.flag} ${o.value.placeholder}`}`
-const argText = (a: ArgumentSpec) => (a.value === "" ? `--${a.flag}` : `--${a.flag} ${a.value}`)
+const argText = (a: ArgumentSpec) => (isSwitch(a) ? `--${a.flag}` : `--${a.flag} ${a.value}`)
 
 /** The options --help and docs/options.md list, in their order: the common ones first, then the tuning knobs. */
 export const optionGroups = (command?: Command): ReadonlyArray<{ readonly title: string; readonly rows: ReadonlyArray<OptionSpec> }> => {

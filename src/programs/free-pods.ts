@@ -100,7 +100,9 @@ export const freeBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<Readon
     const snapshot = yield* cacheSnapshot
     const caches = yield* Caches
     const found = yield* holdingsOf(batch, snapshot)
-    const { holdings, facts } = yield* recheckHoldings(found.holdings, cachedPodsIn(caches), claimSource(cachedListedBy(caches), yield* cacheSnapshot))
+    // Rule 0 reads the NADs and node slices as they are after holdingsOf's live reads: a snapshot of its own.
+    const claims = claimSource(cachedListedBy(caches), yield* cacheSnapshot)
+    const { holdings, facts } = yield* recheckHoldings(found.holdings, cachedPodsIn(caches), claims)
     const plan = planRelease(holdings, facts)
     const execution = yield* execute(plan)
     const heldFor = new Map(plan.owners.map((o) => [o.holding.podref, [...new Set(o.kept.flatMap((k) => k.heldFor ?? []))]] as const))

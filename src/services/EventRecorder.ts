@@ -21,7 +21,7 @@ export * from "../domain/events.ts"
 
 /** `source.component` and `reportingComponent` of every Event we write. */
 export const COMPONENT = "whereabouts-controller"
-/** An identical event recorded again within this window updates the existing Event */
+/** An identical event recorded again within this window updates the existing Event. */
 const AGGREGATION_WINDOW_MILLIS = Duration.toMillis(Duration.minutes(10))
 /** Distinct events remembered for aggregation (client-go's maxLruCacheEntries). */
 const DEFAULT_CACHE_SIZE = 4096
