@@ -3,7 +3,8 @@
  * decoded with Schema and normalised the way whereabouts 0.9 does before it names pools.
  */
 import { Data, Either, Schema } from "effect"
-import { isRecord, oneLine } from "./multus.ts"
+import { isRecord } from "./json.ts"
+import { oneLine } from "./multus.ts"
 import { type Cidr, type IPAddress, bitsOf, cidrContains, formatCidr, parseCidr, parseIP, parseIPStrict, toNetworkForm } from "./ip.ts"
 
 export const DEFAULT_RECONCILER_CRON = "30 4 * * *"

@@ -4,6 +4,7 @@
  */
 import { Data, Either, ParseResult, Schema } from "effect"
 import { type IPAddress, ipEquals, parseIP } from "./ip.ts"
+import { isRecord } from "./json.ts"
 
 export const NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
 export const LEGACY_NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks-status"
@@ -85,12 +86,6 @@ const parseJson = (text: string): unknown => {
     return undefined
   }
 }
-
-/** A JSON object (not null, not an array). */
-export const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
-
-/** A JSON array, or none when `u` is anything else. */
-export const list = (u: unknown): ReadonlyArray<unknown> => (Array.isArray(u) ? u : [])
 
 /**
  * A shorter `network-status` that decodes to the same verdict and entries, for the pod cache: keeps

@@ -4,7 +4,7 @@
  */
 import { type Cidr, type IPAddress, addOffset, cidrAddress, formatIP, parseCidr, parseIP } from "./ip.ts"
 import { intern, internOptional } from "./intern.ts"
-import { isRecord } from "./multus.ts"
+import { isRecord } from "./json.ts"
 
 /** An entry of an IPPool's `spec.allocations`, keyed by its offset. */
 export interface IPAllocation {

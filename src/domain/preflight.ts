@@ -3,7 +3,7 @@
  * working (a CRD it reads is missing, a verb it needs not granted); a warning is worth knowing
  * before installing but need not be fixed first.
  */
-import { isRecord, list } from "./multus.ts"
+import { isRecord, list } from "./json.ts"
 
 export type Verdict = "ok" | "warn" | "fail"
 

@@ -10,7 +10,7 @@ import { type NodeRecord, OUT_OF_SERVICE_TAINT } from "../domain/never-runs-agai
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import { type ParsedPool, type ReservationRecord, parsePool } from "../domain/pool.ts"
 import { listedIPKeys } from "../domain/claims.ts"
-import { isRecord, list } from "../domain/multus.ts"
+import { isRecord, list } from "../domain/json.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { type Informer, type InformerOptions, makeInformer } from "./Informer.ts"

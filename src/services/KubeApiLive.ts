@@ -12,7 +12,7 @@ import { type KubeConfigError, resolveKubeConfig, sourcesFrom } from "./live/kub
 import { type Request, type Requester, makeRequester } from "./live/request.ts"
 import { type Transport, makeRateLimiter, makeTransport, targetOf } from "./live/transport.ts"
 import { isKubeObject } from "./live/watch.ts"
-import { isRecord } from "../domain/multus.ts"
+import { isRecord } from "../domain/json.ts"
 
 export * from "./live/kubeconfig.ts"
 export * from "./live/transport.ts"

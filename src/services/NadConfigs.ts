@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs"
 import { Context, Effect, type Either, Layer } from "effect"
-import { isRecord } from "../domain/multus.ts"
+import { isRecord } from "../domain/json.ts"
 import { FLAT_FILE_PATHS, type IpamConfigError, type NadConfigResult, decodeNadConfig } from "../domain/ipam-config.ts"
 import type { NadRecord } from "./Caches.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"

@@ -8,7 +8,7 @@
  */
 import { Either } from "effect"
 import { type IpRange, type IpamConfig, type IpamConfigError, decodeNadConfig, findIpam, normaliseIpam } from "../domain/ipam-config.ts"
-import { isRecord } from "../domain/multus.ts"
+import { isRecord } from "../domain/json.ts"
 
 export interface PluginRange {
   readonly range: IpRange

@@ -2,7 +2,7 @@
 import { Chunk, Duration, Effect, Option, Stream } from "effect"
 import { type KubeObject, type WatchEvent, malformed } from "../KubeApi.ts"
 import { KubeError, reasonForStatus } from "../KubeError.ts"
-import { isRecord } from "../../domain/multus.ts"
+import { isRecord } from "../../domain/json.ts"
 import { MAX_DETAIL } from "./transport.ts"
 
 export const isKubeObject = (u: unknown): u is KubeObject => isRecord(u) && isRecord(u["metadata"])
