@@ -11,14 +11,14 @@
  * on one more that never had whereabouts' CRDs (deleting CRDs to make room once hung past the test's
  * timeout under CI's load).
  */
-import { execFile, spawnSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, expect, it, onTestFinished } from "vitest"
 import { parse, stringify } from "yaml"
 import { CHART, DEPLOY, type Found, ROOT, findGoAsset, required } from "../deploy/support/tools.ts"
-import { describeLive } from "../support/live.ts"
+import { describeLive, envtestAssets } from "../support/live.ts"
 import { type ControlPlane, DIR_PREFIX, startControlPlane } from "./cluster.ts"
 import { WHEREABOUTS_KINDS, snapshotOf, upstreamCrdDir, upstreamData, upstreamInstallFiles, upstreamNodeSliceController } from "./support/upstream-whereabouts.ts"
 
@@ -59,20 +59,13 @@ const exec = (bin: string, args: ReadonlyArray<string>, options: { readonly stdi
     child.stdin?.end(options.stdin ?? "")
   })
 
-/** The envtest assets dir (kubectl, etcd, kube-apiserver): KUBEBUILDER_ASSETS, else the script's cache; globalSetup built it. */
-const assetsDir = (): string => {
-  const fromEnv = process.env["KUBEBUILDER_ASSETS"]
-  if (fromEnv !== undefined && fromEnv !== "") return fromEnv
-  return spawnSync("bash", [path.join(ROOT, "scripts/envtest-assets.sh")], { encoding: "utf8", env: { ...process.env, ENVTEST_ASSETS_NO_BUILD: "1" } }).stdout.trim()
-}
-
 describeLive("install, upgrade, roll back, uninstall where whereabouts already runs (docs/install.md)", () => {
   let plane: ControlPlane | undefined
   /** A cluster that never had whereabouts' CRDs, for Helm's keep policy. */
   let bare: ControlPlane | undefined
   let tools: { readonly helm: string; readonly crds: string } | { readonly reason: string } = { reason: "not looked up yet" }
   let tmp = ""
-  const kubectl = () => path.join(assetsDir(), "kubectl")
+  const kubectl = () => path.join(envtestAssets(), "kubectl")
   const k = (args: ReadonlyArray<string>, stdin?: string, on = plane) => exec(kubectl(), ["--kubeconfig", on!.kubeconfigPath, ...args], stdin === undefined ? {} : { stdin })
   const ok = async (args: ReadonlyArray<string>, stdin?: string, on = plane): Promise<string> => {
     const out = await k(args, stdin, on)
@@ -99,8 +92,8 @@ describeLive("install, upgrade, roll back, uninstall where whereabouts already r
     }
     tools = { helm: (found.helm as { path: string }).path, crds: (found.crds as { path: string }).path }
     tmp = fs.mkdtempSync(path.join(os.tmpdir(), "wac-install-"))
-    plane = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assetsDir())
-    bare = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assetsDir())
+    plane = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), envtestAssets())
+    bare = await startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), envtestAssets())
   }, 120_000)
   afterAll(async () => {
     await bare?.stop()

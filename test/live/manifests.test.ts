@@ -8,7 +8,7 @@
  * dry run, its ServiceMonitor and PrometheusRule against the Prometheus Operator's CRDs
  * (scripts/prometheus-operator-crds.sh generates them from the operator's API types).
  */
-import { execFile, spawnSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -16,7 +16,7 @@ import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { parseAllDocuments } from "yaml"
 import { CHART, type Found, findGoAsset, helm, kustomizeWith, required } from "../deploy/support/tools.ts"
-import { describeLive, runningEnvtest, uniqueNamespace } from "../support/live.ts"
+import { describeLive, envtestAssets, runningEnvtest, uniqueNamespace } from "../support/live.ts"
 import { ruleVerbs, shippedRbac } from "./support/rbac.ts"
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url))
@@ -25,13 +25,9 @@ const SA = "system:serviceaccount:kube-system:whereabouts-gc"
 
 type Obj = Record<string, any>
 
-/** kubectl of the envtest assets: KUBEBUILDER_ASSETS, else the script's cache (never a build here: globalSetup ran it). */
+/** kubectl of the tier's envtest assets. */
 const findKubectl = (): string => {
-  const fromEnv = process.env["KUBEBUILDER_ASSETS"]
-  const dir =
-    fromEnv !== undefined && fromEnv !== ""
-      ? fromEnv
-      : spawnSync("bash", [path.join(ROOT, "scripts/envtest-assets.sh")], { encoding: "utf8", env: { ...process.env, ENVTEST_ASSETS_NO_BUILD: "1" } }).stdout.trim()
+  const dir = envtestAssets()
   const kubectl = path.join(dir, "kubectl")
   if (!fs.existsSync(kubectl)) throw new Error(`no kubectl in the envtest assets (${dir}): scripts/envtest-assets.sh builds it`)
   return kubectl

@@ -8,7 +8,6 @@ import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { type CheckRow, UPSTREAM_RUNNING } from "../../src/domain/preflight.ts"
@@ -16,13 +15,12 @@ import { CONTROLLER_SERVICE_ACCOUNT, RBAC_NEEDS } from "../../src/domain/rbac-ne
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { poolObject } from "../support/objects.ts"
-import { describeLive, runningEnvtest, uniqueNamespace } from "../support/live.ts"
-import { DIR_PREFIX, startControlPlane } from "./cluster.ts"
+import { describeLive, envtestAssets, runningEnvtest, uniqueNamespace } from "../support/live.ts"
+import { DIR_PREFIX, ROOT, startControlPlane } from "./cluster.ts"
 import { runCommand } from "./support/controller-process.ts"
 import { type Obj, applyObjects, deleteObjects, installation, ruleVerbs, serviceAccountToken, shippedRbac, writeTokenKubeconfig } from "./support/rbac.ts"
 import { adminCredentials, createNad, ensureNamespace, liveWorld, restOk } from "./support/world.ts"
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 
 /** The kubectl commands of docs/migration.md's "Turn off upstream's freeing" step, as written (without `rollout status`). */
 const migrationCommands = (): ReadonlyArray<string> => {
@@ -32,8 +30,6 @@ const migrationCommands = (): ReadonlyArray<string> => {
   return blocks.flatMap((b) => b.split(/\n(?=kubectl )/)).map((c) => c.trim()).filter((c) => c !== "" && !c.includes("rollout status"))
 }
 
-/** The directory of the tier's kubectl (the envtest assets). */
-const kubectlDir = (): string => spawnSync("bash", [path.join(ROOT, "scripts/envtest-assets.sh")], { encoding: "utf8", env: { ...process.env, ENVTEST_ASSETS_NO_BUILD: "1" } }).stdout.trim()
 
 interface Report {
   readonly checks: ReadonlyArray<CheckRow>
@@ -216,7 +212,7 @@ describeLive("preflight against a real API server", () => {
           `kubectl -n ${ns} patch daemonset`
         ])
         for (const c of commands) {
-          const done = spawnSync("bash", ["-c", c], { encoding: "utf8", env: { ...process.env, KUBECONFIG: runningEnvtest().kubeconfigPath, PATH: `${kubectlDir()}:${process.env["PATH"] ?? ""}` } })
+          const done = spawnSync("bash", ["-c", c], { encoding: "utf8", env: { ...process.env, KUBECONFIG: runningEnvtest().kubeconfigPath, PATH: `${envtestAssets()}:${process.env["PATH"] ?? ""}` } })
           expect(done.status, `${c}\n${done.stderr}`).toBe(0)
         }
         const migrated = report((yield* run(["-o", "json"])).stdout)
@@ -230,7 +226,7 @@ describeLive("preflight against a real API server", () => {
 
   it.live("without whereabouts' CRDs (a second, fresh API server): the IPPool and reservation CRDs fail with what to do, the NodeSlicePool and NAD CRDs warn; exit 1; that server stopped: exit 3", () =>
     Effect.gen(function* () {
-      const assets = spawnSync("bash", [path.join(ROOT, "scripts/envtest-assets.sh")], { encoding: "utf8", env: { ...process.env, ENVTEST_ASSETS_NO_BUILD: "1" } }).stdout.trim()
+      const assets = envtestAssets()
       const plane = yield* Effect.promise(() => startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX)), assets))
       yield* Effect.gen(function* () {
         const out = yield* run(["-o", "json"], plane.kubeconfigPath)

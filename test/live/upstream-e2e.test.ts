@@ -17,7 +17,6 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { describeWithKubernetes, kubernetesAssets, pluginBinary } from "../support/live.ts"
@@ -31,7 +30,6 @@ import { liveWorld } from "./support/world.ts"
 import { type E2eMode, skippedIn } from "./upstream-e2e-skips.ts"
 import { runUpstreamSuite } from "./support/upstream-e2e.ts"
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url))
 const POOLS = "kube-system"
 /** The suite's specs (its dry run lists them). */
 const SPECS = 19
@@ -51,8 +49,7 @@ const suiteCluster = (mode: E2eMode) =>
       Effect.promise(() => startControlPlane(fs.mkdtempSync(path.join(os.tmpdir(), `${DIR_PREFIX}upstream-e2e-`)), assets.envtest)),
       (p) => Effect.promise(() => p.stop())
     )
-    const crdDirs = ["deploy/components/whereabouts-crds", "deploy/components/nad-crd"].map((d) => path.join(ROOT, d))
-    yield* Effect.promise(() => installCrds(plane, crdDirs.flatMap((d) => fs.readdirSync(d).filter((f) => f.endsWith(".yaml") && f !== "kustomization.yaml").map((f) => path.join(d, f)))))
+    yield* Effect.promise(() => installCrds(plane))
     const inCluster = Effect.gen(function* () {
       const k8s = yield* startKubernetes({
         controllers: assets.controllers(),

@@ -107,6 +107,13 @@ export const kubernetesAssets = () => {
   return { controllers: () => path("kubeControllers"), upstreamE2e: () => path("upstreamE2e"), envtest: inject("envtestAssets"), planeDir: inject("planeDir") }
 }
 
+/** The directory of the tier's kube-apiserver, etcd and kubectl (scripts/envtest-assets.sh); only meaningful inside describeLive. */
+export const envtestAssets = (): string => {
+  const dir = inject("envtestAssets")
+  if (dir === undefined) throw new Error("no envtest assets: the real-API-server tier is not running")
+  return dir
+}
+
 /** The plugin executable; only meaningful inside describeWithPlugin. */
 export const pluginBinary = (): string => {
   const plugin = inject("whereaboutsPlugin")
