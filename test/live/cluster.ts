@@ -46,14 +46,33 @@ export interface Running {
   done: boolean
 }
 
-// Whatever is still running when this process exits (Ctrl-C, a crash, process.exit) is killed.
+const EXIT_HOOKS = Symbol.for("whereabouts-controller.test.exit-hooks")
+
+/**
+ * Runs `hook` when this process exits (Ctrl-C, a crash, process.exit), to kill what it started.
+ * One listener per process: the live project runs every file in one fork, each file with its own
+ * copy of these modules.
+ */
+export const onProcessExit = (hook: () => void): void => {
+  const global = globalThis as { [EXIT_HOOKS]?: Set<() => void> }
+  if (global[EXIT_HOOKS] === undefined) {
+    const hooks = new Set<() => void>()
+    global[EXIT_HOOKS] = hooks
+    // Prepended: vitest's own exit listener calls process.exit() again, which skips later listeners.
+    process.prependListener("exit", () => {
+      for (const h of hooks) h()
+    })
+  }
+  global[EXIT_HOOKS].add(hook)
+}
+
+// Whatever is still running when this process exits is killed, and its directory removed.
 const everything = new Set<{ readonly children: () => ReadonlyArray<Running>; readonly dir: string }>()
 let exitHookInstalled = false
 const installExitHook = () => {
   if (exitHookInstalled) return
   exitHookInstalled = true
-  // Prepended: vitest's own exit listener calls process.exit() again, which skips later listeners.
-  process.prependListener("exit", () => {
+  onProcessExit(() => {
     for (const plane of everything) {
       for (const r of plane.children()) if (!r.done) r.child.kill("SIGKILL")
       fs.rmSync(plane.dir, { recursive: true, force: true, maxRetries: 3 })

@@ -9,7 +9,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { createWriteStream, readdirSync, readFileSync } from "node:fs"
 import { setTimeout as sleep } from "node:timers/promises"
 import { OPTIONS } from "../../../src/programs/cli.ts"
-import { ROOT, freePort } from "../cluster.ts"
+import { ROOT, freePort, onProcessExit } from "../cluster.ts"
 import { parseProm, sum } from "../../support/prom.ts"
 
 const MAIN = "src/programs/main.ts"
@@ -111,7 +111,7 @@ let counter = 0
 export const startController = async (options: ControllerOptions): Promise<ControllerProcess> => {
   if (!exitHook) {
     exitHook = true
-    process.on("exit", () => {
+    onProcessExit(() => {
       for (const c of children) if (c.running()) c.child.kill("SIGKILL")
     })
   }

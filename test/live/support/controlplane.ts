@@ -15,7 +15,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect } from "effect"
-import { DIR_PREFIX, launch, type Running, STATE_FILE, terminate } from "../cluster.ts"
+import { DIR_PREFIX, launch, onProcessExit, type Running, STATE_FILE, terminate } from "../cluster.ts"
 import { credentialsOf, rest } from "./rest.ts"
 
 export interface KubeControllersOptions {
@@ -61,7 +61,7 @@ let exitHook = false
 const killOnExit = () => {
   if (exitHook) return
   exitHook = true
-  process.prependListener("exit", () => {
+  onProcessExit(() => {
     for (const r of alive) if (!r.done) r.child.kill("SIGKILL")
   })
 }
