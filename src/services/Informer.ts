@@ -28,8 +28,6 @@ export interface InformerOptions<A> {
   readonly versionOf: (a: A) => string | undefined
   readonly indexers?: Readonly<Record<string, (a: A) => ReadonlyArray<string>>>
   readonly pageSize?: number
-  /** Backoff between restarts after errors; default exponential 1 s → 30 s, jittered. */
-  readonly backoff?: Schedule.Schedule<unknown, unknown>
   /** The resource may not be served (no CRD): a list answered 404 makes the cache empty and synced, tried again every ABSENT_RETRY. */
   readonly optional?: boolean
 }
@@ -141,7 +139,7 @@ type Store<A> = ReturnType<typeof makeStore<A>>
 const rewatchBackoff = backoff("250 millis", "5 seconds", { attempts: 9 })
 /** How often an optional resource found not served (whereabouts before 0.8 has no NodeSlicePool CRD) is looked at again. */
 const ABSENT_RETRY = "1 minute"
-const defaultBackoff = backoff("1 second", "30 seconds")
+const restartBackoff = backoff("1 second", "30 seconds")
 
 /** What one informer's loops share: its API, options, store, outlets and counters. */
 interface Loop<A> {
@@ -261,7 +259,7 @@ const whileAbsent = <A>(l: Loop<A>, e: KubeError) =>
 const supervise = <A>(l: Loop<A>) =>
   Effect.gen(function* () {
     const { options } = l
-    const backoff = yield* Schedule.driver(options.backoff ?? defaultBackoff)
+    const backoff = yield* Schedule.driver(restartBackoff)
     const restart = (e: KubeError) =>
       Effect.gen(function* () {
         l.state.restarts++
