@@ -61,9 +61,6 @@ export interface ListOptions extends ReadOptions {
   readonly fieldSelector?: string | undefined
 }
 
-/** A list's continue token as the next page's: the API server sends "" (or nothing) on the last page. */
-const nextPageToken = (continueToken: string | undefined): string | undefined => (continueToken === "" ? undefined : continueToken)
-
 export interface ListResult {
   readonly items: ReadonlyArray<KubeObject>
   readonly resourceVersion: string
@@ -167,7 +164,8 @@ export const forEachPage = <E, R>(
         const page = yield* api.list(r, namespace, { ...selection, limit: pageSize, continue: token })
         // The list's version is the snapshot of the first page; later pages belong to it.
         resourceVersion ??= page.resourceVersion
-        token = nextPageToken(page.continue)
+        // The API server sends "" (or nothing) on the last page.
+        token = page.continue === "" ? undefined : page.continue
         yield* onPage(page.items)
       } while (token !== undefined)
       return resourceVersion
