@@ -35,8 +35,7 @@ export const make = Effect.gen(function* () {
   const { pageSize } = yield* ControllerConfig
   return {
     get: (namespace, name, options) => Effect.map(ifExists(api.get(R.Pods, namespace, name, options)), Option.map(projectPod)),
-    list: (namespace, options = {}) =>
-      listItems(api, R.Pods, namespace, projectPod, { pageSize, metadataOnly: options.metadataOnly === true, namesOnly: options.namesOnly === true }),
+    list: (namespace, options) => listItems(api, R.Pods, namespace, projectPod, { ...options, pageSize }),
     node: (name) =>
       api.get(R.Nodes, undefined, name).pipe(
         Effect.map((o): LiveNode => ({ _tag: "Present", node: toNodeRecord(o) })),
