@@ -17,11 +17,6 @@ const BURST = 100
 /** ...and per key 5 ms, 10 ms, 20 ms … capped at 1000 s, not jittered. */
 const defaultBackoff = backoff("5 millis", "1000 seconds", { jittered: false })
 
-export interface WorkQueueOptions {
-  /** Per-key delays of `addRateLimited`; once it is done, `addRateLimited` returns false. */
-  readonly backoff?: Schedule.Schedule<unknown> | undefined
-}
-
 export interface WorkItem<V> {
   readonly key: string
   readonly value: V
@@ -191,8 +186,8 @@ const pollUpTo = <V>(keys: Keys<V>, max: number): Array<WorkItem<V>> => {
   return items
 }
 
-/** Creates a queue whose delayed adds live in the surrounding scope. */
-export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue<V>, never, Scope.Scope> =>
+/** Creates a queue whose delayed adds live in the surrounding scope; `backoff` gives the per-key delays of `addRateLimited`. */
+export const make = <V>(options: { readonly backoff?: Schedule.Schedule<unknown> | undefined } = {}): Effect.Effect<WorkQueue<V>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const delayed = yield* FiberSet.make<void>()
     const limit = makeRequeueLimit(options.backoff ?? defaultBackoff, yield* Clock.currentTimeMillis)
