@@ -3,7 +3,7 @@
  * resume after a closed watch, relist on 410, restart with backoff on any other error (client-node's
  * informer stops for good), a synced signal, secondary indexes, and events — deletions a relist finds too.
  */
-import { Deferred, Duration, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
+import { Deferred, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
 import { backoff } from "./backoff.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, forEachPage } from "./KubeApi.ts"
 import { type KubeError, isTransient, isUnreachable } from "./KubeError.ts"
@@ -272,7 +272,7 @@ const supervise = <A>(l: Loop<A>) =>
         yield* log(`informer for ${options.resource.plural} failed, restarting`).pipe(
           Effect.annotateLogs({ resource: options.resource.plural, error: e.message })
         )
-        yield* backoff.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(Duration.seconds(30))))
+        yield* Effect.orDie(backoff.next(undefined)) // never done: the restart backoff has no end
       })
     return yield* Effect.forever(
       run(l).pipe(
