@@ -13,7 +13,6 @@ export interface ObjectMeta {
   readonly uid?: string | undefined
   readonly resourceVersion?: string | undefined
   readonly generateName?: string | undefined
-  readonly creationTimestamp?: string | undefined
   readonly deletionTimestamp?: string | undefined
   readonly deletionGracePeriodSeconds?: number | undefined
   readonly labels?: Readonly<Record<string, string>> | undefined
