@@ -41,14 +41,12 @@ export interface FlowObserver {
   readonly paused: (kind: FlowKind, seconds: number, error: KubeError) => Effect.Effect<void>
 }
 
-const silent: FlowObserver = { inFlight: () => Effect.void, paused: () => Effect.void }
-
 /** Sleeps until the clock reads `until`, again if a later pause came meanwhile. */
 const waitFor = (until: () => number): Effect.Effect<void> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => (until() <= now ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(until() - now)), Effect.suspend(() => waitFor(until)))))
 
 /** `api` with the flow control above; no Retry-After longer than `requestTimeout` is honoured (a request would not live that long). */
-export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, observer: FlowObserver = silent): Effect.Effect<KubeApiShape> =>
+export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, observer: FlowObserver): Effect.Effect<KubeApiShape> =>
   Effect.gen(function* () {
     const longest = Duration.toMillis(Duration.decode(requestTimeout))
     const lanes = new Map<FlowKind, { readonly permits: Effect.Semaphore; pausedUntil: number; inFlight: number; lastDone: number }>()

@@ -58,7 +58,7 @@ const scripted = (): { readonly api: KubeApiShape; readonly script: Script } => 
 const refusal = (verb: string, target: string, status: number, retryAfterSeconds?: number) =>
   new KubeError({ reason: status === 429 ? "TooManyRequests" : "Unavailable", verb, target, status, detail: "busy", ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }) })
 
-const flowOver = (api: KubeApiShape) => wrap(api, Duration.seconds(30))
+const flowOver = (api: KubeApiShape) => wrap(api, Duration.seconds(30), { inFlight: () => Effect.void, paused: () => Effect.void })
 
 describe("ApiFlow: requests in flight per kind of work", () => {
   it.effect("a burst of 100 pool patches has at most pool-writes in flight; pod reads meanwhile are not held behind them", () =>
