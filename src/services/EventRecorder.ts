@@ -187,9 +187,8 @@ export const layer: Layer.Layer<EventRecorder, never, KubeApi | ControllerConfig
         })
       )
     )
-    const writers = DEFAULT_IN_FLIGHT.events
     // Forked while the layer is built (uninterruptible): made interruptible, or shutdown could not stop them.
-    const fibers = yield* Effect.forEach(Array.from({ length: writers }), () => Effect.forkDaemon(Effect.interruptible(writer)))
+    const fibers = yield* Effect.forEach(Array.from({ length: DEFAULT_IN_FLIGHT.events }), () => Effect.forkDaemon(Effect.interruptible(writer)))
     const dropped = dropReporter(metrics)
 
     const record: EventRecorderShape["record"] = (regarding, type, reason, message) =>
