@@ -137,7 +137,7 @@ const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" |
 type Store<A> = ReturnType<typeof makeStore<A>>
 
 const rewatchBackoff = backoff("250 millis", "5 seconds", { attempts: 9 })
-/** How often an optional resource found not served (whereabouts before 0.8 has no NodeSlicePool CRD) is looked at again. */
+/** How often an optional resource found not served is looked at again. */
 const ABSENT_RETRY = "1 minute"
 const restartBackoff = backoff("1 second", "30 seconds")
 
@@ -240,7 +240,7 @@ const run = <A>(l: Loop<A>) =>
     }
   })
 
-/** Not served at all: nothing to cache, and synced so the controller runs without it; looked at again after ABSENT_RETRY. */
+/** Not served (see `optional`): the cache empty and synced, so the controller runs without it, until ABSENT_RETRY has passed. */
 const whileAbsent = <A>(l: Loop<A>, e: KubeError) =>
   Effect.gen(function* () {
     const { resource } = l.options
