@@ -183,8 +183,8 @@ const relist = <A>(l: Loop<A>) =>
         return publish(l, events)
       })
     const resourceVersion = yield* forEachPage(options.resource, options.namespace, applyPage, {
-      pageSize: options.pageSize ?? 500,
-      ...(options.fieldSelector === undefined ? {} : { fieldSelector: options.fieldSelector }),
+      pageSize: options.pageSize,
+      fieldSelector: options.fieldSelector,
       // A list started again (its continue token expired) sees every object again.
       onStart: () => void (seen = new Set())
     })

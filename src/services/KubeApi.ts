@@ -138,7 +138,7 @@ export const objectKey = (namespace: string | undefined, name: string): string =
   namespace === undefined || namespace === "" ? name : `${namespace}/${name}`
 
 /** What a paginated list selects, and the page size (500 unless said). */
-export type PageOptions = Omit<ListOptions, "limit" | "continue"> & { readonly pageSize?: number }
+export type PageOptions = Omit<ListOptions, "limit" | "continue"> & { readonly pageSize?: number | undefined }
 
 /**
  * Lists every page (`limit`/`continue`), handing each page to `onPage` as it arrives so callers
