@@ -41,26 +41,16 @@ export interface FlowObserver {
   readonly paused: (kind: FlowKind, seconds: number, error: KubeError) => Effect.Effect<void>
 }
 
-export interface FlowOptions {
-  readonly inFlight: Readonly<Record<FlowKind, number>>
-  /** No wait longer than this is honoured (a request would not live that long). */
-  readonly requestTimeout: Duration.DurationInput
-  readonly observer?: FlowObserver | undefined
-}
-
-const silent: FlowObserver = { inFlight: () => Effect.void, paused: () => Effect.void }
-
 /** Sleeps until the clock reads `until`, again if a later pause came meanwhile. */
 const waitFor = (until: () => number): Effect.Effect<void> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => (until() <= now ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(until() - now)), Effect.suspend(() => waitFor(until)))))
 
-/** `api` with the flow control above. */
-export const wrap = (api: KubeApiShape, options: FlowOptions): Effect.Effect<KubeApiShape> =>
+/** `api` with the flow control above; no Retry-After longer than `requestTimeout` is honoured (a request would not live that long). */
+export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, observer: FlowObserver): Effect.Effect<KubeApiShape> =>
   Effect.gen(function* () {
-    const observer = options.observer ?? silent
-    const longest = Duration.toMillis(Duration.decode(options.requestTimeout))
+    const longest = Duration.toMillis(Duration.decode(requestTimeout))
     const lanes = new Map<FlowKind, { readonly permits: Effect.Semaphore; pausedUntil: number; inFlight: number; lastDone: number }>()
-    for (const kind of FLOW_KINDS) lanes.set(kind, { permits: yield* Effect.makeSemaphore(options.inFlight[kind]), pausedUntil: 0, inFlight: 0, lastDone: Number.NEGATIVE_INFINITY })
+    for (const kind of FLOW_KINDS) lanes.set(kind, { permits: yield* Effect.makeSemaphore(DEFAULT_IN_FLIGHT[kind]), pausedUntil: 0, inFlight: 0, lastDone: Number.NEGATIVE_INFINITY })
     const busy = (kind: FlowKind, now: number): boolean => {
       const lane = lanes.get(kind)!
       return lane.inFlight > 0 || now - lane.lastDone < YIELD_HOLD_MS
@@ -70,7 +60,7 @@ export const wrap = (api: KubeApiShape, options: FlowOptions): Effect.Effect<Kub
     const giveWay = (kind: FlowKind): Effect.Effect<void> => {
       const yielding = YIELDS_TO[kind]
       if (yielding === undefined) return Effect.void
-      const bound = options.inFlight[kind]
+      const bound = DEFAULT_IN_FLIGHT[kind]
       return Effect.flatMap(Clock.currentTimeMillis, (now) => lanes.get(kind)!.permits.resize(yielding.some((k) => busy(k, now)) ? Math.min(YIELDING_IN_FLIGHT, bound) : bound))
     }
 
@@ -115,7 +105,7 @@ export const wrap = (api: KubeApiShape, options: FlowOptions): Effect.Effect<Kub
     return around(api, ({ verb, resource }, request) => flow(kindOf(verb, resource), request))
   })
 
-/** `inner` under the flow control, with the bounds of DEFAULT_IN_FLIGHT; in-flight counts and pauses go to Metrics and the log. */
+/** `inner` under the flow control; in-flight counts and pauses go to Metrics and the log. */
 export const flowControl = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Layer<KubeApi, E, R | ControllerConfig | Metrics> =>
   Layer.effect(
     KubeApi,
@@ -123,17 +113,13 @@ export const flowControl = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Laye
       const api = yield* KubeApi
       const config = yield* ControllerConfig
       const metrics = yield* Metrics
-      return yield* wrap(api, {
-        inFlight: DEFAULT_IN_FLIGHT,
-        requestTimeout: config.requestTimeout,
-        observer: {
-          inFlight: metrics.apiInFlight,
-          paused: (kind, seconds, e) =>
-            Effect.zipRight(
-              metrics.apiPaused(kind, seconds),
-              Effect.logWarning("the API server asked to slow down: this kind of request waits").pipe(Effect.annotateLogs({ kind, seconds, request: `${e.verb} ${e.target}`, detail: e.detail }))
-            )
-        }
+      return yield* wrap(api, config.requestTimeout, {
+        inFlight: metrics.apiInFlight,
+        paused: (kind, seconds, e) =>
+          Effect.zipRight(
+            metrics.apiPaused(kind, seconds),
+            Effect.logWarning("the API server asked to slow down: this kind of request waits").pipe(Effect.annotateLogs({ kind, seconds, request: `${e.verb} ${e.target}`, detail: e.detail }))
+          )
       })
     })
   ).pipe(Layer.provide(inner))

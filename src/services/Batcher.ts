@@ -14,38 +14,26 @@
 import { Clock, Deferred, Duration, Effect, Option } from "effect"
 import type { WorkItem, WorkQueue } from "./WorkQueue.ts"
 
-/** The numbers of the two rules above. */
-export interface BatchingOptions {
-  /** Most keys in one batch. */
-  readonly maxBatch: number
-  readonly gatherFrom: number
-  /** How long gathering may go on (0: never gather). */
-  readonly windowMs: number
-  /** Gathering stops once fewer than `gatherMinRate` keys per second arrived over the last `gatherSpanMs`. */
-  readonly gatherMinRate: number
-  readonly gatherSpanMs: number
-  /** How often gathering looks at the queue. */
-  readonly gatherPollMs: number
-  readonly stalledMs: number
-  readonly stalledFactor: number
-  readonly stalledMaxMs: number
-}
-
-/** The loop's batching; `windowMs` is the batch window (ControllerConfig's TUNING). BENCHMARKS.md's Decisions table says what set each. */
-export const DEFAULT_BATCHING: Omit<BatchingOptions, "windowMs"> = {
-  // One patch per pool carries a batch's entries of that pool; 500 pods keep it far below the API's operation limit.
+/** The numbers of the two rules above, but for `windowMs`, the batch window (ControllerConfig's TUNING). BENCHMARKS.md's Decisions table says what set each. */
+export const DEFAULT_BATCHING = {
+  // Most keys in one batch. One patch per pool carries a batch's entries of that pool; 500 pods keep it far below the API's operation limit.
   maxBatch: 500,
   // Trades a wait before a mass deletion's first write for fewer, larger pool writes.
   gatherFrom: 32,
-  // Trades gathering a slow stream (which would only delay it) against cutting a burst short.
+  // Gathering stops once fewer than gatherMinRate keys per second arrived over the last gatherSpanMs: trades
+  // gathering a slow stream (which would only delay it) against cutting a burst short.
   gatherMinRate: 100,
   gatherSpanMs: 200,
+  // How often gathering looks at the queue.
   gatherPollMs: 20,
   // Trade the concurrency a slow API server sees against how long one stalled call delays the rest.
   stalledMs: 250,
   stalledFactor: 2,
   stalledMaxMs: 2_000
 }
+
+/** `windowMs`: how long gathering may go on (0: never gather). */
+export type BatchingOptions = Readonly<typeof DEFAULT_BATCHING & { readonly windowMs: number }>
 
 /** How many landed batches the typical time of a batch is taken from. */
 const RECENT_BATCHES = 9

@@ -128,27 +128,6 @@ export interface CachesShape {
 
 export class Caches extends Context.Tag("whereabouts-controller/Caches")<Caches, CachesShape>() {}
 
-const version = (a: { readonly resourceVersion?: string | undefined }) => a.resourceVersion
-
-/** An informer of records keyed by name. */
-const byName = <A extends { readonly name: string; readonly resourceVersion: string | undefined }>(options: Omit<InformerOptions<A>, "keyOf" | "versionOf">) =>
-  makeInformer<A>({ keyOf: (a) => a.name, versionOf: version, ...options })
-
-/** IPPools, indexed by podref; a changed pool reuses its cached version's unchanged entries (updatePoolRecord). */
-const poolInformer = (namespace: string, pageSize: number) =>
-  Effect.gen(function* () {
-    let cachedPool: (name: string) => PoolRecord | undefined = () => undefined
-    const pools: Informer<PoolRecord> = yield* byName<PoolRecord>({
-      resource: R.IPPools,
-      namespace,
-      transform: (o) => updatePoolRecord(o, cachedPool(o.metadata.name)),
-      indexers: { [PODREF_INDEX]: (p) => [...new Set(p.pool.entries.map((e) => e.podref))] },
-      pageSize
-    })
-    cachedPool = (name) => Option.getOrUndefined(pools.get(name))
-    return pools
-  })
-
 /** Starts the informers for the lifetime of the layer. */
 export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Layer.scoped(
   Caches,
@@ -156,51 +135,52 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
     const { namespace, pageSize, scheduleConfigMap: configMapName } = yield* ControllerConfig
     // Registered first, so it runs once every informer below has stopped (a shutdown's progress).
     yield* Effect.addFinalizer(() => Effect.logInfo("informers stopped"))
-    const pods = yield* makeInformer<PodProjection>({
+    /** An informer of records keyed by name unless told otherwise. */
+    const informer = <A extends { readonly name: string; readonly resourceVersion?: string | undefined }>(
+      options: Omit<InformerOptions<A>, "keyOf" | "versionOf"> & Partial<Pick<InformerOptions<A>, "keyOf">>
+    ) => makeInformer<A>({ keyOf: (a) => a.name, versionOf: (a) => a.resourceVersion, pageSize, ...options })
+    const pods = yield* informer<PodProjection>({
       resource: R.Pods,
       transform: projectPod,
       // The cache's key is the podref pool entries and reservations hold: one shared copy.
       keyOf: (p) => intern(podRef(p)),
       identityOf: (p) => p.uid,
-      versionOf: version,
-      indexers: { [NODE_INDEX]: (p) => (p.nodeName === undefined ? [] : [p.nodeName]), [LISTED_IP_INDEX]: listedIPKeys },
-      pageSize
+      indexers: { [NODE_INDEX]: (p) => (p.nodeName === undefined ? [] : [p.nodeName]), [LISTED_IP_INDEX]: listedIPKeys }
     })
-    const nads = yield* makeInformer<NadRecord>({
+    const nads = yield* informer<NadRecord>({
       resource: R.NetworkAttachmentDefinitions,
       transform: toNadRecord,
-      keyOf: (n) => `${n.namespace}/${n.name}`,
-      versionOf: version,
-      pageSize
+      keyOf: (n) => `${n.namespace}/${n.name}`
     })
-    const pools = yield* poolInformer(namespace, pageSize)
-    const reservations = yield* byName<ReservationRecord>({
+    // A changed pool reuses its cached version's unchanged entries (updatePoolRecord).
+    let cachedPool: (name: string) => PoolRecord | undefined = () => undefined
+    const pools = yield* informer<PoolRecord>({
+      resource: R.IPPools,
+      namespace,
+      transform: (o) => updatePoolRecord(o, cachedPool(o.metadata.name)),
+      indexers: { [PODREF_INDEX]: (p) => [...new Set(p.pool.entries.map((e) => e.podref))] }
+    })
+    cachedPool = (name) => Option.getOrUndefined(pools.get(name))
+    const reservations = yield* informer<ReservationRecord>({
       resource: R.OverlappingRangeIPReservations,
       namespace,
       transform: toReservationRecord,
-      indexers: { [PODREF_INDEX]: (r) => [r.podref] },
-      pageSize
+      indexers: { [PODREF_INDEX]: (r) => [r.podref] }
     })
-    const nodeSlicePools = yield* byName<NodeSlicePoolRecord>({
+    const nodeSlicePools = yield* informer<NodeSlicePoolRecord>({
       resource: R.NodeSlicePools,
       namespace,
       transform: toNodeSlicePoolRecord,
-      pageSize,
       optional: true
     })
-    const nodes = yield* byName<NodeRecord>({ resource: R.Nodes, transform: toNodeRecord, pageSize })
+    const nodes = yield* informer<NodeRecord>({ resource: R.Nodes, transform: toNodeRecord })
     const scheduleConfigMap = configMapName === ""
       ? undefined
-      : yield* byName<ConfigMapRecord>({ resource: R.ConfigMaps, namespace, fieldSelector: `metadata.name=${configMapName}`, transform: toConfigMapRecord, pageSize })
-    const all = [pods, nads, pools, reservations, nodeSlicePools, nodes, ...(scheduleConfigMap === undefined ? [] : [scheduleConfigMap])] as const
+      : yield* informer<ConfigMapRecord>({ resource: R.ConfigMaps, namespace, fieldSelector: `metadata.name=${configMapName}`, transform: toConfigMapRecord })
+    const informers = { pods, nads, pools, reservations, nodeSlicePools, nodes, scheduleConfigMap }
+    const all = Object.values(informers).filter((i) => i !== undefined)
     return {
-      scheduleConfigMap,
-      pods,
-      nads,
-      pools,
-      reservations,
-      nodeSlicePools,
-      nodes,
+      ...informers,
       awaitSynced: Effect.forEach(all, (i) => i.awaitSynced, { discard: true, concurrency: "unbounded" }),
       isSynced: Effect.map(Effect.forEach(all, (i) => i.isSynced), (done) => done.every(Boolean)),
       podDeletions: Effect.map(pods.subscribe, (queue) => Stream.filterMap(Stream.fromQueue(queue), (e) => (e.type === "delete" ? Option.some(e.object) : Option.none())))

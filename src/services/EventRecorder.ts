@@ -9,7 +9,7 @@
  * drops the new one (events_total{result="dropped"}, and the log). Writes of one event are serialised,
  * so a repeat recorded while its first write is in flight becomes a count bump, not a second Event.
  */
-import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Queue, type Scope, Stream, SubscriptionRef } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Queue, Stream, SubscriptionRef } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "./KubeApi.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
@@ -24,7 +24,7 @@ export const COMPONENT = "whereabouts-controller"
 /** An identical event recorded again within this window updates the existing Event. */
 const AGGREGATION_WINDOW_MILLIS = Duration.toMillis(Duration.minutes(10))
 /** Distinct events remembered for aggregation (client-go's maxLruCacheEntries). */
-const DEFAULT_CACHE_SIZE = 4096
+export const CACHE_SIZE = 4096
 
 export interface EventRecorderShape {
   /** Queues an event about the object and returns at once (see above); a failed write is logged as a warning. */
@@ -37,13 +37,8 @@ export interface EventRecorderShape {
 
 export class EventRecorder extends Context.Tag("whereabouts-controller/EventRecorder")<EventRecorder, EventRecorderShape>() {}
 
-export interface EventRecorderOptions {
-  readonly cacheSize?: number | undefined
-  readonly queueCapacity?: number | undefined
-}
-
 /** Distinct Events waiting to be written, at most; more are dropped (and counted). */
-const DEFAULT_QUEUE_CAPACITY = 10_000
+export const QUEUE_CAPACITY = 10_000
 /** On shutdown, how long queued Events still get to be written. */
 const DRAIN_TIMEOUT: Duration.Duration = Duration.seconds(1)
 /** A full queue says so in the log at most this often. */
@@ -133,7 +128,7 @@ const eventWriter = (api: KubeApiShape, identity: string, seen: ReturnType<typeo
 }
 
 /** Counts a dropped Event, and says so in the log at most once per DROP_LOG_INTERVAL. */
-const dropReporter = (metrics: MetricsShape, capacity: number) => {
+const dropReporter = (metrics: MetricsShape) => {
   let droppedSinceLog = 0
   let lastDropLog = Number.NEGATIVE_INFINITY
   return (p: { readonly regarding: InvolvedObject; readonly reason: string }) =>
@@ -145,19 +140,19 @@ const dropReporter = (metrics: MetricsShape, capacity: number) => {
       lastDropLog = now
       return Effect.zipRight(
         metrics.events("dropped", 1),
-        Effect.logWarning(`event queue full (${capacity}): ${n} Event(s) dropped, the latest ${p.reason} on ${p.regarding.kind} ${p.regarding.namespace}/${p.regarding.name}`)
+        Effect.logWarning(`event queue full (${QUEUE_CAPACITY}): ${n} Event(s) dropped, the latest ${p.reason} on ${p.regarding.kind} ${p.regarding.namespace}/${p.regarding.name}`)
       )
     })
 }
 
-/** Builds a recorder over the KubeApi in context; its writers live as long as the scope. */
-export const make = (options: EventRecorderOptions = {}): Effect.Effect<EventRecorderShape, never, KubeApi | ControllerConfig | Metrics | Scope.Scope> =>
+/** A recorder over the KubeApi in context; its writers live as long as the layer. */
+export const layer: Layer.Layer<EventRecorder, never, KubeApi | ControllerConfig | Metrics> = Layer.scoped(
+  EventRecorder,
   Effect.gen(function*() {
     const api = yield* KubeApi
     const config = yield* ControllerConfig
     const metrics = yield* Metrics
-    const capacity = Math.max(1, options.queueCapacity ?? DEFAULT_QUEUE_CAPACITY)
-    const seen = lru<Seen>(Math.max(1, options.cacheSize ?? DEFAULT_CACHE_SIZE))
+    const seen = lru<Seen>(CACHE_SIZE)
     // Insertion order is the queue's order; a key appears once however often it was recorded.
     const pending = new Map<string, Pending>()
     const ready = yield* Queue.unbounded<string>()
@@ -192,10 +187,9 @@ export const make = (options: EventRecorderOptions = {}): Effect.Effect<EventRec
         })
       )
     )
-    const writers = DEFAULT_IN_FLIGHT.events
     // Forked while the layer is built (uninterruptible): made interruptible, or shutdown could not stop them.
-    const fibers = yield* Effect.forEach(Array.from({ length: writers }), () => Effect.forkDaemon(Effect.interruptible(writer)))
-    const dropped = dropReporter(metrics, capacity)
+    const fibers = yield* Effect.forEach(Array.from({ length: DEFAULT_IN_FLIGHT.events }), () => Effect.forkDaemon(Effect.interruptible(writer)))
+    const dropped = dropReporter(metrics)
 
     const record: EventRecorderShape["record"] = (regarding, type, reason, message) =>
       Effect.suspend(() => {
@@ -205,7 +199,7 @@ export const make = (options: EventRecorderOptions = {}): Effect.Effect<EventRec
           queued.count++
           return metrics.events("queued", 1)
         }
-        if (pending.size >= capacity) return dropped({ regarding, reason })
+        if (pending.size >= QUEUE_CAPACITY) return dropped({ regarding, reason })
         pending.set(key, { regarding, type, reason, message, count: 1 })
         return Effect.all([SubscriptionRef.update(outstanding, (n) => n + 1), Queue.offer(ready, key), metrics.events("queued", 1), metrics.eventQueue(pending.size)], { discard: true })
       })
@@ -229,6 +223,7 @@ export const make = (options: EventRecorderOptions = {}): Effect.Effect<EventRec
 
     return { record, flush, pending: SubscriptionRef.get(outstanding) }
   })
+)
 
 /** The Event object client-go's recorder writes. */
 const eventObject = (name: string, p: Pending, now: string, identity: string): KubeObject => {
@@ -249,5 +244,3 @@ const eventObject = (name: string, p: Pending, now: string, identity: string): K
     reportingInstance: identity
   }
 }
-
-export const layer: Layer.Layer<EventRecorder, never, KubeApi | ControllerConfig | Metrics> = Layer.scoped(EventRecorder, make())

@@ -61,13 +61,7 @@ export const releaseOps = (entries: ReadonlyArray<ReleaseEntry>): Array<JsonPatc
 export const make = Effect.gen(function* () {
   const api = yield* KubeApi
   const { namespace, pageSize } = yield* ControllerConfig
-  const rawAllocations = (o: { readonly [k: string]: unknown }): Record<string, IPAllocation> =>
-    ((o["spec"] as { allocations?: Record<string, IPAllocation> } | undefined)?.allocations ?? {})
-
   const get = (name: string) => Effect.map(api.get(R.IPPools, namespace, name), toPoolRecord)
-
-  const stillHeld = (raw: Record<string, IPAllocation>) => (e: ReleaseEntry) =>
-    raw[e.key]?.podref === e.podref && raw[e.key]?.id === e.id
 
   const release = (name: string, entries: ReadonlyArray<ReleaseEntry>): Effect.Effect<ReleaseResult, KubeError> =>
     Effect.gen(function* () {
@@ -93,8 +87,8 @@ export const make = Effect.gen(function* () {
               else return yield* Effect.fail(current.left)
               continue
             }
-            const held = stillHeld(rawAllocations(current.right))
-            for (const e of chunk) (held(e) ? retry : skipped).push(e)
+            const raw = (current.right["spec"] as { allocations?: Record<string, IPAllocation> } | undefined)?.allocations ?? {}
+            for (const e of chunk) (raw[e.key]?.podref === e.podref && raw[e.key]?.id === e.id ? retry : skipped).push(e)
           }
         }
         pending = Arr.chunksOf(retry, ENTRIES_PER_PATCH)

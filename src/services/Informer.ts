@@ -3,7 +3,7 @@
  * resume after a closed watch, relist on 410, restart with backoff on any other error (client-node's
  * informer stops for good), a synced signal, secondary indexes, and events — deletions a relist finds too.
  */
-import { Deferred, Duration, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
+import { Deferred, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
 import { backoff } from "./backoff.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, forEachPage } from "./KubeApi.ts"
 import { type KubeError, isTransient, isUnreachable } from "./KubeError.ts"
@@ -28,8 +28,6 @@ export interface InformerOptions<A> {
   readonly versionOf: (a: A) => string | undefined
   readonly indexers?: Readonly<Record<string, (a: A) => ReadonlyArray<string>>>
   readonly pageSize?: number
-  /** Backoff between restarts after errors; default exponential 1 s → 30 s, jittered. */
-  readonly backoff?: Schedule.Schedule<unknown, unknown>
   /** The resource may not be served (no CRD): a list answered 404 makes the cache empty and synced, tried again every ABSENT_RETRY. */
   readonly optional?: boolean
 }
@@ -139,9 +137,9 @@ const makeStore = <A>(options: Pick<InformerOptions<A>, "keyOf" | "identityOf" |
 type Store<A> = ReturnType<typeof makeStore<A>>
 
 const rewatchBackoff = backoff("250 millis", "5 seconds", { attempts: 9 })
-/** How often an optional resource found not served (whereabouts before 0.8 has no NodeSlicePool CRD) is looked at again. */
+/** How often an optional resource found not served is looked at again. */
 const ABSENT_RETRY = "1 minute"
-const defaultBackoff = backoff("1 second", "30 seconds")
+const restartBackoff = backoff("1 second", "30 seconds")
 
 /** What one informer's loops share: its API, options, store, outlets and counters. */
 interface Loop<A> {
@@ -185,8 +183,8 @@ const relist = <A>(l: Loop<A>) =>
         return publish(l, events)
       })
     const resourceVersion = yield* forEachPage(options.resource, options.namespace, applyPage, {
-      pageSize: options.pageSize ?? 500,
-      ...(options.fieldSelector === undefined ? {} : { fieldSelector: options.fieldSelector }),
+      pageSize: options.pageSize,
+      fieldSelector: options.fieldSelector,
       // A list started again (its continue token expired) sees every object again.
       onStart: () => void (seen = new Set())
     })
@@ -242,7 +240,7 @@ const run = <A>(l: Loop<A>) =>
     }
   })
 
-/** Not served at all: nothing to cache, and synced so the controller runs without it; looked at again after ABSENT_RETRY. */
+/** Not served (see `optional`): the cache empty and synced, so the controller runs without it, until ABSENT_RETRY has passed. */
 const whileAbsent = <A>(l: Loop<A>, e: KubeError) =>
   Effect.gen(function* () {
     const { resource } = l.options
@@ -261,7 +259,7 @@ const whileAbsent = <A>(l: Loop<A>, e: KubeError) =>
 const supervise = <A>(l: Loop<A>) =>
   Effect.gen(function* () {
     const { options } = l
-    const backoff = yield* Schedule.driver(options.backoff ?? defaultBackoff)
+    const backoff = yield* Schedule.driver(restartBackoff)
     const restart = (e: KubeError) =>
       Effect.gen(function* () {
         l.state.restarts++
@@ -274,7 +272,7 @@ const supervise = <A>(l: Loop<A>) =>
         yield* log(`informer for ${options.resource.plural} failed, restarting`).pipe(
           Effect.annotateLogs({ resource: options.resource.plural, error: e.message })
         )
-        yield* backoff.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(Duration.seconds(30))))
+        yield* Effect.orDie(backoff.next(undefined)) // never done: the restart backoff has no end
       })
     return yield* Effect.forever(
       run(l).pipe(

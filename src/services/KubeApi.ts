@@ -13,7 +13,6 @@ export interface ObjectMeta {
   readonly uid?: string | undefined
   readonly resourceVersion?: string | undefined
   readonly generateName?: string | undefined
-  readonly creationTimestamp?: string | undefined
   readonly deletionTimestamp?: string | undefined
   readonly deletionGracePeriodSeconds?: number | undefined
   readonly labels?: Readonly<Record<string, string>> | undefined
@@ -60,9 +59,6 @@ export interface ListOptions extends ReadOptions {
   readonly labelSelector?: string | undefined
   readonly fieldSelector?: string | undefined
 }
-
-/** A list's continue token as the next page's: the API server sends "" (or nothing) on the last page. */
-const nextPageToken = (continueToken: string | undefined): string | undefined => (continueToken === "" ? undefined : continueToken)
 
 export interface ListResult {
   readonly items: ReadonlyArray<KubeObject>
@@ -142,7 +138,7 @@ export const objectKey = (namespace: string | undefined, name: string): string =
   namespace === undefined || namespace === "" ? name : `${namespace}/${name}`
 
 /** What a paginated list selects, and the page size (500 unless said). */
-export type PageOptions = Omit<ListOptions, "limit" | "continue"> & { readonly pageSize?: number }
+export type PageOptions = Omit<ListOptions, "limit" | "continue"> & { readonly pageSize?: number | undefined }
 
 /**
  * Lists every page (`limit`/`continue`), handing each page to `onPage` as it arrives so callers
@@ -167,7 +163,8 @@ export const forEachPage = <E, R>(
         const page = yield* api.list(r, namespace, { ...selection, limit: pageSize, continue: token })
         // The list's version is the snapshot of the first page; later pages belong to it.
         resourceVersion ??= page.resourceVersion
-        token = nextPageToken(page.continue)
+        // The API server sends "" (or nothing) on the last page.
+        token = page.continue === "" ? undefined : page.continue
         yield* onPage(page.items)
       } while (token !== undefined)
       return resourceVersion

@@ -1,6 +1,6 @@
 /** Live pod and node reads (never the cache): the re-check before freeing, and the sweep's lists. */
 import { Context, Effect, Layer, Option } from "effect"
-import type { NodeRecord } from "../domain/never-runs-again.ts"
+import type { NodeFact, NodeRecord } from "../domain/never-runs-again.ts"
 import { toNodeRecord } from "./Caches.ts"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
@@ -19,28 +19,24 @@ export interface PodsShape {
   readonly get: (namespace: string, name: string, options?: ReadOptions) => Effect.Effect<Option.Option<PodProjection>, KubeError>
   /** Every pod of a namespace (or of the cluster), paginated. */
   readonly list: (namespace?: string, options?: ReadOptions) => Effect.Effect<ReadonlyArray<PodProjection>, KubeError>
-  /** The node named so right now (the never-run-again rule judges a terminating pod by it). */
-  readonly node: (name: string) => Effect.Effect<LiveNode, KubeError>
+  /** The node named so right now, present or gone (the never-run-again rule judges a terminating pod by it). */
+  readonly node: (name: string) => Effect.Effect<NodeFact, KubeError>
   /** Every node, paginated. */
   readonly nodes: Effect.Effect<ReadonlyArray<NodeRecord>, KubeError>
 }
 
 export class Pods extends Context.Tag("whereabouts-controller/Pods")<Pods, PodsShape>() {}
 
-/** A node read live: present, or gone. */
-export type LiveNode = { readonly _tag: "Present"; readonly node: NodeRecord } | { readonly _tag: "Gone" }
-
 export const make = Effect.gen(function* () {
   const api = yield* KubeApi
   const { pageSize } = yield* ControllerConfig
   return {
     get: (namespace, name, options) => Effect.map(ifExists(api.get(R.Pods, namespace, name, options)), Option.map(projectPod)),
-    list: (namespace, options = {}) =>
-      listItems(api, R.Pods, namespace, projectPod, { pageSize, metadataOnly: options.metadataOnly === true, namesOnly: options.namesOnly === true }),
+    list: (namespace, options) => listItems(api, R.Pods, namespace, projectPod, { ...options, pageSize }),
     node: (name) =>
       api.get(R.Nodes, undefined, name).pipe(
-        Effect.map((o): LiveNode => ({ _tag: "Present", node: toNodeRecord(o) })),
-        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed<LiveNode>({ _tag: "Gone" }))
+        Effect.map((o): NodeFact => ({ _tag: "Present", node: toNodeRecord(o) })),
+        Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed<NodeFact>({ _tag: "Gone" }))
       ),
     nodes: listItems(api, R.Nodes, undefined, toNodeRecord, { pageSize })
   } satisfies PodsShape

@@ -19,7 +19,7 @@ export interface ReservationsShape {
    * Deletes the reservation if it still belongs to `podref`. NotFound is success ("absent");
    * a reservation now held by another pod is left alone ("reassigned").
    */
-  readonly deleteFor: (name: string, podref: string, cached?: ReservationRecord) => Effect.Effect<DeleteOutcome, KubeError>
+  readonly deleteFor: (name: string, podref: string) => Effect.Effect<DeleteOutcome, KubeError>
   /**
    * Deletes the reservation exactly as listed (its resourceVersion as precondition): one deleted
    * and re-created since — by a pod reborn under the same name, say — is left alone ("reassigned").
@@ -46,21 +46,16 @@ export const make = Effect.gen(function* () {
       Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed("absent" as const))
     )
 
-  // Delete with the owner's resourceVersion as precondition, so a reservation rewritten for another
-  // pod in between is never removed. A cached copy of the pod's own saves the read; a Conflict means
-  // it changed since, so read and check again (bounded: someone rewriting it constantly wins).
-  const checkedDelete = (name: string, podref: string): Effect.Effect<DeleteOutcome, KubeError> =>
+  // Delete with the resourceVersion just read as precondition, so a reservation rewritten for another
+  // pod in between is never removed; a Conflict means it changed since, so read and check again
+  // (bounded: someone rewriting it constantly wins).
+  const deleteFor = (name: string, podref: string): Effect.Effect<DeleteOutcome, KubeError> =>
     Effect.gen(function* () {
       const current = yield* get(name)
       if (Option.isNone(current)) return "absent" as const
       if (current.value.podref !== podref) return "reassigned" as const
       return yield* deleteAt(name, current.value.resourceVersion)
     }).pipe(Effect.retry({ times: 3, while: (e) => e.reason === "Conflict" }))
-
-  const deleteFor = (name: string, podref: string, cached?: ReservationRecord): Effect.Effect<DeleteOutcome, KubeError> =>
-    cached !== undefined && cached.podref === podref && cached.resourceVersion !== undefined
-      ? deleteAt(name, cached.resourceVersion).pipe(Effect.catchIf((e) => e.reason === "Conflict", () => checkedDelete(name, podref)))
-      : checkedDelete(name, podref)
 
   return {
     get,

@@ -12,19 +12,10 @@ import { backoff } from "./backoff.ts"
 import { makeTokenBucket } from "./TokenBucket.ts"
 
 /** client-go's default controller rate limiter: 10 requeues a second overall, after a burst of 100... */
-const DEFAULT_QPS = 10
-const DEFAULT_BURST = 100
+const QPS = 10
+const BURST = 100
 /** ...and per key 5 ms, 10 ms, 20 ms … capped at 1000 s, not jittered. */
 const defaultBackoff = backoff("5 millis", "1000 seconds", { jittered: false })
-
-export interface WorkQueueOptions {
-  /** Per-key delays of `addRateLimited`; once it is done, `addRateLimited` returns false. */
-  readonly backoff?: Schedule.Schedule<unknown> | undefined
-  /** Token refill rate per second of the overall bucket (> 0). */
-  readonly qps?: number | undefined
-  /** Bucket capacity (≥ 1). */
-  readonly burst?: number | undefined
-}
 
 export interface WorkItem<V> {
   readonly key: string
@@ -97,9 +88,9 @@ const makeWaiters = () => {
  * The requeue limit of `addRateLimited`: per key, the next delay of `backoff` (none once it is
  * done), and never sooner than the overall token bucket allows.
  */
-const makeRequeueLimit = (backoff: Schedule.Schedule<unknown>, qps: number, burst: number, startMillis: number) => {
+const makeRequeueLimit = (backoff: Schedule.Schedule<unknown>, startMillis: number) => {
   const backoffs = new Map<string, { readonly state: unknown; readonly requeues: number }>()
-  const bucket = makeTokenBucket(qps, burst, startMillis)
+  const bucket = makeTokenBucket(QPS, BURST, startMillis)
   // Steps the schedule directly instead of through a Schedule.driver: driver.next fuses the
   // decision with the sleep, and the caller must learn "given up" now, not after the delay.
   const next = (key: string): Effect.Effect<Option.Option<number>> =>
@@ -195,11 +186,11 @@ const pollUpTo = <V>(keys: Keys<V>, max: number): Array<WorkItem<V>> => {
   return items
 }
 
-/** Creates a queue whose delayed adds live in the surrounding scope. */
-export const make = <V>(options: WorkQueueOptions = {}): Effect.Effect<WorkQueue<V>, never, Scope.Scope> =>
+/** Creates a queue whose delayed adds live in the surrounding scope; `backoff` gives the per-key delays of `addRateLimited`. */
+export const make = <V>(options: { readonly backoff?: Schedule.Schedule<unknown> | undefined } = {}): Effect.Effect<WorkQueue<V>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const delayed = yield* FiberSet.make<void>()
-    const limit = makeRequeueLimit(options.backoff ?? defaultBackoff, options.qps ?? DEFAULT_QPS, options.burst ?? DEFAULT_BURST, yield* Clock.currentTimeMillis)
+    const limit = makeRequeueLimit(options.backoff ?? defaultBackoff, yield* Clock.currentTimeMillis)
     const takers = makeWaiters()
     const idlers = makeWaiters()
     const keys = makeKeys<V>(takers.wakeOne, idlers.wakeAll)

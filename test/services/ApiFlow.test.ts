@@ -8,7 +8,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Fiber, Stream, TestClock } from "effect"
 import { MAX_RETRY_AFTER, kindOf, wrap } from "../../src/services/ApiFlow.ts"
-import { DEFAULT_IN_FLIGHT, type FlowKind, YIELD_HOLD_MS, YIELDING_IN_FLIGHT } from "../../src/domain/api-flow.ts"
+import { DEFAULT_IN_FLIGHT, YIELD_HOLD_MS, YIELDING_IN_FLIGHT } from "../../src/domain/api-flow.ts"
 import type { KubeApiShape, KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
@@ -58,27 +58,26 @@ const scripted = (): { readonly api: KubeApiShape; readonly script: Script } => 
 const refusal = (verb: string, target: string, status: number, retryAfterSeconds?: number) =>
   new KubeError({ reason: status === 429 ? "TooManyRequests" : "Unavailable", verb, target, status, detail: "busy", ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }) })
 
-const flowOver = (api: KubeApiShape, inFlight: Partial<Record<FlowKind, number>> = {}) =>
-  wrap(api, { inFlight: { ...DEFAULT_IN_FLIGHT, ...inFlight }, requestTimeout: Duration.seconds(30) })
+const flowOver = (api: KubeApiShape) => wrap(api, Duration.seconds(30), { inFlight: () => Effect.void, paused: () => Effect.void })
 
 describe("ApiFlow: requests in flight per kind of work", () => {
   it.effect("a burst of 100 pool patches has at most pool-writes in flight; pod reads meanwhile are not held behind them", () =>
     Effect.gen(function* () {
       const { api, script } = scripted()
-      const flow = yield* flowOver(api, { "pool-writes": 3 })
+      const flow = yield* flowOver(api)
       const patches = yield* Deferred.make<void>()
       script.hold.set("ippools", patches)
       const burst = yield* Effect.fork(
         Effect.forEach(Array.from({ length: 100 }, (_, i) => i), (i) => flow.patch(R.IPPools, "ns", `p${i}`, { type: "merge", body: {} }), { concurrency: "unbounded" })
       )
       yield* TestClock.adjust(Duration.millis(1))
-      expect(script.inFlight.get("ippools")).toBe(3)
+      expect(script.inFlight.get("ippools")).toBe(DEFAULT_IN_FLIGHT["pool-writes"])
       // A pod read goes through while all pool-write slots are taken.
       yield* flow.get(R.Pods, "ns", "web-0")
       expect(script.log).toEqual(["get pods web-0"])
       yield* Deferred.succeed(patches, undefined)
       yield* Fiber.join(burst)
-      expect(script.peak.get("ippools")).toBe(3)
+      expect(script.peak.get("ippools")).toBe(DEFAULT_IN_FLIGHT["pool-writes"])
       expect(script.log.filter((l) => l.startsWith("patch"))).toHaveLength(100)
     }))
 })

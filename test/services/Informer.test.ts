@@ -4,7 +4,7 @@
  * naming the resource) as the warning it always was.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, HashMap, Logger, LogLevel, Option, Schedule, Stream, TestClock } from "effect"
+import { Effect, HashMap, Logger, LogLevel, Option, Stream, TestClock } from "effect"
 import { makeInformer } from "../../src/services/Informer.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeError } from "../../src/services/KubeError.ts"
@@ -41,10 +41,10 @@ describe("informer restarts", () => {
         resource: Pods,
         transform: (o: KubeObject) => o.metadata.name,
         keyOf: (name) => name,
-        versionOf: () => undefined,
-        backoff: Schedule.spaced("1 second")
+        versionOf: () => undefined
       }).pipe(Effect.provideService(KubeApi, failingLists([refused, refused, timedOut, forbidden, busy])), Effect.provide(Logger.add(logger)), Logger.withMinimumLogLevel(LogLevel.Debug))
-      yield* TestClock.adjust("10 seconds")
+      // Five restarts of the jittered 1 s → 30 s backoff: at most 1.2 × (1 + 2 + 4 + 8 + 16) s.
+      yield* TestClock.adjust("40 seconds")
       yield* informer.awaitSynced
       expect(lines).toEqual([
         `DEBUG informer for pods failed, restarting ${refused.message}`,

