@@ -75,7 +75,7 @@ const setUp = async (o: SoakOptions) => {
   })
   await Promise.all(checker.watchers.map((w) => w.synced))
   for (const id of IDENTITIES) await replicas.start(id)
-  const kubelet = makeKubelet({ creds: admin, history, plugin, adminKubeconfig: plane.kubeconfigPath, pluginSlots: Effect.runSync(Effect.makeSemaphore(o.pluginSlots)), ...(o.pluginLeaderRetryMs === undefined ? {} : { pluginIpam: { leader_retry_period: o.pluginLeaderRetryMs } }) })
+  const kubelet = makeKubelet({ creds: admin, history, plugin, adminKubeconfig: plane.kubeconfigPath, pluginSlots: Effect.runSync(Effect.makeSemaphore(o.pluginSlots)) })
   await awaitLeader(replicas, 120_000)
   return { o, plane, runtime, history, proxy, replicas, checker, kubelet, nodes, faults, ref }
 }

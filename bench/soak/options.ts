@@ -19,8 +19,6 @@ export interface SoakOptions {
   readonly boundSeconds: number
   readonly warmupSeconds: number
   readonly pluginSlots: number
-  /** The plugin's leader_retry_period in ms (how often a CNI call waiting for the IPAM lock looks again); undefined: the plugin's default. */
-  readonly pluginLeaderRetryMs: number | undefined
   readonly out: string
   /**
    * Where the run is published, if it is: bench/results/<name>.{json,svg} and <name>-report.md,
@@ -44,9 +42,6 @@ export const USAGE = `npm run soak -- [options]
   --bound S            longest a dead pod's address may stay held outside fault windows (default 60)
   --warmup S           RSS samples of a process's first S seconds are left out of the fit (default: 5 min, or a fifth of the run if shorter)
   --plugin-slots N     most CNI plugin processes at once (default 6)
-  --plugin-leader-retry MS
-                       the plugin's leader_retry_period, set on every node: how often a CNI ADD or
-                       DEL waiting for the IPAM lock looks again (default: the plugin's, 500 ms)
   --out DIR            output directory (default bench/.soak/<seed>)
   --publish            also write bench/results/soak.{json,svg} and BENCHMARKS.md's soak section
   --publish-as NAME    the same under another of BENCHMARKS.md's soak blocks: ${PUBLISHED_AS.join(", ")}
@@ -83,7 +78,6 @@ export const parseOptions = (argv: ReadonlyArray<string>): SoakOptions | "help" 
       bound: { type: "string" },
       warmup: { type: "string" },
       "plugin-slots": { type: "string" },
-      "plugin-leader-retry": { type: "string" },
       out: { type: "string" },
       publish: { type: "boolean" },
       "publish-as": { type: "string" },
@@ -109,7 +103,6 @@ export const parseOptions = (argv: ReadonlyArray<string>): SoakOptions | "help" 
     boundSeconds: positive("bound", values.bound, 60),
     warmupSeconds: positive("warmup", values.warmup, Math.min(300, minutes * 12), { zero: true }),
     pluginSlots: positive("plugin-slots", values["plugin-slots"], 6, { integer: true }),
-    pluginLeaderRetryMs: values["plugin-leader-retry"] === undefined ? undefined : positive("plugin-leader-retry", values["plugin-leader-retry"], 500, { integer: true }),
     out: path.resolve(values.out ?? path.join(ROOT, "bench", ".soak", String(seed))),
     publishAs: publishAs(values.publish === true, values["publish-as"])
   }
