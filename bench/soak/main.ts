@@ -32,7 +32,6 @@ import { makeWorkload, type Workload } from "./workload.ts"
 import { controllerKubeconfig, createNetworks, makeNodes } from "./world.ts"
 
 const log = (line: string) => process.stderr.write(`[soak] ${line}\n`)
-const TERMINATING_GRACE_MS = 30_000
 const SAMPLE_EVERY_MS = 5_000
 
 const pluginBinary = (): string =>
@@ -66,7 +65,6 @@ const setUp = async (o: SoakOptions) => {
     creds: admin,
     history,
     boundMs: o.boundSeconds * 1000,
-    terminatingGraceMs: TERMINATING_GRACE_MS,
     windows: () => faults.windows(),
     known: (podRef, uid) => (ref.workload?.byUid.get(uid)?.ref === podRef ? ref.workload.byUid.get(uid)!.attached : undefined),
     deletedAt: (uid) => ref.workload?.byUid.get(uid)?.deletedAt,
