@@ -109,13 +109,14 @@ export const makeFaults = (deps: FaultDeps) => {
     }
   })
 
+  /** The windows so far (an ongoing one without an end). */
+  const windows = (): ReadonlyArray<Window> => records.map((r) => ({ start: r.start, end: r.recoveredAt === undefined ? undefined : r.recoveredAt + SETTLE_MS }))
   return {
     records: () => records,
     run,
-    /** The windows so far (an ongoing one without an end). */
-    windows: (): ReadonlyArray<Window> => records.map((r) => ({ start: r.start, end: r.recoveredAt === undefined ? undefined : r.recoveredAt + SETTLE_MS })),
+    windows,
     /** Whether [from, to] meets a window. */
-    inWindow: (from: number, to: number): boolean => records.some((r) => r.start <= to && (r.recoveredAt === undefined ? Number.POSITIVE_INFINITY : r.recoveredAt + SETTLE_MS) >= from)
+    inWindow: (from: number, to: number): boolean => windows().some((w) => w.start <= to && (w.end ?? Number.POSITIVE_INFINITY) >= from)
   }
 }
 

@@ -46,7 +46,6 @@ export interface ReplicaOptions {
   readonly env: Readonly<Record<string, string>>
   readonly logDir: string
   readonly history: History
-  readonly args?: ReadonlyArray<string>
 }
 
 const timeOf = (line: LogLine): number => {
@@ -99,8 +98,7 @@ export const startReplicas = (o: ReplicaOptions) => {
       nodeArgs: o.nodeArgs,
       env: o.env,
       logFile: path.join(o.logDir, `${identity}-${n}.log`),
-      onLine: onLine(identity),
-      args: [...(o.args ?? [])]
+      onLine: onLine(identity)
     })
     const gen: Generation = { identity, n, pid: proc.pid, startedAt: Date.now(), exitedAt: undefined, exit: undefined, endedBy: undefined }
     generations.push(gen)
@@ -133,7 +131,7 @@ export const startReplicas = (o: ReplicaOptions) => {
           identity: gen.identity,
           pid: proc.pid,
           rssBytes: rssOf(proc.pid),
-          leader: value("whereabouts_controller_leader"),
+          leader,
           queueDepth: value("whereabouts_controller_workqueue_depth"),
           inFlight: value("whereabouts_controller_workqueue_in_flight")
         })
@@ -165,7 +163,7 @@ export const startReplicas = (o: ReplicaOptions) => {
     process: (identity: string) => current.get(identity)?.proc,
     generations: () => generations,
     samples: () => samples,
-    /** Closed intervals, plus the open ones up to `now`. */
+    /** Closed intervals, plus the open ones up to now. */
     intervals: (now = Date.now()) => ({
       leaderships: [...leaderships, ...[...leading].map(([who, from]) => ({ who, from, to: now }))],
       actings: [...actings, ...[...acting].map(([who, from]) => ({ who, from, to: now }))]
@@ -189,7 +187,7 @@ export const startReplicas = (o: ReplicaOptions) => {
           })
       ),
     /** Log lines of every process of every replica that contain `text` (from their log files). */
-    grep: (text: string, limit = 20): ReadonlyArray<string> =>
+    grep: (text: string): ReadonlyArray<string> =>
       generations.flatMap((g) => {
         try {
           return fs
@@ -200,7 +198,7 @@ export const startReplicas = (o: ReplicaOptions) => {
         } catch {
           return []
         }
-      }).slice(-limit)
+      }).slice(-20)
   }
 }
 

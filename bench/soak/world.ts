@@ -21,6 +21,7 @@ import { patchStatusAt, persist } from "./kubelet.ts"
 import { ALL_NETS, NAMESPACES, type Net, POOLS_NAMESPACE, nadConfig } from "./networks.ts"
 
 const SLICED = ALL_NETS.filter((n) => n.sliceSize !== undefined)
+const deadline = () => Date.now() + 120_000
 
 /** The NodeSlicePool of a sliced network is named after its network_name, else the config's name. */
 const slicePoolName = (n: Net) => (n.networkName === "" ? n.nad : n.networkName)
@@ -65,7 +66,6 @@ const reassign = (from: string, to: string, deadline: number) =>
 
 export const makeNodes = (creds: Credentials, history: History) => {
   const note = (node: string, text: string) => history.add([`node ${node}`, "nodes"], `cluster: node ${node} ${text}`)
-  const deadline = () => Date.now() + 120_000
   const setTaints = (node: string, taints: ReadonlyArray<{ key: string; effect: string }>) =>
     persist(
       Effect.gen(function* () {
@@ -124,14 +124,14 @@ export const nadOps = (history: History) => ({
         yield* api.replace(R.NetworkAttachmentDefinitions, n.namespace, { ...current, spec: { config: nadConfig(n, variant) } })
         history.add(["nads", `nad ${n.key}`], `cluster: NAD ${n.key} edited: ${JSON.stringify(n.ipam[variant % n.ipam.length])}`)
       }),
-      Date.now() + 120_000
+      deadline()
     ),
   remove: (n: Net) =>
-    Effect.flatMap(KubeApi, (api) => persist(api.delete(R.NetworkAttachmentDefinitions, n.namespace, n.nad), Date.now() + 120_000)).pipe(
+    Effect.flatMap(KubeApi, (api) => persist(api.delete(R.NetworkAttachmentDefinitions, n.namespace, n.nad), deadline())).pipe(
       Effect.tap(() => history.add(["nads", `nad ${n.key}`], `cluster: NAD ${n.key} deleted`))
     ),
   create: (n: Net) =>
-    Effect.flatMap(KubeApi, (api) => persist(api.create(R.NetworkAttachmentDefinitions, n.namespace, nadObject(n.namespace, n.nad, nadConfig(n))), Date.now() + 120_000)).pipe(
+    Effect.flatMap(KubeApi, (api) => persist(api.create(R.NetworkAttachmentDefinitions, n.namespace, nadObject(n.namespace, n.nad, nadConfig(n))), deadline())).pipe(
       Effect.tap(() => history.add(["nads", `nad ${n.key}`], `cluster: NAD ${n.key} created again`))
     )
 })
