@@ -186,19 +186,14 @@ export const startChecker = (deps: CheckerDeps) => {
   const onReservation = (c: Change) => {
     const [name, r] = reservationView(c.object)
     const before = reservations.get(name)
-    if (c.type === "DELETED") {
-      reservations.delete(name)
-      if (before !== undefined) {
-        h.add([before.podref, addressKey(before.network, before.ip)], `watch: reservation ${name} deleted (was ${before.podref})${c.relist ? " (relist)" : ""}`, c.at)
-        obligations.removed(before.podref, { kind: "reservation", object: name, network: before.network, ip: before.ip }, c.at)
-      }
-      return
-    }
-    reservations.set(name, r)
-    if (before?.podref !== r.podref) {
-      if (before !== undefined) obligations.removed(before.podref, { kind: "reservation", object: name, network: before.network, ip: before.ip }, c.at)
-      h.add([r.podref, addressKey(r.network, r.ip)], `watch: reservation ${name} for ${r.podref}${c.relist ? " (relist)" : ""}`, c.at)
-    }
+    const deleted = c.type === "DELETED"
+    if (deleted) reservations.delete(name)
+    else reservations.set(name, r)
+    if (!deleted && before?.podref === r.podref) return
+    if (!deleted) h.add([r.podref, addressKey(r.network, r.ip)], `watch: reservation ${name} for ${r.podref}${c.relist ? " (relist)" : ""}`, c.at)
+    if (before === undefined) return
+    if (deleted) h.add([before.podref, addressKey(before.network, before.ip)], `watch: reservation ${name} deleted (was ${before.podref})${c.relist ? " (relist)" : ""}`, c.at)
+    obligations.removed(before.podref, { kind: "reservation", object: name, network: before.network, ip: before.ip }, c.at)
   }
 
   const onNode = (c: Change) => {

@@ -54,8 +54,17 @@ const setUp = async (o: SoakOptions) => {
   const runtime = ManagedRuntime.make(driverLayer(plane))
   const history = makeHistory(path.join(o.out, "events.jsonl"), Date.now())
   const nodes = makeNodes(admin, history)
-  const planNodes = makePlan(planOptions(o)).initialNodes
-  await runtime.runPromise(Effect.zipRight(createNetworks, Effect.forEach(planNodes, nodes.join, { discard: true })))
+  const plan = makePlan({
+    seed: o.seed,
+    durationMs: o.minutes * 60_000,
+    rate: o.rate,
+    meanLifetimeMs: o.lifetimeSeconds * 1000,
+    delShare: o.delShare,
+    massEveryMs: massEveryMs(o),
+    nodeDeathEveryMs: Math.max(60_000, Math.min(240_000, o.minutes * 60_000 / 4)),
+    nadEveryMs: Math.max(45_000, Math.min(150_000, o.minutes * 60_000 / 6))
+  })
+  await runtime.runPromise(Effect.zipRight(createNetworks, Effect.forEach(plan.initialNodes, nodes.join, { discard: true })))
   const proxy = await startProxy(plane.server, path.join(plane.dir, "certs"))
   const kubeconfig = await runtime.runPromise(controllerKubeconfig(admin, proxy.url, o.out, o.minutes / 60 + 2))
   const ref: { workload: Workload | undefined } = { workload: undefined }
@@ -75,21 +84,8 @@ const setUp = async (o: SoakOptions) => {
   for (const id of IDENTITIES) await replicas.start(id)
   const kubelet = makeKubelet({ creds: admin, history, plugin, adminKubeconfig: plane.kubeconfigPath, pluginSlots: Effect.runSync(Effect.makeSemaphore(o.pluginSlots)) })
   await awaitLeader(replicas, 120_000)
-  return { o, plane, runtime, history, proxy, replicas, checker, kubelet, nodes, faults, ref }
+  return { o, plan, plane, runtime, history, proxy, replicas, checker, kubelet, nodes, faults, ref }
 }
-
-const planOptions = (o: SoakOptions) => ({
-  seed: o.seed,
-  durationMs: o.minutes * 60_000,
-  rate: o.rate,
-  meanLifetimeMs: o.lifetimeSeconds * 1000,
-  delShare: o.delShare,
-  nodes: 6,
-  statefulSetReplicas: 6,
-  massEveryMs: massEveryMs(o),
-  nodeDeathEveryMs: Math.max(60_000, Math.min(240_000, o.minutes * 60_000 / 4)),
-  nadEveryMs: Math.max(45_000, Math.min(150_000, o.minutes * 60_000 / 6))
-})
 
 const awaitLeader = async (replicas: Replicas, limitMs: number) => {
   const deadline = Date.now() + limitMs
@@ -135,11 +131,10 @@ const progressLoop = async (env: Env, t0: number, stopped: () => boolean) => {
 
 /** The run: workload and faults from t0, the checker throughout, then rest and the check at rest. */
 const run = async (env: Env) => {
-  const { o } = env
+  const { o, plan } = env
   const t0 = Date.now()
   env.history.t0 = t0
   const durationMs = o.minutes * 60_000
-  const plan = makePlan(planOptions(o))
   log(`plan: ${JSON.stringify(planSummary(plan))}`)
   const faultPlan = planFaults(o.seed, durationMs, o.faultEverySeconds * 1000, o.faults)
   const workload = makeWorkload({ plan, t0, endAt: t0 + durationMs, kubelet: env.kubelet, nodes: env.nodes, history: env.history })

@@ -6,7 +6,7 @@
  * that begin before that deadline. While a namesake exists but does not run yet the clock stands
  * still: nothing of a name that has a pod may be freed.
  */
-import type { Attached, Entry, PodView } from "./invariants.ts"
+import { type Attached, type Entry, type PodView, isLiveRunning } from "./invariants.ts"
 
 export type Why = "deleted" | "Succeeded" | "Failed" | "evicted" | "node gone" | "out of service"
 
@@ -119,8 +119,7 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
       for (const o of open.values()) {
         const other = namesake(o.ref)
         if (other !== undefined && other.pod.uid !== o.uid) {
-          const running = other.pod.deletionAt === undefined && other.pod.phase === "Running" && other.attached !== undefined
-          if (!running) {
+          if (!isLiveRunning(other.pod) || other.attached === undefined) {
             o.since = now
             continue
           }

@@ -17,8 +17,6 @@ export interface PlanOptions {
   readonly meanLifetimeMs: number
   /** Share of deletions (and finished Jobs) the kubelet plays CNI DEL for; the rest leak. */
   readonly delShare: number
-  readonly nodes: number
-  readonly statefulSetReplicas: number
   readonly massEveryMs: number
   readonly nodeDeathEveryMs: number
   readonly nadEveryMs: number
@@ -63,8 +61,11 @@ export type NadOp =
   | { readonly kind: "edit"; readonly at: number; readonly net: string; readonly variant: number }
   | { readonly kind: "delete"; readonly at: number; readonly net: string; readonly recreateAt: number }
 
+/** Nodes at the start (a dead one is replaced), and StatefulSet replicas. */
+const NODES = 6
+const STS_REPLICAS = 6
+
 export interface Plan {
-  readonly options: PlanOptions
   readonly pods: ReadonlyArray<PodPlan>
   readonly initialNodes: ReadonlyArray<string>
   readonly nodeDeaths: ReadonlyArray<NodeDeath>
@@ -80,9 +81,9 @@ interface NodeLife {
 
 /** Node deaths first: every pod then picks among the nodes alive when it is created. */
 const planNodes = (o: PlanOptions, rng: Rng) => {
-  const lives: Array<NodeLife> = Array.from({ length: o.nodes }, (_, i) => ({ node: nodeName(i), from: 0, until: Number.POSITIVE_INFINITY }))
+  const lives: Array<NodeLife> = Array.from({ length: NODES }, (_, i) => ({ node: nodeName(i), from: 0, until: Number.POSITIVE_INFINITY }))
   const deaths: Array<Omit<NodeDeath, "pods">> = []
-  let next = o.nodes
+  let next = NODES
   let variants: Array<NodeDeathVariant> = []
   for (let t = o.nodeDeathEveryMs * rng.between(0.6, 1.0); t < o.durationMs - 30_000; t += o.nodeDeathEveryMs * rng.between(0.8, 1.2)) {
     const alive = lives.filter((l) => l.from <= t && l.until > t)
@@ -163,7 +164,7 @@ const planArrivals = (o: PlanOptions, rng: Rng, aliveAt: (t: number) => Readonly
 /** Replica i of the StatefulSet lives, ends (reborn at once, or deleted with DEL and then recreated), lives again. */
 const planStatefulSet = (o: PlanOptions, rng: Rng, aliveAt: (t: number) => ReadonlyArray<string>, ids: { next: number }) => {
   const pods: Array<PodPlan> = []
-  for (let i = 0; i < o.statefulSetReplicas; i++) {
+  for (let i = 0; i < STS_REPLICAS; i++) {
     for (let t = 1_000 + i * 300; t < o.durationMs; ) {
       const endAt = t + 5_000 + rng.exp(45_000)
       const how: EndHow = rng.chance(0.7) ? "rebirth" : "del"
@@ -196,7 +197,7 @@ export const makePlan = (o: PlanOptions): Plan => {
     massDeletions.push({ at: t, pods: chosen.map((p) => p.id) })
   }
   pods.sort((a, b) => a.at - b.at || a.id - b.id)
-  return { options: o, pods, initialNodes: Array.from({ length: o.nodes }, (_, i) => nodeName(i)), nodeDeaths, massDeletions, nadOps: nads.ops }
+  return { pods, initialNodes: Array.from({ length: NODES }, (_, i) => nodeName(i)), nodeDeaths, massDeletions, nadOps: nads.ops }
 }
 
 /** Counts for the report and the log: what the plan asks for. */

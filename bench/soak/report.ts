@@ -96,16 +96,8 @@ const f = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : "
 const pRow = (label: string, p: Percentiles) => [label, p.n, f(p.p50), f(p.p95), f(p.p99), f(p.max)]
 
 /** At most `per` dots per `bucketMs` (the slowest first): the plot stays small, the outliers stay in it. */
-const thin = (points: ReadonlyArray<readonly [number, number]>, bucketMs: number, per: number) => {
-  const buckets = new Map<number, Array<readonly [number, number]>>()
-  for (const p of points) {
-    const b = Math.floor(p[0] / bucketMs)
-    const list = buckets.get(b) ?? []
-    list.push(p)
-    buckets.set(b, list)
-  }
-  return [...buckets.values()].flatMap((l) => l.sort((a, b) => b[1] - a[1]).slice(0, per))
-}
+const thin = (points: ReadonlyArray<readonly [number, number]>, bucketMs: number, per: number) =>
+  [...Map.groupBy(points, (p) => Math.floor(p[0] / bucketMs)).values()].flatMap((l) => l.sort((a, b) => b[1] - a[1]).slice(0, per))
 
 export interface RunFacts {
   readonly title: string

@@ -17,8 +17,6 @@ const options = (seed: number): PlanOptions => ({
   rate: 4,
   meanLifetimeMs: 30_000,
   delShare: 0.3,
-  nodes: 6,
-  statefulSetReplicas: 6,
   massEveryMs: 120_000,
   nodeDeathEveryMs: 90_000,
   nadEveryMs: 60_000
