@@ -9,7 +9,7 @@ import { formatIP } from "../../src/domain/ip.ts"
 import type { Credentials } from "../../test/live/support/rest.ts"
 import { addressKey, type History } from "./history.ts"
 import { type Attached, type Entry, type PodView, type PoolView, poolView, statusAddresses } from "./invariants.ts"
-import { type Item, type Obligations, type Window, itemsOf, makeObligations, type Why } from "./obligations.ts"
+import { type Item, type Window, itemsOf, makeObligations, type Why } from "./obligations.ts"
 import { ALL_NETS, NAMESPACES, POOLS_NAMESPACE } from "./networks.ts"
 import { type Change, startWatcher } from "./watch.ts"
 
@@ -88,7 +88,7 @@ export const startChecker = (deps: CheckerDeps) => {
   const warnings: Array<{ t: number; text: string }> = []
   const eventReasons = new Map<string, number>()
   const leaseHolders: Array<{ t: number; holder: string }> = []
-  const obligations: Obligations = makeObligations(deps.boundMs, deps.windows)
+  const obligations = makeObligations(deps.boundMs, deps.windows)
   const violations: Array<Violation> = []
   const reported = new Set<string>()
   const suspects = new Map<string, { first: number; seen: number }>()

@@ -52,13 +52,13 @@ export interface KubeletDeps {
 
 const transient = (e: KubeError) => !["NotFound", "AlreadyExists", "Invalid", "BadRequest", "Forbidden", "Unauthorized"].includes(e.reason)
 
-/** `effect` again, after `firstMs` doubling up to `maxMs`, while `retry` says so of its failure and `deadline` (ms since the epoch) leaves room. */
-const backoff = <A, E, R>(effect: Effect.Effect<A, E, R>, deadline: number, retry: (e: E) => boolean = () => true, firstMs = 200, maxMs = 5_000) =>
+/** `effect` again, after `firstMs` doubling up to `maxMs`, while `retry` says so of its failure (and the wait) and `deadline` (ms since the epoch) leaves room. */
+const backoff = <A, E, R>(effect: Effect.Effect<A, E, R>, deadline: number, retry: (e: E, delayMs: number) => boolean = () => true, firstMs = 200, maxMs = 5_000) =>
   Effect.gen(function* () {
     for (let delay = firstMs; ; delay = Math.min(delay * 2, maxMs)) {
       const r = yield* Effect.either(effect)
       if (r._tag === "Right") return r.right
-      if (!retry(r.left) || Date.now() + delay > deadline) return yield* Effect.fail(r.left)
+      if (!retry(r.left, delay) || Date.now() + delay > deadline) return yield* Effect.fail(r.left)
       yield* Effect.sleep(Duration.millis(delay))
     }
   })
@@ -142,24 +142,19 @@ export const makeKubelet = (deps: KubeletDeps) => {
   const start = (rec: PodRecord, deadline: number) =>
     Effect.gen(function* () {
       rec.state = "starting"
-      let delay = 1_000
-      for (;;) {
-        const got = yield* Effect.either(sandbox(rec))
-        if (got._tag === "Right") {
-          rec.containerId = got.right.containerId
-          rec.attached = got.right.held
-          log(rec, `ADD (container ${got.right.containerId.slice(0, 12)}): ${got.right.held.map((h) => `${h.ifname} ${h.net} ${h.ips.join(",")}`).join("; ")}`, addressKeys(got.right.held))
-          break
-        }
+      const failed = (e: { readonly message: string }, delay: number) => {
         rec.addFailures++
-        log(rec, `sandbox failed, retrying in ${delay} ms: ${got.left.message.split("\n")[0]}`)
-        if (Date.now() + delay > deadline) {
-          rec.state = "never-started"
-          return
-        }
-        yield* Effect.sleep(Duration.millis(delay))
-        delay = Math.min(delay * 2, 10_000)
+        log(rec, `sandbox failed, retrying in ${delay} ms: ${e.message.split("\n")[0]}`)
+        return true
       }
+      const got = yield* Effect.either(backoff(sandbox(rec), deadline, failed, 1_000, 10_000))
+      if (got._tag === "Left") {
+        rec.state = "never-started"
+        return
+      }
+      rec.containerId = got.right.containerId
+      rec.attached = got.right.held
+      log(rec, `ADD (container ${got.right.containerId.slice(0, 12)}): ${got.right.held.map((h) => `${h.ifname} ${h.net} ${h.ips.join(",")}`).join("; ")}`, addressKeys(got.right.held))
       const ips = rec.attached.map((h) => ({ network: h.net, ifname: h.ifname, ips: [...h.ips] }))
       const annotated = yield* setNetworkStatus(rec, networkStatusOf(ips), deadline)
       if (annotated._tag === "Left" || !(yield* patchStatus(rec, { phase: "Running" }, deadline))) {

@@ -77,13 +77,7 @@ export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: Rea
     })
   )
 
-export interface Latencies {
-  readonly outside: Percentiles
-  readonly inside: Percentiles
-  readonly neverRunsAgain: Percentiles
-}
-
-export const latencies = (samples: ReadonlyArray<FreeSample>, inWindow: (from: number, to: number) => boolean): Latencies => {
+export const latencies = (samples: ReadonlyArray<FreeSample>, inWindow: (from: number, to: number) => boolean) => {
   const deleted = samples.filter((s) => s.why === "deleted")
   return {
     outside: percentiles(deleted.filter((s) => !inWindow(s.started, s.freedAt)).map((s) => s.latencyMs / 1000)),
@@ -150,6 +144,8 @@ export const faultTable = (r: RunFacts): string =>
     ])
   )
 
+type Latencies = ReturnType<typeof latencies>
+
 export const latencyTable = (l: Latencies): string =>
   table(["delete → free (s)", "n", "p50", "p95", "p99", "max"], [pRow("deleted, outside fault windows", l.outside), pRow("deleted, inside fault windows", l.inside), pRow("never run again (finished, evicted, dead node), from the moment it qualified", l.neverRunsAgain)])
 
@@ -195,15 +191,7 @@ export const violationList = (vs: ReadonlyArray<Pick<Violation, "kind" | "summar
         `Each with the history of the objects involved: ${fullReport}.`
       ].join("\n\n")
 
-export interface RssFits {
-  /** Every sample after warm-up. */
-  readonly all: Fit | undefined
-  /** The lowest of each window (rssFloorFit), which the target is judged on. */
-  readonly floor: Fit | undefined
-  readonly windowMs: number
-}
-
-/** Each identity's fits, the floor's window being `windowMs` (the mass deletions' period). */
+/** Each identity's fits: every sample after warm-up, and the floor (judged on; its window `windowMs`, the mass deletions' period). */
 export const rssFits = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identities: ReadonlyArray<string>, warmupMs: number, windowMs: number) =>
   identities.map((id) => [id, { all: rssFit(samples, generations, id, warmupMs), floor: rssFloorFit(samples, generations, id, warmupMs, windowMs), windowMs }] as const)
 
@@ -214,7 +202,7 @@ export const MIN_FLOOR_MINUTES = 30
  * Rows for BENCHMARKS.md: the issue's targets and what this run measured; per replica the RSS
  * floor's fit (judged, given MIN_FLOOR_MINUTES of it) and the fit over every sample.
  */
-export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReadonlyArray<readonly [string, RssFits]>): ReadonlyArray<Row> => [
+export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReturnType<typeof rssFits>): ReadonlyArray<Row> => [
   { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },
   { scenario, metric: `p99 delete → free outside fault windows (n = ${l.outside.n})`, ours: `${f(l.outside.p99)} s`, baseline: "–", ratio: "–", target: "≤ 2 s", met: l.outside.n === 0 ? "–" : l.outside.p99 <= 2 ? "yes" : "no" },
   { scenario, metric: `p99 delete → free inside fault windows (n = ${l.inside.n})`, ours: `${f(l.inside.p99)} s`, baseline: "–", ratio: "–", target: "–", met: "–" },
