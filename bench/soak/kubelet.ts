@@ -52,7 +52,7 @@ export interface KubeletDeps {
 
 const transient = (e: KubeError) => !["NotFound", "AlreadyExists", "Invalid", "BadRequest", "Forbidden", "Unauthorized"].includes(e.reason)
 
-/** `effect` again, after `firstMs` doubling up to `maxMs`, while `retry` says so of its failure (and the wait) and `deadline` (ms since the epoch) leaves room. */
+/** `effect` again after `firstMs`, doubling up to `maxMs`, while `retry(failure, wait)` agrees and `deadline` (ms since the epoch) leaves room. */
 const backoff = <A, E, R>(effect: Effect.Effect<A, E, R>, deadline: number, retry: (e: E, delayMs: number) => boolean = () => true, firstMs = 200, maxMs = 5_000) =>
   Effect.gen(function* () {
     for (let delay = firstMs; ; delay = Math.min(delay * 2, maxMs)) {

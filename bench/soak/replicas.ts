@@ -2,7 +2,7 @@
  * The two controller replicas as the Deployment runs them: the image's program, flags and
  * environment, leader-elected as the shipped RBAC's ServiceAccount, through the chaos proxy; a
  * killed replica comes back under its name. From their logs, when each led and ran its deletion
- * loop (the two-leaders check); from /proc and /metrics: RSS, heap, queue depth, the leader gauge.
+ * loop (the two-leaders check); from /proc and /metrics: RSS, queue depth, the leader gauge.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"

@@ -1,8 +1,6 @@
 /**
- * The soak's report: what ran (seed, options, the fault timeline), what broke (each violation with
- * the history of its objects), delete → free latency inside and outside fault windows, controller
- * restarts and leader changes, RSS of each replica with a linear fit after warm-up, and the plot.
- * Markdown and JSON in the output directory; the same figures as rows for BENCHMARKS.md.
+ * The soak report's parts: RSS fits, delete → free latency inside and outside fault windows, the
+ * tables of faults, processes and violations, the plot, and the rows for BENCHMARKS.md.
  */
 import { linearFit } from "../lib/fit.ts"
 import { percentiles, type Percentiles } from "../lib/stats.ts"
@@ -24,10 +22,7 @@ export interface Fit {
   readonly minutes: number
 }
 
-/**
- * Least squares slope shared by groups (each its own intercept), in MiB/h; undefined below 3
- * points: the line through every group's points taken about the group's own means.
- */
+/** The least-squares slope shared by groups, each about its own means, in MiB/h; undefined below 3 points. */
 const commonSlope = (groups: ReadonlyArray<ReadonlyArray<ProcSample>>): Fit | undefined => {
   const kept = groups.filter((pts) => pts.length >= 2)
   const centred = kept.flatMap((pts) => {
@@ -53,11 +48,9 @@ export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: Readonly
   commonSlope(afterWarmup(samples, generations, identity, warmupMs).filter((pts) => pts.length >= 3))
 
 /**
- * The same fit over the floor: the lowest sample of each whole `windowMs` of a process's life
- * after warm-up. With a window as long as the period of the workload's bursts (the mass
- * deletions), every window holds one trough, so the fit follows what stays after each burst is
- * given back rather than where in the sawtooth the samples happen to end. A process needs three
- * whole windows after warm-up to count; none with them: undefined, and the target is not judged.
+ * The same fit over the floor: the lowest sample of each whole `windowMs` (the bursts' period) of
+ * a process's life after warm-up, so it follows what stays after each burst rather than where in
+ * the saw-tooth the run stopped. A process needs three whole windows to count; none: undefined.
  */
 export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number, windowMs: number): Fit | undefined =>
   commonSlope(
@@ -72,7 +65,6 @@ export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: Rea
         const low = floors.get(w)
         if (low === undefined || s.rssBytes < low.rssBytes) floors.set(w, s)
       }
-      // Fewer than three floors say nothing about a slope within a process: left out.
       return floors.size < 3 ? [] : [...floors.values()].sort((a, b) => a.t - b.t)
     })
   )
