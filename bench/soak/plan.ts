@@ -65,28 +65,15 @@ export type NadOp =
 const NODES = 6
 const STS_REPLICAS = 6
 
-export interface Plan {
-  readonly pods: ReadonlyArray<PodPlan>
-  readonly initialNodes: ReadonlyArray<string>
-  readonly nodeDeaths: ReadonlyArray<NodeDeath>
-  readonly massDeletions: ReadonlyArray<{ readonly at: number; readonly pods: ReadonlyArray<number> }>
-  readonly nadOps: ReadonlyArray<NadOp>
-}
-
-interface NodeLife {
-  readonly node: string
-  readonly from: number
-  until: number
-}
-
 /** Node deaths first: every pod then picks among the nodes alive when it is created. */
 const planNodes = (o: PlanOptions, rng: Rng) => {
-  const lives: Array<NodeLife> = Array.from({ length: NODES }, (_, i) => ({ node: nodeName(i), from: 0, until: Number.POSITIVE_INFINITY }))
+  const lives: Array<{ readonly node: string; readonly from: number; until: number }> = Array.from({ length: NODES }, (_, i) => ({ node: nodeName(i), from: 0, until: Number.POSITIVE_INFINITY }))
   const deaths: Array<Omit<NodeDeath, "pods">> = []
   let next = NODES
   let variants: Array<NodeDeathVariant> = []
+  const living = (t: number) => lives.filter((l) => l.from <= t && l.until > t)
   for (let t = o.nodeDeathEveryMs * rng.between(0.6, 1.0); t < o.durationMs - 30_000; t += o.nodeDeathEveryMs * rng.between(0.8, 1.2)) {
-    const alive = lives.filter((l) => l.from <= t && l.until > t)
+    const alive = living(t)
     if (alive.length < 2) continue
     const victim = rng.pick(alive)
     victim.until = t
@@ -95,8 +82,7 @@ const planNodes = (o: PlanOptions, rng: Rng) => {
     lives.push({ node: replacement.node, from: replacement.at, until: Number.POSITIVE_INFINITY })
     deaths.push({ at: t, node: victim.node, variant: variants.pop()!, replacement })
   }
-  const aliveAt = (t: number) => lives.filter((l) => l.from <= t && l.until > t).map((l) => l.node)
-  return { deaths, aliveAt }
+  return { deaths, aliveAt: (t: number) => living(t).map((l) => l.node) }
 }
 
 /** The flex network's NAD: three edits, then deleted for a while and created again (its first variant). */
@@ -178,7 +164,7 @@ const planStatefulSet = (o: PlanOptions, rng: Rng, aliveAt: (t: number) => Reado
 const aliveAtTime = (p: PodPlan, t: number) => p.at <= t && p.end.at > t
 
 /** Draws the whole plan from the seed. */
-export const makePlan = (o: PlanOptions): Plan => {
+export const makePlan = (o: PlanOptions) => {
   const nodes = planNodes(o, rngOf(o.seed, "nodes"))
   const nads = planNads(o, rngOf(o.seed, "nads"))
   const ids = { next: 0 }
@@ -189,7 +175,7 @@ export const makePlan = (o: PlanOptions): Plan => {
     return { ...d, pods: doomed.map((p) => p.id) }
   })
   const rng = rngOf(o.seed, "mass")
-  const massDeletions: Array<{ at: number; pods: ReadonlyArray<number> }> = []
+  const massDeletions: Array<{ readonly at: number; readonly pods: ReadonlyArray<number> }> = []
   for (let t = o.massEveryMs * rng.between(0.7, 1.0); t < o.durationMs - 10_000; t += o.massEveryMs * rng.between(0.8, 1.2)) {
     const candidates = pods.filter((p) => p.kind === "plain" && p.end.how !== "node" && aliveAtTime(p, t) && p.end.at > t + 2_000)
     const chosen = rng.shuffle(candidates).slice(0, Math.round(rng.between(0.5, 0.9) * candidates.length))
@@ -199,6 +185,8 @@ export const makePlan = (o: PlanOptions): Plan => {
   pods.sort((a, b) => a.at - b.at || a.id - b.id)
   return { pods, initialNodes: Array.from({ length: NODES }, (_, i) => nodeName(i)), nodeDeaths, massDeletions, nadOps: nads.ops }
 }
+
+export type Plan = ReturnType<typeof makePlan>
 
 /** Counts for the report and the log: what the plan asks for. */
 export const planSummary = (plan: Plan) => {
