@@ -4,7 +4,7 @@
  */
 import { linearFit } from "../lib/fit.ts"
 import { percentiles, type Percentiles } from "../lib/stats.ts"
-import { type Row, table } from "../lib/report.ts"
+import { type Row, row, table, yesNo } from "../lib/report.ts"
 import { clock } from "./history.ts"
 import type { Violation } from "./checker.ts"
 import type { FaultRecord } from "./faults.ts"
@@ -195,16 +195,15 @@ export const MIN_FLOOR_MINUTES = 30
  * floor's fit (judged, given MIN_FLOOR_MINUTES of it) and the fit over every sample.
  */
 export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReturnType<typeof rssFits>): ReadonlyArray<Row> => [
-  { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },
-  { scenario, metric: `p99 delete → free outside fault windows (n = ${l.outside.n})`, ours: `${f(l.outside.p99)} s`, baseline: "–", ratio: "–", target: "≤ 2 s", met: l.outside.n === 0 ? "–" : l.outside.p99 <= 2 ? "yes" : "no" },
-  { scenario, metric: `p99 delete → free inside fault windows (n = ${l.inside.n})`, ours: `${f(l.inside.p99)} s`, baseline: "–", ratio: "–", target: "–", met: "–" },
-  ...fits.map(([who, { all, floor, windowMs }]): Row => ({
-    scenario,
-    metric: `RSS growth after warm-up, ${who}: the floor (lowest of each ${f(windowMs / 60_000, 0)} min${floor === undefined ? "" : `, ${floor.samples} points over ${f(floor.minutes, 0)} min`}) / every sample${all === undefined ? "" : ` (${all.samples} samples, ${f(all.minutes, 0)} min)`}`,
-    ours: `${floor === undefined ? "–" : `${f(floor.slope, 1)} MiB/h`} / ${all === undefined ? "–" : `${f(all.slope, 1)} MiB/h`}`,
-    baseline: "–",
-    ratio: "–",
-    target: "≤ 5 MiB/h (the floor)",
-    met: floor === undefined || floor.minutes < MIN_FLOOR_MINUTES ? "–" : floor.slope <= 5 ? "yes" : "no"
-  }))
+  row(scenario, "invariant violations", { ours: String(violations), baseline: "–", target: "0", met: yesNo(violations === 0) }),
+  row(scenario, `p99 delete → free outside fault windows (n = ${l.outside.n})`, { ours: `${f(l.outside.p99)} s`, baseline: "–", target: "≤ 2 s", met: yesNo(l.outside.n === 0 ? undefined : l.outside.p99 <= 2) }),
+  row(scenario, `p99 delete → free inside fault windows (n = ${l.inside.n})`, { ours: `${f(l.inside.p99)} s`, baseline: "–" }),
+  ...fits.map(([who, { all, floor, windowMs }]) =>
+    row(scenario, `RSS growth after warm-up, ${who}: the floor (lowest of each ${f(windowMs / 60_000, 0)} min${floor === undefined ? "" : `, ${floor.samples} points over ${f(floor.minutes, 0)} min`}) / every sample${all === undefined ? "" : ` (${all.samples} samples, ${f(all.minutes, 0)} min)`}`, {
+      ours: `${floor === undefined ? "–" : `${f(floor.slope, 1)} MiB/h`} / ${all === undefined ? "–" : `${f(all.slope, 1)} MiB/h`}`,
+      baseline: "–",
+      target: "≤ 5 MiB/h (the floor)",
+      met: yesNo(floor === undefined || floor.minutes < MIN_FLOOR_MINUTES ? undefined : floor.slope <= 5)
+    })
+  )
 ]
