@@ -9,7 +9,7 @@ import { formatIP } from "../../src/domain/ip.ts"
 import type { Credentials } from "../../test/live/support/rest.ts"
 import { addressKey, type History } from "./history.ts"
 import { type Attached, type Entry, type PodView, type PoolView, poolView, statusAddresses } from "./invariants.ts"
-import { type Item, type Window, itemsOf, makeObligations, type Why } from "./obligations.ts"
+import { type Item, type ReservationView, type Window, itemsOf, makeObligations, type Why } from "./obligations.ts"
 import { ALL_NETS, NAMESPACES, POOLS_NAMESPACE } from "./networks.ts"
 import { type Change, startWatcher } from "./watch.ts"
 
@@ -43,12 +43,8 @@ export interface CheckerDeps {
 const KNOWN_NETWORKS = new Set(ALL_NETS.map((n) => n.networkName))
 /** The controller's --terminating-grace default. */
 const TERMINATING_GRACE_MS = 30_000
-
-interface ReservationView {
-  readonly podref: string
-  readonly network: string
-  readonly ip: string
-}
+export const POOLS_PATH = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
+export const SOAK_PODS = "/api/v1/pods?labelSelector=soak%3D1"
 
 const reservationView = (o: Record<string, unknown>): [string, ReservationView] => {
   const name = (o["metadata"] as { name: string }).name
@@ -237,11 +233,10 @@ export const startChecker = (deps: CheckerDeps) => {
     h.add(["leadership", "lease"], `watch: Lease holder ${holder === "" ? "(released)" : holder}`, c.at)
   }
 
-  const W = "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/" + POOLS_NAMESPACE
   const watchers = [
-    startWatcher(deps.creds, "/api/v1/pods?labelSelector=soak%3D1", onPod),
-    startWatcher(deps.creds, `${W}/ippools`, onPool),
-    startWatcher(deps.creds, `${W}/overlappingrangeipreservations`, onReservation),
+    startWatcher(deps.creds, SOAK_PODS, onPod),
+    startWatcher(deps.creds, `${POOLS_PATH}/ippools`, onPool),
+    startWatcher(deps.creds, `${POOLS_PATH}/overlappingrangeipreservations`, onReservation),
     startWatcher(deps.creds, "/api/v1/nodes", onNode),
     startWatcher(deps.creds, `/apis/coordination.k8s.io/v1/namespaces/${POOLS_NAMESPACE}/leases?fieldSelector=metadata.name%3Dwhereabouts-gc`, onLease),
     ...NAMESPACES.map((ns) => startWatcher(deps.creds, `/api/v1/namespaces/${ns}/events`, onEvent))

@@ -9,11 +9,9 @@ import { rest } from "../../test/live/support/rest.ts"
 import { addressKey } from "./history.ts"
 import { type PodView, type PoolView, type Problem, isLiveRunning, poolView, problemsOf, statusAddresses } from "./invariants.ts"
 import type { Obligation } from "./obligations.ts"
-import { type CheckerState, podViewOf, type Violation } from "./checker.ts"
-import { POOLS_NAMESPACE } from "./networks.ts"
+import { type CheckerState, POOLS_PATH, podViewOf, SOAK_PODS, type Violation } from "./checker.ts"
 
 const CONFIRM_AFTER_MS = 3_000
-const W = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
 
 /** Pods whose addresses must be held: running, or terminating before they qualify and before the kubelet's DEL. */
 const mustHold = (s: CheckerState, p: PodView, now: number): boolean => {
@@ -45,10 +43,10 @@ const items = (body: Record<string, unknown>) => (body["items"] ?? []) as Array<
 
 /** Pools and reservations listed now, then the pods named (all soak pods when `refs` is undefined). */
 const readFresh = async (s: CheckerState, refs?: ReadonlyArray<string>): Promise<Fresh> => {
-  const pools = items((await getJson(s, `${W}/ippools`)).body).map((o) => poolView(o as never))
-  const reservations = new Map(items((await getJson(s, `${W}/overlappingrangeipreservations`)).body).map((o) => [(o["metadata"] as { name: string }).name, String((o["spec"] as { podref?: string }).podref)] as const))
+  const pools = items((await getJson(s, `${POOLS_PATH}/ippools`)).body).map((o) => poolView(o as never))
+  const reservations = new Map(items((await getJson(s, `${POOLS_PATH}/overlappingrangeipreservations`)).body).map((o) => [(o["metadata"] as { name: string }).name, String((o["spec"] as { podref?: string }).podref)] as const))
   let pods: Array<PodView>
-  if (refs === undefined) pods = items((await getJson(s, "/api/v1/pods?labelSelector=soak%3D1")).body).map(podViewOf)
+  if (refs === undefined) pods = items((await getJson(s, SOAK_PODS)).body).map(podViewOf)
   else {
     pods = []
     for (const ref of refs) {

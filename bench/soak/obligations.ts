@@ -131,8 +131,11 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
   }
 }
 
+/** A reservation as the checker sees it (by its name). */
+export type ReservationView = Pick<Entry, "podref" | "network" | "ip">
+
 /** The items of `ref` in a view: its pool entries and reservations. */
-export const itemsOf = (ref: string, entries: Iterable<Entry>, reservations: Iterable<readonly [string, { readonly podref: string; readonly network: string; readonly ip: string }]>): ReadonlyArray<Item> => {
+export const itemsOf = (ref: string, entries: Iterable<Entry>, reservations: Iterable<readonly [string, ReservationView]>): ReadonlyArray<Item> => {
   const out: Array<Item> = []
   for (const e of entries) if (e.podref === ref) out.push({ kind: "entry", object: e.pool, network: e.network, ip: e.ip })
   for (const [name, r] of reservations) if (r.podref === ref) out.push({ kind: "reservation", object: name, network: r.network, ip: r.ip })
