@@ -65,7 +65,7 @@ const record = (s: CheckerState, v: Omit<Violation, "t" | "history" | "controlle
   const violation: Violation = {
     ...v,
     t: Date.now() - s.h.t0,
-    history: s.h.render([...v.keys, "faults", "leadership"], 80),
+    history: s.h.render([...v.keys, "faults", "leadership"]),
     controllerLog: pods.flatMap((ref) => s.deps.grep(ref))
   }
   s.violations.push(violation)

@@ -26,7 +26,7 @@ import { makeKubelet } from "./kubelet.ts"
 import { USAGE, massEveryMs, parseOptions, type SoakOptions } from "./options.ts"
 import { makePlan, planSummary } from "./plan.ts"
 import { startProxy } from "./proxy.ts"
-import { IDENTITIES, type Replicas, startReplicas } from "./replicas.ts"
+import { IDENTITIES, startReplicas } from "./replicas.ts"
 import { writeReport } from "./write.ts"
 import { makeWorkload, type Workload } from "./workload.ts"
 import { controllerKubeconfig, createNetworks, makeNodes } from "./world.ts"
@@ -83,18 +83,10 @@ const setUp = async (o: SoakOptions) => {
   await Promise.all(checker.watchers.map((w) => w.synced))
   for (const id of IDENTITIES) await replicas.start(id)
   const kubelet = makeKubelet({ creds: admin, history, plugin, adminKubeconfig: plane.kubeconfigPath, pluginSlots: Effect.runSync(Effect.makeSemaphore(o.pluginSlots)) })
-  await awaitLeader(replicas, 120_000)
+  const leader = await replicas.awaitLeader(120_000, () => replicas.grep("sweep finished").length > 0)
+  if (leader === undefined) throw new Error(`no replica led and swept within 120 s:\n${replicas.process(IDENTITIES[0])?.tail(20) ?? ""}`)
+  log(`${leader} leads; its start-up sweep has finished`)
   return { o, plan, plane, runtime, history, proxy, replicas, checker, kubelet, nodes, faults, ref }
-}
-
-const awaitLeader = async (replicas: Replicas, limitMs: number) => {
-  const deadline = Date.now() + limitMs
-  for (;;) {
-    const leader = await replicas.leader()
-    if (leader !== undefined && replicas.grep("sweep finished").length > 0) return log(`${leader} leads; its start-up sweep has finished`)
-    if (Date.now() > deadline) throw new Error(`no replica led and swept within ${limitMs / 1000} s:\n${replicas.process(IDENTITIES[0])?.tail(20) ?? ""}`)
-    await sleep(500)
-  }
 }
 
 /** Every 5 s: RSS and metrics of both replicas; a replica that exited without the harness is a violation, and is restarted. */

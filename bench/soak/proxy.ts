@@ -38,20 +38,13 @@ const reset = (s: net.Socket) => {
   }
 }
 
-interface Mode {
-  stalled: boolean
-  refusing: boolean
-  delayMs: number
-  throttle: { readonly share: number; readonly retryAfter: number; readonly random: () => number } | undefined
-}
-
 /** Starts the proxy on a free loopback port in front of `target` (`https://127.0.0.1:<port>`), with the apiserver's cert from `certDir`. */
 export const startProxy = async (target: string, certDir: string) => {
   const cert = fs.readFileSync(path.join(certDir, "apiserver.crt"))
   const key = fs.readFileSync(path.join(certDir, "apiserver.key"))
   const upstream = new URL(target)
   const agent = new https.Agent({ keepAlive: true, ca: cert, maxSockets: Number.POSITIVE_INFINITY })
-  const mode: Mode = { stalled: false, refusing: false, delayMs: 0, throttle: undefined }
+  const mode = { stalled: false, refusing: false, delayMs: 0, throttle: undefined as { readonly share: number; readonly retryAfter: number; readonly random: () => number } | undefined }
   const stallWaiters: Array<() => void> = []
   const sockets = new Set<net.Socket>()
   const streaming = new Set<http.IncomingMessage>()

@@ -6,6 +6,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { setTimeout as sleep } from "node:timers/promises"
 import { type ControllerProcess, type Exit, type LogLine, startController } from "../../test/live/support/controller-process.ts"
 import { rssOf } from "../lib/controlplane.ts"
 import { parseProm, sum } from "../lib/prom.ts"
@@ -147,6 +148,17 @@ export const startReplicas = (o: ReplicaOptions) => {
     return undefined
   }
 
+  /** The leader once one leads and `ready()` holds, polled every 500 ms; undefined after `limitMs`. */
+  const awaitLeader = async (limitMs: number, ready = () => true): Promise<string | undefined> => {
+    const deadline = Date.now() + limitMs
+    for (;;) {
+      const who = await leader()
+      if (who !== undefined && ready()) return who
+      if (Date.now() > deadline) return undefined
+      await sleep(500)
+    }
+  }
+
   const signal = async (identity: string, how: "SIGKILL" | "SIGTERM" | "end of run"): Promise<Exit | undefined> => {
     const c = current.get(identity)
     if (c === undefined || !c.proc.running()) return c?.gen.exit
@@ -158,6 +170,7 @@ export const startReplicas = (o: ReplicaOptions) => {
     start,
     signal,
     leader,
+    awaitLeader,
     sample,
     running: (identity: string) => current.get(identity)?.proc.running() === true,
     process: (identity: string) => current.get(identity)?.proc,
