@@ -8,8 +8,8 @@ import { parseReservationName } from "../../src/domain/pool.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import type { Credentials } from "../../test/live/support/rest.ts"
 import { addressKey, type History } from "./history.ts"
-import { type Attached, type Entry, type PodView, type PoolView, type Problem, canonicalIP, isLiveRunning, poolView, statusAddresses } from "./invariants.ts"
-import { type Item, type Obligation, type Obligations, type Sample, type Window, itemsOf, makeObligations, type Why } from "./obligations.ts"
+import { type Attached, type Entry, type PodView, type PoolView, poolView, statusAddresses } from "./invariants.ts"
+import { type Item, type ReservationView, type Window, itemsOf, makeObligations, type Why } from "./obligations.ts"
 import { ALL_NETS, NAMESPACES, POOLS_NAMESPACE } from "./networks.ts"
 import { type Change, startWatcher } from "./watch.ts"
 
@@ -29,7 +29,6 @@ export interface CheckerDeps {
   readonly creds: Credentials
   readonly history: History
   readonly boundMs: number
-  readonly terminatingGraceMs: number
   readonly windows: () => ReadonlyArray<Window>
   /** What the harness's kubelet got from the plugin for this pod incarnation (its real addresses). */
   readonly known: (ref: string, uid: string) => ReadonlyArray<Attached> | undefined
@@ -42,12 +41,10 @@ export interface CheckerDeps {
 }
 
 const KNOWN_NETWORKS = new Set(ALL_NETS.map((n) => n.networkName))
-
-interface ReservationView {
-  readonly podref: string
-  readonly network: string
-  readonly ip: string
-}
+/** The controller's --terminating-grace default. */
+const TERMINATING_GRACE_MS = 30_000
+export const POOLS_PATH = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
+export const SOAK_PODS = "/api/v1/pods?labelSelector=soak%3D1"
 
 const reservationView = (o: Record<string, unknown>): [string, ReservationView] => {
   const name = (o["metadata"] as { name: string }).name
@@ -71,7 +68,7 @@ export const podViewOf = (o: Record<string, unknown>): PodView => {
   }
 }
 
-export interface NodeView {
+interface NodeView {
   readonly outOfServiceSince: number | undefined
 }
 
@@ -87,15 +84,33 @@ export const startChecker = (deps: CheckerDeps) => {
   const warnings: Array<{ t: number; text: string }> = []
   const eventReasons = new Map<string, number>()
   const leaseHolders: Array<{ t: number; holder: string }> = []
-  const obligations: Obligations = makeObligations(deps.boundMs, deps.windows)
+  const obligations = makeObligations(deps.boundMs, deps.windows)
   const violations: Array<Violation> = []
   const reported = new Set<string>()
   const suspects = new Map<string, { first: number; seen: number }>()
   const h = deps.history
-    const allEntries = function* () {
+  const allEntries = function* () {
     for (const p of pools.values()) yield* p.entries.values()
   }
   const known = (p: PodView) => deps.known(p.ref, p.uid)
+
+  /**
+   * When a pod that still exists qualifies as never running again (ms since the epoch), by the
+   * checker's own reading of the README's rule: finished; terminating with the taint manager's mark;
+   * terminating past its grace period plus --terminating-grace on a node that is gone or tainted out
+   * of service (the NotReady rule is off, as by default).
+   */
+  const qualifies = (p: PodView, seenAt: number): { readonly why: Why; readonly at: number } | undefined => {
+    if (p.phase === "Succeeded" || p.phase === "Failed") return { why: p.phase, at: seenAt }
+    if (p.deletionAt === undefined) return undefined
+    if (p.evictedByTaintManager) return { why: "evicted", at: seenAt }
+    const grace = p.deletionAt + TERMINATING_GRACE_MS
+    const gone = goneNodes.get(p.node)
+    if (gone !== undefined && !nodes.has(p.node)) return { why: "node gone", at: Math.max(gone, grace) }
+    const oos = nodes.get(p.node)?.outOfServiceSince
+    if (oos !== undefined) return { why: "out of service", at: Math.max(oos, grace) }
+    return undefined
+  }
 
   const open = (pod: PodView, why: Why, at: number) => {
     const o = obligations.open(pod.ref, pod.uid, why, at, itemsOf(pod.ref, allEntries(), reservations))
@@ -106,7 +121,7 @@ export const startChecker = (deps: CheckerDeps) => {
   /** Opens the obligation of a pod that qualifies as never running again, at the moment it qualifies. */
   const watchQualification = (p: PodView, seenAt: number) => {
     if (obligations.has(p.ref, p.uid) || timers.has(p.uid)) return
-    const q = qualifies({ nodes, goneNodes, terminatingGraceMs: deps.terminatingGraceMs }, p, seenAt)
+    const q = qualifies(p, seenAt)
     if (q === undefined) return
     const wait = q.at - Date.now()
     if (wait <= 0) return open(p, q.why, q.at)
@@ -167,19 +182,14 @@ export const startChecker = (deps: CheckerDeps) => {
   const onReservation = (c: Change) => {
     const [name, r] = reservationView(c.object)
     const before = reservations.get(name)
-    if (c.type === "DELETED") {
-      reservations.delete(name)
-      if (before !== undefined) {
-        h.add([before.podref, addressKey(before.network, before.ip)], `watch: reservation ${name} deleted (was ${before.podref})${c.relist ? " (relist)" : ""}`, c.at)
-        obligations.removed(before.podref, { kind: "reservation", object: name, network: before.network, ip: before.ip }, c.at)
-      }
-      return
-    }
-    reservations.set(name, r)
-    if (before?.podref !== r.podref) {
-      if (before !== undefined) obligations.removed(before.podref, { kind: "reservation", object: name, network: before.network, ip: before.ip }, c.at)
-      h.add([r.podref, addressKey(r.network, r.ip)], `watch: reservation ${name} for ${r.podref}${c.relist ? " (relist)" : ""}`, c.at)
-    }
+    const deleted = c.type === "DELETED"
+    if (deleted) reservations.delete(name)
+    else reservations.set(name, r)
+    if (!deleted && before?.podref === r.podref) return
+    if (!deleted) h.add([r.podref, addressKey(r.network, r.ip)], `watch: reservation ${name} for ${r.podref}${c.relist ? " (relist)" : ""}`, c.at)
+    if (before === undefined) return
+    if (deleted) h.add([before.podref, addressKey(before.network, before.ip)], `watch: reservation ${name} deleted (was ${before.podref})${c.relist ? " (relist)" : ""}`, c.at)
+    obligations.removed(before.podref, { kind: "reservation", object: name, network: before.network, ip: before.ip }, c.at)
   }
 
   const onNode = (c: Change) => {
@@ -223,11 +233,10 @@ export const startChecker = (deps: CheckerDeps) => {
     h.add(["leadership", "lease"], `watch: Lease holder ${holder === "" ? "(released)" : holder}`, c.at)
   }
 
-  const W = "/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/" + POOLS_NAMESPACE
   const watchers = [
-    startWatcher(deps.creds, "/api/v1/pods?labelSelector=soak%3D1", onPod),
-    startWatcher(deps.creds, `${W}/ippools`, onPool),
-    startWatcher(deps.creds, `${W}/overlappingrangeipreservations`, onReservation),
+    startWatcher(deps.creds, SOAK_PODS, onPod),
+    startWatcher(deps.creds, `${POOLS_PATH}/ippools`, onPool),
+    startWatcher(deps.creds, `${POOLS_PATH}/overlappingrangeipreservations`, onReservation),
     startWatcher(deps.creds, "/api/v1/nodes", onNode),
     startWatcher(deps.creds, `/apis/coordination.k8s.io/v1/namespaces/${POOLS_NAMESPACE}/leases?fieldSelector=metadata.name%3Dwhereabouts-gc`, onLease),
     ...NAMESPACES.map((ns) => startWatcher(deps.creds, `/api/v1/namespaces/${ns}/events`, onEvent))
@@ -237,32 +246,8 @@ export const startChecker = (deps: CheckerDeps) => {
     for (const w of watchers) w.stop()
     for (const t of timers.values()) clearTimeout(t)
   }
-  return { pods, pools, reservations, nodes, goneNodes, warnings, eventReasons, leaseHolders, obligations, violations, reported, suspects, watchers, h, deps, known, open, watchQualification, stop }
+  return { pods, pools, reservations, warnings, eventReasons, leaseHolders, obligations, violations, reported, suspects, watchers, h, deps, known, qualifies, watchQualification, stop }
 }
 
 export type CheckerState = ReturnType<typeof startChecker>
 
-/**
- * When a pod that still exists qualifies as never running again (ms since the epoch), by the
- * checker's own reading of the README's rule: finished; terminating with the taint manager's mark;
- * terminating past its grace period plus --terminating-grace on a node that is gone or tainted out
- * of service (the NotReady rule is off, as by default).
- */
-export const qualifies = (
-  s: { readonly nodes: ReadonlyMap<string, NodeView>; readonly goneNodes: ReadonlyMap<string, number>; readonly terminatingGraceMs: number },
-  p: PodView,
-  seenAt: number
-): { readonly why: Why; readonly at: number } | undefined => {
-  if (p.phase === "Succeeded" || p.phase === "Failed") return { why: p.phase, at: seenAt }
-  if (p.deletionAt === undefined) return undefined
-  if (p.evictedByTaintManager) return { why: "evicted", at: seenAt }
-  const grace = p.deletionAt + s.terminatingGraceMs
-  const gone = s.goneNodes.get(p.node)
-  if (gone !== undefined && !s.nodes.has(p.node)) return { why: "node gone", at: Math.max(gone, grace) }
-  const oos = s.nodes.get(p.node)?.outOfServiceSince
-  if (oos !== undefined) return { why: "out of service", at: Math.max(oos, grace) }
-  return undefined
-}
-
-export type { Obligation, Problem, Sample }
-export { canonicalIP, isLiveRunning }

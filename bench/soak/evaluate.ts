@@ -9,17 +9,15 @@ import { rest } from "../../test/live/support/rest.ts"
 import { addressKey } from "./history.ts"
 import { type PodView, type PoolView, type Problem, isLiveRunning, poolView, problemsOf, statusAddresses } from "./invariants.ts"
 import type { Obligation } from "./obligations.ts"
-import { type CheckerState, podViewOf, qualifies, type Violation } from "./checker.ts"
-import { POOLS_NAMESPACE } from "./networks.ts"
+import { type CheckerState, POOLS_PATH, podViewOf, SOAK_PODS, type Violation } from "./checker.ts"
 
 const CONFIRM_AFTER_MS = 3_000
-const W = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
 
 /** Pods whose addresses must be held: running, or terminating before they qualify and before the kubelet's DEL. */
 const mustHold = (s: CheckerState, p: PodView, now: number): boolean => {
   if (isLiveRunning(p)) return true
   if (p.deletionAt === undefined || p.phase !== "Running" || s.deps.delStarted(p.uid)) return false
-  const q = qualifies({ nodes: s.nodes, goneNodes: s.goneNodes, terminatingGraceMs: s.deps.terminatingGraceMs }, p, now)
+  const q = s.qualifies(p, now)
   return q === undefined || q.at > now
 }
 
@@ -44,11 +42,11 @@ const getJson = async (s: CheckerState, path: string): Promise<{ status: number;
 const items = (body: Record<string, unknown>) => (body["items"] ?? []) as Array<Record<string, unknown>>
 
 /** Pools and reservations listed now, then the pods named (all soak pods when `refs` is undefined). */
-export const readFresh = async (s: CheckerState, refs?: ReadonlyArray<string>): Promise<Fresh> => {
-  const pools = items((await getJson(s, `${W}/ippools`)).body).map((o) => poolView(o as never))
-  const reservations = new Map(items((await getJson(s, `${W}/overlappingrangeipreservations`)).body).map((o) => [(o["metadata"] as { name: string }).name, String((o["spec"] as { podref?: string }).podref)] as const))
+const readFresh = async (s: CheckerState, refs?: ReadonlyArray<string>): Promise<Fresh> => {
+  const pools = items((await getJson(s, `${POOLS_PATH}/ippools`)).body).map((o) => poolView(o as never))
+  const reservations = new Map(items((await getJson(s, `${POOLS_PATH}/overlappingrangeipreservations`)).body).map((o) => [(o["metadata"] as { name: string }).name, String((o["spec"] as { podref?: string }).podref)] as const))
   let pods: Array<PodView>
-  if (refs === undefined) pods = items((await getJson(s, "/api/v1/pods?labelSelector=soak%3D1")).body).map(podViewOf)
+  if (refs === undefined) pods = items((await getJson(s, SOAK_PODS)).body).map(podViewOf)
   else {
     pods = []
     for (const ref of refs) {
@@ -67,7 +65,7 @@ const record = (s: CheckerState, v: Omit<Violation, "t" | "history" | "controlle
   const violation: Violation = {
     ...v,
     t: Date.now() - s.h.t0,
-    history: s.h.render([...v.keys, "faults", "leadership"], 80),
+    history: s.h.render([...v.keys, "faults", "leadership"]),
     controllerLog: pods.flatMap((ref) => s.deps.grep(ref))
   }
   s.violations.push(violation)
@@ -77,11 +75,14 @@ const record = (s: CheckerState, v: Omit<Violation, "t" | "history" | "controlle
 
 const problemKeys = (p: Problem) => [...p.pods, addressKey(p.network, p.ip)]
 
-const confirmProblem = async (s: CheckerState, p: Problem) => {
-  const fresh = await readFresh(s, p.pods)
-  const now = Date.now()
+/** The problems of a fresh read, the pods it did not find counted as gone. */
+const freshProblems = (s: CheckerState, fresh: Fresh, now: number) => {
   const present = new Set(fresh.pods.map((x) => x.ref))
-  const again = problemsOf({ pods: fresh.pods.filter((x) => mustHold(s, x, now)), pools: fresh.pools, reservations: fresh.reservations, known: s.known, exists: (ref) => present.has(ref) }).find((x) => x.id === p.id)
+  return problemsOf({ pods: fresh.pods.filter((x) => mustHold(s, x, now)), pools: fresh.pools, reservations: fresh.reservations, known: s.known, exists: (ref) => present.has(ref) })
+}
+
+const confirmProblem = async (s: CheckerState, p: Problem) => {
+  const again = freshProblems(s, await readFresh(s, p.pods), Date.now()).find((x) => x.id === p.id)
   if (again !== undefined) record(s, { kind: again.kind, id: again.id, summary: again.detail, keys: problemKeys(again) })
 }
 
@@ -104,7 +105,7 @@ const confirmOverdue = async (s: CheckerState, o: Obligation) => {
 }
 
 /** One round: qualify, find suspects, confirm the persistent ones and the overdue obligations. */
-export const evaluateOnce = async (s: CheckerState): Promise<void> => {
+const evaluateOnce = async (s: CheckerState): Promise<void> => {
   const now = Date.now()
   for (const p of s.pods.values()) s.watchQualification(p, now)
   const problems = problemsOf({
@@ -134,8 +135,8 @@ export const evaluateOnce = async (s: CheckerState): Promise<void> => {
   }
 }
 
-/** Evaluates every `everyMs` until `stop()` resolves true. */
-export const evaluateContinuously = async (s: CheckerState, stopped: () => boolean, everyMs = 2_000): Promise<void> => {
+/** Evaluates every two seconds until `stopped()`. */
+export const evaluateContinuously = async (s: CheckerState, stopped: () => boolean): Promise<void> => {
   while (!stopped()) {
     const started = Date.now()
     try {
@@ -143,7 +144,7 @@ export const evaluateContinuously = async (s: CheckerState, stopped: () => boole
     } catch (e) {
       s.h.add(["checker"], `evaluation failed: ${e instanceof Error ? e.message : String(e)}`)
     }
-    await sleep(Math.max(100, everyMs - (Date.now() - started)))
+    await sleep(Math.max(100, 2_000 - (Date.now() - started)))
   }
 }
 
@@ -151,15 +152,14 @@ export const evaluateContinuously = async (s: CheckerState, stopped: () => boole
 export const checkAtRest = async (s: CheckerState): Promise<{ readonly livePods: number; readonly entries: number; readonly reservations: number }> => {
   const fresh = await readFresh(s)
   const now = Date.now()
-  const present = new Set(fresh.pods.map((x) => x.ref))
-  for (const p of problemsOf({ pods: fresh.pods.filter((x) => mustHold(s, x, now)), pools: fresh.pools, reservations: fresh.reservations, known: s.known, exists: (ref) => present.has(ref) })) {
+  for (const p of freshProblems(s, fresh, now)) {
     record(s, { kind: `${p.kind} (at rest)`, id: `rest ${p.id}`, summary: p.detail, keys: problemKeys(p) })
   }
   const byRef = new Map(fresh.pods.map((p) => [p.ref, p] as const))
   const deadOrDone = (ref: string) => {
     const p = byRef.get(ref)
     if (p === undefined) return "gone"
-    const q = qualifies({ nodes: s.nodes, goneNodes: s.goneNodes, terminatingGraceMs: s.deps.terminatingGraceMs }, p, now)
+    const q = s.qualifies(p, now)
     return q !== undefined && q.at <= now ? q.why : undefined
   }
   let entries = 0

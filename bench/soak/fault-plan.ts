@@ -8,22 +8,15 @@ import { rngOf } from "./rng.ts"
 export const FAULT_KINDS = ["kill-leader", "term-leader", "apiserver-restart", "compaction", "stall", "drop", "throttle", "slow"] as const
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
+/** A fault and its parameters (describeFault says what each does). */
 export type FaultSpec =
-  /** SIGKILL the leader; start it again after `restartAfterMs`. */
   | { readonly kind: "kill-leader"; readonly restartAfterMs: number }
-  /** SIGTERM the leader; once it exited, start it again after `restartAfterMs`. */
   | { readonly kind: "term-leader"; readonly restartAfterMs: number }
-  /** Stop kube-apiserver, start it again after `downMs`. */
   | { readonly kind: "apiserver-restart"; readonly downMs: number }
-  /** Compact etcd's history to its current revision, then restart kube-apiserver: every watch resumes from a version that is gone (410). */
   | { readonly kind: "compaction"; readonly downMs: number }
-  /** The proxy stops moving bytes (requests held, responses paused) for `ms`. */
   | { readonly kind: "stall"; readonly ms: number }
-  /** The proxy resets every connection, and new ones for `ms`. */
   | { readonly kind: "drop"; readonly ms: number }
-  /** The proxy answers a share of requests 429 with Retry-After, as API Priority and Fairness does, for `ms`. */
   | { readonly kind: "throttle"; readonly ms: number; readonly share: number; readonly retryAfterSeconds: number }
-  /** The proxy holds every request `delayMs` before forwarding it, for `ms`. */
   | { readonly kind: "slow"; readonly ms: number; readonly delayMs: number }
 
 export interface PlannedFault {
@@ -60,7 +53,7 @@ export const planFaults = (seed: number, durationMs: number, everyMs: number, ki
   return out
 }
 
-/** One line: what the fault does. */
+/** One line: what the fault does (compaction: every watch resumes from a version that is gone). */
 export const describeFault = (s: FaultSpec): string => {
   switch (s.kind) {
     case "kill-leader":

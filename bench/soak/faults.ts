@@ -44,15 +44,6 @@ export const makeFaults = (deps: FaultDeps) => {
     deps.history.add(["faults"], `fault ${records.indexOf(r) + 1} (${r.planned.spec.kind}): ${text}`)
   }
 
-  const waitForLeader = async (limitMs: number): Promise<string | undefined> => {
-    const deadline = Date.now() + limitMs
-    for (;;) {
-      const who = await deps.replicas.leader()
-      if (who !== undefined || Date.now() > deadline) return who
-      await sleep(500)
-    }
-  }
-
   const restartAfter = async (r: FaultRecord, identity: string, ms: number) => {
     await sleep(ms)
     await deps.replicas.start(identity)
@@ -64,7 +55,7 @@ export const makeFaults = (deps: FaultDeps) => {
     switch (s.kind) {
       case "kill-leader":
       case "term-leader": {
-        const victim = await waitForLeader(30_000)
+        const victim = await deps.replicas.awaitLeader(30_000)
         if (victim === undefined) return note(r, "no replica leads: nothing to signal")
         const exit = await deps.replicas.signal(victim, s.kind === "kill-leader" ? "SIGKILL" : "SIGTERM")
         note(r, `${victim} ${s.kind === "kill-leader" ? "SIGKILLed" : "SIGTERMed"}, exited with ${exit?.signal ?? `code ${exit?.code}`}`)
@@ -103,19 +94,20 @@ export const makeFaults = (deps: FaultDeps) => {
       } catch (e) {
         note(r, `injecting failed: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`)
       }
-      const leader = await waitForLeader(RECOVERY_LIMIT_MS)
+      const leader = await deps.replicas.awaitLeader(RECOVERY_LIMIT_MS)
       r.recoveredAt = Date.now()
       note(r, leader === undefined ? `no replica led within ${RECOVERY_LIMIT_MS / 1000} s of the fault's end` : `recovered: ${leader} leads, ${((r.recoveredAt - r.start) / 1000).toFixed(1)} s after the start`)
     }
   })
 
+  /** The windows so far (an ongoing one without an end). */
+  const windows = (): ReadonlyArray<Window> => records.map((r) => ({ start: r.start, end: r.recoveredAt === undefined ? undefined : r.recoveredAt + SETTLE_MS }))
   return {
     records: () => records,
     run,
-    /** The windows so far (an ongoing one without an end). */
-    windows: (): ReadonlyArray<Window> => records.map((r) => ({ start: r.start, end: r.recoveredAt === undefined ? undefined : r.recoveredAt + SETTLE_MS })),
+    windows,
     /** Whether [from, to] meets a window. */
-    inWindow: (from: number, to: number): boolean => records.some((r) => r.start <= to && (r.recoveredAt === undefined ? Number.POSITIVE_INFINITY : r.recoveredAt + SETTLE_MS) >= from)
+    inWindow: (from: number, to: number): boolean => windows().some((w) => w.start <= to && (w.end ?? Number.POSITIVE_INFINITY) >= from)
   }
 }
 

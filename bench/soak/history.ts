@@ -26,8 +26,8 @@ export interface History {
   t0: number
   /** Appends one line under each key. */
   readonly add: (keys: ReadonlyArray<string>, text: string, at?: number) => void
-  /** The lines of these keys, merged in time order, rendered `mm:ss.mmm text`. */
-  readonly render: (keys: ReadonlyArray<string>, limit?: number) => ReadonlyArray<string>
+  /** The last 80 lines of these keys, merged in time order, rendered `mm:ss.mmm text`. */
+  readonly render: (keys: ReadonlyArray<string>) => ReadonlyArray<string>
   readonly close: () => void
 }
 
@@ -45,7 +45,8 @@ export const makeHistory = (file: string, t0: number): History => {
       }
       out.write(`${JSON.stringify({ at, keys, text })}\n`)
     },
-    render: (keys, limit = 60) => {
+    render: (keys) => {
+      const limit = 80
       const seen = new Set<Line>()
       const merged: Array<Line> = []
       for (const k of keys) for (const l of byKey.get(k) ?? []) if (!seen.has(l)) (seen.add(l), merged.push(l))

@@ -92,18 +92,8 @@ export const statusAddresses = (status: string | undefined): ReadonlyArray<Attac
 export const isLiveRunning = (p: PodView): boolean => p.deletionAt === undefined && p.phase === "Running"
 
 /** `network ip` → the entries holding it, across every pool of that network. */
-export const holdersIndex = (pools: Iterable<PoolView>): Map<string, Array<Entry>> => {
-  const index = new Map<string, Array<Entry>>()
-  for (const pool of pools) {
-    for (const e of pool.entries.values()) {
-      const k = `${e.network} ${e.ip}`
-      const list = index.get(k)
-      if (list === undefined) index.set(k, [e])
-      else list.push(e)
-    }
-  }
-  return index
-}
+const holdersIndex = (pools: Iterable<PoolView>): Map<string, Array<Entry>> =>
+  Map.groupBy([...pools].flatMap((pool) => [...pool.entries.values()]), (e) => `${e.network} ${e.ip}`)
 
 export interface Problem {
   readonly kind: "live-not-held" | "reservation-missing" | "held-twice"
@@ -173,14 +163,14 @@ export interface Interval {
   readonly to: number
 }
 
-/** Pairs of intervals of different holders that overlap by more than `slackMs`. */
-export const overlapping = (intervals: ReadonlyArray<Interval>, slackMs = 0): ReadonlyArray<readonly [Interval, Interval]> => {
+/** Pairs of intervals of different holders that overlap. */
+export const overlapping = (intervals: ReadonlyArray<Interval>): ReadonlyArray<readonly [Interval, Interval]> => {
   const out: Array<readonly [Interval, Interval]> = []
   const sorted = [...intervals].sort((a, b) => a.from - b.from)
   for (let i = 0; i < sorted.length; i++) {
     for (let j = i + 1; j < sorted.length && sorted[j]!.from < sorted[i]!.to; j++) {
       const [a, b] = [sorted[i]!, sorted[j]!]
-      if (a.who !== b.who && Math.min(a.to, b.to) - b.from > slackMs) out.push([a, b])
+      if (a.who !== b.who && Math.min(a.to, b.to) - b.from > 0) out.push([a, b])
     }
   }
   return out

@@ -48,22 +48,17 @@ export interface KubeletDeps {
   readonly adminKubeconfig: string
   /** Most plugin processes at once: two cores run the API server and the controllers too. */
   readonly pluginSlots: Effect.Semaphore
-  /**
-   * IPAM settings every node adds to each NAD's for the plugin (as a node's flat file would), e.g.
-   * `leader_retry_period`: how often an ADD or DEL waiting for the IPAM lock looks again.
-   */
-  readonly pluginIpam?: Readonly<Record<string, unknown>>
 }
 
 const transient = (e: KubeError) => !["NotFound", "AlreadyExists", "Invalid", "BadRequest", "Forbidden", "Unauthorized"].includes(e.reason)
 
-/** `effect` again, after `firstMs` doubling up to `maxMs`, while `retry` says so of its failure and `deadline` (ms since the epoch) leaves room. */
-const backoff = <A, E, R>(effect: Effect.Effect<A, E, R>, deadline: number, retry: (e: E) => boolean = () => true, firstMs = 200, maxMs = 5_000) =>
+/** `effect` again after `firstMs`, doubling up to `maxMs`, while `retry(failure, wait)` agrees and `deadline` (ms since the epoch) leaves room. */
+const backoff = <A, E, R>(effect: Effect.Effect<A, E, R>, deadline: number, retry: (e: E, delayMs: number) => boolean = () => true, firstMs = 200, maxMs = 5_000) =>
   Effect.gen(function* () {
     for (let delay = firstMs; ; delay = Math.min(delay * 2, maxMs)) {
       const r = yield* Effect.either(effect)
       if (r._tag === "Right") return r.right
-      if (!retry(r.left) || Date.now() + delay > deadline) return yield* Effect.fail(r.left)
+      if (!retry(r.left, delay) || Date.now() + delay > deadline) return yield* Effect.fail(r.left)
       yield* Effect.sleep(Duration.millis(delay))
     }
   })
@@ -80,11 +75,6 @@ export const patchStatusAt = (creds: Credentials, path: string, status: Record<s
   )
 }
 
-const patchStatus = (creds: Credentials, ref: string, status: Record<string, unknown>, deadline: number) => {
-  const [ns, name] = ref.split("/") as [string, string]
-  return patchStatusAt(creds, `/api/v1/namespaces/${ns}/pods/${name}/status`, status, deadline)
-}
-
 const nadConfigOf = (key: string) =>
   Effect.flatMap(KubeApi, (api) => {
     const [ns, name] = key.split("/") as [string, string]
@@ -97,13 +87,17 @@ export const makeKubelet = (deps: KubeletDeps) => {
   const nodes = new Map<string, PluginNodeShape>()
   const nodeOf = (node: string): PluginNodeShape => {
     let shape = nodes.get(node)
-    if (shape === undefined) nodes.set(node, (shape = writePluginNode({ binary: deps.plugin, kubeconfig: deps.adminKubeconfig, namespace: POOLS_NAMESPACE, nodeName: node, ...(deps.pluginIpam === undefined ? {} : { ipamDefaults: deps.pluginIpam }) })))
+    if (shape === undefined) nodes.set(node, (shape = writePluginNode({ binary: deps.plugin, kubeconfig: deps.adminKubeconfig, namespace: POOLS_NAMESPACE, nodeName: node })))
     return shape
   }
   const log = (rec: PodRecord, text: string, extra: ReadonlyArray<string> = []) => deps.history.add([rec.ref, ...extra], `kubelet: ${rec.ref} ${text}`)
+  const patchStatus = (rec: PodRecord, status: Record<string, unknown>, deadline: number) =>
+    patchStatusAt(deps.creds, `/api/v1/namespaces/${rec.plan.namespace}/pods/${rec.plan.name}/status`, status, deadline)
   const inSlot = <A, E, R>(e: Effect.Effect<A, E, R>) => deps.pluginSlots.withPermits(1)(e)
 
   const addressKeys = (held: ReadonlyArray<Attached>) => held.flatMap((h) => h.ips.map((ip) => addressKey(h.network, ip)))
+  const setNetworkStatus = (rec: PodRecord, text: string, deadline: number) =>
+    Effect.flatMap(KubeApi, (api) => Effect.either(persist(api.patch(R.Pods, rec.plan.namespace, rec.plan.name, { type: "merge", body: { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: text } } } }), deadline)))
 
   /** The pod object as the scheduler leaves it: bound to its node, the `networks` request set. */
   const create = (rec: PodRecord, deadline: number) =>
@@ -148,29 +142,22 @@ export const makeKubelet = (deps: KubeletDeps) => {
   const start = (rec: PodRecord, deadline: number) =>
     Effect.gen(function* () {
       rec.state = "starting"
-      let delay = 1_000
-      for (;;) {
-        const got = yield* Effect.either(sandbox(rec))
-        if (got._tag === "Right") {
-          rec.containerId = got.right.containerId
-          rec.attached = got.right.held
-          log(rec, `ADD (container ${got.right.containerId.slice(0, 12)}): ${got.right.held.map((h) => `${h.ifname} ${h.net} ${h.ips.join(",")}`).join("; ")}`, addressKeys(got.right.held))
-          break
-        }
+      const failed = (e: { readonly message: string }, delay: number) => {
         rec.addFailures++
-        log(rec, `sandbox failed, retrying in ${delay} ms: ${got.left.message.split("\n")[0]}`)
-        if (Date.now() + delay > deadline) {
-          rec.state = "never-started"
-          return
-        }
-        yield* Effect.sleep(Duration.millis(delay))
-        delay = Math.min(delay * 2, 10_000)
+        log(rec, `sandbox failed, retrying in ${delay} ms: ${e.message.split("\n")[0]}`)
+        return true
       }
-      const api = yield* KubeApi
+      const got = yield* Effect.either(backoff(sandbox(rec), deadline, failed, 1_000, 10_000))
+      if (got._tag === "Left") {
+        rec.state = "never-started"
+        return
+      }
+      rec.containerId = got.right.containerId
+      rec.attached = got.right.held
+      log(rec, `ADD (container ${got.right.containerId.slice(0, 12)}): ${got.right.held.map((h) => `${h.ifname} ${h.net} ${h.ips.join(",")}`).join("; ")}`, addressKeys(got.right.held))
       const ips = rec.attached.map((h) => ({ network: h.net, ifname: h.ifname, ips: [...h.ips] }))
-      const [ns, name] = [rec.plan.namespace, rec.plan.name]
-      const annotated = yield* Effect.either(persist(api.patch(R.Pods, ns, name, { type: "merge", body: { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: networkStatusOf(ips) } } } }), deadline))
-      if (annotated._tag === "Left" || !(yield* patchStatus(deps.creds, rec.ref, { phase: "Running" }, deadline))) {
+      const annotated = yield* setNetworkStatus(rec, networkStatusOf(ips), deadline)
+      if (annotated._tag === "Left" || !(yield* patchStatus(rec, { phase: "Running" }, deadline))) {
         log(rec, "could not write its network-status or phase; left Pending")
         rec.state = "never-started"
         return
@@ -216,9 +203,8 @@ export const makeKubelet = (deps: KubeletDeps) => {
   /** Overwrites the network-status with something no reader can parse (the pod keeps running on its addresses). */
   const malform = (rec: PodRecord, variant: "not-json" | "wrong-shape", deadline: number) =>
     Effect.gen(function* () {
-      const api = yield* KubeApi
       const text = variant === "not-json" ? "[{not json" : '{"name": 5}'
-      const r = yield* Effect.either(persist(api.patch(R.Pods, rec.plan.namespace, rec.plan.name, { type: "merge", body: { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: text } } } }), deadline))
+      const r = yield* setNetworkStatus(rec, text, deadline)
       log(rec, r._tag === "Right" ? `network-status overwritten with ${JSON.stringify(text)}` : `could not overwrite its network-status: ${r.left.message}`)
     })
 
@@ -226,12 +212,12 @@ export const makeKubelet = (deps: KubeletDeps) => {
   const evict = (rec: PodRecord, deadline: number) =>
     Effect.gen(function* () {
       const condition = { type: "DisruptionTarget", status: "True", reason: "DeletionByTaintManager", message: "Taint manager: deleting due to NoExecute taint", lastTransitionTime: nowTime() }
-      if (yield* patchStatus(deps.creds, rec.ref, { conditions: [condition] }, deadline)) log(rec, "marked DisruptionTarget/DeletionByTaintManager")
+      if (yield* patchStatus(rec, { conditions: [condition] }, deadline)) log(rec, "marked DisruptionTarget/DeletionByTaintManager")
       return yield* remove(rec, GRACE_SECONDS, "evicted by the taint manager", deadline)
     })
 
   const setPhase = (rec: PodRecord, phase: "Succeeded" | "Failed", deadline: number) =>
-    Effect.map(patchStatus(deps.creds, rec.ref, { phase }, deadline), (ok) => (log(rec, ok ? `phase ${phase}` : `could not set phase ${phase}`), ok))
+    Effect.map(patchStatus(rec, { phase }, deadline), (ok) => (log(rec, ok ? `phase ${phase}` : `could not set phase ${phase}`), ok))
 
   const cleanup = () => {
     for (const n of nodes.values()) fs.rmSync(n.dir, { recursive: true, force: true })

@@ -26,13 +26,12 @@ import { makeKubelet } from "./kubelet.ts"
 import { USAGE, massEveryMs, parseOptions, type SoakOptions } from "./options.ts"
 import { makePlan, planSummary } from "./plan.ts"
 import { startProxy } from "./proxy.ts"
-import { IDENTITIES, type Replicas, startReplicas } from "./replicas.ts"
+import { IDENTITIES, startReplicas } from "./replicas.ts"
 import { writeReport } from "./write.ts"
 import { makeWorkload, type Workload } from "./workload.ts"
 import { controllerKubeconfig, createNetworks, makeNodes } from "./world.ts"
 
 const log = (line: string) => process.stderr.write(`[soak] ${line}\n`)
-const TERMINATING_GRACE_MS = 30_000
 const SAMPLE_EVERY_MS = 5_000
 
 const pluginBinary = (): string =>
@@ -55,8 +54,17 @@ const setUp = async (o: SoakOptions) => {
   const runtime = ManagedRuntime.make(driverLayer(plane))
   const history = makeHistory(path.join(o.out, "events.jsonl"), Date.now())
   const nodes = makeNodes(admin, history)
-  const planNodes = makePlan(planOptions(o)).initialNodes
-  await runtime.runPromise(Effect.zipRight(createNetworks, Effect.forEach(planNodes, nodes.join, { discard: true })))
+  const plan = makePlan({
+    seed: o.seed,
+    durationMs: o.minutes * 60_000,
+    rate: o.rate,
+    meanLifetimeMs: o.lifetimeSeconds * 1000,
+    delShare: o.delShare,
+    massEveryMs: massEveryMs(o),
+    nodeDeathEveryMs: Math.max(60_000, Math.min(240_000, o.minutes * 60_000 / 4)),
+    nadEveryMs: Math.max(45_000, Math.min(150_000, o.minutes * 60_000 / 6))
+  })
+  await runtime.runPromise(Effect.zipRight(createNetworks, Effect.forEach(plan.initialNodes, nodes.join, { discard: true })))
   const proxy = await startProxy(plane.server, path.join(plane.dir, "certs"))
   const kubeconfig = await runtime.runPromise(controllerKubeconfig(admin, proxy.url, o.out, o.minutes / 60 + 2))
   const ref: { workload: Workload | undefined } = { workload: undefined }
@@ -66,7 +74,6 @@ const setUp = async (o: SoakOptions) => {
     creds: admin,
     history,
     boundMs: o.boundSeconds * 1000,
-    terminatingGraceMs: TERMINATING_GRACE_MS,
     windows: () => faults.windows(),
     known: (podRef, uid) => (ref.workload?.byUid.get(uid)?.ref === podRef ? ref.workload.byUid.get(uid)!.attached : undefined),
     deletedAt: (uid) => ref.workload?.byUid.get(uid)?.deletedAt,
@@ -75,32 +82,11 @@ const setUp = async (o: SoakOptions) => {
   })
   await Promise.all(checker.watchers.map((w) => w.synced))
   for (const id of IDENTITIES) await replicas.start(id)
-  const kubelet = makeKubelet({ creds: admin, history, plugin, adminKubeconfig: plane.kubeconfigPath, pluginSlots: Effect.runSync(Effect.makeSemaphore(o.pluginSlots)), ...(o.pluginLeaderRetryMs === undefined ? {} : { pluginIpam: { leader_retry_period: o.pluginLeaderRetryMs } }) })
-  await awaitLeader(replicas, 120_000)
-  return { o, plane, runtime, history, proxy, replicas, checker, kubelet, nodes, faults, ref }
-}
-
-const planOptions = (o: SoakOptions) => ({
-  seed: o.seed,
-  durationMs: o.minutes * 60_000,
-  rate: o.rate,
-  meanLifetimeMs: o.lifetimeSeconds * 1000,
-  delShare: o.delShare,
-  nodes: 6,
-  statefulSetReplicas: 6,
-  massEveryMs: massEveryMs(o),
-  nodeDeathEveryMs: Math.max(60_000, Math.min(240_000, o.minutes * 60_000 / 4)),
-  nadEveryMs: Math.max(45_000, Math.min(150_000, o.minutes * 60_000 / 6))
-})
-
-const awaitLeader = async (replicas: Replicas, limitMs: number) => {
-  const deadline = Date.now() + limitMs
-  for (;;) {
-    const leader = await replicas.leader()
-    if (leader !== undefined && replicas.grep("sweep finished").length > 0) return log(`${leader} leads; its start-up sweep has finished`)
-    if (Date.now() > deadline) throw new Error(`no replica led and swept within ${limitMs / 1000} s:\n${replicas.process(IDENTITIES[0])?.tail(20) ?? ""}`)
-    await sleep(500)
-  }
+  const kubelet = makeKubelet({ creds: admin, history, plugin, adminKubeconfig: plane.kubeconfigPath, pluginSlots: Effect.runSync(Effect.makeSemaphore(o.pluginSlots)) })
+  const leader = await replicas.awaitLeader(120_000, () => replicas.grep("sweep finished").length > 0)
+  if (leader === undefined) throw new Error(`no replica led and swept within 120 s:\n${replicas.process(IDENTITIES[0])?.tail(20) ?? ""}`)
+  log(`${leader} leads; its start-up sweep has finished`)
+  return { o, plan, plane, runtime, history, proxy, replicas, checker, kubelet, nodes, faults, ref }
 }
 
 /** Every 5 s: RSS and metrics of both replicas; a replica that exited without the harness is a violation, and is restarted. */
@@ -137,11 +123,10 @@ const progressLoop = async (env: Env, t0: number, stopped: () => boolean) => {
 
 /** The run: workload and faults from t0, the checker throughout, then rest and the check at rest. */
 const run = async (env: Env) => {
-  const { o } = env
+  const { o, plan } = env
   const t0 = Date.now()
   env.history.t0 = t0
   const durationMs = o.minutes * 60_000
-  const plan = makePlan(planOptions(o))
   log(`plan: ${JSON.stringify(planSummary(plan))}`)
   const faultPlan = planFaults(o.seed, durationMs, o.faultEverySeconds * 1000, o.faults)
   const workload = makeWorkload({ plan, t0, endAt: t0 + durationMs, kubelet: env.kubelet, nodes: env.nodes, history: env.history })

@@ -6,7 +6,7 @@
  * that begin before that deadline. While a namesake exists but does not run yet the clock stands
  * still: nothing of a name that has a pod may be freed.
  */
-import type { Attached, Entry, PodView } from "./invariants.ts"
+import { type Attached, type Entry, type PodView, isLiveRunning } from "./invariants.ts"
 
 export type Why = "deleted" | "Succeeded" | "Failed" | "evicted" | "node gone" | "out of service"
 
@@ -61,23 +61,7 @@ export const deadlineOf = (since: number, boundMs: number, windows: ReadonlyArra
   return deadline
 }
 
-export interface Obligations {
-  readonly open: (ref: string, uid: string, why: Why, at: number, items: ReadonlyArray<Item>) => Obligation | undefined
-  /** An item was removed at `at`; returns the obligations it completed. */
-  readonly removed: (ref: string, item: Item, at: number) => ReadonlyArray<Sample>
-  /** An entry of `ref` now carries another container id: a new incarnation's ADD took it over. */
-  readonly claimed: (ref: string, item: Item) => ReadonlyArray<Sample>
-  /**
-   * Once per evaluation: stops the clock of obligations whose name has a pod that does not run
-   * yet, drops items a running namesake lists, and returns the overdue ones.
-   */
-  readonly overdue: (now: number, namesake: (ref: string) => { readonly pod: PodView; readonly attached: ReadonlyArray<Attached> | undefined } | undefined) => ReadonlyArray<Obligation>
-  readonly all: () => ReadonlyArray<Obligation>
-  readonly samples: () => ReadonlyArray<Sample>
-  readonly has: (ref: string, uid: string) => boolean
-}
-
-export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Window>): Obligations => {
+export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Window>) => {
   const open = new Map<string, Obligation>()
   const byRef = new Map<string, Set<Obligation>>()
   const samples: Array<Sample> = []
@@ -102,7 +86,7 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
     return done
   }
   return {
-    open: (ref, uid, why, at, items) => {
+    open: (ref: string, uid: string, why: Why, at: number, items: ReadonlyArray<Item>): Obligation | undefined => {
       const id = `${ref} ${uid}`
       if (open.has(id) || items.length === 0) return undefined
       const o: Obligation = { ref, uid, why, started: at, since: at, items: new Map(items.map((i) => [itemKey(i), i])), claimed: 0, total: items.length, reported: false }
@@ -112,20 +96,25 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
       set.add(o)
       return o
     },
-    removed: (ref, item, at) => touching(ref, item, at, false),
-    claimed: (ref, item) => touching(ref, item, Date.now(), true),
-    overdue: (now, namesake) => {
+    /** An item was removed at `at`; returns the obligations it completed. */
+    removed: (ref: string, item: Item, at: number) => touching(ref, item, at, false),
+    /** An entry of `ref` now carries another container id: a new incarnation's ADD took it over. */
+    claimed: (ref: string, item: Item) => touching(ref, item, Date.now(), true),
+    /**
+     * Once per evaluation: stops the clock of obligations whose name has a pod that does not run
+     * yet, drops items a running namesake lists, and returns the overdue ones.
+     */
+    overdue: (now: number, namesake: (ref: string) => { readonly pod: PodView; readonly attached: ReadonlyArray<Attached> | undefined } | undefined): ReadonlyArray<Obligation> => {
       const late: Array<Obligation> = []
       for (const o of open.values()) {
         const other = namesake(o.ref)
         if (other !== undefined && other.pod.uid !== o.uid) {
-          const running = other.pod.deletionAt === undefined && other.pod.phase === "Running" && other.attached !== undefined
-          if (!running) {
+          if (!isLiveRunning(other.pod) || other.attached === undefined) {
             o.since = now
             continue
           }
           for (const [k, item] of o.items) {
-            if (other.attached!.some((a) => a.network === item.network && a.ips.includes(item.ip))) {
+            if (other.attached.some((a) => a.network === item.network && a.ips.includes(item.ip))) {
               o.items.delete(k)
               o.claimed++
             }
@@ -138,12 +127,15 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
     },
     all: () => [...open.values()],
     samples: () => samples,
-    has: (ref, uid) => open.has(`${ref} ${uid}`)
+    has: (ref: string, uid: string) => open.has(`${ref} ${uid}`)
   }
 }
 
+/** A reservation as the checker sees it (by its name). */
+export type ReservationView = Pick<Entry, "podref" | "network" | "ip">
+
 /** The items of `ref` in a view: its pool entries and reservations. */
-export const itemsOf = (ref: string, entries: Iterable<Entry>, reservations: Iterable<readonly [string, { readonly podref: string; readonly network: string; readonly ip: string }]>): ReadonlyArray<Item> => {
+export const itemsOf = (ref: string, entries: Iterable<Entry>, reservations: Iterable<readonly [string, ReservationView]>): ReadonlyArray<Item> => {
   const out: Array<Item> = []
   for (const e of entries) if (e.podref === ref) out.push({ kind: "entry", object: e.pool, network: e.network, ip: e.ip })
   for (const [name, r] of reservations) if (r.podref === ref) out.push({ kind: "reservation", object: name, network: r.network, ip: r.ip })

@@ -7,28 +7,6 @@ import { parseArgs } from "node:util"
 import { ROOT } from "../lib/paths.ts"
 import { FAULT_KINDS, type FaultKind } from "./fault-plan.ts"
 
-export interface SoakOptions {
-  readonly minutes: number
-  readonly seed: number
-  /** Pods created per second. */
-  readonly rate: number
-  readonly lifetimeSeconds: number
-  readonly delShare: number
-  readonly faultEverySeconds: number
-  readonly faults: ReadonlyArray<FaultKind>
-  readonly boundSeconds: number
-  readonly warmupSeconds: number
-  readonly pluginSlots: number
-  /** The plugin's leader_retry_period in ms (how often a CNI call waiting for the IPAM lock looks again); undefined: the plugin's default. */
-  readonly pluginLeaderRetryMs: number | undefined
-  readonly out: string
-  /**
-   * Where the run is published, if it is: bench/results/<name>.{json,svg} and <name>-report.md,
-   * and BENCHMARKS.md's block of that name (one of PUBLISHED_AS); undefined: not published.
-   */
-  readonly publishAs: PublishedAs | undefined
-}
-
 /** The soak blocks BENCHMARKS.md has: the hour with every fault, and the one whose replicas live it (no leader kills). */
 export const PUBLISHED_AS = ["soak", "soak-steady"] as const
 export type PublishedAs = (typeof PUBLISHED_AS)[number]
@@ -44,9 +22,6 @@ export const USAGE = `npm run soak -- [options]
   --bound S            longest a dead pod's address may stay held outside fault windows (default 60)
   --warmup S           RSS samples of a process's first S seconds are left out of the fit (default: 5 min, or a fifth of the run if shorter)
   --plugin-slots N     most CNI plugin processes at once (default 6)
-  --plugin-leader-retry MS
-                       the plugin's leader_retry_period, set on every node: how often a CNI ADD or
-                       DEL waiting for the IPAM lock looks again (default: the plugin's, 500 ms)
   --out DIR            output directory (default bench/.soak/<seed>)
   --publish            also write bench/results/soak.{json,svg} and BENCHMARKS.md's soak section
   --publish-as NAME    the same under another of BENCHMARKS.md's soak blocks: ${PUBLISHED_AS.join(", ")}
@@ -68,7 +43,7 @@ const publishAs = (publish: boolean, as: string | undefined): PublishedAs | unde
 }
 
 /** Parses argv (without node and the script); throws one line on a bad option. */
-export const parseOptions = (argv: ReadonlyArray<string>): SoakOptions | "help" => {
+export const parseOptions = (argv: ReadonlyArray<string>) => {
   const { values } = parseArgs({
     args: [...argv],
     strict: true,
@@ -83,14 +58,13 @@ export const parseOptions = (argv: ReadonlyArray<string>): SoakOptions | "help" 
       bound: { type: "string" },
       warmup: { type: "string" },
       "plugin-slots": { type: "string" },
-      "plugin-leader-retry": { type: "string" },
       out: { type: "string" },
       publish: { type: "boolean" },
       "publish-as": { type: "string" },
       help: { type: "boolean", short: "h" }
     }
   })
-  if (values.help === true) return "help"
+  if (values.help === true) return "help" as const
   const minutes = positive("minutes", values.minutes, 60)
   const seed = positive("seed", values.seed, 1, { integer: true, zero: true })
   const delShare = positive("del-share", values["del-share"], 0.3, { zero: true })
@@ -105,15 +79,17 @@ export const parseOptions = (argv: ReadonlyArray<string>): SoakOptions | "help" 
     lifetimeSeconds: positive("lifetime", values.lifetime, 30),
     delShare,
     faultEverySeconds: positive("fault-every", values["fault-every"], 120, { zero: true }),
-    faults: faults as Array<FaultKind>,
+    faults: faults as ReadonlyArray<FaultKind>,
     boundSeconds: positive("bound", values.bound, 60),
     warmupSeconds: positive("warmup", values.warmup, Math.min(300, minutes * 12), { zero: true }),
     pluginSlots: positive("plugin-slots", values["plugin-slots"], 6, { integer: true }),
-    pluginLeaderRetryMs: values["plugin-leader-retry"] === undefined ? undefined : positive("plugin-leader-retry", values["plugin-leader-retry"], 500, { integer: true }),
     out: path.resolve(values.out ?? path.join(ROOT, "bench", ".soak", String(seed))),
+    /** bench/results/<name>.{json,svg} and <name>-report.md, and BENCHMARKS.md's block of that name; undefined: not published. */
     publishAs: publishAs(values.publish === true, values["publish-as"])
   }
 }
+
+export type SoakOptions = Exclude<ReturnType<typeof parseOptions>, "help">
 
 /** How far apart the mass deletions come: a quarter of the run, at least one minute, at most five. */
 export const massEveryMs = (o: Pick<SoakOptions, "minutes">): number => Math.max(60_000, Math.min(300_000, (o.minutes * 60_000) / 4))

@@ -17,8 +17,6 @@ export interface PlanOptions {
   readonly meanLifetimeMs: number
   /** Share of deletions (and finished Jobs) the kubelet plays CNI DEL for; the rest leak. */
   readonly delShare: number
-  readonly nodes: number
-  readonly statefulSetReplicas: number
   readonly massEveryMs: number
   readonly nodeDeathEveryMs: number
   readonly nadEveryMs: number
@@ -63,29 +61,19 @@ export type NadOp =
   | { readonly kind: "edit"; readonly at: number; readonly net: string; readonly variant: number }
   | { readonly kind: "delete"; readonly at: number; readonly net: string; readonly recreateAt: number }
 
-export interface Plan {
-  readonly options: PlanOptions
-  readonly pods: ReadonlyArray<PodPlan>
-  readonly initialNodes: ReadonlyArray<string>
-  readonly nodeDeaths: ReadonlyArray<NodeDeath>
-  readonly massDeletions: ReadonlyArray<{ readonly at: number; readonly pods: ReadonlyArray<number> }>
-  readonly nadOps: ReadonlyArray<NadOp>
-}
-
-interface NodeLife {
-  readonly node: string
-  readonly from: number
-  until: number
-}
+/** Nodes at the start (a dead one is replaced), and StatefulSet replicas. */
+const NODES = 6
+const STS_REPLICAS = 6
 
 /** Node deaths first: every pod then picks among the nodes alive when it is created. */
 const planNodes = (o: PlanOptions, rng: Rng) => {
-  const lives: Array<NodeLife> = Array.from({ length: o.nodes }, (_, i) => ({ node: nodeName(i), from: 0, until: Number.POSITIVE_INFINITY }))
+  const lives: Array<{ readonly node: string; readonly from: number; until: number }> = Array.from({ length: NODES }, (_, i) => ({ node: nodeName(i), from: 0, until: Number.POSITIVE_INFINITY }))
   const deaths: Array<Omit<NodeDeath, "pods">> = []
-  let next = o.nodes
+  let next = NODES
   let variants: Array<NodeDeathVariant> = []
+  const living = (t: number) => lives.filter((l) => l.from <= t && l.until > t)
   for (let t = o.nodeDeathEveryMs * rng.between(0.6, 1.0); t < o.durationMs - 30_000; t += o.nodeDeathEveryMs * rng.between(0.8, 1.2)) {
-    const alive = lives.filter((l) => l.from <= t && l.until > t)
+    const alive = living(t)
     if (alive.length < 2) continue
     const victim = rng.pick(alive)
     victim.until = t
@@ -94,8 +82,7 @@ const planNodes = (o: PlanOptions, rng: Rng) => {
     lives.push({ node: replacement.node, from: replacement.at, until: Number.POSITIVE_INFINITY })
     deaths.push({ at: t, node: victim.node, variant: variants.pop()!, replacement })
   }
-  const aliveAt = (t: number) => lives.filter((l) => l.from <= t && l.until > t).map((l) => l.node)
-  return { deaths, aliveAt }
+  return { deaths, aliveAt: (t: number) => living(t).map((l) => l.node) }
 }
 
 /** The flex network's NAD: three edits, then deleted for a while and created again (its first variant). */
@@ -163,7 +150,7 @@ const planArrivals = (o: PlanOptions, rng: Rng, aliveAt: (t: number) => Readonly
 /** Replica i of the StatefulSet lives, ends (reborn at once, or deleted with DEL and then recreated), lives again. */
 const planStatefulSet = (o: PlanOptions, rng: Rng, aliveAt: (t: number) => ReadonlyArray<string>, ids: { next: number }) => {
   const pods: Array<PodPlan> = []
-  for (let i = 0; i < o.statefulSetReplicas; i++) {
+  for (let i = 0; i < STS_REPLICAS; i++) {
     for (let t = 1_000 + i * 300; t < o.durationMs; ) {
       const endAt = t + 5_000 + rng.exp(45_000)
       const how: EndHow = rng.chance(0.7) ? "rebirth" : "del"
@@ -177,7 +164,7 @@ const planStatefulSet = (o: PlanOptions, rng: Rng, aliveAt: (t: number) => Reado
 const aliveAtTime = (p: PodPlan, t: number) => p.at <= t && p.end.at > t
 
 /** Draws the whole plan from the seed. */
-export const makePlan = (o: PlanOptions): Plan => {
+export const makePlan = (o: PlanOptions) => {
   const nodes = planNodes(o, rngOf(o.seed, "nodes"))
   const nads = planNads(o, rngOf(o.seed, "nads"))
   const ids = { next: 0 }
@@ -188,7 +175,7 @@ export const makePlan = (o: PlanOptions): Plan => {
     return { ...d, pods: doomed.map((p) => p.id) }
   })
   const rng = rngOf(o.seed, "mass")
-  const massDeletions: Array<{ at: number; pods: ReadonlyArray<number> }> = []
+  const massDeletions: Array<{ readonly at: number; readonly pods: ReadonlyArray<number> }> = []
   for (let t = o.massEveryMs * rng.between(0.7, 1.0); t < o.durationMs - 10_000; t += o.massEveryMs * rng.between(0.8, 1.2)) {
     const candidates = pods.filter((p) => p.kind === "plain" && p.end.how !== "node" && aliveAtTime(p, t) && p.end.at > t + 2_000)
     const chosen = rng.shuffle(candidates).slice(0, Math.round(rng.between(0.5, 0.9) * candidates.length))
@@ -196,8 +183,10 @@ export const makePlan = (o: PlanOptions): Plan => {
     massDeletions.push({ at: t, pods: chosen.map((p) => p.id) })
   }
   pods.sort((a, b) => a.at - b.at || a.id - b.id)
-  return { options: o, pods, initialNodes: Array.from({ length: o.nodes }, (_, i) => nodeName(i)), nodeDeaths, massDeletions, nadOps: nads.ops }
+  return { pods, initialNodes: Array.from({ length: NODES }, (_, i) => nodeName(i)), nodeDeaths, massDeletions, nadOps: nads.ops }
 }
+
+export type Plan = ReturnType<typeof makePlan>
 
 /** Counts for the report and the log: what the plan asks for. */
 export const planSummary = (plan: Plan) => {

@@ -12,29 +12,6 @@ import type * as net from "node:net"
 import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 
-export interface ProxyStats {
-  /** Answers passed through, by HTTP status. */
-  readonly forwarded: Record<string, number>
-  /** 429s the proxy made up. */
-  readonly throttled: number
-  /** Connections reset (by a drop, or because the API server could not be reached). */
-  readonly resets: number
-}
-
-export interface ChaosProxy {
-  readonly url: string
-  /** Holds new requests and pauses every response for `ms`. */
-  readonly stall: (ms: number) => Promise<void>
-  /** Resets every connection, and every new one for `ms`. */
-  readonly drop: (ms: number) => Promise<void>
-  /** Answers `share` of the requests 429 with `Retry-After: retryAfterSeconds` for `ms`. */
-  readonly throttle: (ms: number, share: number, retryAfterSeconds: number, random: () => number) => Promise<void>
-  /** Holds every request `delayMs` before forwarding it, for `ms`. */
-  readonly slow: (ms: number, delayMs: number) => Promise<void>
-  readonly stats: () => ProxyStats
-  readonly close: () => Promise<void>
-}
-
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "te", "trailer", "host"])
 const endToEnd = (headers: http.IncomingHttpHeaders): http.OutgoingHttpHeaders =>
   Object.fromEntries(Object.entries(headers).filter(([k, v]) => !HOP_BY_HOP.has(k.toLowerCase()) && v !== undefined))
@@ -61,23 +38,17 @@ const reset = (s: net.Socket) => {
   }
 }
 
-interface Mode {
-  stalled: boolean
-  refusing: boolean
-  delayMs: number
-  throttle: { readonly share: number; readonly retryAfter: number; readonly random: () => number } | undefined
-}
-
 /** Starts the proxy on a free loopback port in front of `target` (`https://127.0.0.1:<port>`), with the apiserver's cert from `certDir`. */
-export const startProxy = async (target: string, certDir: string): Promise<ChaosProxy> => {
+export const startProxy = async (target: string, certDir: string) => {
   const cert = fs.readFileSync(path.join(certDir, "apiserver.crt"))
   const key = fs.readFileSync(path.join(certDir, "apiserver.key"))
   const upstream = new URL(target)
   const agent = new https.Agent({ keepAlive: true, ca: cert, maxSockets: Number.POSITIVE_INFINITY })
-  const mode: Mode = { stalled: false, refusing: false, delayMs: 0, throttle: undefined }
+  const mode = { stalled: false, refusing: false, delayMs: 0, throttle: undefined as { readonly share: number; readonly retryAfter: number; readonly random: () => number } | undefined }
   const stallWaiters: Array<() => void> = []
   const sockets = new Set<net.Socket>()
   const streaming = new Set<http.IncomingMessage>()
+  /** Answers passed through by HTTP status; 429s the proxy made up; connections reset (by a drop, or the API server unreachable). */
   const stats = { forwarded: {} as Record<string, number>, throttled: 0, resets: 0 }
 
   const forward = (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -146,7 +117,8 @@ export const startProxy = async (target: string, certDir: string): Promise<Chaos
   }
   return {
     url: `https://127.0.0.1:${port}`,
-    stall: (ms) =>
+    /** Holds new requests and pauses every response for `ms`. */
+    stall: (ms: number) =>
       during(
         ms,
         () => {
@@ -159,7 +131,8 @@ export const startProxy = async (target: string, certDir: string): Promise<Chaos
           for (const resume of stallWaiters.splice(0)) resume()
         }
       ),
-    drop: (ms) =>
+    /** Resets every connection, and every new one for `ms`. */
+    drop: (ms: number) =>
       during(
         ms,
         () => {
@@ -171,8 +144,10 @@ export const startProxy = async (target: string, certDir: string): Promise<Chaos
         },
         () => void (mode.refusing = false)
       ),
-    throttle: (ms, share, retryAfter, random) => during(ms, () => void (mode.throttle = { share, retryAfter, random }), () => void (mode.throttle = undefined)),
-    slow: (ms, delayMs) => during(ms, () => void (mode.delayMs = delayMs), () => void (mode.delayMs = 0)),
+    /** Answers `share` of the requests 429 with `Retry-After: retryAfter` for `ms`. */
+    throttle: (ms: number, share: number, retryAfter: number, random: () => number) => during(ms, () => void (mode.throttle = { share, retryAfter, random }), () => void (mode.throttle = undefined)),
+    /** Holds every request `delayMs` before forwarding it, for `ms`. */
+    slow: (ms: number, delayMs: number) => during(ms, () => void (mode.delayMs = delayMs), () => void (mode.delayMs = 0)),
     stats: () => ({ forwarded: { ...stats.forwarded }, throttled: stats.throttled, resets: stats.resets }),
     close: async () => {
       for (const resume of stallWaiters.splice(0)) resume()
@@ -182,3 +157,5 @@ export const startProxy = async (target: string, certDir: string): Promise<Chaos
     }
   }
 }
+
+export type ChaosProxy = Awaited<ReturnType<typeof startProxy>>

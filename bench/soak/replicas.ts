@@ -2,10 +2,11 @@
  * The two controller replicas as the Deployment runs them: the image's program, flags and
  * environment, leader-elected as the shipped RBAC's ServiceAccount, through the chaos proxy; a
  * killed replica comes back under its name. From their logs, when each led and ran its deletion
- * loop (the two-leaders check); from /proc and /metrics: RSS, heap, queue depth, the leader gauge.
+ * loop (the two-leaders check); from /proc and /metrics: RSS, queue depth, the leader gauge.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { setTimeout as sleep } from "node:timers/promises"
 import { type ControllerProcess, type Exit, type LogLine, startController } from "../../test/live/support/controller-process.ts"
 import { rssOf } from "../lib/controlplane.ts"
 import { parseProm, sum } from "../lib/prom.ts"
@@ -46,7 +47,6 @@ export interface ReplicaOptions {
   readonly env: Readonly<Record<string, string>>
   readonly logDir: string
   readonly history: History
-  readonly args?: ReadonlyArray<string>
 }
 
 const timeOf = (line: LogLine): number => {
@@ -99,8 +99,7 @@ export const startReplicas = (o: ReplicaOptions) => {
       nodeArgs: o.nodeArgs,
       env: o.env,
       logFile: path.join(o.logDir, `${identity}-${n}.log`),
-      onLine: onLine(identity),
-      args: [...(o.args ?? [])]
+      onLine: onLine(identity)
     })
     const gen: Generation = { identity, n, pid: proc.pid, startedAt: Date.now(), exitedAt: undefined, exit: undefined, endedBy: undefined }
     generations.push(gen)
@@ -133,7 +132,7 @@ export const startReplicas = (o: ReplicaOptions) => {
           identity: gen.identity,
           pid: proc.pid,
           rssBytes: rssOf(proc.pid),
-          leader: value("whereabouts_controller_leader"),
+          leader,
           queueDepth: value("whereabouts_controller_workqueue_depth"),
           inFlight: value("whereabouts_controller_workqueue_in_flight")
         })
@@ -149,6 +148,17 @@ export const startReplicas = (o: ReplicaOptions) => {
     return undefined
   }
 
+  /** The leader once one leads and `ready()` holds, polled every 500 ms; undefined after `limitMs`. */
+  const awaitLeader = async (limitMs: number, ready = () => true): Promise<string | undefined> => {
+    const deadline = Date.now() + limitMs
+    for (;;) {
+      const who = await leader()
+      if (who !== undefined && ready()) return who
+      if (Date.now() > deadline) return undefined
+      await sleep(500)
+    }
+  }
+
   const signal = async (identity: string, how: "SIGKILL" | "SIGTERM" | "end of run"): Promise<Exit | undefined> => {
     const c = current.get(identity)
     if (c === undefined || !c.proc.running()) return c?.gen.exit
@@ -160,12 +170,13 @@ export const startReplicas = (o: ReplicaOptions) => {
     start,
     signal,
     leader,
+    awaitLeader,
     sample,
     running: (identity: string) => current.get(identity)?.proc.running() === true,
     process: (identity: string) => current.get(identity)?.proc,
     generations: () => generations,
     samples: () => samples,
-    /** Closed intervals, plus the open ones up to `now`. */
+    /** Closed intervals, plus the open ones up to now. */
     intervals: (now = Date.now()) => ({
       leaderships: [...leaderships, ...[...leading].map(([who, from]) => ({ who, from, to: now }))],
       actings: [...actings, ...[...acting].map(([who, from]) => ({ who, from, to: now }))]
@@ -189,7 +200,7 @@ export const startReplicas = (o: ReplicaOptions) => {
           })
       ),
     /** Log lines of every process of every replica that contain `text` (from their log files). */
-    grep: (text: string, limit = 20): ReadonlyArray<string> =>
+    grep: (text: string): ReadonlyArray<string> =>
       generations.flatMap((g) => {
         try {
           return fs
@@ -200,7 +211,7 @@ export const startReplicas = (o: ReplicaOptions) => {
         } catch {
           return []
         }
-      }).slice(-limit)
+      }).slice(-20)
   }
 }
 

@@ -1,12 +1,10 @@
 /**
- * The soak's report: what ran (seed, options, the fault timeline), what broke (each violation with
- * the history of its objects), delete → free latency inside and outside fault windows, controller
- * restarts and leader changes, RSS of each replica with a linear fit after warm-up, and the plot.
- * Markdown and JSON in the output directory; the same figures as rows for BENCHMARKS.md.
+ * The soak report's parts: RSS fits, delete → free latency inside and outside fault windows, the
+ * tables of faults, processes and violations, the plot, and the rows for BENCHMARKS.md.
  */
 import { linearFit } from "../lib/fit.ts"
 import { percentiles, type Percentiles } from "../lib/stats.ts"
-import { type Row, table } from "../lib/report.ts"
+import { type Row, row, table, yesNo } from "../lib/report.ts"
 import { clock } from "./history.ts"
 import type { Violation } from "./checker.ts"
 import type { FaultRecord } from "./faults.ts"
@@ -24,10 +22,7 @@ export interface Fit {
   readonly minutes: number
 }
 
-/**
- * Least squares slope shared by groups (each its own intercept), in MiB/h; undefined below 3
- * points: the line through every group's points taken about the group's own means.
- */
+/** The least-squares slope shared by groups, each about its own means, in MiB/h; undefined below 3 points. */
 const commonSlope = (groups: ReadonlyArray<ReadonlyArray<ProcSample>>): Fit | undefined => {
   const kept = groups.filter((pts) => pts.length >= 2)
   const centred = kept.flatMap((pts) => {
@@ -53,11 +48,9 @@ export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: Readonly
   commonSlope(afterWarmup(samples, generations, identity, warmupMs).filter((pts) => pts.length >= 3))
 
 /**
- * The same fit over the floor: the lowest sample of each whole `windowMs` of a process's life
- * after warm-up. With a window as long as the period of the workload's bursts (the mass
- * deletions), every window holds one trough, so the fit follows what stays after each burst is
- * given back rather than where in the sawtooth the samples happen to end. A process needs three
- * whole windows after warm-up to count; none with them: undefined, and the target is not judged.
+ * The same fit over the floor: the lowest sample of each whole `windowMs` (the bursts' period) of
+ * a process's life after warm-up, so it follows what stays after each burst rather than where in
+ * the saw-tooth the run stopped. A process needs three whole windows to count; none: undefined.
  */
 export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number, windowMs: number): Fit | undefined =>
   commonSlope(
@@ -72,18 +65,11 @@ export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: Rea
         const low = floors.get(w)
         if (low === undefined || s.rssBytes < low.rssBytes) floors.set(w, s)
       }
-      // Fewer than three floors say nothing about a slope within a process: left out.
       return floors.size < 3 ? [] : [...floors.values()].sort((a, b) => a.t - b.t)
     })
   )
 
-export interface Latencies {
-  readonly outside: Percentiles
-  readonly inside: Percentiles
-  readonly neverRunsAgain: Percentiles
-}
-
-export const latencies = (samples: ReadonlyArray<FreeSample>, inWindow: (from: number, to: number) => boolean): Latencies => {
+export const latencies = (samples: ReadonlyArray<FreeSample>, inWindow: (from: number, to: number) => boolean) => {
   const deleted = samples.filter((s) => s.why === "deleted")
   return {
     outside: percentiles(deleted.filter((s) => !inWindow(s.started, s.freedAt)).map((s) => s.latencyMs / 1000)),
@@ -96,16 +82,8 @@ const f = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : "
 const pRow = (label: string, p: Percentiles) => [label, p.n, f(p.p50), f(p.p95), f(p.p99), f(p.max)]
 
 /** At most `per` dots per `bucketMs` (the slowest first): the plot stays small, the outliers stay in it. */
-const thin = (points: ReadonlyArray<readonly [number, number]>, bucketMs: number, per: number) => {
-  const buckets = new Map<number, Array<readonly [number, number]>>()
-  for (const p of points) {
-    const b = Math.floor(p[0] / bucketMs)
-    const list = buckets.get(b) ?? []
-    list.push(p)
-    buckets.set(b, list)
-  }
-  return [...buckets.values()].flatMap((l) => l.sort((a, b) => b[1] - a[1]).slice(0, per))
-}
+const thin = (points: ReadonlyArray<readonly [number, number]>, bucketMs: number, per: number) =>
+  [...Map.groupBy(points, (p) => Math.floor(p[0] / bucketMs)).values()].flatMap((l) => l.sort((a, b) => b[1] - a[1]).slice(0, per))
 
 export interface RunFacts {
   readonly title: string
@@ -158,6 +136,8 @@ export const faultTable = (r: RunFacts): string =>
     ])
   )
 
+type Latencies = ReturnType<typeof latencies>
+
 export const latencyTable = (l: Latencies): string =>
   table(["delete → free (s)", "n", "p50", "p95", "p99", "max"], [pRow("deleted, outside fault windows", l.outside), pRow("deleted, inside fault windows", l.inside), pRow("never run again (finished, evicted, dead node), from the moment it qualified", l.neverRunsAgain)])
 
@@ -203,15 +183,7 @@ export const violationList = (vs: ReadonlyArray<Pick<Violation, "kind" | "summar
         `Each with the history of the objects involved: ${fullReport}.`
       ].join("\n\n")
 
-export interface RssFits {
-  /** Every sample after warm-up. */
-  readonly all: Fit | undefined
-  /** The lowest of each window (rssFloorFit), which the target is judged on. */
-  readonly floor: Fit | undefined
-  readonly windowMs: number
-}
-
-/** Each identity's fits, the floor's window being `windowMs` (the mass deletions' period). */
+/** Each identity's fits: every sample after warm-up, and the floor (judged on; its window `windowMs`, the mass deletions' period). */
 export const rssFits = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identities: ReadonlyArray<string>, warmupMs: number, windowMs: number) =>
   identities.map((id) => [id, { all: rssFit(samples, generations, id, warmupMs), floor: rssFloorFit(samples, generations, id, warmupMs, windowMs), windowMs }] as const)
 
@@ -222,17 +194,16 @@ export const MIN_FLOOR_MINUTES = 30
  * Rows for BENCHMARKS.md: the issue's targets and what this run measured; per replica the RSS
  * floor's fit (judged, given MIN_FLOOR_MINUTES of it) and the fit over every sample.
  */
-export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReadonlyArray<readonly [string, RssFits]>): ReadonlyArray<Row> => [
-  { scenario, metric: "invariant violations", ours: String(violations), baseline: "–", ratio: "–", target: "0", met: violations === 0 ? "yes" : "no" },
-  { scenario, metric: `p99 delete → free outside fault windows (n = ${l.outside.n})`, ours: `${f(l.outside.p99)} s`, baseline: "–", ratio: "–", target: "≤ 2 s", met: l.outside.n === 0 ? "–" : l.outside.p99 <= 2 ? "yes" : "no" },
-  { scenario, metric: `p99 delete → free inside fault windows (n = ${l.inside.n})`, ours: `${f(l.inside.p99)} s`, baseline: "–", ratio: "–", target: "–", met: "–" },
-  ...fits.map(([who, { all, floor, windowMs }]): Row => ({
-    scenario,
-    metric: `RSS growth after warm-up, ${who}: the floor (lowest of each ${f(windowMs / 60_000, 0)} min${floor === undefined ? "" : `, ${floor.samples} points over ${f(floor.minutes, 0)} min`}) / every sample${all === undefined ? "" : ` (${all.samples} samples, ${f(all.minutes, 0)} min)`}`,
-    ours: `${floor === undefined ? "–" : `${f(floor.slope, 1)} MiB/h`} / ${all === undefined ? "–" : `${f(all.slope, 1)} MiB/h`}`,
-    baseline: "–",
-    ratio: "–",
-    target: "≤ 5 MiB/h (the floor)",
-    met: floor === undefined || floor.minutes < MIN_FLOOR_MINUTES ? "–" : floor.slope <= 5 ? "yes" : "no"
-  }))
+export const targetRows = (scenario: string, violations: number, l: Latencies, fits: ReturnType<typeof rssFits>): ReadonlyArray<Row> => [
+  row(scenario, "invariant violations", { ours: String(violations), baseline: "–", target: "0", met: yesNo(violations === 0) }),
+  row(scenario, `p99 delete → free outside fault windows (n = ${l.outside.n})`, { ours: `${f(l.outside.p99)} s`, baseline: "–", target: "≤ 2 s", met: yesNo(l.outside.n === 0 ? undefined : l.outside.p99 <= 2) }),
+  row(scenario, `p99 delete → free inside fault windows (n = ${l.inside.n})`, { ours: `${f(l.inside.p99)} s`, baseline: "–" }),
+  ...fits.map(([who, { all, floor, windowMs }]) =>
+    row(scenario, `RSS growth after warm-up, ${who}: the floor (lowest of each ${f(windowMs / 60_000, 0)} min${floor === undefined ? "" : `, ${floor.samples} points over ${f(floor.minutes, 0)} min`}) / every sample${all === undefined ? "" : ` (${all.samples} samples, ${f(all.minutes, 0)} min)`}`, {
+      ours: `${floor === undefined ? "–" : `${f(floor.slope, 1)} MiB/h`} / ${all === undefined ? "–" : `${f(all.slope, 1)} MiB/h`}`,
+      baseline: "–",
+      target: "≤ 5 MiB/h (the floor)",
+      met: yesNo(floor === undefined || floor.minutes < MIN_FLOOR_MINUTES ? undefined : floor.slope <= 5)
+    })
+  )
 ]

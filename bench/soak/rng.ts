@@ -5,21 +5,6 @@
  * few lines, no library.
  */
 
-export interface Rng {
-  /** A float in [0, 1). */
-  readonly next: () => number
-  /** An integer in [0, n). */
-  readonly int: (n: number) => number
-  /** A float in [lo, hi). */
-  readonly between: (lo: number, hi: number) => number
-  readonly chance: (p: number) => boolean
-  readonly pick: <A>(items: ReadonlyArray<A>) => A
-  /** An exponentially distributed value with this mean (inter-arrival times, lifetimes). */
-  readonly exp: (mean: number) => number
-  /** A copy of `items` in a random order. */
-  readonly shuffle: <A>(items: ReadonlyArray<A>) => Array<A>
-}
-
 /** 32-bit words from a string (xmur3). */
 const hashWords = (text: string): (() => number) => {
   let h = 1779033703 ^ text.length
@@ -35,7 +20,7 @@ const hashWords = (text: string): (() => number) => {
 }
 
 /** The stream named `name` of `seed`. */
-export const rngOf = (seed: number, name: string): Rng => {
+export const rngOf = (seed: number, name: string) => {
   const words = hashWords(`${seed}/${name}`)
   let a = words()
   let b = words()
@@ -57,18 +42,22 @@ export const rngOf = (seed: number, name: string): Rng => {
   }
   // The first draws of sfc32 still show the seed's bits: discard a few.
   for (let i = 0; i < 12; i++) next()
+  /** An integer in [0, n). */
   const int = (n: number) => Math.floor(next() * n)
   return {
+    /** A float in [0, 1). */
     next,
     int,
-    between: (lo, hi) => lo + next() * (hi - lo),
-    chance: (p) => next() < p,
-    pick: (items) => {
+    between: (lo: number, hi: number) => lo + next() * (hi - lo),
+    chance: (p: number) => next() < p,
+    pick: <A>(items: ReadonlyArray<A>): A => {
       if (items.length === 0) throw new Error("pick from nothing")
       return items[int(items.length)]!
     },
-    exp: (mean) => -Math.log(1 - next()) * mean,
-    shuffle: (items) => {
+    /** Exponentially distributed with this mean (inter-arrival times, lifetimes). */
+    exp: (mean: number) => -Math.log(1 - next()) * mean,
+    /** A copy of `items` in a random order. */
+    shuffle: <A>(items: ReadonlyArray<A>): Array<A> => {
       const out = [...items]
       for (let i = out.length - 1; i > 0; i--) {
         const j = int(i + 1)
@@ -78,3 +67,5 @@ export const rngOf = (seed: number, name: string): Rng => {
     }
   }
 }
+
+export type Rng = ReturnType<typeof rngOf>

@@ -18,12 +18,6 @@ export interface Change {
   readonly relist: boolean
 }
 
-export interface Watcher {
-  /** Resolves after the first list has been reported. */
-  readonly synced: Promise<void>
-  readonly stop: () => void
-}
-
 interface Meta {
   readonly name?: string
   readonly namespace?: string
@@ -54,11 +48,12 @@ const readAll = async (res: import("node:http").IncomingMessage): Promise<string
  * Watches the collection at `collection` (an API path, query allowed), reporting every change
  * to `onChange` in order. Runs until `stop`.
  */
-export const startWatcher = (creds: Credentials, collection: string, onChange: (c: Change) => void): Watcher => {
+export const startWatcher = (creds: Credentials, collection: string, onChange: (c: Change) => void) => {
   const controller = new AbortController()
   const cache = new Map<string, Record<string, unknown>>()
   const sep = collection.includes("?") ? "&" : "?"
   let markSynced: () => void = () => undefined
+  /** Resolves after the first list has been reported. */
   const synced = new Promise<void>((resolve) => (markSynced = resolve))
 
   const relist = async (): Promise<string> => {

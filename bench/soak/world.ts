@@ -1,15 +1,14 @@
 /**
- * The cluster around the workload: namespaces and NADs, Nodes (created Ready, made unreachable,
- * tainted, deleted — the kubelet's and the node lifecycle controller's writes), the NodeSlicePools
- * upstream's node-slice controller would keep (a slice per node, freed when the node goes, as the
- * live tier writes them), and the controllers' credentials: the shipped RBAC's ServiceAccount,
- * a token for it, and a kubeconfig that reaches the API server through the chaos proxy.
+ * The cluster around the workload: namespaces and NADs, Nodes as the kubelet and the node
+ * lifecycle controller write them, the NodeSlicePools upstream's node-slice controller would keep
+ * (a slice per node, freed when the node goes), and the controllers' credentials.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect } from "effect"
 import { addOffset, cidrAddress, formatIP, parseCidr } from "../../src/domain/ip.ts"
-import { KubeApi } from "../../src/services/KubeApi.ts"
+import { KubeApi, type KubeApiShape } from "../../src/services/KubeApi.ts"
+import type { KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { nadObject, namespaceObject, nodeObject } from "../../test/support/objects.ts"
 import { applyObjects, installation, serviceAccountToken, shippedRbac, writeTokenKubeconfig } from "../../test/live/support/rbac.ts"
@@ -21,6 +20,7 @@ import { patchStatusAt, persist } from "./kubelet.ts"
 import { ALL_NETS, NAMESPACES, type Net, POOLS_NAMESPACE, nadConfig } from "./networks.ts"
 
 const SLICED = ALL_NETS.filter((n) => n.sliceSize !== undefined)
+const deadline = () => Date.now() + 120_000
 
 /** The NodeSlicePool of a sliced network is named after its network_name, else the config's name. */
 const slicePoolName = (n: Net) => (n.networkName === "" ? n.nad : n.networkName)
@@ -65,7 +65,6 @@ const reassign = (from: string, to: string, deadline: number) =>
 
 export const makeNodes = (creds: Credentials, history: History) => {
   const note = (node: string, text: string) => history.add([`node ${node}`, "nodes"], `cluster: node ${node} ${text}`)
-  const deadline = () => Date.now() + 120_000
   const setTaints = (node: string, taints: ReadonlyArray<{ key: string; effect: string }>) =>
     persist(
       Effect.gen(function* () {
@@ -115,26 +114,19 @@ export const makeNodes = (creds: Credentials, history: History) => {
 export type Nodes = ReturnType<typeof makeNodes>
 
 /** NAD edits and deletions (the network's config changes under pods that use it). */
-export const nadOps = (history: History) => ({
-  edit: (n: Net, variant: number) =>
-    persist(
-      Effect.gen(function* () {
-        const api = yield* KubeApi
-        const current = yield* api.get(R.NetworkAttachmentDefinitions, n.namespace, n.nad)
-        yield* api.replace(R.NetworkAttachmentDefinitions, n.namespace, { ...current, spec: { config: nadConfig(n, variant) } })
-        history.add(["nads", `nad ${n.key}`], `cluster: NAD ${n.key} edited: ${JSON.stringify(n.ipam[variant % n.ipam.length])}`)
-      }),
-      Date.now() + 120_000
-    ),
-  remove: (n: Net) =>
-    Effect.flatMap(KubeApi, (api) => persist(api.delete(R.NetworkAttachmentDefinitions, n.namespace, n.nad), Date.now() + 120_000)).pipe(
-      Effect.tap(() => history.add(["nads", `nad ${n.key}`], `cluster: NAD ${n.key} deleted`))
-    ),
-  create: (n: Net) =>
-    Effect.flatMap(KubeApi, (api) => persist(api.create(R.NetworkAttachmentDefinitions, n.namespace, nadObject(n.namespace, n.nad, nadConfig(n))), Date.now() + 120_000)).pipe(
-      Effect.tap(() => history.add(["nads", `nad ${n.key}`], `cluster: NAD ${n.key} created again`))
-    )
-})
+export const nadOps = (history: History) => {
+  const step = (n: Net, what: string, write: (api: KubeApiShape) => Effect.Effect<unknown, KubeError>) =>
+    Effect.flatMap(KubeApi, (api) => persist(write(api), deadline())).pipe(Effect.tap(() => history.add(["nads", `nad ${n.key}`], `cluster: NAD ${n.key} ${what}`)))
+  const NADS = R.NetworkAttachmentDefinitions
+  return {
+    edit: (n: Net, variant: number) =>
+      step(n, `edited: ${JSON.stringify(n.ipam[variant % n.ipam.length])}`, (api) =>
+        Effect.flatMap(api.get(NADS, n.namespace, n.nad), (current) => api.replace(NADS, n.namespace, { ...current, spec: { config: nadConfig(n, variant) } }))
+      ),
+    remove: (n: Net) => step(n, "deleted", (api) => api.delete(NADS, n.namespace, n.nad)),
+    create: (n: Net) => step(n, "created again", (api) => api.create(NADS, n.namespace, nadObject(n.namespace, n.nad, nadConfig(n))))
+  }
+}
 
 /**
  * deploy/'s ServiceAccount, ClusterRole and Role bound in the pools' namespace, and a kubeconfig

@@ -9,9 +9,11 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { ROOT } from "../lib/paths.ts"
 import { gitState, machine, regenerate, type Results, table, writeResults } from "../lib/report.ts"
+import { sumWhere } from "../lib/scenarios.ts"
 import { percentiles } from "../lib/stats.ts"
 import { clock } from "./history.ts"
 import { FAULT_KINDS } from "./fault-plan.ts"
+import { SETTLE_MS } from "./faults.ts"
 import { massEveryMs, type PublishedAs } from "./options.ts"
 import type { Env, RunResult } from "./main.ts"
 import { planSummary } from "./plan.ts"
@@ -21,7 +23,7 @@ import { faultTable, generationTable, latencies, latencyTable, plotOf, type RunF
 const publishFlag = (as: Env["o"]["publishAs"]) => (as === undefined ? "" : as === "soak" ? " --publish" : ` --publish-as ${as}`)
 
 const commandOf = (o: Env["o"]) =>
-  `npm run soak -- --minutes ${o.minutes} --seed ${o.seed} --rate ${o.rate} --fault-every ${o.faultEverySeconds}${o.pluginLeaderRetryMs === undefined ? "" : ` --plugin-leader-retry ${o.pluginLeaderRetryMs}`}${o.faults.length < FAULT_KINDS.length ? ` --faults ${o.faults.join(",")}` : ""}${publishFlag(o.publishAs)}`
+  `npm run soak -- --minutes ${o.minutes} --seed ${o.seed} --rate ${o.rate} --fault-every ${o.faultEverySeconds}${o.faults.length < FAULT_KINDS.length ? ` --faults ${o.faults.join(",")}` : ""}${publishFlag(o.publishAs)}`
 
 /** The summary's scenario: the length, and which faults were left out when some were. */
 const scenarioOf = (o: Env["o"]) => {
@@ -50,26 +52,23 @@ const workloadFacts = (r: RunResult) => {
 }
 
 /** Watches refused 410, requests answered 429 and 5xx, and those that got no answer, from the controllers' counters. */
-const requestSummary = (counts: Readonly<Record<string, number>>): string => {
-  const total = (f: (verb: string, code: string) => boolean) => Object.entries(counts).filter(([k]) => f(k.split(" ")[0]!, k.split(" ")[1]!)).reduce((a, [, v]) => a + v, 0)
-  return [
-    `${total(() => true)} requests`,
-    `${total((v, c) => v === "watch" && c === "410")} watches answered 410`,
-    `${total((_, c) => c === "429")} answered 429`,
-    `${total((_, c) => /^5\d\d$/.test(c))} answered 5xx`,
-    `${total((_, c) => !/^\d+$/.test(c))} without an answer`
+const requestSummary = (counts: Readonly<Record<string, number>>): string =>
+  [
+    `${sumWhere(counts, () => true)} requests`,
+    `${sumWhere(counts, ([v, c]) => v === "watch" && c === "410")} watches answered 410`,
+    `${sumWhere(counts, ([, c]) => c === "429")} answered 429`,
+    `${sumWhere(counts, ([, c]) => /^5\d\d$/.test(c!))} answered 5xx`,
+    `${sumWhere(counts, ([, c]) => !/^\d+$/.test(c!))} without an answer`
   ].join(", ")
-}
 
 export const writeReport = (env: Env, r: RunResult): string => {
   const { o, checker, replicas, faults } = env
-  const windows = faults.records().map((x) => [x.start - r.t0, (x.recoveredAt ?? Date.now()) + 5_000 - r.t0] as const)
   const facts: RunFacts = {
     title: `soak: seed ${o.seed}, ${o.minutes} min, ${o.rate} pods/s, a fault every ${o.faultEverySeconds} s`,
     t0: r.t0,
     durationMs: Math.max(r.durationMs, Date.now() - r.t0),
     faults: faults.records(),
-    windows,
+    windows: faults.windows().map((w) => [w.start - r.t0, (w.end ?? Date.now() + SETTLE_MS) - r.t0] as const),
     samples: replicas.samples(),
     generations: replicas.generations(),
     frees: checker.obligations.samples()
@@ -96,7 +95,8 @@ export const writeReport = (env: Env, r: RunResult): string => {
   const as = o.publishAs
   const published = [...body.slice(0, -1), `**Violations** (${checker.violations.length}):\n\n${violationList(checker.violations, `\`bench/results/${as ?? "soak"}-report.md\``)}`]
   fs.writeFileSync(path.join(o.out, "plot.svg"), svg)
-  fs.writeFileSync(path.join(o.out, "report.md"), `# Soak, seed ${o.seed}\n\n${body.join("\n\n")}\n\n![plot](plot.svg)\n`)
+  const report = (plot: string) => `# Soak, seed ${o.seed}\n\n${body.join("\n\n")}\n\n![plot](${plot})\n`
+  fs.writeFileSync(path.join(o.out, "report.md"), report("plot.svg"))
   const data = {
     options: o,
     plan: planSummary(r.plan),
@@ -125,7 +125,7 @@ export const writeReport = (env: Env, r: RunResult): string => {
   fs.writeFileSync(path.join(o.out, "report.json"), `${JSON.stringify(data, null, 2)}\n`)
   if (as !== undefined) {
     publish(as, o, r, rows, published, svg, data)
-    fs.writeFileSync(path.join(ROOT, `bench/results/${as}-report.md`), `# Soak, seed ${o.seed}\n\n${body.join("\n\n")}\n\n![plot](${as}.svg)\n`)
+    fs.writeFileSync(path.join(ROOT, `bench/results/${as}-report.md`), report(`${as}.svg`))
   }
   return path.join(o.out, "report.md")
 }

@@ -17,8 +17,6 @@ const options = (seed: number): PlanOptions => ({
   rate: 4,
   meanLifetimeMs: 30_000,
   delShare: 0.3,
-  nodes: 6,
-  statefulSetReplicas: 6,
   massEveryMs: 120_000,
   nodeDeathEveryMs: 90_000,
   nadEveryMs: 60_000
@@ -108,9 +106,7 @@ describe("options", () => {
     expect(parsed(["--publish"]).publishAs).toBe("soak")
     expect(parsed(["--publish-as", "soak-steady"]).publishAs).toBe("soak-steady")
     expect(() => parsed(["--publish-as", "soak-2"])).toThrow(/--publish-as soak-2: expected one of soak, soak-steady/)
-    expect(parsed([]).pluginLeaderRetryMs).toBeUndefined()
-    expect(parsed(["--plugin-leader-retry", "100"]).pluginLeaderRetryMs).toBe(100)
-    expect(() => parsed(["--plugin-leader-retry", "0.5"])).toThrow(/whole number/)
+    expect(() => parsed(["--plugin-slots", "0.5"])).toThrow(/whole number/)
   })
 
   it("gives the plugin the node's IPAM settings without overriding what the NAD says", () => {
