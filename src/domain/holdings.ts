@@ -6,7 +6,7 @@
  */
 import { Either } from "effect"
 import { type EventIntent, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
-import { capacityToNumber, countWithin, intervalsSize, poolIntervals, sliceRange } from "./capacity.ts"
+import { countWithin, intervalsSize, poolIntervals, sliceRange } from "./capacity.ts"
 import { parseCidr, usableRange } from "./ip.ts"
 import { type IpamConfigError, type IpRange, type NadConfigResult, notOurs } from "./ipam-config.ts"
 import { listsIP, statusAttachment } from "./multus.ts"
@@ -62,6 +62,7 @@ export const nadIndex = (nads: Iterable<NadRef & { readonly config: Either.Eithe
 
 /** How many addresses a pool can hand out, how many of its entries lie within, and whether NAD configs or only its range said so. */
 export interface PoolCapacity {
+  /** A gauge value: exact up to 2^53, the nearest double beyond (a /64 reads 1.8446744073709552e19). */
   readonly size: number
   readonly usedWithin: number
   readonly from: "config" | "range"
@@ -77,11 +78,11 @@ const capacityOf = (pool: ParsedPool, origin: PoolOrigin, index: NadIndex): Pool
   const ranges = writers.flatMap((w) => (origin._tag !== "Slice" ? [w.range] : slice === undefined ? [] : [sliceRange(w.range, slice) ?? []].flat()))
   if (ranges.length === 0 || pool.cidr === undefined) {
     const usable = pool.cidr === undefined ? undefined : usableRange(pool.cidr)
-    const size = usable === undefined ? 0 : capacityToNumber(usable.last - usable.first + 1n)
+    const size = usable === undefined ? 0 : Number(usable.last - usable.first + 1n)
     return { size, usedWithin: pool.entries.length, from: "range" }
   }
   const intervals = poolIntervals(ranges)
-  return { size: capacityToNumber(intervalsSize(intervals)), usedWithin: countWithin(intervals, pool.entries.map((e) => e.ip)), from: "config" }
+  return { size: Number(intervalsSize(intervals)), usedWithin: countWithin(intervals, pool.entries.map((e) => e.ip)), from: "config" }
 }
 
 /** The naming half of a Snapshot, from every NAD's decoded config and every NodeSlicePool. */
