@@ -92,22 +92,6 @@ export const findIpam = (config: unknown): Either.Either<{ readonly _tag: "Found
   return Either.right({ _tag: "NotWhereabouts", ipamType: String(ipams[0]?.["type"] ?? "") })
 }
 
-/** Paths to try for the flat file, the config's own `configuration_path` first. */
-export const flatFilePaths = (ipam: Record<string, unknown>): ReadonlyArray<string> => {
-  const own = ipam["configuration_path"]
-  return typeof own === "string" && own !== "" ? [own, ...FLAT_FILE_PATHS] : FLAT_FILE_PATHS
-}
-
-/** Flat-file values fill only what the NAD leaves empty; the NAD always decides `enable_overlapping_ranges`. */
-export const mergeFlatFile = (ipam: Record<string, unknown>, flat: Record<string, unknown> | undefined): Record<string, unknown> => {
-  if (flat === undefined) return ipam
-  const merged: Record<string, unknown> = { ...ipam }
-  for (const [key, value] of Object.entries(flat)) {
-    if (key !== "enable_overlapping_ranges" && isZero(merged[key])) merged[key] = value
-  }
-  return merged
-}
-
 /** An exclude, read strictly as upstream reads it (net.ParseCIDR / net.ParseIP: no leading zeros). */
 const parseExclude = (text: string): Cidr | undefined => {
   const slash = text.indexOf("/")
@@ -192,7 +176,13 @@ export const decodeNadConfig = (
     }
     const found = yield* findIpam(json)
     if (found._tag !== "Found") return found
-    const merged = mergeFlatFile(found.ipam, readFlatFile(flatFilePaths(found.ipam)))
+    // Flat-file values fill only what the NAD leaves empty; the NAD always decides `enable_overlapping_ranges`.
+    const own = found.ipam["configuration_path"]
+    const flat = readFlatFile(typeof own === "string" && own !== "" ? [own, ...FLAT_FILE_PATHS] : FLAT_FILE_PATHS)
+    const merged = { ...found.ipam }
+    for (const [key, value] of Object.entries(flat ?? {})) {
+      if (key !== "enable_overlapping_ranges" && isZero(merged[key])) merged[key] = value
+    }
     const raw = yield* Either.mapLeft(decodeIpamRaw(merged), (e) => new IpamConfigError({ reason: "BadSchema", message: `ipam.${oneLine(e)}` }))
     const name = (json as Record<string, unknown>)["name"]
     const config = yield* normaliseIpam(raw, typeof name === "string" ? name : "")
