@@ -13,7 +13,7 @@ import { listsIP, statusAttachment } from "./multus.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode } from "./node-slices.ts"
 import { type ClaimLookup, networkPools } from "./claims.ts"
 import type { Orphans } from "./orphans.ts"
-import { type PodProjection, podAttachments, podRef, splitPodRef, statusEntries } from "./pod.ts"
+import { type PodProjection, podAttachments, podIdentity, podRef, splitPodRef, statusEntries } from "./pod.ts"
 import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName, reservationName } from "./pool.ts"
 import type { HeldEntry, HeldReservation, Holding, Problem } from "./release.ts"
 
@@ -176,8 +176,7 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
     liveReads.delete(pool.name)
   }
   // A pool read live counts only once the read shows the pod's entries (unseenAfterReads): the NAD
-  // may have been edited to a new range after the pod's ADD. A missing NAD names no pools, and the
-  // podref index misses entries while the pool cache lags: those networks are always looked at again.
+  // may have been edited to a new range after the pod's ADD.
   const unseen = attached.filter((a) => !a.pools.some((name) => pools.has(name))).map((a) => a.nad)
   for (const nad of missingNads) if (!unseen.includes(nad)) unseen.push(nad)
   return { ref, pod, pools, liveReads, noReservations, missingNads, unseen, attached, problems }
@@ -251,8 +250,7 @@ export const deletedPodHolding = (
     return { name, listed: listed?.podref === f.ref ? listed : undefined, ip: undefined, orphan: undefined }
   })
   const ifFreed = f.missingNads.map((nad): EventIntent => ({ regarding: podObject(f.pod), type: "Warning", reason: REASON_NAD_MISSING, message: nadMissingMessage(nad) }))
-  const pod = { namespace: f.pod.namespace, name: f.pod.name, uid: f.pod.uid }
-  return { podref: f.ref, pod, ...as, entries, reservations, problems: f.problems, ifFreed, error: undefined }
+  return { podref: f.ref, pod: podIdentity(f.pod), ...as, entries, reservations, problems: f.problems, ifFreed, error: undefined }
 }
 
 /**

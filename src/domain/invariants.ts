@@ -26,7 +26,7 @@ import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { listedIP, statusAttachment } from "./multus.ts"
 import { nadIndex } from "./holdings.ts"
 import type { PoolOrigin } from "./node-slices.ts"
-import { type PodIdentity, type PodProjection, podRef, statusEntries } from "./pod.ts"
+import { type PodIdentity, type PodProjection, podIdentity, podRef, statusEntries } from "./pod.ts"
 import type { ParsedPool, PoolEntry, ReservationRecord } from "./pool.ts"
 
 export const INVARIANT_KINDS = ["live-not-held", "held-for-another", "duplicate", "reservation-drift"] as const
@@ -128,8 +128,6 @@ export interface InvariantView extends ClaimLookup {
 /** A pod whose listing is a settled fact: its ADD is done and no deletion has begun. */
 export const judged = (pod: PodProjection): boolean => pod.phase === "Running" && pod.deletionTimestamp === undefined
 
-const identity = (pod: PodProjection): PodIdentity => ({ namespace: pod.namespace, name: pod.name, uid: pod.uid })
-
 /** An address a judged pod lists on a whereabouts network it can place. */
 interface Listing {
   readonly pod: PodProjection
@@ -161,7 +159,7 @@ const ofListing = (l: Listing, kind: InvariantKind, pools: ReadonlyArray<string>
   kind,
   id: `${kind}|${l.ref}|${l.pod.uid}|${ipKey(l.ip)}|${pools.join(",")}|${holder ?? ""}`,
   ip: l.ip,
-  pods: [identity(l.pod)],
+  pods: [podIdentity(l.pod)],
   pools,
   reservation: l.where.reservation,
   holder,
@@ -219,7 +217,7 @@ const listedTwice = (l: Listing, view: InvariantView): ReadonlyArray<InvariantVi
       kind: "duplicate",
       id: duplicateId(l.ip, [x.pod, y.pod]),
       ip: l.ip,
-      pods: [identity(x.pod), identity(y.pod)],
+      pods: [podIdentity(x.pod), podIdentity(y.pod)],
       pools: [...new Set([...x.where.pools, ...y.where.pools])],
       reservation: x.where.reservation ?? y.where.reservation,
       holder: undefined,
@@ -271,7 +269,7 @@ const heldTwice = (pools: ReadonlyArray<ParsedPool>, view: InvariantView): Reado
         kind: "duplicate",
         id: duplicateId(holders[0]!.entry.ip, holders.map((h) => h.pod)),
         ip: holders[0]!.entry.ip,
-        pods: [...new Map(holders.map((h) => [h.entry.podref, identity(h.pod)])).entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, p]) => p),
+        pods: [...new Map(holders.map((h) => [h.entry.podref, podIdentity(h.pod)])).entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, p]) => p),
         pools: [...new Set(holders.map((h) => h.pool))],
         reservation: undefined,
         holder: undefined,

@@ -32,6 +32,7 @@ export interface PodProjection {
 
 /** A pod incarnation: what Events and reports name. */
 export type PodIdentity = Pick<PodProjection, "namespace" | "name" | "uid">
+export const podIdentity = (pod: PodIdentity): PodIdentity => ({ namespace: pod.namespace, name: pod.name, uid: pod.uid })
 
 /** The `namespace/name` whereabouts writes as `podref`. */
 export const podRef = (pod: { readonly namespace: string; readonly name: string }): string => `${pod.namespace}/${pod.name}`
