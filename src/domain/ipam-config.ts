@@ -142,13 +142,10 @@ const normaliseRange = (entry: typeof RangeEntry.Type, lenientBounds: boolean): 
 /** Normalises a decoded `ipam` object into pool-ready ranges. */
 export const normaliseIpam = (raw: IpamRaw, configName = ""): Either.Either<IpamConfig, IpamConfigError> =>
   Either.gen(function* () {
-    const entries: Array<{ entry: typeof RangeEntry.Type; lenient: boolean }> = []
-    // Top-level bounds that do not parse are dropped silently, as upstream's sanitizer does.
-    if (raw.range !== undefined && raw.range !== "") entries.push({ entry: raw, lenient: true })
-    for (const entry of raw.ipRanges ?? []) entries.push({ entry, lenient: false })
-    if (entries.length === 0) return yield* fail("MissingRange", "no 'range' or 'ipRanges' in whereabouts IPAM config")
     const ranges: Array<IpRange> = []
-    for (const { entry, lenient } of entries) ranges.push(yield* normaliseRange(entry, lenient))
+    if (raw.range !== undefined && raw.range !== "") ranges.push(yield* normaliseRange(raw, true))
+    for (const entry of raw.ipRanges ?? []) ranges.push(yield* normaliseRange(entry, false))
+    if (ranges.length === 0) return yield* fail("MissingRange", "no 'range' or 'ipRanges' in whereabouts IPAM config")
     return {
       networkName: raw.network_name ?? "",
       ranges,
