@@ -16,7 +16,7 @@
  */
 import { Either } from "effect"
 import { byStart } from "./capacity.ts"
-import { type ListedIn, listedDomains, listedIn, type ClaimLookup } from "./claims.ts"
+import { type ClaimSource, type ListedIn, listedDomains, listedIn } from "./claims.ts"
 import {
   REASON_ADDRESS_NOT_HELD, REASON_DUPLICATE_ADDRESS, REASON_HELD_FOR_ANOTHER, REASON_RESERVATION_DRIFT,
   heldForAnotherMessage, heldTwiceMessage, listedTwiceMessage, notHeldMessage, reservationDriftMessage
@@ -24,10 +24,10 @@ import {
 import { type IPAddress, formatIP, ipEquals, ipKey, lastOf, networkOf } from "./ip.ts"
 import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { listedIP, statusAttachment } from "./multus.ts"
-import { nadIndex } from "./holdings.ts"
+import { type Snapshot, nadIndex } from "./holdings.ts"
 import type { PoolOrigin } from "./node-slices.ts"
 import { type PodIdentity, type PodProjection, podIdentity, podRef, statusEntries } from "./pod.ts"
-import type { ParsedPool, PoolEntry, ReservationRecord } from "./pool.ts"
+import type { ParsedPool, PoolEntry } from "./pool.ts"
 
 export const INVARIANT_KINDS = ["live-not-held", "held-for-another", "duplicate", "reservation-drift"] as const
 export type InvariantKind = (typeof INVARIANT_KINDS)[number]
@@ -112,14 +112,10 @@ export const reservationNetworks = (
 }
 
 /** What the invariants are judged on: one consistent view, and rule 0's way of placing a listing. */
-export interface InvariantView extends ClaimLookup {
+export interface InvariantView extends Pick<ClaimSource, "nad" | "nodeSlice" | "listedBy">, Pick<Snapshot, "pool" | "reservation"> {
   readonly pods: Iterable<PodProjection>
-  /** The pods whose network-status lists an address, any network (the pod cache's index). */
-  readonly listedBy: (ip: IPAddress) => ReadonlyArray<PodProjection>
   readonly pod: (ref: string) => PodProjection | undefined
   readonly pools: Iterable<ParsedPool>
-  readonly pool: (name: string) => ParsedPool | undefined
-  readonly reservation: (name: string) => ReservationRecord | undefined
   readonly entryAt: EntryLookup
   /** reservationNetworks over the view's NADs. */
   readonly reservationNetwork: (pool: ParsedPool) => string | undefined
