@@ -111,13 +111,12 @@ export const pickNad = (candidates: ReadonlyArray<NadRef> = [], podNamespace: st
 
 /** A pool a pod's NAD names (by name while it is still to be read live), the NAD's name for Events, and its reservations' network. */
 type Found<P> = { readonly pool: P; readonly network: string; readonly reservationNetwork: string | undefined }
-type FoundPool = Found<ParsedPool>
 
 /** What a deleted pod holds according to the snapshot, before live reads and reservations. */
 export interface PodFindings {
   readonly ref: string
   readonly pod: PodProjection
-  readonly pools: ReadonlyMap<string, FoundPool>
+  readonly pools: ReadonlyMap<string, Found<ParsedPool>>
   readonly liveReads: ReadonlyMap<string, Found<string>>
   /** Networks whose NAD turns overlapping-range reservations off. */
   readonly noReservations: ReadonlySet<string>
@@ -139,7 +138,7 @@ export interface PodFindings {
  */
 export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFindings => {
   const ref = podRef(pod)
-  const pools = new Map<string, FoundPool>()
+  const pools = new Map<string, Found<ParsedPool>>()
   const liveReads = new Map<string, Found<string>>()
   const noReservations = new Set<string>()
   const missingNads: Array<string> = []
@@ -227,10 +226,10 @@ export const deletedPodHolding = (
   snapshot: Snapshot,
   as: Pick<Holding, "claim" | "trigger"> = { claim: "Deleted", trigger: "deletion" }
 ): Holding => {
-  const found: Array<FoundPool> = [...f.pools.values()]
+  const found: Array<Found<ParsedPool>> = [...f.pools.values()]
   for (const read of f.liveReads.values()) {
     const pool = livePools.get(read.pool)
-    if (pool !== undefined && !f.pools.has(read.pool)) found.push({ pool, network: read.network, reservationNetwork: read.reservationNetwork })
+    if (pool !== undefined && !f.pools.has(read.pool)) found.push({ ...read, pool })
   }
   const entries: Array<HeldEntry> = []
   const names = new Set(snapshot.reservationsHeldBy(f.ref).map((r) => r.name))
