@@ -189,9 +189,20 @@ const holdingOf = (l: Listing, view: InvariantView): InvariantViolation | undefi
   return ofListing(l, "reservation-drift", [own], owner, (ip) => reservationDriftMessage(ip, l.ref, own, name, owner))
 }
 
-/** One id per address and set of pods, whether they list it or their entries hold it: one report for both. */
-const duplicateId = (ip: IPAddress, pods: ReadonlyArray<PodProjection>): string =>
-  `duplicate|${ipKey(ip)}|${[...new Set(pods.map((p) => `${podRef(p)}@${p.uid}`))].sort().join(",")}`
+/**
+ * A duplicate of `ip` among `pods` (in podref order). One id per address and set of pods, whether
+ * they list it or their entries hold it: one report for both.
+ */
+const duplicate = (ip: IPAddress, pods: ReadonlyArray<PodProjection>, pools: ReadonlyArray<string>, reservation: string | undefined, message: string): InvariantViolation => ({
+  kind: "duplicate",
+  id: `duplicate|${ipKey(ip)}|${[...new Set(pods.map((p) => `${podRef(p)}@${p.uid}`))].sort().join(",")}`,
+  ip,
+  pods: pods.map(podIdentity),
+  pools: [...new Set(pools)],
+  reservation,
+  holder: undefined,
+  message
+})
 
 /**
  * Duplicates of one listing: each other judged pod that lists the address in one of its domains
@@ -209,16 +220,8 @@ const listedTwice = (l: Listing, view: InvariantView): ReadonlyArray<InvariantVi
     if (other === undefined) continue
     // In podref order, so the report is the same whichever pod the cache yields first.
     const [x, y] = l.ref < other.ref ? [l, other] : [other, l]
-    out.push({
-      kind: "duplicate",
-      id: duplicateId(l.ip, [x.pod, y.pod]),
-      ip: l.ip,
-      pods: [podIdentity(x.pod), podIdentity(y.pod)],
-      pools: [...new Set([...x.where.pools, ...y.where.pools])],
-      reservation: x.where.reservation ?? y.where.reservation,
-      holder: undefined,
-      message: listedTwiceMessage(formatIP(l.ip), { pod: x.ref, network: x.network }, { pod: y.ref, network: y.network })
-    })
+    const message = listedTwiceMessage(formatIP(l.ip), { pod: x.ref, network: x.network }, { pod: y.ref, network: y.network })
+    out.push(duplicate(l.ip, [x.pod, y.pod], [...x.where.pools, ...y.where.pools], x.where.reservation ?? y.where.reservation, message))
   }
   return out
 }
@@ -260,17 +263,10 @@ const heldTwice = (pools: ReadonlyArray<ParsedPool>, view: InvariantView): Reado
     for (const holders of Map.groupBy(held, (h) => ipKey(h.entry.ip)).values()) {
       if (new Set(holders.map((h) => h.entry.podref)).size < 2) continue
       holders.sort((a, b) => a.pool.localeCompare(b.pool) || a.entry.podref.localeCompare(b.entry.podref))
-      const named = holders.map((h) => ({ pod: h.entry.podref, pool: h.pool }))
-      out.push({
-        kind: "duplicate",
-        id: duplicateId(holders[0]!.entry.ip, holders.map((h) => h.pod)),
-        ip: holders[0]!.entry.ip,
-        pods: [...new Map(holders.map((h) => [h.entry.podref, podIdentity(h.pod)])).entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, p]) => p),
-        pools: [...new Set(holders.map((h) => h.pool))],
-        reservation: undefined,
-        holder: undefined,
-        message: heldTwiceMessage(formatIP(holders[0]!.entry.ip), named)
-      })
+      const ip = holders[0]!.entry.ip
+      const pods = [...new Map(holders.map((h) => [h.entry.podref, h.pod])).entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, p]) => p)
+      const message = heldTwiceMessage(formatIP(ip), holders.map((h) => ({ pod: h.entry.podref, pool: h.pool })))
+      out.push(duplicate(ip, pods, holders.map((h) => h.pool), undefined, message))
     }
   }
   return out
