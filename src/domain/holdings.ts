@@ -143,7 +143,7 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
   const noReservations = new Set<string>()
   const missingNads: Array<string> = []
   const problems: Array<Problem> = []
-  const attached: Array<{ readonly nad: string; readonly pools: ReadonlyArray<string> }> = []
+  const attached: Array<PodFindings["attached"][number]> = []
   const decoded = podAttachments(pod)
   if (Either.isLeft(decoded)) problems.push({ reason: "BadAnnotation", text: `cannot read ${decoded.left.annotation}: ${decoded.left.message}` })
   const add = (pool: ParsedPool, network: string, reservationNetwork: string | undefined) => {
