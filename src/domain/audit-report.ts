@@ -10,7 +10,7 @@ import { Either, ParseResult, Schema } from "effect"
 import { type IPAddress, formatIP, ipEquals, parseIP } from "./ip.ts"
 import type { PodProjection } from "./pod.ts"
 import type { ParsedPool, ReservationRecord } from "./pool.ts"
-import type { Skip } from "./operator-release.ts"
+import { type Skip, alreadyFree } from "./operator-release.ts"
 import type { Holding } from "./release.ts"
 import { gatherByPodref } from "./holdings.ts"
 import { pathText } from "./multus.ts"
@@ -98,8 +98,6 @@ const changedReservation = (r: ReportReservation, listed: ReservationRecord | un
   if (listed.podref !== r.podref) return { why: `already freed: reservation ${r.name} now belongs to ${listed.podref}`, free: true }
   return undefined
 }
-
-const alreadyFree = (free: boolean): Pick<Skip, "alreadyFree"> => (free ? { alreadyFree: true } : {})
 
 /**
  * The report's entries that are still the same and still orphans, as holdings marked as an

@@ -110,11 +110,5 @@ export const countWithin = (intervals: ReadonlyArray<AddressInterval>, ips: Iter
   return count
 }
 
-/**
- * A capacity as a gauge value or a ratio's denominator: exact up to 2^53, the nearest double
- * beyond (a /64 reads 1.8446744073709552e19). Compare and print capacities as bigint.
- */
-export const capacityToNumber = (capacity: bigint): number => Number(capacity)
-
 /** Whether a pool's usage is at or over the threshold (preflight warns, the controller records an Event, the gauge reads 1). */
 export const atOrOver = (p: { readonly size: number; readonly free: number }, threshold: number) => p.size > 0 && (p.size - p.free) / p.size >= threshold

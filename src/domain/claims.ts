@@ -213,18 +213,9 @@ export const listedIPKeys = (pod: PodProjection): ReadonlyArray<string> =>
 
 /** Who lists an address, over a list of pods (what the pod cache's index answers for a listing): built on first use. */
 export const listedByIndex = (pods: ReadonlyArray<PodProjection>): ((ip: IPAddress) => ReadonlyArray<PodProjection>) => {
-  let byIP: Map<string, Array<PodProjection>> | undefined
+  let byIP: ReadonlyMap<string, ReadonlyArray<{ readonly key: string; readonly pod: PodProjection }>> | undefined
   return (ip) => {
-    if (byIP === undefined) {
-      byIP = new Map()
-      for (const p of pods) {
-        for (const k of listedIPKeys(p)) {
-          const list = byIP.get(k)
-          if (list === undefined) byIP.set(k, [p])
-          else list.push(p)
-        }
-      }
-    }
-    return byIP.get(ipKey(ip)) ?? []
+    byIP ??= Map.groupBy(pods.flatMap((pod) => listedIPKeys(pod).map((key) => ({ key, pod }))), (l) => l.key)
+    return byIP.get(ipKey(ip))?.map((l) => l.pod) ?? []
   }
 }

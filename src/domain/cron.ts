@@ -22,31 +22,16 @@ export class ScheduleError extends Data.TaggedError("ScheduleError")<{
   readonly message: string
 }> {}
 
-/** A crontab schedule matched in `timeZone`: the prefix's zone, else UTC (robfig's process zone, UTC in whereabouts' image). */
-export interface CronSchedule {
-  readonly _tag: "Cron"
-  readonly expression: string
-  readonly timeZone: string
-  /** Field sets (an empty set means any value); day-of-month and day-of-week are OR-ed when both are set. */
-  readonly cron: Cron.Cron
-}
-
-/** `@every`: robfig's ConstantDelaySchedule, whole seconds, at least one. */
-export interface EverySchedule {
-  readonly _tag: "Every"
-  readonly expression: string
-  readonly interval: Duration.Duration
-}
-
-/** Accepted by robfig, but no instant can ever match (`0 0 30 2 *`, an empty list `,`). */
-export interface NeverSchedule {
-  readonly _tag: "Never"
-  readonly expression: string
-  readonly timeZone: string
-  readonly reason: string
-}
-
-export type Schedule = CronSchedule | EverySchedule | NeverSchedule
+/**
+ * A parsed schedule, `expression` as written. Cron: matched in `timeZone`, the prefix's zone, else
+ * UTC (robfig's process zone, UTC in whereabouts' image). Every: robfig's ConstantDelaySchedule, whole
+ * seconds, at least one. Never: accepted by robfig, but no instant can ever match (`0 0 30 2 *`, an empty list `,`).
+ */
+export type Schedule = { readonly expression: string } & (
+  | { readonly _tag: "Cron"; readonly timeZone: string; readonly cron: Cron.Cron }
+  | { readonly _tag: "Every"; readonly interval: Duration.Duration }
+  | { readonly _tag: "Never"; readonly timeZone: string; readonly reason: string }
+)
 
 /** robfig's descriptors, as the five fields they stand for. */
 const DESCRIPTORS: ReadonlyMap<string, string> = new Map(Object.entries({

@@ -6,14 +6,14 @@
  */
 import { Either } from "effect"
 import { type EventIntent, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
-import { capacityToNumber, countWithin, intervalsSize, poolIntervals, sliceRange } from "./capacity.ts"
+import { countWithin, intervalsSize, poolIntervals, sliceRange } from "./capacity.ts"
 import { parseCidr, usableRange } from "./ip.ts"
 import { type IpamConfigError, type IpRange, type NadConfigResult, notOurs } from "./ipam-config.ts"
 import { listsIP, statusAttachment } from "./multus.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode } from "./node-slices.ts"
 import { type ClaimLookup, networkPools } from "./claims.ts"
 import type { Orphans } from "./orphans.ts"
-import { type PodProjection, podAttachments, podRef, splitPodRef, statusEntries } from "./pod.ts"
+import { type PodProjection, podAttachments, podIdentity, podRef, splitPodRef, statusEntries } from "./pod.ts"
 import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName, reservationName } from "./pool.ts"
 import type { HeldEntry, HeldReservation, Holding, Problem } from "./release.ts"
 
@@ -62,6 +62,7 @@ export const nadIndex = (nads: Iterable<NadRef & { readonly config: Either.Eithe
 
 /** How many addresses a pool can hand out, how many of its entries lie within, and whether NAD configs or only its range said so. */
 export interface PoolCapacity {
+  /** A gauge value: exact up to 2^53, the nearest double beyond (a /64 reads 1.8446744073709552e19). */
   readonly size: number
   readonly usedWithin: number
   readonly from: "config" | "range"
@@ -77,11 +78,11 @@ const capacityOf = (pool: ParsedPool, origin: PoolOrigin, index: NadIndex): Pool
   const ranges = writers.flatMap((w) => (origin._tag !== "Slice" ? [w.range] : slice === undefined ? [] : [sliceRange(w.range, slice) ?? []].flat()))
   if (ranges.length === 0 || pool.cidr === undefined) {
     const usable = pool.cidr === undefined ? undefined : usableRange(pool.cidr)
-    const size = usable === undefined ? 0 : capacityToNumber(usable.last - usable.first + 1n)
+    const size = usable === undefined ? 0 : Number(usable.last - usable.first + 1n)
     return { size, usedWithin: pool.entries.length, from: "range" }
   }
   const intervals = poolIntervals(ranges)
-  return { size: capacityToNumber(intervalsSize(intervals)), usedWithin: countWithin(intervals, pool.entries.map((e) => e.ip)), from: "config" }
+  return { size: Number(intervalsSize(intervals)), usedWithin: countWithin(intervals, pool.entries.map((e) => e.ip)), from: "config" }
 }
 
 /** The naming half of a Snapshot, from every NAD's decoded config and every NodeSlicePool. */
@@ -110,13 +111,12 @@ export const pickNad = (candidates: ReadonlyArray<NadRef> = [], podNamespace: st
 
 /** A pool a pod's NAD names (by name while it is still to be read live), the NAD's name for Events, and its reservations' network. */
 type Found<P> = { readonly pool: P; readonly network: string; readonly reservationNetwork: string | undefined }
-type FoundPool = Found<ParsedPool>
 
 /** What a deleted pod holds according to the snapshot, before live reads and reservations. */
 export interface PodFindings {
   readonly ref: string
   readonly pod: PodProjection
-  readonly pools: ReadonlyMap<string, FoundPool>
+  readonly pools: ReadonlyMap<string, Found<ParsedPool>>
   readonly liveReads: ReadonlyMap<string, Found<string>>
   /** Networks whose NAD turns overlapping-range reservations off. */
   readonly noReservations: ReadonlySet<string>
@@ -138,12 +138,12 @@ export interface PodFindings {
  */
 export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFindings => {
   const ref = podRef(pod)
-  const pools = new Map<string, FoundPool>()
+  const pools = new Map<string, Found<ParsedPool>>()
   const liveReads = new Map<string, Found<string>>()
   const noReservations = new Set<string>()
   const missingNads: Array<string> = []
   const problems: Array<Problem> = []
-  const attached: Array<{ readonly nad: string; readonly pools: ReadonlyArray<string> }> = []
+  const attached: Array<PodFindings["attached"][number]> = []
   const decoded = podAttachments(pod)
   if (Either.isLeft(decoded)) problems.push({ reason: "BadAnnotation", text: `cannot read ${decoded.left.annotation}: ${decoded.left.message}` })
   const add = (pool: ParsedPool, network: string, reservationNetwork: string | undefined) => {
@@ -175,8 +175,7 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
     liveReads.delete(pool.name)
   }
   // A pool read live counts only once the read shows the pod's entries (unseenAfterReads): the NAD
-  // may have been edited to a new range after the pod's ADD. A missing NAD names no pools, and the
-  // podref index misses entries while the pool cache lags: those networks are always looked at again.
+  // may have been edited to a new range after the pod's ADD.
   const unseen = attached.filter((a) => !a.pools.some((name) => pools.has(name))).map((a) => a.nad)
   for (const nad of missingNads) if (!unseen.includes(nad)) unseen.push(nad)
   return { ref, pod, pools, liveReads, noReservations, missingNads, unseen, attached, problems }
@@ -227,10 +226,10 @@ export const deletedPodHolding = (
   snapshot: Snapshot,
   as: Pick<Holding, "claim" | "trigger"> = { claim: "Deleted", trigger: "deletion" }
 ): Holding => {
-  const found: Array<FoundPool> = [...f.pools.values()]
+  const found: Array<Found<ParsedPool>> = [...f.pools.values()]
   for (const read of f.liveReads.values()) {
     const pool = livePools.get(read.pool)
-    if (pool !== undefined && !f.pools.has(read.pool)) found.push({ pool, network: read.network, reservationNetwork: read.reservationNetwork })
+    if (pool !== undefined && !f.pools.has(read.pool)) found.push({ ...read, pool })
   }
   const entries: Array<HeldEntry> = []
   const names = new Set(snapshot.reservationsHeldBy(f.ref).map((r) => r.name))
@@ -250,8 +249,7 @@ export const deletedPodHolding = (
     return { name, listed: listed?.podref === f.ref ? listed : undefined, ip: undefined, orphan: undefined }
   })
   const ifFreed = f.missingNads.map((nad): EventIntent => ({ regarding: podObject(f.pod), type: "Warning", reason: REASON_NAD_MISSING, message: nadMissingMessage(nad) }))
-  const pod = { namespace: f.pod.namespace, name: f.pod.name, uid: f.pod.uid }
-  return { podref: f.ref, pod, ...as, entries, reservations, problems: f.problems, ifFreed, error: undefined }
+  return { podref: f.ref, pod: podIdentity(f.pod), ...as, entries, reservations, problems: f.problems, ifFreed, error: undefined }
 }
 
 /**

@@ -16,7 +16,7 @@
  */
 import { Either } from "effect"
 import { byStart } from "./capacity.ts"
-import { type ListedIn, listedDomains, listedIn, type ClaimLookup } from "./claims.ts"
+import { type ClaimSource, type ListedIn, listedDomains, listedIn } from "./claims.ts"
 import {
   REASON_ADDRESS_NOT_HELD, REASON_DUPLICATE_ADDRESS, REASON_HELD_FOR_ANOTHER, REASON_RESERVATION_DRIFT,
   heldForAnotherMessage, heldTwiceMessage, listedTwiceMessage, notHeldMessage, reservationDriftMessage
@@ -24,10 +24,10 @@ import {
 import { type IPAddress, formatIP, ipEquals, ipKey, lastOf, networkOf } from "./ip.ts"
 import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { listedIP, statusAttachment } from "./multus.ts"
-import { nadIndex } from "./holdings.ts"
+import { type Snapshot, nadIndex } from "./holdings.ts"
 import type { PoolOrigin } from "./node-slices.ts"
-import { type PodIdentity, type PodProjection, podRef, statusEntries } from "./pod.ts"
-import type { ParsedPool, PoolEntry, ReservationRecord } from "./pool.ts"
+import { type PodIdentity, type PodProjection, podIdentity, podRef, statusEntries } from "./pod.ts"
+import type { ParsedPool, PoolEntry } from "./pool.ts"
 
 export const INVARIANT_KINDS = ["live-not-held", "held-for-another", "duplicate", "reservation-drift"] as const
 export type InvariantKind = (typeof INVARIANT_KINDS)[number]
@@ -112,14 +112,10 @@ export const reservationNetworks = (
 }
 
 /** What the invariants are judged on: one consistent view, and rule 0's way of placing a listing. */
-export interface InvariantView extends ClaimLookup {
+export interface InvariantView extends Pick<ClaimSource, "nad" | "nodeSlice" | "listedBy">, Pick<Snapshot, "pool" | "reservation"> {
   readonly pods: Iterable<PodProjection>
-  /** The pods whose network-status lists an address, any network (the pod cache's index). */
-  readonly listedBy: (ip: IPAddress) => ReadonlyArray<PodProjection>
   readonly pod: (ref: string) => PodProjection | undefined
   readonly pools: Iterable<ParsedPool>
-  readonly pool: (name: string) => ParsedPool | undefined
-  readonly reservation: (name: string) => ReservationRecord | undefined
   readonly entryAt: EntryLookup
   /** reservationNetworks over the view's NADs. */
   readonly reservationNetwork: (pool: ParsedPool) => string | undefined
@@ -127,8 +123,6 @@ export interface InvariantView extends ClaimLookup {
 
 /** A pod whose listing is a settled fact: its ADD is done and no deletion has begun. */
 export const judged = (pod: PodProjection): boolean => pod.phase === "Running" && pod.deletionTimestamp === undefined
-
-const identity = (pod: PodProjection): PodIdentity => ({ namespace: pod.namespace, name: pod.name, uid: pod.uid })
 
 /** An address a judged pod lists on a whereabouts network it can place. */
 interface Listing {
@@ -161,7 +155,7 @@ const ofListing = (l: Listing, kind: InvariantKind, pools: ReadonlyArray<string>
   kind,
   id: `${kind}|${l.ref}|${l.pod.uid}|${ipKey(l.ip)}|${pools.join(",")}|${holder ?? ""}`,
   ip: l.ip,
-  pods: [identity(l.pod)],
+  pods: [podIdentity(l.pod)],
   pools,
   reservation: l.where.reservation,
   holder,
@@ -195,9 +189,20 @@ const holdingOf = (l: Listing, view: InvariantView): InvariantViolation | undefi
   return ofListing(l, "reservation-drift", [own], owner, (ip) => reservationDriftMessage(ip, l.ref, own, name, owner))
 }
 
-/** One id per address and set of pods, whether they list it or their entries hold it: one report for both. */
-const duplicateId = (ip: IPAddress, pods: ReadonlyArray<PodProjection>): string =>
-  `duplicate|${ipKey(ip)}|${[...new Set(pods.map((p) => `${podRef(p)}@${p.uid}`))].sort().join(",")}`
+/**
+ * A duplicate of `ip` among `pods` (in podref order). One id per address and set of pods, whether
+ * they list it or their entries hold it: one report for both.
+ */
+const duplicate = (ip: IPAddress, pods: ReadonlyArray<PodProjection>, pools: ReadonlyArray<string>, reservation: string | undefined, message: string): InvariantViolation => ({
+  kind: "duplicate",
+  id: `duplicate|${ipKey(ip)}|${[...new Set(pods.map((p) => `${podRef(p)}@${p.uid}`))].sort().join(",")}`,
+  ip,
+  pods: pods.map(podIdentity),
+  pools: [...new Set(pools)],
+  reservation,
+  holder: undefined,
+  message
+})
 
 /**
  * Duplicates of one listing: each other judged pod that lists the address in one of its domains
@@ -215,16 +220,8 @@ const listedTwice = (l: Listing, view: InvariantView): ReadonlyArray<InvariantVi
     if (other === undefined) continue
     // In podref order, so the report is the same whichever pod the cache yields first.
     const [x, y] = l.ref < other.ref ? [l, other] : [other, l]
-    out.push({
-      kind: "duplicate",
-      id: duplicateId(l.ip, [x.pod, y.pod]),
-      ip: l.ip,
-      pods: [identity(x.pod), identity(y.pod)],
-      pools: [...new Set([...x.where.pools, ...y.where.pools])],
-      reservation: x.where.reservation ?? y.where.reservation,
-      holder: undefined,
-      message: listedTwiceMessage(formatIP(l.ip), { pod: x.ref, network: x.network }, { pod: y.ref, network: y.network })
-    })
+    const message = listedTwiceMessage(formatIP(l.ip), { pod: x.ref, network: x.network }, { pod: y.ref, network: y.network })
+    out.push(duplicate(l.ip, [x.pod, y.pod], [...x.where.pools, ...y.where.pools], x.where.reservation ?? y.where.reservation, message))
   }
   return out
 }
@@ -266,17 +263,10 @@ const heldTwice = (pools: ReadonlyArray<ParsedPool>, view: InvariantView): Reado
     for (const holders of Map.groupBy(held, (h) => ipKey(h.entry.ip)).values()) {
       if (new Set(holders.map((h) => h.entry.podref)).size < 2) continue
       holders.sort((a, b) => a.pool.localeCompare(b.pool) || a.entry.podref.localeCompare(b.entry.podref))
-      const named = holders.map((h) => ({ pod: h.entry.podref, pool: h.pool }))
-      out.push({
-        kind: "duplicate",
-        id: duplicateId(holders[0]!.entry.ip, holders.map((h) => h.pod)),
-        ip: holders[0]!.entry.ip,
-        pods: [...new Map(holders.map((h) => [h.entry.podref, identity(h.pod)])).entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, p]) => p),
-        pools: [...new Set(holders.map((h) => h.pool))],
-        reservation: undefined,
-        holder: undefined,
-        message: heldTwiceMessage(formatIP(holders[0]!.entry.ip), named)
-      })
+      const ip = holders[0]!.entry.ip
+      const pods = [...new Map(holders.map((h) => [h.entry.podref, h.pod])).entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, p]) => p)
+      const message = heldTwiceMessage(formatIP(ip), holders.map((h) => ({ pod: h.entry.podref, pool: h.pool })))
+      out.push(duplicate(ip, pods, holders.map((h) => h.pool), undefined, message))
     }
   }
   return out

@@ -92,22 +92,6 @@ export const findIpam = (config: unknown): Either.Either<{ readonly _tag: "Found
   return Either.right({ _tag: "NotWhereabouts", ipamType: String(ipams[0]?.["type"] ?? "") })
 }
 
-/** Paths to try for the flat file, the config's own `configuration_path` first. */
-export const flatFilePaths = (ipam: Record<string, unknown>): ReadonlyArray<string> => {
-  const own = ipam["configuration_path"]
-  return typeof own === "string" && own !== "" ? [own, ...FLAT_FILE_PATHS] : FLAT_FILE_PATHS
-}
-
-/** Flat-file values fill only what the NAD leaves empty; the NAD always decides `enable_overlapping_ranges`. */
-export const mergeFlatFile = (ipam: Record<string, unknown>, flat: Record<string, unknown> | undefined): Record<string, unknown> => {
-  if (flat === undefined) return ipam
-  const merged: Record<string, unknown> = { ...ipam }
-  for (const [key, value] of Object.entries(flat)) {
-    if (key !== "enable_overlapping_ranges" && isZero(merged[key])) merged[key] = value
-  }
-  return merged
-}
-
 /** An exclude, read strictly as upstream reads it (net.ParseCIDR / net.ParseIP: no leading zeros). */
 const parseExclude = (text: string): Cidr | undefined => {
   const slash = text.indexOf("/")
@@ -158,13 +142,10 @@ const normaliseRange = (entry: typeof RangeEntry.Type, lenientBounds: boolean): 
 /** Normalises a decoded `ipam` object into pool-ready ranges. */
 export const normaliseIpam = (raw: IpamRaw, configName = ""): Either.Either<IpamConfig, IpamConfigError> =>
   Either.gen(function* () {
-    const entries: Array<{ entry: typeof RangeEntry.Type; lenient: boolean }> = []
-    // Top-level bounds that do not parse are dropped silently, as upstream's sanitizer does.
-    if (raw.range !== undefined && raw.range !== "") entries.push({ entry: raw, lenient: true })
-    for (const entry of raw.ipRanges ?? []) entries.push({ entry, lenient: false })
-    if (entries.length === 0) return yield* fail("MissingRange", "no 'range' or 'ipRanges' in whereabouts IPAM config")
     const ranges: Array<IpRange> = []
-    for (const { entry, lenient } of entries) ranges.push(yield* normaliseRange(entry, lenient))
+    if (raw.range !== undefined && raw.range !== "") ranges.push(yield* normaliseRange(raw, true))
+    for (const entry of raw.ipRanges ?? []) ranges.push(yield* normaliseRange(entry, false))
+    if (ranges.length === 0) return yield* fail("MissingRange", "no 'range' or 'ipRanges' in whereabouts IPAM config")
     return {
       networkName: raw.network_name ?? "",
       ranges,
@@ -192,7 +173,13 @@ export const decodeNadConfig = (
     }
     const found = yield* findIpam(json)
     if (found._tag !== "Found") return found
-    const merged = mergeFlatFile(found.ipam, readFlatFile(flatFilePaths(found.ipam)))
+    // Flat-file values fill only what the NAD leaves empty; the NAD always decides `enable_overlapping_ranges`.
+    const own = found.ipam["configuration_path"]
+    const flat = readFlatFile(typeof own === "string" && own !== "" ? [own, ...FLAT_FILE_PATHS] : FLAT_FILE_PATHS)
+    const merged = { ...found.ipam }
+    for (const [key, value] of Object.entries(flat ?? {})) {
+      if (key !== "enable_overlapping_ranges" && isZero(merged[key])) merged[key] = value
+    }
     const raw = yield* Either.mapLeft(decodeIpamRaw(merged), (e) => new IpamConfigError({ reason: "BadSchema", message: `ipam.${oneLine(e)}` }))
     const name = (json as Record<string, unknown>)["name"]
     const config = yield* normaliseIpam(raw, typeof name === "string" ? name : "")

@@ -56,21 +56,12 @@ const byNode = (pod: PodProjection, node: NodeFact, now: number, p: NeverRunsAga
   const deletion = time(pod.deletionTimestamp)
   if (deletion === undefined || pod.nodeName === undefined || node._tag === "Unknown") return undefined
   const from = deletion + p.terminatingGraceMs
-  const gone = node._tag === "Gone"
-  const outOfService = node._tag === "Present" && node.node.outOfService && p.freeOnOutOfService
-  let at = from
-  let notReady = false
-  if (!gone && !outOfService && node._tag === "Present" && p.freeOnNotReadyAfterMs !== undefined && node.node.ready !== "True") {
-    const since = time(node.node.readySince)
-    if (since === undefined) return undefined
-    notReady = true
-    at = Math.max(from, since + p.freeOnNotReadyAfterMs)
-  }
-  if (!gone && !outOfService && !notReady) return undefined
-  if (now < at) return at
-  if (gone) return { reason: "node-gone", detail: "node gone" }
-  if (outOfService) return { reason: "out-of-service", detail: "node out of service" }
-  return { reason: "not-ready", detail: "node not ready" }
+  const after = (at: number, verdict: NeverRunsAgain) => (now < at ? at : verdict)
+  if (node._tag === "Gone") return after(from, { reason: "node-gone", detail: "node gone" })
+  if (node.node.outOfService && p.freeOnOutOfService) return after(from, { reason: "out-of-service", detail: "node out of service" })
+  if (p.freeOnNotReadyAfterMs === undefined || node.node.ready === "True") return undefined
+  const since = time(node.node.readySince)
+  return since === undefined ? undefined : after(Math.max(from, since + p.freeOnNotReadyAfterMs), { reason: "not-ready", detail: "node not ready" })
 }
 
 /** Why the pod will never run again, or undefined when it may (or when that is not known). */

@@ -59,7 +59,7 @@ interface SliceNetwork {
 
 /** The node-slice networks: every NodeSlicePool, and every NAD config asking for node slices. */
 export const sliceNetworks = (configs: Iterable<IpamConfig>, pools: Iterable<NodeSlicePoolRecord>): ReadonlyArray<SliceNetwork> => {
-  const out = new Map<string, { networkName: string | undefined; range: Cidr | undefined; pool: NodeSlicePoolRecord | undefined }>()
+  const out = new Map<string, Omit<SliceNetwork, "nodeSlicePool">>()
   for (const pool of pools) out.set(pool.name, { networkName: undefined, range: parseCidr(pool.range), pool })
   for (const c of configs) {
     if (c.nodeSliceSize === undefined || c.ranges.length === 0) continue

@@ -27,6 +27,8 @@ export interface Skip {
   readonly alreadyFree?: true
 }
 
+export const alreadyFree = (free: boolean): Pick<Skip, "alreadyFree"> => (free ? { alreadyFree: true } : {})
+
 /** The holdings (claim Operator) of what was named, and what was named but holds nothing. */
 export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<Skip> } => {
   const skipped: Array<Skip> = []
@@ -50,11 +52,11 @@ export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { read
     reservations.forEach((r) => addReservation(ref, r))
   }
   for (const target of targets.ips) {
-    const skip = (why: string, free?: "free") => skipped.push({ kind: "allocation", name: target.pool, ip: formatIP(target.ip), podref: "", why, ...(free === undefined ? {} : { alreadyFree: true as const }) })
+    const skip = (why: string, free = false) => skipped.push({ kind: "allocation", name: target.pool, ip: formatIP(target.ip), podref: "", why, ...alreadyFree(free) })
     const pool = snapshot.pool(target.pool)
     const entry = pool?.entries.find((e) => ipEquals(e.ip, target.ip))
     if (pool === undefined) skip(`no pool ${target.pool}`)
-    else if (entry === undefined) skip(`pool ${target.pool} holds no allocation of ${formatIP(target.ip)}`, "free")
+    else if (entry === undefined) skip(`pool ${target.pool} holds no allocation of ${formatIP(target.ip)}`, true)
     else {
       const held = heldEntry(pool.name, pool, entry, snapshot)
       addEntry(entry.podref, held)

@@ -24,12 +24,15 @@ export interface PodProjection {
   readonly disruption?: string | undefined
   /** `network-status` (or legacy `networks-status`) annotation, compacted (`compactNetworkStatus`). */
   readonly networkStatus?: string | undefined
+  /** Set (only) when `networkStatus` is the legacy annotation's, so that its errors name that one. */
+  readonly legacyStatus?: true
   /** Raw `networks` selection annotation. */
   readonly networks?: string | undefined
 }
 
 /** A pod incarnation: what Events and reports name. */
 export type PodIdentity = Pick<PodProjection, "namespace" | "name" | "uid">
+export const podIdentity = (pod: PodIdentity): PodIdentity => ({ namespace: pod.namespace, name: pod.name, uid: pod.uid })
 
 /** The `namespace/name` whereabouts writes as `podref`. */
 export const podRef = (pod: { readonly namespace: string; readonly name: string }): string => `${pod.namespace}/${pod.name}`
@@ -70,6 +73,8 @@ export const projectPod = (pod: PodLike): PodProjection => {
   const m = pod.metadata ?? {}
   const a = m.annotations ?? {}
   const ts = m.deletionTimestamp
+  const status = nonEmpty(a[NETWORK_STATUS_ANNOTATION])
+  const legacy = status === undefined ? nonEmpty(a[LEGACY_NETWORK_STATUS_ANNOTATION]) : undefined
   return {
     namespace: intern(m.namespace ?? ""),
     name: m.name ?? "",
@@ -80,8 +85,9 @@ export const projectPod = (pod: PodLike): PodProjection => {
     phase: internOptional(nonEmpty(pod.status?.phase)),
     phaseReason: internOptional(nonEmpty(pod.status?.reason)),
     disruption: internOptional(nonEmpty(pod.status?.conditions?.find((c) => c.type === "DisruptionTarget" && c.status === "True")?.reason)),
-    networkStatus: compactOptional(nonEmpty(a[NETWORK_STATUS_ANNOTATION]) ?? nonEmpty(a[LEGACY_NETWORK_STATUS_ANNOTATION])),
-    networks: nonEmpty(a[NETWORKS_ANNOTATION])
+    networkStatus: compactOptional(status ?? legacy),
+    networks: nonEmpty(a[NETWORKS_ANNOTATION]),
+    ...(legacy === undefined ? {} : { legacyStatus: true })
   }
 }
 
@@ -92,7 +98,7 @@ export const projectPod = (pod: PodLike): PodProjection => {
 export const podAttachments = (pod: PodProjection): Either.Either<ReadonlyArray<Attachment>, AnnotationError> =>
   Either.gen(function* () {
     if (pod.networkStatus !== undefined && pod.networkStatus.trim() !== "") {
-      const entries = yield* decodeNetworkStatus(pod.networkStatus)
+      const entries = yield* decodeNetworkStatus(pod.networkStatus, pod.legacyStatus ? LEGACY_NETWORK_STATUS_ANNOTATION : NETWORK_STATUS_ANNOTATION)
       if (entries.length > 0) return entries.filter((e) => e.default !== true).map((e) => statusAttachment(e, pod.namespace))
     }
     return pod.networks === undefined ? [] : yield* decodeNetworkSelection(pod.networks, pod.namespace)

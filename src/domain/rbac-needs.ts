@@ -59,8 +59,8 @@ const isLease = (n: RbacNeed) => n.group === "coordination.k8s.io" && n.resource
  * RBAC_NEEDS as the configured controller needs them: the Lease in its namespace under its name
  * (none without leader election), the schedule ConfigMap under its name (none when not looked for).
  */
-export const resolveNeeds = (ctx: NeedContext, needs: ReadonlyArray<RbacNeed> = RBAC_NEEDS): ReadonlyArray<AccessCheck> =>
-  needs.flatMap((n): ReadonlyArray<AccessCheck> => {
+export const resolveNeeds = (ctx: NeedContext): ReadonlyArray<AccessCheck> =>
+  RBAC_NEEDS.flatMap((n): ReadonlyArray<AccessCheck> => {
     if (isLease(n) && !ctx.leaderElect) return []
     if (n.resource === "configmaps" && ctx.scheduleConfigMap === "") return []
     const base = { group: n.group, resource: n.resource, verb: n.verb }

@@ -71,6 +71,14 @@ describe("projectPod", () => {
     expect(projectPod({ metadata: { annotations } }).networkStatus).toBe(expected)
   })
 
+  it("an unreadable status's error names the annotation it came from (Events and audit say which to fix)", () => {
+    const error = (annotations: Record<string, string>) => left(podAttachments(projectPod({ metadata: { namespace: "ns", name: "p", annotations } })))
+    expect(error({ [STATUS]: "[{" }).annotation).toBe(STATUS)
+    expect(error({ [LEGACY]: "[{" }).annotation).toBe(LEGACY)
+    expect(error({ [STATUS]: "", [LEGACY]: "[{" }).annotation).toBe(LEGACY)
+    expect(projectPod({ metadata: { annotations: { [STATUS]: "[]" } } })).not.toHaveProperty("legacyStatus")
+  })
+
   it("caches network-status compacted: MAC and DNS dropped, the same attachments and holdings", () => {
     const written = JSON.stringify(
       (JSON.parse(status) as Array<Record<string, unknown>>).map((e, i) => ({ ...e, mac: `0a:58:00:00:00:0${i}`, dns: {} })),
