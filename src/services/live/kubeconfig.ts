@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { KubeConfig } from "@kubernetes/client-node/dist/config.js"
-import { Config, Data, Effect, Option } from "effect"
+import { Config, Data, Effect } from "effect"
 
 export interface KubeConfigAttempt {
   readonly source: string
@@ -118,14 +118,7 @@ export const resolveKubeConfig = (sources: KubeConfigSources): Effect.Effect<Res
 
 /** Where the kubeconfig comes from: ControllerConfig's path, HOME, and the in-cluster variables. */
 export const sourcesFrom = (explicit: string | undefined): Effect.Effect<KubeConfigSources> =>
-  Config.all({
-    home: Config.option(Config.nonEmptyString("HOME")),
-    serviceHost: Config.option(Config.nonEmptyString("KUBERNETES_SERVICE_HOST"))
-  }).pipe(
-    Effect.orElseSucceed(() => ({ home: Option.none<string>(), serviceHost: Option.none<string>() })),
-    Effect.map(({ home, serviceHost }) => ({
-      explicit,
-      home: Option.getOrElse(home, () => os.homedir()),
-      serviceHost: Option.getOrUndefined(serviceHost)
-    }))
+  Config.all([Config.withDefault(Config.string("HOME"), ""), Config.withDefault(Config.string("KUBERNETES_SERVICE_HOST"), "")]).pipe(
+    Effect.orElseSucceed(() => ["", ""] as const),
+    Effect.map(([home, serviceHost]) => ({ explicit, home: home || os.homedir(), serviceHost }))
   )

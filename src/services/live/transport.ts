@@ -3,6 +3,7 @@
  * reasons (here and nowhere else), one long-lived keep-alive undici Agent per kubeconfig, and the
  * client-side token bucket.
  */
+import type { RequestOptions } from "node:https"
 import { type HttpMethod, RequestContext } from "@kubernetes/client-node/dist/gen/http/http.js"
 import { Effect, type Scope } from "effect"
 import { Agent, type Dispatcher, ProxyAgent } from "undici"
@@ -38,9 +39,8 @@ export const errorFromResponse = (verb: string, target: string, status: number, 
  * rejections), as client-go reads it; undefined when there is none or it is not a number.
  */
 export const retryAfterSeconds = (status: number, header: string | null | undefined): number | undefined => {
-  if (status !== 429 && status < 500) return undefined
-  if (header === null || header === undefined || !/^\d{1,6}$/.test(header.trim())) return undefined
-  return Number(header.trim())
+  const seconds = header?.trim() ?? ""
+  return (status === 429 || status >= 500) && /^\d{1,6}$/.test(seconds) ? Number(seconds) : undefined
 }
 
 /** A request that got no HTTP answer: network and TLS failures are Unavailable, undici's timeouts Timeout. */
@@ -68,20 +68,14 @@ export interface Transport {
   readonly headers: (url: string, method: HttpMethod) => Promise<Record<string, string>>
 }
 
-interface TlsOptions {
-  ca?: Buffer
-  cert?: Buffer
-  key?: Buffer
-  rejectUnauthorized?: boolean
-  servername?: string
-}
 const TLS_KEYS = ["ca", "cert", "key", "rejectUnauthorized", "servername"] as const
+type TlsOptions = Pick<RequestOptions, (typeof TLS_KEYS)[number]>
 
 /** TLS material of the current context, plus client-node's validation (http:// needs insecure-skip-tls-verify). */
 const connectionOptions = (resolved: ResolvedKubeConfig): Effect.Effect<TlsOptions, KubeConfigError> =>
   Effect.tryPromise({
     try: async () => {
-      const opts: TlsOptions = {}
+      const opts: RequestOptions = {}
       await resolved.kc.applyToHTTPSOptions(opts)
       // The TLS material that is set, nothing else: client-node adds an agent of its own and basic auth.
       return Object.fromEntries(TLS_KEYS.flatMap((k) => (opts[k] === undefined ? [] : [[k, opts[k]]]))) as TlsOptions
