@@ -49,9 +49,8 @@ interface Answer {
 }
 
 /**
- * API Priority and Fairness names the flow schema and priority level that classified a request in
- * two response headers: logged at debug the first time a pair is seen, and with every 429, so an
- * operator can tell which APF configuration throttles the controller.
+ * The flow schema and priority level API Priority and Fairness names in two response headers: logged at
+ * debug the first time a pair is seen and with every 429, so that an operator can tell which throttles.
  */
 const makeFlowLog = () => {
   const seen = new Set<string>()

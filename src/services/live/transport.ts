@@ -1,7 +1,6 @@
 /**
- * The wire under KubeApiLive: HTTP statuses and network failures translated into KubeError
- * reasons (here and nowhere else), one long-lived keep-alive undici Agent per kubeconfig, and the
- * client-side token bucket.
+ * The wire under KubeApiLive: HTTP statuses and network failures translated into KubeError reasons
+ * (here and nowhere else), one long-lived keep-alive undici Agent per kubeconfig, the token bucket.
  */
 import type { RequestOptions } from "node:https"
 import { type HttpMethod, RequestContext } from "@kubernetes/client-node/dist/gen/http/http.js"
@@ -33,11 +32,7 @@ export const errorFromResponse = (verb: string, target: string, status: number, 
   return new KubeError({ reason: reasonForStatus(status, verb), verb, target, status, detail: detail.slice(0, MAX_DETAIL), ...(wait === undefined ? {} : { retryAfterSeconds: wait }) })
 }
 
-/**
- * How long the server asked us to wait before trying again: the Retry-After of a 429 or 5xx
- * answer, in whole seconds (the form kube-apiserver sends, e.g. API Priority and Fairness's
- * rejections), as client-go reads it; undefined when there is none or it is not a number.
- */
+/** The Retry-After of a 429 or 5xx answer in whole seconds (kube-apiserver's form), as client-go reads it; else undefined. */
 export const retryAfterSeconds = (status: number, header: string | null | undefined): number | undefined => {
   const seconds = header?.trim() ?? ""
   return (status === 429 || status >= 500) && /^\d{1,6}$/.test(seconds) ? Number(seconds) : undefined
