@@ -1,8 +1,6 @@
 /**
- * The full orphan sweep: lists the whereabouts objects fresh, takes pods and nodes from the
- * informers' caches (the controller) or lists them too (`audit`, `release`), finds what no pod
- * holds, re-checks every candidate live right before freeing, and frees through the deletion
- * loop's planner and executor. In dry-run (`audit`) it only plans and reports.
+ * The full orphan sweep: finds what no pod holds in a fresh listing, re-checks each candidate live
+ * right before freeing it through the planner and executor; in dry-run (`audit`) only plans and reports.
  */
 import { Clock, Effect, Either, Option, Schedule } from "effect"
 import { type BadInput, badInputOf } from "../domain/bad-input.ts"
