@@ -46,7 +46,7 @@ export const auditInvariants = (world: World, startedAt: number) =>
     const { invariantGrace } = yield* ControllerConfig
     const decoder = yield* NadConfigs
     const { pods, listedBy } = world
-    const given = { pods: pods.values(), listedBy, pod: (ref: string) => pods.get(ref), pools: world.poolList.map((p) => p.pool), entryAt: makeEntryLookup() }
+    const given = { pods: pods.values(), listedBy, pod: (ref: string) => pods.get(ref), pools: [...world.pools.values()], entryAt: makeEntryLookup() }
     const found = invariantViolations(invariantView(given, world.snapshot, world.nads.map(decoder.decode)))
     const before = startedAt - Duration.toMillis(invariantGrace)
     // Each pod read once, however many violations involve it.

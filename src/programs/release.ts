@@ -47,12 +47,7 @@ const reportHoldings = (report: AuditReport) =>
   Effect.gen(function* () {
     const world = yield* listWorld(listedPods)
     const { holdings } = yield* sweepHoldings(world)
-    const matched = matchReport(report, {
-      pools: new Map(world.poolList.map((p) => [p.name, p.pool] as const)),
-      reservations: new Map(world.reservationList.map((r) => [r.name, r] as const)),
-      pods: world.pods,
-      orphans: holdings
-    })
+    const matched = matchReport(report, { ...world, orphans: holdings })
     // What another pod holds left the orphans already (rule 0): nothing more to look for.
     return { ...matched, claims: undefined }
   })
