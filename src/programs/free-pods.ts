@@ -63,8 +63,8 @@ const findAll = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot): Map<strin
 const claimOf = (c: Candidate): Pick<Holding, "claim" | "trigger"> =>
   c.claim === "Deleted" ? { claim: "Deleted", trigger: "deletion" } : { claim: "NeverRunsAgain", trigger: c.reason }
 
-/** Pools the cache has not seen yet (a pool event may still be on its way), read live; one that does not exist holds nothing. */
-const readLivePools = (names: ReadonlySet<string>) =>
+/** Pools read live (the cache may not have seen them yet); one that does not exist is in neither map: it holds nothing. */
+export const readLivePools = (names: ReadonlySet<string>) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
     const pools = new Map<string, ParsedPool>()
