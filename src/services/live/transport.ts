@@ -66,6 +66,9 @@ export interface Transport {
 const TLS_KEYS = ["ca", "cert", "key", "rejectUnauthorized", "servername"] as const
 type TlsOptions = Pick<RequestOptions, (typeof TLS_KEYS)[number]>
 
+/** The resolved kubeconfig turned out unusable after all: what was tried, then why this one is not. */
+const unusable = (resolved: ResolvedKubeConfig, problem: string) => new KubeConfigError({ attempts: [...resolved.tried, { source: resolved.source, problem }] })
+
 /** TLS material of the current context, plus client-node's validation (http:// needs insecure-skip-tls-verify). */
 const connectionOptions = (resolved: ResolvedKubeConfig): Effect.Effect<TlsOptions, KubeConfigError> =>
   Effect.tryPromise({
@@ -75,10 +78,7 @@ const connectionOptions = (resolved: ResolvedKubeConfig): Effect.Effect<TlsOptio
       // The TLS material that is set, nothing else: client-node adds an agent of its own and basic auth.
       return Object.fromEntries(TLS_KEYS.flatMap((k) => (opts[k] === undefined ? [] : [[k, opts[k]]]))) as TlsOptions
     },
-    catch: (e) =>
-      new KubeConfigError({
-        attempts: [...resolved.tried, { source: resolved.source, problem: `loaded, but its credentials or TLS files are unusable: ${errorText(e)}` }]
-      })
+    catch: (e) => unusable(resolved, `loaded, but its credentials or TLS files are unusable: ${errorText(e)}`)
   })
 
 /** The transport of a resolved kubeconfig: one keep-alive Agent, closed with the scope. */
@@ -96,7 +96,7 @@ export const makeTransport = (resolved: ResolvedKubeConfig): Effect.Effect<Trans
       Effect.try({
         try: (): Dispatcher =>
           cluster.proxyUrl === undefined || cluster.proxyUrl === "" ? new Agent(options) : new ProxyAgent({ ...options, uri: cluster.proxyUrl, requestTls: tls }),
-        catch: (e) => new KubeConfigError({ attempts: [...resolved.tried, { source: resolved.source, problem: `proxy-url: ${errorText(e)}` }] })
+        catch: (e) => unusable(resolved, `proxy-url: ${errorText(e)}`)
       }),
       (d) => Effect.promise(() => d.destroy().catch(() => undefined))
     )
