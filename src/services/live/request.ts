@@ -32,8 +32,6 @@ export interface Requester {
   readonly watch: (req: Request, idle: Duration.Duration) => Effect.Effect<Stream.Stream<WatchEvent, KubeError>, KubeError, Scope.Scope>
 }
 
-const USER_AGENT = "whereabouts-controller"
-
 const urlOf = (server: string, p: string, query: Request["query"] = {}): string => {
   const params = new URLSearchParams()
   for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== "") params.set(k, String(v))
@@ -74,7 +72,7 @@ const makeFlowLog = () => {
 const headersFor = async (transport: Transport, url: string, req: Request): Promise<Record<string, string>> => ({
   ...(await transport.headers(url, req.method)),
   Accept: req.accept ?? "application/json",
-  "User-Agent": USER_AGENT,
+  "User-Agent": "whereabouts-controller",
   // Uncompressed: next to the API server gzip costs CPU on both ends for nothing (BENCHMARKS.md's
   // Decisions); said outright, as fetch (watches) would ask for gzip.
   "Accept-Encoding": "identity",
