@@ -28,8 +28,9 @@ const explain = (o: Reasoned) => (o.detail === undefined ? ORPHAN_REASON_TEXT[o.
 
 const percent = (used: number, size: number) => (size === 0 ? "-" : `${((used / size) * 100).toFixed(1)}%`)
 
-/** A titled table after a blank line; nothing without rows. */
-const section = (title: string, header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => (rows.length === 0 ? [] : ["", title, table(header, rows)])
+/** A titled table after a blank line; without rows, `none` under the title, or nothing. */
+const section = (title: string, header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>, none?: string) =>
+  rows.length > 0 ? ["", title, table(header, rows)] : none === undefined ? [] : ["", title, none]
 
 /** Entries and reservations named for one pod while another live pod lists their address: kept (rule 0). */
 const heldForAnotherTable = (r: SweepReport): ReadonlyArray<string> =>
@@ -78,12 +79,11 @@ export const renderTable = (r: SweepReport): string => {
     ["POOL", "NODE", "USED"],
     r.staleSlicePools.map((p) => [p.name, p.node, String(p.used)])
   )
-  const tableOr = (none: string, header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => (rows.length === 0 ? none : table(header, rows))
-  const allocations = tableOr("No orphaned allocations.", ["POOL", "IP", "OFFSET", "PODREF", "IFNAME", "REASON"],
-    r.orphanAllocations.map((o) => [o.pool, formatIP(o.entry.ip), o.entry.key, o.entry.podref, o.entry.ifname ?? "", explain(o)]))
-  const reservations = tableOr("No orphaned reservations.", ["RESERVATION", "IP", "PODREF", "REASON"],
-    r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, explain(o)]))
-  return [pools, ...stale, "", "Orphaned allocations:", allocations, "", "Orphaned reservations:", reservations, ...heldForAnotherTable(r), ...violationsTable(r), ...badInputTables(r), ""].join("\n")
+  const allocations = section("Orphaned allocations:", ["POOL", "IP", "OFFSET", "PODREF", "IFNAME", "REASON"],
+    r.orphanAllocations.map((o) => [o.pool, formatIP(o.entry.ip), o.entry.key, o.entry.podref, o.entry.ifname ?? "", explain(o)]), "No orphaned allocations.")
+  const reservations = section("Orphaned reservations:", ["RESERVATION", "IP", "PODREF", "REASON"],
+    r.orphanReservations.map((o) => [o.name, o.ip === undefined ? "?" : formatIP(o.ip), o.podref, explain(o)]), "No orphaned reservations.")
+  return [pools, ...stale, ...allocations, ...reservations, ...heldForAnotherTable(r), ...violationsTable(r), ...badInputTables(r), ""].join("\n")
 }
 
 export const renderJson = (r: SweepReport): string => {

@@ -70,7 +70,6 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
       yield* metrics.failure(step.error.reason)
       return yield* Effect.logWarning(`cannot free the addresses of ${what(candidate)}`).pipe(Effect.annotateLogs({ pod: podRef(pod), reason: step.error.reason, error: step.error.message }))
     }
-    // Retries exhausted: a visible give-up.
     yield* Effect.logError(`giving up on ${what(candidate)}: retries exhausted`).pipe(
       Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, reason: step.error.reason, error: step.error.message })
     )

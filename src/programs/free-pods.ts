@@ -5,7 +5,7 @@
  */
 import { Effect, Either } from "effect"
 import type { NeverRunsAgainReason } from "../domain/never-runs-again.ts"
-import { type PodFindings, type Snapshot, deletedPodHolding, findPodHoldings, mergeFindings, unseenAfterReads } from "../domain/holdings.ts"
+import { type Snapshot, deletedPodHolding, findPodHoldings, mergeFindings, unseenAfterReads } from "../domain/holdings.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import type { ParsedPool } from "../domain/pool.ts"
 import { type Holding, Outcome, planRelease } from "../domain/release.ts"
@@ -43,28 +43,21 @@ export type Candidate = (
   readonly lookingAgain?: boolean
 }
 
-type Found = { readonly findings: PodFindings; readonly candidate: Candidate }
-
 /**
  * What each podref of the batch holds, incarnations of one pod merged. A deleted incarnation
  * makes the podref a deletion: then a live namesake keeps everything, whatever its state.
  */
-const findAll = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot): Map<string, Found> => {
-  const out = new Map<string, Found>()
-  for (const candidate of batch) {
-    const found = findPodHoldings(candidate.pod, snapshot)
-    const same = out.get(found.ref)
-    if (same === undefined) out.set(found.ref, { findings: found, candidate })
-    else out.set(found.ref, { findings: mergeFindings(same.findings, found), candidate: same.candidate.claim === "Deleted" ? same.candidate : candidate })
-  }
-  return out
-}
+const findAll = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot) =>
+  [...Map.groupBy(batch, (c) => podRef(c.pod)).values()].map((incarnations) => ({
+    findings: incarnations.map((c) => findPodHoldings(c.pod, snapshot)).reduce((a, b) => mergeFindings(a, b)),
+    candidate: incarnations.find((c) => c.claim === "Deleted") ?? incarnations.at(-1)!
+  }))
 
 const claimOf = (c: Candidate): Pick<Holding, "claim" | "trigger"> =>
   c.claim === "Deleted" ? { claim: "Deleted", trigger: "deletion" } : { claim: "NeverRunsAgain", trigger: c.reason }
 
-/** Pools the cache has not seen yet (a pool event may still be on its way), read live; one that does not exist holds nothing. */
-const readLivePools = (names: ReadonlySet<string>) =>
+/** Pools read live (the cache may not have seen them yet); one that does not exist is in neither map: it holds nothing. */
+export const readLivePools = (names: ReadonlySet<string>) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
     const pools = new Map<string, ParsedPool>()
@@ -80,7 +73,7 @@ const readLivePools = (names: ReadonlySet<string>) =>
 /** The holdings of the batch: findings, with the live reads they need, as holdings (failed where a read failed). */
 const holdingsOf = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot) =>
   Effect.gen(function* () {
-    const found = [...findAll(batch, snapshot).values()]
+    const found = findAll(batch, snapshot)
     const reads = new Set(found.flatMap(({ findings: f }) => [...f.liveReads.keys()]))
     const { pools, errors } = yield* readLivePools(reads)
     const holdings = found.map(({ findings: f, candidate }): Holding => {

@@ -9,7 +9,7 @@ import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { optionName } from "./cli.ts"
 
-type Handler = (req: IncomingMessage) => Effect.Effect<{ readonly status: number; readonly type: string; readonly body: string }>
+type Handler = Effect.Effect<{ readonly status: number; readonly type: string; readonly body: string }>
 
 /** An endpoint could not listen: one line naming the option to change and what to do (Node's own names neither). */
 export class ListenError extends Data.TaggedError("ListenError")<{ readonly message: string; readonly cause: NodeJS.ErrnoException }> {}
@@ -33,7 +33,7 @@ const serve = (portFlag: "metrics-port" | "health-port", port: number, routes: R
           const path = (req.url ?? "/").split("?")[0]!
           const route = routes[path]
           if (route === undefined) return void res.writeHead(404, { "content-type": "text/plain" }).end("not found\n")
-          Runtime.runPromise(runtime)(route(req)).then(
+          Runtime.runPromise(runtime)(route).then(
             (r) => res.writeHead(r.status, { "content-type": r.type }).end(r.body),
             (e: unknown) => res.writeHead(500, { "content-type": "text/plain" }).end(`${String(e)}\n`)
           )
@@ -60,11 +60,11 @@ export const serveEndpoints = (ready: Effect.Effect<boolean>) =>
     // Registered before the servers, so it runs once both have closed (a shutdown's progress).
     yield* Effect.addFinalizer(() => Effect.logInfo("stopped serving probes and metrics"))
     const health = yield* serve("health-port", config.healthPort, {
-      "/healthz": () => Effect.succeed(text(200, "ok\n")),
-      "/readyz": () => Effect.map(ready, (ok) => (ok ? text(200, "ok\n") : text(503, "informers not synced\n")))
+      "/healthz": Effect.succeed(text(200, "ok\n")),
+      "/readyz": Effect.map(ready, (ok) => (ok ? text(200, "ok\n") : text(503, "informers not synced\n")))
     })
     const metricsAt = yield* serve("metrics-port", config.metricsPort, {
-      "/metrics": () => Effect.map(metrics.render, (m) => ({ status: 200, type: m.contentType, body: m.body }))
+      "/metrics": Effect.map(metrics.render, (m) => ({ status: 200, type: m.contentType, body: m.body }))
     })
     yield* Effect.logInfo("serving probes and metrics").pipe(
       Effect.annotateLogs({ healthPort: config.healthPort, metricsPort: config.metricsPort, listening: [...health, ...metricsAt].join(" ") })

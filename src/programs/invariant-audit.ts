@@ -6,6 +6,7 @@
  */
 import { Duration, Effect, Either } from "effect"
 import { type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup } from "../domain/invariants.ts"
+import { isRecord, list } from "../domain/json.ts"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
@@ -21,11 +22,10 @@ export interface AuditedInvariants {
 }
 
 /** When a pod object's Ready condition turned True (ms since the epoch); undefined when it is not Ready. */
-export const readySince = (o: KubeObject): number | undefined => {
-  const status = typeof o["status"] === "object" && o["status"] !== null ? (o["status"] as Record<string, unknown>) : {}
-  const conditions = Array.isArray(status["conditions"]) ? (status["conditions"] as Array<Record<string, unknown>>) : []
-  const ready = conditions.find((c) => typeof c === "object" && c !== null && c["type"] === "Ready" && c["status"] === "True")
-  const since = typeof ready?.["lastTransitionTime"] === "string" ? Date.parse(ready["lastTransitionTime"]) : Number.NaN
+const readySince = (o: KubeObject): number | undefined => {
+  const status = isRecord(o["status"]) ? o["status"] : {}
+  const ready = list(status["conditions"]).find((c) => isRecord(c) && c["type"] === "Ready" && c["status"] === "True")
+  const since = isRecord(ready) && typeof ready["lastTransitionTime"] === "string" ? Date.parse(ready["lastTransitionTime"]) : Number.NaN
   return Number.isNaN(since) ? undefined : since
 }
 
@@ -46,7 +46,7 @@ export const auditInvariants = (world: World, startedAt: number) =>
     const { invariantGrace } = yield* ControllerConfig
     const decoder = yield* NadConfigs
     const { pods, listedBy } = world
-    const given = { pods: pods.values(), listedBy, pod: (ref: string) => pods.get(ref), pools: world.poolList.map((p) => p.pool), entryAt: makeEntryLookup() }
+    const given = { pods: pods.values(), listedBy, pod: (ref: string) => pods.get(ref), pools: [...world.pools.values()], entryAt: makeEntryLookup() }
     const found = invariantViolations(invariantView(given, world.snapshot, world.nads.map(decoder.decode)))
     const before = startedAt - Duration.toMillis(invariantGrace)
     // Each pod read once, however many violations involve it.

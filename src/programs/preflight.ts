@@ -66,9 +66,7 @@ const allowed = (reviewer: Reviewer, a: AccessCheck) =>
   ).pipe(Effect.map((o) => (o["status"] as { allowed?: unknown } | undefined)?.allowed === true))
 
 const reviewAll = (reviewer: Reviewer, checks: ReadonlyArray<AccessCheck>) =>
-  Effect.map(Effect.forEach(checks, (a) => allowed(reviewer, a), { concurrency: 8 }), (answers) =>
-    checks.filter((_, i) => !answers[i]).map(describeAccess)
-  )
+  Effect.map(Effect.filter(checks, (a) => allowed(reviewer, a), { concurrency: 8, negate: true }), (denied) => denied.map(describeAccess))
 
 /** The caller's user name (SelfSubjectReview, Kubernetes 1.28+), when the server says. */
 const callerName = Effect.flatMap(KubeApi, (api) => api.create(SelfSubjectReviews, undefined, { metadata: { name: "" } })).pipe(

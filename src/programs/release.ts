@@ -13,9 +13,9 @@ import type { OutputFormat } from "../domain/option-values.ts"
 import { listedByIndex } from "../domain/claims.ts"
 import { ipEquals } from "../domain/ip.ts"
 import { type PlannedEntry, type ReleasePlan, planRelease } from "../domain/release.ts"
-import { IPPoolStore } from "../services/IPPoolStore.ts"
 import type { ReleaseTargets } from "./cli.ts"
 import { execute } from "./executor.ts"
+import { readLivePools } from "./free-pods.ts"
 import { Pods } from "../services/Pods.ts"
 import { recheckHoldings } from "./recheck.ts"
 import { type ReleaseRow, executedRows, exitCodeOf, plannedRows, renderRows, renderRowsJson, skipRow, summary } from "./release-rows.ts"
@@ -47,12 +47,7 @@ const reportHoldings = (report: AuditReport) =>
   Effect.gen(function* () {
     const world = yield* listWorld(listedPods)
     const { holdings } = yield* sweepHoldings(world)
-    const matched = matchReport(report, {
-      pools: new Map(world.poolList.map((p) => [p.name, p.pool] as const)),
-      reservations: new Map(world.reservationList.map((r) => [r.name, r] as const)),
-      pods: world.pods,
-      orphans: holdings
-    })
+    const matched = matchReport(report, { ...world, orphans: holdings })
     // What another pod holds left the orphans already (rule 0): nothing more to look for.
     return { ...matched, claims: undefined }
   })
@@ -76,19 +71,12 @@ const logFreed = (r: ReleaseRow) =>
  * or now another podref's (freed by another first). A pool that cannot be read proves nothing.
  */
 const freedByAnother = (skipped: ReadonlyArray<PlannedEntry>) =>
-  Effect.gen(function* () {
-    const store = yield* IPPoolStore
-    const gone = new Set<PlannedEntry>()
-    for (const pool of new Set(skipped.map((p) => p.held.pool))) {
-      const now = yield* Effect.either(store.get(pool))
-      if (Either.isLeft(now) && now.left.reason !== "NotFound") continue
-      for (const p of skipped.filter((s) => s.held.pool === pool)) {
-        const entry = Either.isRight(now) ? now.right.pool.entries.find((e) => ipEquals(e.ip, p.held.entry.ip)) : undefined
-        if (entry === undefined || entry.podref !== p.held.entry.podref) gone.add(p)
-      }
-    }
-    return gone
-  })
+  Effect.map(readLivePools(new Set(skipped.map((p) => p.held.pool))), ({ pools, errors }) =>
+    new Set(skipped.filter(({ held }) => {
+      const now = pools.get(held.pool)?.entries.find((e) => ipEquals(e.ip, held.entry.ip))
+      return !errors.has(held.pool) && now?.podref !== held.entry.podref
+    }))
+  )
 
 /** Carries the plan out, with its Events and metrics written before the command ends. */
 const carryOut = (plan: ReleasePlan) =>

@@ -74,7 +74,6 @@ export const runController = Effect.scoped(
     const sweeps = (loop: RunningLoop) => Effect.gen(function* () {
       // One sweep at a time (start-up, scheduled, after a relist), each until it succeeds, leaving the loop's pods to the loop.
       const sweeping = yield* Effect.makeSemaphore(1)
-      // The invariants are judged on the caches every --invariant-interval, and after each sweep.
       const invariants = yield* makeInvariantMonitor
       const sweep = sweeping.withPermits(1)(sweepUntilDone({ dryRun: config.dryRun, leave: loop.podrefsHeld, pods: Effect.provideService(cachedPods, Caches, caches) })).pipe(Effect.tap(() => invariants.evaluate))
       yield* Effect.forkScoped(monitorPoolUsage())

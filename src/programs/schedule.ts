@@ -28,11 +28,15 @@ export const SCHEDULE_FILE_POLL = Duration.minutes(1)
 const parse = (text: string, source: string): Either.Either<ActiveSchedule, ScheduleError> =>
   Either.mapBoth(parseSchedule(text.trim()), { onLeft: (e) => new ScheduleError({ ...e, message: `${source}: ${e.message}` }), onRight: (schedule) => ({ schedule, source }) })
 
-/** The schedule file's schedule: undefined when there is none (its absence is normal), else it or why it does not parse. */
-const fileSchedule = (path: string): Either.Either<ActiveSchedule | undefined, ScheduleError> => {
-  const text = path === "" ? "" : Either.getOrElse(Either.try(() => readFileSync(path, "utf8")), () => "")
-  return text.trim() === "" ? Either.right(undefined) : parse(text, `schedule file ${path}`)
-}
+/** A source's schedule: undefined when its text is absent or blank, else it or why it does not parse. */
+const parseIfSet = (text: string | undefined, source: string): Either.Either<ActiveSchedule | undefined, ScheduleError> =>
+  text === undefined || text.trim() === "" ? Either.right(undefined) : parse(text, source)
+
+/** The schedule file's (its absence is normal). */
+const fileSchedule = (path: string) =>
+  parseIfSet(path === "" ? undefined : Either.getOrUndefined(Either.try(() => readFileSync(path, "utf8"))), `schedule file ${path}`)
+
+const configMapSchedule = (cm: ConfigMapRecord) => parseIfSet(cm.data[SCHEDULE_CONFIGMAP_KEY], `ConfigMap ${cm.namespace}/${cm.name} key ${SCHEDULE_CONFIGMAP_KEY}`)
 
 type Sources = { readonly [source in "flag" | "configMap" | "file" | "flat"]: ActiveSchedule | undefined }
 
@@ -40,12 +44,6 @@ const DEFAULT: ActiveSchedule = { schedule: Either.getOrThrow(parseSchedule(DEFA
 
 /** The schedule the sources give, and which one gave it: the first that has one. */
 export const effective = (s: Sources): ActiveSchedule => s.flag ?? s.configMap ?? s.file ?? s.flat ?? DEFAULT
-
-/** What a ConfigMap says: nothing without the key (or with it blank), else its schedule or why it does not parse. */
-const configMapSchedule = (cm: ConfigMapRecord): Either.Either<ActiveSchedule | undefined, ScheduleError> => {
-  const text = cm.data[SCHEDULE_CONFIGMAP_KEY]
-  return text === undefined || text.trim() === "" ? Either.right(undefined) : parse(text, `ConfigMap ${cm.namespace}/${cm.name} key ${SCHEDULE_CONFIGMAP_KEY}`)
-}
 
 /**
  * The ConfigMap, read once at start-up so the start-up line names the schedule in effect. Unreadable

@@ -40,20 +40,18 @@ export const cacheSnapshot: Effect.Effect<Snapshot, never, Caches | NadConfigs> 
 })
 
 export const listingSnapshot = (
-  pools: ReadonlyArray<ParsedPool>,
-  reservations: ReadonlyArray<ReservationRecord>,
+  pools: ReadonlyMap<string, ParsedPool>,
+  reservations: ReadonlyMap<string, ReservationRecord>,
   nads: ReadonlyArray<NadRecord>,
   nodeSlicePools: ReadonlyArray<NodeSlicePoolRecord>
 ): Effect.Effect<Snapshot, never, NadConfigs> =>
   Effect.map(NadConfigs, (decoder) => {
-    const poolsByName = new Map(pools.map((p) => [p.name, p] as const))
-    const reservationsByName = new Map(reservations.map((r) => [r.name, r] as const))
     const nadsByKey = new Map(nads.map((n) => [`${n.namespace}/${n.name}`, n] as const))
     return {
-      pool: (name) => poolsByName.get(name),
-      poolsHeldBy: (ref) => pools.filter((p) => p.entries.some((e) => e.podref === ref)),
-      reservation: (name) => reservationsByName.get(name),
-      reservationsHeldBy: (ref) => reservations.filter((r) => r.podref === ref),
+      pool: (name) => pools.get(name),
+      poolsHeldBy: (ref) => [...pools.values()].filter((p) => p.entries.some((e) => e.podref === ref)),
+      reservation: (name) => reservations.get(name),
+      reservationsHeldBy: (ref) => [...reservations.values()].filter((r) => r.podref === ref),
       nad: (namespace, name) => {
         const nad = nadsByKey.get(`${namespace}/${name}`)
         return nad === undefined ? undefined : decoder.decode(nad)

@@ -1,8 +1,6 @@
 /**
- * The full orphan sweep: lists the whereabouts objects fresh, takes pods and nodes from the
- * informers' caches (the controller) or lists them too (`audit`, `release`), finds what no pod
- * holds, re-checks every candidate live right before freeing, and frees through the deletion
- * loop's planner and executor. In dry-run (`audit`) it only plans and reports.
+ * The full orphan sweep: finds what no pod holds in a fresh listing, re-checks each candidate live
+ * right before freeing it through the planner and executor; in dry-run (`audit`) only plans and reports.
  */
 import { Clock, Effect, Either, Option, Schedule } from "effect"
 import { type BadInput, badInputOf } from "../domain/bad-input.ts"
@@ -73,7 +71,7 @@ export interface SweepReport {
 }
 
 /**
- * The whereabouts objects listed fresh (never the caches, which may lag), and their snapshot.
+ * The whereabouts objects listed fresh (never the caches, which may lag), by name, and their snapshot.
  * Reservations first: one is written after its allocation, so the pools listed next hold it unless it is stale.
  */
 export const listWhereabouts = Effect.gen(function* () {
@@ -85,8 +83,10 @@ export const listWhereabouts = Effect.gen(function* () {
   const { items: nodeSlicePools } = yield* listProjected(R.NodeSlicePools, config.namespace, toNodeSlicePoolRecord).pipe(
     Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed({ items: [] }))
   )
-  const snapshot = yield* listingSnapshot(poolList.map((p) => p.pool), reservationList, nads, nodeSlicePools)
-  return { reservationList, poolList, nads, nodeSlicePools, snapshot }
+  const pools = new Map(poolList.map((p) => [p.name, p.pool] as const))
+  const reservations = new Map(reservationList.map((r) => [r.name, r] as const))
+  const snapshot = yield* listingSnapshot(pools, reservations, nads, nodeSlicePools)
+  return { poolList, pools, reservations, nads, nodeSlicePools, snapshot }
 })
 
 /** The pods (by podref) and nodes a sweep judges by, and who lists each address. */
@@ -124,7 +124,7 @@ export type World = Effect.Effect.Success<ReturnType<typeof listWorld<never, nev
 export const sweepHoldings = (world: World) =>
   Effect.gen(function* () {
     const { pods: live, snapshot } = world
-    const pools = world.poolList.map((p) => p.pool)
+    const pools = [...world.pools.values()]
     const networkOf = (pool: ParsedPool) => snapshot.origin(pool).network
     const nodes = new Map(world.nodes.map((n) => [n.name, n] as const))
     const now = yield* Clock.currentTimeMillis
@@ -133,10 +133,9 @@ export const sweepHoldings = (world: World) =>
       const node = pod.nodeName === undefined ? undefined : nodes.get(pod.nodeName)
       return neverRunsAgain(pod, node === undefined ? { _tag: "Gone" } : { _tag: "Present", node }, now, policy)
     }
-    const reservations = world.reservationList.map((r) => ({ metadata: { name: r.name }, spec: { podref: r.podref } }))
+    const reservations = [...world.reservations.values()].map((r) => ({ metadata: { name: r.name }, spec: { podref: r.podref } }))
     const found = findOrphans(pools, live, reservations, { networkOf, neverRunsAgain: ended })
-    const listed = new Map(world.reservationList.map((r) => [r.name, r] as const))
-    const all = orphanHoldings(found, new Map(pools.map((p) => [p.name, p] as const)), listed, snapshot, live)
+    const all = orphanHoldings(found, world.pools, world.reservations, snapshot, live)
     // Rule 0: what another listed pod holds is no orphan, whichever podref it names.
     const claims = { ...claimSource(world.listedBy, snapshot), ended: (p: PodProjection) => ended(p) !== undefined }
     return separateHeldForAnother(found, all, claims)
@@ -271,7 +270,7 @@ export const runSweep = (
       orphanAllocations: orphans.allocations,
       orphanReservations: orphans.reservations,
       heldForAnother,
-      badInput: badInputOf(world.nads.map((n) => ({ ...n, decoded: nadConfigs.decode(n) })), world.poolList.map((p) => p.pool), options.audit === true ? world.pods.values() : []),
+      badInput: badInputOf(world.nads.map((n) => ({ ...n, decoded: nadConfigs.decode(n) })), [...world.pools.values()], options.audit === true ? world.pods.values() : []),
       staleSlicePools: pools.flatMap((p) => (p.owner === "stale" ? [{ name: p.name, node: p.node ?? "", used: p.used }] : [])),
       prunedPools,
       ...done,

@@ -7,7 +7,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { KubeConfig } from "@kubernetes/client-node/dist/config.js"
-import { Config, Data, Effect, Option } from "effect"
+import { Config, Data, Effect } from "effect"
 
 export interface KubeConfigAttempt {
   readonly source: string
@@ -55,8 +55,7 @@ const problemOf = (kc: KubeConfig): string | undefined => {
 }
 
 /** Several files merge as kubectl merges them: the first file's current-context, the first of each name. */
-const loadFiles = (files: ReadonlyArray<string>): KubeConfig => {
-  const kc = new KubeConfig()
+const loadFiles = (kc: KubeConfig, files: ReadonlyArray<string>): void => {
   kc.loadFromFile(files[0]!)
   for (const file of files.slice(1)) {
     const more = new KubeConfig()
@@ -67,7 +66,6 @@ const loadFiles = (files: ReadonlyArray<string>): KubeConfig => {
     for (const c of more.getContexts()) if (!has(kc.getContexts(), c.name)) kc.addContext(c)
     if (!kc.getCurrentContext()) kc.setCurrentContext(more.getCurrentContext())
   }
-  return kc
 }
 
 /**
@@ -79,10 +77,10 @@ export const resolveKubeConfig = (sources: KubeConfigSources): Effect.Effect<Res
   Effect.suspend(() => {
     const tried: Array<KubeConfigAttempt> = []
     const fail = (source: string, problem: string) => Effect.fail(new KubeConfigError({ attempts: [...tried, { source, problem }] }))
-    const use = (source: string, load: () => KubeConfig) => {
-      let kc: KubeConfig
+    const use = (source: string, load: (kc: KubeConfig) => void) => {
+      const kc = new KubeConfig()
       try {
-        kc = load()
+        load(kc)
       } catch (e) {
         return fail(source, errorText(e))
       }
@@ -97,35 +95,24 @@ export const resolveKubeConfig = (sources: KubeConfigSources): Effect.Effect<Res
       if (missing.length > 0) {
         return fail(source, `no such file: ${missing.join(", ")} (given explicitly, so ~/.kube/config and the in-cluster service account were not tried)`)
       }
-      return use(source, () => loadFiles(files))
+      return use(source, (kc) => loadFiles(kc, files))
     }
     tried.push({ source: "KUBECONFIG/--kubeconfig", problem: "not set" })
 
     const home = sources.home === undefined || sources.home === "" ? undefined : path.join(sources.home, ".kube", "config")
-    if (home !== undefined && fs.existsSync(home)) return use(`~/.kube/config (${home})`, () => loadFiles([home]))
+    if (home !== undefined && fs.existsSync(home)) return use(`~/.kube/config (${home})`, (kc) => loadFiles(kc, [home]))
     tried.push({ source: `~/.kube/config${home === undefined ? "" : ` (${home})`}`, problem: home === undefined ? "no home directory" : "no such file" })
 
     const prefix = sources.serviceAccountPrefix ?? ""
     const source = "in-cluster service account"
     if (sources.serviceHost === undefined || sources.serviceHost === "") return fail(source, "KUBERNETES_SERVICE_HOST is not set (not running in a pod)")
     if (!fs.existsSync(`${prefix}${SA_TOKEN}`)) return fail(source, `no token at ${prefix}${SA_TOKEN} (automountServiceAccountToken off?)`)
-    return use(source, () => {
-      const kc = new KubeConfig()
-      kc.loadFromCluster(prefix)
-      return kc
-    })
+    return use(source, (kc) => kc.loadFromCluster(prefix))
   })
 
 /** Where the kubeconfig comes from: ControllerConfig's path, HOME, and the in-cluster variables. */
 export const sourcesFrom = (explicit: string | undefined): Effect.Effect<KubeConfigSources> =>
-  Config.all({
-    home: Config.option(Config.nonEmptyString("HOME")),
-    serviceHost: Config.option(Config.nonEmptyString("KUBERNETES_SERVICE_HOST"))
-  }).pipe(
-    Effect.orElseSucceed(() => ({ home: Option.none<string>(), serviceHost: Option.none<string>() })),
-    Effect.map(({ home, serviceHost }) => ({
-      explicit,
-      home: Option.getOrElse(home, () => os.homedir()),
-      serviceHost: Option.getOrUndefined(serviceHost)
-    }))
+  Config.all([Config.withDefault(Config.string("HOME"), ""), Config.withDefault(Config.string("KUBERNETES_SERVICE_HOST"), "")]).pipe(
+    Effect.orElseSucceed(() => ["", ""] as const),
+    Effect.map(([home, serviceHost]) => ({ explicit, home: home || os.homedir(), serviceHost }))
   )

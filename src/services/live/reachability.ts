@@ -1,9 +1,7 @@
 /**
- * Whether the API server can be reached, said once per change: while the server is down every
- * informer, the lease and every request fail together, and a line per failed attempt buries the one
- * fact an operator needs. The live requester reports each attempt here; this logs the first attempt
- * that got no answer ("cannot reach … since …") and the first answer after it ("reached … again
- * after …"); callers log their own failed attempts at debug (`isUnreachable`).
+ * Whether the API server can be reached, said once per change ("cannot reach … since …", "reached …
+ * again after …"): while it is down everything fails together, and a line per failed attempt would
+ * bury that one fact. Callers log their own failed attempts at debug (`isUnreachable`).
  */
 import { Effect, FiberRef, HashMap } from "effect"
 import { type KubeError, isUnreachable } from "../KubeError.ts"

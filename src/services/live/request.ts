@@ -32,8 +32,6 @@ export interface Requester {
   readonly watch: (req: Request, idle: Duration.Duration) => Effect.Effect<Stream.Stream<WatchEvent, KubeError>, KubeError, Scope.Scope>
 }
 
-const USER_AGENT = "whereabouts-controller"
-
 const urlOf = (server: string, p: string, query: Request["query"] = {}): string => {
   const params = new URLSearchParams()
   for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== "") params.set(k, String(v))
@@ -49,9 +47,8 @@ interface Answer {
 }
 
 /**
- * API Priority and Fairness names the flow schema and priority level that classified a request in
- * two response headers: logged at debug the first time a pair is seen, and with every 429, so an
- * operator can tell which APF configuration throttles the controller.
+ * The flow schema and priority level API Priority and Fairness names in two response headers: logged at
+ * debug the first time a pair is seen and with every 429, so that an operator can tell which throttles.
  */
 const makeFlowLog = () => {
   const seen = new Set<string>()
@@ -75,7 +72,7 @@ const makeFlowLog = () => {
 const headersFor = async (transport: Transport, url: string, req: Request): Promise<Record<string, string>> => ({
   ...(await transport.headers(url, req.method)),
   Accept: req.accept ?? "application/json",
-  "User-Agent": USER_AGENT,
+  "User-Agent": "whereabouts-controller",
   // Uncompressed: next to the API server gzip costs CPU on both ends for nothing (BENCHMARKS.md's
   // Decisions); said outright, as fetch (watches) would ask for gzip.
   "Accept-Encoding": "identity",

@@ -1,8 +1,8 @@
 /**
- * The wire under KubeApiLive: HTTP statuses and network failures translated into KubeError
- * reasons (here and nowhere else), one long-lived keep-alive undici Agent per kubeconfig, and the
- * client-side token bucket.
+ * The wire under KubeApiLive: HTTP statuses and network failures translated into KubeError reasons
+ * (here and nowhere else), one long-lived keep-alive undici Agent per kubeconfig, the token bucket.
  */
+import type { RequestOptions } from "node:https"
 import { type HttpMethod, RequestContext } from "@kubernetes/client-node/dist/gen/http/http.js"
 import { Effect, type Scope } from "effect"
 import { Agent, type Dispatcher, ProxyAgent } from "undici"
@@ -32,15 +32,10 @@ export const errorFromResponse = (verb: string, target: string, status: number, 
   return new KubeError({ reason: reasonForStatus(status, verb), verb, target, status, detail: detail.slice(0, MAX_DETAIL), ...(wait === undefined ? {} : { retryAfterSeconds: wait }) })
 }
 
-/**
- * How long the server asked us to wait before trying again: the Retry-After of a 429 or 5xx
- * answer, in whole seconds (the form kube-apiserver sends, e.g. API Priority and Fairness's
- * rejections), as client-go reads it; undefined when there is none or it is not a number.
- */
+/** The Retry-After of a 429 or 5xx answer in whole seconds (kube-apiserver's form), as client-go reads it; else undefined. */
 export const retryAfterSeconds = (status: number, header: string | null | undefined): number | undefined => {
-  if (status !== 429 && status < 500) return undefined
-  if (header === null || header === undefined || !/^\d{1,6}$/.test(header.trim())) return undefined
-  return Number(header.trim())
+  const seconds = header?.trim() ?? ""
+  return (status === 429 || status >= 500) && /^\d{1,6}$/.test(seconds) ? Number(seconds) : undefined
 }
 
 /** A request that got no HTTP answer: network and TLS failures are Unavailable, undici's timeouts Timeout. */
@@ -68,28 +63,22 @@ export interface Transport {
   readonly headers: (url: string, method: HttpMethod) => Promise<Record<string, string>>
 }
 
-interface TlsOptions {
-  ca?: Buffer
-  cert?: Buffer
-  key?: Buffer
-  rejectUnauthorized?: boolean
-  servername?: string
-}
 const TLS_KEYS = ["ca", "cert", "key", "rejectUnauthorized", "servername"] as const
+type TlsOptions = Pick<RequestOptions, (typeof TLS_KEYS)[number]>
+
+/** The resolved kubeconfig turned out unusable after all: what was tried, then why this one is not. */
+const unusable = (resolved: ResolvedKubeConfig, problem: string) => new KubeConfigError({ attempts: [...resolved.tried, { source: resolved.source, problem }] })
 
 /** TLS material of the current context, plus client-node's validation (http:// needs insecure-skip-tls-verify). */
 const connectionOptions = (resolved: ResolvedKubeConfig): Effect.Effect<TlsOptions, KubeConfigError> =>
   Effect.tryPromise({
     try: async () => {
-      const opts: TlsOptions = {}
+      const opts: RequestOptions = {}
       await resolved.kc.applyToHTTPSOptions(opts)
       // The TLS material that is set, nothing else: client-node adds an agent of its own and basic auth.
       return Object.fromEntries(TLS_KEYS.flatMap((k) => (opts[k] === undefined ? [] : [[k, opts[k]]]))) as TlsOptions
     },
-    catch: (e) =>
-      new KubeConfigError({
-        attempts: [...resolved.tried, { source: resolved.source, problem: `loaded, but its credentials or TLS files are unusable: ${errorText(e)}` }]
-      })
+    catch: (e) => unusable(resolved, `loaded, but its credentials or TLS files are unusable: ${errorText(e)}`)
   })
 
 /** The transport of a resolved kubeconfig: one keep-alive Agent, closed with the scope. */
@@ -107,7 +96,7 @@ export const makeTransport = (resolved: ResolvedKubeConfig): Effect.Effect<Trans
       Effect.try({
         try: (): Dispatcher =>
           cluster.proxyUrl === undefined || cluster.proxyUrl === "" ? new Agent(options) : new ProxyAgent({ ...options, uri: cluster.proxyUrl, requestTls: tls }),
-        catch: (e) => new KubeConfigError({ attempts: [...resolved.tried, { source: resolved.source, problem: `proxy-url: ${errorText(e)}` }] })
+        catch: (e) => unusable(resolved, `proxy-url: ${errorText(e)}`)
       }),
       (d) => Effect.promise(() => d.destroy().catch(() => undefined))
     )

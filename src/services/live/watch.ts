@@ -1,9 +1,9 @@
 /** Watch framing: newline-delimited JSON events from a response body, as a Stream. */
 import { Chunk, Duration, Effect, Option, Stream } from "effect"
 import { type KubeObject, type WatchEvent, malformed } from "../KubeApi.ts"
-import { KubeError, reasonForStatus } from "../KubeError.ts"
+import { KubeError } from "../KubeError.ts"
 import { isRecord } from "../../domain/json.ts"
-import { MAX_DETAIL } from "./transport.ts"
+import { MAX_DETAIL, errorFromResponse } from "./transport.ts"
 
 export const isKubeObject = (u: unknown): u is KubeObject => isRecord(u) && isRecord(u["metadata"])
 
@@ -37,15 +37,10 @@ export const watchEvents = (reader: ReadableStreamDefaultReader<Uint8Array>, tar
         return typeof rv === "string" ? { type: "BOOKMARK", resourceVersion: rv } : undefined
       }
       case "ERROR": {
-        const status = isRecord(o) ? o : {}
-        const code = typeof status["code"] === "number" ? status["code"] : undefined
-        return new KubeError({
-          reason: code === undefined ? "Unknown" : reasonForStatus(code, "watch"),
-          verb: "watch",
-          target,
-          status: code,
-          detail: typeof status["message"] === "string" ? status["message"] : JSON.stringify(o ?? null).slice(0, MAX_DETAIL)
-        })
+        // A Status, read as the body of a non-2xx answer.
+        const text = JSON.stringify(o ?? null)
+        if (isRecord(o) && typeof o["code"] === "number") return errorFromResponse("watch", target, o["code"], text)
+        return new KubeError({ reason: "Unknown", verb: "watch", target, detail: text.slice(0, MAX_DETAIL) })
       }
       default:
         return undefined
