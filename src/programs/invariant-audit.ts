@@ -6,7 +6,7 @@
  */
 import { Duration, Effect, Either } from "effect"
 import { type InvariantViolation, type PodIdentity, invariantViolations, judged, makeEntryLookup } from "../domain/invariants.ts"
-import { isRecord, list } from "../domain/json.ts"
+import { isRecord, list, record } from "../domain/json.ts"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
@@ -23,7 +23,7 @@ export interface AuditedInvariants {
 
 /** When a pod object's Ready condition turned True (ms since the epoch); undefined when it is not Ready. */
 const readySince = (o: KubeObject): number | undefined => {
-  const status = isRecord(o["status"]) ? o["status"] : {}
+  const status = record(o["status"])
   const ready = list(status["conditions"]).find((c) => isRecord(c) && c["type"] === "Ready" && c["status"] === "True")
   const since = isRecord(ready) && typeof ready["lastTransitionTime"] === "string" ? Date.parse(ready["lastTransitionTime"]) : Number.NaN
   return Number.isNaN(since) ? undefined : since

@@ -10,7 +10,7 @@ import { type NodeRecord, OUT_OF_SERVICE_TAINT } from "../domain/never-runs-agai
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import { type ParsedPool, type ReservationRecord, parsePool } from "../domain/pool.ts"
 import { listedIPKeys } from "../domain/claims.ts"
-import { isRecord, list } from "../domain/json.ts"
+import { list, record } from "../domain/json.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { type Informer, type InformerOptions, makeInformer } from "./Informer.ts"
@@ -48,8 +48,6 @@ export const NODE_INDEX = "node"
 export const LISTED_IP_INDEX = "listedIP"
 
 const str = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
-/** `u` as a record to read fields from; {} when it is not one. */
-const rec = (u: unknown): Record<string, unknown> => (isRecord(u) ? u : {})
 const objectRecord = ({ metadata }: KubeObject): ObjectRecord => ({
   namespace: metadata.namespace ?? "",
   name: metadata.name,
@@ -59,55 +57,55 @@ const objectRecord = ({ metadata }: KubeObject): ObjectRecord => ({
 
 export const toConfigMapRecord = (o: KubeObject): ConfigMapRecord => ({
   ...objectRecord(o),
-  data: Object.fromEntries(Object.entries(rec(o["data"])).flatMap(([k, v]) => (typeof v === "string" ? [[k, v] as const] : [])))
+  data: Object.fromEntries(Object.entries(record(o["data"])).flatMap(([k, v]) => (typeof v === "string" ? [[k, v] as const] : [])))
 })
 
-export const toNadRecord = (o: KubeObject): NadRecord => ({ ...objectRecord(o), config: str(rec(o["spec"])["config"]) })
+export const toNadRecord = (o: KubeObject): NadRecord => ({ ...objectRecord(o), config: str(record(o["spec"])["config"]) })
 
 /** Total: a pool whose spec is unreadable becomes a pool with no entries and every key reported. */
 export const toPoolRecord = (o: KubeObject): PoolRecord => updatePoolRecord(o, undefined)
 
 /** toPoolRecord, with the unchanged entries taken from the cached version (see parsePool). */
 const updatePoolRecord = (o: KubeObject, previous: PoolRecord | undefined): PoolRecord => {
-  const spec = rec(o["spec"])
+  const spec = record(o["spec"])
   return {
     name: o.metadata.name,
     uid: o.metadata.uid ?? "",
     resourceVersion: o.metadata.resourceVersion,
-    pool: parsePool({ metadata: { name: o.metadata.name }, spec: { range: str(spec["range"]) ?? "", allocations: rec(spec["allocations"]) } }, previous?.pool)
+    pool: parsePool({ metadata: { name: o.metadata.name }, spec: { range: str(spec["range"]) ?? "", allocations: record(spec["allocations"]) } }, previous?.pool)
   }
 }
 
 export const toReservationRecord = (o: KubeObject): ReservationRecord => ({
   name: o.metadata.name,
   resourceVersion: o.metadata.resourceVersion,
-  podref: intern(str(rec(o["spec"])["podref"]) ?? "")
+  podref: intern(str(record(o["spec"])["podref"]) ?? "")
 })
 
 /** A NodeSlicePool as the planner reads it; unreadable fields become empty (nothing is then mapped through it). */
 export const toNodeSlicePoolRecord = (o: KubeObject): NodeSlicePoolRecord => {
-  const spec = rec(o["spec"])
+  const spec = record(o["spec"])
   return {
     name: o.metadata.name,
     resourceVersion: o.metadata.resourceVersion,
     range: str(spec["range"]) ?? "",
     sliceSize: str(spec["sliceSize"]) ?? "",
-    allocations: list(rec(o["status"])["allocations"]).flatMap((a) => {
-      const sliceRange = str(rec(a)["sliceRange"])
-      return sliceRange === undefined ? [] : [{ nodeName: intern(str(rec(a)["nodeName"]) ?? ""), sliceRange }]
+    allocations: list(record(o["status"])["allocations"]).flatMap((a) => {
+      const sliceRange = str(record(a)["sliceRange"])
+      return sliceRange === undefined ? [] : [{ nodeName: intern(str(record(a)["nodeName"]) ?? ""), sliceRange }]
     })
   }
 }
 
 /** What the never-run-again rule needs of a Node: its Ready condition and whether it is declared out of service. */
 export const toNodeRecord = (o: KubeObject): NodeRecord => {
-  const ready = list(rec(o["status"])["conditions"]).map(rec).find((c) => c["type"] === "Ready")
+  const ready = list(record(o["status"])["conditions"]).map(record).find((c) => c["type"] === "Ready")
   return {
     name: o.metadata.name,
     resourceVersion: o.metadata.resourceVersion,
     ready: ready === undefined ? undefined : str(ready["status"]),
     readySince: ready === undefined ? undefined : str(ready["lastTransitionTime"]),
-    outOfService: list(rec(o["spec"])["taints"]).some((t) => rec(t)["key"] === OUT_OF_SERVICE_TAINT)
+    outOfService: list(record(o["spec"])["taints"]).some((t) => record(t)["key"] === OUT_OF_SERVICE_TAINT)
   }
 }
 

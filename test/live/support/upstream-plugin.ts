@@ -17,7 +17,7 @@ import * as path from "node:path"
 import { Context, Data, Effect, Layer } from "effect"
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml"
 import type { Attachment, CniRequest, RunningPod } from "../../../src/testing/cni-plugin.ts"
-import { isRecord } from "../../../src/domain/json.ts"
+import { isRecord, record } from "../../../src/domain/json.ts"
 import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../../../src/domain/multus.ts"
 import { KubeApi, type KubeObject } from "../../../src/services/KubeApi.ts"
 import * as R from "../../../src/services/resources.ts"
@@ -100,7 +100,7 @@ export const pluginStdin = (specConfig: string, flatFile: string, ipamDefaults: 
     if (found === undefined) throw new Error(`no whereabouts plugin in the config list: ${specConfig}`)
     conf = { ...found, cniVersion: parsed["cniVersion"], name: parsed["name"] }
   } else conf = parsed
-  const ipam = isRecord(conf["ipam"]) ? conf["ipam"] : {}
+  const ipam = record(conf["ipam"])
   return JSON.stringify({ ...conf, ipam: { ...ipamDefaults, ...ipam, configuration_path: flatFile } })
 }
 
