@@ -40,6 +40,9 @@ export const parseDuration: Parse<Duration.Duration> = (text) => {
   return Either.flatMap(unsigned(t.slice(1)), (d) => (Duration.toMillis(d) === 0 ? Either.right(d) : Either.left("a duration cannot be negative")))
 }
 
+/** A duration, or undefined for "" (off). */
+export const parseOptionalDuration: Parse<Duration.Duration | undefined> = (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text))
+
 /** A duration above zero: a period, where 0 would spin. */
 export const parsePositiveDuration: Parse<Duration.Duration> = (text) =>
   Either.flatMap(parseDuration(text), (d) => (Duration.toMillis(d) > 0 ? Either.right(d) : Either.left("must be above 0")))
@@ -72,9 +75,7 @@ export const parseCount =
 
 /** A TCP port; 0 turns the endpoint off. */
 export const parsePort: Parse<number> = (text) =>
-  Either.flatMap(Either.mapLeft(parseCount(0)(text), () => "not a port (0 to 65535; 0 turns it off)"), (n) =>
-    n > 65_535 ? Either.left("not a port (0 to 65535; 0 turns it off)") : Either.right(n)
-  )
+  Either.mapLeft(Either.filterOrLeft(parseCount(0)(text), (n) => n <= 65_535, () => ""), () => "not a port (0 to 65535; 0 turns it off)")
 
 /** A number of at least 0 (a rate: 0 means no cap). */
 export const parseRate: Parse<number> = (text) => {
@@ -110,7 +111,7 @@ export const OUTPUT_FORMATS = ["table", "json"] as const
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
 
 /** Anything: a path, an address the listener resolves, a name ("" for a name means its default, as effect's Config reads it). */
-export const parseAny: Parse<string> = (text) => Either.right(text)
+const parseAny: Parse<string> = (text) => Either.right(text)
 
 export const DURATION: ValueType<Duration.Duration> = { placeholder: "<duration>", example: "30s", parse: parseDuration }
 export const PERIOD: ValueType<Duration.Duration> = { placeholder: "<duration>", example: "1m", parse: parsePositiveDuration }

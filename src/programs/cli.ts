@@ -7,7 +7,7 @@ import { parseArgs } from "node:util"
 import { type ConfigError, ConfigProvider, Duration, Either } from "effect"
 import { parseSchedule } from "../domain/cron.ts"
 import { type IPAddress, parseIP } from "../domain/ip.ts"
-import { BOOLEAN, COUNT, DURATION, NAME, OUTPUT_FORMATS, PATH, PERIOD, PORT, RATE, RATIO, type ValueType, formatDuration, parseChoice, parseDuration } from "../domain/option-values.ts"
+import { BOOLEAN, COUNT, DURATION, NAME, OUTPUT_FORMATS, PATH, PERIOD, PORT, RATE, RATIO, type ValueType, formatDuration, parseChoice, parseOptionalDuration } from "../domain/option-values.ts"
 import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
@@ -40,8 +40,7 @@ export interface OptionSpec extends OptionRow {
 }
 
 const SCHEDULE: ValueType = { placeholder: "<schedule>", example: '"@every 6h"', parse: (text) => Either.mapLeft(parseSchedule(text.trim()), (e) => e.message) }
-/** Unset or "": off. */
-const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)) }
+const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: parseOptionalDuration }
 const LOG_LEVEL: ValueType = { placeholder: "<level>", example: "info", parse: parseChoice(Object.keys(LOG_LEVELS), { named: 4, ignoreCase: true }) }
 const LOG_FORMAT: ValueType = { placeholder: "<format>", example: "logfmt", parse: parseChoice(LOG_FORMATS) }
 const OUTPUT: ValueType = { placeholder: "<format>", example: "json", parse: parseChoice(OUTPUT_FORMATS) }

@@ -6,7 +6,7 @@ import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
 import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
 import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
-import { type OutputFormat, type Parse, parseCount, parseDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
+import { type OutputFormat, type Parse, parseBoolean, parseCount, parseDuration, parseOptionalDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
 
 /** Constants no operator has a reason to change (BENCHMARKS.md's Decisions), in the shape so tests can shorten them. */
 const tuning = {
@@ -109,48 +109,44 @@ export const DEFAULTS = {
 
 export type DefaultedKey = keyof typeof DEFAULTS
 
-/** A value read with the parser the command line checks it with (option-values.ts): one rule for both. */
-const parsed = <A>(key: string, parse: Parse<A>) =>
-  Config.string(key).pipe(Config.mapOrFail((text) => Either.mapLeft(parse(text), (why) => ConfigError.InvalidData([], `${JSON.stringify(text)}: ${why}`))))
-const duration = (key: string, fallback: Duration.Duration) => parsed(key, parseDuration).pipe(Config.withDefault(fallback))
-const count = (key: string, fallback: number) => parsed(key, parseCount(1)).pipe(Config.withDefault(fallback))
-const port = (key: string, fallback: number) => parsed(key, parsePort).pipe(Config.withDefault(fallback))
-const flag = (key: string, fallback: boolean) => Config.boolean(key).pipe(Config.withDefault(fallback))
+/** A value read with the parser the command line checks it with (option-values.ts): one rule for both; unset, `fallback`. */
+const parsed = <A>(key: string, parse: Parse<A>, fallback: A) =>
+  Config.string(key).pipe(
+    Config.mapOrFail((text) => Either.mapLeft(parse(text), (why) => ConfigError.InvalidData([], `${JSON.stringify(text)}: ${why}`))),
+    Config.withDefault(fallback)
+  )
 const optionalString = (key: string) => Config.option(Config.nonEmptyString(key)).pipe(Config.map(Option.getOrUndefined))
 const D = DEFAULTS
 
 /** The option the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
-export const shutdownTimeout = duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout)
+export const shutdownTimeout = parsed("SHUTDOWN_TIMEOUT", parseDuration, D.shutdownTimeout)
 
 /** Reads the configuration; keys are the environment variable names documented in the README. */
 export const config: Config.Config<ControllerConfigShape> = Config.all({
   namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault(D.namespace)),
   kubeconfig: optionalString("KUBECONFIG"),
-  concurrentBatches: count("CONCURRENT_BATCHES", D.concurrentBatches),
-  apiQps: parsed("API_QPS", parseRate).pipe(Config.withDefault(D.apiQps)),
+  concurrentBatches: parsed("CONCURRENT_BATCHES", parseCount(1), D.concurrentBatches),
+  apiQps: parsed("API_QPS", parseRate, D.apiQps),
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
-  dryRun: flag("DRY_RUN", D.dryRun),
-  leaderElect: flag("LEADER_ELECT", D.leaderElect),
+  dryRun: parsed("DRY_RUN", parseBoolean, D.dryRun),
+  leaderElect: parsed("LEADER_ELECT", parseBoolean, D.leaderElect),
   leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault(D.leaseName)),
   podNamespace: Config.option(Config.nonEmptyString("POD_NAMESPACE")),
   identity: Config.nonEmptyString("POD_NAME").pipe(Config.withDefault(`${hostname()}_${randomUUID().slice(0, 8)}`)),
-  metricsPort: port("METRICS_PORT", D.metricsPort),
-  healthPort: port("HEALTH_PORT", D.healthPort),
+  metricsPort: parsed("METRICS_PORT", parsePort, D.metricsPort),
+  healthPort: parsed("HEALTH_PORT", parsePort, D.healthPort),
   shutdownTimeout,
-  poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio).pipe(Config.withDefault(D.poolUsageThreshold)),
-  invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration).pipe(Config.withDefault(D.invariantInterval)),
-  invariantGrace: duration("INVARIANT_GRACE", D.invariantGrace),
+  poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio, D.poolUsageThreshold),
+  invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration, D.invariantInterval),
+  invariantGrace: parsed("INVARIANT_GRACE", parseDuration, D.invariantGrace),
   flatConfigPath: optionalString("FLAT_CONFIG_PATH"),
-  pruneSlicePools: flag("PRUNE_SLICE_POOLS", D.pruneSlicePools),
-  freeTerminalPods: flag("FREE_TERMINAL_PODS", D.freeTerminalPods),
-  freeEvictedPods: flag("FREE_EVICTED_PODS", D.freeEvictedPods),
-  freeOnOutOfService: flag("FREE_ON_OUT_OF_SERVICE", D.freeOnOutOfService),
-  terminatingGrace: duration("TERMINATING_GRACE", D.terminatingGrace),
-  // Unset or "": off.
-  freeOnNotReadyAfter: Config.option(parsed("FREE_ON_NOTREADY_AFTER", (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)))).pipe(
-    Config.map(Option.getOrUndefined)
-  )
+  pruneSlicePools: parsed("PRUNE_SLICE_POOLS", parseBoolean, D.pruneSlicePools),
+  freeTerminalPods: parsed("FREE_TERMINAL_PODS", parseBoolean, D.freeTerminalPods),
+  freeEvictedPods: parsed("FREE_EVICTED_PODS", parseBoolean, D.freeEvictedPods),
+  freeOnOutOfService: parsed("FREE_ON_OUT_OF_SERVICE", parseBoolean, D.freeOnOutOfService),
+  terminatingGrace: parsed("TERMINATING_GRACE", parseDuration, D.terminatingGrace),
+  freeOnNotReadyAfter: parsed("FREE_ON_NOTREADY_AFTER", parseOptionalDuration, undefined)
 }).pipe(
   // The Lease lives where the controller runs, as a controller-runtime manager's does by default.
   Config.map(({ podNamespace, ...rest }) => ({ ...rest, ...TUNING, leaseNamespace: Option.getOrElse(podNamespace, () => rest.namespace) }))
