@@ -12,7 +12,7 @@ import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
-import { API_BURST_PER_QPS, DEFAULTS, type DefaultedKey, TUNING } from "../services/ControllerConfig.ts"
+import { API_BURST_PER_QPS, DEFAULTS, TUNING } from "../services/ControllerConfig.ts"
 import { LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD } from "../services/LeaderElection.ts"
 import { LOG_FORMATS, LOG_LEVELS } from "./logging.ts"
 import { TEARDOWN_MARGIN } from "./run-main.ts"
@@ -25,7 +25,7 @@ interface OptionRow {
   /** One an operator sets: --help and docs/options.md list these first, the tuning knobs after. */
   readonly common?: true
   /** The option's default in DEFAULTS; without one, `note` says what applies when it is unset. */
-  readonly key?: DefaultedKey
+  readonly key?: keyof typeof DEFAULTS
   readonly note?: string
   /** A one-letter alias, as kubectl's `-o` for --output. */
   readonly short?: string

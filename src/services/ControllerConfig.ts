@@ -6,7 +6,7 @@ import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
 import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
 import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
-import { type OutputFormat, type Parse, parseBoolean, parseCount, parseDuration, parseOptionalDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
+import { type Parse, parseBoolean, parseCount, parseDuration, parseOptionalDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
 
 /** Constants no operator has a reason to change (BENCHMARKS.md's Decisions), in the shape so tests can shorten them. */
 const tuning = {
@@ -25,8 +25,7 @@ const tuning = {
   scheduleFile: "/cron-schedule/config"
 }
 
-export type Tuning = Readonly<typeof tuning>
-export const TUNING: Tuning = tuning
+export const TUNING: Readonly<typeof tuning> = tuning
 
 /**
  * Requests allowed at once above an --api-qps cap, per request per second of the cap:
@@ -35,53 +34,9 @@ export const TUNING: Tuning = tuning
 export const API_BURST_PER_QPS = 1.5
 export const apiBurst = (qps: number): number => Math.max(1, Math.floor(qps * API_BURST_PER_QPS))
 
-/** The options, and the tuning beside them. */
-export interface ControllerConfigShape extends Tuning {
-  /** Namespace of IPPools and OverlappingRangeIPReservations (`WHEREABOUTS_NAMESPACE`). */
-  readonly namespace: string
-  readonly kubeconfig: string | undefined
-  /** Batches of deleted pods being freed at once (deletion-loop.ts). */
-  readonly concurrentBatches: number
-  readonly apiQps: number
-  /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
-  readonly reconcileSchedule: string | undefined
-  /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
-  readonly scheduleConfigMap: string
-  readonly dryRun: boolean
-  readonly leaderElect: boolean
-  readonly leaseName: string
-  /** Where the Lease is: the pod's namespace (POD_NAMESPACE), else `namespace`. Not an option. */
-  readonly leaseNamespace: string
-  readonly identity: string
-  readonly metricsPort: number
-  readonly healthPort: number
-  readonly shutdownTimeout: Duration.Duration
-  readonly poolUsageThreshold: number
-  /** How often the leader judges the invariants on its caches (src/programs/invariant-monitor.ts). */
-  readonly invariantInterval: Duration.Duration
-  /** How long a violation must last before it is reported; audit judges pods Ready this long. */
-  readonly invariantGrace: Duration.Duration
-  /** Extra flat-file path tried first (whereabouts.conf defaults for NADs). */
-  readonly flatConfigPath: string | undefined
-  /** Sweeps delete empty node-slice pools whose NodeSlicePool gives their slice to no node, or to another. */
-  readonly pruneSlicePools: boolean
-  /** Free the addresses of pods in phase Succeeded or Failed. */
-  readonly freeTerminalPods: boolean
-  /** Free the addresses of evicted pods (by the kubelet, or by the taint manager from an unreachable node). */
-  readonly freeEvictedPods: boolean
-  /** Free the addresses of terminating pods on a node with the out-of-service taint. */
-  readonly freeOnOutOfService: boolean
-  /** Extra wait after a terminating pod's grace period before its node's state counts. */
-  readonly terminatingGrace: Duration.Duration
-  /** Free a terminating pod's addresses once its node has been NotReady/Unknown this long; undefined: never. */
-  readonly freeOnNotReadyAfter: Duration.Duration | undefined
-}
-
-export class ControllerConfig extends Context.Tag("whereabouts-controller/ControllerConfig")<ControllerConfig, ControllerConfigShape>() {}
-
 /**
  * The default of every option that has one: Config, the tests' layer and `--help` are derived from
- * this object, and a test checks the README's options table against it.
+ * this object, and a test checks docs/options.md's table against it.
  */
 export const DEFAULTS = {
   namespace: "kube-system",
@@ -105,9 +60,7 @@ export const DEFAULTS = {
   // Read by the command line itself (logging, audit's output), not part of the shape.
   logLevel: "info",
   output: "table"
-} as const satisfies Partial<ControllerConfigShape> & { readonly logLevel: string; readonly output: OutputFormat }
-
-export type DefaultedKey = keyof typeof DEFAULTS
+} as const
 
 /** A value read with the parser the command line checks it with (option-values.ts): one rule for both; unset, `fallback`. */
 const parsed = <A>(key: string, parse: Parse<A>, fallback: A) =>
@@ -121,13 +74,16 @@ const D = DEFAULTS
 /** The option the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
 export const shutdownTimeout = parsed("SHUTDOWN_TIMEOUT", parseDuration, D.shutdownTimeout)
 
-/** Reads the configuration; keys are the environment variable names documented in the README. */
-export const config: Config.Config<ControllerConfigShape> = Config.all({
+/** Reads the configuration; keys are the environment variable names docs/options.md lists, each option's rule is its --help text. */
+export const config = Config.all({
+  /** Namespace of IPPools and OverlappingRangeIPReservations. */
   namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault(D.namespace)),
   kubeconfig: optionalString("KUBECONFIG"),
   concurrentBatches: parsed("CONCURRENT_BATCHES", parseCount(1), D.concurrentBatches),
   apiQps: parsed("API_QPS", parseRate, D.apiQps),
+  /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
+  /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
   dryRun: parsed("DRY_RUN", parseBoolean, D.dryRun),
   leaderElect: parsed("LEADER_ELECT", parseBoolean, D.leaderElect),
@@ -140,17 +96,24 @@ export const config: Config.Config<ControllerConfigShape> = Config.all({
   poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio, D.poolUsageThreshold),
   invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration, D.invariantInterval),
   invariantGrace: parsed("INVARIANT_GRACE", parseDuration, D.invariantGrace),
+  /** Extra flat-file path tried first (whereabouts.conf defaults for NADs). */
   flatConfigPath: optionalString("FLAT_CONFIG_PATH"),
   pruneSlicePools: parsed("PRUNE_SLICE_POOLS", parseBoolean, D.pruneSlicePools),
   freeTerminalPods: parsed("FREE_TERMINAL_PODS", parseBoolean, D.freeTerminalPods),
   freeEvictedPods: parsed("FREE_EVICTED_PODS", parseBoolean, D.freeEvictedPods),
   freeOnOutOfService: parsed("FREE_ON_OUT_OF_SERVICE", parseBoolean, D.freeOnOutOfService),
   terminatingGrace: parsed("TERMINATING_GRACE", parseDuration, D.terminatingGrace),
+  /** undefined: never. */
   freeOnNotReadyAfter: parsed("FREE_ON_NOTREADY_AFTER", parseOptionalDuration, undefined)
 }).pipe(
-  // The Lease lives where the controller runs, as a controller-runtime manager's does by default.
+  // The Lease lives where the controller runs (POD_NAMESPACE), as a controller-runtime manager's does by default; not an option.
   Config.map(({ podNamespace, ...rest }) => ({ ...rest, ...TUNING, leaseNamespace: Option.getOrElse(podNamespace, () => rest.namespace) }))
 )
+
+/** The options, and the tuning beside them. */
+export type ControllerConfigShape = Readonly<Config.Config.Success<typeof config>>
+
+export class ControllerConfig extends Context.Tag("whereabouts-controller/ControllerConfig")<ControllerConfig, ControllerConfigShape>() {}
 
 /** The never-run-again rule's settings. */
 export const neverRunsAgainPolicy = (c: ControllerConfigShape): NeverRunsAgainPolicy => ({
