@@ -50,13 +50,11 @@ const shown = (row: OptionRow): string => {
   if (row.key === undefined) throw new Error(`option --${row.flag} has neither a default nor a note`)
   const value: unknown = DEFAULTS[row.key]
   if (Duration.isDuration(value)) return formatDuration(value)
-  if (typeof value === "object" && value !== null) return Object.entries(value).map(([k, v]) => `${k}=${String(v)}`).join(",")
   return String(value)
 }
 
-export type Command = "run" | "audit" | "release" | "preflight" | "demo"
-
-const COMMANDS: ReadonlyArray<Command> = ["run", "audit", "release", "preflight", "demo"]
+const COMMANDS = ["run", "audit", "release", "preflight", "demo"] as const
+export type Command = (typeof COMMANDS)[number]
 const live: ReadonlyArray<Command> = ["run", "audit", "release", "preflight"]
 const runOnly: ReadonlyArray<Command> = ["run"]
 /** What decides that a pod will never run again: the controller's rule, which release follows too. */
@@ -148,26 +146,22 @@ export const DEPRECATED_ALIASES: ReadonlyArray<{ readonly flag: string; readonly
   { flag: "workers", env: "WORKERS", to: "concurrent-batches" }
 ]
 
-const renamedTo = (alias: (typeof DEPRECATED_ALIASES)[number]): OptionSpec => OPTIONS.find((o) => o.flag === alias.to)!
+type Environment = Readonly<Record<string, string | undefined>>
 
-/** Deprecated variables, read where the option's own flag and variable are unset (and the command takes it). */
-export const withDeprecatedVariables = (cli: ParsedCli, env: Readonly<Record<string, string | undefined>>): ParsedCli => {
-  const values = new Map(cli.values)
-  const deprecated = [...cli.deprecated]
-  for (const alias of DEPRECATED_ALIASES) {
-    const [text, target] = [env[alias.env], renamedTo(alias)]
-    if (text === undefined || text === "" || !target.commands.includes(cli.command) || values.has(target.env) || env[target.env] !== undefined) continue
-    values.set(target.env, text)
-    deprecated.push(alias.env)
-  }
-  return { ...cli, values, deprecated }
-}
-
-/** One warning per deprecated name used: what it is called now. */
-export const deprecationWarnings = (cli: ParsedCli): ReadonlyArray<string> =>
-  cli.deprecated.map((used) => {
-    const target = renamedTo(DEPRECATED_ALIASES.find((a) => `--${a.flag}` === used || a.env === used)!)
-    return `${used} is deprecated and goes in a later release: it is --${target.flag} (${target.env}) now`
+/**
+ * The deprecated names used, each read as its option: a flag where the new flag is not given; a
+ * variable where neither the new flag nor variable is, for a command that takes the option. One
+ * warning per name used: what it is called now.
+ */
+const readDeprecated = (command: Command, flags: Record<string, unknown>, env: Environment, mapped: Map<string, string>): Array<string> =>
+  DEPRECATED_ALIASES.flatMap((alias) => {
+    const target = OPTIONS.find((o) => o.flag === alias.to)!
+    const [flag, variable] = [flags[alias.flag], env[alias.env]]
+    const readsVariable = variable !== undefined && variable !== "" && target.commands.includes(command) && !mapped.has(target.env) && env[target.env] === undefined
+    const used = flag !== undefined ? `--${alias.flag}` : readsVariable ? alias.env : undefined
+    if (used === undefined) return []
+    if (!mapped.has(target.env)) mapped.set(target.env, String(flag ?? variable))
+    return [`${used} is deprecated and goes in a later release: it is --${target.flag} (${target.env}) now`]
   })
 
 /** A removed option given as a flag (`--http2`, `--no-http2`, `--http2=…`): one line naming it and what replaced it. */
@@ -231,7 +225,7 @@ export interface ParsedCli {
   readonly release?: ReleaseTargets | undefined
   /** `preflight` only: --as-service-account. */
   readonly serviceAccount?: PodName | undefined
-  /** The deprecated names it was given (DEPRECATED_ALIASES), as given: `--workers`, `WORKERS`. */
+  /** A warning per deprecated name it was given (DEPRECATED_ALIASES), flag or variable. */
   readonly deprecated: ReadonlyArray<string>
 }
 
@@ -288,27 +282,26 @@ const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet
   return out
 }
 
-/** Parses argv (without node and script); throws TypeError with a readable message on bad input. */
-export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
+/** Parses argv (without node and script) and the deprecated variables of `env`; throws TypeError with a readable message on bad input. */
+export const parseCli = (argv: ReadonlyArray<string>, env: Environment = {}): ParsedCli => {
   refuseRemoved(argv)
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
   for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: isSwitch(a) ? "boolean" : "string", multiple: a.multiple }
-  for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: renamedTo(a).kind }
+  for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: OPTIONS.find((o) => o.flag === a.to)!.kind }
   const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
   const { values, positionals } = parseArgs({ args: joinNegativeValues(argv, takesValue), options, allowPositionals: true, allowNegative: true, strict: true })
   const [command = "run", ...rest] = positionals
   if (!(COMMANDS as ReadonlyArray<string>).includes(command)) throw new TypeError(`unknown command "${command}" (run, audit, release, preflight or demo)`)
   if (rest.length > 0) throw new TypeError(`unexpected argument "${rest[0]}"`)
   const mapped = new Map(OPTIONS.flatMap((o) => (values[o.flag] === undefined ? [] : [[o.env, String(values[o.flag])] as const])))
-  const deprecated = DEPRECATED_ALIASES.filter((a) => values[a.flag] !== undefined)
-  for (const a of deprecated) if (!mapped.has(renamedTo(a).env)) mapped.set(renamedTo(a).env, String(values[a.flag]))
+  const deprecated = readDeprecated(command as Command, values, env, mapped)
   const help = values["help"] === true
   const stray = RELEASE_ARGUMENTS.find((a) => values[a.flag] !== undefined)
   if (command !== "release" && stray !== undefined) throw new TypeError(`--${stray.flag} is an option of the release command`)
   const release = command === "release" && !help ? releaseTargets(values) : undefined
   const serviceAccount = preflightServiceAccount(command, values["as-service-account"])
-  return { command: command as Command, help, version: values["version"] === true, values: mapped, release, serviceAccount, deprecated: deprecated.map((a) => `--${a.flag}`) }
+  return { command: command as Command, help, version: values["version"] === true, values: mapped, release, serviceAccount, deprecated }
 }
 
 /** Flags first, then the environment. */
@@ -416,7 +409,7 @@ const goodExample = (row: OptionSpec, fromFlag: boolean) => {
  * Every option's value (flag, else variable) checked by the configuration's rule: one line per bad
  * value, naming the option as the user gave it, the value, why it is refused and a good one.
  */
-export const checkOptions = (cli: ParsedCli, env: Readonly<Record<string, string | undefined>>): ReadonlyArray<string> =>
+export const checkOptions = (cli: ParsedCli, env: Environment): ReadonlyArray<string> =>
   OPTIONS.flatMap((row) => {
     const typed = cli.values.get(row.env)
     const text = typed ?? env[row.env]

@@ -15,7 +15,7 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, deprecationWarnings, describeConfigError, exitCodeOfFailure, helpText, parseCli, withDeprecatedVariables } from "./cli.ts"
+import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, describeConfigError, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { preflight } from "./preflight.ts"
@@ -110,7 +110,7 @@ const said = (line: string) => `whereabouts-controller: ${line}`
 const main = (argv: ReadonlyArray<string>): void => {
   let cli: ParsedCli
   try {
-    cli = withDeprecatedVariables(parseCli(argv), process.env)
+    cli = parseCli(argv, process.env)
   } catch (e) {
     process.stderr.write(`${said((e as Error).message)}\nTry --help.\n`)
     process.exit(EXIT_USAGE)
@@ -130,7 +130,7 @@ const main = (argv: ReadonlyArray<string>): void => {
   // Logs read well where they are read: short lines on a terminal, JSON for a collector (logging.ts).
   const logger = Effect.runSync(configured(logging(cli.command, process.stderr.isTTY === true)).pipe(Effect.orDie))
   const logged = <A, E>(effect: Effect.Effect<A, E>) => configured(Effect.provide(effect, logger))
-  const warned = Effect.zipRight(Effect.forEach(deprecationWarnings(cli), (w) => Effect.logWarning(w)), program(cli))
+  const warned = Effect.zipRight(Effect.forEach(cli.deprecated, (w) => Effect.logWarning(w)), program(cli))
   const shutdownTimeout = cli.command === "run" ? Effect.runSync(configured(ControllerConfig.shutdownTimeout).pipe(Effect.orDie)) : undefined
   runMain(logged(warned), {
     name: "whereabouts-controller",

@@ -13,13 +13,11 @@ import {
   REMOVED_OPTIONS,
   checkOptions,
   configProvider,
-  deprecationWarnings,
   describeConfigError,
   exitCodeOfFailure,
   helpText,
   optionGroups,
-  parseCli,
-  withDeprecatedVariables
+  parseCli
 } from "../../src/programs/cli.ts"
 import { formatDuration } from "../../src/domain/option-values.ts"
 import { TUNING, apiBurst, config } from "../../src/services/ControllerConfig.ts"
@@ -61,18 +59,18 @@ describe("command line", () => {
   it("--workers and WORKERS still set --concurrent-batches, each said deprecated once; the new name wins over the old", () => {
     const flag = parseCli(["run", "--workers", "6"])
     expect(flag.values.get("CONCURRENT_BATCHES")).toBe("6")
-    expect(deprecationWarnings(flag)).toEqual(["--workers is deprecated and goes in a later release: it is --concurrent-batches (CONCURRENT_BATCHES) now"])
-    const variable = withDeprecatedVariables(parseCli(["run"]), { WORKERS: "5" })
+    expect(flag.deprecated).toEqual(["--workers is deprecated and goes in a later release: it is --concurrent-batches (CONCURRENT_BATCHES) now"])
+    const variable = parseCli(["run"], { WORKERS: "5" })
     expect(variable.values.get("CONCURRENT_BATCHES")).toBe("5")
-    expect(deprecationWarnings(variable)).toEqual(["WORKERS is deprecated and goes in a later release: it is --concurrent-batches (CONCURRENT_BATCHES) now"])
+    expect(variable.deprecated).toEqual(["WORKERS is deprecated and goes in a later release: it is --concurrent-batches (CONCURRENT_BATCHES) now"])
     expect(Effect.runSync(Effect.withConfigProvider(config, configProvider(variable))).concurrentBatches).toBe(5)
     // The new name, as a flag or a variable, wins; the old one is then not read.
     expect(parseCli(["--concurrent-batches", "2", "--workers", "6"]).values.get("CONCURRENT_BATCHES")).toBe("2")
-    const both = withDeprecatedVariables(parseCli(["run"]), { WORKERS: "5", CONCURRENT_BATCHES: "3" })
-    expect([both.values.has("CONCURRENT_BATCHES"), deprecationWarnings(both)]).toEqual([false, []])
-    expect(deprecationWarnings(parseCli(["run", "--concurrent-batches", "2"]))).toEqual([])
+    const both = parseCli(["run"], { WORKERS: "5", CONCURRENT_BATCHES: "3" })
+    expect([both.values.has("CONCURRENT_BATCHES"), both.deprecated]).toEqual([false, []])
+    expect(parseCli(["run", "--concurrent-batches", "2"]).deprecated).toEqual([])
     // A variable left set in the environment is no concern of a command without that option.
-    expect(deprecationWarnings(withDeprecatedVariables(parseCli(["audit"]), { WORKERS: "5" }))).toEqual([])
+    expect(parseCli(["audit"], { WORKERS: "5" }).deprecated).toEqual([])
     const [rows] = tablesOf(optionsDoc(), "former name | variable")
     expect(rows).toEqual(DEPRECATED_ALIASES.map((a) => [`--${a.flag}`, a.env, `--${a.to}`]))
   })
@@ -208,7 +206,6 @@ const REFUSED: Readonly<Record<string, string | null>> = {
   "<ratio>": "1.5",
   "<name>": null,
   "<schedule>": "@often",
-  "<kind=n,...>": "pools=3",
   "<level>": "loud",
   "<format>": "yaml",
   "": "maybe",
