@@ -208,6 +208,12 @@ const PREFLIGHT_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   }
 ]
 
+/** Each command's own arguments, with the heading --help shows them under. */
+const COMMAND_ARGUMENTS = [
+  { command: "release", title: "What release frees (its own flags, no environment variables):", args: RELEASE_ARGUMENTS },
+  { command: "preflight", title: "Whose access preflight reviews (a flag only):", args: PREFLIGHT_ARGUMENTS }
+] as const
+
 export type PodName = { readonly namespace: string; readonly name: string }
 
 /** What `release` was asked to free, checked. */
@@ -261,13 +267,6 @@ const releaseTargets = (values: Record<string, unknown>): ReleaseTargets => {
   return { _tag: "Named", pods: pods.map((p) => namespacedName("pod", p)), ips: ips.map(ipTarget), force }
 }
 
-/** --as-service-account, checked: preflight's only, as <namespace>/<name>. */
-const preflightServiceAccount = (command: string, text: unknown) => {
-  if (typeof text !== "string") return undefined
-  if (command !== "preflight") throw new TypeError("--as-service-account is an option of the preflight command")
-  return namespacedName("as-service-account", text, `, e.g. kube-system/${CONTROLLER_SERVICE_ACCOUNT}`)
-}
-
 /** `--concurrent-batches -3` read as `--concurrent-batches=-3`: parseArgs would take "-3" for an option, not a value to refuse by name. */
 const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet<string>): Array<string> => {
   const out: Array<string> = []
@@ -287,7 +286,7 @@ export const parseCli = (argv: ReadonlyArray<string>, env: Environment = {}): Pa
   refuseRemoved(argv)
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
-  for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: isSwitch(a) ? "boolean" : "string", multiple: a.multiple }
+  for (const a of COMMAND_ARGUMENTS.flatMap((c) => c.args)) options[a.flag] = { type: isSwitch(a) ? "boolean" : "string", multiple: a.multiple }
   for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: OPTIONS.find((o) => o.flag === a.to)!.kind }
   const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
   const { values, positionals } = parseArgs({ args: joinNegativeValues(argv, takesValue), options, allowPositionals: true, allowNegative: true, strict: true })
@@ -297,10 +296,13 @@ export const parseCli = (argv: ReadonlyArray<string>, env: Environment = {}): Pa
   const mapped = new Map(OPTIONS.flatMap((o) => (values[o.flag] === undefined ? [] : [[o.env, String(values[o.flag])] as const])))
   const deprecated = readDeprecated(command as Command, values, env, mapped)
   const help = values["help"] === true
-  const stray = RELEASE_ARGUMENTS.find((a) => values[a.flag] !== undefined)
-  if (command !== "release" && stray !== undefined) throw new TypeError(`--${stray.flag} is an option of the release command`)
   const release = command === "release" && !help ? releaseTargets(values) : undefined
-  const serviceAccount = preflightServiceAccount(command, values["as-service-account"])
+  for (const c of COMMAND_ARGUMENTS) {
+    const stray = c.args.find((a) => values[a.flag] !== undefined)
+    if (c.command !== command && stray !== undefined) throw new TypeError(`--${stray.flag} is an option of the ${c.command} command`)
+  }
+  const account = values["as-service-account"] as string | undefined
+  const serviceAccount = account === undefined ? undefined : namespacedName("as-service-account", account, `, e.g. kube-system/${CONTROLLER_SERVICE_ACCOUNT}`)
   return { command: command as Command, help, version: values["version"] === true, values: mapped, release, serviceAccount, deprecated }
 }
 
@@ -359,13 +361,10 @@ const exitCodeLines = (command?: Command): ReadonlyArray<string> => {
 /** `--help` text, generated from the option tables. */
 export const helpText = (command?: Command): string => {
   const groups = optionGroups(command)
-  const releasing = command === undefined || command === "release"
-  const checking = command === undefined || command === "preflight"
-  const commandArguments = [...(releasing ? RELEASE_ARGUMENTS : []), ...(checking ? PREFLIGHT_ARGUMENTS : [])]
-  const width = Math.max(...groups.flatMap((g) => g.rows.map((o) => flagText(o).length)), ...commandArguments.map((a) => argText(a).length))
+  const commandArguments = COMMAND_ARGUMENTS.filter((c) => command === undefined || c.command === command)
+  const width = Math.max(...groups.flatMap((g) => g.rows.map((o) => flagText(o).length)), ...commandArguments.flatMap((c) => c.args.map((a) => argText(a).length)))
   const line = (o: OptionSpec) => `  ${flagText(o).padEnd(width)}  ${o.help}\n  ${"".padEnd(width)}  env ${o.env}, default: ${o.default}`
   const optionLines = groups.flatMap((g, i) => [...(i === 0 ? [] : [""]), `${g.title}${command === undefined ? "" : ` (${command})`}:`, ...g.rows.map(line)])
-  const argumentLines = (wanted: boolean, title: string, args: ReadonlyArray<ArgumentSpec>) => (wanted ? ["", title, ...args.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)] : [])
   return [
     "whereabouts-controller — frees the whereabouts IP allocations of pods that are gone or will never run again",
     "",
@@ -379,8 +378,7 @@ export const helpText = (command?: Command): string => {
     "  demo       replay the full-pool StatefulSet story on an embedded in-memory cluster",
     "",
     ...optionLines,
-    ...argumentLines(releasing, "What release frees (its own flags, no environment variables):", RELEASE_ARGUMENTS),
-    ...argumentLines(checking, "Whose access preflight reviews (a flag only):", PREFLIGHT_ARGUMENTS),
+    ...commandArguments.flatMap((c) => ["", c.title, ...c.args.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)]),
     "",
     `  ${"-h, --help".padEnd(width)}  show this help`,
     `  ${"--version".padEnd(width)}  print the version`,
