@@ -4,7 +4,7 @@
  * the environment, which wins over defaults). Commands' own arguments are flags without variables.
  */
 import { parseArgs } from "node:util"
-import { type ConfigError, ConfigProvider, Duration, Either } from "effect"
+import { ConfigProvider, Duration, Either } from "effect"
 import { parseSchedule } from "../domain/cron.ts"
 import { type IPAddress, parseIP } from "../domain/ip.ts"
 import { BOOLEAN, COUNT, DURATION, NAME, OUTPUT_FORMATS, PATH, PERIOD, PORT, RATE, RATIO, type ValueType, formatDuration, parseChoice, parseOptionalDuration } from "../domain/option-values.ts"
@@ -416,20 +416,3 @@ export const checkOptions = (cli: ParsedCli, env: Environment): ReadonlyArray<st
     const parsed = row.value.parse(text)
     return Either.isLeft(parsed) ? [`${named(row, typed !== undefined)} ${JSON.stringify(text)}: ${parsed.left}; e.g. ${goodExample(row, typed !== undefined)}`] : []
   })
-
-/**
- * A configuration error as one line per key, an option's named by its flag and variable with a good value.
- * Unlike effect's rendering, no "missing" line for an option whose default stands in (it reads as required).
- */
-export const describeConfigError = (error: ConfigError.ConfigError): ReadonlyArray<string> => {
-  const leaves = (e: ConfigError.ConfigError): ReadonlyArray<{ readonly key: string; readonly missing: boolean; readonly message: string }> =>
-    e._op === "And" || e._op === "Or" ? [...leaves(e.left), ...leaves(e.right)] : [{ key: e.path.join("."), missing: e._op === "MissingData", message: e.message }]
-  const all = leaves(error)
-  const wrong = new Set(all.filter((l) => !l.missing).map((l) => l.key))
-  const line = (l: (typeof all)[number]) => {
-    const row = OPTIONS.find((o) => o.env === l.key)
-    if (row === undefined || l.missing) return l.key === "" ? l.message : `${l.key}: ${l.message}`
-    return `${named(row, true)} ${l.message}; e.g. ${goodExample(row, true)}`
-  }
-  return [...new Set(all.filter((l) => !(l.missing && wrong.has(l.key))).map(line))]
-}

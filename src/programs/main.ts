@@ -15,7 +15,7 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, describeConfigError, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
+import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { preflight } from "./preflight.ts"
@@ -98,11 +98,14 @@ const program = (cli: ParsedCli): Effect.Effect<number, ProgramError> =>
     }
   })
 
-/** The exit code and the lines of a command that failed: bad configuration is bad usage (2), the rest could not complete. */
+/**
+ * The exit code and the line of a command that failed: bad configuration is bad usage (2; checkOptions
+ * has named each bad value before anything ran), the rest could not complete.
+ */
 const failureOf = (command: Command, cause: Cause.Cause<ProgramError>) => {
   const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure) && ConfigError.isConfigError(failure.value)) return { code: EXIT_USAGE, lines: describeConfigError(failure.value).map(said) }
-  return { code: exitCodeOfFailure(command), lines: [said(Option.isSome(failure) ? failure.value.message : Cause.pretty(cause))] }
+  const code = Option.isSome(failure) && ConfigError.isConfigError(failure.value) ? EXIT_USAGE : exitCodeOfFailure(command)
+  return { code, lines: [said(Option.isSome(failure) ? failure.value.message : Cause.pretty(cause))] }
 }
 
 const said = (line: string) => `whereabouts-controller: ${line}`

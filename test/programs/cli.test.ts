@@ -13,7 +13,6 @@ import {
   REMOVED_OPTIONS,
   checkOptions,
   configProvider,
-  describeConfigError,
   exitCodeOfFailure,
   helpText,
   optionGroups,
@@ -92,19 +91,6 @@ describe("command line", () => {
     const bad = Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli(["--concurrent-batches", "zero"]))))
     expect(bad._tag).toBe("Failure")
     expect(JSON.stringify(bad)).toContain("CONCURRENT_BATCHES")
-  })
-
-  it("a configuration error reads as one line per key, naming the flag, without the defaults' 'missing' alternatives", () => {
-    const error = (args: ReadonlyArray<string>) => {
-      const exit = Effect.runSyncExit(Effect.flip(Effect.withConfigProvider(config, configProvider(parseCli([...args])))))
-      if (exit._tag === "Failure") throw new Error("the configuration was read")
-      return describeConfigError(exit.value)
-    }
-    expect(error(["--concurrent-batches", "zero", "--shutdown-timeout", "soon"])).toEqual([
-      '--concurrent-batches (CONCURRENT_BATCHES) "zero": not a whole number; e.g. --concurrent-batches 4',
-      '--shutdown-timeout (SHUTDOWN_TIMEOUT) "soon": "soon" is not a Go duration; e.g. --shutdown-timeout 30s'
-    ])
-    expect(error(["--api-qps=-1"])).toEqual(['--api-qps (API_QPS) "-1": cannot be negative (0: no cap); e.g. --api-qps 0'])
   })
 
   it("no cap on the request rate by default; the tuning is fixed, whatever the environment says", () => {
