@@ -352,16 +352,11 @@ export const optionGroups = (command?: Command): ReadonlyArray<{ readonly title:
   ].filter((g) => g.rows.length > 0)
 }
 
-const exitCodeLines = (command?: Command): ReadonlyArray<string> => {
-  const shown = EXIT_CODES.filter((e) => command === undefined || e.command === command)
-  if (shown.length === 0) return []
-  return ["", "Exit codes:", ...shown.map((e) => `  ${e.command.padEnd(8)} ${e.codes.map(([code, meaning]) => `${code} ${meaning}`).join("; ")}`)]
-}
-
 /** `--help` text, generated from the option tables. */
 export const helpText = (command?: Command): string => {
   const groups = optionGroups(command)
   const commandArguments = COMMAND_ARGUMENTS.filter((c) => command === undefined || c.command === command)
+  const exitCodes = EXIT_CODES.filter((e) => command === undefined || e.command === command)
   const width = Math.max(...groups.flatMap((g) => g.rows.map((o) => flagText(o).length)), ...commandArguments.flatMap((c) => c.args.map((a) => argText(a).length)))
   const line = (o: OptionSpec) => `  ${flagText(o).padEnd(width)}  ${o.help}\n  ${"".padEnd(width)}  env ${o.env}, default: ${o.default}`
   const optionLines = groups.flatMap((g, i) => [...(i === 0 ? [] : [""]), `${g.title}${command === undefined ? "" : ` (${command})`}:`, ...g.rows.map(line)])
@@ -384,7 +379,8 @@ export const helpText = (command?: Command): string => {
     `  ${"--version".padEnd(width)}  print the version`,
     "",
     DURATION_SYNTAX,
-    ...exitCodeLines(command)
+    ...(exitCodes.length === 0 ? [] : ["", "Exit codes:"]),
+    ...exitCodes.map((e) => `  ${e.command.padEnd(8)} ${e.codes.map(([code, meaning]) => `${code} ${meaning}`).join("; ")}`)
   ].join("\n")
 }
 
@@ -392,10 +388,7 @@ export const helpText = (command?: Command): string => {
 const named = (row: OptionSpec, fromFlag: boolean) => (fromFlag ? `--${row.flag} (${row.env})` : `${row.env} (--${row.flag})`)
 
 /** An option named by its flag and its variable, for a message about its value: `--metrics-port (METRICS_PORT)`. */
-export const optionName = (flag: string): string => {
-  const row = OPTIONS.find((o) => o.flag === flag)
-  return row === undefined ? `--${flag}` : named(row, true)
-}
+export const optionName = (flag: string): string => named(OPTIONS.find((o) => o.flag === flag)!, true)
 
 /** A good value (the default, else the value type's example), written as the user wrote the bad one. */
 const goodExample = (row: OptionSpec, fromFlag: boolean) => {
