@@ -130,14 +130,12 @@ const main = (argv: ReadonlyArray<string>): void => {
   }
   const provider = configProvider(cli)
   const configured = <A, E>(effect: Effect.Effect<A, E>) => Effect.withConfigProvider(effect, provider)
-  // Logs read well where they are read: short lines on a terminal, JSON for a collector (logging.ts).
   const logger = Effect.runSync(configured(logging(cli.command, process.stderr.isTTY === true)).pipe(Effect.orDie))
   const logged = <A, E>(effect: Effect.Effect<A, E>) => configured(Effect.provide(effect, logger))
   const warned = Effect.zipRight(Effect.forEach(cli.deprecated, (w) => Effect.logWarning(w)), program(cli))
-  const shutdownTimeout = cli.command === "run" ? Effect.runSync(configured(ControllerConfig.shutdownTimeout).pipe(Effect.orDie)) : undefined
   runMain(logged(warned), {
     name: "whereabouts-controller",
-    deadline: shutdownTimeout === undefined ? undefined : shutdownDeadline(shutdownTimeout),
+    deadline: cli.command === "run" ? shutdownDeadline(Effect.runSync(configured(ControllerConfig.shutdownTimeout).pipe(Effect.orDie))) : undefined,
     onFailure: (cause) => failureOf(cli.command, cause),
     log: (line) => Effect.runSync(logged(line))
   })
