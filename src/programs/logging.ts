@@ -8,9 +8,6 @@ import * as ControllerConfig from "../services/ControllerConfig.ts"
 export const LOG_FORMATS = ["json", "logfmt", "text"] as const
 export type LogFormat = (typeof LOG_FORMATS)[number]
 
-/** The format: the one given, else text for a person at a terminal, JSON for a log collector. */
-export const chooseLogFormat = (isTTY: boolean, explicit: LogFormat | undefined): LogFormat => explicit ?? (isTTY ? "text" : "json")
-
 /** The levels LOG_LEVEL takes, in the order messages name them; `warn` is an alias, never named. */
 export const LOG_LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error, warn: LogLevel.Warning }
 
@@ -48,7 +45,7 @@ export const logSettings = (command: string, terminal: boolean) =>
     const noColour = yield* Config.option(Config.string("NO_COLOR"))
     const minimum = LOG_LEVELS[level.toLowerCase()]
     if (minimum === undefined) return yield* Effect.fail(ConfigError.InvalidData(["LOG_LEVEL"], `must be debug, info, warning or error (got "${level}")`))
-    const format = chooseLogFormat(terminal, Option.getOrUndefined(explicit))
+    const format: LogFormat = Option.getOrElse(explicit, () => (terminal ? "text" : "json"))
     return { format, minimum, colours: terminal && Option.getOrElse(noColour, () => "") === "" }
   })
 

@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "@effect/vitest"
 import { Cause, ConfigError, ConfigProvider, Effect, Either, Logger, LogLevel } from "effect"
 import { vi } from "vitest"
 import { audit } from "../../src/programs/audit.ts"
-import { type LogFormat, chooseLogFormat, logSettings, logging, textLogger } from "../../src/programs/logging.ts"
+import { type LogFormat, logSettings, logging, textLogger } from "../../src/programs/logging.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
 import { on } from "../support/objects.ts"
@@ -32,8 +32,9 @@ describe("log format", () => {
     [true, "logfmt", "logfmt"],
     [false, "text", "text"],
     [false, "logfmt", "logfmt"]
-  ])("stderr a terminal: %s, asked for %s → %s", (terminal, explicit, format) => {
-    expect(chooseLogFormat(terminal, explicit)).toBe(format)
+  ])("stderr a terminal: %s, asked for %s → %s", async (terminal, explicit, format) => {
+    const chosen = await Effect.runPromise(settings("run", terminal, explicit === undefined ? {} : { LOG_FORMAT: explicit }))
+    expect(Either.map(chosen, (s) => s.format)).toEqual(Either.right(format))
   })
 
   it.effect("from the configuration: LOG_FORMAT wins over the terminal; colours only on a terminal, never with NO_COLOR; a bad value is refused", () =>
