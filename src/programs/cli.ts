@@ -35,7 +35,7 @@ interface OptionRow {
 
 export interface OptionSpec extends OptionRow {
   readonly kind: "string" | "boolean"
-  /** The default as `--help` and the README show it. */
+  /** The default as `--help` and docs/options.md show it. */
   readonly default: string
 }
 

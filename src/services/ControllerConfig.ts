@@ -4,9 +4,9 @@
  */
 import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
-import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
+import { Config, ConfigError, ConfigProvider, Context, Duration, Effect, Either, Layer, Option } from "effect"
 import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
-import { type Parse, parseBoolean, parseCount, parseDuration, parseOptionalDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
+import { type OutputFormat, type Parse, parseBoolean, parseCount, parseDuration, parseOptionalDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
 
 /** Constants no operator has a reason to change (BENCHMARKS.md's Decisions), in the shape so tests can shorten them. */
 const tuning = {
@@ -34,34 +34,6 @@ export const TUNING: Readonly<typeof tuning> = tuning
 export const API_BURST_PER_QPS = 1.5
 export const apiBurst = (qps: number): number => Math.max(1, Math.floor(qps * API_BURST_PER_QPS))
 
-/**
- * The default of every option that has one: Config, the tests' layer and `--help` are derived from
- * this object, and a test checks docs/options.md's table against it.
- */
-export const DEFAULTS = {
-  namespace: "kube-system",
-  concurrentBatches: 4,
-  apiQps: 0,
-  dryRun: false,
-  leaderElect: true,
-  leaseName: "whereabouts-gc",
-  metricsPort: 8080,
-  healthPort: 8081,
-  shutdownTimeout: Duration.seconds(30),
-  poolUsageThreshold: 0.9,
-  invariantInterval: Duration.minutes(1),
-  invariantGrace: Duration.minutes(1),
-  scheduleConfigMap: "whereabouts-config",
-  pruneSlicePools: false,
-  freeTerminalPods: true,
-  freeEvictedPods: true,
-  freeOnOutOfService: true,
-  terminatingGrace: Duration.seconds(30),
-  // Read by the command line itself (logging, audit's output), not part of the shape.
-  logLevel: "info",
-  output: "table"
-} as const
-
 /** A value read with the parser the command line checks it with (option-values.ts): one rule for both; unset, `fallback`. */
 const parsed = <A>(key: string, parse: Parse<A>, fallback: A) =>
   Config.string(key).pipe(
@@ -69,40 +41,39 @@ const parsed = <A>(key: string, parse: Parse<A>, fallback: A) =>
     Config.withDefault(fallback)
   )
 const optionalString = (key: string) => Config.option(Config.nonEmptyString(key)).pipe(Config.map(Option.getOrUndefined))
-const D = DEFAULTS
 
 /** The option the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
-export const shutdownTimeout = parsed("SHUTDOWN_TIMEOUT", parseDuration, D.shutdownTimeout)
+export const shutdownTimeout = parsed("SHUTDOWN_TIMEOUT", parseDuration, Duration.seconds(30))
 
 /** Reads the configuration; keys are the environment variable names docs/options.md lists, each option's rule is its --help text. */
 export const config = Config.all({
   /** Namespace of IPPools and OverlappingRangeIPReservations. */
-  namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault(D.namespace)),
+  namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault("kube-system")),
   kubeconfig: optionalString("KUBECONFIG"),
-  concurrentBatches: parsed("CONCURRENT_BATCHES", parseCount(1), D.concurrentBatches),
-  apiQps: parsed("API_QPS", parseRate, D.apiQps),
+  concurrentBatches: parsed("CONCURRENT_BATCHES", parseCount(1), 4),
+  apiQps: parsed("API_QPS", parseRate, 0),
   /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
   /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
-  scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
-  dryRun: parsed("DRY_RUN", parseBoolean, D.dryRun),
-  leaderElect: parsed("LEADER_ELECT", parseBoolean, D.leaderElect),
-  leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault(D.leaseName)),
+  scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault("whereabouts-config")),
+  dryRun: parsed("DRY_RUN", parseBoolean, false),
+  leaderElect: parsed("LEADER_ELECT", parseBoolean, true),
+  leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault("whereabouts-gc")),
   podNamespace: Config.option(Config.nonEmptyString("POD_NAMESPACE")),
   identity: Config.nonEmptyString("POD_NAME").pipe(Config.withDefault(`${hostname()}_${randomUUID().slice(0, 8)}`)),
-  metricsPort: parsed("METRICS_PORT", parsePort, D.metricsPort),
-  healthPort: parsed("HEALTH_PORT", parsePort, D.healthPort),
+  metricsPort: parsed("METRICS_PORT", parsePort, 8080),
+  healthPort: parsed("HEALTH_PORT", parsePort, 8081),
   shutdownTimeout,
-  poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio, D.poolUsageThreshold),
-  invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration, D.invariantInterval),
-  invariantGrace: parsed("INVARIANT_GRACE", parseDuration, D.invariantGrace),
+  poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio, 0.9),
+  invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration, Duration.minutes(1)),
+  invariantGrace: parsed("INVARIANT_GRACE", parseDuration, Duration.minutes(1)),
   /** Extra flat-file path tried first (whereabouts.conf defaults for NADs). */
   flatConfigPath: optionalString("FLAT_CONFIG_PATH"),
-  pruneSlicePools: parsed("PRUNE_SLICE_POOLS", parseBoolean, D.pruneSlicePools),
-  freeTerminalPods: parsed("FREE_TERMINAL_PODS", parseBoolean, D.freeTerminalPods),
-  freeEvictedPods: parsed("FREE_EVICTED_PODS", parseBoolean, D.freeEvictedPods),
-  freeOnOutOfService: parsed("FREE_ON_OUT_OF_SERVICE", parseBoolean, D.freeOnOutOfService),
-  terminatingGrace: parsed("TERMINATING_GRACE", parseDuration, D.terminatingGrace),
+  pruneSlicePools: parsed("PRUNE_SLICE_POOLS", parseBoolean, false),
+  freeTerminalPods: parsed("FREE_TERMINAL_PODS", parseBoolean, true),
+  freeEvictedPods: parsed("FREE_EVICTED_PODS", parseBoolean, true),
+  freeOnOutOfService: parsed("FREE_ON_OUT_OF_SERVICE", parseBoolean, true),
+  terminatingGrace: parsed("TERMINATING_GRACE", parseDuration, Duration.seconds(30)),
   /** undefined: never. */
   freeOnNotReadyAfter: parsed("FREE_ON_NOTREADY_AFTER", parseOptionalDuration, undefined)
 }).pipe(
@@ -124,24 +95,17 @@ export const neverRunsAgainPolicy = (c: ControllerConfigShape): NeverRunsAgainPo
   freeOnNotReadyAfterMs: c.freeOnNotReadyAfter === undefined ? undefined : Duration.toMillis(c.freeOnNotReadyAfter)
 })
 
+/** The configuration of an empty environment: every option's default. */
+const unset: ControllerConfigShape = Effect.runSync(Effect.withConfigProvider(config, ConfigProvider.fromMap(new Map())))
+
 /**
- * DEFAULTS for tests and the demo, with what an environment would supply (no kubeconfig, a fixed
- * identity, the lease beside the pools); override what matters (ports to 0 where no endpoint is wanted).
+ * The default of every option that has one, and of the command line's own (logging, audit's output):
+ * --help and docs/options.md (a test checks it) show these.
  */
-export const defaults = (overrides: Partial<ControllerConfigShape> = {}): ControllerConfigShape => {
-  const { logLevel: _l, output: _o, ...shape } = DEFAULTS
-  return {
-    ...shape,
-    ...TUNING,
-    kubeconfig: undefined,
-    reconcileSchedule: undefined,
-    leaseNamespace: DEFAULTS.namespace,
-    identity: "test-controller",
-    flatConfigPath: undefined,
-    freeOnNotReadyAfter: undefined,
-    ...overrides
-  }
-}
+export const DEFAULTS = { ...unset, logLevel: "info", output: "table" as OutputFormat }
+
+/** The defaults for tests and the demo, with a fixed identity; override what matters (ports to 0 where no endpoint is wanted). */
+export const defaults = (overrides: Partial<ControllerConfigShape> = {}): ControllerConfigShape => ({ ...unset, identity: "test-controller", ...overrides })
 
 /** Configuration from the environment (or the CLI's ConfigProvider). */
 export const layer: Layer.Layer<ControllerConfig, ConfigError.ConfigError> = Layer.effect(ControllerConfig, config)
