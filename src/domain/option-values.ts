@@ -1,8 +1,7 @@
 /**
  * Option values as Kubernetes users write them, one set of rules for the configuration and the
- * command line: durations in Go's syntax (`500ms`, `1m30s`, as every Kubernetes component takes
- * them) or effect's (`30 seconds`), counts, ports, rates and ratios. A parser answers the value, or
- * why it is refused, in a clause read after the option's name and value. Pure.
+ * command line. A parser answers the value, or why it is refused, in a clause read after the
+ * option's name and value. Pure.
  */
 import { Duration, Either } from "effect"
 import { parseGoDuration } from "./go-duration.ts"
@@ -110,7 +109,7 @@ export const parseChoice =
 export const OUTPUT_FORMATS = ["table", "json"] as const
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
 
-/** Anything: a path, an address the listener resolves, a name ("" for a name means its default, as effect's Config reads it). */
+/** Anything: a path, a name ("" for a name means its default, as effect's Config reads it). */
 const parseAny: Parse<string> = (text) => Either.right(text)
 
 export const DURATION: ValueType<Duration.Duration> = { placeholder: "<duration>", example: "30s", parse: parseDuration }
