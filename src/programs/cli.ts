@@ -221,20 +221,6 @@ export type ReleaseTargets =
   | { readonly _tag: "Report"; readonly path: string }
   | { readonly _tag: "Named"; readonly pods: ReadonlyArray<PodName>; readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>; readonly force: boolean }
 
-export interface ParsedCli {
-  readonly command: Command
-  readonly help: boolean
-  readonly version: boolean
-  /** Flag values keyed by their environment variable name. */
-  readonly values: ReadonlyMap<string, string>
-  /** `release` only. */
-  readonly release?: ReleaseTargets | undefined
-  /** `preflight` only: --as-service-account. */
-  readonly serviceAccount?: PodName | undefined
-  /** A warning per deprecated name it was given (DEPRECATED_ALIASES), flag or variable. */
-  readonly deprecated: ReadonlyArray<string>
-}
-
 /** A <namespace>/<name> flag value, checked. */
 const namespacedName = (flag: string, text: string, example = "") => {
   const ref = splitPodRef(text)
@@ -281,8 +267,12 @@ const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet
   return out
 }
 
-/** Parses argv (without node and script) and the deprecated variables of `env`; throws TypeError with a readable message on bad input. */
-export const parseCli = (argv: ReadonlyArray<string>, env: Environment = {}): ParsedCli => {
+/**
+ * Parses argv (without node and script) and the deprecated variables of `env`: the command, the
+ * options' values keyed by their variables, release's targets, preflight's --as-service-account and
+ * a warning per deprecated name given. Throws TypeError with a readable message on bad input.
+ */
+export const parseCli = (argv: ReadonlyArray<string>, env: Environment = {}) => {
   refuseRemoved(argv)
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
@@ -305,6 +295,8 @@ export const parseCli = (argv: ReadonlyArray<string>, env: Environment = {}): Pa
   const serviceAccount = account === undefined ? undefined : namespacedName("as-service-account", account, `, e.g. kube-system/${CONTROLLER_SERVICE_ACCOUNT}`)
   return { command: command as Command, help, version: values["version"] === true, values: mapped, release, serviceAccount, deprecated }
 }
+
+export type ParsedCli = ReturnType<typeof parseCli>
 
 /** Flags first, then the environment. */
 export const configProvider = (cli: ParsedCli): ConfigProvider.ConfigProvider =>
