@@ -73,8 +73,10 @@ export const parseCount =
   }
 
 /** A TCP port; 0 turns the endpoint off. */
-export const parsePort: Parse<number> = (text) =>
-  Either.mapLeft(Either.filterOrLeft(parseCount(0)(text), (n) => n <= 65_535, () => ""), () => "not a port (0 to 65535; 0 turns it off)")
+export const parsePort: Parse<number> = (text) => {
+  const n = parseCount(0)(text)
+  return Either.isRight(n) && n.right <= 65_535 ? n : Either.left("not a port (0 to 65535; 0 turns it off)")
+}
 
 /** A number of at least 0 (a rate: 0 means no cap). */
 export const parseRate: Parse<number> = (text) => {
