@@ -1,8 +1,7 @@
 /**
  * Option values as Kubernetes users write them, one set of rules for the configuration and the
- * command line: durations in Go's syntax (`500ms`, `1m30s`, as every Kubernetes component takes
- * them) or effect's (`30 seconds`), counts, ports, rates and ratios. A parser answers the value, or
- * why it is refused, in a clause read after the option's name and value. Pure.
+ * command line. A parser answers the value, or why it is refused, in a clause read after the
+ * option's name and value. Pure.
  */
 import { Duration, Either } from "effect"
 import { parseGoDuration } from "./go-duration.ts"
@@ -39,6 +38,9 @@ export const parseDuration: Parse<Duration.Duration> = (text) => {
   // "-0s" is zero in Go; any other sign is refused, not clamped to zero as effect would.
   return Either.flatMap(unsigned(t.slice(1)), (d) => (Duration.toMillis(d) === 0 ? Either.right(d) : Either.left("a duration cannot be negative")))
 }
+
+/** A duration, or undefined for "" (off). */
+export const parseOptionalDuration: Parse<Duration.Duration | undefined> = (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text))
 
 /** A duration above zero: a period, where 0 would spin. */
 export const parsePositiveDuration: Parse<Duration.Duration> = (text) =>
@@ -109,8 +111,8 @@ export const parseChoice =
 export const OUTPUT_FORMATS = ["table", "json"] as const
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
 
-/** Anything: a path, an address the listener resolves, a name ("" for a name means its default, as effect's Config reads it). */
-export const parseAny: Parse<string> = (text) => Either.right(text)
+/** Anything: a path, a name ("" for a name means its default, as effect's Config reads it). */
+const parseAny: Parse<string> = (text) => Either.right(text)
 
 export const DURATION: ValueType<Duration.Duration> = { placeholder: "<duration>", example: "30s", parse: parseDuration }
 export const PERIOD: ValueType<Duration.Duration> = { placeholder: "<duration>", example: "1m", parse: parsePositiveDuration }

@@ -4,15 +4,15 @@
  * the environment, which wins over defaults). Commands' own arguments are flags without variables.
  */
 import { parseArgs } from "node:util"
-import { type ConfigError, ConfigProvider, Duration, Either } from "effect"
+import { ConfigProvider, Duration, Either } from "effect"
 import { parseSchedule } from "../domain/cron.ts"
 import { type IPAddress, parseIP } from "../domain/ip.ts"
-import { BOOLEAN, COUNT, DURATION, NAME, OUTPUT_FORMATS, PATH, PERIOD, PORT, RATE, RATIO, type ValueType, formatDuration, parseChoice, parseDuration } from "../domain/option-values.ts"
+import { BOOLEAN, COUNT, DURATION, NAME, OUTPUT_FORMATS, PATH, PERIOD, PORT, RATE, RATIO, type ValueType, formatDuration, parseChoice, parseOptionalDuration } from "../domain/option-values.ts"
 import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
-import { API_BURST_PER_QPS, DEFAULTS, type DefaultedKey, TUNING } from "../services/ControllerConfig.ts"
+import { API_BURST_PER_QPS, DEFAULTS, TUNING } from "../services/ControllerConfig.ts"
 import { LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD } from "../services/LeaderElection.ts"
 import { LOG_FORMATS, LOG_LEVELS } from "./logging.ts"
 import { TEARDOWN_MARGIN } from "./run-main.ts"
@@ -25,7 +25,7 @@ interface OptionRow {
   /** One an operator sets: --help and docs/options.md list these first, the tuning knobs after. */
   readonly common?: true
   /** The option's default in DEFAULTS; without one, `note` says what applies when it is unset. */
-  readonly key?: DefaultedKey
+  readonly key?: keyof typeof DEFAULTS
   readonly note?: string
   /** A one-letter alias, as kubectl's `-o` for --output. */
   readonly short?: string
@@ -35,13 +35,12 @@ interface OptionRow {
 
 export interface OptionSpec extends OptionRow {
   readonly kind: "string" | "boolean"
-  /** The default as `--help` and the README show it. */
+  /** The default as `--help` and docs/options.md show it. */
   readonly default: string
 }
 
 const SCHEDULE: ValueType = { placeholder: "<schedule>", example: '"@every 6h"', parse: (text) => Either.mapLeft(parseSchedule(text.trim()), (e) => e.message) }
-/** Unset or "": off. */
-const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)) }
+const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: parseOptionalDuration }
 const LOG_LEVEL: ValueType = { placeholder: "<level>", example: "info", parse: parseChoice(Object.keys(LOG_LEVELS), { named: 4, ignoreCase: true }) }
 const LOG_FORMAT: ValueType = { placeholder: "<format>", example: "logfmt", parse: parseChoice(LOG_FORMATS) }
 const OUTPUT: ValueType = { placeholder: "<format>", example: "json", parse: parseChoice(OUTPUT_FORMATS) }
@@ -51,13 +50,11 @@ const shown = (row: OptionRow): string => {
   if (row.key === undefined) throw new Error(`option --${row.flag} has neither a default nor a note`)
   const value: unknown = DEFAULTS[row.key]
   if (Duration.isDuration(value)) return formatDuration(value)
-  if (typeof value === "object" && value !== null) return Object.entries(value).map(([k, v]) => `${k}=${String(v)}`).join(",")
   return String(value)
 }
 
-export type Command = "run" | "audit" | "release" | "preflight" | "demo"
-
-const COMMANDS: ReadonlyArray<Command> = ["run", "audit", "release", "preflight", "demo"]
+const COMMANDS = ["run", "audit", "release", "preflight", "demo"] as const
+export type Command = (typeof COMMANDS)[number]
 const live: ReadonlyArray<Command> = ["run", "audit", "release", "preflight"]
 const runOnly: ReadonlyArray<Command> = ["run"]
 /** What decides that a pod will never run again: the controller's rule, which release follows too. */
@@ -149,26 +146,22 @@ export const DEPRECATED_ALIASES: ReadonlyArray<{ readonly flag: string; readonly
   { flag: "workers", env: "WORKERS", to: "concurrent-batches" }
 ]
 
-const renamedTo = (alias: (typeof DEPRECATED_ALIASES)[number]): OptionSpec => OPTIONS.find((o) => o.flag === alias.to)!
+type Environment = Readonly<Record<string, string | undefined>>
 
-/** Deprecated variables, read where the option's own flag and variable are unset (and the command takes it). */
-export const withDeprecatedVariables = (cli: ParsedCli, env: Readonly<Record<string, string | undefined>>): ParsedCli => {
-  const values = new Map(cli.values)
-  const deprecated = [...cli.deprecated]
-  for (const alias of DEPRECATED_ALIASES) {
-    const [text, target] = [env[alias.env], renamedTo(alias)]
-    if (text === undefined || text === "" || !target.commands.includes(cli.command) || values.has(target.env) || env[target.env] !== undefined) continue
-    values.set(target.env, text)
-    deprecated.push(alias.env)
-  }
-  return { ...cli, values, deprecated }
-}
-
-/** One warning per deprecated name used: what it is called now. */
-export const deprecationWarnings = (cli: ParsedCli): ReadonlyArray<string> =>
-  cli.deprecated.map((used) => {
-    const target = renamedTo(DEPRECATED_ALIASES.find((a) => `--${a.flag}` === used || a.env === used)!)
-    return `${used} is deprecated and goes in a later release: it is --${target.flag} (${target.env}) now`
+/**
+ * The deprecated names used, each read as its option: a flag where the new flag is not given; a
+ * variable where neither the new flag nor variable is, for a command that takes the option. One
+ * warning per name used: what it is called now.
+ */
+const readDeprecated = (command: Command, flags: Record<string, unknown>, env: Environment, mapped: Map<string, string>): Array<string> =>
+  DEPRECATED_ALIASES.flatMap((alias) => {
+    const target = OPTIONS.find((o) => o.flag === alias.to)!
+    const [flag, variable] = [flags[alias.flag], env[alias.env]]
+    const readsVariable = variable !== undefined && variable !== "" && target.commands.includes(command) && !mapped.has(target.env) && env[target.env] === undefined
+    const used = flag !== undefined ? `--${alias.flag}` : readsVariable ? alias.env : undefined
+    if (used === undefined) return []
+    if (!mapped.has(target.env)) mapped.set(target.env, String(flag ?? variable))
+    return [`${used} is deprecated and goes in a later release: it is --${target.flag} (${target.env}) now`]
   })
 
 /** A removed option given as a flag (`--http2`, `--no-http2`, `--http2=…`): one line naming it and what replaced it. */
@@ -215,26 +208,18 @@ const PREFLIGHT_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   }
 ]
 
+/** Each command's own arguments, with the heading --help shows them under. */
+const COMMAND_ARGUMENTS = [
+  { command: "release", title: "What release frees (its own flags, no environment variables):", args: RELEASE_ARGUMENTS },
+  { command: "preflight", title: "Whose access preflight reviews (a flag only):", args: PREFLIGHT_ARGUMENTS }
+] as const
+
 export type PodName = { readonly namespace: string; readonly name: string }
 
 /** What `release` was asked to free, checked. */
 export type ReleaseTargets =
   | { readonly _tag: "Report"; readonly path: string }
   | { readonly _tag: "Named"; readonly pods: ReadonlyArray<PodName>; readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>; readonly force: boolean }
-
-export interface ParsedCli {
-  readonly command: Command
-  readonly help: boolean
-  readonly version: boolean
-  /** Flag values keyed by their environment variable name. */
-  readonly values: ReadonlyMap<string, string>
-  /** `release` only. */
-  readonly release?: ReleaseTargets | undefined
-  /** `preflight` only: --as-service-account. */
-  readonly serviceAccount?: PodName | undefined
-  /** The deprecated names it was given (DEPRECATED_ALIASES), as given: `--workers`, `WORKERS`. */
-  readonly deprecated: ReadonlyArray<string>
-}
 
 /** A <namespace>/<name> flag value, checked. */
 const namespacedName = (flag: string, text: string, example = "") => {
@@ -268,13 +253,6 @@ const releaseTargets = (values: Record<string, unknown>): ReleaseTargets => {
   return { _tag: "Named", pods: pods.map((p) => namespacedName("pod", p)), ips: ips.map(ipTarget), force }
 }
 
-/** --as-service-account, checked: preflight's only, as <namespace>/<name>. */
-const preflightServiceAccount = (command: string, text: unknown) => {
-  if (typeof text !== "string") return undefined
-  if (command !== "preflight") throw new TypeError("--as-service-account is an option of the preflight command")
-  return namespacedName("as-service-account", text, `, e.g. kube-system/${CONTROLLER_SERVICE_ACCOUNT}`)
-}
-
 /** `--concurrent-batches -3` read as `--concurrent-batches=-3`: parseArgs would take "-3" for an option, not a value to refuse by name. */
 const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet<string>): Array<string> => {
   const out: Array<string> = []
@@ -289,28 +267,36 @@ const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet
   return out
 }
 
-/** Parses argv (without node and script); throws TypeError with a readable message on bad input. */
-export const parseCli = (argv: ReadonlyArray<string>): ParsedCli => {
+/**
+ * Parses argv (without node and script) and the deprecated variables of `env`: the command, the
+ * options' values keyed by their variables, release's targets, preflight's --as-service-account and
+ * a warning per deprecated name given. Throws TypeError with a readable message on bad input.
+ */
+export const parseCli = (argv: ReadonlyArray<string>, env: Environment = {}) => {
   refuseRemoved(argv)
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
   for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
-  for (const a of [...RELEASE_ARGUMENTS, ...PREFLIGHT_ARGUMENTS]) options[a.flag] = { type: isSwitch(a) ? "boolean" : "string", multiple: a.multiple }
-  for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: renamedTo(a).kind }
+  for (const a of COMMAND_ARGUMENTS.flatMap((c) => c.args)) options[a.flag] = { type: isSwitch(a) ? "boolean" : "string", multiple: a.multiple }
+  for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: OPTIONS.find((o) => o.flag === a.to)!.kind }
   const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
   const { values, positionals } = parseArgs({ args: joinNegativeValues(argv, takesValue), options, allowPositionals: true, allowNegative: true, strict: true })
   const [command = "run", ...rest] = positionals
   if (!(COMMANDS as ReadonlyArray<string>).includes(command)) throw new TypeError(`unknown command "${command}" (run, audit, release, preflight or demo)`)
   if (rest.length > 0) throw new TypeError(`unexpected argument "${rest[0]}"`)
   const mapped = new Map(OPTIONS.flatMap((o) => (values[o.flag] === undefined ? [] : [[o.env, String(values[o.flag])] as const])))
-  const deprecated = DEPRECATED_ALIASES.filter((a) => values[a.flag] !== undefined)
-  for (const a of deprecated) if (!mapped.has(renamedTo(a).env)) mapped.set(renamedTo(a).env, String(values[a.flag]))
+  const deprecated = readDeprecated(command as Command, values, env, mapped)
   const help = values["help"] === true
-  const stray = RELEASE_ARGUMENTS.find((a) => values[a.flag] !== undefined)
-  if (command !== "release" && stray !== undefined) throw new TypeError(`--${stray.flag} is an option of the release command`)
   const release = command === "release" && !help ? releaseTargets(values) : undefined
-  const serviceAccount = preflightServiceAccount(command, values["as-service-account"])
-  return { command: command as Command, help, version: values["version"] === true, values: mapped, release, serviceAccount, deprecated: deprecated.map((a) => `--${a.flag}`) }
+  for (const c of COMMAND_ARGUMENTS) {
+    const stray = c.args.find((a) => values[a.flag] !== undefined)
+    if (c.command !== command && stray !== undefined) throw new TypeError(`--${stray.flag} is an option of the ${c.command} command`)
+  }
+  const account = values["as-service-account"] as string | undefined
+  const serviceAccount = account === undefined ? undefined : namespacedName("as-service-account", account, `, e.g. kube-system/${CONTROLLER_SERVICE_ACCOUNT}`)
+  return { command: command as Command, help, version: values["version"] === true, values: mapped, release, serviceAccount, deprecated }
 }
+
+export type ParsedCli = ReturnType<typeof parseCli>
 
 /** Flags first, then the environment. */
 export const configProvider = (cli: ParsedCli): ConfigProvider.ConfigProvider =>
@@ -358,22 +344,14 @@ export const optionGroups = (command?: Command): ReadonlyArray<{ readonly title:
   ].filter((g) => g.rows.length > 0)
 }
 
-const exitCodeLines = (command?: Command): ReadonlyArray<string> => {
-  const shown = EXIT_CODES.filter((e) => command === undefined || e.command === command)
-  if (shown.length === 0) return []
-  return ["", "Exit codes:", ...shown.map((e) => `  ${e.command.padEnd(8)} ${e.codes.map(([code, meaning]) => `${code} ${meaning}`).join("; ")}`)]
-}
-
 /** `--help` text, generated from the option tables. */
 export const helpText = (command?: Command): string => {
   const groups = optionGroups(command)
-  const releasing = command === undefined || command === "release"
-  const checking = command === undefined || command === "preflight"
-  const commandArguments = [...(releasing ? RELEASE_ARGUMENTS : []), ...(checking ? PREFLIGHT_ARGUMENTS : [])]
-  const width = Math.max(...groups.flatMap((g) => g.rows.map((o) => flagText(o).length)), ...commandArguments.map((a) => argText(a).length))
+  const commandArguments = COMMAND_ARGUMENTS.filter((c) => command === undefined || c.command === command)
+  const exitCodes = EXIT_CODES.filter((e) => command === undefined || e.command === command)
+  const width = Math.max(...groups.flatMap((g) => g.rows.map((o) => flagText(o).length)), ...commandArguments.flatMap((c) => c.args.map((a) => argText(a).length)))
   const line = (o: OptionSpec) => `  ${flagText(o).padEnd(width)}  ${o.help}\n  ${"".padEnd(width)}  env ${o.env}, default: ${o.default}`
   const optionLines = groups.flatMap((g, i) => [...(i === 0 ? [] : [""]), `${g.title}${command === undefined ? "" : ` (${command})`}:`, ...g.rows.map(line)])
-  const argumentLines = (wanted: boolean, title: string, args: ReadonlyArray<ArgumentSpec>) => (wanted ? ["", title, ...args.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)] : [])
   return [
     "whereabouts-controller — frees the whereabouts IP allocations of pods that are gone or will never run again",
     "",
@@ -387,14 +365,14 @@ export const helpText = (command?: Command): string => {
     "  demo       replay the full-pool StatefulSet story on an embedded in-memory cluster",
     "",
     ...optionLines,
-    ...argumentLines(releasing, "What release frees (its own flags, no environment variables):", RELEASE_ARGUMENTS),
-    ...argumentLines(checking, "Whose access preflight reviews (a flag only):", PREFLIGHT_ARGUMENTS),
+    ...commandArguments.flatMap((c) => ["", c.title, ...c.args.map((a) => `  ${argText(a).padEnd(width)}  ${a.help}`)]),
     "",
     `  ${"-h, --help".padEnd(width)}  show this help`,
     `  ${"--version".padEnd(width)}  print the version`,
     "",
     DURATION_SYNTAX,
-    ...exitCodeLines(command)
+    ...(exitCodes.length === 0 ? [] : ["", "Exit codes:"]),
+    ...exitCodes.map((e) => `  ${e.command.padEnd(8)} ${e.codes.map(([code, meaning]) => `${code} ${meaning}`).join("; ")}`)
   ].join("\n")
 }
 
@@ -402,10 +380,7 @@ export const helpText = (command?: Command): string => {
 const named = (row: OptionSpec, fromFlag: boolean) => (fromFlag ? `--${row.flag} (${row.env})` : `${row.env} (--${row.flag})`)
 
 /** An option named by its flag and its variable, for a message about its value: `--metrics-port (METRICS_PORT)`. */
-export const optionName = (flag: string): string => {
-  const row = OPTIONS.find((o) => o.flag === flag)
-  return row === undefined ? `--${flag}` : named(row, true)
-}
+export const optionName = (flag: string): string => named(OPTIONS.find((o) => o.flag === flag)!, true)
 
 /** A good value (the default, else the value type's example), written as the user wrote the bad one. */
 const goodExample = (row: OptionSpec, fromFlag: boolean) => {
@@ -417,7 +392,7 @@ const goodExample = (row: OptionSpec, fromFlag: boolean) => {
  * Every option's value (flag, else variable) checked by the configuration's rule: one line per bad
  * value, naming the option as the user gave it, the value, why it is refused and a good one.
  */
-export const checkOptions = (cli: ParsedCli, env: Readonly<Record<string, string | undefined>>): ReadonlyArray<string> =>
+export const checkOptions = (cli: ParsedCli, env: Environment): ReadonlyArray<string> =>
   OPTIONS.flatMap((row) => {
     const typed = cli.values.get(row.env)
     const text = typed ?? env[row.env]
@@ -426,20 +401,3 @@ export const checkOptions = (cli: ParsedCli, env: Readonly<Record<string, string
     const parsed = row.value.parse(text)
     return Either.isLeft(parsed) ? [`${named(row, typed !== undefined)} ${JSON.stringify(text)}: ${parsed.left}; e.g. ${goodExample(row, typed !== undefined)}`] : []
   })
-
-/**
- * A configuration error as one line per key, an option's named by its flag and variable with a good value.
- * Unlike effect's rendering, no "missing" line for an option whose default stands in (it reads as required).
- */
-export const describeConfigError = (error: ConfigError.ConfigError): ReadonlyArray<string> => {
-  const leaves = (e: ConfigError.ConfigError): ReadonlyArray<{ readonly key: string; readonly missing: boolean; readonly message: string }> =>
-    e._op === "And" || e._op === "Or" ? [...leaves(e.left), ...leaves(e.right)] : [{ key: e.path.join("."), missing: e._op === "MissingData", message: e.message }]
-  const all = leaves(error)
-  const wrong = new Set(all.filter((l) => !l.missing).map((l) => l.key))
-  const line = (l: (typeof all)[number]) => {
-    const row = OPTIONS.find((o) => o.env === l.key)
-    if (row === undefined || l.missing) return l.key === "" ? l.message : `${l.key}: ${l.message}`
-    return `${named(row, true)} ${l.message}; e.g. ${goodExample(row, true)}`
-  }
-  return [...new Set(all.filter((l) => !(l.missing && wrong.has(l.key))).map(line))]
-}

@@ -8,15 +8,6 @@ import * as ControllerConfig from "../services/ControllerConfig.ts"
 export const LOG_FORMATS = ["json", "logfmt", "text"] as const
 export type LogFormat = (typeof LOG_FORMATS)[number]
 
-/** The format: the one given, else text for a person at a terminal, JSON for a log collector. */
-export const chooseLogFormat = (isTTY: boolean, explicit: LogFormat | undefined): LogFormat => explicit ?? (isTTY ? "text" : "json")
-
-/** Commands run by hand whose answer is on stdout: their progress lines are noise unless asked for. */
-const QUIET_COMMANDS: ReadonlySet<string> = new Set(["audit", "release", "preflight", "demo"])
-
-/** The level when none is given: warning for a one-shot command, info for the controller. */
-export const defaultLogLevel = (command: string): string => (QUIET_COMMANDS.has(command) ? "warning" : ControllerConfig.DEFAULTS.logLevel)
-
 /** The levels LOG_LEVEL takes, in the order messages name them; `warn` is an alias, never named. */
 export const LOG_LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error, warn: LogLevel.Warning }
 
@@ -46,29 +37,21 @@ export const textLogger = (colours: boolean): Logger.Logger<unknown, string> =>
     return Cause.isEmpty(cause) ? line : `${line}\n${Cause.pretty(cause, { renderErrorCause: true }).replace(/^/gm, "    ")}`
   })
 
-export interface LogSettings {
-  readonly format: LogFormat
-  readonly minimum: LogLevel.LogLevel
-  /** Colours in the text format; only ever on a terminal. */
-  readonly colours: boolean
-}
-
 /** The settings of `command`, from LOG_LEVEL, LOG_FORMAT, NO_COLOR (https://no-color.org) and whether stderr is a terminal. */
-export const logSettings = (command: string, terminal: boolean): Effect.Effect<LogSettings, ConfigError.ConfigError> =>
+export const logSettings = (command: string, terminal: boolean) =>
   Effect.gen(function* () {
-    const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(defaultLogLevel(command)))
+    const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(command === "run" ? ControllerConfig.DEFAULTS.logLevel : "warning"))
     const explicit = yield* Config.option(Config.literal(...LOG_FORMATS)("LOG_FORMAT"))
     const noColour = yield* Config.option(Config.string("NO_COLOR"))
     const minimum = LOG_LEVELS[level.toLowerCase()]
     if (minimum === undefined) return yield* Effect.fail(ConfigError.InvalidData(["LOG_LEVEL"], `must be debug, info, warning or error (got "${level}")`))
-    const format = chooseLogFormat(terminal, Option.getOrUndefined(explicit))
+    const format: LogFormat = Option.getOrElse(explicit, () => (terminal ? "text" : "json"))
     return { format, minimum, colours: terminal && Option.getOrElse(noColour, () => "") === "" }
   })
 
 /** The logger as a layer, on stderr: stdout carries only what a command prints (`audit -o json > report.json`). */
-export const loggerLayer = (settings: LogSettings): Layer.Layer<never> => {
-  const logger = settings.format === "json" ? Logger.jsonLogger : settings.format === "logfmt" ? Logger.logfmtLogger : textLogger(settings.colours)
-  return Layer.merge(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(logger)), Logger.minimumLogLevel(settings.minimum))
-}
-
-export const logging = (command: string, terminal: boolean) => Effect.map(logSettings(command, terminal), loggerLayer)
+export const logging = (command: string, terminal: boolean): Effect.Effect<Layer.Layer<never>, ConfigError.ConfigError> =>
+  Effect.map(logSettings(command, terminal), ({ format, minimum, colours }) => {
+    const logger = format === "json" ? Logger.jsonLogger : format === "logfmt" ? Logger.logfmtLogger : textLogger(colours)
+    return Layer.merge(Logger.replace(Logger.defaultLogger, Logger.withConsoleError(logger)), Logger.minimumLogLevel(minimum))
+  })

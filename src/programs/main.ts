@@ -5,22 +5,18 @@
  */
 import { readFileSync } from "node:fs"
 import { Cause, Config, ConfigError, Data, Effect, Either, Layer, Option } from "effect"
-import type { ReleaseError } from "../domain/release.ts"
-import type { ScheduleError } from "../domain/cron.ts"
 import { OUTPUT_FORMATS } from "../domain/option-values.ts"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
-import type { KubeError } from "../services/KubeError.ts"
-import { type KubeConfigError, layerLive } from "../services/KubeApiLive.ts"
+import { layerLive } from "../services/KubeApiLive.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, deprecationWarnings, describeConfigError, exitCodeOfFailure, helpText, parseCli, withDeprecatedVariables } from "./cli.ts"
+import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { preflight } from "./preflight.ts"
 import { loadTargets, release } from "./release.ts"
-import type { ListenError } from "./http.ts"
 import { runController } from "./run.ts"
 import { runMain, shutdownDeadline } from "./run-main.ts"
 
@@ -47,9 +43,6 @@ const loadDemo = Effect.tryPromise({
 /** The demo could not run: not in this build, or its story went wrong. */
 class DemoError extends Data.TaggedError("DemoError")<{ readonly message: string; readonly cause: unknown }> {}
 
-/** Why a command could not complete: what its exit code and its last line are made of. */
-type ProgramError = ConfigError.ConfigError | KubeConfigError | KubeError | ReleaseError | ScheduleError | ListenError | DemoError
-
 const configLayers = Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)
 
 /** The one-shot commands (audit, release, preflight): the stores over the live API, metrics of their own, no informers and no Lease. */
@@ -64,7 +57,7 @@ const printed = <E>(command: Effect.Effect<{ readonly text: string; readonly exi
 
 const outputFormat = Config.literal(...OUTPUT_FORMATS)("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
 
-const program = (cli: ParsedCli): Effect.Effect<number, ProgramError> =>
+const program = (cli: ParsedCli) =>
   Effect.gen(function* () {
     switch (cli.command) {
       case "run": {
@@ -98,11 +91,14 @@ const program = (cli: ParsedCli): Effect.Effect<number, ProgramError> =>
     }
   })
 
-/** The exit code and the lines of a command that failed: bad configuration is bad usage (2), the rest could not complete. */
-const failureOf = (command: Command, cause: Cause.Cause<ProgramError>) => {
+/**
+ * The exit code and the line of a command that failed: bad configuration is bad usage (2; checkOptions
+ * has named each bad value before anything ran), the rest could not complete.
+ */
+const failureOf = (command: Command, cause: Cause.Cause<{ readonly message: string }>) => {
   const failure = Cause.failureOption(cause)
-  if (Option.isSome(failure) && ConfigError.isConfigError(failure.value)) return { code: EXIT_USAGE, lines: describeConfigError(failure.value).map(said) }
-  return { code: exitCodeOfFailure(command), lines: [said(Option.isSome(failure) ? failure.value.message : Cause.pretty(cause))] }
+  const code = Option.isSome(failure) && ConfigError.isConfigError(failure.value) ? EXIT_USAGE : exitCodeOfFailure(command)
+  return { code, lines: [said(Option.isSome(failure) ? failure.value.message : Cause.pretty(cause))] }
 }
 
 const said = (line: string) => `whereabouts-controller: ${line}`
@@ -110,7 +106,7 @@ const said = (line: string) => `whereabouts-controller: ${line}`
 const main = (argv: ReadonlyArray<string>): void => {
   let cli: ParsedCli
   try {
-    cli = withDeprecatedVariables(parseCli(argv), process.env)
+    cli = parseCli(argv, process.env)
   } catch (e) {
     process.stderr.write(`${said((e as Error).message)}\nTry --help.\n`)
     process.exit(EXIT_USAGE)
@@ -127,14 +123,12 @@ const main = (argv: ReadonlyArray<string>): void => {
   }
   const provider = configProvider(cli)
   const configured = <A, E>(effect: Effect.Effect<A, E>) => Effect.withConfigProvider(effect, provider)
-  // Logs read well where they are read: short lines on a terminal, JSON for a collector (logging.ts).
   const logger = Effect.runSync(configured(logging(cli.command, process.stderr.isTTY === true)).pipe(Effect.orDie))
   const logged = <A, E>(effect: Effect.Effect<A, E>) => configured(Effect.provide(effect, logger))
-  const warned = Effect.zipRight(Effect.forEach(deprecationWarnings(cli), (w) => Effect.logWarning(w)), program(cli))
-  const shutdownTimeout = cli.command === "run" ? Effect.runSync(configured(ControllerConfig.shutdownTimeout).pipe(Effect.orDie)) : undefined
+  const warned = Effect.zipRight(Effect.forEach(cli.deprecated, (w) => Effect.logWarning(w)), program(cli))
   runMain(logged(warned), {
     name: "whereabouts-controller",
-    deadline: shutdownTimeout === undefined ? undefined : shutdownDeadline(shutdownTimeout),
+    deadline: cli.command === "run" ? shutdownDeadline(Effect.runSync(configured(ControllerConfig.shutdownTimeout).pipe(Effect.orDie))) : undefined,
     onFailure: (cause) => failureOf(cli.command, cause),
     log: (line) => Effect.runSync(logged(line))
   })

@@ -4,9 +4,9 @@
  */
 import { hostname } from "node:os"
 import { randomUUID } from "node:crypto"
-import { Config, ConfigError, Context, Duration, Either, Layer, Option } from "effect"
+import { Config, ConfigError, ConfigProvider, Context, Duration, Effect, Either, Layer, Option } from "effect"
 import type { NeverRunsAgainPolicy } from "../domain/never-runs-again.ts"
-import { type OutputFormat, type Parse, parseCount, parseDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
+import { type OutputFormat, type Parse, parseBoolean, parseCount, parseDuration, parseOptionalDuration, parsePort, parsePositiveDuration, parseRate, parseRatio } from "../domain/option-values.ts"
 
 /** Constants no operator has a reason to change (BENCHMARKS.md's Decisions), in the shape so tests can shorten them. */
 const tuning = {
@@ -25,8 +25,7 @@ const tuning = {
   scheduleFile: "/cron-schedule/config"
 }
 
-export type Tuning = Readonly<typeof tuning>
-export const TUNING: Tuning = tuning
+export const TUNING: Readonly<typeof tuning> = tuning
 
 /**
  * Requests allowed at once above an --api-qps cap, per request per second of the cap:
@@ -35,126 +34,57 @@ export const TUNING: Tuning = tuning
 export const API_BURST_PER_QPS = 1.5
 export const apiBurst = (qps: number): number => Math.max(1, Math.floor(qps * API_BURST_PER_QPS))
 
-/** The options, and the tuning beside them. */
-export interface ControllerConfigShape extends Tuning {
-  /** Namespace of IPPools and OverlappingRangeIPReservations (`WHEREABOUTS_NAMESPACE`). */
-  readonly namespace: string
-  readonly kubeconfig: string | undefined
-  /** Batches of deleted pods being freed at once (deletion-loop.ts). */
-  readonly concurrentBatches: number
-  readonly apiQps: number
-  /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
-  readonly reconcileSchedule: string | undefined
-  /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
-  readonly scheduleConfigMap: string
-  readonly dryRun: boolean
-  readonly leaderElect: boolean
-  readonly leaseName: string
-  /** Where the Lease is: the pod's namespace (POD_NAMESPACE), else `namespace`. Not an option. */
-  readonly leaseNamespace: string
-  readonly identity: string
-  readonly metricsPort: number
-  readonly healthPort: number
-  readonly shutdownTimeout: Duration.Duration
-  readonly poolUsageThreshold: number
-  /** How often the leader judges the invariants on its caches (src/programs/invariant-monitor.ts). */
-  readonly invariantInterval: Duration.Duration
-  /** How long a violation must last before it is reported; audit judges pods Ready this long. */
-  readonly invariantGrace: Duration.Duration
-  /** Extra flat-file path tried first (whereabouts.conf defaults for NADs). */
-  readonly flatConfigPath: string | undefined
-  /** Sweeps delete empty node-slice pools whose NodeSlicePool gives their slice to no node, or to another. */
-  readonly pruneSlicePools: boolean
-  /** Free the addresses of pods in phase Succeeded or Failed. */
-  readonly freeTerminalPods: boolean
-  /** Free the addresses of evicted pods (by the kubelet, or by the taint manager from an unreachable node). */
-  readonly freeEvictedPods: boolean
-  /** Free the addresses of terminating pods on a node with the out-of-service taint. */
-  readonly freeOnOutOfService: boolean
-  /** Extra wait after a terminating pod's grace period before its node's state counts. */
-  readonly terminatingGrace: Duration.Duration
-  /** Free a terminating pod's addresses once its node has been NotReady/Unknown this long; undefined: never. */
-  readonly freeOnNotReadyAfter: Duration.Duration | undefined
-}
-
-export class ControllerConfig extends Context.Tag("whereabouts-controller/ControllerConfig")<ControllerConfig, ControllerConfigShape>() {}
-
-/**
- * The default of every option that has one: Config, the tests' layer and `--help` are derived from
- * this object, and a test checks the README's options table against it.
- */
-export const DEFAULTS = {
-  namespace: "kube-system",
-  concurrentBatches: 4,
-  apiQps: 0,
-  dryRun: false,
-  leaderElect: true,
-  leaseName: "whereabouts-gc",
-  metricsPort: 8080,
-  healthPort: 8081,
-  shutdownTimeout: Duration.seconds(30),
-  poolUsageThreshold: 0.9,
-  invariantInterval: Duration.minutes(1),
-  invariantGrace: Duration.minutes(1),
-  scheduleConfigMap: "whereabouts-config",
-  pruneSlicePools: false,
-  freeTerminalPods: true,
-  freeEvictedPods: true,
-  freeOnOutOfService: true,
-  terminatingGrace: Duration.seconds(30),
-  // Read by the command line itself (logging, audit's output), not part of the shape.
-  logLevel: "info",
-  output: "table"
-} as const satisfies Partial<ControllerConfigShape> & { readonly logLevel: string; readonly output: OutputFormat }
-
-export type DefaultedKey = keyof typeof DEFAULTS
-
-/** A value read with the parser the command line checks it with (option-values.ts): one rule for both. */
-const parsed = <A>(key: string, parse: Parse<A>) =>
-  Config.string(key).pipe(Config.mapOrFail((text) => Either.mapLeft(parse(text), (why) => ConfigError.InvalidData([], `${JSON.stringify(text)}: ${why}`))))
-const duration = (key: string, fallback: Duration.Duration) => parsed(key, parseDuration).pipe(Config.withDefault(fallback))
-const count = (key: string, fallback: number) => parsed(key, parseCount(1)).pipe(Config.withDefault(fallback))
-const port = (key: string, fallback: number) => parsed(key, parsePort).pipe(Config.withDefault(fallback))
-const flag = (key: string, fallback: boolean) => Config.boolean(key).pipe(Config.withDefault(fallback))
+/** A value read with the parser the command line checks it with (option-values.ts): one rule for both; unset, `fallback`. */
+const parsed = <A>(key: string, parse: Parse<A>, fallback: A) =>
+  Config.string(key).pipe(
+    Config.mapOrFail((text) => Either.mapLeft(parse(text), (why) => ConfigError.InvalidData([], `${JSON.stringify(text)}: ${why}`))),
+    Config.withDefault(fallback)
+  )
 const optionalString = (key: string) => Config.option(Config.nonEmptyString(key)).pipe(Config.map(Option.getOrUndefined))
-const D = DEFAULTS
 
 /** The option the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
-export const shutdownTimeout = duration("SHUTDOWN_TIMEOUT", D.shutdownTimeout)
+export const shutdownTimeout = parsed("SHUTDOWN_TIMEOUT", parseDuration, Duration.seconds(30))
 
-/** Reads the configuration; keys are the environment variable names documented in the README. */
-export const config: Config.Config<ControllerConfigShape> = Config.all({
-  namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault(D.namespace)),
+/** Reads the configuration; keys are the environment variable names docs/options.md lists, each option's rule is its --help text. */
+export const config = Config.all({
+  /** Namespace of IPPools and OverlappingRangeIPReservations. */
+  namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault("kube-system")),
   kubeconfig: optionalString("KUBECONFIG"),
-  concurrentBatches: count("CONCURRENT_BATCHES", D.concurrentBatches),
-  apiQps: parsed("API_QPS", parseRate).pipe(Config.withDefault(D.apiQps)),
+  concurrentBatches: parsed("CONCURRENT_BATCHES", parseCount(1), 4),
+  apiQps: parsed("API_QPS", parseRate, 0),
+  /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
-  scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault(D.scheduleConfigMap)),
-  dryRun: flag("DRY_RUN", D.dryRun),
-  leaderElect: flag("LEADER_ELECT", D.leaderElect),
-  leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault(D.leaseName)),
+  /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
+  scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault("whereabouts-config")),
+  dryRun: parsed("DRY_RUN", parseBoolean, false),
+  leaderElect: parsed("LEADER_ELECT", parseBoolean, true),
+  leaseName: Config.nonEmptyString("LEASE_NAME").pipe(Config.withDefault("whereabouts-gc")),
   podNamespace: Config.option(Config.nonEmptyString("POD_NAMESPACE")),
   identity: Config.nonEmptyString("POD_NAME").pipe(Config.withDefault(`${hostname()}_${randomUUID().slice(0, 8)}`)),
-  metricsPort: port("METRICS_PORT", D.metricsPort),
-  healthPort: port("HEALTH_PORT", D.healthPort),
+  metricsPort: parsed("METRICS_PORT", parsePort, 8080),
+  healthPort: parsed("HEALTH_PORT", parsePort, 8081),
   shutdownTimeout,
-  poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio).pipe(Config.withDefault(D.poolUsageThreshold)),
-  invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration).pipe(Config.withDefault(D.invariantInterval)),
-  invariantGrace: duration("INVARIANT_GRACE", D.invariantGrace),
+  poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio, 0.9),
+  invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration, Duration.minutes(1)),
+  invariantGrace: parsed("INVARIANT_GRACE", parseDuration, Duration.minutes(1)),
+  /** Extra flat-file path tried first (whereabouts.conf defaults for NADs). */
   flatConfigPath: optionalString("FLAT_CONFIG_PATH"),
-  pruneSlicePools: flag("PRUNE_SLICE_POOLS", D.pruneSlicePools),
-  freeTerminalPods: flag("FREE_TERMINAL_PODS", D.freeTerminalPods),
-  freeEvictedPods: flag("FREE_EVICTED_PODS", D.freeEvictedPods),
-  freeOnOutOfService: flag("FREE_ON_OUT_OF_SERVICE", D.freeOnOutOfService),
-  terminatingGrace: duration("TERMINATING_GRACE", D.terminatingGrace),
-  // Unset or "": off.
-  freeOnNotReadyAfter: Config.option(parsed("FREE_ON_NOTREADY_AFTER", (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)))).pipe(
-    Config.map(Option.getOrUndefined)
-  )
+  pruneSlicePools: parsed("PRUNE_SLICE_POOLS", parseBoolean, false),
+  freeTerminalPods: parsed("FREE_TERMINAL_PODS", parseBoolean, true),
+  freeEvictedPods: parsed("FREE_EVICTED_PODS", parseBoolean, true),
+  freeOnOutOfService: parsed("FREE_ON_OUT_OF_SERVICE", parseBoolean, true),
+  terminatingGrace: parsed("TERMINATING_GRACE", parseDuration, Duration.seconds(30)),
+  /** undefined: never. */
+  freeOnNotReadyAfter: parsed("FREE_ON_NOTREADY_AFTER", parseOptionalDuration, undefined)
 }).pipe(
-  // The Lease lives where the controller runs, as a controller-runtime manager's does by default.
+  // The Lease lives where the controller runs (POD_NAMESPACE), as a controller-runtime manager's does by default; not an option.
   Config.map(({ podNamespace, ...rest }) => ({ ...rest, ...TUNING, leaseNamespace: Option.getOrElse(podNamespace, () => rest.namespace) }))
 )
+
+/** The options, and the tuning beside them. */
+export type ControllerConfigShape = Readonly<Config.Config.Success<typeof config>>
+
+export class ControllerConfig extends Context.Tag("whereabouts-controller/ControllerConfig")<ControllerConfig, ControllerConfigShape>() {}
 
 /** The never-run-again rule's settings. */
 export const neverRunsAgainPolicy = (c: ControllerConfigShape): NeverRunsAgainPolicy => ({
@@ -165,24 +95,17 @@ export const neverRunsAgainPolicy = (c: ControllerConfigShape): NeverRunsAgainPo
   freeOnNotReadyAfterMs: c.freeOnNotReadyAfter === undefined ? undefined : Duration.toMillis(c.freeOnNotReadyAfter)
 })
 
+/** The configuration of an empty environment: every option's default. */
+const unset: ControllerConfigShape = Effect.runSync(Effect.withConfigProvider(config, ConfigProvider.fromMap(new Map())))
+
 /**
- * DEFAULTS for tests and the demo, with what an environment would supply (no kubeconfig, a fixed
- * identity, the lease beside the pools); override what matters (ports to 0 where no endpoint is wanted).
+ * The default of every option that has one, and of the command line's own (logging, audit's output):
+ * --help and docs/options.md (a test checks it) show these.
  */
-export const defaults = (overrides: Partial<ControllerConfigShape> = {}): ControllerConfigShape => {
-  const { logLevel: _l, output: _o, ...shape } = DEFAULTS
-  return {
-    ...shape,
-    ...TUNING,
-    kubeconfig: undefined,
-    reconcileSchedule: undefined,
-    leaseNamespace: DEFAULTS.namespace,
-    identity: "test-controller",
-    flatConfigPath: undefined,
-    freeOnNotReadyAfter: undefined,
-    ...overrides
-  }
-}
+export const DEFAULTS = { ...unset, logLevel: "info", output: "table" as OutputFormat }
+
+/** The defaults for tests and the demo, with a fixed identity; override what matters (ports to 0 where no endpoint is wanted). */
+export const defaults = (overrides: Partial<ControllerConfigShape> = {}): ControllerConfigShape => ({ ...unset, identity: "test-controller", ...overrides })
 
 /** Configuration from the environment (or the CLI's ConfigProvider). */
 export const layer: Layer.Layer<ControllerConfig, ConfigError.ConfigError> = Layer.effect(ControllerConfig, config)

@@ -13,13 +13,10 @@ import {
   REMOVED_OPTIONS,
   checkOptions,
   configProvider,
-  deprecationWarnings,
-  describeConfigError,
   exitCodeOfFailure,
   helpText,
   optionGroups,
-  parseCli,
-  withDeprecatedVariables
+  parseCli
 } from "../../src/programs/cli.ts"
 import { formatDuration } from "../../src/domain/option-values.ts"
 import { TUNING, apiBurst, config } from "../../src/services/ControllerConfig.ts"
@@ -61,18 +58,18 @@ describe("command line", () => {
   it("--workers and WORKERS still set --concurrent-batches, each said deprecated once; the new name wins over the old", () => {
     const flag = parseCli(["run", "--workers", "6"])
     expect(flag.values.get("CONCURRENT_BATCHES")).toBe("6")
-    expect(deprecationWarnings(flag)).toEqual(["--workers is deprecated and goes in a later release: it is --concurrent-batches (CONCURRENT_BATCHES) now"])
-    const variable = withDeprecatedVariables(parseCli(["run"]), { WORKERS: "5" })
+    expect(flag.deprecated).toEqual(["--workers is deprecated and goes in a later release: it is --concurrent-batches (CONCURRENT_BATCHES) now"])
+    const variable = parseCli(["run"], { WORKERS: "5" })
     expect(variable.values.get("CONCURRENT_BATCHES")).toBe("5")
-    expect(deprecationWarnings(variable)).toEqual(["WORKERS is deprecated and goes in a later release: it is --concurrent-batches (CONCURRENT_BATCHES) now"])
+    expect(variable.deprecated).toEqual(["WORKERS is deprecated and goes in a later release: it is --concurrent-batches (CONCURRENT_BATCHES) now"])
     expect(Effect.runSync(Effect.withConfigProvider(config, configProvider(variable))).concurrentBatches).toBe(5)
     // The new name, as a flag or a variable, wins; the old one is then not read.
     expect(parseCli(["--concurrent-batches", "2", "--workers", "6"]).values.get("CONCURRENT_BATCHES")).toBe("2")
-    const both = withDeprecatedVariables(parseCli(["run"]), { WORKERS: "5", CONCURRENT_BATCHES: "3" })
-    expect([both.values.has("CONCURRENT_BATCHES"), deprecationWarnings(both)]).toEqual([false, []])
-    expect(deprecationWarnings(parseCli(["run", "--concurrent-batches", "2"]))).toEqual([])
+    const both = parseCli(["run"], { WORKERS: "5", CONCURRENT_BATCHES: "3" })
+    expect([both.values.has("CONCURRENT_BATCHES"), both.deprecated]).toEqual([false, []])
+    expect(parseCli(["run", "--concurrent-batches", "2"]).deprecated).toEqual([])
     // A variable left set in the environment is no concern of a command without that option.
-    expect(deprecationWarnings(withDeprecatedVariables(parseCli(["audit"]), { WORKERS: "5" }))).toEqual([])
+    expect(parseCli(["audit"], { WORKERS: "5" }).deprecated).toEqual([])
     const [rows] = tablesOf(optionsDoc(), "former name | variable")
     expect(rows).toEqual(DEPRECATED_ALIASES.map((a) => [`--${a.flag}`, a.env, `--${a.to}`]))
   })
@@ -94,19 +91,6 @@ describe("command line", () => {
     const bad = Effect.runSyncExit(Effect.withConfigProvider(config, configProvider(parseCli(["--concurrent-batches", "zero"]))))
     expect(bad._tag).toBe("Failure")
     expect(JSON.stringify(bad)).toContain("CONCURRENT_BATCHES")
-  })
-
-  it("a configuration error reads as one line per key, naming the flag, without the defaults' 'missing' alternatives", () => {
-    const error = (args: ReadonlyArray<string>) => {
-      const exit = Effect.runSyncExit(Effect.flip(Effect.withConfigProvider(config, configProvider(parseCli([...args])))))
-      if (exit._tag === "Failure") throw new Error("the configuration was read")
-      return describeConfigError(exit.value)
-    }
-    expect(error(["--concurrent-batches", "zero", "--shutdown-timeout", "soon"])).toEqual([
-      '--concurrent-batches (CONCURRENT_BATCHES) "zero": not a whole number; e.g. --concurrent-batches 4',
-      '--shutdown-timeout (SHUTDOWN_TIMEOUT) "soon": "soon" is not a Go duration; e.g. --shutdown-timeout 30s'
-    ])
-    expect(error(["--api-qps=-1"])).toEqual(['--api-qps (API_QPS) "-1": cannot be negative (0: no cap); e.g. --api-qps 0'])
   })
 
   it("no cap on the request rate by default; the tuning is fixed, whatever the environment says", () => {
@@ -208,7 +192,6 @@ const REFUSED: Readonly<Record<string, string | null>> = {
   "<ratio>": "1.5",
   "<name>": null,
   "<schedule>": "@often",
-  "<kind=n,...>": "pools=3",
   "<level>": "loud",
   "<format>": "yaml",
   "": "maybe",

@@ -7,8 +7,7 @@ import { afterEach, describe, expect, it } from "@effect/vitest"
 import { Cause, ConfigError, ConfigProvider, Effect, Either, Logger, LogLevel } from "effect"
 import { vi } from "vitest"
 import { audit } from "../../src/programs/audit.ts"
-import { describeConfigError } from "../../src/programs/cli.ts"
-import { type LogFormat, chooseLogFormat, logSettings, logging, textLogger } from "../../src/programs/logging.ts"
+import { type LogFormat, logSettings, logging, textLogger } from "../../src/programs/logging.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
 import { on } from "../support/objects.ts"
@@ -33,8 +32,9 @@ describe("log format", () => {
     [true, "logfmt", "logfmt"],
     [false, "text", "text"],
     [false, "logfmt", "logfmt"]
-  ])("stderr a terminal: %s, asked for %s → %s", (terminal, explicit, format) => {
-    expect(chooseLogFormat(terminal, explicit)).toBe(format)
+  ])("stderr a terminal: %s, asked for %s → %s", async (terminal, explicit, format) => {
+    const chosen = await Effect.runPromise(settings("run", terminal, explicit === undefined ? {} : { LOG_FORMAT: explicit }))
+    expect(Either.map(chosen, (s) => s.format)).toEqual(Either.right(format))
   })
 
   it.effect("from the configuration: LOG_FORMAT wins over the terminal; colours only on a terminal, never with NO_COLOR; a bad value is refused", () =>
@@ -57,10 +57,7 @@ describe("log format", () => {
       expect(yield* level("audit", { LOG_LEVEL: "info" })).toEqual(Either.right("INFO"))
       expect(yield* level("run", { LOG_LEVEL: "Debug" })).toEqual(Either.right("DEBUG"))
       const bad = yield* level("run", { LOG_LEVEL: "loud" })
-      // A configuration error of LOG_LEVEL, as the command line reports every bad option.
-      expect(Either.isLeft(bad) && ConfigError.isConfigError(bad.left) && describeConfigError(bad.left)).toEqual([
-        '--log-level (LOG_LEVEL) must be debug, info, warning or error (got "loud"); e.g. --log-level info'
-      ])
+      expect(Either.isLeft(bad) && ConfigError.isConfigError(bad.left) && bad.left).toMatchObject({ _op: "InvalidData", path: ["LOG_LEVEL"], message: 'must be debug, info, warning or error (got "loud")' })
     }))
 })
 
