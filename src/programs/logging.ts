@@ -41,11 +41,12 @@ export const textLogger = (colours: boolean): Logger.Logger<unknown, string> =>
 export const logSettings = (command: string, terminal: boolean) =>
   Effect.gen(function* () {
     const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(command === "run" ? ControllerConfig.DEFAULTS.logLevel : "warning"))
-    const explicit = yield* Config.option(Config.literal(...LOG_FORMATS)("LOG_FORMAT"))
+    // Set but empty is unset, as for every option without a default.
+    const explicit = yield* Config.option(Config.literal(...LOG_FORMATS, "")("LOG_FORMAT"))
     const noColour = yield* Config.option(Config.string("NO_COLOR"))
     const minimum = LOG_LEVELS[level.toLowerCase()]
     if (minimum === undefined) return yield* Effect.fail(ConfigError.InvalidData(["LOG_LEVEL"], `must be debug, info, warning or error (got "${level}")`))
-    const format: LogFormat = Option.getOrElse(explicit, () => (terminal ? "text" : "json"))
+    const format: LogFormat = Option.getOrElse(Option.filter(explicit, (f) => f !== ""), () => (terminal ? "text" : "json"))
     return { format, minimum, colours: terminal && Option.getOrElse(noColour, () => "") === "" }
   })
 

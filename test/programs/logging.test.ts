@@ -25,9 +25,11 @@ const textOf = <A, E>(body: Effect.Effect<A, E>, colours = false) =>
   })
 
 describe("log format", () => {
-  it.each<[boolean, LogFormat | undefined, LogFormat]>([
+  it.each<[boolean, LogFormat | "" | undefined, LogFormat]>([
     [true, undefined, "text"],
     [false, undefined, "json"],
+    [true, "", "text"],
+    [false, "", "json"],
     [true, "json", "json"],
     [true, "logfmt", "logfmt"],
     [false, "text", "text"],
