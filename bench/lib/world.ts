@@ -262,26 +262,24 @@ export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Sco
     yield* reservations.awaitSynced
     const until = (cond: () => boolean, what: string, timeoutMs: number) =>
       Effect.async<void, Error>((resume) => {
-        const deadline = setTimeout(() => {
+        const stop = () => {
+          clearTimeout(deadline)
           clearInterval(timer)
           wake = undefined
+        }
+        const deadline = setTimeout(() => {
+          stop()
           resume(Effect.fail(new Error(`timed out after ${timeoutMs / 1000} s waiting until ${what}`)))
         }, timeoutMs)
         const check = () => {
           if (!cond()) return
-          clearTimeout(deadline)
-          clearInterval(timer)
-          wake = undefined
+          stop()
           resume(Effect.void)
         }
         const timer = setInterval(check, 50)
         wake = check
         check()
-        return Effect.sync(() => {
-          clearTimeout(deadline)
-          clearInterval(timer)
-          wake = undefined
-        })
+        return Effect.sync(stop)
       })
     const total = (m: Map<string, number>, refs: ReadonlyArray<string>) => refs.reduce((a, r) => a + (m.get(r) ?? 0), 0)
     return {
@@ -304,11 +302,10 @@ export interface RestReport extends LiveRestReport {
   readonly reservations: number
 }
 
-export const violations = (r: RestReport): number =>
-  r.liveNotHeld.length + r.deadHeld.length + r.shared.length + r.reservationMissing.length + r.reservationDead.length
-
 /** Wrong frees (a live pod's address not held for it, or held twice, or unreserved) and lost ones (held for a pod that is gone). */
 export const wrongAndLost = (r: RestReport): readonly [number, number] => [r.liveNotHeld.length + r.shared.length + r.reservationMissing.length, r.deadHeld.length + r.reservationDead.length]
+
+export const violations = (r: RestReport): number => wrongAndLost(r)[0] + wrongAndLost(r)[1]
 
 /** The invariants at rest over the API (pods of `podNamespaces`, every pool and reservation). */
 export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
