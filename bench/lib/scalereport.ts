@@ -4,9 +4,10 @@
  * the shipped limit, and the requests the API server saw.
  */
 import { type LinearFit, crossing, linearFit } from "./fit.ts"
-import type { Row, Section } from "./report.ts"
+import { type Row, type Section, table, yesNo } from "./report.ts"
 import { type MassRun, type SingleRun, sumWhere } from "./scenarios.ts"
-import { fmt, fullyFreed, ms, spread, table, yesNo } from "./rows.ts"
+import { fullyFreed } from "./rows.ts"
+import { fmt, ms, spread } from "./stats.ts"
 import { violations } from "./world.ts"
 
 export interface WorldFacts {

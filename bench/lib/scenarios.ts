@@ -135,8 +135,8 @@ export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
 export interface AllocatorStats {
   readonly started: number
   readonly failed: number
-  /** Ticks skipped at ALLOCATOR_IN_FLIGHT (absent in older results). */
-  readonly skipped?: number
+  /** Ticks skipped at ALLOCATOR_IN_FLIGHT. */
+  readonly skipped: number
   readonly errors: ReadonlyArray<string>
   readonly poolPatches: number
   readonly poolConflicts: number
@@ -247,7 +247,7 @@ export interface MassRun {
   readonly serverRates?: Rates
   readonly rest: RestReport
   readonly allocator?: AllocatorStats
-  readonly memory?: { readonly rss: number; readonly hwm: number }
+  readonly memory: { readonly rss: number; readonly hwm: number }
 }
 
 /** Every pod deleted at once (16 deletes in flight, grace 0); times until all their addresses are free. */
@@ -283,7 +283,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const m1 = yield* c.scrape
         const s1 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu = cpuDelta(cpu0, env.cpu(c))
-        const memory = c.proc?.memory()
+        const memory = c.proc.memory()
         const rest = yield* restCheck([ns])
         if (allocator !== undefined) yield* deleteAll(allocator.names.map((name) => ({ namespace: ns, name })))
         return {
@@ -306,7 +306,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
           ...(serverRates === undefined ? {} : { serverRates }),
           rest,
           ...(alloc === undefined ? {} : { allocator: alloc }),
-          ...(memory === undefined ? {} : { memory })
+          memory
         } satisfies MassRun
       })
     )
@@ -314,7 +314,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
     return run
   })
 
-export interface SingleOptions extends Pick<MassOptions, "pods" | "pools" | "limits" | "label" | "timeoutMs" | "perPod" | "keepPools"> {
+export interface SingleOptions extends Pick<MassOptions, "pods" | "pools" | "limits" | "label" | "timeoutMs" | "keepPools"> {
   /** Deletions per second. */
   readonly rate: number
 }
@@ -327,14 +327,12 @@ export interface SingleRun extends Pick<FloorRun, "pods" | "rate" | "pool" | "re
   readonly calls: Record<string, number>
   readonly rest: RestReport
   /** The benchmark's own pod DELETE calls, issue → answer (ms): how loaded the API server is. */
-  readonly deleteCall?: Percentiles
-  /** The contender's reconcile_duration_seconds over the run: batches and mean (ms). */
-  readonly reconciles?: { readonly count: number; readonly meanMs: number }
+  readonly deleteCall: Percentiles
   /**
    * Where the time went, from the contender's own histograms between the two scrapes: count, mean
    * and interpolated p50/p95/p99 (ms) per step (queue wait, reconcile of a batch, each request).
    */
-  readonly steps?: Readonly<Record<string, StepLatency>>
+  readonly steps: Readonly<Record<string, StepLatency>>
 }
 
 export interface StepLatency {
@@ -345,10 +343,13 @@ export interface StepLatency {
   readonly p99: number
 }
 
+/** The step of a reconcile batch: its n and mean are the batches a run took and their mean duration. */
+export const RECONCILE_STEP = "reconcile of a batch (Events not included)"
+
 /** The contender's step histograms: label, metric, labels (for requests: `verb` and `resource`). */
 const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, string>>]> = [
   ["deletion event → a worker takes it", "whereabouts_controller_workqueue_queue_duration_seconds", {}],
-  ["reconcile of a batch (Events not included)", "whereabouts_controller_reconcile_duration_seconds", {}],
+  [RECONCILE_STEP, "whereabouts_controller_reconcile_duration_seconds", {}],
   ["GET pod (re-check)", "whereabouts_controller_api_request_duration_seconds", { verb: "get", resource: "pods" }],
   ["LIST pods (re-check of a large batch)", "whereabouts_controller_api_request_duration_seconds", { verb: "list", resource: "pods" }],
   ["DELETE reservation", "whereabouts_controller_api_request_duration_seconds", { verb: "delete", resource: "overlappingrangeipreservations" }],
@@ -368,13 +369,6 @@ const stepLatencies = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sampl
     out[label] = { n: h.count, mean: h.mean * 1000, p50: p50!, p95: p95!, p99: p99! }
   }
   return out
-}
-
-/** Batches reconciled between two scrapes and their mean duration, from the histogram's _sum/_count. */
-const reconcileStats = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>) => {
-  const count = sum(after, "whereabouts_controller_reconcile_duration_seconds_count") - sum(before, "whereabouts_controller_reconcile_duration_seconds_count")
-  const seconds = sum(after, "whereabouts_controller_reconcile_duration_seconds_sum") - sum(before, "whereabouts_controller_reconcile_duration_seconds_sum")
-  return { count, meanMs: count > 0 ? (seconds * 1000) / count : Number.NaN }
 }
 
 /**
@@ -415,13 +409,12 @@ const sinceIssued = (refs: ReadonlyArray<string>, issued: ReadonlyArray<number>,
 export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const ns = `sd-${o.label}`
-    const perPod = o.perPod ?? 1
-    const { started, refs } = yield* startPods(ns, networks(ns, o.pools), o.pods, perPod)
+    const { started, refs } = yield* startPods(ns, networks(ns, o.pools), o.pods)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const c = yield* env.start(kind, o.limits, o.label)
         const tracker = yield* makeTracker()
-        yield* tracker.allHeld(refs, o.pods * perPod)
+        yield* tracker.allHeld(refs, o.pods)
         const m0 = yield* c.scrape
         const cpu0 = env.cpu(c)
         const { issued, lag, answered } = yield* deleteAtRate(started, o.rate)
@@ -443,7 +436,6 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
           cpu,
           rest,
           deleteCall: percentiles(answered),
-          reconciles: reconcileStats(m0, m1),
           steps: stepLatencies(m0, m1)
         } satisfies SingleRun
       })
