@@ -1,5 +1,5 @@
 /** The benchmark world over any KubeApi: networks, pods started in bulk, a tracker of frees, the invariants at rest. */
-import { Effect, Either, Queue, type Scope } from "effect"
+import { Effect, Either, Queue } from "effect"
 import { assignIP } from "../../src/testing/allocate.ts"
 import { formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
@@ -181,26 +181,8 @@ const refCounts = (o: KubeObject): Map<string, number> => {
   return out
 }
 
-export interface Tracker {
-  /** Pool entries held per podref, summed over pools, as the watch last showed them. */
-  readonly held: (ref: string) => number
-  /** When the last pool entry of the podref went away (performance.now()), if it did. */
-  readonly poolFreedAt: (ref: string) => number | undefined
-  readonly reservationsOf: (ref: string) => number
-  readonly reservationsFreedAt: (ref: string) => number | undefined
-  /** Resolves when `cond` holds (checked after each watch event and every 50 ms), or fails after the timeout. */
-  readonly until: (cond: () => boolean, what: string, timeoutMs: number) => Effect.Effect<void, Error>
-  /** Resolves once `n` pool entries of `refs` are seen (fails after a minute). */
-  readonly allHeld: (refs: ReadonlyArray<string>, n: number) => Effect.Effect<void, Error>
-  /**
-   * Waits until no pool entry or reservation of `refs` is left, at most `timeoutMs`; then how long
-   * after `since` the last entry and the last reservation went (NaN: not all within the timeout).
-   */
-  readonly allFreed: (refs: ReadonlyArray<string>, timeoutMs: number, since?: number) => Effect.Effect<{ readonly pool: number; readonly reservations: number }>
-}
-
 /** Watches the pool namespace's pools and reservations and timestamps, per podref, when its entries and reservations went away. */
-export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Scope> =>
+export const makeTracker = () =>
   Effect.gen(function* () {
     const held = new Map<string, number>()
     const poolFreed = new Map<string, number>()
@@ -260,6 +242,7 @@ export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Sco
     )
     yield* pools.awaitSynced
     yield* reservations.awaitSynced
+    /** Resolves when `cond` holds (checked after each watch event and every 50 ms), or fails after the timeout. */
     const until = (cond: () => boolean, what: string, timeoutMs: number) =>
       Effect.async<void, Error>((resume) => {
         const stop = () => {
@@ -283,18 +266,25 @@ export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Sco
       })
     const total = (m: Map<string, number>, refs: ReadonlyArray<string>) => refs.reduce((a, r) => a + (m.get(r) ?? 0), 0)
     return {
-      held: (ref) => held.get(ref) ?? 0,
-      poolFreedAt: (ref) => poolFreed.get(ref),
-      reservationsOf: (ref) => resHeld.get(ref) ?? 0,
-      reservationsFreedAt: (ref) => resFreed.get(ref),
+      /** Pool entries held per podref, summed over pools, as the watch last showed them. */
+      held: (ref: string) => held.get(ref) ?? 0,
+      /** When the last pool entry of the podref went away (performance.now()), if it did. */
+      poolFreedAt: (ref: string) => poolFreed.get(ref),
+      reservationsOf: (ref: string) => resHeld.get(ref) ?? 0,
+      reservationsFreedAt: (ref: string) => resFreed.get(ref),
       until,
-      allHeld: (refs, n) => until(() => total(held, refs) === n, "the tracker sees every allocation", 60_000),
-      allFreed: (refs, timeoutMs, since = 0) =>
+      /** Resolves once `n` pool entries of `refs` are seen (fails after a minute). */
+      allHeld: (refs: ReadonlyArray<string>, n: number) => until(() => total(held, refs) === n, "the tracker sees every allocation", 60_000),
+      /**
+       * Waits until no pool entry or reservation of `refs` is left, at most `timeoutMs`; then how long
+       * after `since` the last entry and the last reservation went (NaN: not all within the timeout).
+       */
+      allFreed: (refs: ReadonlyArray<string>, timeoutMs: number, since = 0) =>
         Effect.map(Effect.either(until(() => total(held, refs) === 0 && total(resHeld, refs) === 0, "every address of the deleted pods is free", timeoutMs)), (done) => {
           const last = (at: Map<string, number>) => (Either.isLeft(done) ? Number.NaN : Math.max(...refs.map((r) => at.get(r) ?? since)) - since)
           return { pool: last(poolFreed), reservations: last(resFreed) }
         })
-    } satisfies Tracker
+    }
   })
 
 /** The live tier's invariants at rest (test/live/support/bulk.ts), plus the reservations counted. */
