@@ -178,7 +178,7 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun) 
     ])
   )
   const latency = table(
-    ["contender", "limit", "pods, rate", "what", "n", "p50", "p95", "p99", "min", "max", "issue lag p99", "calls"],
+    ["contender", "limit", "pods, rate", "what", "n", "p50", "p95", "p99", "min", "max", "calls"],
     [ours, baseline].flatMap((r) =>
       (["pool", "reservation"] as const).map((w) => [
         r.kind,
@@ -191,7 +191,6 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun) 
         ms(r[w].p99),
         ms(r[w].min),
         ms(r[w].max),
-        ms(r.issueLag.p99),
         w === "pool" ? Object.entries(r.calls).map(([k, n]) => `${k}: ${n}`).join(", ") : ""
       ])
     )

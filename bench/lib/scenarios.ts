@@ -322,8 +322,6 @@ export interface SingleOptions extends Pick<MassOptions, "pods" | "pools" | "lim
 export interface SingleRun extends Pick<FloorRun, "pods" | "rate" | "pool" | "reservation" | "cpu" | "completed"> {
   readonly kind: Kind
   readonly limits: Limits
-  /** How late the benchmark issued deletes against the schedule (ms). */
-  readonly issueLag: Percentiles
   readonly calls: Record<string, number>
   readonly rest: RestReport
   /** The benchmark's own pod DELETE calls, issue → answer (ms): how loaded the API server is. */
@@ -374,28 +372,25 @@ const stepLatencies = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sampl
 /**
  * Deletes the pods (grace 0) one every 1000/rate ms from 100 ms from now, each DELETE (and then
  * `after`, if given) in a fiber of its own; joins them all. Per pod, in order: when its DELETE was
- * issued and how late against the schedule, and how long the DELETE took to answer.
+ * issued, and how long it took to answer.
  */
 const deleteAtRate = <E>(started: ReadonlyArray<StartedPod>, rate: number, after?: (p: StartedPod) => Effect.Effect<void, E>) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const t0 = performance.now() + 100
     const issued: Array<number> = []
-    const lag: Array<number> = []
     const answered: Array<number> = []
     const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
     for (const [i, p] of started.entries()) {
-      const at = t0 + (i * 1000) / rate
-      const wait = at - performance.now()
+      const wait = t0 + (i * 1000) / rate - performance.now()
       if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
       const now = performance.now()
       issued[i] = now
-      lag.push(now - at)
       const deleted = api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 }).pipe(Effect.tap(() => Effect.sync(() => void answered.push(performance.now() - now))))
       fibers.push(yield* Effect.fork(after === undefined ? deleted : Effect.zipRight(deleted, after(p))))
     }
     yield* Fiber.joinAll(fibers).pipe(Effect.orDie)
-    return { t0, issued, lag, answered }
+    return { issued, answered }
   })
 
 /** Per pod whose `at` is known: ms from its DELETE (`issued`, in `refs`' order) to then. */
@@ -417,7 +412,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         yield* tracker.allHeld(refs, o.pods)
         const m0 = yield* c.scrape
         const cpu0 = env.cpu(c)
-        const { issued, lag, answered } = yield* deleteAtRate(started, o.rate)
+        const { issued, answered } = yield* deleteAtRate(started, o.rate)
         yield* tracker.allFreed(refs, o.timeoutMs ?? 600_000)
         const m1 = yield* c.scrape
         const cpu = cpuDelta(cpu0, env.cpu(c))
@@ -430,7 +425,6 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
           limits: o.limits,
           pool: percentiles(poolLat),
           reservation: percentiles(sinceIssued(refs, issued, tracker.reservationsFreedAt)),
-          issueLag: percentiles(lag),
           completed: poolLat.length,
           calls: callsBetween(m0, m1),
           cpu,
@@ -508,8 +502,6 @@ export interface FloorRun {
   readonly pool: Percentiles
   readonly reservation: Percentiles
   readonly cpu: Record<string, number>
-  /** The slowest pods: when (ms after the first delete) each was issued and how long it took. */
-  readonly slowest: ReadonlyArray<{ readonly atMs: number; readonly ms: number }>
   /** Pods whose pool entry the tracker saw go (all, unless a request failed for good). */
   readonly completed: number
   /** Follow-up requests that failed (none expected). */
@@ -589,19 +581,17 @@ export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "pool
               { concurrency: 2, discard: true }
             )
           })
-        const { t0, issued } = yield* deleteAtRate(started, o.rate, (p) => follow(p.namespace, p.name))
+        const { issued } = yield* deleteAtRate(started, o.rate, (p) => follow(p.namespace, p.name))
         yield* tracker.allFreed(refs, 120_000)
         const cpu = cpuDelta(cpu0, env.cpu())
-        const freed = [...refs.keys()].filter((i) => tracker.poolFreedAt(refs[i]!) !== undefined)
-        const timed = freed.map((i) => ({ atMs: issued[i]! - t0, ms: tracker.poolFreedAt(refs[i]!)! - issued[i]! }))
+        const poolLat = sinceIssued(refs, issued, tracker.poolFreedAt)
         return {
           pods: o.pods,
           rate: o.rate,
-          pool: percentiles(timed.map((t) => t.ms)),
+          pool: percentiles(poolLat),
           reservation: percentiles(sinceIssued(refs, issued, tracker.reservationsFreedAt)),
-          completed: freed.length,
+          completed: poolLat.length,
           cpu,
-          slowest: [...timed].sort((a, b) => b.ms - a.ms).slice(0, 12),
           failures
         } satisfies FloorRun
       })
