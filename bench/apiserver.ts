@@ -27,7 +27,7 @@ import { ALLOCATOR_IN_FLIGHT, type MassRun, informerSync, isolatedPod, massDelet
 import { imageNodeFlags } from "./lib/image.ts"
 import { makePhases } from "./lib/phases.ts"
 import { bundle } from "../scripts/build.ts"
-import { upstreamComparison } from "./lib/upstream.ts"
+import { RAISED, upstreamComparison } from "./lib/upstream.ts"
 
 if (process.argv.includes("--help")) {
   process.stdout.write("npm run bench:apiserver   the scenarios on a real kube-apiserver + etcd; environment: BENCH_FULL=1, BENCH_SCALE=quick, UPSTREAM_PODS=n, BENCH_UPSTREAM=0 (bench/apiserver.ts's header says what each does)\n")
@@ -41,8 +41,6 @@ const S = quick
 if (process.env["UPSTREAM_PODS"] !== undefined) S.upstream = Number(process.env["UPSTREAM_PODS"])
 /** A client-side cap, as a small or shared API server may want: the former default. */
 const CAPPED = limitsAt(20)
-/** The second pair of runs against upstream's pod controller: both at one raised cap. */
-const RAISED = limitsAt(500)
 /** Whereabouts interfaces per pod in the mass deletions. */
 const PER_POD = 2
 const { phase, log, finish } = makePhases("bench:apiserver")
@@ -227,7 +225,7 @@ try {
   // --- upstream's own pod controller on the same API server -----------------------------------
   if (process.env["BENCH_UPSTREAM"] !== "0") {
     phase(`upstream whereabouts pod controller and the controller: ${S.upstream} pods / 10 pools on one node, as released and at QPS ${RAISED.qps}`)
-    const up = await upstreamComparison(plane, logDir, run, { pods: S.upstream, pools: 10, reps: 1, defaults: SHIPPED, raised: RAISED, log })
+    const up = await upstreamComparison(plane, logDir, run, { pods: S.upstream, pools: 10, reps: 1, log })
     if (typeof up === "string") log(`  left out: ${up}`)
     else {
       data["upstream"] = { binary: up.binary, runs: up.runs }
@@ -240,7 +238,6 @@ try {
   const memoryOf = (label: string, kind: "ours" | "baseline", script: string | undefined, nodeArgs: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
     memoryAfterSync(kind, { kubeconfig: plane.kubeconfigPath, qps: SHIPPED.qps, burst: SHIPPED.burst, logDir, label, env, nodeArgs, ...(script === undefined ? {} : { script }) })
   const image = imageNodeFlags()
-  const HEAP_CAP = image.heapCap
   phase("idle controller: RSS before the steady world exists")
   const idle = await memoryOf("rss-ours-dist-idle", "ours", DIST, image.flags, image.env)
   phase(`steady world: ${S.steadyPods} pods × ${S.perPod} networks (10 pools × ${(S.steadyPods * S.perPod) / 10} allocations, as many reservations), with status`)
@@ -251,12 +248,9 @@ try {
     await memoryOf("rss-ours-dist-v8-young", "ours", DIST, image.flags.filter((f) => !f.startsWith("--max-semi-space-size")), image.env),
     await memoryOf("rss-ours-ts", "ours", undefined, []),
     await memoryOf("rss-baseline-ts", "baseline", undefined, [])
-  ]
+  ] as const
   data["rss"] = { world, idle, runs: rss }
-  const dist = rss[0]!
-  const v8young = rss[1]!
-  const oursTs = rss[2]!
-  const baseTs = rss[3]!
+  const [dist, v8young, oursTs, baseTs] = rss
   const MiB = (b: number) => `${fmt(b / 2 ** 20)} MiB`
   const scenario = `RSS with ${S.steadyPods} pods cached, 10 pools × ${(S.steadyPods * S.perPod) / 10} allocations`
   const memRow = (metric: string, r: { readonly rss: number; readonly hwm: number }, extra: Partial<Row> = {}) =>
@@ -291,7 +285,7 @@ try {
   )
   sections.push({
     title: "Memory and informer sync (real API server)",
-    body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status) on ${STEADY_NODES} Ready Node objects, each attached to ${S.perPod} of 10 networks: 10 pools of ${(S.steadyPods * S.perPod) / 10} allocations and ${S.steadyPods * S.perPod} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The image's run is \`${Object.entries(image.env).filter(([k]) => k.startsWith("MALLOC_")).map(([k, v]) => `${k}=${v}`).join(" ")} node ${image.flags.join(" ")} bench/.build/main.js run\`: the bundle the image's build makes (scripts/build.ts) with the environment and node flags of its ENV and ENTRYPOINT, the heap percentage turned into the cap it gives under the deployment's memory limit (${HEAP_CAP}). The controller gives unused heap back to the OS once its caches synced, after each sweep and after a mass deletion (src/programs/memory.ts); the RSS is read 10 s after the start-up sweep. \`rss-ours-dist-idle\` ran against the same API server just before the steady world was built. Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at the shipped client limit) in the benchmark process, three times each, alternating.\n\n${table(
+    body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status) on ${STEADY_NODES} Ready Node objects, each attached to ${S.perPod} of 10 networks: 10 pools of ${(S.steadyPods * S.perPod) / 10} allocations and ${S.steadyPods * S.perPod} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The image's run is \`${Object.entries(image.env).filter(([k]) => k.startsWith("MALLOC_")).map(([k, v]) => `${k}=${v}`).join(" ")} node ${image.flags.join(" ")} bench/.build/main.js run\`: the bundle the image's build makes (scripts/build.ts) with the environment and node flags of its ENV and ENTRYPOINT, the heap percentage turned into the cap it gives under the deployment's memory limit (${image.heapCap}). The controller gives unused heap back to the OS once its caches synced, after each sweep and after a mass deletion (src/programs/memory.ts); the RSS is read 10 s after the start-up sweep. \`rss-ours-dist-idle\` ran against the same API server just before the steady world was built. Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at the shipped client limit) in the benchmark process, three times each, alternating.\n\n${table(
       ["process", "start → ready", "RSS after sync", "RSS 10 s later", "peak RSS", "CPU s"],
       [idle, ...rss].map((r) => [r.label, ms(r.readyMs), MiB(r.rssAfterSync), MiB(r.rss), MiB(r.hwm), fmt(r.cpu)])
     )}\n\n${table(["cache", "sync runs (ms)"], [["projection (ours)", sync.ours.map((x) => fmt(x)).join(", ")], ["full objects (baseline)", sync.baseline.map((x) => fmt(x)).join(", ")]])}`

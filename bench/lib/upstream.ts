@@ -12,7 +12,7 @@ import { Effect, Either, type Scope } from "effect"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { apiserverRequests, type BenchPlane, cpuSeconds } from "./controlplane.ts"
-import { type BenchEnv, cpuDelta, type Limits, limitsAt } from "./env.ts"
+import { type BenchEnv, cpuDelta, type Limits, limitsAt, SHIPPED } from "./env.ts"
 import { ROOT } from "./paths.ts"
 import { freePort } from "../../test/live/cluster.ts"
 import { spawnLogged } from "./proc.ts"
@@ -117,8 +117,6 @@ export interface UpstreamOptions extends Pick<UpstreamRun, "pods" | "pools" | "l
   readonly binary: string
   /** The flat file the NADs name (written by `upstreamComparison`). */
   readonly flatFile: string
-  readonly serverCounts: () => Promise<ReadonlyArray<Sample>>
-  readonly timeoutMs: number
 }
 
 const withFlatFile = (n: Network, flatFile: string): Network => {
@@ -139,22 +137,22 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
         const t1 = performance.now()
         const c =
           kind === "ours"
-            ? yield* startOurs(env, o.limits ?? limitsAt(20), o.label)
+            ? yield* startOurs(env, o.limits ?? SHIPPED, o.label)
             : yield* startUpstream(o.binary, { kubeconfig: plane.kubeconfigPath, limits: o.limits, logDir, label: o.label })
         const startMs = performance.now() - t1
         const tracker = yield* makeTracker()
         yield* tracker.allHeld(refs, o.pods)
         const m0 = yield* Effect.promise(c.scrape)
-        const s0 = yield* Effect.promise(o.serverCounts)
+        const s0 = yield* Effect.promise(() => apiserverRequests(plane))
         const cpuOf = () => ({ ...env.cpu(), contender: cpuSeconds(c.pid) })
         const cpu0 = cpuOf()
         const del = yield* deleteAll(started)
-        const freed = yield* tracker.allFreed(refs, o.timeoutMs, del.lastReturned)
+        const freed = yield* tracker.allFreed(refs, 30 * 60_000, del.lastReturned)
         const eventsAt = yield* Effect.promise(() => waitUntil(async () => c.done(await c.scrape()) - c.done(m0), o.pods, Number.isNaN(freed.pool) ? 1 : 120_000))
         // Let the last writes (Events, a lease release) land before counting.
         yield* Effect.sleep("1 second")
         const m1 = yield* Effect.promise(c.scrape)
-        const s1 = yield* Effect.promise(o.serverCounts)
+        const s1 = yield* Effect.promise(() => apiserverRequests(plane))
         const cpu = cpuDelta(cpu0, cpuOf())
         const rest = yield* restCheck([ns])
         return {
@@ -183,11 +181,6 @@ export interface ComparisonOptions {
   readonly pods: number
   readonly pools: number
   readonly reps: number
-  /** The controller's own default limit (what it runs with as released). */
-  readonly defaults: Limits
-  /** One raised limit both run at in a second pair of runs. */
-  readonly raised: Limits
-  readonly timeoutMs?: number
   readonly log: (line: string) => void
 }
 
@@ -200,6 +193,9 @@ export interface Comparison {
 }
 
 type Runner = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>) => Promise<A>
+
+/** The limit both run at in the second pair of runs (the first: each as released). */
+export const RAISED = limitsAt(500)
 
 const limitText = (l: Limits | undefined) =>
   l === undefined ? "client-go default (QPS 5/burst 10 per API group client)" : l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client cap"
@@ -216,8 +212,8 @@ export const upstreamComparison = async (plane: BenchPlane, logDir: string, run:
   const flatFile = path.join(logDir, "whereabouts.conf")
   fs.writeFileSync(flatFile, `${JSON.stringify({ datastore: "kubernetes", kubernetes: { kubeconfig: plane.kubeconfigPath } }, null, 2)}\n`)
   const settings = [
-    { name: "released", upstream: undefined, ours: o.defaults },
-    { name: "raised", upstream: o.raised, ours: o.raised }
+    { name: "released", upstream: undefined, ours: SHIPPED },
+    { name: "raised", upstream: RAISED, ours: RAISED }
   ] as const
   const runs: Array<UpstreamRun & { readonly setting: string }> = []
   for (let i = 0; i < o.reps; i++) {
@@ -226,7 +222,7 @@ export const upstreamComparison = async (plane: BenchPlane, logDir: string, run:
         const limits = kind === "ours" ? s.ours : s.upstream
         const label = `up-${kind}-${s.name}-${i}`
         const r = await run((e) =>
-          upstreamMass(e, plane, logDir, kind, { pods: o.pods, pools: o.pools, limits, label, binary: binary.right.path, flatFile, serverCounts: () => apiserverRequests(plane), timeoutMs: o.timeoutMs ?? 30 * 60_000 })
+          upstreamMass(e, plane, logDir, kind, { pods: o.pods, pools: o.pools, limits, label, binary: binary.right.path, flatFile })
         )
         runs.push({ ...r, setting: s.name })
         o.log(`  ${kind} (${limitText(limits)}) #${i + 1}: all free ${sec(fullyFreed(r))} after the last delete; requests: ${breakdown(r.calls)}`)
@@ -248,8 +244,8 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
   const rows: Array<Row> = []
   const version = binary.version.split(" ").slice(-1)[0] ?? "?"
   for (const [setting, text] of [
-    ["released", `each as released: upstream at ${limitText(undefined)}, ours at ${limitText(o.defaults)}`],
-    ["raised", `both at ${limitText(o.raised)}`]
+    ["released", `each as released: upstream at ${limitText(undefined)}, ours at ${limitText(SHIPPED)}`],
+    ["raised", `both at ${limitText(RAISED)}`]
   ] as const) {
     const ours = pick(setting, "ours")
     const up = pick(setting, "upstream")
