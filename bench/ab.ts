@@ -82,7 +82,7 @@ const serverState = async (plane: BenchPlane) => {
 const startPlane = async (): Promise<BenchPlane> => {
   const plane = await startBenchPlane()
   try {
-    if (scenario === "rss") await runOver(driverLayer(plane))(buildSteadyWorld(plane, pods, 10, 5))
+    if (scenario === "rss") await runOver(driverLayer(plane))(buildSteadyWorld(plane, pods))
     process.stdout.write(`${fresh ? "a fresh" : "the"} API server before the run: ${await serverState(plane)}\n`)
     return plane
   } catch (e) {

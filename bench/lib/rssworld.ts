@@ -1,7 +1,7 @@
 /**
  * The standing worlds of the memory, sync and scale measurements: realistic pods with a kubelet's
- * status (written through pods/status) on the Ready Node objects they name. Two layouts,
- * `steadyLayout` (bench:apiserver) and `scaleLayout` (issue 47's cluster); `buildWorld` grows one.
+ * status (written through pods/status) on the Ready Node objects they name: bench:apiserver's
+ * steady world (`buildSteadyWorld`) and issue 47's cluster (`scaleLayout`), which `buildWorld` grows.
  */
 import { Effect } from "effect"
 import { Agent, fetch } from "undici"
@@ -75,8 +75,10 @@ export const createNodes = async (plane: BenchPlane, from: number, to: number, c
 
 /** How many Node objects the steady world's pods are spread over (node-<i % 50>). */
 export const STEADY_NODES = 50
+/** Networks each pod of the steady world is attached to, of its 10. */
+export const STEADY_PER_POD = 5
 
-export const RSS_NAMESPACE = "steady"
+const RSS_NAMESPACE = "steady"
 
 /** What a world of `pods` pods holds, and how to make any range of them. */
 export interface WorldLayout {
@@ -86,18 +88,6 @@ export interface WorldLayout {
   readonly namespaces: ReadonlyArray<string>
   /** Pods [from, to) with their namespace, node and attachments (deterministic by index). */
   readonly range: (from: number, to: number) => ReadonlyArray<BulkPod>
-}
-
-/** bench:apiserver's world: `pods` pods in one namespace over 50 nodes, each on `perPod` of `pools` networks (round robin). */
-export const steadyLayout = (pods: number, pools: number, perPod: number): WorldLayout => {
-  const nets = networks(RSS_NAMESPACE, pools)
-  const all = roundRobin("web", pods, nets, perPod)
-  return {
-    pods,
-    nodes: STEADY_NODES,
-    namespaces: [RSS_NAMESPACE],
-    range: (from, to) => all.slice(from, to).map((p, k) => ({ ...p, namespace: RSS_NAMESPACE, nodeName: `node-${(from + k) % STEADY_NODES}` }))
-  }
 }
 
 /** Pods per node in issue 47's cluster (150,000 pods on 5,000 nodes). */
@@ -166,5 +156,9 @@ export const buildWorld = (plane: BenchPlane, layout: WorldLayout, built?: World
     return { ms: performance.now() - t, pods: layout.pods - from, allocations }
   })
 
-/** bench:apiserver's steady world (steadyLayout), built at once; how long it took and its size. */
-export const buildSteadyWorld = (plane: BenchPlane, pods: number, pools: number, perPod: number) => buildWorld(plane, steadyLayout(pods, pools, perPod))
+/** bench:apiserver's world, built at once: `pods` pods in one namespace over 50 nodes, each on 5 of 10 networks (round robin). */
+export const buildSteadyWorld = (plane: BenchPlane, pods: number) => {
+  const all = roundRobin("web", pods, networks(RSS_NAMESPACE, 10), STEADY_PER_POD)
+  const range = (from: number, to: number) => all.slice(from, to).map((p, k) => ({ ...p, namespace: RSS_NAMESPACE, nodeName: `node-${(from + k) % STEADY_NODES}` }))
+  return buildWorld(plane, { pods, nodes: STEADY_NODES, namespaces: [RSS_NAMESPACE], range })
+}
