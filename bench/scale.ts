@@ -24,7 +24,7 @@ import { makePhases } from "./lib/phases.ts"
 import { spawnContender, waitMetric } from "./lib/proc.ts"
 import { delta, type Sample, sum } from "./lib/prom.ts"
 import { machine, readResults, regenerate, writeResults } from "./lib/report.ts"
-import { type WorldLayout, buildWorld, createNodes, scaleLayout } from "./lib/rssworld.ts"
+import { type WorldLayout, buildWorld, createNodes, scaleLayout, worldFacts } from "./lib/rssworld.ts"
 import { type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { type ScaleRun, heapReadings, renderScale } from "./lib/scalereport.ts"
 import { fmt } from "./lib/stats.ts"
@@ -85,19 +85,6 @@ const deleteCollection = (pods: ReadonlyArray<StartedPod>) =>
     },
     catch: (e) => (e instanceof Error ? e : new Error(String(e)))
   })
-
-/** World facts of a layout: pools and allocations as its pods name them. */
-const worldFacts = (layout: WorldLayout) => {
-  const pools = new Set<string>()
-  let allocations = 0
-  let attached = 0
-  for (const p of layout.range(0, layout.pods)) {
-    if (p.attachments.length > 0) attached++
-    allocations += p.attachments.length
-    for (const a of p.attachments) pools.add(a.net.pool)
-  }
-  return { pods: layout.pods, nodes: layout.nodes, namespaces: layout.namespaces.length, attachedPods: attached, pools: pools.size, allocations, reservations: allocations }
-}
 
 /** One scale: the controller started on the standing world, read through its start, a quiet minute and the scenarios. */
 const measure = async (pods: number, layout: WorldLayout, index: number, worldMs: number, img: ReturnType<typeof imageNodeFlags>): Promise<ScaleRun> => {

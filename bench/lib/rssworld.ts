@@ -90,6 +90,19 @@ export interface WorldLayout {
   readonly range: (from: number, to: number) => ReadonlyArray<BulkPod>
 }
 
+/** World facts of a layout: pools and allocations as its pods name them. */
+export const worldFacts = (layout: WorldLayout) => {
+  const pools = new Set<string>()
+  let allocations = 0
+  let attached = 0
+  for (const p of layout.range(0, layout.pods)) {
+    if (p.attachments.length > 0) attached++
+    allocations += p.attachments.length
+    for (const a of p.attachments) pools.add(a.net.pool)
+  }
+  return { pods: layout.pods, nodes: layout.nodes, namespaces: layout.namespaces.length, attachedPods: attached, pools: pools.size, allocations, reservations: allocations }
+}
+
 /** Pods per node in issue 47's cluster (150,000 pods on 5,000 nodes). */
 export const PODS_PER_NODE = 30
 /** Whereabouts' practical pool size: no pool of the scale world holds more allocations. */

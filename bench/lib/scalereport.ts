@@ -3,27 +3,18 @@
  * (set for 150k pods), the linear fits of RSS and sync time against pods with where they cross
  * the shipped limit, and the requests the API server saw.
  */
+import type { procMemory } from "./controlplane.ts"
 import { type LinearFit, crossing, linearFit } from "./fit.ts"
 import { type Row, type Section, table, yesNo } from "./report.ts"
 import { type MassRun, type SingleRun, sumWhere } from "./scenarios.ts"
 import { fullyFreed } from "./rows.ts"
 import { fmt, ms, spread } from "./stats.ts"
+import type { worldFacts } from "./rssworld.ts"
 import { violations } from "./world.ts"
 
-export interface WorldFacts {
-  readonly pods: number
-  readonly nodes: number
-  readonly namespaces: number
-  readonly attachedPods: number
-  readonly pools: number
-  readonly allocations: number
-  readonly reservations: number
-}
 
-interface Memory {
-  readonly rss: number
-  readonly hwm: number
-}
+/** VmRSS and VmHWM, bytes. */
+type Memory = ReturnType<typeof procMemory>
 
 interface ScaleBase {
   readonly pods: number
@@ -32,7 +23,7 @@ interface ScaleBase {
   /** The memory limit the image's heap cap was derived from (deploy/'s, unless a run retried at another). */
   readonly limitMi: number
   readonly heapCap: string
-  readonly world: WorldFacts
+  readonly world: ReturnType<typeof worldFacts>
   readonly worldMs: number
   readonly label: string
   readonly logFile: string

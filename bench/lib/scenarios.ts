@@ -482,7 +482,7 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
     yield* deleteAll(background)
     yield* clearPools
     return run
-  }).pipe(Effect.mapError((e) => (e instanceof Error ? e : new Error(String(e)))))
+  })
 
 /** List + watch of every pod until synced, caching projections (ours) or whole objects (baseline); ms. */
 export const informerSync = (kind: Kind) =>
