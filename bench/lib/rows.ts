@@ -20,6 +20,9 @@ export const freedIPs = (r: MassRun) => r.pods * r.perPod
 
 export const fullyFreed = (r: { readonly poolFreedMs: number; readonly reservationsFreedMs: number }) => Math.max(r.poolFreedMs, r.reservationsFreedMs)
 
+/** Pool patches of a count, and in brackets those answered 422 (a failed resourceVersion test: a conflict). */
+export const poolPatches = (calls: Record<string, number>) => `${count(calls, "patch", "ippools")} (${count(calls, "patch", "ippools", "422")})`
+
 /** CPU seconds by process, as the tables show them (a process not measured, e.g. no contender, left out). */
 export const cpuText = (cpu: Record<string, number>) =>
   Object.entries(cpu)
@@ -81,7 +84,7 @@ export const massRows = (
       sec(r.poolFreedMs),
       sec(r.reservationsFreedMs),
       sec(r.reconciledMs),
-      `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
+      poolPatches(r.calls),
       r.kind === "ours" ? r.batches : "–",
       count(r.calls, "delete", "overlappingrangeipreservations"),
       count(r.calls, "create", "events") + count(r.calls, "patch", "events"),
@@ -143,7 +146,7 @@ export const conflictRows = (label: string, ours: MassRun, baseline: MassRun): {
       r.pods,
       `${r.allocator?.started ?? 0} (${r.allocator?.failed ?? 0}, ${r.allocator?.skipped ?? 0})`,
       `${r.allocator?.poolPatches ?? 0} (${r.allocator?.poolConflicts ?? 0})`,
-      `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
+      poolPatches(r.calls),
       `${r.rest.livePods} / ${r.rest.allocations} / ${r.rest.reservations}`,
       [...r.rest.liveNotHeld, ...r.rest.deadHeld, ...r.rest.shared, ...r.rest.reservationMissing, ...r.rest.reservationDead].slice(0, 3).join("; ") || "none"
     ])

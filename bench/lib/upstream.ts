@@ -18,9 +18,9 @@ import { freePort } from "../../test/live/cluster.ts"
 import { spawnLogged } from "./proc.ts"
 import { delta, parseProm, type Sample, sum } from "./prom.ts"
 import { type Row, row, type Section, table, yesNo } from "./report.ts"
-import { cpuText, fullyFreed, medSpread, ratio, sec } from "./rows.ts"
+import { cpuText, fullyFreed, medSpread, poolPatches, ratio, sec } from "./rows.ts"
 import { fmt, ms, spread } from "./stats.ts"
-import { callsBetween, count, type MassRun, serverCallsBetween, total, waitUntil, writes } from "./scenarios.ts"
+import { callsBetween, type MassRun, serverCallsBetween, total, waitUntil, writes } from "./scenarios.ts"
 import { type Network, clearPools, deleteAll, ignoreExists, makeTracker, networks, restCheck, startPods, violations, wrongAndLost } from "./world.ts"
 
 /** The Node every pod of this scenario is bound to, and upstream's NODENAME. */
@@ -92,7 +92,7 @@ const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
   Effect.map(
     env.start("ours", limits, label),
     (c): Handle => ({
-      pid: c.proc!.pid,
+      pid: c.proc.pid,
       scrape: () => Effect.runPromise(c.scrape),
       callsBetween,
       done: (s) => sum(s, FREED)
@@ -278,7 +278,7 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
       total(r.calls),
       fmt(total(r.calls) / r.pods),
       total(r.serverCalls),
-      `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
+      poolPatches(r.calls),
       cpuText(r.cpu),
       violations(r.rest) === 0 ? "ok" : `${violations(r.rest)} violations`
     ])
