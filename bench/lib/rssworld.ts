@@ -27,20 +27,20 @@ const adminClient = (plane: BenchPlane) => {
   return { call, close: () => dispatcher.close() }
 }
 
-/** Runs `f` over 0..n-1, `concurrency` at a time. */
-const pool = async (n: number, concurrency: number, f: (i: number) => Promise<void>) => {
+/** Runs `f` over 0..n-1, 16 at a time. */
+const pool = async (n: number, f: (i: number) => Promise<void>) => {
   let next = 0
   const worker = async () => {
     for (let i = next++; i < n; i = next++) await f(i)
   }
-  await Promise.all(Array.from({ length: concurrency }, worker))
+  await Promise.all(Array.from({ length: 16 }, worker))
 }
 
-/** PATCHes every pod's status subresource (merge patch; `index` picks its realisticStatus), `concurrency` at a time. */
-const patchStatuses = async (plane: BenchPlane, pods: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly index: number }>, concurrency = 16) => {
+/** PATCHes every pod's status subresource (merge patch; `index` picks its realisticStatus). */
+const patchStatuses = async (plane: BenchPlane, pods: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly index: number }>) => {
   const client = adminClient(plane)
   try {
-    await pool(pods.length, concurrency, async (i) => {
+    await pool(pods.length, async (i) => {
       const p = pods[i]!
       await client.call("PATCH", `/api/v1/namespaces/${p.namespace}/pods/${p.name}/status`, { status: realisticStatus(p.index) }, "application/merge-patch+json")
     })
@@ -53,10 +53,10 @@ const patchStatuses = async (plane: BenchPlane, pods: ReadonlyArray<{ readonly n
 const nodeAddresses = (i: number) => ({ podCIDR: `10.${128 + (i >> 8)}.${i & 255}.0/24`, ip: `192.168.${i >> 8}.${i & 255}` })
 
 /** Nodes node-<from> … node-<to - 1> (the names the layouts give pods), each Ready through nodes/status. */
-export const createNodes = async (plane: BenchPlane, from: number, to: number, concurrency = 16) => {
+export const createNodes = async (plane: BenchPlane, from: number, to: number) => {
   const { call, close } = adminClient(plane)
   try {
-    await pool(to - from, concurrency, async (k) => {
+    await pool(to - from, async (k) => {
       const i = from + k
       const name = `node-${i}`
       const { podCIDR, ip } = nodeAddresses(i)
@@ -115,13 +115,13 @@ const scaleNetworks = networks(SCALE_NETS_NAMESPACE, 40, (k) => `10.${100 + k}.0
 const SECOND_FAMILY = 20
 
 /**
- * Issue 47's cluster of `pods` pods: pod i in namespace scale-<i mod namespaces>, on
- * node-<⌊i / 30⌋>; every third pod has a whereabouts attachment, every other of those a second
+ * Issue 47's cluster of `pods` pods: pod i in namespace scale-<i mod 1,000> (a small world: one
+ * per 10 pods), on node-<⌊i / 30⌋>; every third pod has a whereabouts attachment, every other of those a second
  * one, so allocations are half the pods; the n-th first attachment goes to network ⌊n / 5,000⌋,
  * the n-th second one to network 20 + ⌊n / 5,000⌋: no pool holds more than 5,000.
  */
-export const scaleLayout = (pods: number, namespaces = 1_000): WorldLayout => {
-  const nsCount = Math.max(1, Math.min(namespaces, Math.ceil(pods / 10)))
+export const scaleLayout = (pods: number): WorldLayout => {
+  const nsCount = Math.max(1, Math.min(1_000, Math.ceil(pods / 10)))
   const net = (k: number) => {
     const n = scaleNetworks[k]
     if (n === undefined) throw new Error(`the scale layout has ${scaleNetworks.length} networks; ${pods} pods need more`)

@@ -152,7 +152,7 @@ export const startPods = (ns: string, nets: ReadonlyArray<Network>, pods: number
     return { started, refs: started.map((p) => `${p.namespace}/${p.name}`) }
   })
 
-/** `n` pods `<prefix>-<i>`, each on one network, round-robin over `nets` (so n/|nets| per pool). */
+/** `n` pods `<prefix>-<i>`, pod i on `perPod` networks from net i on, round-robin over `nets` (so n·perPod/|nets| per pool). */
 export const roundRobin = (prefix: string, n: number, nets: ReadonlyArray<Network>, perPod = 1): ReadonlyArray<BulkPod> =>
   Array.from({ length: n }, (_, i) => ({
     name: `${prefix}-${i}`,
@@ -318,8 +318,8 @@ export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
     } satisfies RestReport
   })
 
-/** Deletes pods as fast as `concurrency` allows (grace 0: no kubelet here); returns when each call returned. */
-export const deleteAll = (pods: ReadonlyArray<{ readonly namespace: string; readonly name: string }>, concurrency = 16) =>
+/** Deletes pods, 16 deletes in flight (grace 0: no kubelet here); returns when each call returned. */
+export const deleteAll = (pods: ReadonlyArray<{ readonly namespace: string; readonly name: string }>) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const issued: Array<number> = []
@@ -330,7 +330,7 @@ export const deleteAll = (pods: ReadonlyArray<{ readonly namespace: string; read
           issued.push(performance.now())
           return api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 })
         }),
-      { concurrency, discard: true }
+      { concurrency: 16, discard: true }
     )
     return { firstIssued: issued[0] ?? performance.now(), lastReturned: performance.now() }
   })
