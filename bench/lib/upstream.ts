@@ -72,20 +72,17 @@ const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly l
         }
         const p = spawnLogged(bin, [], env, path.join(o.logDir, `${o.label}.log`), `${url}/readyz`, 20_000)
         await p.ready()
-        return { ...p, scrape: async () => parseProm(await (await fetch(`${url}/metrics`)).text(), (n) => n === UPSTREAM_API) }
+        return {
+          pid: p.pid,
+          stop: p.stop,
+          scrape: async () => parseProm(await (await fetch(`${url}/metrics`)).text(), (n) => n === UPSTREAM_API),
+          callsBetween: (a, b) => Object.fromEntries(Object.entries(delta(a, b, UPSTREAM_API, ["verb", "resource", "code"])).filter(([k]) => !k.startsWith("watch "))),
+          done: (s) => sum(s, UPSTREAM_API, (l) => l["resource"] === "events" && (l["verb"] === "create" || l["verb"] === "patch") && (l["code"] ?? "").startsWith("2"))
+        } satisfies Handle & { readonly stop: () => Promise<void> }
       },
       catch: (e) => (e instanceof Error ? e : new Error(String(e)))
     }),
     (p) => Effect.promise(() => p.stop())
-  ).pipe(
-    Effect.map(
-      (p): Handle => ({
-        pid: p.pid,
-        scrape: p.scrape,
-        callsBetween: (a, b) => Object.fromEntries(Object.entries(delta(a, b, UPSTREAM_API, ["verb", "resource", "code"])).filter(([k]) => !k.startsWith("watch "))),
-        done: (s) => sum(s, UPSTREAM_API, (l) => l["resource"] === "events" && (l["verb"] === "create" || l["verb"] === "patch") && (l["code"] ?? "").startsWith("2"))
-      })
-    )
   )
 
 const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
