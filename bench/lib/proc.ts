@@ -29,16 +29,6 @@ const get = async (url: string): Promise<{ status: number; body: string }> => {
   return { status: res.status, body: await res.text() }
 }
 
-/** Whether `exit` is still pending after `ms`; the timer goes with the answer (left running, it holds the benchmark open). */
-const outlasts = async (exit: Promise<unknown>, ms: number): Promise<boolean> => {
-  const timer = new AbortController()
-  try {
-    return await Promise.race([exit.then(() => false), sleep(ms, true, { signal: timer.signal })])
-  } finally {
-    timer.abort()
-  }
-}
-
 // Processes still running when the benchmark exits (an error, Ctrl-C) are killed with it.
 const running = new Set<ChildProcess>()
 process.on("exit", () => {
@@ -79,7 +69,10 @@ export const spawnLogged = (command: string, args: ReadonlyArray<string>, env: R
     stop: async () => {
       if (exited) return
       child.kill("SIGTERM")
-      if (await outlasts(exit, graceMs)) child.kill("SIGKILL")
+      // The grace timer goes once the race is decided (left running, it holds the benchmark open).
+      const timer = new AbortController()
+      const outlived = await Promise.race([exit.then(() => false), sleep(graceMs, true, { signal: timer.signal })]).finally(() => timer.abort())
+      if (outlived) child.kill("SIGKILL")
       await exit
     }
   }
