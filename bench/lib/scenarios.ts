@@ -98,11 +98,9 @@ export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
   let timer: NodeJS.Timeout | undefined
   const tick = async () => {
     if (stopped) return
-    try {
-      points.push({ t: performance.now(), v: await read() })
-    } catch {
-      // a missed sample only widens one interval
-    }
+    const t = performance.now()
+    // A missed sample only widens one interval.
+    await read().then((v) => points.push({ t, v }), () => undefined)
     if (!stopped) timer = setTimeout(tick, everyMs - ((performance.now() - (points[0]?.t ?? 0)) % everyMs))
   }
   const started = tick()
