@@ -175,7 +175,7 @@ const failureText = (failed: string) => {
 
 const isMeasured = (r: ScaleRun): r is ScaleMeasured => r.failed === undefined
 
-/** The fitted quantities: name, value of a run, unit scale, ceiling (value and text). */
+/** The fitted quantities: name, value of a run, unit (which also picks the ceiling: MiB the limit, MiB heap the cap, s the SLO). */
 const FITS: ReadonlyArray<{ readonly name: string; readonly y: (r: ScaleMeasured) => number; readonly unit: string }> = [
   { name: "RSS steady", y: (r) => r.steady.rss / MiB, unit: "MiB" },
   { name: "RSS peak through the first lists and the sweep", y: (r) => r.afterSweep.hwm / MiB, unit: "MiB" },
