@@ -181,14 +181,6 @@ export interface ComparisonOptions {
   readonly log: (line: string) => void
 }
 
-export interface Comparison {
-  readonly binary: UpstreamBinary
-  readonly flatFile: string
-  readonly runs: ReadonlyArray<UpstreamRun>
-  readonly rows: Array<Row>
-  readonly section: Section
-}
-
 type Runner = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>) => Promise<A>
 
 /** The limit both run at in the second pair of runs (the first: each as released). */
@@ -200,10 +192,10 @@ const medianOf = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => numbe
 
 /**
  * The upstream pod controller and the controller on the same kind of world (`pods` pods on one
- * node, `pools` pools, deleted at once), each as released and then both at `raised`; `reps`
+ * node, `pools` pools, deleted at once), each as released and then both at RAISED; `reps`
  * times, alternating. A string when the upstream binary cannot be had.
  */
-export const upstreamComparison = async (plane: BenchPlane, logDir: string, run: Runner, o: ComparisonOptions): Promise<Comparison | string> => {
+export const upstreamComparison = async (plane: BenchPlane, logDir: string, run: Runner, o: ComparisonOptions) => {
   const binary = upstreamBinary()
   if (Either.isLeft(binary)) return binary.left
   const flatFile = path.join(logDir, "whereabouts.conf")
