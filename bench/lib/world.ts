@@ -304,16 +304,15 @@ export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
     const pools = (yield* listAll(R.IPPools, POOL_NAMESPACE)).items.map((o) =>
       parsePool({ metadata: { name: o.metadata.name }, spec: o["spec"] as { range: string; allocations: Record<string, unknown> } })
     )
-    const entries = new Map(pools.flatMap((p) => p.entries.map((e) => [formatIP(e.ip), e] as const)))
+    const poolHolders = new Map(pools.flatMap((p) => p.entries.map((e) => [formatIP(e.ip), e.podref] as const)))
     const reservations = new Map(
       (yield* listAll(R.OverlappingRangeIPReservations, POOL_NAMESPACE)).items.map((o) => [o.metadata.name, String((o["spec"] as { podref?: unknown }).podref)] as const)
     )
-    const poolHolders = new Map([...entries].map(([ip, e]) => [ip, e.podref] as const))
     const found = findViolations({ live, poolHolders, reservations, inScope: (ref) => podNamespaces.some((ns) => ref.startsWith(`${ns}/`)) })
     return {
       ...found,
       livePods: live.size,
-      allocations: entries.size,
+      allocations: poolHolders.size,
       reservations: reservations.size
     } satisfies RestReport
   })
