@@ -137,7 +137,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     log(`  steady RSS ${fmt(steady.rss / MiB)} MiB after ${S.idleS} s idle (${fmt((idleCpu * 1000) / S.idleS)} millicores); kube-apiserver ${fmt(planeRss.apiserver / MiB)} MiB, etcd ${fmt(planeRss.etcd / MiB)} MiB`)
 
     stage = "the scenarios"
-    const standing: BenchEnv = { ...env, start: () => Effect.succeed({ kind: "ours" as const, proc: p, scrape: Effect.promise(() => p.scrape()) }) }
+    const standing: BenchEnv = { ...env, start: () => Effect.succeed({ proc: p, scrape: Effect.promise(() => p.scrape()) }) }
     phase(`${pods} pods: single deletions at ${SINGLE_RATE}/s, ${S.single} pods (one address each, 10 pools) added to the standing world`)
     const single = await run(singleDeletions(standing, "ours", { pods: S.single, pools: 10, rate: SINGLE_RATE, limits: SHIPPED, label: `single-${pods}`, keepPools: true, timeoutMs: 180_000 }))
     log(`  delete → pool entry free p50 ${fmt(single.pool.p50)} ms, p99 ${fmt(single.pool.p99)} ms; reservation p99 ${fmt(single.reservation.p99)} ms (${single.completed}/${single.pods})`)

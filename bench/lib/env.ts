@@ -22,7 +22,6 @@ export interface Limits {
 export const limitsAt = (qps: number): Limits => ({ qps, burst: ControllerConfig.apiBurst(qps) })
 
 export interface Contender {
-  readonly kind: Kind
   readonly scrape: Effect.Effect<ReadonlyArray<Sample>>
   readonly proc: Proc
 }
@@ -70,7 +69,7 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly oursScript?:
             catch: (e) => e as Error
           })
         }
-        return { kind, proc, scrape: Effect.promise(() => proc.scrape()) } satisfies Contender
+        return { proc, scrape: Effect.promise(() => proc.scrape()) } satisfies Contender
       }),
     cpu: (c) => ({
       "kube-apiserver": cpuSeconds(pids.apiserver),
