@@ -5,7 +5,7 @@
  */
 import type { procMemory } from "./controlplane.ts"
 import { type LinearFit, crossing, linearFit } from "./fit.ts"
-import { type Row, type Section, table, yesNo } from "./report.ts"
+import { type Row, row, type Section, table, yesNo } from "./report.ts"
 import { type MassRun, type SingleRun, sumWhere } from "./scenarios.ts"
 import { fullyFreed } from "./rows.ts"
 import { fmt, ms, spread } from "./stats.ts"
@@ -238,15 +238,14 @@ export const renderScale = (all: ReadonlyArray<ScaleRun>, limitMi: number): { ro
   const rows: Array<Row> =
     largest === undefined
       ? []
-      : METRICS.filter((m) => m.target !== undefined).map((m) => ({
-          scenario: `scale envelope: ${pods(largest.pods)} pods / ${pods(largest.world.nodes)} nodes, the image's program under a ${largest.limitMi} MiB limit (bench:scale)`,
-          metric: m.metric,
-          ours: smallest === largest ? m.value(largest) : `${m.value(largest)} (${column(smallest!)}: ${m.value(smallest!)})`,
-          baseline: "–",
-          ratio: "–",
-          target: `${m.target!} (at 150,000 pods)`,
-          met: metAtTarget(m)
-        }))
+      : METRICS.filter((m) => m.target !== undefined).map((m) =>
+          row(`scale envelope: ${pods(largest.pods)} pods / ${pods(largest.world.nodes)} nodes, the image's program under a ${largest.limitMi} MiB limit (bench:scale)`, m.metric, {
+            ours: smallest === largest ? m.value(largest) : `${m.value(largest)} (${column(smallest!)}: ${m.value(smallest!)})`,
+            baseline: "–",
+            target: `${m.target!} (at 150,000 pods)`,
+            met: metAtTarget(m)
+          })
+        )
   const world = table(
     ["world", ...all.map(column)],
     [
