@@ -23,7 +23,7 @@ import { type Row, row, type Section, machine, table, yesNo } from "./lib/report
 import { conflictRows, cpuText, isolatedRows, limitsText, massRows, medSpread, rateRows, ratio, sec, singleMet, singleRows, writeRows } from "./lib/rows.ts"
 import { fmt, ms, spread } from "./lib/stats.ts"
 import { STEADY_NODES, STEADY_PER_POD, buildSteadyWorld } from "./lib/rssworld.ts"
-import { ALLOCATOR_IN_FLIGHT, type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions, singleFloor } from "./lib/scenarios.ts"
+import { ALLOCATOR_IN_FLIGHT, type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions, singleFloor, sumWhere } from "./lib/scenarios.ts"
 import { imageNodeFlags } from "./lib/image.ts"
 import { makePhases } from "./lib/phases.ts"
 import { bundle } from "../scripts/build.ts"
@@ -60,7 +60,7 @@ const mass = (kind: "ours" | "baseline", pods: number, label: string, limits = S
 /** Events and 429s of mass-deletion runs: the headline's other two targets. */
 const eventRows = (label: string, runs: ReadonlyArray<MassRun>, baseline: ReadonlyArray<MassRun>): Array<Row> => {
   const events = spread(runs.map((r) => r.reconciledMs))
-  const refused = (r: MassRun) => Object.entries(r.calls).filter(([k]) => k.endsWith(" 429")).reduce((a, [, n]) => a + n, 0)
+  const refused = (r: MassRun) => sumWhere(r.calls, ([, , code]) => code === "429")
   return [
     row(label, "last delete → every Event written (events_total{result=\"written\"}), median (min–max)", {
       ours: medSpread(runs.map((r) => r.reconciledMs), sec),

@@ -59,8 +59,6 @@ export interface StartedPod {
   readonly ips: ReadonlyArray<{ readonly net: Network; readonly ifname: string; readonly ip: string }>
 }
 
-const pointer = (key: string) => `/spec/allocations/${key}`
-
 /**
  * The CNI simulation for many pods at once: the pool contents `startPod` pod by pod would leave
  * (the plugin's `assignIP`), batched: the pods with their final annotations, then one guarded
@@ -76,14 +74,14 @@ export const bulkStart = (
     const concurrency = options.concurrency ?? 16
     const first = options.firstIndex ?? 0
     // 1. Allocate in memory, pool by pool, in pod order (as sequential CNI ADDs would).
-    const pools = new Map<string, { net: Network; rv: string | undefined; exists: boolean; before: Record<string, IPAllocation>; allocations: Record<string, IPAllocation> }>()
+    const pools = new Map<string, { net: Network; rv: string | undefined; exists: boolean; allocations: Record<string, IPAllocation>; added: Array<string> }>()
     for (const p of pods) {
       for (const a of p.attachments) {
         if (pools.has(a.net.pool)) continue
         const got = yield* Effect.either(api.get(R.IPPools, POOL_NAMESPACE, a.net.pool))
         if (Either.isLeft(got) && got.left.reason !== "NotFound") return yield* Effect.fail(got.left)
         const allocations = Either.isRight(got) ? { ...((got.right["spec"] as { allocations?: Record<string, IPAllocation> }).allocations ?? {}) } : {}
-        pools.set(a.net.pool, { net: a.net, rv: Either.isRight(got) ? got.right.metadata.resourceVersion : undefined, exists: Either.isRight(got), before: { ...allocations }, allocations })
+        pools.set(a.net.pool, { net: a.net, rv: Either.isRight(got) ? got.right.metadata.resourceVersion : undefined, exists: Either.isRight(got), allocations, added: [] })
       }
     }
     const started: Array<StartedPod> = []
@@ -99,18 +97,18 @@ export const bulkStart = (
         if (Either.isLeft(got)) return yield* Effect.dieMessage(got.left.message)
         // The map is this function's own copy: set in place (a copy per address is quadratic in the pool's size).
         pool.allocations[got.right.key] = got.right.entry as IPAllocation
+        pool.added.push(got.right.key)
         ips.push({ net: a.net, ifname: a.ifname, ip: formatIP(got.right.ip) })
       }
       started.push({ namespace: ns, name: p.name, ips })
     }
-    const nodeOf = new Map(pods.map((p) => [`${p.namespace ?? namespace}/${p.name}`, p.nodeName ?? options.nodeName] as const))
     // 2. The pods, with the annotations Multus leaves on them.
     yield* Effect.forEach(
       started,
       (s, i) => {
         const networks = s.ips.map((x) => `${x.net.namespace}/${x.net.nad}@${x.ifname}`).join(",")
         const status = networkStatusFor(first + i, s.ips.map((x) => ({ network: `${x.net.namespace}/${x.net.nad}`, ifname: x.ifname, ips: [x.ip] })))
-        const nodeName = nodeOf.get(`${s.namespace}/${s.name}`)
+        const nodeName = pods[i]!.nodeName ?? options.nodeName
         const pod = realisticPod(s.namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true, ...(nodeName === undefined ? {} : { nodeName }) })
         return api.create(R.Pods, s.namespace, pod)
       },
@@ -118,15 +116,14 @@ export const bulkStart = (
     )
     // 3. One guarded write per pool (chunked under the API server's 10,000-op limit).
     for (const pool of pools.values()) {
-      const added = Object.keys(pool.allocations).filter((k) => !(k in pool.before))
       if (!pool.exists) {
         yield* api.create(R.IPPools, POOL_NAMESPACE, { metadata: { name: pool.net.pool, namespace: POOL_NAMESPACE }, spec: { range: pool.net.range, allocations: pool.allocations } })
         continue
       }
       let rv = pool.rv
-      for (let c = 0; c < added.length; c += 9_000) {
+      for (let c = 0; c < pool.added.length; c += 9_000) {
         const ops: Array<JsonPatchOp> = [{ op: "test", path: "/metadata/resourceVersion", value: rv }]
-        for (const k of added.slice(c, c + 9_000)) ops.push({ op: "add", path: pointer(k), value: pool.allocations[k] })
+        for (const k of pool.added.slice(c, c + 9_000)) ops.push({ op: "add", path: `/spec/allocations/${k}`, value: pool.allocations[k] })
         const written = yield* api.patch(R.IPPools, POOL_NAMESPACE, pool.net.pool, { type: "json", ops })
         rv = written.metadata.resourceVersion
       }
