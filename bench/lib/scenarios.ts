@@ -266,7 +266,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const m0 = yield* c.scrape
         const s0 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu0 = env.cpu(c)
-        const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => sum(s, API, (l) => l["verb"] !== "watch" && l["resource"] !== "leases"))))
+        const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => total(callsBetween([], s)))))
         const serverSampler = o.serverRates === true && o.serverCounts !== undefined ? rateSampler(async () => serverTotal(await o.serverCounts!())) : undefined
         const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
         const del = yield* (o.deleteWith === undefined ? deleteAll(started) : o.deleteWith(started))
