@@ -21,7 +21,7 @@ import { type BenchEnv, SHIPPED, startBench } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
 import { ROOT } from "./lib/paths.ts"
 import { makePhases } from "./lib/phases.ts"
-import { spawnContender, waitMetric } from "./lib/proc.ts"
+import { spawnContender, startupSwept } from "./lib/proc.ts"
 import { delta, type Sample, sum } from "./lib/prom.ts"
 import { machine, readResults, regenerate, writeResults } from "./lib/report.ts"
 import { type WorldLayout, buildWorld, createNodes, scaleLayout, worldFacts } from "./lib/rssworld.ts"
@@ -119,7 +119,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     await p.ready(900_000)
     const readyMs = performance.now() - t0
     stage = "the start-up sweep"
-    await waitMetric(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "the start-up sweep", 900_000, 100)
+    await startupSwept(p, 900_000, 100)
     const sweptMs = performance.now() - t0
     const sweeps = sum(await p.scrape(), "whereabouts_controller_sweeps_total", { result: "success" })
     log(`  ready after ${fmt(readyMs / 1000)} s, start-up sweep done ${fmt((sweptMs - readyMs) / 1000)} s later (${sweeps} successful); RSS ${fmt(p.memory().rss / MiB)} MiB, peak ${fmt(p.memory().hwm / MiB)} MiB`)
