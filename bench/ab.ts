@@ -30,6 +30,7 @@ import { memoryAfterSync } from "./lib/proc.ts"
 import { parseProm, sum } from "./lib/prom.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { count, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { fullyFreed } from "./lib/rows.ts"
 import { spread } from "./lib/stats.ts"
 
 const USAGE = "usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n] [--fresh] <checkout> [<checkout> …]"
@@ -109,7 +110,7 @@ const runOne = async (plane: BenchPlane, c: string, label: string) => {
   if (scenario === "mass") {
     const r = await effect(massDeletion(env, "ours", { pods, pools: 10, perPod, limits, label }))
     note(c, "every pool entry free after the last delete", r.poolFreedMs)
-    note(c, "every entry and reservation free", Math.max(r.poolFreedMs, r.reservationsFreedMs))
+    note(c, "every entry and reservation free", fullyFreed(r))
     note(c, "every Event written", r.reconciledMs)
     // What the run cost: how long the deletes took, CPU seconds per process, the pool writes and the batches freed.
     note(c, "deletes", r.deleteWindowMs)

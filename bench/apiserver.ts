@@ -20,7 +20,7 @@ import { apiserverRequests } from "./lib/controlplane.ts"
 import { ROOT } from "./lib/paths.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
 import { type Row, row, type Section, machine, table, yesNo } from "./lib/report.ts"
-import { conflictRows, cpuText, isolatedRows, limitsText, massRows, medSpread, rateRows, ratio, sec, singleMet, singleRows, writeRows } from "./lib/rows.ts"
+import { conflictRows, cpuText, fullyFreed, isolatedRows, limitsText, massRows, medSpread, rateRows, ratio, sec, singleMet, singleRows, writeRows } from "./lib/rows.ts"
 import { fmt, ms, spread } from "./lib/stats.ts"
 import { STEADY_NODES, STEADY_PER_POD, buildSteadyWorld } from "./lib/rssworld.ts"
 import { ALLOCATOR_IN_FLIGHT, type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions, singleFloor, sumWhere } from "./lib/scenarios.ts"
@@ -93,13 +93,13 @@ try {
   for (let i = 0; i < S.reps; i++) {
     const r = await mass("ours", S.mass, `big-ours-${i}`)
     bigOurs.push(r)
-    log(`  ours #${i + 1}: deletes ${fmt(r.deleteWindowMs / 1000)} s, then all free after ${fmt(Math.max(r.poolFreedMs, r.reservationsFreedMs) / 1000)} s, Events after ${fmt(r.reconciledMs / 1000)} s`)
+    log(`  ours #${i + 1}: deletes ${fmt(r.deleteWindowMs / 1000)} s, then all free after ${fmt(fullyFreed(r) / 1000)} s, Events after ${fmt(r.reconciledMs / 1000)} s`)
   }
   if (full) {
     phase(`shipped defaults: mass deletion of ${S.mass} pods × ${PER_POD}, baseline ×1 (BENCH_FULL=1)`)
     const r = await mass("baseline", S.mass, "big-baseline-0")
     bigBase.push(r)
-    log(`  baseline: deletes ${fmt(r.deleteWindowMs / 1000)} s, then all free after ${fmt(Math.max(r.poolFreedMs, r.reservationsFreedMs) / 1000)} s`)
+    log(`  baseline: deletes ${fmt(r.deleteWindowMs / 1000)} s, then all free after ${fmt(fullyFreed(r) / 1000)} s`)
   }
   data["massDeletion"] = { ours: bigOurs, baseline: bigBase }
 
@@ -111,7 +111,7 @@ try {
     for (const kind of ["ours", "baseline"] as const) {
       const r = await mass(kind, S.same, `same-${kind}-${i}`)
       ;(kind === "ours" ? sameOurs : sameBase).push(r)
-      log(`  ${kind} #${i + 1}: all free ${fmt(Math.max(r.poolFreedMs, r.reservationsFreedMs) / 1000)} s after the last delete`)
+      log(`  ${kind} #${i + 1}: all free ${fmt(fullyFreed(r) / 1000)} s after the last delete`)
     }
   }
   data["massDeletionSameScale"] = { ours: sameOurs, baseline: sameBase }
@@ -204,7 +204,6 @@ try {
   rows.push(...capMass.rows, ...singleCap.rows)
   rows.push(...rateRows(`client-side cap under mass deletion (${limitsText(CAPPED)})`, capOurs, capBase, "server"))
   rows.push(...rateRows(`client-side cap under mass deletion (${limitsText(CAPPED)})`, capOurs, capBase, "contender"))
-  const perIpSeconds = (r: MassRun) => Math.max(r.poolFreedMs, r.reservationsFreedMs) + r.deleteWindowMs
   sections.push({
     title: "Single deletions at 50/s (real API server)",
     body: `Pods over 10 pools, deleted one every 20 ms. Per pod: delete issued → the benchmark's watch sees its pool entry (first line) and its reservation (second line) gone. At the shipped defaults, then under a client-side cap of ${limitsText(CAPPED)}: there a deletion costs the controller at least three tokens (pod re-check, reservation delete, Event), so 50/s outruns 20 tokens/s and the queue grows for as long as deletions come, which the ${S.singleCapped}-pod run shows.\n\nThe shipped-defaults runs come first, on an API server the mass runs have not yet grown; the same stream runs again after them. Beside the controller, the floor (\`singleFloor\`): no controller, the benchmark itself sends what the controller sends for each pod (re-check GET, reservation DELETE, then the guarded pool patch and the Event) as soon as the pod's DELETE is answered, with a pod watch and a pool watch open. What the floor takes is what this machine's API server, in that state, takes for the requests alone.\n\n${floorTable}\n\n${single.body}\n\n${singleCap.body}`
@@ -213,7 +212,7 @@ try {
     title: `With a client-side cap (${limitsText(CAPPED)}) and measured request rates`,
     body: `What \`--api-qps ${CAPPED.qps}\` (bursts of ${CAPPED.burst}; the default before the bounds per kind of work replaced it) costs: ${S.cappedPods} pods × ${PER_POD} interfaces deleted at once with both contenders at that cap. Request rates: the contender's \`api_requests_total\` (no watches, no leases) and, independently, the API server's \`apiserver_request_total\` (everything but the benchmark's own pod deletions, watches, leases and non-resource paths), both sampled every second. Under the cap every freed IP costs at least one reservation delete and one Event write, two tokens: ${S.mass} pods × ${PER_POD} need ≥ ${fmt((2 * S.mass * PER_POD - CAPPED.burst) / CAPPED.qps)} s of tokens for the controller (the baseline's four per IP, twice that).\n\n${capMass.body}\n\n${table(
       ["contender", "first delete → all free", "requests (contender)", "per-second, contender", "per-second, API server"],
-      [capOurs, capBase].map((r) => [r.kind, sec(perIpSeconds(r)), r.rates.total, r.rates.perSecond.join(" "), r.serverRates?.perSecond.join(" ") ?? "–"])
+      [capOurs, capBase].map((r) => [r.kind, sec(fullyFreed(r) + r.deleteWindowMs), r.rates.total, r.rates.perSecond.join(" "), r.serverRates?.perSecond.join(" ") ?? "–"])
     )}`
   })
 

@@ -26,6 +26,7 @@ import { delta, type Sample, sum } from "./lib/prom.ts"
 import { machine, readResults, regenerate, writeResults } from "./lib/report.ts"
 import { type WorldLayout, buildWorld, createNodes, scaleLayout, worldFacts } from "./lib/rssworld.ts"
 import { type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { fullyFreed } from "./lib/rows.ts"
 import { type ScaleRun, heapReadings, renderScale } from "./lib/scalereport.ts"
 import { fmt } from "./lib/stats.ts"
 import type { StartedPod } from "./lib/world.ts"
@@ -149,12 +150,12 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     for (let r = 0; r < S.nodeLossReps; r++) {
       const m = await run(massDeletion(standing, "ours", { pods: NODE_PODS, pools: 2, perPod: 2, limits: SHIPPED, label: `node-${pods}-${r}`, nodeName: `node-${lostNode}`, keepPools: true, timeoutMs: 180_000 }))
       nodeLoss.push(m)
-      log(`  #${r + 1}: every address and reservation free ${fmt(Math.max(m.poolFreedMs, m.reservationsFreedMs))} ms after the last delete`)
+      log(`  #${r + 1}: every address and reservation free ${fmt(fullyFreed(m))} ms after the last delete`)
     }
 
     phase(`${pods} pods: namespace deletion, ${S.nsPods} pods × 2 addresses over 10 pools, by deletecollection`)
     const nsRun = await run(massDeletion(standing, "ours", { pods: S.nsPods, pools: 10, perPod: 2, limits: SHIPPED, label: `ns-${pods}`, keepPools: true, deleteWith: deleteCollection, timeoutMs: 300_000 }))
-    log(`  deletecollection ${fmt(nsRun.deleteWindowMs / 1000)} s; every address and reservation free ${fmt(Math.max(nsRun.poolFreedMs, nsRun.reservationsFreedMs) / 1000)} s after it returned`)
+    log(`  deletecollection ${fmt(nsRun.deleteWindowMs / 1000)} s; every address and reservation free ${fmt(fullyFreed(nsRun) / 1000)} s after it returned`)
 
     const mEnd = await p.scrape()
     const sEnd = await apiserverRequests(plane)
