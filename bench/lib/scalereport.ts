@@ -19,7 +19,7 @@ type Memory = ReturnType<typeof procMemory>
 interface ScaleBase {
   readonly pods: number
   /** The controller's reclaim lines: its heap before and after each compacting collection. */
-  readonly heap?: ReadonlyArray<HeapReading>
+  readonly heap?: ReturnType<typeof heapReadings>
   /** The memory limit the image's heap cap was derived from (deploy/'s, unless a run retried at another). */
   readonly limitMi: number
   readonly heapCap: string
@@ -70,15 +70,11 @@ export interface ScaleMeasured extends ScaleBase {
 
 export type ScaleRun = ScaleFailed | ScaleMeasured
 
-/** The controller's heap (V8, MiB) around a collection it ran, from its log: "returned unused heap memory …". */
-export interface HeapReading {
-  readonly after: string
-  readonly heapBefore: number
-  readonly heapAfter: number
-}
-
-/** Its reclaim log lines (after "caches synced", "sweep", …) from a controller's JSON log. */
-export const heapReadings = (log: string): ReadonlyArray<HeapReading> =>
+/**
+ * The controller's heap (V8, MiB) before and after each collection it ran, from its JSON log's
+ * reclaim lines ("returned unused heap memory …", after "caches synced", "sweep", …).
+ */
+export const heapReadings = (log: string): ReadonlyArray<{ readonly after: string; readonly heapBefore: number; readonly heapAfter: number }> =>
   log.split("\n").flatMap((line) => {
     if (!line.includes("returned unused heap memory")) return []
     try {
