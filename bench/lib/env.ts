@@ -9,8 +9,6 @@ import { type BenchPlane, cpuSeconds, driverLayer, etcdVersion, planePids, runOv
 import { type Kind, type Proc, spawnContender, startupSwept } from "./proc.ts"
 import type { Sample } from "./prom.ts"
 
-export type { Kind }
-
 export interface Limits {
   /** Requests per second; 0 = no client-side limit. */
   readonly qps: number
