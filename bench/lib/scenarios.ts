@@ -67,16 +67,6 @@ const waitMetricAt = (c: Contender, metric: string, labels: Readonly<Record<stri
 /** The CNI simulation's services over the driver's KubeApi. */
 const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
 
-/** A KubeApi that counts its calls by verb, resource and outcome ("ok" or the failure's reason), for the allocator. */
-export const countingApi = (api: KubeApiShape): { readonly counts: Map<string, number>; readonly api: KubeApiShape } => {
-  const counts = new Map<string, number>()
-  const bump = (k: string) => Effect.sync(() => counts.set(k, (counts.get(k) ?? 0) + 1))
-  return {
-    counts,
-    api: around(api, ({ verb, resource }, e) => Effect.tapBoth(e, { onSuccess: () => bump(`${verb} ${resource.plural} ok`), onFailure: (x) => bump(`${verb} ${resource.plural} ${x.reason}`) }))
-  }
-}
-
 /**
  * The most requests any window between two samples held beyond `qps` × its length: ≤ burst when
  * the limit held (a token bucket that starts full admits at most burst + qps·T in any T seconds).
@@ -147,8 +137,11 @@ export const ALLOCATOR_IN_FLIGHT = 20
 /** Starts a pod every 1000/rate ms with the real CNI simulation (startPod) until interrupted; a tick with ALLOCATOR_IN_FLIGHT starts running is skipped. */
 const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network>, rate: number) =>
   Effect.gen(function* () {
-    const counter = countingApi(api)
-    const layer = Layer.merge(cniLayer(counter.api), Layer.succeed(KubeApi, counter.api))
+    // Its own KubeApi, counting its calls by verb, resource and outcome ("ok" or the failure's reason).
+    const counts = new Map<string, number>()
+    const bump = (k: string) => Effect.sync(() => counts.set(k, (counts.get(k) ?? 0) + 1))
+    const counted = around(api, ({ verb, resource }, e) => Effect.tapBoth(e, { onSuccess: () => bump(`${verb} ${resource.plural} ok`), onFailure: (x) => bump(`${verb} ${resource.plural} ${x.reason}`) }))
+    const layer = Layer.merge(cniLayer(counted), Layer.succeed(KubeApi, counted))
     const stats = { started: 0, failed: 0, skipped: 0, errors: [] as Array<string> }
     let running = 0
     const started: Array<string> = []
@@ -188,9 +181,9 @@ const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network
       stop: Effect.gen(function* () {
         yield* Fiber.interrupt(fiber)
         yield* Fiber.joinAll(fibers)
-        const counts = Object.fromEntries(counter.counts)
-        const poolPatches = count(counts, "patch", "ippools")
-        return { ...stats, poolPatches, poolConflicts: poolPatches - count(counts, "patch", "ippools", "ok") } satisfies AllocatorStats
+        const calls = Object.fromEntries(counts)
+        const poolPatches = count(calls, "patch", "ippools")
+        return { ...stats, poolPatches, poolConflicts: poolPatches - count(calls, "patch", "ippools", "ok") } satisfies AllocatorStats
       })
     }
   })
