@@ -58,8 +58,7 @@ const checkouts = args.map((a) => path.resolve(a))
 if (checkouts.length === 0) throw new Error("no checkout given")
 
 /** One number per run (ms or bytes) under a name, per checkout. */
-type Readings = Map<string, Map<string, Array<number>>>
-const readings: Readings = new Map(checkouts.map((c) => [c, new Map()]))
+const readings = new Map<string, Map<string, Array<number>>>(checkouts.map((c) => [c, new Map()]))
 const note = (checkout: string, name: string, value: number) => {
   const byName = readings.get(checkout)!
   byName.set(name, [...(byName.get(name) ?? []), value])

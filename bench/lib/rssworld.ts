@@ -49,9 +49,6 @@ const patchStatuses = async (plane: BenchPlane, pods: ReadonlyArray<{ readonly n
   }
 }
 
-/** Node `node-<i>`'s addresses: valid for any i below 32,768. */
-const nodeAddresses = (i: number) => ({ podCIDR: `10.${128 + (i >> 8)}.${i & 255}.0/24`, ip: `192.168.${i >> 8}.${i & 255}` })
-
 /** Nodes node-<from> … node-<to - 1> (the names the layouts give pods), each Ready through nodes/status. */
 export const createNodes = async (plane: BenchPlane, from: number, to: number) => {
   const { call, close } = adminClient(plane)
@@ -59,7 +56,9 @@ export const createNodes = async (plane: BenchPlane, from: number, to: number) =
     await pool(to - from, async (k) => {
       const i = from + k
       const name = `node-${i}`
-      const { podCIDR, ip } = nodeAddresses(i)
+      // Addresses valid for any i below 32,768.
+      const podCIDR = `10.${128 + (i >> 8)}.${i & 255}.0/24`
+      const ip = `192.168.${i >> 8}.${i & 255}`
       const labels = { "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "bare-metal" }
       await call("POST", "/api/v1/nodes", { apiVersion: "v1", kind: "Node", metadata: { name, labels }, spec: { podCIDR } })
       const now = new Date().toISOString()

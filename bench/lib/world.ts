@@ -33,12 +33,11 @@ export const networks = (namespace: string, count: number, cidr: (k: number) => 
 
 export const ignoreExists = <A, R>(e: Effect.Effect<A, KubeError, R>) => e.pipe(Effect.asVoid, Effect.catchIf((x) => x.reason === "AlreadyExists", () => Effect.void))
 
-/** Creates the namespace (real servers need it) and the NADs. */
+/** Creates the namespaces (real servers need them: the networks' and the pool namespace) and the NADs. */
 export const createNetworks = (nets: ReadonlyArray<Network>) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
-    for (const ns of new Set(nets.map((n) => n.namespace))) yield* ignoreExists(api.create(R.Namespaces, undefined, { metadata: { name: ns } }))
-    yield* ignoreExists(api.create(R.Namespaces, undefined, { metadata: { name: POOL_NAMESPACE } }))
+    for (const ns of new Set([...nets.map((n) => n.namespace), POOL_NAMESPACE])) yield* ignoreExists(api.create(R.Namespaces, undefined, { metadata: { name: ns } }))
     for (const n of nets) {
       yield* ignoreExists(api.create(R.NetworkAttachmentDefinitions, n.namespace, { metadata: { name: n.nad, namespace: n.namespace }, spec: { config: n.config } }))
     }
