@@ -30,6 +30,7 @@ import { memoryAfterSync } from "./lib/proc.ts"
 import { parseProm, sum } from "./lib/prom.ts"
 import { buildSteadyWorld } from "./lib/rssworld.ts"
 import { count, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { fullyFreed } from "./lib/rows.ts"
 import { spread } from "./lib/stats.ts"
 
 const USAGE = "usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n] [--fresh] <checkout> [<checkout> …]"
@@ -57,8 +58,7 @@ const checkouts = args.map((a) => path.resolve(a))
 if (checkouts.length === 0) throw new Error("no checkout given")
 
 /** One number per run (ms or bytes) under a name, per checkout. */
-type Readings = Map<string, Map<string, Array<number>>>
-const readings: Readings = new Map(checkouts.map((c) => [c, new Map()]))
+const readings = new Map<string, Map<string, Array<number>>>(checkouts.map((c) => [c, new Map()]))
 const note = (checkout: string, name: string, value: number) => {
   const byName = readings.get(checkout)!
   byName.set(name, [...(byName.get(name) ?? []), value])
@@ -82,7 +82,7 @@ const serverState = async (plane: BenchPlane) => {
 const startPlane = async (): Promise<BenchPlane> => {
   const plane = await startBenchPlane()
   try {
-    if (scenario === "rss") await runOver(driverLayer(plane))(buildSteadyWorld(plane, pods, 10, 5))
+    if (scenario === "rss") await runOver(driverLayer(plane))(buildSteadyWorld(plane, pods))
     process.stdout.write(`${fresh ? "a fresh" : "the"} API server before the run: ${await serverState(plane)}\n`)
     return plane
   } catch (e) {
@@ -109,7 +109,7 @@ const runOne = async (plane: BenchPlane, c: string, label: string) => {
   if (scenario === "mass") {
     const r = await effect(massDeletion(env, "ours", { pods, pools: 10, perPod, limits, label }))
     note(c, "every pool entry free after the last delete", r.poolFreedMs)
-    note(c, "every entry and reservation free", Math.max(r.poolFreedMs, r.reservationsFreedMs))
+    note(c, "every entry and reservation free", fullyFreed(r))
     note(c, "every Event written", r.reconciledMs)
     // What the run cost: how long the deletes took, CPU seconds per process, the pool writes and the batches freed.
     note(c, "deletes", r.deleteWindowMs)

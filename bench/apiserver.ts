@@ -20,13 +20,14 @@ import { apiserverRequests } from "./lib/controlplane.ts"
 import { ROOT } from "./lib/paths.ts"
 import { memoryAfterSync } from "./lib/proc.ts"
 import { type Row, row, type Section, machine, table, yesNo } from "./lib/report.ts"
-import { conflictRows, fmt, isolatedRows, limitsText, massRows, medSpread, ms, rateRows, ratio, sec, singleRows, spread, writeRows } from "./lib/rows.ts"
-import { STEADY_NODES, buildSteadyWorld } from "./lib/rssworld.ts"
-import { ALLOCATOR_IN_FLIGHT, type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions, singleFloor } from "./lib/scenarios.ts"
+import { conflictRows, cpuText, fullyFreed, isolatedRows, limitsText, massRows, medSpread, rateRows, ratio, sec, singleMet, singleRows, writeRows } from "./lib/rows.ts"
+import { fmt, ms, spread } from "./lib/stats.ts"
+import { STEADY_NODES, STEADY_PER_POD, buildSteadyWorld } from "./lib/rssworld.ts"
+import { ALLOCATOR_IN_FLIGHT, type MassRun, informerSync, isolatedPod, massDeletion, singleDeletions, singleFloor, sumWhere } from "./lib/scenarios.ts"
 import { imageNodeFlags } from "./lib/image.ts"
 import { makePhases } from "./lib/phases.ts"
 import { bundle } from "../scripts/build.ts"
-import { upstreamComparison } from "./lib/upstream.ts"
+import { RAISED, upstreamComparison } from "./lib/upstream.ts"
 
 if (process.argv.includes("--help")) {
   process.stdout.write("npm run bench:apiserver   the scenarios on a real kube-apiserver + etcd; environment: BENCH_FULL=1, BENCH_SCALE=quick, UPSTREAM_PODS=n, BENCH_UPSTREAM=0 (bench/apiserver.ts's header says what each does)\n")
@@ -35,13 +36,11 @@ if (process.argv.includes("--help")) {
 const quick = process.env["BENCH_SCALE"] === "quick"
 const full = process.env["BENCH_FULL"] === "1"
 const S = quick
-  ? { mass: 500, reps: 1, same: 200, sameReps: 1, conflict: 200, single: 100, singleCapped: 50, cappedPods: 60, steadyPods: 1_000, perPod: 5, upstream: 20 }
-  : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleCapped: 150, cappedPods: 200, steadyPods: 10_000, perPod: 5, upstream: 100 }
+  ? { mass: 500, reps: 1, same: 200, sameReps: 1, conflict: 200, single: 100, singleCapped: 50, cappedPods: 60, steadyPods: 1_000, upstream: 20 }
+  : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleCapped: 150, cappedPods: 200, steadyPods: 10_000, upstream: 100 }
 if (process.env["UPSTREAM_PODS"] !== undefined) S.upstream = Number(process.env["UPSTREAM_PODS"])
 /** A client-side cap, as a small or shared API server may want: the former default. */
 const CAPPED = limitsAt(20)
-/** The second pair of runs against upstream's pod controller: both at one raised cap. */
-const RAISED = limitsAt(500)
 /** Whereabouts interfaces per pod in the mass deletions. */
 const PER_POD = 2
 const { phase, log, finish } = makePhases("bench:apiserver")
@@ -61,7 +60,7 @@ const mass = (kind: "ours" | "baseline", pods: number, label: string, limits = S
 /** Events and 429s of mass-deletion runs: the headline's other two targets. */
 const eventRows = (label: string, runs: ReadonlyArray<MassRun>, baseline: ReadonlyArray<MassRun>): Array<Row> => {
   const events = spread(runs.map((r) => r.reconciledMs))
-  const refused = (r: MassRun) => Object.entries(r.calls).filter(([k]) => k.endsWith(" 429")).reduce((a, [, n]) => a + n, 0)
+  const refused = (r: MassRun) => sumWhere(r.calls, ([, , code]) => code === "429")
   return [
     row(label, "last delete → every Event written (events_total{result=\"written\"}), median (min–max)", {
       ours: medSpread(runs.map((r) => r.reconciledMs), sec),
@@ -80,7 +79,7 @@ const eventRows = (label: string, runs: ReadonlyArray<MassRun>, baseline: Readon
 }
 
 try {
-  // --- single deletions at the shipped defaults, first: on an API server the mass runs have not grown yet
+  // Single deletions at the shipped defaults first, on an API server the mass runs have not grown yet
   // (each run leaves it a larger Go heap, and its GC then stalls every client: the floor shows it)
   phase(`shipped defaults: single deletions at 50/s, ${S.single} pods, on the fresh API server; and the requests alone (the floor)`)
   const singleOurs = await run((e) => singleDeletions(e, "ours", { pods: S.single, pools: 10, rate: 50, limits: SHIPPED, label: "single-ours" }))
@@ -88,24 +87,23 @@ try {
   const singleFloorFresh = await run((e) => singleFloor(e, { pods: S.single, pools: 10, rate: 50, label: "single-floor" }))
   log(`  ours p99 ${ms(singleOurs.pool.p99)}, baseline p99 ${ms(singleBase.pool.p99)}, the requests alone p99 ${ms(singleFloorFresh.pool.p99)} (${singleFloorFresh.failures.length} failed: ${singleFloorFresh.failures.slice(0, 3).join("; ")})`)
 
-  // --- the headline: mass deletion at the shipped defaults ----------------------------------------
   phase(`shipped defaults: mass deletion of ${S.mass} pods × ${PER_POD} interfaces over 10 pools, controller ×${S.reps}${full ? ", baseline ×1" : ""}`)
   const bigOurs: Array<MassRun> = []
   const bigBase: Array<MassRun> = []
   for (let i = 0; i < S.reps; i++) {
     const r = await mass("ours", S.mass, `big-ours-${i}`)
     bigOurs.push(r)
-    log(`  ours #${i + 1}: deletes ${fmt(r.deleteWindowMs / 1000)} s, then all free after ${fmt(Math.max(r.poolFreedMs, r.reservationsFreedMs) / 1000)} s, Events after ${fmt(r.reconciledMs / 1000)} s`)
+    log(`  ours #${i + 1}: deletes ${fmt(r.deleteWindowMs / 1000)} s, then all free after ${fmt(fullyFreed(r) / 1000)} s, Events after ${fmt(r.reconciledMs / 1000)} s`)
   }
   if (full) {
     phase(`shipped defaults: mass deletion of ${S.mass} pods × ${PER_POD}, baseline ×1 (BENCH_FULL=1)`)
     const r = await mass("baseline", S.mass, "big-baseline-0")
     bigBase.push(r)
-    log(`  baseline: deletes ${fmt(r.deleteWindowMs / 1000)} s, then all free after ${fmt(Math.max(r.poolFreedMs, r.reservationsFreedMs) / 1000)} s`)
+    log(`  baseline: deletes ${fmt(r.deleteWindowMs / 1000)} s, then all free after ${fmt(fullyFreed(r) / 1000)} s`)
   }
   data["massDeletion"] = { ours: bigOurs, baseline: bigBase }
 
-  // --- the same comparison at a scale the baseline finishes in reasonable time --------------
+  // The same comparison at a scale the baseline finishes in reasonable time.
   phase(`shipped defaults: mass deletion of ${S.same} pods × ${PER_POD} over 10 pools, controller and baseline ×${S.sameReps}, alternating`)
   const sameOurs: Array<MassRun> = []
   const sameBase: Array<MassRun> = []
@@ -113,7 +111,7 @@ try {
     for (const kind of ["ours", "baseline"] as const) {
       const r = await mass(kind, S.same, `same-${kind}-${i}`)
       ;(kind === "ours" ? sameOurs : sameBase).push(r)
-      log(`  ${kind} #${i + 1}: all free ${fmt(Math.max(r.poolFreedMs, r.reservationsFreedMs) / 1000)} s after the last delete`)
+      log(`  ${kind} #${i + 1}: all free ${fmt(fullyFreed(r) / 1000)} s after the last delete`)
     }
   }
   data["massDeletionSameScale"] = { ours: sameOurs, baseline: sameBase }
@@ -131,13 +129,12 @@ try {
     body: `Both contenders as deploy/ ships the controller: no client-side cap (\`--api-qps 0\`), its bounds per kind of work; the baseline over the same client, uncapped too, so the difference is the design. Pods started by the CNI simulation in bulk (\`bulkStart\`: pods with realistic specs and both Multus annotations, ${PER_POD} whereabouts interfaces each on two of the 10 networks, the plugin's own \`assignIP\`, one guarded write per pool, one reservation per IP) in a namespace of their own; the contender is started (and, for the controller, its start-up sweep has run); then every pod is deleted (16 deletes in flight, grace 0 — no kubelet here) and the benchmark's own watch on pools and reservations timestamps when the last entry and the last reservation of the deleted pods went. "→ Events written" is when the contender's \`events_total{result="written"}\` reached one per freed IP. Calls are the contender's own \`api_requests_total\` (watches and leader-election leases left out), each attempt counted, a 429 too; the API server runs its default API Priority and Fairness configuration. CPU seconds per process over the run, from /proc.\n\nAt ${S.mass} pods the baseline needs minutes per run${full ? " (measured once, with `BENCH_FULL=1`)" : " and runs only with `BENCH_FULL=1`"}; the ${S.same}-pod runs compare both at the same scale, alternating, ${S.sameReps} times each.\n\n${big.body}\n\n${same.body}`
   })
 
-  // --- single deletions at the shipped defaults ------------------------------------------------
   // The same stream again, now that the mass runs have grown the API server: the controller, then the requests alone.
   phase(`shipped defaults: single deletions at 50/s, ${S.single} pods, after the mass runs on the same API server; and the floor`)
   const singleOursGrown = await run((e) => singleDeletions(e, "ours", { pods: S.single, pools: 10, rate: 50, limits: SHIPPED, label: "single-ours-grown" }))
   const singleFloorGrown = await run((e) => singleFloor(e, { pods: S.single, pools: 10, rate: 50, label: "single-floor-grown" }))
   log(`  ours p99 ${ms(singleOursGrown.pool.p99)}, the requests alone p99 ${ms(singleFloorGrown.pool.p99)} (${singleFloorGrown.failures.length} failed: ${singleFloorGrown.failures.slice(0, 3).join("; ")})`)
-  const single = singleRows(`single deletions at 50/s at the shipped defaults`, singleOurs, singleBase, { p50: 50, p99: 500 })
+  const single = singleRows(`single deletions at 50/s at the shipped defaults`, singleOurs, singleBase)
   rows.push(...single.rows)
   const grownLabel = "single deletions at 50/s at the shipped defaults, after the mass runs on the same API server"
   rows.push(
@@ -145,7 +142,7 @@ try {
       ours: `${ms(singleOursGrown.pool.p50)} / ${ms(singleOursGrown.pool.p99)}`,
       baseline: `${ms(singleFloorGrown.pool.p50)} / ${ms(singleFloorGrown.pool.p99)}`,
       target: "≤ 50 ms / ≤ 500 ms",
-      met: yesNo(singleOursGrown.pool.p50 <= 50 && singleOursGrown.pool.p99 <= 500 && singleOursGrown.completed === singleOursGrown.pods)
+      met: yesNo(singleMet(singleOursGrown))
     })
   )
   const floorTable = table(
@@ -161,11 +158,10 @@ try {
       `${ms(r.pool.p50)} / ${ms(r.pool.p99)} / ${ms(r.pool.max)}${r.completed === r.pods ? "" : ` (${r.completed} of ${r.pods} freed)`}`,
       ms(r.reservation.p99),
       "failures" in r ? String(r.failures.length) : "–",
-      Object.entries(r.cpu).filter(([, v]) => !Number.isNaN(v)).map(([k, v]) => `${k} ${fmt(v)}`).join(", ")
+      cpuText(r.cpu)
     ])
   )
 
-  // --- conflicts ------------------------------------------------------------------------------
   phase(`shipped defaults: conflicts, ${S.conflict} pods deleted while the CNI simulation starts 10 pods/s in the same pools`)
   const confOurs = await mass("ours", S.conflict, "conflict-ours", SHIPPED, { allocatorRate: 10, perPod: 1 })
   const confBase = await mass("baseline", S.conflict, "conflict-base", SHIPPED, { allocatorRate: 10, perPod: 1 })
@@ -177,7 +173,6 @@ try {
     body: `The mass deletion of ${S.conflict} single-interface pods at the shipped defaults while the CNI simulation (\`startPod\`: GET pool, resourceVersion-guarded JSON patch with retry, reservation, network-status) starts 10 single-interface pods per second (a tick is skipped while ${ALLOCATOR_IN_FLIGHT} starts are still running), round-robin in the same 10 pools, from the first delete until every address of the deleted pods is free. A conflict is a pool patch answered 422 (a failed \`test\` op). At rest: every live pod's status IPs are held for it and have their reservation, nothing belongs to a deleted pod, no IP is listed twice.\n\n${conf.body}`
   })
 
-  // --- one isolated pod -----------------------------------------------------------------------
   phase("isolated pod: API calls for one single-interface pod")
   const isoOurs = await run((e) => isolatedPod(e, "ours", { samples: 3, background: 50, limits: SHIPPED, label: "iso-ours" }))
   const isoBase = await run((e) => isolatedPod(e, "baseline", { samples: 3, background: 50, limits: SHIPPED, label: "iso-base" }))
@@ -189,7 +184,6 @@ try {
     body: `A pod started by the CNI simulation (\`startPod\`, one interface) among 50 others, deleted alone a second after it started; three samples. Calls counted by the contender's \`api_requests_total\`.\n\n${iso.body}`
   })
 
-  // --- with a client-side cap ---------------------------------------------------------------------
   phase(`with a client-side cap (${limitsText(CAPPED)}): ${S.cappedPods} pods × ${PER_POD} deleted at once, API server sampled every second; single deletions at 50/s, ${S.singleCapped} pods`)
   const capOurs = await mass("ours", S.cappedPods, "capped-ours", CAPPED, { serverRates: true })
   const capBase = await mass("baseline", S.cappedPods, "capped-base", CAPPED, { serverRates: true })
@@ -206,11 +200,10 @@ try {
     baselineCapped: singleCapBase
   }
   const capMass = massRows(`mass deletion with a cap, ${S.cappedPods} pods × ${PER_POD} IPs / 10 pools, ${limitsText(CAPPED)}`, [capOurs], [capBase])
-  const singleCap = singleRows(`single deletions at 50/s with a cap, ${limitsText(CAPPED)} (${S.singleCapped} pods)`, singleCapOurs, singleCapBase, { p50: 50, p99: 500 })
+  const singleCap = singleRows(`single deletions at 50/s with a cap, ${limitsText(CAPPED)} (${S.singleCapped} pods)`, singleCapOurs, singleCapBase)
   rows.push(...capMass.rows, ...singleCap.rows)
   rows.push(...rateRows(`client-side cap under mass deletion (${limitsText(CAPPED)})`, capOurs, capBase, "server"))
   rows.push(...rateRows(`client-side cap under mass deletion (${limitsText(CAPPED)})`, capOurs, capBase, "contender"))
-  const perIpSeconds = (r: MassRun) => Math.max(r.poolFreedMs, r.reservationsFreedMs) + r.deleteWindowMs
   sections.push({
     title: "Single deletions at 50/s (real API server)",
     body: `Pods over 10 pools, deleted one every 20 ms. Per pod: delete issued → the benchmark's watch sees its pool entry (first line) and its reservation (second line) gone. At the shipped defaults, then under a client-side cap of ${limitsText(CAPPED)}: there a deletion costs the controller at least three tokens (pod re-check, reservation delete, Event), so 50/s outruns 20 tokens/s and the queue grows for as long as deletions come, which the ${S.singleCapped}-pod run shows.\n\nThe shipped-defaults runs come first, on an API server the mass runs have not yet grown; the same stream runs again after them. Beside the controller, the floor (\`singleFloor\`): no controller, the benchmark itself sends what the controller sends for each pod (re-check GET, reservation DELETE, then the guarded pool patch and the Event) as soon as the pod's DELETE is answered, with a pod watch and a pool watch open. What the floor takes is what this machine's API server, in that state, takes for the requests alone.\n\n${floorTable}\n\n${single.body}\n\n${singleCap.body}`
@@ -219,14 +212,13 @@ try {
     title: `With a client-side cap (${limitsText(CAPPED)}) and measured request rates`,
     body: `What \`--api-qps ${CAPPED.qps}\` (bursts of ${CAPPED.burst}; the default before the bounds per kind of work replaced it) costs: ${S.cappedPods} pods × ${PER_POD} interfaces deleted at once with both contenders at that cap. Request rates: the contender's \`api_requests_total\` (no watches, no leases) and, independently, the API server's \`apiserver_request_total\` (everything but the benchmark's own pod deletions, watches, leases and non-resource paths), both sampled every second. Under the cap every freed IP costs at least one reservation delete and one Event write, two tokens: ${S.mass} pods × ${PER_POD} need ≥ ${fmt((2 * S.mass * PER_POD - CAPPED.burst) / CAPPED.qps)} s of tokens for the controller (the baseline's four per IP, twice that).\n\n${capMass.body}\n\n${table(
       ["contender", "first delete → all free", "requests (contender)", "per-second, contender", "per-second, API server"],
-      [capOurs, capBase].map((r) => [r.kind, sec(perIpSeconds(r)), r.rates.total, r.rates.perSecond.join(" "), r.serverRates?.perSecond.join(" ") ?? "–"])
+      [capOurs, capBase].map((r) => [r.kind, sec(fullyFreed(r) + r.deleteWindowMs), r.rates.total, r.rates.perSecond.join(" "), r.serverRates?.perSecond.join(" ") ?? "–"])
     )}`
   })
 
-  // --- upstream's own pod controller on the same API server -----------------------------------
   if (process.env["BENCH_UPSTREAM"] !== "0") {
     phase(`upstream whereabouts pod controller and the controller: ${S.upstream} pods / 10 pools on one node, as released and at QPS ${RAISED.qps}`)
-    const up = await upstreamComparison(plane, logDir, run, { pods: S.upstream, pools: 10, reps: 1, defaults: SHIPPED, raised: RAISED, log })
+    const up = await upstreamComparison(plane, logDir, run, { pods: S.upstream, pools: 10, reps: 1, log })
     if (typeof up === "string") log(`  left out: ${up}`)
     else {
       data["upstream"] = { binary: up.binary, runs: up.runs }
@@ -235,29 +227,24 @@ try {
     }
   }
 
-  // --- steady state: RSS and informer sync ----------------------------------------------------
   const memoryOf = (label: string, kind: "ours" | "baseline", script: string | undefined, nodeArgs: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
     memoryAfterSync(kind, { kubeconfig: plane.kubeconfigPath, qps: SHIPPED.qps, burst: SHIPPED.burst, logDir, label, env, nodeArgs, ...(script === undefined ? {} : { script }) })
   const image = imageNodeFlags()
-  const HEAP_CAP = image.heapCap
   phase("idle controller: RSS before the steady world exists")
   const idle = await memoryOf("rss-ours-dist-idle", "ours", DIST, image.flags, image.env)
-  phase(`steady world: ${S.steadyPods} pods × ${S.perPod} networks (10 pools × ${(S.steadyPods * S.perPod) / 10} allocations, as many reservations), with status`)
-  const world = await Effect.runPromise(buildSteadyWorld(plane, S.steadyPods, 10, S.perPod).pipe(Effect.provide(driver)))
+  phase(`steady world: ${S.steadyPods} pods × ${STEADY_PER_POD} networks (10 pools × ${(S.steadyPods * STEADY_PER_POD) / 10} allocations, as many reservations), with status`)
+  const world = await Effect.runPromise(buildSteadyWorld(plane, S.steadyPods).pipe(Effect.provide(driver)))
   log(`  built in ${fmt(world.ms / 1000)} s`)
   const rss = [
     await memoryOf("rss-ours-dist", "ours", DIST, image.flags, image.env),
     await memoryOf("rss-ours-dist-v8-young", "ours", DIST, image.flags.filter((f) => !f.startsWith("--max-semi-space-size")), image.env),
     await memoryOf("rss-ours-ts", "ours", undefined, []),
     await memoryOf("rss-baseline-ts", "baseline", undefined, [])
-  ]
+  ] as const
   data["rss"] = { world, idle, runs: rss }
-  const dist = rss[0]!
-  const v8young = rss[1]!
-  const oursTs = rss[2]!
-  const baseTs = rss[3]!
+  const [dist, v8young, oursTs, baseTs] = rss
   const MiB = (b: number) => `${fmt(b / 2 ** 20)} MiB`
-  const scenario = `RSS with ${S.steadyPods} pods cached, 10 pools × ${(S.steadyPods * S.perPod) / 10} allocations`
+  const scenario = `RSS with ${S.steadyPods} pods cached, 10 pools × ${(S.steadyPods * STEADY_PER_POD) / 10} allocations`
   const memRow = (metric: string, r: { readonly rss: number; readonly hwm: number }, extra: Partial<Row> = {}) =>
     row(scenario, metric, { ours: `${MiB(r.rss)} (peak ${MiB(r.hwm)})`, baseline: "–", ...extra })
   rows.push(
@@ -290,7 +277,7 @@ try {
   )
   sections.push({
     title: "Memory and informer sync (real API server)",
-    body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status) on ${STEADY_NODES} Ready Node objects, each attached to ${S.perPod} of 10 networks: 10 pools of ${(S.steadyPods * S.perPod) / 10} allocations and ${S.steadyPods * S.perPod} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The image's run is \`${Object.entries(image.env).filter(([k]) => k.startsWith("MALLOC_")).map(([k, v]) => `${k}=${v}`).join(" ")} node ${image.flags.join(" ")} bench/.build/main.js run\`: the bundle the image's build makes (scripts/build.ts) with the environment and node flags of its ENV and ENTRYPOINT, the heap percentage turned into the cap it gives under the deployment's memory limit (${HEAP_CAP}). The controller gives unused heap back to the OS once its caches synced, after each sweep and after a mass deletion (src/programs/memory.ts); the RSS is read 10 s after the start-up sweep. \`rss-ours-dist-idle\` ran against the same API server just before the steady world was built. Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at the shipped client limit) in the benchmark process, three times each, alternating.\n\n${table(
+    body: `${S.steadyPods} pods (the realistic pods above plus a kubelet-like status written through pods/status) on ${STEADY_NODES} Ready Node objects, each attached to ${STEADY_PER_POD} of 10 networks: 10 pools of ${(S.steadyPods * STEADY_PER_POD) / 10} allocations and ${S.steadyPods * STEADY_PER_POD} reservations (built in ${fmt(world.ms / 1000)} s). Each contender is started against it at the default limit; RSS and peak RSS (VmRSS, VmHWM from /proc) after its caches synced (controller: and its start-up sweep ran), then again 10 s later. The image's run is \`${Object.entries(image.env).filter(([k]) => k.startsWith("MALLOC_")).map(([k, v]) => `${k}=${v}`).join(" ")} node ${image.flags.join(" ")} bench/.build/main.js run\`: the bundle the image's build makes (scripts/build.ts) with the environment and node flags of its ENV and ENTRYPOINT, the heap percentage turned into the cap it gives under the deployment's memory limit (${image.heapCap}). The controller gives unused heap back to the OS once its caches synced, after each sweep and after a mass deletion (src/programs/memory.ts); the RSS is read 10 s after the start-up sweep. \`rss-ours-dist-idle\` ran against the same API server just before the steady world was built. Informer sync: the pod informer alone (\`makeInformer\` over KubeApiLive at the shipped client limit) in the benchmark process, three times each, alternating.\n\n${table(
       ["process", "start → ready", "RSS after sync", "RSS 10 s later", "peak RSS", "CPU s"],
       [idle, ...rss].map((r) => [r.label, ms(r.readyMs), MiB(r.rssAfterSync), MiB(r.rss), MiB(r.hwm), fmt(r.cpu)])
     )}\n\n${table(["cache", "sync runs (ms)"], [["projection (ours)", sync.ours.map((x) => fmt(x)).join(", ")], ["full objects (baseline)", sync.baseline.map((x) => fmt(x)).join(", ")]])}`

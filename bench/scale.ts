@@ -21,11 +21,12 @@ import { type BenchEnv, SHIPPED, startBench } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
 import { ROOT } from "./lib/paths.ts"
 import { makePhases } from "./lib/phases.ts"
-import { spawnContender, waitMetric } from "./lib/proc.ts"
+import { spawnContender, startupSwept } from "./lib/proc.ts"
 import { delta, type Sample, sum } from "./lib/prom.ts"
 import { machine, readResults, regenerate, writeResults } from "./lib/report.ts"
-import { type WorldLayout, buildWorld, createNodes, scaleLayout } from "./lib/rssworld.ts"
+import { type WorldLayout, buildWorld, createNodes, scaleLayout, worldFacts } from "./lib/rssworld.ts"
 import { type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { fullyFreed } from "./lib/rows.ts"
 import { type ScaleRun, heapReadings, renderScale } from "./lib/scalereport.ts"
 import { fmt } from "./lib/stats.ts"
 import type { StartedPod } from "./lib/world.ts"
@@ -86,19 +87,6 @@ const deleteCollection = (pods: ReadonlyArray<StartedPod>) =>
     catch: (e) => (e instanceof Error ? e : new Error(String(e)))
   })
 
-/** World facts of a layout: pools and allocations as its pods name them. */
-const worldFacts = (layout: WorldLayout) => {
-  const pools = new Set<string>()
-  let allocations = 0
-  let attached = 0
-  for (const p of layout.range(0, layout.pods)) {
-    if (p.attachments.length > 0) attached++
-    allocations += p.attachments.length
-    for (const a of p.attachments) pools.add(a.net.pool)
-  }
-  return { pods: layout.pods, nodes: layout.nodes, namespaces: layout.namespaces.length, attachedPods: attached, pools: pools.size, allocations, reservations: allocations }
-}
-
 /** One scale: the controller started on the standing world, read through its start, a quiet minute and the scenarios. */
 const measure = async (pods: number, layout: WorldLayout, index: number, worldMs: number, img: ReturnType<typeof imageNodeFlags>): Promise<ScaleRun> => {
   const facts = worldFacts(layout)
@@ -132,7 +120,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     await p.ready(900_000)
     const readyMs = performance.now() - t0
     stage = "the start-up sweep"
-    await waitMetric(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "the start-up sweep", 900_000, 100)
+    await startupSwept(p, 900_000, 100)
     const sweptMs = performance.now() - t0
     const sweeps = sum(await p.scrape(), "whereabouts_controller_sweeps_total", { result: "success" })
     log(`  ready after ${fmt(readyMs / 1000)} s, start-up sweep done ${fmt((sweptMs - readyMs) / 1000)} s later (${sweeps} successful); RSS ${fmt(p.memory().rss / MiB)} MiB, peak ${fmt(p.memory().hwm / MiB)} MiB`)
@@ -150,7 +138,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     log(`  steady RSS ${fmt(steady.rss / MiB)} MiB after ${S.idleS} s idle (${fmt((idleCpu * 1000) / S.idleS)} millicores); kube-apiserver ${fmt(planeRss.apiserver / MiB)} MiB, etcd ${fmt(planeRss.etcd / MiB)} MiB`)
 
     stage = "the scenarios"
-    const standing: BenchEnv = { ...env, start: () => Effect.succeed({ kind: "ours" as const, proc: p, scrape: Effect.promise(() => p.scrape()) }) }
+    const standing: BenchEnv = { ...env, start: () => Effect.succeed({ proc: p, scrape: Effect.promise(() => p.scrape()) }) }
     phase(`${pods} pods: single deletions at ${SINGLE_RATE}/s, ${S.single} pods (one address each, 10 pools) added to the standing world`)
     const single = await run(singleDeletions(standing, "ours", { pods: S.single, pools: 10, rate: SINGLE_RATE, limits: SHIPPED, label: `single-${pods}`, keepPools: true, timeoutMs: 180_000 }))
     log(`  delete → pool entry free p50 ${fmt(single.pool.p50)} ms, p99 ${fmt(single.pool.p99)} ms; reservation p99 ${fmt(single.reservation.p99)} ms (${single.completed}/${single.pods})`)
@@ -162,12 +150,12 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     for (let r = 0; r < S.nodeLossReps; r++) {
       const m = await run(massDeletion(standing, "ours", { pods: NODE_PODS, pools: 2, perPod: 2, limits: SHIPPED, label: `node-${pods}-${r}`, nodeName: `node-${lostNode}`, keepPools: true, timeoutMs: 180_000 }))
       nodeLoss.push(m)
-      log(`  #${r + 1}: every address and reservation free ${fmt(Math.max(m.poolFreedMs, m.reservationsFreedMs))} ms after the last delete`)
+      log(`  #${r + 1}: every address and reservation free ${fmt(fullyFreed(m))} ms after the last delete`)
     }
 
     phase(`${pods} pods: namespace deletion, ${S.nsPods} pods × 2 addresses over 10 pools, by deletecollection`)
     const nsRun = await run(massDeletion(standing, "ours", { pods: S.nsPods, pools: 10, perPod: 2, limits: SHIPPED, label: `ns-${pods}`, keepPools: true, deleteWith: deleteCollection, timeoutMs: 300_000 }))
-    log(`  deletecollection ${fmt(nsRun.deleteWindowMs / 1000)} s; every address and reservation free ${fmt(Math.max(nsRun.poolFreedMs, nsRun.reservationsFreedMs) / 1000)} s after it returned`)
+    log(`  deletecollection ${fmt(nsRun.deleteWindowMs / 1000)} s; every address and reservation free ${fmt(fullyFreed(nsRun) / 1000)} s after it returned`)
 
     const mEnd = await p.scrape()
     const sEnd = await apiserverRequests(plane)

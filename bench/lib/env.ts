@@ -6,10 +6,8 @@ import { Effect, type Scope } from "effect"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import type { KubeApi } from "../../src/services/KubeApi.ts"
 import { type BenchPlane, cpuSeconds, driverLayer, etcdVersion, planePids, runOver, startBenchPlane } from "./controlplane.ts"
-import { type Kind, type Proc, spawnContender, waitMetric } from "./proc.ts"
-import { type Sample, sum } from "./prom.ts"
-
-export type { Kind }
+import { type Kind, type Proc, spawnContender, startupSwept } from "./proc.ts"
+import type { Sample } from "./prom.ts"
 
 export interface Limits {
   /** Requests per second; 0 = no client-side limit. */
@@ -22,7 +20,6 @@ export interface Limits {
 export const limitsAt = (qps: number): Limits => ({ qps, burst: ControllerConfig.apiBurst(qps) })
 
 export interface Contender {
-  readonly kind: Kind
   readonly scrape: Effect.Effect<ReadonlyArray<Sample>>
   readonly proc: Proc
 }
@@ -66,11 +63,11 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly oursScript?:
         yield* Effect.tryPromise({ try: () => proc.ready(), catch: (e) => e as Error })
         if (kind === "ours") {
           yield* Effect.tryPromise({
-            try: () => waitMetric(proc, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "start-up sweep done", 300_000, 100),
+            try: () => startupSwept(proc, 300_000, 100),
             catch: (e) => e as Error
           })
         }
-        return { kind, proc, scrape: Effect.promise(() => proc.scrape()) } satisfies Contender
+        return { proc, scrape: Effect.promise(() => proc.scrape()) } satisfies Contender
       }),
     cpu: (c) => ({
       "kube-apiserver": cpuSeconds(pids.apiserver),

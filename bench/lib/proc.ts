@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises"
 import { freePort } from "../../test/live/cluster.ts"
 import { cpuSeconds, procMemory } from "./controlplane.ts"
 import { ROOT } from "./paths.ts"
-import { parseProm, type Sample, sum } from "./prom.ts"
+import { parseProm, sum } from "./prom.ts"
 
 export type Kind = "ours" | "baseline"
 
@@ -27,16 +27,6 @@ export interface ProcOptions {
 const get = async (url: string): Promise<{ status: number; body: string }> => {
   const res = await fetch(url, { signal: AbortSignal.timeout(30_000) })
   return { status: res.status, body: await res.text() }
-}
-
-/** Whether `exit` is still pending after `ms`; the timer goes with the answer (left running, it holds the benchmark open). */
-const outlasts = async (exit: Promise<unknown>, ms: number): Promise<boolean> => {
-  const timer = new AbortController()
-  try {
-    return await Promise.race([exit.then(() => false), sleep(ms, true, { signal: timer.signal })])
-  } finally {
-    timer.abort()
-  }
 }
 
 // Processes still running when the benchmark exits (an error, Ctrl-C) are killed with it.
@@ -79,7 +69,10 @@ export const spawnLogged = (command: string, args: ReadonlyArray<string>, env: R
     stop: async () => {
       if (exited) return
       child.kill("SIGTERM")
-      if (await outlasts(exit, graceMs)) child.kill("SIGKILL")
+      // The grace timer goes once the race is decided (left running, it holds the benchmark open).
+      const timer = new AbortController()
+      const outlived = await Promise.race([exit.then(() => false), sleep(graceMs, true, { signal: timer.signal })]).finally(() => timer.abort())
+      if (outlived) child.kill("SIGKILL")
       await exit
     }
   }
@@ -113,15 +106,15 @@ export const spawnContender = async (kind: Kind, o: ProcOptions) => {
 
 export type Proc = Awaited<ReturnType<typeof spawnContender>>
 
-/** Polls `scrape` until `cond` holds; returns the time (performance.now()) it first held. Fails once the process is gone. */
-export const waitMetric = async (p: Proc, cond: (s: ReadonlyArray<Sample>) => boolean, what: string, timeoutMs: number, everyMs = 50): Promise<number> => {
+/** Polls the controller's metrics, every `everyMs`, until `sweeps_total` counts its start-up sweep. Fails once the process is gone. */
+export const startupSwept = async (p: Proc, timeoutMs: number, everyMs: number): Promise<void> => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    if (p.exited()) throw new Error(`${p.kind} exited before ${what}\n${p.tail(8)}`)
+    if (p.exited()) throw new Error(`${p.kind} exited before the start-up sweep\n${p.tail(8)}`)
     // A contender busy with a big list may answer late; a missed scrape is just retried.
     const s = await p.scrape().catch(() => undefined)
-    if (s !== undefined && cond(s)) return performance.now()
-    if (Date.now() > deadline) throw new Error(`${p.kind}: timed out after ${timeoutMs / 1000} s waiting until ${what}\n${p.tail()}`)
+    if (s !== undefined && sum(s, "whereabouts_controller_sweeps_total") >= 1) return
+    if (Date.now() > deadline) throw new Error(`${p.kind}: timed out after ${timeoutMs / 1000} s waiting until the start-up sweep\n${p.tail()}`)
     await sleep(everyMs)
   }
 }
@@ -133,7 +126,7 @@ export const memoryAfterSync = async (kind: Kind, o: ProcOptions) => {
   try {
     await p.ready(300_000)
     const readyMs = performance.now() - t
-    if (kind === "ours") await waitMetric(p, (s) => sum(s, "whereabouts_controller_sweeps_total") >= 1, "start-up sweep", 300_000, 200)
+    if (kind === "ours") await startupSwept(p, 300_000, 200)
     const afterSync = p.memory()
     await sleep(10_000)
     const settled = p.memory()

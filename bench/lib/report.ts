@@ -42,18 +42,6 @@ export interface Section {
   readonly body: string
 }
 
-export interface Machine {
-  readonly cpus: string
-  readonly memory: string
-  readonly os: string
-  readonly node: string
-  readonly effect: string
-  readonly clientNode: string
-  readonly undici: string
-  readonly kubeApiserver?: string
-  readonly etcd?: string
-}
-
 export interface Results {
   readonly name: string
   readonly command: string
@@ -74,7 +62,7 @@ const pkgVersion = (name: string): string => {
   }
 }
 
-export const machine = (extra: { readonly kubeApiserver?: string; readonly etcd?: string } = {}): Machine => {
+export const machine = (extra: { readonly kubeApiserver?: string; readonly etcd?: string } = {}) => {
   const cpus = os.cpus()
   return {
     cpus: `${cpus.length} × ${cpus[0]?.model.trim() ?? "?"}`,
@@ -87,6 +75,8 @@ export const machine = (extra: { readonly kubeApiserver?: string; readonly etcd?
     ...extra
   }
 }
+
+export type Machine = ReturnType<typeof machine>
 
 export const resultsPath = (name: string): string => path.join(ROOT, "bench", "results", `${name}.json`)
 
@@ -206,12 +196,7 @@ export const regenerate = (names: ReadonlyArray<string> = RESULTS): void => {
   let text = fs.existsSync(FILE) ? fs.readFileSync(FILE, "utf8") : "# Benchmarks\n"
   const all = RESULTS.flatMap((name) => readResults(name) ?? [])
   text = replaceBlock(text, "summary", renderSummary(all))
-  for (const name of names) {
-    const r = readResults(name)
-    if (r === undefined) continue
-    const block = render(r)
-    text = replaceBlock(text, name, block)
-  }
+  for (const r of names.flatMap((name) => readResults(name) ?? [])) text = replaceBlock(text, r.name, render(r))
   fs.writeFileSync(FILE, text)
 }
 

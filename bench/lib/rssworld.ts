@@ -1,7 +1,7 @@
 /**
  * The standing worlds of the memory, sync and scale measurements: realistic pods with a kubelet's
- * status (written through pods/status) on the Ready Node objects they name. Two layouts,
- * `steadyLayout` (bench:apiserver) and `scaleLayout` (issue 47's cluster); `buildWorld` grows one.
+ * status (written through pods/status) on the Ready Node objects they name: bench:apiserver's
+ * steady world (`buildSteadyWorld`) and issue 47's cluster (`scaleLayout`), which `buildWorld` grows.
  */
 import { Effect } from "effect"
 import { Agent, fetch } from "undici"
@@ -27,20 +27,20 @@ const adminClient = (plane: BenchPlane) => {
   return { call, close: () => dispatcher.close() }
 }
 
-/** Runs `f` over 0..n-1, `concurrency` at a time. */
-const pool = async (n: number, concurrency: number, f: (i: number) => Promise<void>) => {
+/** Runs `f` over 0..n-1, 16 at a time. */
+const pool = async (n: number, f: (i: number) => Promise<void>) => {
   let next = 0
   const worker = async () => {
     for (let i = next++; i < n; i = next++) await f(i)
   }
-  await Promise.all(Array.from({ length: concurrency }, worker))
+  await Promise.all(Array.from({ length: 16 }, worker))
 }
 
-/** PATCHes every pod's status subresource (merge patch; `index` picks its realisticStatus), `concurrency` at a time. */
-const patchStatuses = async (plane: BenchPlane, pods: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly index: number }>, concurrency = 16) => {
+/** PATCHes every pod's status subresource (merge patch; `index` picks its realisticStatus). */
+const patchStatuses = async (plane: BenchPlane, pods: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly index: number }>) => {
   const client = adminClient(plane)
   try {
-    await pool(pods.length, concurrency, async (i) => {
+    await pool(pods.length, async (i) => {
       const p = pods[i]!
       await client.call("PATCH", `/api/v1/namespaces/${p.namespace}/pods/${p.name}/status`, { status: realisticStatus(p.index) }, "application/merge-patch+json")
     })
@@ -49,17 +49,16 @@ const patchStatuses = async (plane: BenchPlane, pods: ReadonlyArray<{ readonly n
   }
 }
 
-/** Node `node-<i>`'s addresses: valid for any i below 32,768. */
-const nodeAddresses = (i: number) => ({ podCIDR: `10.${128 + (i >> 8)}.${i & 255}.0/24`, ip: `192.168.${i >> 8}.${i & 255}` })
-
 /** Nodes node-<from> … node-<to - 1> (the names the layouts give pods), each Ready through nodes/status. */
-export const createNodes = async (plane: BenchPlane, from: number, to: number, concurrency = 16) => {
+export const createNodes = async (plane: BenchPlane, from: number, to: number) => {
   const { call, close } = adminClient(plane)
   try {
-    await pool(to - from, concurrency, async (k) => {
+    await pool(to - from, async (k) => {
       const i = from + k
       const name = `node-${i}`
-      const { podCIDR, ip } = nodeAddresses(i)
+      // Addresses valid for any i below 32,768.
+      const podCIDR = `10.${128 + (i >> 8)}.${i & 255}.0/24`
+      const ip = `192.168.${i >> 8}.${i & 255}`
       const labels = { "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "bare-metal" }
       await call("POST", "/api/v1/nodes", { apiVersion: "v1", kind: "Node", metadata: { name, labels }, spec: { podCIDR } })
       const now = new Date().toISOString()
@@ -75,8 +74,10 @@ export const createNodes = async (plane: BenchPlane, from: number, to: number, c
 
 /** How many Node objects the steady world's pods are spread over (node-<i % 50>). */
 export const STEADY_NODES = 50
+/** Networks each pod of the steady world is attached to, of its 10. */
+export const STEADY_PER_POD = 5
 
-export const RSS_NAMESPACE = "steady"
+const RSS_NAMESPACE = "steady"
 
 /** What a world of `pods` pods holds, and how to make any range of them. */
 export interface WorldLayout {
@@ -88,16 +89,17 @@ export interface WorldLayout {
   readonly range: (from: number, to: number) => ReadonlyArray<BulkPod>
 }
 
-/** bench:apiserver's world: `pods` pods in one namespace over 50 nodes, each on `perPod` of `pools` networks (round robin). */
-export const steadyLayout = (pods: number, pools: number, perPod: number): WorldLayout => {
-  const nets = networks(RSS_NAMESPACE, pools)
-  const all = roundRobin("web", pods, nets, perPod)
-  return {
-    pods,
-    nodes: STEADY_NODES,
-    namespaces: [RSS_NAMESPACE],
-    range: (from, to) => all.slice(from, to).map((p, k) => ({ ...p, namespace: RSS_NAMESPACE, nodeName: `node-${(from + k) % STEADY_NODES}` }))
+/** World facts of a layout: pools and allocations as its pods name them. */
+export const worldFacts = (layout: WorldLayout) => {
+  const pools = new Set<string>()
+  let allocations = 0
+  let attached = 0
+  for (const p of layout.range(0, layout.pods)) {
+    if (p.attachments.length > 0) attached++
+    allocations += p.attachments.length
+    for (const a of p.attachments) pools.add(a.net.pool)
   }
+  return { pods: layout.pods, nodes: layout.nodes, namespaces: layout.namespaces.length, attachedPods: attached, pools: pools.size, allocations, reservations: allocations }
 }
 
 /** Pods per node in issue 47's cluster (150,000 pods on 5,000 nodes). */
@@ -112,13 +114,13 @@ const scaleNetworks = networks(SCALE_NETS_NAMESPACE, 40, (k) => `10.${100 + k}.0
 const SECOND_FAMILY = 20
 
 /**
- * Issue 47's cluster of `pods` pods: pod i in namespace scale-<i mod namespaces>, on
- * node-<⌊i / 30⌋>; every third pod has a whereabouts attachment, every other of those a second
+ * Issue 47's cluster of `pods` pods: pod i in namespace scale-<i mod 1,000> (a small world: one
+ * per 10 pods), on node-<⌊i / 30⌋>; every third pod has a whereabouts attachment, every other of those a second
  * one, so allocations are half the pods; the n-th first attachment goes to network ⌊n / 5,000⌋,
  * the n-th second one to network 20 + ⌊n / 5,000⌋: no pool holds more than 5,000.
  */
-export const scaleLayout = (pods: number, namespaces = 1_000): WorldLayout => {
-  const nsCount = Math.max(1, Math.min(namespaces, Math.ceil(pods / 10)))
+export const scaleLayout = (pods: number): WorldLayout => {
+  const nsCount = Math.max(1, Math.min(1_000, Math.ceil(pods / 10)))
   const net = (k: number) => {
     const n = scaleNetworks[k]
     if (n === undefined) throw new Error(`the scale layout has ${scaleNetworks.length} networks; ${pods} pods need more`)
@@ -166,5 +168,9 @@ export const buildWorld = (plane: BenchPlane, layout: WorldLayout, built?: World
     return { ms: performance.now() - t, pods: layout.pods - from, allocations }
   })
 
-/** bench:apiserver's steady world (steadyLayout), built at once; how long it took and its size. */
-export const buildSteadyWorld = (plane: BenchPlane, pods: number, pools: number, perPod: number) => buildWorld(plane, steadyLayout(pods, pools, perPod))
+/** bench:apiserver's world, built at once: `pods` pods in one namespace over 50 nodes, each on 5 of 10 networks (round robin). */
+export const buildSteadyWorld = (plane: BenchPlane, pods: number) => {
+  const all = roundRobin("web", pods, networks(RSS_NAMESPACE, 10), STEADY_PER_POD)
+  const range = (from: number, to: number) => all.slice(from, to).map((p, k) => ({ ...p, namespace: RSS_NAMESPACE, nodeName: `node-${(from + k) % STEADY_NODES}` }))
+  return buildWorld(plane, { pods, nodes: STEADY_NODES, namespaces: [RSS_NAMESPACE], range })
+}

@@ -3,35 +3,27 @@
  * (set for 150k pods), the linear fits of RSS and sync time against pods with where they cross
  * the shipped limit, and the requests the API server saw.
  */
+import type { procMemory } from "./controlplane.ts"
 import { type LinearFit, crossing, linearFit } from "./fit.ts"
-import type { Row, Section } from "./report.ts"
+import { type Row, row, type Section, table, yesNo } from "./report.ts"
 import { type MassRun, type SingleRun, sumWhere } from "./scenarios.ts"
-import { fmt, fullyFreed, ms, spread, table, yesNo } from "./rows.ts"
+import { fullyFreed } from "./rows.ts"
+import { fmt, ms, spread } from "./stats.ts"
+import type { worldFacts } from "./rssworld.ts"
 import { violations } from "./world.ts"
 
-export interface WorldFacts {
-  readonly pods: number
-  readonly nodes: number
-  readonly namespaces: number
-  readonly attachedPods: number
-  readonly pools: number
-  readonly allocations: number
-  readonly reservations: number
-}
 
-interface Memory {
-  readonly rss: number
-  readonly hwm: number
-}
+/** VmRSS and VmHWM, bytes. */
+type Memory = ReturnType<typeof procMemory>
 
 interface ScaleBase {
   readonly pods: number
   /** The controller's reclaim lines: its heap before and after each compacting collection. */
-  readonly heap?: ReadonlyArray<HeapReading>
+  readonly heap?: ReturnType<typeof heapReadings>
   /** The memory limit the image's heap cap was derived from (deploy/'s, unless a run retried at another). */
   readonly limitMi: number
   readonly heapCap: string
-  readonly world: WorldFacts
+  readonly world: ReturnType<typeof worldFacts>
   readonly worldMs: number
   readonly label: string
   readonly logFile: string
@@ -78,15 +70,11 @@ export interface ScaleMeasured extends ScaleBase {
 
 export type ScaleRun = ScaleFailed | ScaleMeasured
 
-/** The controller's heap (V8, MiB) around a collection it ran, from its log: "returned unused heap memory …". */
-export interface HeapReading {
-  readonly after: string
-  readonly heapBefore: number
-  readonly heapAfter: number
-}
-
-/** Its reclaim log lines (after "caches synced", "sweep", …) from a controller's JSON log. */
-export const heapReadings = (log: string): ReadonlyArray<HeapReading> =>
+/**
+ * The controller's heap (V8, MiB) before and after each collection it ran, from its JSON log's
+ * reclaim lines ("returned unused heap memory …", after "caches synced", "sweep", …).
+ */
+export const heapReadings = (log: string): ReadonlyArray<{ readonly after: string; readonly heapBefore: number; readonly heapAfter: number }> =>
   log.split("\n").flatMap((line) => {
     if (!line.includes("returned unused heap memory")) return []
     try {
@@ -183,7 +171,7 @@ const failureText = (failed: string) => {
 
 const isMeasured = (r: ScaleRun): r is ScaleMeasured => r.failed === undefined
 
-/** The fitted quantities: name, value of a run, unit scale, ceiling (value and text). */
+/** The fitted quantities: name, value of a run, unit (which also picks the ceiling: MiB the limit, MiB heap the cap, s the SLO). */
 const FITS: ReadonlyArray<{ readonly name: string; readonly y: (r: ScaleMeasured) => number; readonly unit: string }> = [
   { name: "RSS steady", y: (r) => r.steady.rss / MiB, unit: "MiB" },
   { name: "RSS peak through the first lists and the sweep", y: (r) => r.afterSweep.hwm / MiB, unit: "MiB" },
@@ -246,15 +234,14 @@ export const renderScale = (all: ReadonlyArray<ScaleRun>, limitMi: number): { ro
   const rows: Array<Row> =
     largest === undefined
       ? []
-      : METRICS.filter((m) => m.target !== undefined).map((m) => ({
-          scenario: `scale envelope: ${pods(largest.pods)} pods / ${pods(largest.world.nodes)} nodes, the image's program under a ${largest.limitMi} MiB limit (bench:scale)`,
-          metric: m.metric,
-          ours: smallest === largest ? m.value(largest) : `${m.value(largest)} (${column(smallest!)}: ${m.value(smallest!)})`,
-          baseline: "–",
-          ratio: "–",
-          target: `${m.target!} (at 150,000 pods)`,
-          met: metAtTarget(m)
-        }))
+      : METRICS.filter((m) => m.target !== undefined).map((m) =>
+          row(`scale envelope: ${pods(largest.pods)} pods / ${pods(largest.world.nodes)} nodes, the image's program under a ${largest.limitMi} MiB limit (bench:scale)`, m.metric, {
+            ours: smallest === largest ? m.value(largest) : `${m.value(largest)} (${column(smallest!)}: ${m.value(smallest!)})`,
+            baseline: "–",
+            target: `${m.target!} (at 150,000 pods)`,
+            met: metAtTarget(m)
+          })
+        )
   const world = table(
     ["world", ...all.map(column)],
     [

@@ -15,7 +15,8 @@ import { COMPONENT } from "../../src/services/EventRecorder.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, around } from "../../src/services/KubeApi.ts"
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
-import { type BenchEnv, type Contender, cpuDelta, type Kind, type Limits } from "./env.ts"
+import { type BenchEnv, type Contender, cpuDelta, type Limits } from "./env.ts"
+import type { Kind } from "./proc.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { podInformer } from "./pods.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
@@ -48,8 +49,8 @@ export const serverCallsBetween = (before: ReadonlyArray<Sample>, after: Readonl
   return Object.fromEntries(Object.entries(all).filter(([k]) => !k.startsWith("WATCH ") && !k.startsWith("DELETE pods ") && k.split(" ")[1] !== ""))
 }
 
-const serverTotal = (samples: ReadonlyArray<Sample>) =>
-  sum(samples, "apiserver_request_total", (l) => l["verb"] !== "WATCH" && !(l["verb"] === "DELETE" && l["resource"] === "pods") && (l["resource"] ?? "") !== "" && l["resource"] !== "leases")
+/** The same requests, leases left out too, as one running total. */
+const serverTotal = (samples: ReadonlyArray<Sample>) => sumWhere(serverCallsBetween([], samples), ([, r]) => r !== "leases")
 
 /** When `read()` first reached `target` (performance.now(), polled every 50 ms; a failed read is not yet); NaN after `timeoutMs`. */
 export const waitUntil = async (read: () => Promise<number>, target: number, timeoutMs: number): Promise<number> => {
@@ -65,16 +66,6 @@ const waitMetricAt = (c: Contender, metric: string, labels: Readonly<Record<stri
 
 /** The CNI simulation's services over the driver's KubeApi. */
 const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
-
-/** A KubeApi that counts its calls by verb, resource and outcome ("ok" or the failure's reason), for the allocator. */
-export const countingApi = (api: KubeApiShape): { readonly counts: Map<string, number>; readonly api: KubeApiShape } => {
-  const counts = new Map<string, number>()
-  const bump = (k: string) => Effect.sync(() => counts.set(k, (counts.get(k) ?? 0) + 1))
-  return {
-    counts,
-    api: around(api, ({ verb, resource }, e) => Effect.tapBoth(e, { onSuccess: () => bump(`${verb} ${resource.plural} ok`), onFailure: (x) => bump(`${verb} ${resource.plural} ${x.reason}`) }))
-  }
-}
 
 /**
  * The most requests any window between two samples held beyond `qps` × its length: ≤ burst when
@@ -98,11 +89,9 @@ export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
   let timer: NodeJS.Timeout | undefined
   const tick = async () => {
     if (stopped) return
-    try {
-      points.push({ t: performance.now(), v: await read() })
-    } catch {
-      // a missed sample only widens one interval
-    }
+    const t = performance.now()
+    // A missed sample only widens one interval.
+    await read().then((v) => points.push({ t, v }), () => undefined)
     if (!stopped) timer = setTimeout(tick, everyMs - ((performance.now() - (points[0]?.t ?? 0)) % everyMs))
   }
   const started = tick()
@@ -135,8 +124,8 @@ export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
 export interface AllocatorStats {
   readonly started: number
   readonly failed: number
-  /** Ticks skipped at ALLOCATOR_IN_FLIGHT (absent in older results). */
-  readonly skipped?: number
+  /** Ticks skipped at ALLOCATOR_IN_FLIGHT. */
+  readonly skipped: number
   readonly errors: ReadonlyArray<string>
   readonly poolPatches: number
   readonly poolConflicts: number
@@ -148,8 +137,11 @@ export const ALLOCATOR_IN_FLIGHT = 20
 /** Starts a pod every 1000/rate ms with the real CNI simulation (startPod) until interrupted; a tick with ALLOCATOR_IN_FLIGHT starts running is skipped. */
 const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network>, rate: number) =>
   Effect.gen(function* () {
-    const counter = countingApi(api)
-    const layer = Layer.merge(cniLayer(counter.api), Layer.succeed(KubeApi, counter.api))
+    // Its own KubeApi, counting its calls by verb, resource and outcome ("ok" or the failure's reason).
+    const counts = new Map<string, number>()
+    const bump = (k: string) => Effect.sync(() => counts.set(k, (counts.get(k) ?? 0) + 1))
+    const counted = around(api, ({ verb, resource }, e) => Effect.tapBoth(e, { onSuccess: () => bump(`${verb} ${resource.plural} ok`), onFailure: (x) => bump(`${verb} ${resource.plural} ${x.reason}`) }))
+    const layer = Layer.merge(cniLayer(counted), Layer.succeed(KubeApi, counted))
     const stats = { started: 0, failed: 0, skipped: 0, errors: [] as Array<string> }
     let running = 0
     const started: Array<string> = []
@@ -189,9 +181,9 @@ const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network
       stop: Effect.gen(function* () {
         yield* Fiber.interrupt(fiber)
         yield* Fiber.joinAll(fibers)
-        const counts = Object.fromEntries(counter.counts)
-        const poolPatches = count(counts, "patch", "ippools")
-        return { ...stats, poolPatches, poolConflicts: poolPatches - count(counts, "patch", "ippools", "ok") } satisfies AllocatorStats
+        const calls = Object.fromEntries(counts)
+        const poolPatches = count(calls, "patch", "ippools")
+        return { ...stats, poolPatches, poolConflicts: poolPatches - count(calls, "patch", "ippools", "ok") } satisfies AllocatorStats
       })
     }
   })
@@ -247,7 +239,7 @@ export interface MassRun {
   readonly serverRates?: Rates
   readonly rest: RestReport
   readonly allocator?: AllocatorStats
-  readonly memory?: { readonly rss: number; readonly hwm: number }
+  readonly memory: { readonly rss: number; readonly hwm: number }
 }
 
 /** Every pod deleted at once (16 deletes in flight, grace 0); times until all their addresses are free. */
@@ -268,7 +260,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const m0 = yield* c.scrape
         const s0 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu0 = env.cpu(c)
-        const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => sum(s, API, (l) => l["verb"] !== "watch" && l["resource"] !== "leases"))))
+        const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => total(callsBetween([], s)))))
         const serverSampler = o.serverRates === true && o.serverCounts !== undefined ? rateSampler(async () => serverTotal(await o.serverCounts!())) : undefined
         const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
         const del = yield* (o.deleteWith === undefined ? deleteAll(started) : o.deleteWith(started))
@@ -283,7 +275,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const m1 = yield* c.scrape
         const s1 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu = cpuDelta(cpu0, env.cpu(c))
-        const memory = c.proc?.memory()
+        const memory = c.proc.memory()
         const rest = yield* restCheck([ns])
         if (allocator !== undefined) yield* deleteAll(allocator.names.map((name) => ({ namespace: ns, name })))
         return {
@@ -306,7 +298,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
           ...(serverRates === undefined ? {} : { serverRates }),
           rest,
           ...(alloc === undefined ? {} : { allocator: alloc }),
-          ...(memory === undefined ? {} : { memory })
+          memory
         } satisfies MassRun
       })
     )
@@ -314,7 +306,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
     return run
   })
 
-export interface SingleOptions extends Pick<MassOptions, "pods" | "pools" | "limits" | "label" | "timeoutMs" | "perPod" | "keepPools"> {
+export interface SingleOptions extends Pick<MassOptions, "pods" | "pools" | "limits" | "label" | "timeoutMs" | "keepPools"> {
   /** Deletions per second. */
   readonly rate: number
 }
@@ -322,33 +314,26 @@ export interface SingleOptions extends Pick<MassOptions, "pods" | "pools" | "lim
 export interface SingleRun extends Pick<FloorRun, "pods" | "rate" | "pool" | "reservation" | "cpu" | "completed"> {
   readonly kind: Kind
   readonly limits: Limits
-  /** How late the benchmark issued deletes against the schedule (ms). */
-  readonly issueLag: Percentiles
   readonly calls: Record<string, number>
   readonly rest: RestReport
   /** The benchmark's own pod DELETE calls, issue → answer (ms): how loaded the API server is. */
-  readonly deleteCall?: Percentiles
-  /** The contender's reconcile_duration_seconds over the run: batches and mean (ms). */
-  readonly reconciles?: { readonly count: number; readonly meanMs: number }
+  readonly deleteCall: Percentiles
   /**
    * Where the time went, from the contender's own histograms between the two scrapes: count, mean
    * and interpolated p50/p95/p99 (ms) per step (queue wait, reconcile of a batch, each request).
    */
-  readonly steps?: Readonly<Record<string, StepLatency>>
+  readonly steps: Readonly<Record<string, StepLatency>>
 }
 
-export interface StepLatency {
-  readonly n: number
-  readonly mean: number
-  readonly p50: number
-  readonly p95: number
-  readonly p99: number
-}
+export type StepLatency = Pick<Percentiles, "n" | "mean" | "p50" | "p95" | "p99">
+
+/** The step of a reconcile batch: its n and mean are the batches a run took and their mean duration. */
+export const RECONCILE_STEP = "reconcile of a batch (Events not included)"
 
 /** The contender's step histograms: label, metric, labels (for requests: `verb` and `resource`). */
 const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, string>>]> = [
   ["deletion event → a worker takes it", "whereabouts_controller_workqueue_queue_duration_seconds", {}],
-  ["reconcile of a batch (Events not included)", "whereabouts_controller_reconcile_duration_seconds", {}],
+  [RECONCILE_STEP, "whereabouts_controller_reconcile_duration_seconds", {}],
   ["GET pod (re-check)", "whereabouts_controller_api_request_duration_seconds", { verb: "get", resource: "pods" }],
   ["LIST pods (re-check of a large batch)", "whereabouts_controller_api_request_duration_seconds", { verb: "list", resource: "pods" }],
   ["DELETE reservation", "whereabouts_controller_api_request_duration_seconds", { verb: "delete", resource: "overlappingrangeipreservations" }],
@@ -370,38 +355,28 @@ const stepLatencies = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sampl
   return out
 }
 
-/** Batches reconciled between two scrapes and their mean duration, from the histogram's _sum/_count. */
-const reconcileStats = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>) => {
-  const count = sum(after, "whereabouts_controller_reconcile_duration_seconds_count") - sum(before, "whereabouts_controller_reconcile_duration_seconds_count")
-  const seconds = sum(after, "whereabouts_controller_reconcile_duration_seconds_sum") - sum(before, "whereabouts_controller_reconcile_duration_seconds_sum")
-  return { count, meanMs: count > 0 ? (seconds * 1000) / count : Number.NaN }
-}
-
 /**
  * Deletes the pods (grace 0) one every 1000/rate ms from 100 ms from now, each DELETE (and then
  * `after`, if given) in a fiber of its own; joins them all. Per pod, in order: when its DELETE was
- * issued and how late against the schedule, and how long the DELETE took to answer.
+ * issued, and how long it took to answer.
  */
 const deleteAtRate = <E>(started: ReadonlyArray<StartedPod>, rate: number, after?: (p: StartedPod) => Effect.Effect<void, E>) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const t0 = performance.now() + 100
     const issued: Array<number> = []
-    const lag: Array<number> = []
     const answered: Array<number> = []
     const fibers: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
     for (const [i, p] of started.entries()) {
-      const at = t0 + (i * 1000) / rate
-      const wait = at - performance.now()
+      const wait = t0 + (i * 1000) / rate - performance.now()
       if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
       const now = performance.now()
       issued[i] = now
-      lag.push(now - at)
       const deleted = api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 }).pipe(Effect.tap(() => Effect.sync(() => void answered.push(performance.now() - now))))
       fibers.push(yield* Effect.fork(after === undefined ? deleted : Effect.zipRight(deleted, after(p))))
     }
     yield* Fiber.joinAll(fibers).pipe(Effect.orDie)
-    return { t0, issued, lag, answered }
+    return { issued, answered }
   })
 
 /** Per pod whose `at` is known: ms from its DELETE (`issued`, in `refs`' order) to then. */
@@ -415,16 +390,15 @@ const sinceIssued = (refs: ReadonlyArray<string>, issued: ReadonlyArray<number>,
 export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const ns = `sd-${o.label}`
-    const perPod = o.perPod ?? 1
-    const { started, refs } = yield* startPods(ns, networks(ns, o.pools), o.pods, perPod)
+    const { started, refs } = yield* startPods(ns, networks(ns, o.pools), o.pods)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const c = yield* env.start(kind, o.limits, o.label)
         const tracker = yield* makeTracker()
-        yield* tracker.allHeld(refs, o.pods * perPod)
+        yield* tracker.allHeld(refs, o.pods)
         const m0 = yield* c.scrape
         const cpu0 = env.cpu(c)
-        const { issued, lag, answered } = yield* deleteAtRate(started, o.rate)
+        const { issued, answered } = yield* deleteAtRate(started, o.rate)
         yield* tracker.allFreed(refs, o.timeoutMs ?? 600_000)
         const m1 = yield* c.scrape
         const cpu = cpuDelta(cpu0, env.cpu(c))
@@ -437,13 +411,11 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
           limits: o.limits,
           pool: percentiles(poolLat),
           reservation: percentiles(sinceIssued(refs, issued, tracker.reservationsFreedAt)),
-          issueLag: percentiles(lag),
           completed: poolLat.length,
           calls: callsBetween(m0, m1),
           cpu,
           rest,
           deleteCall: percentiles(answered),
-          reconciles: reconcileStats(m0, m1),
           steps: stepLatencies(m0, m1)
         } satisfies SingleRun
       })
@@ -496,7 +468,7 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
     yield* deleteAll(background)
     yield* clearPools
     return run
-  }).pipe(Effect.mapError((e) => (e instanceof Error ? e : new Error(String(e)))))
+  })
 
 /** List + watch of every pod until synced, caching projections (ours) or whole objects (baseline); ms. */
 export const informerSync = (kind: Kind) =>
@@ -516,8 +488,6 @@ export interface FloorRun {
   readonly pool: Percentiles
   readonly reservation: Percentiles
   readonly cpu: Record<string, number>
-  /** The slowest pods: when (ms after the first delete) each was issued and how long it took. */
-  readonly slowest: ReadonlyArray<{ readonly atMs: number; readonly ms: number }>
   /** Pods whose pool entry the tracker saw go (all, unless a request failed for good). */
   readonly completed: number
   /** Follow-up requests that failed (none expected). */
@@ -597,19 +567,17 @@ export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "pool
               { concurrency: 2, discard: true }
             )
           })
-        const { t0, issued } = yield* deleteAtRate(started, o.rate, (p) => follow(p.namespace, p.name))
+        const { issued } = yield* deleteAtRate(started, o.rate, (p) => follow(p.namespace, p.name))
         yield* tracker.allFreed(refs, 120_000)
         const cpu = cpuDelta(cpu0, env.cpu())
-        const freed = [...refs.keys()].filter((i) => tracker.poolFreedAt(refs[i]!) !== undefined)
-        const timed = freed.map((i) => ({ atMs: issued[i]! - t0, ms: tracker.poolFreedAt(refs[i]!)! - issued[i]! }))
+        const poolLat = sinceIssued(refs, issued, tracker.poolFreedAt)
         return {
           pods: o.pods,
           rate: o.rate,
-          pool: percentiles(timed.map((t) => t.ms)),
+          pool: percentiles(poolLat),
           reservation: percentiles(sinceIssued(refs, issued, tracker.reservationsFreedAt)),
-          completed: freed.length,
+          completed: poolLat.length,
           cpu,
-          slowest: [...timed].sort((a, b) => b.ms - a.ms).slice(0, 12),
           failures
         } satisfies FloorRun
       })

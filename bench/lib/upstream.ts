@@ -12,14 +12,15 @@ import { Effect, Either, type Scope } from "effect"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { apiserverRequests, type BenchPlane, cpuSeconds } from "./controlplane.ts"
-import { type BenchEnv, cpuDelta, type Limits, limitsAt } from "./env.ts"
+import { type BenchEnv, cpuDelta, type Limits, limitsAt, SHIPPED } from "./env.ts"
 import { ROOT } from "./paths.ts"
 import { freePort } from "../../test/live/cluster.ts"
 import { spawnLogged } from "./proc.ts"
 import { delta, parseProm, type Sample, sum } from "./prom.ts"
 import { type Row, row, type Section, table, yesNo } from "./report.ts"
-import { cpuText, fmt, fullyFreed, medSpread, ms, ratio, sec, spread } from "./rows.ts"
-import { callsBetween, count, type MassRun, serverCallsBetween, total, waitUntil, writes } from "./scenarios.ts"
+import { cpuText, fullyFreed, medSpread, poolPatches, ratio, sec } from "./rows.ts"
+import { fmt, ms, spread } from "./stats.ts"
+import { callsBetween, type MassRun, serverCallsBetween, total, waitUntil, writes } from "./scenarios.ts"
 import { type Network, clearPools, deleteAll, ignoreExists, makeTracker, networks, restCheck, startPods, violations, wrongAndLost } from "./world.ts"
 
 /** The Node every pod of this scenario is bound to, and upstream's NODENAME. */
@@ -71,27 +72,24 @@ const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly l
         }
         const p = spawnLogged(bin, [], env, path.join(o.logDir, `${o.label}.log`), `${url}/readyz`, 20_000)
         await p.ready()
-        return { ...p, scrape: async () => parseProm(await (await fetch(`${url}/metrics`)).text(), (n) => n === UPSTREAM_API) }
+        return {
+          pid: p.pid,
+          stop: p.stop,
+          scrape: async () => parseProm(await (await fetch(`${url}/metrics`)).text(), (n) => n === UPSTREAM_API),
+          callsBetween: (a, b) => Object.fromEntries(Object.entries(delta(a, b, UPSTREAM_API, ["verb", "resource", "code"])).filter(([k]) => !k.startsWith("watch "))),
+          done: (s) => sum(s, UPSTREAM_API, (l) => l["resource"] === "events" && (l["verb"] === "create" || l["verb"] === "patch") && (l["code"] ?? "").startsWith("2"))
+        } satisfies Handle & { readonly stop: () => Promise<void> }
       },
       catch: (e) => (e instanceof Error ? e : new Error(String(e)))
     }),
     (p) => Effect.promise(() => p.stop())
-  ).pipe(
-    Effect.map(
-      (p): Handle => ({
-        pid: p.pid,
-        scrape: p.scrape,
-        callsBetween: (a, b) => Object.fromEntries(Object.entries(delta(a, b, UPSTREAM_API, ["verb", "resource", "code"])).filter(([k]) => !k.startsWith("watch "))),
-        done: (s) => sum(s, UPSTREAM_API, (l) => l["resource"] === "events" && (l["verb"] === "create" || l["verb"] === "patch") && (l["code"] ?? "").startsWith("2"))
-      })
-    )
   )
 
 const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
   Effect.map(
     env.start("ours", limits, label),
     (c): Handle => ({
-      pid: c.proc!.pid,
+      pid: c.proc.pid,
       scrape: () => Effect.runPromise(c.scrape),
       callsBetween,
       done: (s) => sum(s, FREED)
@@ -116,8 +114,6 @@ export interface UpstreamOptions extends Pick<UpstreamRun, "pods" | "pools" | "l
   readonly binary: string
   /** The flat file the NADs name (written by `upstreamComparison`). */
   readonly flatFile: string
-  readonly serverCounts: () => Promise<ReadonlyArray<Sample>>
-  readonly timeoutMs: number
 }
 
 const withFlatFile = (n: Network, flatFile: string): Network => {
@@ -138,22 +134,22 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
         const t1 = performance.now()
         const c =
           kind === "ours"
-            ? yield* startOurs(env, o.limits ?? limitsAt(20), o.label)
+            ? yield* startOurs(env, o.limits ?? SHIPPED, o.label)
             : yield* startUpstream(o.binary, { kubeconfig: plane.kubeconfigPath, limits: o.limits, logDir, label: o.label })
         const startMs = performance.now() - t1
         const tracker = yield* makeTracker()
         yield* tracker.allHeld(refs, o.pods)
         const m0 = yield* Effect.promise(c.scrape)
-        const s0 = yield* Effect.promise(o.serverCounts)
+        const s0 = yield* Effect.promise(() => apiserverRequests(plane))
         const cpuOf = () => ({ ...env.cpu(), contender: cpuSeconds(c.pid) })
         const cpu0 = cpuOf()
         const del = yield* deleteAll(started)
-        const freed = yield* tracker.allFreed(refs, o.timeoutMs, del.lastReturned)
+        const freed = yield* tracker.allFreed(refs, 30 * 60_000, del.lastReturned)
         const eventsAt = yield* Effect.promise(() => waitUntil(async () => c.done(await c.scrape()) - c.done(m0), o.pods, Number.isNaN(freed.pool) ? 1 : 120_000))
         // Let the last writes (Events, a lease release) land before counting.
         yield* Effect.sleep("1 second")
         const m1 = yield* Effect.promise(c.scrape)
-        const s1 = yield* Effect.promise(o.serverCounts)
+        const s1 = yield* Effect.promise(() => apiserverRequests(plane))
         const cpu = cpuDelta(cpu0, cpuOf())
         const rest = yield* restCheck([ns])
         return {
@@ -182,23 +178,13 @@ export interface ComparisonOptions {
   readonly pods: number
   readonly pools: number
   readonly reps: number
-  /** The controller's own default limit (what it runs with as released). */
-  readonly defaults: Limits
-  /** One raised limit both run at in a second pair of runs. */
-  readonly raised: Limits
-  readonly timeoutMs?: number
   readonly log: (line: string) => void
 }
 
-export interface Comparison {
-  readonly binary: UpstreamBinary
-  readonly flatFile: string
-  readonly runs: ReadonlyArray<UpstreamRun>
-  readonly rows: Array<Row>
-  readonly section: Section
-}
-
 type Runner = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.Scope>) => Promise<A>
+
+/** The limit both run at in the second pair of runs (the first: each as released). */
+export const RAISED = limitsAt(500)
 
 const limitText = (l: Limits | undefined) =>
   l === undefined ? "client-go default (QPS 5/burst 10 per API group client)" : l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client cap"
@@ -206,17 +192,17 @@ const medianOf = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => numbe
 
 /**
  * The upstream pod controller and the controller on the same kind of world (`pods` pods on one
- * node, `pools` pools, deleted at once), each as released and then both at `raised`; `reps`
+ * node, `pools` pools, deleted at once), each as released and then both at RAISED; `reps`
  * times, alternating. A string when the upstream binary cannot be had.
  */
-export const upstreamComparison = async (plane: BenchPlane, logDir: string, run: Runner, o: ComparisonOptions): Promise<Comparison | string> => {
+export const upstreamComparison = async (plane: BenchPlane, logDir: string, run: Runner, o: ComparisonOptions) => {
   const binary = upstreamBinary()
   if (Either.isLeft(binary)) return binary.left
   const flatFile = path.join(logDir, "whereabouts.conf")
   fs.writeFileSync(flatFile, `${JSON.stringify({ datastore: "kubernetes", kubernetes: { kubeconfig: plane.kubeconfigPath } }, null, 2)}\n`)
   const settings = [
-    { name: "released", upstream: undefined, ours: o.defaults },
-    { name: "raised", upstream: o.raised, ours: o.raised }
+    { name: "released", upstream: undefined, ours: SHIPPED },
+    { name: "raised", upstream: RAISED, ours: RAISED }
   ] as const
   const runs: Array<UpstreamRun & { readonly setting: string }> = []
   for (let i = 0; i < o.reps; i++) {
@@ -225,7 +211,7 @@ export const upstreamComparison = async (plane: BenchPlane, logDir: string, run:
         const limits = kind === "ours" ? s.ours : s.upstream
         const label = `up-${kind}-${s.name}-${i}`
         const r = await run((e) =>
-          upstreamMass(e, plane, logDir, kind, { pods: o.pods, pools: o.pools, limits, label, binary: binary.right.path, flatFile, serverCounts: () => apiserverRequests(plane), timeoutMs: o.timeoutMs ?? 30 * 60_000 })
+          upstreamMass(e, plane, logDir, kind, { pods: o.pods, pools: o.pools, limits, label, binary: binary.right.path, flatFile })
         )
         runs.push({ ...r, setting: s.name })
         o.log(`  ${kind} (${limitText(limits)}) #${i + 1}: all free ${sec(fullyFreed(r))} after the last delete; requests: ${breakdown(r.calls)}`)
@@ -247,8 +233,8 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
   const rows: Array<Row> = []
   const version = binary.version.split(" ").slice(-1)[0] ?? "?"
   for (const [setting, text] of [
-    ["released", `each as released: upstream at ${limitText(undefined)}, ours at ${limitText(o.defaults)}`],
-    ["raised", `both at ${limitText(o.raised)}`]
+    ["released", `each as released: upstream at ${limitText(undefined)}, ours at ${limitText(SHIPPED)}`],
+    ["raised", `both at ${limitText(RAISED)}`]
   ] as const) {
     const ours = pick(setting, "ours")
     const up = pick(setting, "upstream")
@@ -281,7 +267,7 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
       total(r.calls),
       fmt(total(r.calls) / r.pods),
       total(r.serverCalls),
-      `${count(r.calls, "patch", "ippools")} (${count(r.calls, "patch", "ippools", "422")})`,
+      poolPatches(r.calls),
       cpuText(r.cpu),
       violations(r.rest) === 0 ? "ok" : `${violations(r.rest)} violations`
     ])

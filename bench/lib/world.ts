@@ -1,5 +1,5 @@
 /** The benchmark world over any KubeApi: networks, pods started in bulk, a tracker of frees, the invariants at rest. */
-import { Effect, Either, Queue, type Scope } from "effect"
+import { Effect, Either, Queue } from "effect"
 import { assignIP } from "../../src/testing/allocate.ts"
 import { formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
@@ -33,12 +33,11 @@ export const networks = (namespace: string, count: number, cidr: (k: number) => 
 
 export const ignoreExists = <A, R>(e: Effect.Effect<A, KubeError, R>) => e.pipe(Effect.asVoid, Effect.catchIf((x) => x.reason === "AlreadyExists", () => Effect.void))
 
-/** Creates the namespace (real servers need it) and the NADs. */
+/** Creates the namespaces (real servers need them: the networks' and the pool namespace) and the NADs. */
 export const createNetworks = (nets: ReadonlyArray<Network>) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
-    for (const ns of new Set(nets.map((n) => n.namespace))) yield* ignoreExists(api.create(R.Namespaces, undefined, { metadata: { name: ns } }))
-    yield* ignoreExists(api.create(R.Namespaces, undefined, { metadata: { name: POOL_NAMESPACE } }))
+    for (const ns of new Set([...nets.map((n) => n.namespace), POOL_NAMESPACE])) yield* ignoreExists(api.create(R.Namespaces, undefined, { metadata: { name: ns } }))
     for (const n of nets) {
       yield* ignoreExists(api.create(R.NetworkAttachmentDefinitions, n.namespace, { metadata: { name: n.nad, namespace: n.namespace }, spec: { config: n.config } }))
     }
@@ -59,8 +58,6 @@ export interface StartedPod {
   readonly ips: ReadonlyArray<{ readonly net: Network; readonly ifname: string; readonly ip: string }>
 }
 
-const pointer = (key: string) => `/spec/allocations/${key}`
-
 /**
  * The CNI simulation for many pods at once: the pool contents `startPod` pod by pod would leave
  * (the plugin's `assignIP`), batched: the pods with their final annotations, then one guarded
@@ -76,14 +73,14 @@ export const bulkStart = (
     const concurrency = options.concurrency ?? 16
     const first = options.firstIndex ?? 0
     // 1. Allocate in memory, pool by pool, in pod order (as sequential CNI ADDs would).
-    const pools = new Map<string, { net: Network; rv: string | undefined; exists: boolean; before: Record<string, IPAllocation>; allocations: Record<string, IPAllocation> }>()
+    const pools = new Map<string, { net: Network; rv: string | undefined; exists: boolean; allocations: Record<string, IPAllocation>; added: Array<string> }>()
     for (const p of pods) {
       for (const a of p.attachments) {
         if (pools.has(a.net.pool)) continue
         const got = yield* Effect.either(api.get(R.IPPools, POOL_NAMESPACE, a.net.pool))
         if (Either.isLeft(got) && got.left.reason !== "NotFound") return yield* Effect.fail(got.left)
         const allocations = Either.isRight(got) ? { ...((got.right["spec"] as { allocations?: Record<string, IPAllocation> }).allocations ?? {}) } : {}
-        pools.set(a.net.pool, { net: a.net, rv: Either.isRight(got) ? got.right.metadata.resourceVersion : undefined, exists: Either.isRight(got), before: { ...allocations }, allocations })
+        pools.set(a.net.pool, { net: a.net, rv: Either.isRight(got) ? got.right.metadata.resourceVersion : undefined, exists: Either.isRight(got), allocations, added: [] })
       }
     }
     const started: Array<StartedPod> = []
@@ -99,18 +96,18 @@ export const bulkStart = (
         if (Either.isLeft(got)) return yield* Effect.dieMessage(got.left.message)
         // The map is this function's own copy: set in place (a copy per address is quadratic in the pool's size).
         pool.allocations[got.right.key] = got.right.entry as IPAllocation
+        pool.added.push(got.right.key)
         ips.push({ net: a.net, ifname: a.ifname, ip: formatIP(got.right.ip) })
       }
       started.push({ namespace: ns, name: p.name, ips })
     }
-    const nodeOf = new Map(pods.map((p) => [`${p.namespace ?? namespace}/${p.name}`, p.nodeName ?? options.nodeName] as const))
     // 2. The pods, with the annotations Multus leaves on them.
     yield* Effect.forEach(
       started,
       (s, i) => {
         const networks = s.ips.map((x) => `${x.net.namespace}/${x.net.nad}@${x.ifname}`).join(",")
         const status = networkStatusFor(first + i, s.ips.map((x) => ({ network: `${x.net.namespace}/${x.net.nad}`, ifname: x.ifname, ips: [x.ip] })))
-        const nodeName = nodeOf.get(`${s.namespace}/${s.name}`)
+        const nodeName = pods[i]!.nodeName ?? options.nodeName
         const pod = realisticPod(s.namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true, ...(nodeName === undefined ? {} : { nodeName }) })
         return api.create(R.Pods, s.namespace, pod)
       },
@@ -118,15 +115,14 @@ export const bulkStart = (
     )
     // 3. One guarded write per pool (chunked under the API server's 10,000-op limit).
     for (const pool of pools.values()) {
-      const added = Object.keys(pool.allocations).filter((k) => !(k in pool.before))
       if (!pool.exists) {
         yield* api.create(R.IPPools, POOL_NAMESPACE, { metadata: { name: pool.net.pool, namespace: POOL_NAMESPACE }, spec: { range: pool.net.range, allocations: pool.allocations } })
         continue
       }
       let rv = pool.rv
-      for (let c = 0; c < added.length; c += 9_000) {
+      for (let c = 0; c < pool.added.length; c += 9_000) {
         const ops: Array<JsonPatchOp> = [{ op: "test", path: "/metadata/resourceVersion", value: rv }]
-        for (const k of added.slice(c, c + 9_000)) ops.push({ op: "add", path: pointer(k), value: pool.allocations[k] })
+        for (const k of pool.added.slice(c, c + 9_000)) ops.push({ op: "add", path: `/spec/allocations/${k}`, value: pool.allocations[k] })
         const written = yield* api.patch(R.IPPools, POOL_NAMESPACE, pool.net.pool, { type: "json", ops })
         rv = written.metadata.resourceVersion
       }
@@ -152,7 +148,7 @@ export const startPods = (ns: string, nets: ReadonlyArray<Network>, pods: number
     return { started, refs: started.map((p) => `${p.namespace}/${p.name}`) }
   })
 
-/** `n` pods `<prefix>-<i>`, each on one network, round-robin over `nets` (so n/|nets| per pool). */
+/** `n` pods `<prefix>-<i>`, pod i on `perPod` networks from net i on, round-robin over `nets` (so n·perPod/|nets| per pool). */
 export const roundRobin = (prefix: string, n: number, nets: ReadonlyArray<Network>, perPod = 1): ReadonlyArray<BulkPod> =>
   Array.from({ length: n }, (_, i) => ({
     name: `${prefix}-${i}`,
@@ -181,26 +177,8 @@ const refCounts = (o: KubeObject): Map<string, number> => {
   return out
 }
 
-export interface Tracker {
-  /** Pool entries held per podref, summed over pools, as the watch last showed them. */
-  readonly held: (ref: string) => number
-  /** When the last pool entry of the podref went away (performance.now()), if it did. */
-  readonly poolFreedAt: (ref: string) => number | undefined
-  readonly reservationsOf: (ref: string) => number
-  readonly reservationsFreedAt: (ref: string) => number | undefined
-  /** Resolves when `cond` holds (checked after each watch event and every 50 ms), or fails after the timeout. */
-  readonly until: (cond: () => boolean, what: string, timeoutMs: number) => Effect.Effect<void, Error>
-  /** Resolves once `n` pool entries of `refs` are seen (fails after a minute). */
-  readonly allHeld: (refs: ReadonlyArray<string>, n: number) => Effect.Effect<void, Error>
-  /**
-   * Waits until no pool entry or reservation of `refs` is left, at most `timeoutMs`; then how long
-   * after `since` the last entry and the last reservation went (NaN: not all within the timeout).
-   */
-  readonly allFreed: (refs: ReadonlyArray<string>, timeoutMs: number, since?: number) => Effect.Effect<{ readonly pool: number; readonly reservations: number }>
-}
-
 /** Watches the pool namespace's pools and reservations and timestamps, per podref, when its entries and reservations went away. */
-export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Scope> =>
+export const makeTracker = () =>
   Effect.gen(function* () {
     const held = new Map<string, number>()
     const poolFreed = new Map<string, number>()
@@ -260,43 +238,49 @@ export const makeTracker = (): Effect.Effect<Tracker, never, KubeApi | Scope.Sco
     )
     yield* pools.awaitSynced
     yield* reservations.awaitSynced
+    /** Resolves when `cond` holds (checked after each watch event and every 50 ms), or fails after the timeout. */
     const until = (cond: () => boolean, what: string, timeoutMs: number) =>
       Effect.async<void, Error>((resume) => {
-        const deadline = setTimeout(() => {
+        const stop = () => {
+          clearTimeout(deadline)
           clearInterval(timer)
           wake = undefined
+        }
+        const deadline = setTimeout(() => {
+          stop()
           resume(Effect.fail(new Error(`timed out after ${timeoutMs / 1000} s waiting until ${what}`)))
         }, timeoutMs)
         const check = () => {
           if (!cond()) return
-          clearTimeout(deadline)
-          clearInterval(timer)
-          wake = undefined
+          stop()
           resume(Effect.void)
         }
         const timer = setInterval(check, 50)
         wake = check
         check()
-        return Effect.sync(() => {
-          clearTimeout(deadline)
-          clearInterval(timer)
-          wake = undefined
-        })
+        return Effect.sync(stop)
       })
     const total = (m: Map<string, number>, refs: ReadonlyArray<string>) => refs.reduce((a, r) => a + (m.get(r) ?? 0), 0)
     return {
-      held: (ref) => held.get(ref) ?? 0,
-      poolFreedAt: (ref) => poolFreed.get(ref),
-      reservationsOf: (ref) => resHeld.get(ref) ?? 0,
-      reservationsFreedAt: (ref) => resFreed.get(ref),
+      /** Pool entries held per podref, summed over pools, as the watch last showed them. */
+      held: (ref: string) => held.get(ref) ?? 0,
+      /** When the last pool entry of the podref went away (performance.now()), if it did. */
+      poolFreedAt: (ref: string) => poolFreed.get(ref),
+      reservationsOf: (ref: string) => resHeld.get(ref) ?? 0,
+      reservationsFreedAt: (ref: string) => resFreed.get(ref),
       until,
-      allHeld: (refs, n) => until(() => total(held, refs) === n, "the tracker sees every allocation", 60_000),
-      allFreed: (refs, timeoutMs, since = 0) =>
+      /** Resolves once `n` pool entries of `refs` are seen (fails after a minute). */
+      allHeld: (refs: ReadonlyArray<string>, n: number) => until(() => total(held, refs) === n, "the tracker sees every allocation", 60_000),
+      /**
+       * Waits until no pool entry or reservation of `refs` is left, at most `timeoutMs`; then how long
+       * after `since` the last entry and the last reservation went (NaN: not all within the timeout).
+       */
+      allFreed: (refs: ReadonlyArray<string>, timeoutMs: number, since = 0) =>
         Effect.map(Effect.either(until(() => total(held, refs) === 0 && total(resHeld, refs) === 0, "every address of the deleted pods is free", timeoutMs)), (done) => {
           const last = (at: Map<string, number>) => (Either.isLeft(done) ? Number.NaN : Math.max(...refs.map((r) => at.get(r) ?? since)) - since)
           return { pool: last(poolFreed), reservations: last(resFreed) }
         })
-    } satisfies Tracker
+    }
   })
 
 /** The live tier's invariants at rest (test/live/support/bulk.ts), plus the reservations counted. */
@@ -304,11 +288,10 @@ export interface RestReport extends LiveRestReport {
   readonly reservations: number
 }
 
-export const violations = (r: RestReport): number =>
-  r.liveNotHeld.length + r.deadHeld.length + r.shared.length + r.reservationMissing.length + r.reservationDead.length
-
 /** Wrong frees (a live pod's address not held for it, or held twice, or unreserved) and lost ones (held for a pod that is gone). */
 export const wrongAndLost = (r: RestReport): readonly [number, number] => [r.liveNotHeld.length + r.shared.length + r.reservationMissing.length, r.deadHeld.length + r.reservationDead.length]
+
+export const violations = (r: RestReport): number => wrongAndLost(r)[0] + wrongAndLost(r)[1]
 
 /** The invariants at rest over the API (pods of `podNamespaces`, every pool and reservation). */
 export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
@@ -317,22 +300,21 @@ export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
     const pools = (yield* listAll(R.IPPools, POOL_NAMESPACE)).items.map((o) =>
       parsePool({ metadata: { name: o.metadata.name }, spec: o["spec"] as { range: string; allocations: Record<string, unknown> } })
     )
-    const entries = new Map(pools.flatMap((p) => p.entries.map((e) => [formatIP(e.ip), e] as const)))
+    const poolHolders = new Map(pools.flatMap((p) => p.entries.map((e) => [formatIP(e.ip), e.podref] as const)))
     const reservations = new Map(
       (yield* listAll(R.OverlappingRangeIPReservations, POOL_NAMESPACE)).items.map((o) => [o.metadata.name, String((o["spec"] as { podref?: unknown }).podref)] as const)
     )
-    const poolHolders = new Map([...entries].map(([ip, e]) => [ip, e.podref] as const))
     const found = findViolations({ live, poolHolders, reservations, inScope: (ref) => podNamespaces.some((ns) => ref.startsWith(`${ns}/`)) })
     return {
       ...found,
       livePods: live.size,
-      allocations: entries.size,
+      allocations: poolHolders.size,
       reservations: reservations.size
     } satisfies RestReport
   })
 
-/** Deletes pods as fast as `concurrency` allows (grace 0: no kubelet here); returns when each call returned. */
-export const deleteAll = (pods: ReadonlyArray<{ readonly namespace: string; readonly name: string }>, concurrency = 16) =>
+/** Deletes pods, 16 deletes in flight (grace 0: no kubelet here); returns when each call returned. */
+export const deleteAll = (pods: ReadonlyArray<{ readonly namespace: string; readonly name: string }>) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const issued: Array<number> = []
@@ -343,7 +325,7 @@ export const deleteAll = (pods: ReadonlyArray<{ readonly namespace: string; read
           issued.push(performance.now())
           return api.delete(R.Pods, p.namespace, p.name, { gracePeriodSeconds: 0 })
         }),
-      { concurrency, discard: true }
+      { concurrency: 16, discard: true }
     )
     return { firstIssued: issued[0] ?? performance.now(), lastReturned: performance.now() }
   })
