@@ -38,7 +38,10 @@ export const podIdentity = (pod: PodIdentity): PodIdentity => ({ namespace: pod.
 export const podRef = (pod: { readonly namespace: string; readonly name: string }): string => `${pod.namespace}/${pod.name}`
 
 /** Splits a podref; undefined when it is not `namespace/name`. */
-export const splitPodRef = (ref: string): { readonly namespace: string; readonly name: string } | undefined => {
+/** An object named within its namespace (client-go's types.NamespacedName). */
+export type NamespacedName = { readonly namespace: string; readonly name: string }
+
+export const splitPodRef = (ref: string): NamespacedName | undefined => {
   const parts = ref.split("/")
   return parts.length === 2 && parts[0] !== "" && parts[1] !== "" ? { namespace: parts[0]!, name: parts[1]! } : undefined
 }

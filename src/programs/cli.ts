@@ -8,7 +8,7 @@ import { ConfigProvider, Duration, Either } from "effect"
 import { parseSchedule } from "../domain/cron.ts"
 import { type IPAddress, parseIP } from "../domain/ip.ts"
 import { BOOLEAN, COUNT, DURATION, NAME, OUTPUT_FORMATS, PATH, PERIOD, PORT, RATE, RATIO, type ValueType, formatDuration, parseChoice, parseOptionalDuration } from "../domain/option-values.ts"
-import { splitPodRef } from "../domain/pod.ts"
+import { type NamespacedName, splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
@@ -214,12 +214,11 @@ const COMMAND_ARGUMENTS = [
   { command: "preflight", title: "Whose access preflight reviews (a flag only):", args: PREFLIGHT_ARGUMENTS }
 ] as const
 
-export type PodName = { readonly namespace: string; readonly name: string }
 
 /** What `release` was asked to free, checked. */
 export type ReleaseTargets =
   | { readonly _tag: "Report"; readonly path: string }
-  | { readonly _tag: "Named"; readonly pods: ReadonlyArray<PodName>; readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>; readonly force: boolean }
+  | { readonly _tag: "Named"; readonly pods: ReadonlyArray<NamespacedName>; readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>; readonly force: boolean }
 
 /** A <namespace>/<name> flag value, checked. */
 const namespacedName = (flag: string, text: string, example = "") => {

@@ -8,13 +8,13 @@ import { atOrOver } from "../domain/capacity.ts"
 import { type CheckRow, CRD_SPECS, type CrdProbe, type CrdSpec, type NadIssue, type RbacProbe, type RbacSubject, type UpstreamWorkload, UPSTREAM_APP_LABELS, countVerdicts, crdRow, exitCodeOf, nadRows, rbacRow, upstreamProgram, upstreamRows } from "../domain/preflight.ts"
 import type { OutputFormat } from "../domain/option-values.ts"
 import { type AccessCheck, CONTROLLER_SERVICE_ACCOUNT, describeAccess, resolveNeeds } from "../domain/rbac-needs.ts"
+import type { NamespacedName } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { KubeApi, listAll } from "../services/KubeApi.ts"
 import type { KubeError, KubeErrorReason } from "../services/KubeError.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import * as R from "../services/resources.ts"
 import { plural, table } from "./audit.ts"
-import type { PodName } from "./cli.ts"
 import { poolNearlyFullMessage } from "./pool-usage.ts"
 import { type PoolReport, listWhereabouts, poolReports } from "./sweep.ts"
 
@@ -75,7 +75,7 @@ const callerName = Effect.flatMap(KubeApi, (api) => api.create(SelfSubjectReview
   explained(() => undefined)
 )
 
-const serviceAccountExists = (sa: PodName) =>
+const serviceAccountExists = (sa: NamespacedName) =>
   Effect.flatMap(KubeApi, (api) => api.get(ServiceAccounts, sa.namespace, sa.name, { metadataOnly: true })).pipe(
     Effect.as<boolean | undefined>(true),
     explained((e) => (e.reason === "NotFound" ? false : undefined))
@@ -85,7 +85,7 @@ const serviceAccountExists = (sa: PodName) =>
  * Whose access to review: the ServiceAccount named, else the controller's own when it exists in
  * --namespace, else the caller (not installed yet, or run inside the controller's pod).
  */
-const chooseReviewer = (named: PodName | undefined, namespace: string) =>
+const chooseReviewer = (named: NamespacedName | undefined, namespace: string) =>
   Effect.gen(function* () {
     const caller = yield* callerName
     const self: Reviewer = { subject: { who: caller === undefined ? "the caller" : `the caller (${caller})` } }
@@ -103,7 +103,7 @@ const chooseReviewer = (named: PodName | undefined, namespace: string) =>
     return { reviewer, self }
   })
 
-const rbacCheck = (named: PodName | undefined) =>
+const rbacCheck = (named: NamespacedName | undefined) =>
   Effect.gen(function* () {
     const config = yield* ControllerConfig
     const checks = resolveNeeds(config)
@@ -165,7 +165,7 @@ const dataRows = Effect.gen(function* () {
 }).pipe(explained((e) => notChecked(e.message)))
 
 /** Every check, in the table's order. */
-export const preflightRows = (serviceAccount: PodName | undefined) =>
+export const preflightRows = (serviceAccount: NamespacedName | undefined) =>
   Effect.gen(function* () {
     const { namespace } = yield* ControllerConfig
     const probes = yield* Effect.forEach(CRDS, (c) => Effect.map(probeCrd(c.resource, c.inNamespace ? namespace : undefined), (probe) => ({ ...c, probe })))
@@ -183,5 +183,5 @@ export const renderPreflight = (rows: ReadonlyArray<CheckRow>, output: OutputFor
 }
 
 /** Runs every check; fails only when it could not complete (the command's exit code 3, as every one-shot's). */
-export const preflight = (output: OutputFormat, serviceAccount: PodName | undefined) =>
+export const preflight = (output: OutputFormat, serviceAccount: NamespacedName | undefined) =>
   Effect.map(preflightRows(serviceAccount), (rows) => ({ text: renderPreflight(rows, output), exitCode: exitCodeOf(rows) as number }))

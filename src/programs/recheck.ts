@@ -5,7 +5,7 @@
 import { Clock, Effect, Either, Option } from "effect"
 import { type NodeFact, neverRunsAgain } from "../domain/never-runs-again.ts"
 import { type ClaimSource, claimantRefs, withClaimants } from "../domain/claims.ts"
-import { type PodProjection, podRef, splitPodRef } from "../domain/pod.ts"
+import { type NamespacedName, type PodProjection, podRef, splitPodRef } from "../domain/pod.ts"
 import { type Holding, type LivePods, type LivenessFacts, recheckTargets } from "../domain/release.ts"
 import type { Caches } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
@@ -36,7 +36,6 @@ export const recheckByList = (refs: number, namespacePods: number, apiQps: numbe
 /** Re-check GETs in flight at once. */
 export const RECHECK_GET_CONCURRENCY = 16
 
-type Ref = { readonly namespace: string; readonly name: string }
 /** How many pods the cache holds in each of these namespaces. */
 type NamespaceSizes = (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>
 
@@ -44,7 +43,7 @@ type NamespaceSizes = (namespaces: ReadonlySet<string>) => ReadonlyMap<string, n
  * The pods (by podref) that exist now under these namespace/names; without `namespacePods` a namespace
  * counts as small. `options` (Pods) narrows what the server sends when only existence matters.
  */
-export const livePodsByRef = (refs: ReadonlyArray<Ref>, options: ReadOptions = {}, namespacePods?: NamespaceSizes) =>
+export const livePodsByRef = (refs: ReadonlyArray<NamespacedName>, options: ReadOptions = {}, namespacePods?: NamespaceSizes) =>
   Effect.gen(function* () {
     const pods = yield* Pods
     const { apiQps } = yield* ControllerConfig
