@@ -8,7 +8,7 @@
  */
 import { fileURLToPath } from "node:url"
 import { Cause, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option, Queue } from "effect"
-import { cidrContains, parseCidr, parseIP } from "../src/domain/ip.ts"
+import { type IPAddress, cidrContains, parseCidr, parseIP } from "../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus, statusAttachment } from "../src/domain/multus.ts"
 import { poolName, reservationName } from "../src/domain/pool.ts"
 import { serveEndpoints } from "../src/programs/http.ts"
@@ -31,12 +31,10 @@ const RETRIES = 100
 const keyOf = (o: KubeObject) => `${o.metadata.namespace ?? ""}/${o.metadata.name}`
 
 /** GET + guarded patch of one entry, retried on conflict; true when this call removed it. */
-const freeOne = (pool: string, ip: string, podref: string) =>
+const freeOne = (pool: string, addr: IPAddress, podref: string) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const { namespace } = yield* ControllerConfig.ControllerConfig
-    const addr = parseIP(ip)
-    if (addr === undefined) return false
     for (let attempt = 0; attempt < RETRIES; attempt++) {
       const got = yield* Effect.either(api.get(R.IPPools, namespace, pool))
       if (Either.isLeft(got)) {
@@ -92,7 +90,7 @@ const processPod = (pod: KubeObject, nads: (key: string) => Option.Option<NadRec
         const ip = parseIP(text.includes("/") ? text.slice(0, text.indexOf("/")) : text)
         const range = ip === undefined ? undefined : ipam.ranges.find((r) => cidrContains(r.cidr, ip))
         if (ip === undefined || range === undefined) continue
-        const done = yield* freeOne(poolName(range.range, ipam.networkName), text, podref)
+        const done = yield* freeOne(poolName(range.range, ipam.networkName), ip, podref)
         if (!done) continue
         freed++
         if (ipam.enableOverlappingRanges) {
