@@ -47,11 +47,12 @@ export const listingSnapshot = (
 ): Effect.Effect<Snapshot, never, NadConfigs> =>
   Effect.map(NadConfigs, (decoder) => {
     const nadsByKey = new Map(nads.map((n) => [`${n.namespace}/${n.name}`, n] as const))
+    const [poolList, reservationList] = [[...pools.values()], [...reservations.values()]]
     return {
       pool: (name) => pools.get(name),
-      poolsHeldBy: (ref) => [...pools.values()].filter((p) => p.entries.some((e) => e.podref === ref)),
+      poolsHeldBy: (ref) => poolList.filter((p) => p.entries.some((e) => e.podref === ref)),
       reservation: (name) => reservations.get(name),
-      reservationsHeldBy: (ref) => [...reservations.values()].filter((r) => r.podref === ref),
+      reservationsHeldBy: (ref) => reservationList.filter((r) => r.podref === ref),
       nad: (namespace, name) => {
         const nad = nadsByKey.get(`${namespace}/${name}`)
         return nad === undefined ? undefined : decoder.decode(nad)
