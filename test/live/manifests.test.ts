@@ -12,15 +12,12 @@ import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { parseAllDocuments } from "yaml"
-import { CHART, type Found, findGoAsset, helm, kustomizeWith, required } from "../deploy/support/tools.ts"
+import { CHART, DEPLOY, type Found, findGoAsset, helm, kustomizeWith, required } from "../deploy/support/tools.ts"
 import { describeLive, envtestAssets, runningEnvtest, uniqueNamespace } from "../support/live.ts"
 import { ruleVerbs, shippedRbac } from "./support/rbac.ts"
 
-const ROOT = fileURLToPath(new URL("../..", import.meta.url))
-const DEPLOY = path.join(ROOT, "deploy")
 const SA = "system:serviceaccount:kube-system:whereabouts-gc"
 
 type Obj = Record<string, any>

@@ -104,7 +104,7 @@ export const kubernetesAssets = () => {
     if (a?.status !== "available") throw new Error(`${key} is not available: ${a?.reason ?? "no info"}`)
     return a.path
   }
-  return { controllers: () => path("kubeControllers"), upstreamE2e: () => path("upstreamE2e"), envtest: inject("envtestAssets"), planeDir: inject("planeDir") }
+  return { controllers: () => path("kubeControllers"), upstreamE2e: () => path("upstreamE2e"), envtest: envtestAssets(), planeDir: inject("planeDir") }
 }
 
 /** The directory of the tier's kube-apiserver, etcd and kubectl (scripts/envtest-assets.sh); only meaningful inside describeLive. */
