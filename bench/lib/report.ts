@@ -196,7 +196,7 @@ export const regenerate = (names: ReadonlyArray<string> = RESULTS): void => {
   let text = fs.existsSync(FILE) ? fs.readFileSync(FILE, "utf8") : "# Benchmarks\n"
   const all = RESULTS.flatMap((name) => readResults(name) ?? [])
   text = replaceBlock(text, "summary", renderSummary(all))
-  for (const r of names.flatMap((name) => readResults(name) ?? [])) text = replaceBlock(text, r.name, render(r))
+  for (const r of all.filter((r) => names.includes(r.name))) text = replaceBlock(text, r.name, render(r))
   fs.writeFileSync(FILE, text)
 }
 

@@ -2,8 +2,14 @@
 import { RECONCILE_STEP, count, excessOver, type IsolatedRun, type MassRun, type SingleRun, total, writes } from "./scenarios.ts"
 import { type Row, row, table, yesNo } from "./report.ts"
 import type { Limits } from "./env.ts"
-import { violations, wrongAndLost } from "./world.ts"
+import { type RestReport, wrongAndLost } from "./world.ts"
 import { fmt, ms, spread } from "./stats.ts"
+
+/** The mass table's cell of frees at rest: ok, or how many were wrong and lost. */
+const wrongLostCell = (rest: RestReport): string => {
+  const [wrong, lost] = wrongAndLost(rest)
+  return wrong + lost === 0 ? "ok" : `${wrong} wrong, ${lost} lost`
+}
 
 export const ratio = (baseline: number, ours: number): string =>
   Number.isFinite(baseline) && Number.isFinite(ours) && ours > 0 ? `${fmt(baseline / ours)}×` : "–"
@@ -90,7 +96,7 @@ export const massRows = (
       count(r.calls, "create", "events") + count(r.calls, "patch", "events"),
       `${count(r.calls, "get", "pods")} GET, ${count(r.calls, "list", "pods")} LIST pages`,
       cpuText(r.cpu),
-      violations(r.rest) === 0 ? "ok" : `${wrongAndLost(r.rest)[0]} wrong, ${wrongAndLost(r.rest)[1]} lost`
+      wrongLostCell(r.rest)
     ])
   )
   return { rows, body }

@@ -325,7 +325,7 @@ export interface SingleRun extends Pick<FloorRun, "pods" | "rate" | "pool" | "re
   readonly steps: Readonly<Record<string, StepLatency>>
 }
 
-export type StepLatency = Pick<Percentiles, "n" | "mean" | "p50" | "p95" | "p99">
+type StepLatency = Pick<Percentiles, "n" | "mean" | "p50" | "p95" | "p99">
 
 /** The step of a reconcile batch: its n and mean are the batches a run took and their mean duration. */
 export const RECONCILE_STEP = "reconcile of a batch (Events not included)"

@@ -291,7 +291,10 @@ export interface RestReport extends LiveRestReport {
 /** Wrong frees (a live pod's address not held for it, or held twice, or unreserved) and lost ones (held for a pod that is gone). */
 export const wrongAndLost = (r: RestReport): readonly [number, number] => [r.liveNotHeld.length + r.shared.length + r.reservationMissing.length, r.deadHeld.length + r.reservationDead.length]
 
-export const violations = (r: RestReport): number => wrongAndLost(r)[0] + wrongAndLost(r)[1]
+export const violations = (r: RestReport): number => {
+  const [wrong, lost] = wrongAndLost(r)
+  return wrong + lost
+}
 
 /** The invariants at rest over the API (pods of `podNamespaces`, every pool and reservation). */
 export const restCheck = (podNamespaces: ReadonlyArray<string>) =>

@@ -4,7 +4,9 @@
  * twice, three seconds apart, counts only once fresh reads confirm it (a lagging watch is never a
  * violation). At rest everything is read fresh.
  */
+import { Duration } from "effect"
 import { parseReservationName } from "../../src/domain/pool.ts"
+import { DEFAULTS } from "../../src/services/ControllerConfig.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import type { Credentials } from "../../test/live/support/rest.ts"
 import { addressKey, type History } from "./history.ts"
@@ -42,7 +44,7 @@ export interface CheckerDeps {
 
 const KNOWN_NETWORKS = new Set(ALL_NETS.map((n) => n.networkName))
 /** The controller's --terminating-grace default. */
-const TERMINATING_GRACE_MS = 30_000
+const TERMINATING_GRACE_MS = Duration.toMillis(DEFAULTS.terminatingGrace)
 export const POOLS_PATH = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
 export const SOAK_PODS = "/api/v1/pods?labelSelector=soak%3D1"
 
