@@ -12,13 +12,13 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
+import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, exitCodeOfFailure, helpText, parseCli, shutdownDeadline } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { preflight } from "./preflight.ts"
 import { loadTargets, release } from "./release.ts"
 import { runController } from "./run.ts"
-import { runMain, shutdownDeadline } from "./run-main.ts"
+import { runMain } from "./run-main.ts"
 
 /** From package.json: two levels up from src/programs/*.ts, one up from the bundle (dist/main.js). */
 const version = (): string => {

@@ -42,7 +42,7 @@ const parsed = <A>(key: string, parse: Parse<A>, fallback: A) =>
   )
 const optionalString = (key: string) => Config.option(Config.nonEmptyString(key)).pipe(Config.map(Option.getOrUndefined))
 
-/** The option the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
+/** The option the shutdown deadline is made of (src/programs/cli.ts), read before the program starts. */
 export const shutdownTimeout = parsed("SHUTDOWN_TIMEOUT", parseDuration, Duration.seconds(30))
 
 /** Reads the configuration; keys are the environment variable names docs/options.md lists, each option's rule is its --help text. */
