@@ -10,7 +10,7 @@ import { Either, ParseResult, Schema } from "effect"
 import { type IPAddress, formatIP, ipEquals, parseIP } from "./ip.ts"
 import type { PodProjection } from "./pod.ts"
 import type { ParsedPool, ReservationRecord } from "./pool.ts"
-import { type Skip, alreadyFree } from "./operator-release.ts"
+import { type ReleaseRow, skipResult } from "./operator-release.ts"
 import type { Holding } from "./release.ts"
 import { gatherByPodref } from "./holdings.ts"
 import { pathText } from "./multus.ts"
@@ -104,13 +104,13 @@ const changedReservation = (r: ReportReservation, listed: ReservationRecord | un
  * operator's release; and every other entry, with why it is skipped. A reservation whose address
  * stays allocated (its allocation not in the report, or skipped) stays too.
  */
-export const matchReport = (report: AuditReport, now: CurrentState): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<Skip> } => {
-  const skipped: Array<Skip> = []
+export const matchReport = (report: AuditReport, now: CurrentState): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<ReleaseRow> } => {
+  const skipped: Array<ReleaseRow> = []
   const { byRef: picked, of: pick } = gatherByPodref()
   const orphans = new Map(now.orphans.map((h) => [h.podref, h] as const))
   for (const r of report.orphanedAllocations) {
     const ip = parseIP(r.ip)!
-    const skip = (why: string, free = false) => skipped.push({ kind: "allocation", name: r.pool, ip: formatIP(ip), podref: r.podref, why, ...alreadyFree(free) })
+    const skip = (why: string, free = false) => skipped.push({ result: skipResult(free), kind: "allocation", name: r.pool, ip: formatIP(ip), podref: r.podref, why })
     const changed = changedEntry(r, ip, now.pools.get(r.pool))
     if (changed !== undefined) skip(changed.why, changed.free)
     else {
@@ -120,7 +120,7 @@ export const matchReport = (report: AuditReport, now: CurrentState): { readonly 
     }
   }
   for (const r of report.orphanedReservations) {
-    const skip = (why: string, free = false) => skipped.push({ kind: "reservation", name: r.name, ip: r.ip ?? undefined, podref: r.podref, why, ...alreadyFree(free) })
+    const skip = (why: string, free = false) => skipped.push({ result: skipResult(free), kind: "reservation", name: r.name, ip: r.ip ?? undefined, podref: r.podref, why })
     const changed = changedReservation(r, now.reservations.get(r.name))
     const holding = orphans.get(r.podref)
     const held = holding?.reservations.find((h) => h.name === r.name)
