@@ -3,6 +3,7 @@
  * working (a CRD it reads is missing, a verb it needs not granted); a warning is worth knowing
  * before installing but need not be fixed first.
  */
+import type { BadInput } from "./bad-input.ts"
 import { isRecord, list } from "./json.ts"
 
 export type Verdict = "ok" | "warn" | "fail"
@@ -117,12 +118,8 @@ export const upstreamRows = (found: ReadonlyArray<UpstreamWorkload> | { readonly
     })
   })
 
-/** A NAD whose config could not be read, and why. */
-export interface NadIssue {
-  readonly namespace: string
-  readonly name: string
-  readonly why: string
-}
+/** A NAD whose config could not be read, and why: as audit lists it. */
+export type NadIssue = BadInput["nads"][number]
 
 export const nadRows = (read: { readonly whereabouts: number; readonly other: number; readonly issues: ReadonlyArray<NadIssue> }): ReadonlyArray<CheckRow> =>
   read.issues.length === 0

@@ -155,9 +155,8 @@ export const DEPRECATED_ALIASES: ReadonlyArray<{ readonly flag: string; readonly
 type Environment = Readonly<Record<string, string | undefined>>
 
 /**
- * The deprecated names used, each read as its option: a flag where the new flag is not given; a
- * variable where neither the new flag nor variable is, for a command that takes the option. One
- * warning per name used: what it is called now.
+ * The deprecated names used, each read as its option: a flag unless the new flag is given, a variable unless
+ * the new flag or variable is (and only for a command that takes it). One warning per name used.
  */
 const readDeprecated = (command: Command, flags: Record<string, unknown>, env: Environment, mapped: Map<string, string>): Array<string> =>
   DEPRECATED_ALIASES.flatMap((alias) => {
@@ -207,19 +206,17 @@ export const RELEASE_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   }
 ]
 
-const PREFLIGHT_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
+/** Each command's own arguments, with the heading --help shows them under. */
+const COMMAND_ARGUMENTS: ReadonlyArray<{ readonly command: Command; readonly title: string; readonly args: ReadonlyArray<ArgumentSpec> }> = [
+  { command: "release", title: "What release frees (its own flags, no environment variables):", args: RELEASE_ARGUMENTS },
   {
-    flag: "as-service-account", multiple: false, value: "<namespace>/<name>",
-    help: `review this ServiceAccount's access (SubjectAccessReview) instead of <--namespace>/${CONTROLLER_SERVICE_ACCOUNT}'s when that exists, else the caller's`
+    command: "preflight", title: "Whose access preflight reviews (a flag only):",
+    args: [{
+      flag: "as-service-account", multiple: false, value: "<namespace>/<name>",
+      help: `review this ServiceAccount's access (SubjectAccessReview) instead of <--namespace>/${CONTROLLER_SERVICE_ACCOUNT}'s when that exists, else the caller's`
+    }]
   }
 ]
-
-/** Each command's own arguments, with the heading --help shows them under. */
-const COMMAND_ARGUMENTS = [
-  { command: "release", title: "What release frees (its own flags, no environment variables):", args: RELEASE_ARGUMENTS },
-  { command: "preflight", title: "Whose access preflight reviews (a flag only):", args: PREFLIGHT_ARGUMENTS }
-] as const
-
 
 /** What `release` was asked to free, checked. */
 export type ReleaseTargets =
