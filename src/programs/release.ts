@@ -63,7 +63,7 @@ const namedHoldingsNow = (targets: NamedTargets) =>
     return { ...namedHoldings(targets, snapshot), claims }
   })
 
-/** What counts as done for the exit code. */
+/** What counts as done: the exit code is 0 when every row is, 1 when anything is still held. */
 const DONE: ReadonlyArray<RowResult> = ["freed", "would free", "already free"]
 
 const entryRow = (result: RowResult, podref: string, e: HeldEntry, why = ""): ReleaseRow => ({ result, kind: "allocation", name: e.pool, ip: formatIP(e.entry.ip), podref, why })
@@ -125,9 +125,6 @@ const executedRows = (plan: ReleasePlan, execution: Execution, goneNow: Readonly
     return [...entries, ...reservations, ...keptRows(o)]
   })
 }
-
-/** 0 when everything asked for is free afterwards, 1 when anything is still held. */
-const exitCodeOf = (rows: ReadonlyArray<ReleaseRow>): number => (rows.every((r) => DONE.includes(r.result)) ? 0 : 1)
 
 const counted = (rows: ReadonlyArray<ReleaseRow>, result: RowResult) => rows.filter((r) => r.result === result).length
 
@@ -203,5 +200,6 @@ export const release = (targets: LoadedTargets, options: { readonly dryRun: bool
     const plan = planRelease(checked.holdings, checked.facts)
     const rows = [...(options.dryRun ? plannedRows(plan) : yield* carryOut(plan)), ...found.skipped]
     yield* Effect.logInfo(`release finished: ${summary(rows, options.dryRun)}`)
-    return { text: options.output === "json" ? renderRowsJson(rows, options.dryRun) : renderRows(rows, options.dryRun), exitCode: exitCodeOf(rows) }
+    const text = options.output === "json" ? renderRowsJson(rows, options.dryRun) : renderRows(rows, options.dryRun)
+    return { text, exitCode: rows.every((r) => DONE.includes(r.result)) ? 0 : 1 }
   })
