@@ -68,10 +68,9 @@ const program = (cli: ParsedCli) =>
         return yield* printed(audit(yield* outputFormat))
       case "release": {
         // A one-shot next to the controller: no Lease, every write guarded per entry.
-        const options = { dryRun: yield* Config.boolean("DRY_RUN").pipe(Config.withDefault(ControllerConfig.DEFAULTS.dryRun)), output: yield* outputFormat }
         const targets = yield* loadTargets(cli.release!)
         // Its Events are queued like the controller's: written before the command exits.
-        return yield* printed(Effect.tap(release(targets, options), () => Effect.flatMap(EventRecorder, (r) => r.flush)))
+        return yield* printed(Effect.tap(release(targets, yield* outputFormat), () => Effect.flatMap(EventRecorder, (r) => r.flush)))
       }
       case "preflight":
         // Read-only: no Events.

@@ -19,6 +19,7 @@ import { plural, table } from "./audit.ts"
 import type { ReleaseTargets } from "./cli.ts"
 import { type Execution, execute } from "./executor.ts"
 import { readLivePools } from "./free-pods.ts"
+import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { Pods } from "../services/Pods.ts"
 import { recheckHoldings } from "./recheck.ts"
 import { listWhereabouts, listWorld, listedPods, sweepHoldings } from "./sweep.ts"
@@ -191,15 +192,16 @@ const carryOut = (plan: ReleasePlan) =>
     return rows
   })
 
-/** Runs a release: the text to print and the exit code. */
-export const release = (targets: LoadedTargets, options: { readonly dryRun: boolean; readonly output: OutputFormat }) =>
+/** Runs a release (--dry-run: the plan, nothing written): the text to print and the exit code. */
+export const release = (targets: LoadedTargets, output: OutputFormat) =>
   Effect.gen(function* () {
+    const { dryRun } = yield* ControllerConfig
     const found = targets._tag === "Report" ? yield* reportHoldings(targets.report) : yield* namedHoldingsNow(targets)
     // Right before the writes: who holds these podrefs now, and their nodes, read live.
     const checked = yield* recheckHoldings(found.holdings, undefined, found.claims)
     const plan = planRelease(checked.holdings, checked.facts)
-    const rows = [...(options.dryRun ? plannedRows(plan) : yield* carryOut(plan)), ...found.skipped]
-    yield* Effect.logInfo(`release finished: ${summary(rows, options.dryRun)}`)
-    const text = options.output === "json" ? renderRowsJson(rows, options.dryRun) : renderRows(rows, options.dryRun)
+    const rows = [...(dryRun ? plannedRows(plan) : yield* carryOut(plan)), ...found.skipped]
+    yield* Effect.logInfo(`release finished: ${summary(rows, dryRun)}`)
+    const text = output === "json" ? renderRowsJson(rows, dryRun) : renderRows(rows, dryRun)
     return { text, exitCode: rows.every((r) => DONE.includes(r.result)) ? 0 : 1 }
   })
