@@ -5,12 +5,12 @@
  */
 import { type Snapshot, deletedPodHolding, findPodHoldings, gatherByPodref, heldEntry } from "./holdings.ts"
 import { type IPAddress, formatIP, ipEquals } from "./ip.ts"
-import { podRef } from "./pod.ts"
+import { type NamespacedName, podRef } from "./pod.ts"
 import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
 
 /** What release named: pods by namespace/name, addresses by pool and IP. */
 export interface NamedTargets {
-  readonly pods: ReadonlyArray<{ readonly namespace: string; readonly name: string }>
+  readonly pods: ReadonlyArray<NamespacedName>
   readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>
   readonly force: boolean
 }

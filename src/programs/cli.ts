@@ -6,9 +6,10 @@
 import { parseArgs } from "node:util"
 import { ConfigProvider, Duration, Either } from "effect"
 import { parseSchedule } from "../domain/cron.ts"
-import { type IPAddress, parseIP } from "../domain/ip.ts"
+import { parseIP } from "../domain/ip.ts"
+import type { NamedTargets } from "../domain/operator-release.ts"
 import { BOOLEAN, COUNT, DURATION, NAME, OUTPUT_FORMATS, PATH, PERIOD, PORT, RATE, RATIO, type ValueType, formatDuration, parseChoice, parseOptionalDuration } from "../domain/option-values.ts"
-import { type NamespacedName, splitPodRef } from "../domain/pod.ts"
+import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
@@ -221,7 +222,7 @@ const COMMAND_ARGUMENTS: ReadonlyArray<{ readonly command: Command; readonly tit
 /** What `release` was asked to free, checked. */
 export type ReleaseTargets =
   | { readonly _tag: "Report"; readonly path: string }
-  | { readonly _tag: "Named"; readonly pods: ReadonlyArray<NamespacedName>; readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>; readonly force: boolean }
+  | (NamedTargets & { readonly _tag: "Named" })
 
 /** A <namespace>/<name> flag value, checked. */
 const namespacedName = (flag: string, text: string, example = "") => {
