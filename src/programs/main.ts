@@ -111,7 +111,6 @@ const main = (argv: ReadonlyArray<string>): void => {
     process.stdout.write(`${cli.version && !cli.help ? version() : helpText(cli.command === "run" && !argv.includes("run") ? undefined : cli.command)}\n`)
     return
   }
-  // Every value checked before anything runs: one line each, naming the option as it was given.
   const problems = checkOptions(cli, process.env)
   if (problems.length > 0) {
     for (const p of problems) process.stderr.write(`${said(p)}\n`)
