@@ -1,16 +1,13 @@
 /**
  * The report `audit --output json` prints, read back by `release --from-report`: decoded so that
  * what is wrong reads as one line naming the field, and matched against what the pools and
- * reservations hold now. Only an entry that is still the one the report saw (pool, address,
- * podref, and container id and interface where the report has them) and still an orphan by the
- * sweep's rule is handed on; every other one is skipped with the reason, and marked already free
- * when the report's holder no longer holds it (a retried release is done, not failed). Pure.
+ * reservations hold now (matchReport). Pure.
  */
 import { Either, ParseResult, Schema } from "effect"
 import { type IPAddress, formatIP, ipEquals, parseIP } from "./ip.ts"
 import type { PodProjection } from "./pod.ts"
 import type { ParsedPool, ReservationRecord } from "./pool.ts"
-import { type Skip, alreadyFree } from "./operator-release.ts"
+import { type ReleaseRow, skipResult } from "./operator-release.ts"
 import type { Holding } from "./release.ts"
 import { gatherByPodref } from "./holdings.ts"
 import { pathText } from "./multus.ts"
@@ -27,14 +24,14 @@ const ReportAllocation = Schema.Struct({
   containerId: Schema.optional(Schema.String),
   ifname: Schema.optional(Schema.NullOr(Schema.String))
 })
-export type ReportAllocation = typeof ReportAllocation.Type
+type ReportAllocation = typeof ReportAllocation.Type
 
 const ReportReservation = Schema.Struct({
   name: Name,
   podref: Name,
   ip: Schema.optional(Schema.NullOr(Schema.String))
 })
-export type ReportReservation = typeof ReportReservation.Type
+type ReportReservation = typeof ReportReservation.Type
 
 export const AuditReport = Schema.Struct({
   orphanedAllocations: Schema.Array(ReportAllocation),
@@ -63,7 +60,7 @@ export const decodeAuditReport = (text: string): Either.Either<AuditReport, stri
 }
 
 /** What is listed now: the pools, the reservations, the pods, and the sweep's orphans as holdings. */
-export interface CurrentState {
+interface CurrentState {
   readonly pools: ReadonlyMap<string, ParsedPool>
   readonly reservations: ReadonlyMap<string, ReservationRecord>
   readonly pods: ReadonlyMap<string, PodProjection>
@@ -100,17 +97,19 @@ const changedReservation = (r: ReportReservation, listed: ReservationRecord | un
 }
 
 /**
- * The report's entries that are still the same and still orphans, as holdings marked as an
- * operator's release; and every other entry, with why it is skipped. A reservation whose address
- * stays allocated (its allocation not in the report, or skipped) stays too.
+ * The report's entries that are still the one it saw (pool, address, podref, and container id and
+ * interface where it has them) and still orphans by the sweep's rule, as holdings marked as an
+ * operator's release; every other entry skipped with why, already free when the report's holder no
+ * longer holds it (a retried release is done, not failed). A reservation whose address stays
+ * allocated (its allocation not in the report, or skipped) stays too.
  */
-export const matchReport = (report: AuditReport, now: CurrentState): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<Skip> } => {
-  const skipped: Array<Skip> = []
+export const matchReport = (report: AuditReport, now: CurrentState): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<ReleaseRow> } => {
+  const skipped: Array<ReleaseRow> = []
   const { byRef: picked, of: pick } = gatherByPodref()
   const orphans = new Map(now.orphans.map((h) => [h.podref, h] as const))
   for (const r of report.orphanedAllocations) {
     const ip = parseIP(r.ip)!
-    const skip = (why: string, free = false) => skipped.push({ kind: "allocation", name: r.pool, ip: formatIP(ip), podref: r.podref, why, ...alreadyFree(free) })
+    const skip = (why: string, free = false) => skipped.push({ result: skipResult(free), kind: "allocation", name: r.pool, ip: formatIP(ip), podref: r.podref, why })
     const changed = changedEntry(r, ip, now.pools.get(r.pool))
     if (changed !== undefined) skip(changed.why, changed.free)
     else {
@@ -120,7 +119,7 @@ export const matchReport = (report: AuditReport, now: CurrentState): { readonly 
     }
   }
   for (const r of report.orphanedReservations) {
-    const skip = (why: string, free = false) => skipped.push({ kind: "reservation", name: r.name, ip: r.ip ?? undefined, podref: r.podref, why, ...alreadyFree(free) })
+    const skip = (why: string, free = false) => skipped.push({ result: skipResult(free), kind: "reservation", name: r.name, ip: r.ip ?? undefined, podref: r.podref, why })
     const changed = changedReservation(r, now.reservations.get(r.name))
     const holding = orphans.get(r.podref)
     const held = holding?.reservations.find((h) => h.name === r.name)

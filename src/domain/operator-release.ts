@@ -5,33 +5,39 @@
  */
 import { type Snapshot, deletedPodHolding, findPodHoldings, gatherByPodref, heldEntry } from "./holdings.ts"
 import { type IPAddress, formatIP, ipEquals } from "./ip.ts"
-import { podRef } from "./pod.ts"
+import { type NamespacedName, podRef } from "./pod.ts"
 import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
 
 /** What release named: pods by namespace/name, addresses by pool and IP. */
 export interface NamedTargets {
-  readonly pods: ReadonlyArray<{ readonly namespace: string; readonly name: string }>
+  readonly pods: ReadonlyArray<NamespacedName>
   readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>
   readonly force: boolean
 }
 
-/** Something release was asked to free and does not hand on, and why. */
-export interface Skip {
+/**
+ * "already free": nothing holds it any more (freed before, by whoever): done, not a failure, so a
+ * retried release exits 0; "refused": a pod of that name may run (--force); "skipped": changed, or kept by the rules.
+ */
+export type RowResult = "freed" | "would free" | "already free" | "skipped" | "refused" | "failed"
+
+/** Something release was asked to free and what became of it (here: what is not handed on, and why). */
+export interface ReleaseRow {
+  readonly result: RowResult
   readonly kind: "allocation" | "reservation" | "pod"
   /** The pool of an allocation, the name of a reservation; "" for a pod. */
   readonly name: string
   readonly ip: string | undefined
   readonly podref: string
+  /** Why it was not freed now ("" for what was). */
   readonly why: string
-  /** Nothing holds it any more (freed before, by whoever): done, not a failure, so a retried release exits 0. */
-  readonly alreadyFree?: true
 }
 
-export const alreadyFree = (free: boolean): Pick<Skip, "alreadyFree"> => (free ? { alreadyFree: true } : {})
+export const skipResult = (free: boolean): RowResult => (free ? "already free" : "skipped")
 
 /** The holdings (claim Operator) of what was named, and what was named but holds nothing. */
-export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<Skip> } => {
-  const skipped: Array<Skip> = []
+export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { readonly holdings: ReadonlyArray<Holding>; readonly skipped: ReadonlyArray<ReleaseRow> } => {
+  const skipped: Array<ReleaseRow> = []
   const gathered = gatherByPodref()
   const addEntry = (podref: string, e: HeldEntry) => {
     const g = gathered.of(podref)
@@ -47,12 +53,12 @@ export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { read
     const found = deletedPodHolding(findPodHoldings({ ...pod, uid: "" }, snapshot), new Map(), snapshot)
     // Only reservations that exist and are this podref's: one listed for nobody is nothing to free.
     const reservations = found.reservations.filter((r) => r.listed?.podref === ref)
-    if (found.entries.length === 0 && reservations.length === 0) skipped.push({ kind: "pod", name: "", ip: undefined, podref: ref, why: `pod ${ref} holds no address in these pools`, alreadyFree: true })
+    if (found.entries.length === 0 && reservations.length === 0) skipped.push({ result: "already free", kind: "pod", name: "", ip: undefined, podref: ref, why: `pod ${ref} holds no address in these pools` })
     found.entries.forEach((e) => addEntry(ref, e))
     reservations.forEach((r) => addReservation(ref, r))
   }
   for (const target of targets.ips) {
-    const skip = (why: string, free = false) => skipped.push({ kind: "allocation", name: target.pool, ip: formatIP(target.ip), podref: "", why, ...alreadyFree(free) })
+    const skip = (why: string, free = false) => skipped.push({ result: skipResult(free), kind: "allocation", name: target.pool, ip: formatIP(target.ip), podref: "", why })
     const pool = snapshot.pool(target.pool)
     const entry = pool?.entries.find((e) => ipEquals(e.ip, target.ip))
     if (pool === undefined) skip(`no pool ${target.pool}`)

@@ -3,6 +3,7 @@
  * working (a CRD it reads is missing, a verb it needs not granted); a warning is worth knowing
  * before installing but need not be fixed first.
  */
+import type { BadInput } from "./bad-input.ts"
 import { isRecord, list } from "./json.ts"
 
 export type Verdict = "ok" | "warn" | "fail"
@@ -13,17 +14,9 @@ export interface CheckRow {
   readonly detail: string
 }
 
-/** A CRD the controller reads, and what its absence means. */
-export interface CrdSpec {
-  readonly name: string
-  /** "fail": the controller cannot work without it; "warn": it runs without it. */
-  readonly whenMissing: Verdict
-  /** Why it may be missing, or what to do. */
-  readonly hint: string
-}
-
 const INSTALL_WHEREABOUTS = "install whereabouts first, or apply deploy/components/whereabouts-crds on a test cluster"
 
+/** The CRDs the controller reads: what their absence means (fail: it cannot work without one), and why one may be missing or what to do. */
 export const CRD_SPECS = {
   ippools: { name: "ippools.whereabouts.cni.cncf.io", whenMissing: "fail", hint: INSTALL_WHEREABOUTS },
   reservations: { name: "overlappingrangeipreservations.whereabouts.cni.cncf.io", whenMissing: "fail", hint: INSTALL_WHEREABOUTS },
@@ -33,7 +26,9 @@ export const CRD_SPECS = {
     whenMissing: "warn",
     hint: "no Multus: the controller finds no pod's secondary networks, and audit and this check read no NADs"
   }
-} as const satisfies Record<string, CrdSpec>
+} as const satisfies Record<string, { readonly name: string; readonly whenMissing: Verdict; readonly hint: string }>
+
+export type CrdSpec = (typeof CRD_SPECS)[keyof typeof CRD_SPECS]
 
 /** What a list with limit=1 of the CRD's resource answered. */
 export type CrdProbe = { readonly _tag: "Served" } | { readonly _tag: "Missing" } | { readonly _tag: "Failed"; readonly error: string }
@@ -117,12 +112,8 @@ export const upstreamRows = (found: ReadonlyArray<UpstreamWorkload> | { readonly
     })
   })
 
-/** A NAD whose config could not be read, and why. */
-export interface NadIssue {
-  readonly namespace: string
-  readonly name: string
-  readonly why: string
-}
+/** A NAD whose config could not be read, and why: as audit lists it. */
+export type NadIssue = BadInput["nads"][number]
 
 export const nadRows = (read: { readonly whereabouts: number; readonly other: number; readonly issues: ReadonlyArray<NadIssue> }): ReadonlyArray<CheckRow> =>
   read.issues.length === 0

@@ -43,7 +43,7 @@ export interface AccessCheck {
 }
 
 /** The options that decide where the controller's namespaced access is needed and under which names. */
-export interface NeedContext {
+interface NeedContext {
   /** The pools' namespace (--namespace), where the Role is bound. */
   readonly namespace: string
   readonly leaderElect: boolean

@@ -64,7 +64,7 @@ const badInputTables = ({ badInput: b }: SweepReport): ReadonlyArray<string> => 
   ]
 }
 
-export const renderTable = (r: SweepReport): string => {
+const renderTable = (r: SweepReport): string => {
   // A NODE column only where node-slice pools exist.
   const sliced = r.pools.some((p) => p.node !== undefined)
   const pools = table(
@@ -86,7 +86,7 @@ export const renderTable = (r: SweepReport): string => {
   return [pools, ...stale, ...allocations, ...reservations, ...heldForAnotherTable(r), ...violationsTable(r), ...badInputTables(r), ""].join("\n")
 }
 
-export const renderJson = (r: SweepReport): string => {
+const renderJson = (r: SweepReport): string => {
   const ip = (a: IPAddress | undefined) => (a === undefined ? null : formatIP(a))
   const why = (o: Reasoned) => ({ reason: o.reason, ...(o.detail === undefined ? {} : { detail: o.detail }), explanation: explain(o) })
   return JSON.stringify(

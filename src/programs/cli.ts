@@ -6,16 +6,16 @@
 import { parseArgs } from "node:util"
 import { ConfigProvider, Duration, Either } from "effect"
 import { parseSchedule } from "../domain/cron.ts"
-import { type IPAddress, parseIP } from "../domain/ip.ts"
+import { parseIP } from "../domain/ip.ts"
+import type { NamedTargets } from "../domain/operator-release.ts"
 import { BOOLEAN, COUNT, DURATION, NAME, OUTPUT_FORMATS, PATH, PERIOD, PORT, RATE, RATIO, type ValueType, formatDuration, parseChoice, parseOptionalDuration } from "../domain/option-values.ts"
-import { type NamespacedName, splitPodRef } from "../domain/pod.ts"
+import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
 import { API_BURST_PER_QPS, DEFAULTS, TUNING } from "../services/ControllerConfig.ts"
 import { LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD } from "../services/LeaderElection.ts"
 import { LOG_FORMATS, LOG_LEVELS } from "./logging.ts"
-import { TEARDOWN_MARGIN } from "./run-main.ts"
 
 interface OptionRow {
   readonly flag: string
@@ -38,6 +38,13 @@ export interface OptionSpec extends OptionRow {
   /** The default as `--help` and docs/options.md show it. */
   readonly default: string
 }
+
+/** What the controller's shutdown deadline adds to the drain and the lease release: the rest of the teardown. */
+const TEARDOWN_MARGIN = Duration.seconds(2)
+
+/** The controller's shutdown deadline: drain (--shutdown-timeout) + lease release (RENEW_DEADLINE) + TEARDOWN_MARGIN, inside the deployment's grace of 45 s. */
+export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput): Duration.Duration =>
+  Duration.sum(Duration.sum(shutdownTimeout, RENEW_DEADLINE), TEARDOWN_MARGIN)
 
 const SCHEDULE: ValueType = { placeholder: "<schedule>", example: '"@every 6h"', parse: (text) => Either.mapLeft(parseSchedule(text.trim()), (e) => e.message) }
 const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: parseOptionalDuration }
@@ -149,9 +156,8 @@ export const DEPRECATED_ALIASES: ReadonlyArray<{ readonly flag: string; readonly
 type Environment = Readonly<Record<string, string | undefined>>
 
 /**
- * The deprecated names used, each read as its option: a flag where the new flag is not given; a
- * variable where neither the new flag nor variable is, for a command that takes the option. One
- * warning per name used: what it is called now.
+ * The deprecated names used, each read as its option: a flag unless the new flag is given, a variable unless
+ * the new flag or variable is (and only for a command that takes it). One warning per name used.
  */
 const readDeprecated = (command: Command, flags: Record<string, unknown>, env: Environment, mapped: Map<string, string>): Array<string> =>
   DEPRECATED_ALIASES.flatMap((alias) => {
@@ -201,24 +207,22 @@ export const RELEASE_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
   }
 ]
 
-const PREFLIGHT_ARGUMENTS: ReadonlyArray<ArgumentSpec> = [
+/** Each command's own arguments, with the heading --help shows them under. */
+const COMMAND_ARGUMENTS: ReadonlyArray<{ readonly command: Command; readonly title: string; readonly args: ReadonlyArray<ArgumentSpec> }> = [
+  { command: "release", title: "What release frees (its own flags, no environment variables):", args: RELEASE_ARGUMENTS },
   {
-    flag: "as-service-account", multiple: false, value: "<namespace>/<name>",
-    help: `review this ServiceAccount's access (SubjectAccessReview) instead of <--namespace>/${CONTROLLER_SERVICE_ACCOUNT}'s when that exists, else the caller's`
+    command: "preflight", title: "Whose access preflight reviews (a flag only):",
+    args: [{
+      flag: "as-service-account", multiple: false, value: "<namespace>/<name>",
+      help: `review this ServiceAccount's access (SubjectAccessReview) instead of <--namespace>/${CONTROLLER_SERVICE_ACCOUNT}'s when that exists, else the caller's`
+    }]
   }
 ]
-
-/** Each command's own arguments, with the heading --help shows them under. */
-const COMMAND_ARGUMENTS = [
-  { command: "release", title: "What release frees (its own flags, no environment variables):", args: RELEASE_ARGUMENTS },
-  { command: "preflight", title: "Whose access preflight reviews (a flag only):", args: PREFLIGHT_ARGUMENTS }
-] as const
-
 
 /** What `release` was asked to free, checked. */
 export type ReleaseTargets =
   | { readonly _tag: "Report"; readonly path: string }
-  | { readonly _tag: "Named"; readonly pods: ReadonlyArray<NamespacedName>; readonly ips: ReadonlyArray<{ readonly pool: string; readonly ip: IPAddress }>; readonly force: boolean }
+  | (NamedTargets & { readonly _tag: "Named" })
 
 /** A <namespace>/<name> flag value, checked. */
 const namespacedName = (flag: string, text: string, example = "") => {

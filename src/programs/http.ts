@@ -12,9 +12,9 @@ import { optionName } from "./cli.ts"
 type Handler = Effect.Effect<{ readonly status: number; readonly type: string; readonly body: string }>
 
 /** An endpoint could not listen: one line naming the option to change and what to do (Node's own names neither). */
-export class ListenError extends Data.TaggedError("ListenError")<{ readonly message: string; readonly cause: NodeJS.ErrnoException }> {}
+class ListenError extends Data.TaggedError("ListenError")<{ readonly message: string; readonly cause: NodeJS.ErrnoException }> {}
 
-export const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" | "health-port", port: number): ListenError => {
+const listenError = (e: NodeJS.ErrnoException, portFlag: "metrics-port" | "health-port", port: number): ListenError => {
   const why =
     e.code === "EADDRINUSE"
       ? `port ${port} is already in use (another process listens there); choose a free port, or 0 to turn this endpoint off`

@@ -4,7 +4,7 @@
  * SIGTERM/SIGINT interrupt the program, which stops taking work, drains and releases its lease.
  */
 import { readFileSync } from "node:fs"
-import { Cause, Config, ConfigError, Data, Effect, Either, Layer, Option } from "effect"
+import { Cause, Config, ConfigError, Data, Effect, Layer, Option } from "effect"
 import { OUTPUT_FORMATS } from "../domain/option-values.ts"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
 import { layerLive } from "../services/KubeApiLive.ts"
@@ -12,13 +12,13 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
+import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, exitCodeOfFailure, helpText, parseCli, shutdownDeadline } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { preflight } from "./preflight.ts"
-import { loadTargets, release } from "./release.ts"
+import { ReleaseInputError, loadTargets, release } from "./release.ts"
 import { runController } from "./run.ts"
-import { runMain, shutdownDeadline } from "./run-main.ts"
+import { runMain } from "./run-main.ts"
 
 /** From package.json: two levels up from src/programs/*.ts, one up from the bundle (dist/main.js). */
 const version = (): string => {
@@ -67,15 +67,10 @@ const program = (cli: ParsedCli) =>
       case "audit":
         return yield* printed(audit(yield* outputFormat))
       case "release": {
-        // A one-shot next to the controller: no Lease, every write guarded per entry. Bad input: exit 2.
-        const options = { dryRun: yield* Config.boolean("DRY_RUN").pipe(Config.withDefault(ControllerConfig.DEFAULTS.dryRun)), output: yield* outputFormat }
-        const targets = yield* Effect.either(loadTargets(cli.release!))
-        if (Either.isLeft(targets)) {
-          process.stderr.write(`${said(targets.left.message)}\n`)
-          return EXIT_USAGE
-        }
+        // A one-shot next to the controller: no Lease, every write guarded per entry.
+        const targets = yield* loadTargets(cli.release!)
         // Its Events are queued like the controller's: written before the command exits.
-        return yield* printed(Effect.tap(release(targets.right, options), () => Effect.flatMap(EventRecorder, (r) => r.flush)))
+        return yield* printed(Effect.tap(release(targets, yield* outputFormat), () => Effect.flatMap(EventRecorder, (r) => r.flush)))
       }
       case "preflight":
         // Read-only: no Events.
@@ -92,12 +87,13 @@ const program = (cli: ParsedCli) =>
   })
 
 /**
- * The exit code and the line of a command that failed: bad configuration is bad usage (2; checkOptions
- * has named each bad value before anything ran), the rest could not complete.
+ * The exit code and the line of a command that failed: bad configuration (checkOptions has named each
+ * bad value before anything ran) or a report release cannot read is bad usage, the rest could not complete.
  */
 const failureOf = (command: Command, cause: Cause.Cause<{ readonly message: string }>) => {
   const failure = Cause.failureOption(cause)
-  const code = Option.isSome(failure) && ConfigError.isConfigError(failure.value) ? EXIT_USAGE : exitCodeOfFailure(command)
+  const usage = Option.isSome(failure) && (ConfigError.isConfigError(failure.value) || failure.value instanceof ReleaseInputError)
+  const code = usage ? EXIT_USAGE : exitCodeOfFailure(command)
   return { code, lines: [said(Option.isSome(failure) ? failure.value.message : Cause.pretty(cause))] }
 }
 
@@ -115,7 +111,6 @@ const main = (argv: ReadonlyArray<string>): void => {
     process.stdout.write(`${cli.version && !cli.help ? version() : helpText(cli.command === "run" && !argv.includes("run") ? undefined : cli.command)}\n`)
     return
   }
-  // Every value checked before anything runs: one line each, naming the option as it was given.
   const problems = checkOptions(cli, process.env)
   if (problems.length > 0) {
     for (const p of problems) process.stderr.write(`${said(p)}\n`)

@@ -164,15 +164,6 @@ const dataRows = Effect.gen(function* () {
   return [...nadRows({ whereabouts, other: listed.nads.length - whereabouts - issues.length, issues }), ...poolRows(pools, poolUsageThreshold)]
 }).pipe(explained((e) => notChecked(e.message)))
 
-/** Every check, in the table's order. */
-export const preflightRows = (serviceAccount: NamespacedName | undefined) =>
-  Effect.gen(function* () {
-    const { namespace } = yield* ControllerConfig
-    const probes = yield* Effect.forEach(CRDS, (c) => Effect.map(probeCrd(c.resource, c.inNamespace ? namespace : undefined), (probe) => ({ ...c, probe })))
-    const unserved = probes.filter((p) => p.spec !== CRD_SPECS.nodeSlicePools && p.probe._tag !== "Served").map((p) => p.spec.name)
-    const data = unserved.length === 0 ? yield* dataRows : notChecked(`${unserved.join(" and ")} not served`)
-    return [...probes.map((p) => crdRow(p.spec, p.probe)), yield* rbacCheck(serviceAccount), ...(yield* Effect.map(upstreamWorkloads, upstreamRows)), ...data]
-  })
 
 /** The rows as a table with a summary line, or as one JSON document. */
 export const renderPreflight = (rows: ReadonlyArray<CheckRow>, output: OutputFormat): string => {
@@ -182,6 +173,13 @@ export const renderPreflight = (rows: ReadonlyArray<CheckRow>, output: OutputFor
   return [table(["CHECK", "RESULT", "DETAIL"], rows.map((r) => [r.check, r.result, r.detail])), "", `${counts.ok} ok, ${plural(counts.warn, "warning")}, ${plural(counts.fail, "failure")}: ${verdict}.`].join("\n")
 }
 
-/** Runs every check; fails only when it could not complete (the command's exit code 3, as every one-shot's). */
+/** Runs every check, in the table's order; fails only when it could not complete (the command's exit code 3, as every one-shot's). */
 export const preflight = (output: OutputFormat, serviceAccount: NamespacedName | undefined) =>
-  Effect.map(preflightRows(serviceAccount), (rows) => ({ text: renderPreflight(rows, output), exitCode: exitCodeOf(rows) as number }))
+  Effect.gen(function* () {
+    const { namespace } = yield* ControllerConfig
+    const probes = yield* Effect.forEach(CRDS, (c) => Effect.map(probeCrd(c.resource, c.inNamespace ? namespace : undefined), (probe) => ({ ...c, probe })))
+    const unserved = probes.filter((p) => p.spec !== CRD_SPECS.nodeSlicePools && p.probe._tag !== "Served").map((p) => p.spec.name)
+    const data = unserved.length === 0 ? yield* dataRows : notChecked(`${unserved.join(" and ")} not served`)
+    const rows = [...probes.map((p) => crdRow(p.spec, p.probe)), yield* rbacCheck(serviceAccount), ...(yield* Effect.map(upstreamWorkloads, upstreamRows)), ...data]
+    return { text: renderPreflight(rows, output), exitCode: exitCodeOf(rows) as number }
+  })

@@ -7,14 +7,6 @@
  */
 import type { EventEmitter } from "node:events"
 import { Cause, Duration, Effect, Exit, Fiber } from "effect"
-import { RENEW_DEADLINE } from "../services/LeaderElection.ts"
-
-/** What the deadline adds to the drain and the lease release: the rest of the teardown. */
-export const TEARDOWN_MARGIN = Duration.seconds(2)
-
-/** The controller's shutdown deadline: drain (--shutdown-timeout) + lease release (RENEW_DEADLINE) + TEARDOWN_MARGIN, inside the deployment's grace of 45 s. */
-export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput): Duration.Duration =>
-  Duration.sum(Duration.sum(shutdownTimeout, RENEW_DEADLINE), TEARDOWN_MARGIN)
 
 /** The process as runMain sees it; a test passes its own. */
 export interface ProcessPort {
@@ -32,7 +24,7 @@ const nodeProcess: ProcessPort = {
   openResources: () => process.getActiveResourcesInfo()
 }
 
-export interface MainOptions<E> {
+interface MainOptions<E> {
   /** The command's name, in front of the lines runMain writes itself. */
   readonly name: string
   /** How long the program may take to end after the first signal; undefined: as long as it takes. */

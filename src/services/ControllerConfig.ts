@@ -42,19 +42,18 @@ const parsed = <A>(key: string, parse: Parse<A>, fallback: A) =>
   )
 const optionalString = (key: string) => Config.option(Config.nonEmptyString(key)).pipe(Config.map(Option.getOrUndefined))
 
-/** The option the shutdown deadline is made of (src/programs/run-main.ts), read before the program starts. */
+/** The option the shutdown deadline is made of (src/programs/cli.ts), read before the program starts. */
 export const shutdownTimeout = parsed("SHUTDOWN_TIMEOUT", parseDuration, Duration.seconds(30))
 
 /** Reads the configuration; keys are the environment variable names docs/options.md lists, each option's rule is its --help text. */
 export const config = Config.all({
-  /** Namespace of IPPools and OverlappingRangeIPReservations. */
   namespace: Config.nonEmptyString("WHEREABOUTS_NAMESPACE").pipe(Config.withDefault("kube-system")),
   kubeconfig: optionalString("KUBECONFIG"),
   concurrentBatches: parsed("CONCURRENT_BATCHES", parseCount(1), 4),
   apiQps: parsed("API_QPS", parseRate, 0),
-  /** Schedule of the full orphan sweep; undefined: the ConfigMap's, the file's, the flat file's, else the default. */
+  /** undefined: the ConfigMap's, the file's, the flat file's, else the default. */
   reconcileSchedule: optionalString("RECONCILE_SCHEDULE"),
-  /** ConfigMap (in `namespace`) holding the schedule, as whereabouts 0.9 installs it; "" to not look. */
+  /** As whereabouts 0.9 installs it; "" to not look. */
   scheduleConfigMap: Config.string("RECONCILE_SCHEDULE_CONFIGMAP").pipe(Config.withDefault("whereabouts-config")),
   dryRun: parsed("DRY_RUN", parseBoolean, false),
   leaderElect: parsed("LEADER_ELECT", parseBoolean, true),
@@ -67,7 +66,7 @@ export const config = Config.all({
   poolUsageThreshold: parsed("POOL_USAGE_THRESHOLD", parseRatio, 0.9),
   invariantInterval: parsed("INVARIANT_INTERVAL", parsePositiveDuration, Duration.minutes(1)),
   invariantGrace: parsed("INVARIANT_GRACE", parseDuration, Duration.minutes(1)),
-  /** Extra flat-file path tried first (whereabouts.conf defaults for NADs). */
+  /** Tried before whereabouts' own lookup paths. */
   flatConfigPath: optionalString("FLAT_CONFIG_PATH"),
   pruneSlicePools: parsed("PRUNE_SLICE_POOLS", parseBoolean, false),
   freeTerminalPods: parsed("FREE_TERMINAL_PODS", parseBoolean, true),

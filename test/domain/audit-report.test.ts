@@ -90,7 +90,7 @@ describe("matchReport", () => {
   ])("skipped, with the reason: %s", (_, entry, why, free) => {
     const m = matchReport(report([entry]), now(pools, []))
     expect(m.holdings).toEqual([])
-    expect(m.skipped.map((s) => [s.why, s.alreadyFree === true])).toEqual([[why, free]])
+    expect(m.skipped.map((s) => [s.why, s.result === "already free"])).toEqual([[why, free]])
   })
 
   it("the same entry, but a pod of that name exists again and may hold it: no longer an orphan", () => {
@@ -101,7 +101,7 @@ describe("matchReport", () => {
       "allocation 10.1.0.0-24: no longer an orphan: pod ns/a (uid u2) exists and may hold it",
       "reservation 10.1.0.2: no longer an orphan: pod ns/a (uid u2) exists and may hold it"
     ])
-    expect(m.skipped.some((s) => s.alreadyFree === true)).toBe(false)
+    expect(m.skipped.some((s) => s.result === "already free")).toBe(false)
   })
 
   it("reservations: already deleted and now another pod's are already free; one whose address stays allocated is skipped", () => {
@@ -115,7 +115,7 @@ describe("matchReport", () => {
       now(pools, listed)
     )
     expect(m.holdings).toEqual([])
-    expect(m.skipped.map((s) => `${s.alreadyFree === true ? "free" : "held"} ${s.name}: ${s.why}`)).toEqual([
+    expect(m.skipped.map((s) => `${s.result === "already free" ? "free" : "held"} ${s.name}: ${s.why}`)).toEqual([
       "free 10.1.0.9: already deleted: no reservation 10.1.0.9",
       "free 10.1.0.5: already freed: reservation 10.1.0.5 now belongs to ns/other",
       "held 10.1.0.2: its address 10.1.0.2 stays allocated in pool 10.1.0.0-24 (not released from this report)"

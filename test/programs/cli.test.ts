@@ -16,7 +16,8 @@ import {
   exitCodeOfFailure,
   helpText,
   optionGroups,
-  parseCli
+  parseCli,
+  shutdownDeadline
 } from "../../src/programs/cli.ts"
 import { formatDuration } from "../../src/domain/option-values.ts"
 import { TUNING, apiBurst, config } from "../../src/services/ControllerConfig.ts"
@@ -276,6 +277,10 @@ describe("--help", () => {
     for (const o of knobs!.rows) expect(help.indexOf(`  --${o.flag} `), o.flag).toBeGreaterThan(tuning)
     for (const o of OPTIONS.filter((r) => r.kind === "string")) expect(help).toContain(`--${o.flag} ${o.value.placeholder} `)
     expect(help).toContain(DURATION_SYNTAX)
+  })
+
+  it("the controller's shutdown deadline: --shutdown-timeout + leader election's 10 s renew deadline + 2 s", () => {
+    expect(Duration.format(shutdownDeadline(Duration.seconds(30)))).toBe("42s")
   })
 
   it("states the exit codes: bad usage is 2 everywhere, a one-shot command that could not complete 3, the controller 1", () => {

@@ -14,6 +14,7 @@ import { audit } from "../../src/programs/audit.ts"
 import { runSweep } from "../../src/programs/sweep.ts"
 import { type ReleaseTargets, parseCli } from "../../src/programs/cli.ts"
 import { type LoadedTargets, ReleaseInputError, loadTargets, release } from "../../src/programs/release.ts"
+import { ControllerConfig } from "../../src/services/ControllerConfig.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { type RunningPod, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
@@ -40,7 +41,7 @@ const writeFile = (text: string) => {
 const releaseWith = (args: ReadonlyArray<string>, options: { readonly dryRun?: boolean; readonly output?: OutputFormat } = {}) =>
   Effect.gen(function* () {
     const targets = yield* loadTargets(parseCli(["release", ...args]).release as ReleaseTargets)
-    return yield* release(targets as LoadedTargets, { dryRun: options.dryRun ?? false, output: options.output ?? "table" })
+    return yield* release(targets as LoadedTargets, options.output ?? "table").pipe(Effect.updateService(ControllerConfig, (c) => ({ ...c, dryRun: options.dryRun ?? false })))
   })
 
 /** The audit report as `audit -o json > file` writes it. */

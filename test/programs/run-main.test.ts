@@ -1,7 +1,7 @@
 import { EventEmitter } from "node:events"
 import { describe, expect, it } from "vitest"
 import { Cause, Duration, Effect, HashMap, Logger, Option } from "effect"
-import { type ProcessPort, describeResources, runMain, shutdownDeadline } from "../../src/programs/run-main.ts"
+import { type ProcessPort, describeResources, runMain } from "../../src/programs/run-main.ts"
 
 /** A fake process: its signals, its exit codes, what it wrote on stderr and what it logged. */
 const fakeProcess = () => {
@@ -66,10 +66,6 @@ describe("runMain", () => {
     expect(p.logs).toHaveLength(1)
     expect(p.logs[0]).toMatchObject({ message: "shutdown did not finish before its deadline; exiting", level: "ERROR", signal: "SIGTERM", deadline: "60ms", open: "TCPSocketWrap×2, Timeout" })
     expect(typeof p.logs[0]!["elapsedMs"]).toBe("number")
-  })
-
-  it("the controller's deadline: --shutdown-timeout + leader election's 10 s renew deadline + 2 s", () => {
-    expect(Duration.format(shutdownDeadline(Duration.seconds(30)))).toBe("42s")
   })
 
   it("describes open resources by type", () => {
