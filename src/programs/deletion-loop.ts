@@ -78,36 +78,34 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
   })
 
 /**
- * Candidates rule 0 kept addresses of, by the pod they were kept for: queued again when that pod comes
- * through the loop (else nothing would look at them before the next sweep).
+ * Candidates rule 0 kept addresses of, by the pod they were kept for: queued again (`wake`) when that
+ * pod comes through the loop (else nothing would look at them before the next sweep).
  */
-const makeWaiting = () => {
+const makeWaiting = (queue: Queue) => {
   const byClaimant = new Map<string, Map<string, Candidate>>()
   return {
     wait: (key: string, candidate: Candidate, claimants: ReadonlyArray<string>) => {
       for (const c of claimants) byClaimant.set(c, (byClaimant.get(c) ?? new Map()).set(key, candidate))
     },
-    /** What waited for this pod, taken out. */
-    takeFor: (podref: string): ReadonlyArray<readonly [string, Candidate]> => {
-      const waiting = byClaimant.get(podref)
-      byClaimant.delete(podref)
-      return waiting === undefined ? [] : [...waiting]
+    wake: (podrefs: ReadonlyArray<string>) => {
+      const woken = [...new Set(podrefs)].flatMap((ref) => {
+        const waiting = byClaimant.get(ref) ?? []
+        byClaimant.delete(ref)
+        return [...waiting].map(([key, candidate]) => ({ key, candidate, for: ref }))
+      })
+      return Effect.forEach(
+        woken,
+        (w) =>
+          Effect.zipRight(
+            Effect.logDebug(`looking again at ${what(w.candidate)}: the pod its addresses were kept for came through`).pipe(Effect.annotateLogs({ pod: podRef(w.candidate.pod), for: w.for })),
+            queue.add(w.key, w.candidate)
+          ),
+        { discard: true }
+      )
     }
   }
 }
 type Waiting = ReturnType<typeof makeWaiting>
-
-/** Queues again what was kept for these pods (makeWaiting). */
-const wakeWaiting = (queue: Queue, waiting: Waiting, podrefs: ReadonlyArray<string>) =>
-  Effect.forEach(
-    podrefs.flatMap((ref) => waiting.takeFor(ref).map(([key, candidate]) => ({ key, candidate, for: ref }))),
-    (w) =>
-      Effect.zipRight(
-        Effect.logDebug(`looking again at ${what(w.candidate)}: the pod its addresses were kept for came through`).pipe(Effect.annotateLogs({ pod: podRef(w.candidate.pod), for: w.for })),
-        queue.add(w.key, w.candidate)
-      ),
-    { discard: true }
-  )
 
 /** One batch: free what it held (its Events queued), then settle each pod; the keys are done last. */
 const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>, lookAgainAfter: Duration.Duration, waiting: Waiting) =>
@@ -130,7 +128,7 @@ const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt:
     // A pod kept for may have come through another worker's batch meanwhile: gone from the cache, it wakes its waiters too.
     const caches = yield* Caches
     const gone = results.flatMap((r) => r.heldFor).filter((ref) => Option.isNone(caches.pods.get(ref)))
-    yield* wakeWaiting(queue, waiting, [...batch.items.map(({ value }) => podRef(value.pod)), ...gone])
+    yield* waiting.wake([...batch.items.map(({ value }) => podRef(value.pod)), ...gone])
   })
 
 /** Stop intake, then wait (up to the shutdown timeout) for in-flight batches and the Events recorded so far. */
@@ -183,7 +181,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
         )
       )
       yield* caches.awaitSynced
-      const waiting = makeWaiting()
+      const waiting = makeWaiting(queue)
       const batcher = yield* Batcher.make(queue, { ...Batcher.DEFAULT_BATCHING, windowMs: Duration.toMillis(config.batchWindow) })
       const worker = Effect.gen(function* () {
         for (;;) {

@@ -45,9 +45,7 @@ export const auditInvariants = (world: World, startedAt: number) =>
   Effect.gen(function* () {
     const { invariantGrace } = yield* ControllerConfig
     const decoder = yield* NadConfigs
-    const { pods, listedBy } = world
-    const given = { pods: pods.values(), listedBy, pod: (ref: string) => pods.get(ref), pools: [...world.pools.values()], entryAt: makeEntryLookup() }
-    const found = invariantViolations(invariantView(given, world.snapshot, world.nads.map(decoder.decode)))
+    const found = invariantViolations(invariantView(world, [...world.pools.values()], world.snapshot, world.nads.map(decoder.decode), makeEntryLookup()))
     const before = startedAt - Duration.toMillis(invariantGrace)
     // Each pod read once, however many violations involve it.
     const refs = [...new Map(found.flatMap((v) => v.pods).map((p) => [`${p.namespace}/${p.name}@${p.uid}`, p] as const))]

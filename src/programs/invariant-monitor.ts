@@ -4,8 +4,8 @@
  * ADD or a free is half-written for a moment) is reported once: its gauge, a Warning Event on each
  * pod and a log line; a line again when it clears. It never repairs (docs/runbooks.md).
  */
-import { Clock, Context, Duration, Effect, Option, Schedule } from "effect"
-import { type EntryLookup, type InvariantView, type InvariantViolation, VIOLATION_REASON, countByKind, invariantViolations, makeEntryLookup } from "../domain/invariants.ts"
+import { Clock, Context, Duration, Effect, Schedule } from "effect"
+import { type InvariantViolation, VIOLATION_REASON, countByKind, invariantViolations, makeEntryLookup } from "../domain/invariants.ts"
 import { formatIP } from "../domain/ip.ts"
 import { podRef } from "../domain/pod.ts"
 import { Caches } from "../services/Caches.ts"
@@ -13,22 +13,7 @@ import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
-import { cacheSnapshot, cachedListedBy, invariantView } from "./snapshot.ts"
-
-/** The caches as the invariants' view (read it at once: it follows the informers). */
-export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<InvariantView, never, Caches | NadConfigs> =>
-  Effect.gen(function* () {
-    const caches = yield* Caches
-    const decoder = yield* NadConfigs
-    const given = {
-      pods: caches.pods.values(),
-      listedBy: cachedListedBy(caches),
-      pod: (ref: string) => Option.getOrUndefined(caches.pods.get(ref)),
-      pools: caches.pools.values().map((p) => p.pool),
-      entryAt
-    }
-    return invariantView(given, yield* cacheSnapshot, caches.nads.values().map(decoder.decode))
-  })
+import { cacheSnapshot, cachedPods, invariantView } from "./snapshot.ts"
 
 /** What a log line says of a violation, beside its message. */
 export const violationAnnotations = (v: InvariantViolation) => ({
@@ -55,7 +40,14 @@ export const makeInvariantMonitor = Effect.gen(function* () {
   const entryAt = makeEntryLookup()
   const tracked = new Map<string, Tracked>()
   const lock = yield* Effect.makeSemaphore(1)
-  const caches = yield* Effect.context<Caches | NadConfigs>()
+  const context = yield* Effect.context<Caches | NadConfigs>()
+  const caches = Context.get(context, Caches)
+  const decoder = Context.get(context, NadConfigs)
+  // The caches as the invariants' view (read at once: it follows the informers).
+  const view = Effect.gen(function* () {
+    const pools = caches.pools.values().map((p) => p.pool)
+    return invariantView(yield* cachedPods, pools, yield* cacheSnapshot, caches.nads.values().map(decoder.decode), entryAt)
+  })
 
   const report = (v: InvariantViolation) =>
     Effect.zipRight(
@@ -86,15 +78,14 @@ export const makeInvariantMonitor = Effect.gen(function* () {
 
   // The violations are a function of the caches alone: while none has changed, the last ones stand
   // and only their time since is new (an idle cluster costs no evaluation).
-  const { pods, pools, reservations, nads, nodeSlicePools } = Context.get(caches, Caches)
-  const stampOf = () => [pods, pools, reservations, nads, nodeSlicePools].map((i) => i.changes()).join(",")
+  const stampOf = () => [caches.pods, caches.pools, caches.reservations, caches.nads, caches.nodeSlicePools].map((i) => i.changes()).join(",")
   let last: { readonly stamp: string; readonly found: ReadonlyArray<InvariantViolation> } | undefined
 
   const evaluate = lock.withPermits(1)(
     Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       const stamp = stampOf()
-      const found = last?.stamp === stamp ? last.found : invariantViolations(yield* Effect.provide(cacheInvariantView(entryAt), caches))
+      const found = last?.stamp === stamp ? last.found : invariantViolations(yield* Effect.provide(view, context))
       last = { stamp, found }
       const { due, cleared } = judge(found, now)
       for (const v of cleared) yield* Effect.logInfo(`invariant violation cleared: ${v.message}`).pipe(Effect.annotateLogs(violationAnnotations(v)))

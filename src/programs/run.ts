@@ -13,18 +13,20 @@ import { makeInvariantMonitor } from "./invariant-monitor.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
 import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
 import { effective, onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
-import { cachedPods, sweepUntilDone } from "./sweep.ts"
+import { cachedPods } from "./snapshot.ts"
+import { sweepUntilDone } from "./sweep.ts"
 
 /** Each run carries the restarts the informers counted since the last into `informer_restarts_total`. */
 export const carryRestarts = (informers: ReadonlyArray<{ readonly restarts: () => number; readonly resource: { readonly plural: string } }>) => {
   const counted = new Map<string, number>()
-  const carry = (metrics: Metrics["Type"], { restarts, resource: { plural } }: (typeof informers)[number]) => {
-    const [now, before] = [restarts(), counted.get(plural) ?? 0]
-    counted.set(plural, now)
-    // Also when nothing is new: the first round creates each informer's series at 0 (Metrics.ts).
-    return metrics.informerRestarts(plural, now - before)
-  }
-  return Effect.flatMap(Metrics, (metrics) => Effect.forEach(informers, (i) => carry(metrics, i), { discard: true }))
+  return Effect.flatMap(Metrics, (metrics) =>
+    Effect.forEach(informers, ({ restarts, resource: { plural } }) => {
+      const [now, before] = [restarts(), counted.get(plural) ?? 0]
+      counted.set(plural, now)
+      // Also when nothing is new: the first round creates each informer's series at 0 (Metrics.ts).
+      return metrics.informerRestarts(plural, now - before)
+    }, { discard: true })
+  )
 }
 
 /** Relists this close together are one gap: one sweep. */
