@@ -15,7 +15,7 @@ import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import * as WorkQueue from "../services/WorkQueue.ts"
-import type { LoopActivity } from "./memory.ts"
+import { makeReclaimMonitor } from "./memory.ts"
 import { type Candidate, type PodResult, freeBatch } from "./free-pods.ts"
 import { feed, podrefOfKey } from "./triggers.ts"
 
@@ -155,8 +155,6 @@ export interface RunningLoop {
 export interface DeletionLoopOptions<E, R> {
   /** Runs once the workers are up (the start-up sweep catches what happened before). */
   readonly onSynced?: (loop: RunningLoop) => Effect.Effect<void, E, R>
-  /** Told of the loop's work, for the heap reclaim after a burst (memory.ts). */
-  readonly activity?: LoopActivity
   /** LOOK_AGAIN_AFTER unless given (tests). */
   readonly lookAgainAfter?: Duration.DurationInput
 }
@@ -172,12 +170,16 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       // Registered first, so it runs last: the end of a shutdown (or of a leadership term) in the log.
       yield* Effect.addFinalizer(() => Effect.logInfo("deletion loop stopped"))
       const queue = yield* WorkQueue.make<Candidate>({ backoff: backoff(config.retryBaseDelay, config.retryMaxDelay, { attempts: config.retryAttempts }) })
+      const recorder = yield* EventRecorder
+      // The heap given back after a burst of deletions (memory.ts).
+      const reclaim = yield* makeReclaimMonitor(Effect.map(Effect.all([queue.len, queue.inFlight, recorder.pending]), ([q, f, e]) => q + f + e > 0))
+      yield* Effect.forkScoped(reclaim.monitor)
       // When each candidate was queued, until a worker first takes it: the queue-wait histogram.
       const observedAt = new Map<string, number>()
       yield* feed(queue, (key, now) =>
         Effect.zipRight(
           Effect.sync(() => void (observedAt.has(key) || observedAt.set(key, now))),
-          options.activity?.arrived ?? Effect.void
+          reclaim.arrived
         )
       )
       yield* caches.awaitSynced
@@ -188,13 +190,11 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
           const batch = yield* batcher.next
           if (Option.isNone(batch)) return
           yield* processBatch(queue, batch.value, observedAt, lookAgainAfter, waiting)
-          yield* options.activity?.finished(batch.value.items.length) ?? Effect.void
+          yield* reclaim.finished(batch.value.items.length)
         }
       })
       // A worker per batch that may be out at once; the Batcher decides when the next may go.
       for (let i = 0; i < config.concurrentBatches; i++) yield* Effect.forkScoped(worker)
-      const recorder = yield* EventRecorder
-      yield* options.activity?.setBusy(Effect.map(Effect.all([queue.len, queue.inFlight, recorder.pending]), ([q, f, e]) => q + f + e > 0)) ?? Effect.void
       yield* Effect.forkScoped(Effect.repeat(Effect.flatMap(Effect.all([queue.len, queue.inFlight]), ([d, f]) => metrics.queue(d, f)), Schedule.spaced("1 second")))
       // Registered after the workers, so it runs before they are interrupted: stop intake, drain.
       yield* Effect.addFinalizer(() => drain(queue))

@@ -10,7 +10,6 @@ import { formatIP } from "../domain/ip.ts"
 import {
   type FreeTrigger,
   type FreedIP,
-  type HeldReservation,
   Outcome,
   type OwnerPlan,
   type PlannedEntry,
@@ -43,18 +42,14 @@ export interface ReservationsDone {
   readonly error: ReleaseError | undefined
 }
 
-const deleteOne = (owner: string, r: HeldReservation) =>
-  Effect.flatMap(Reservations, (reservations) =>
-    r.listed === undefined ? reservations.deleteFor(r.name, owner) : reservations.deleteListed(r.listed)
-  )
-
 /** Deletes an owner's reservations one after another; stops at the first failure. */
 const deleteReservationsOf = (plan: OwnerPlan) =>
   Effect.gen(function* () {
+    const reservations = yield* Reservations
     const deleted = new Set<string>()
     const reassigned = new Set<string>()
     for (const r of plan.reservations) {
-      const outcome = yield* Effect.either(deleteOne(plan.holding.podref, r))
+      const outcome = yield* Effect.either(r.listed === undefined ? reservations.deleteFor(r.name, plan.holding.podref) : reservations.deleteListed(r.listed))
       if (Either.isLeft(outcome)) return { deleted, reassigned, error: apiError(plan.holding.podref, outcome.left) } satisfies ReservationsDone
       if (outcome.right === "deleted") deleted.add(r.name)
       else if (outcome.right === "reassigned") reassigned.add(r.name)

@@ -11,7 +11,7 @@ import { type RunningLoop, runDeletionLoop } from "./deletion-loop.ts"
 import { serveEndpoints } from "./http.ts"
 import { makeInvariantMonitor } from "./invariant-monitor.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
-import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
+import { reclaimMemory } from "./memory.ts"
 import { effective, onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
 import { cachedPods } from "./snapshot.ts"
 import { sweepUntilDone } from "./sweep.ts"
@@ -71,8 +71,6 @@ export const runController = Effect.scoped(
     )
     // The heap grown for the first list of everything is given back once synced (and after each burst of deletions).
     yield* Effect.forkScoped(Effect.zipRight(caches.awaitSynced, reclaimMemory("caches synced")))
-    const reclaim = yield* makeReclaimMonitor
-    yield* Effect.forkScoped(reclaim.monitor)
     const sweeps = (loop: RunningLoop) => Effect.gen(function* () {
       // One sweep at a time (start-up, scheduled, after a relist), each until it succeeds, leaving the loop's pods to the loop.
       const sweeping = yield* Effect.makeSemaphore(1)
@@ -88,6 +86,6 @@ export const runController = Effect.scoped(
       yield* Effect.logInfo("sweeps scheduled").pipe(Effect.annotateLogs(yield* Effect.map(SubscriptionRef.get(schedule), (a) => ({ schedule: a.schedule.expression, source: a.source }))))
       yield* Effect.forkScoped(onSchedule(schedule, sweep))
     })
-    return yield* leader.runWhenLeader(runDeletionLoop({ onSynced: (loop) => Effect.forkScoped(sweeps(loop)), activity: reclaim.activity }))
+    return yield* leader.runWhenLeader(runDeletionLoop({ onSynced: (loop) => Effect.forkScoped(sweeps(loop)) }))
   })
 )
