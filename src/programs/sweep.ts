@@ -86,7 +86,7 @@ export const listWhereabouts = Effect.gen(function* () {
   const pools = new Map(poolList.map((p) => [p.name, p.pool] as const))
   const reservations = new Map(reservationList.map((r) => [r.name, r] as const))
   const snapshot = yield* listingSnapshot(pools, reservations, nads, nodeSlicePools)
-  return { poolList, pools, reservations, nads, nodeSlicePools, snapshot }
+  return { poolList, pools, reservations, nads, snapshot }
 })
 
 /** Pods and nodes listed fresh: for the commands, which have no caches. */
