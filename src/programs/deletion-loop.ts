@@ -152,7 +152,7 @@ export interface RunningLoop {
   readonly podrefsHeld: Effect.Effect<ReadonlySet<string>>
 }
 
-export interface DeletionLoopOptions<E, R> {
+interface DeletionLoopOptions<E, R> {
   /** Runs once the workers are up (the start-up sweep catches what happened before). */
   readonly onSynced?: (loop: RunningLoop) => Effect.Effect<void, E, R>
   /** LOOK_AGAIN_AFTER unless given (tests). */

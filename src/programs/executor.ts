@@ -35,7 +35,7 @@ export const apiError = (pod: string, e: KubeError): ReleaseError =>
   new ReleaseError({ reason: "ApiError", pod, retryable: isRetryableKubeError(e), detail: e.message, cause: e })
 
 /** What deleting one owner's reservations did. */
-export interface ReservationsDone {
+interface ReservationsDone {
   readonly deleted: ReadonlySet<string>
   /** Changed since they were seen (re-created for someone else): left alone. */
   readonly reassigned: ReadonlySet<string>
@@ -92,7 +92,7 @@ const releasePools = (entries: Iterable<PlannedEntry>) =>
  * pod (its re-ADD leaves the reservation as it found it): give back the reservation deleted before the
  * release, best effort (until then the reborn pod is without it). Answers the names given back.
  */
-export const restoreReservations = (pool: string, entries: ReadonlyArray<PlannedEntry>, deletedFor: (owner: string) => ReadonlySet<string> | undefined) =>
+const restoreReservations = (pool: string, entries: ReadonlyArray<PlannedEntry>, deletedFor: (owner: string) => ReadonlySet<string> | undefined) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
     const reservations = yield* Reservations

@@ -16,7 +16,7 @@ import { NadConfigs } from "../services/NadConfigs.ts"
 import { cacheSnapshot, cachedPods, invariantView } from "./snapshot.ts"
 
 /** What a log line says of a violation, beside its message. */
-export const violationAnnotations = (v: InvariantViolation) => ({
+const violationAnnotations = (v: InvariantViolation) => ({
   kind: v.kind,
   ip: formatIP(v.ip),
   pods: v.pods.map(podRef).join(","),

@@ -43,7 +43,7 @@ type NamespaceSizes = (namespaces: ReadonlySet<string>) => ReadonlyMap<string, n
  * The pods (by podref) that exist now under these namespace/names; without `namespacePods` a namespace
  * counts as small. `options` (Pods) narrows what the server sends when only existence matters.
  */
-export const livePodsByRef = (refs: ReadonlyArray<NamespacedName>, options: ReadOptions = {}, namespacePods?: NamespaceSizes) =>
+const livePodsByRef = (refs: ReadonlyArray<NamespacedName>, options: ReadOptions = {}, namespacePods?: NamespaceSizes) =>
   Effect.gen(function* () {
     const pods = yield* Pods
     const { apiQps } = yield* ControllerConfig

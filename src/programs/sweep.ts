@@ -160,7 +160,7 @@ const pruneSlicePools = (world: World) =>
     return pruned
   })
 
-export interface SweepOptions {
+interface SweepOptions {
   readonly dryRun: boolean
   /** The podrefs the deletion loop holds, read right before freeing: left to the loop, which knows their pods. */
   readonly leave?: Effect.Effect<ReadonlySet<string>> | undefined
