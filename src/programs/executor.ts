@@ -25,16 +25,13 @@ import { Reservations } from "../services/Reservations.ts"
 
 /** Owners whose reservations are deleted at once (each owner's one after another). */
 export const RESERVATION_CONCURRENCY = 16
-/** Pools patched at once. */
 export const POOL_CONCURRENCY = 4
-/** Owners whose Events are written at once. */
 const EVENT_CONCURRENCY = 16
 
 /** A KubeError as the error of the candidate it stopped. */
 export const apiError = (pod: string, e: KubeError): ReleaseError =>
   new ReleaseError({ reason: "ApiError", pod, retryable: isRetryableKubeError(e), detail: e.message, cause: e })
 
-/** What deleting one owner's reservations did. */
 interface ReservationsDone {
   readonly deleted: ReadonlySet<string>
   /** Changed since they were seen (re-created for someone else): left alone. */
@@ -57,7 +54,6 @@ const deleteReservationsOf = (plan: OwnerPlan) =>
     return { deleted, reassigned, error: undefined } satisfies ReservationsDone
   })
 
-/** What releasing the pools did. */
 interface PoolsDone {
   readonly released: ReadonlyArray<PlannedEntry>
   /** Changed or gone under us: not freed. */

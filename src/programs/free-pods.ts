@@ -22,7 +22,6 @@ import { apiError, execute } from "./executor.ts"
 import { cachedPodsIn, recheckHoldings } from "./recheck.ts"
 import { cacheSnapshot, cachedListedBy, claimSource } from "./snapshot.ts"
 
-/** The services freeing a batch reads and writes through. */
 export type FreeRequirements = Caches | NadConfigs | EventRecorder | IPPoolStore | Reservations | Pods | ControllerConfig | Metrics
 
 export interface PodResult {

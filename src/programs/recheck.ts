@@ -33,10 +33,8 @@ export const LIST_READS_PER_POD = 16
 export const recheckByList = (refs: number, namespacePods: number, apiQps: number): boolean =>
   refs > listRecheckThreshold(apiQps) && (refs * LIST_READS_PER_POD >= namespacePods || refs > 2 * budgetOf(apiQps))
 
-/** Re-check GETs in flight at once. */
 export const RECHECK_GET_CONCURRENCY = 16
 
-/** How many pods the cache holds in each of these namespaces. */
 type NamespaceSizes = (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>
 
 /**

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Option, TestClock } from "effect"
-import { makeInvariantMonitor } from "../../src/programs/invariant-monitor.ts"
+import { makeInvariantMonitor } from "../../src/programs/invariants.ts"
 import { Caches } from "../../src/services/Caches.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
