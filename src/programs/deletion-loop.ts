@@ -15,7 +15,7 @@ import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
 import * as WorkQueue from "../services/WorkQueue.ts"
-import type { LoopActivity } from "./memory.ts"
+import { makeReclaimMonitor } from "./memory.ts"
 import { type Candidate, type PodResult, freeBatch } from "./free-pods.ts"
 import { feed, podrefOfKey } from "./triggers.ts"
 
@@ -78,36 +78,34 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
   })
 
 /**
- * Candidates rule 0 kept addresses of, by the pod they were kept for: queued again when that pod comes
- * through the loop (else nothing would look at them before the next sweep).
+ * Candidates rule 0 kept addresses of, by the pod they were kept for: queued again (`wake`) when that
+ * pod comes through the loop (else nothing would look at them before the next sweep).
  */
-const makeWaiting = () => {
+const makeWaiting = (queue: Queue) => {
   const byClaimant = new Map<string, Map<string, Candidate>>()
   return {
     wait: (key: string, candidate: Candidate, claimants: ReadonlyArray<string>) => {
       for (const c of claimants) byClaimant.set(c, (byClaimant.get(c) ?? new Map()).set(key, candidate))
     },
-    /** What waited for this pod, taken out. */
-    takeFor: (podref: string): ReadonlyArray<readonly [string, Candidate]> => {
-      const waiting = byClaimant.get(podref)
-      byClaimant.delete(podref)
-      return waiting === undefined ? [] : [...waiting]
+    wake: (podrefs: ReadonlyArray<string>) => {
+      const woken = [...new Set(podrefs)].flatMap((ref) => {
+        const waiting = byClaimant.get(ref) ?? []
+        byClaimant.delete(ref)
+        return [...waiting].map(([key, candidate]) => ({ key, candidate, for: ref }))
+      })
+      return Effect.forEach(
+        woken,
+        (w) =>
+          Effect.zipRight(
+            Effect.logDebug(`looking again at ${what(w.candidate)}: the pod its addresses were kept for came through`).pipe(Effect.annotateLogs({ pod: podRef(w.candidate.pod), for: w.for })),
+            queue.add(w.key, w.candidate)
+          ),
+        { discard: true }
+      )
     }
   }
 }
 type Waiting = ReturnType<typeof makeWaiting>
-
-/** Queues again what was kept for these pods (makeWaiting). */
-const wakeWaiting = (queue: Queue, waiting: Waiting, podrefs: ReadonlyArray<string>) =>
-  Effect.forEach(
-    podrefs.flatMap((ref) => waiting.takeFor(ref).map(([key, candidate]) => ({ key, candidate, for: ref }))),
-    (w) =>
-      Effect.zipRight(
-        Effect.logDebug(`looking again at ${what(w.candidate)}: the pod its addresses were kept for came through`).pipe(Effect.annotateLogs({ pod: podRef(w.candidate.pod), for: w.for })),
-        queue.add(w.key, w.candidate)
-      ),
-    { discard: true }
-  )
 
 /** One batch: free what it held (its Events queued), then settle each pod; the keys are done last. */
 const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>, lookAgainAfter: Duration.Duration, waiting: Waiting) =>
@@ -130,7 +128,7 @@ const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt:
     // A pod kept for may have come through another worker's batch meanwhile: gone from the cache, it wakes its waiters too.
     const caches = yield* Caches
     const gone = results.flatMap((r) => r.heldFor).filter((ref) => Option.isNone(caches.pods.get(ref)))
-    yield* wakeWaiting(queue, waiting, [...batch.items.map(({ value }) => podRef(value.pod)), ...gone])
+    yield* waiting.wake([...batch.items.map(({ value }) => podRef(value.pod)), ...gone])
   })
 
 /** Stop intake, then wait (up to the shutdown timeout) for in-flight batches and the Events recorded so far. */
@@ -154,11 +152,9 @@ export interface RunningLoop {
   readonly podrefsHeld: Effect.Effect<ReadonlySet<string>>
 }
 
-export interface DeletionLoopOptions<E, R> {
+interface DeletionLoopOptions<E, R> {
   /** Runs once the workers are up (the start-up sweep catches what happened before). */
   readonly onSynced?: (loop: RunningLoop) => Effect.Effect<void, E, R>
-  /** Told of the loop's work, for the heap reclaim after a burst (memory.ts). */
-  readonly activity?: LoopActivity
   /** LOOK_AGAIN_AFTER unless given (tests). */
   readonly lookAgainAfter?: Duration.DurationInput
 }
@@ -174,29 +170,31 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       // Registered first, so it runs last: the end of a shutdown (or of a leadership term) in the log.
       yield* Effect.addFinalizer(() => Effect.logInfo("deletion loop stopped"))
       const queue = yield* WorkQueue.make<Candidate>({ backoff: backoff(config.retryBaseDelay, config.retryMaxDelay, { attempts: config.retryAttempts }) })
+      const recorder = yield* EventRecorder
+      // The heap given back after a burst of deletions (memory.ts).
+      const reclaim = yield* makeReclaimMonitor(Effect.map(Effect.all([queue.len, queue.inFlight, recorder.pending]), ([q, f, e]) => q + f + e > 0))
+      yield* Effect.forkScoped(reclaim.monitor)
       // When each candidate was queued, until a worker first takes it: the queue-wait histogram.
       const observedAt = new Map<string, number>()
       yield* feed(queue, (key, now) =>
         Effect.zipRight(
           Effect.sync(() => void (observedAt.has(key) || observedAt.set(key, now))),
-          options.activity?.arrived ?? Effect.void
+          reclaim.arrived
         )
       )
       yield* caches.awaitSynced
-      const waiting = makeWaiting()
+      const waiting = makeWaiting(queue)
       const batcher = yield* Batcher.make(queue, { ...Batcher.DEFAULT_BATCHING, windowMs: Duration.toMillis(config.batchWindow) })
       const worker = Effect.gen(function* () {
         for (;;) {
           const batch = yield* batcher.next
           if (Option.isNone(batch)) return
           yield* processBatch(queue, batch.value, observedAt, lookAgainAfter, waiting)
-          yield* options.activity?.finished(batch.value.items.length) ?? Effect.void
+          yield* reclaim.finished(batch.value.items.length)
         }
       })
       // A worker per batch that may be out at once; the Batcher decides when the next may go.
       for (let i = 0; i < config.concurrentBatches; i++) yield* Effect.forkScoped(worker)
-      const recorder = yield* EventRecorder
-      yield* options.activity?.setBusy(Effect.map(Effect.all([queue.len, queue.inFlight, recorder.pending]), ([q, f, e]) => q + f + e > 0)) ?? Effect.void
       yield* Effect.forkScoped(Effect.repeat(Effect.flatMap(Effect.all([queue.len, queue.inFlight]), ([d, f]) => metrics.queue(d, f)), Schedule.spaced("1 second")))
       // Registered after the workers, so it runs before they are interrupted: stop intake, drain.
       yield* Effect.addFinalizer(() => drain(queue))

@@ -10,7 +10,6 @@ import { formatIP } from "../domain/ip.ts"
 import {
   type FreeTrigger,
   type FreedIP,
-  type HeldReservation,
   Outcome,
   type OwnerPlan,
   type PlannedEntry,
@@ -26,35 +25,28 @@ import { Reservations } from "../services/Reservations.ts"
 
 /** Owners whose reservations are deleted at once (each owner's one after another). */
 export const RESERVATION_CONCURRENCY = 16
-/** Pools patched at once. */
 export const POOL_CONCURRENCY = 4
-/** Owners whose Events are written at once. */
 const EVENT_CONCURRENCY = 16
 
 /** A KubeError as the error of the candidate it stopped. */
 export const apiError = (pod: string, e: KubeError): ReleaseError =>
   new ReleaseError({ reason: "ApiError", pod, retryable: isRetryableKubeError(e), detail: e.message, cause: e })
 
-/** What deleting one owner's reservations did. */
-export interface ReservationsDone {
+interface ReservationsDone {
   readonly deleted: ReadonlySet<string>
   /** Changed since they were seen (re-created for someone else): left alone. */
   readonly reassigned: ReadonlySet<string>
   readonly error: ReleaseError | undefined
 }
 
-const deleteOne = (owner: string, r: HeldReservation) =>
-  Effect.flatMap(Reservations, (reservations) =>
-    r.listed === undefined ? reservations.deleteFor(r.name, owner) : reservations.deleteListed(r.listed)
-  )
-
 /** Deletes an owner's reservations one after another; stops at the first failure. */
 const deleteReservationsOf = (plan: OwnerPlan) =>
   Effect.gen(function* () {
+    const reservations = yield* Reservations
     const deleted = new Set<string>()
     const reassigned = new Set<string>()
     for (const r of plan.reservations) {
-      const outcome = yield* Effect.either(deleteOne(plan.holding.podref, r))
+      const outcome = yield* Effect.either(r.listed === undefined ? reservations.deleteFor(r.name, plan.holding.podref) : reservations.deleteListed(r.listed))
       if (Either.isLeft(outcome)) return { deleted, reassigned, error: apiError(plan.holding.podref, outcome.left) } satisfies ReservationsDone
       if (outcome.right === "deleted") deleted.add(r.name)
       else if (outcome.right === "reassigned") reassigned.add(r.name)
@@ -62,7 +54,6 @@ const deleteReservationsOf = (plan: OwnerPlan) =>
     return { deleted, reassigned, error: undefined } satisfies ReservationsDone
   })
 
-/** What releasing the pools did. */
 interface PoolsDone {
   readonly released: ReadonlyArray<PlannedEntry>
   /** Changed or gone under us: not freed. */
@@ -97,7 +88,7 @@ const releasePools = (entries: Iterable<PlannedEntry>) =>
  * pod (its re-ADD leaves the reservation as it found it): give back the reservation deleted before the
  * release, best effort (until then the reborn pod is without it). Answers the names given back.
  */
-export const restoreReservations = (pool: string, entries: ReadonlyArray<PlannedEntry>, deletedFor: (owner: string) => ReadonlySet<string> | undefined) =>
+const restoreReservations = (pool: string, entries: ReadonlyArray<PlannedEntry>, deletedFor: (owner: string) => ReadonlySet<string> | undefined) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
     const reservations = yield* Reservations

@@ -22,11 +22,9 @@ import { apiError, execute } from "./executor.ts"
 import { cachedPodsIn, recheckHoldings } from "./recheck.ts"
 import { cacheSnapshot, cachedListedBy, claimSource } from "./snapshot.ts"
 
-/** The services freeing a batch reads and writes through. */
 export type FreeRequirements = Caches | NadConfigs | EventRecorder | IPPoolStore | Reservations | Pods | ControllerConfig | Metrics
 
 export interface PodResult {
-  readonly pod: PodProjection
   readonly outcome: Outcome
   /** Whereabouts networks of the pod where the snapshot showed none of its entries (PodFindings.unseen). */
   readonly unseen: ReadonlyArray<string>
@@ -106,6 +104,6 @@ export const freeBatch = (batch: ReadonlyArray<Candidate>): Effect.Effect<Readon
       const outcome = execution.outcomes.get(ref) ?? Outcome.Freed({ freed: [], reservations: 0 })
       const twin = reported.has(ref) && outcome._tag === "Freed"
       reported.add(ref)
-      return { pod, outcome: twin ? Outcome.Freed({ freed: [], reservations: 0 }) : outcome, unseen: found.unseen.get(ref) ?? [], heldFor: heldFor.get(ref) ?? [] }
+      return { outcome: twin ? Outcome.Freed({ freed: [], reservations: 0 }) : outcome, unseen: found.unseen.get(ref) ?? [], heldFor: heldFor.get(ref) ?? [] }
     })
   })

@@ -31,34 +31,26 @@ export const reclaimMemory = (after: string): Effect.Effect<void> =>
 export const RECLAIM_AFTER_PODS = 100
 export const RECLAIM_IDLE_MS = 2_000
 
-/** How the deletion loop tells the reclaim monitor about its work. */
-export interface LoopActivity {
-  /** A deletion arrived. */
-  readonly arrived: Effect.Effect<void>
-  /** A batch of this many pods was processed. */
-  readonly finished: (pods: number) => Effect.Effect<void>
-  /** Whether anything is queued, in flight or still writing Events; set by the loop while it runs. */
-  readonly setBusy: (busy: Effect.Effect<boolean>) => Effect.Effect<void>
-}
-
-/** The activity the loop reports, and the monitor that reclaims after bursts (run it beside the loop). */
-export const makeReclaimMonitor = Effect.sync(() => {
-  let lastActivity = 0
-  let processed = 0
-  let busy: Effect.Effect<boolean> = Effect.succeed(false)
-  const touch = Effect.map(Clock.currentTimeMillis, (now) => void (lastActivity = now))
-  const activity: LoopActivity = {
-    arrived: touch,
-    finished: (pods) => Effect.zipRight(Effect.sync(() => void (processed += pods)), touch),
-    setBusy: (probe) => Effect.sync(() => void (busy = probe))
-  }
-  const check = Effect.gen(function* () {
-    const now = yield* Clock.currentTimeMillis
-    // A busy check is activity too: a steady stream handled in a few ms per pod looks idle at almost every check.
-    if (yield* busy) lastActivity = now
-    if (now - lastActivity < RECLAIM_IDLE_MS || processed < RECLAIM_AFTER_PODS) return
-    processed = 0
-    yield* reclaimMemory("mass deletion")
+/**
+ * The deletion loop's reclaim after bursts: it tells of its work (`arrived`, `finished` a batch of this
+ * many pods) and runs `monitor` beside it; `busy`: whether anything is queued, in flight or still writing Events.
+ */
+export const makeReclaimMonitor = (busy: Effect.Effect<boolean>) =>
+  Effect.sync(() => {
+    let lastActivity = 0
+    let processed = 0
+    const touch = Effect.map(Clock.currentTimeMillis, (now) => void (lastActivity = now))
+    const check = Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      // A busy check is activity too: a steady stream handled in a few ms per pod looks idle at almost every check.
+      if (yield* busy) lastActivity = now
+      if (now - lastActivity < RECLAIM_IDLE_MS || processed < RECLAIM_AFTER_PODS) return
+      processed = 0
+      yield* reclaimMemory("mass deletion")
+    })
+    return {
+      arrived: touch,
+      finished: (pods: number) => Effect.zipRight(Effect.sync(() => void (processed += pods)), touch),
+      monitor: Effect.repeat(check, Schedule.spaced("500 millis"))
+    }
   })
-  return { activity, monitor: Effect.repeat(check, Schedule.spaced("500 millis")) }
-})

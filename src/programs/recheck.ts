@@ -33,17 +33,15 @@ export const LIST_READS_PER_POD = 16
 export const recheckByList = (refs: number, namespacePods: number, apiQps: number): boolean =>
   refs > listRecheckThreshold(apiQps) && (refs * LIST_READS_PER_POD >= namespacePods || refs > 2 * budgetOf(apiQps))
 
-/** Re-check GETs in flight at once. */
 export const RECHECK_GET_CONCURRENCY = 16
 
-/** How many pods the cache holds in each of these namespaces. */
 type NamespaceSizes = (namespaces: ReadonlySet<string>) => ReadonlyMap<string, number>
 
 /**
  * The pods (by podref) that exist now under these namespace/names; without `namespacePods` a namespace
  * counts as small. `options` (Pods) narrows what the server sends when only existence matters.
  */
-export const livePodsByRef = (refs: ReadonlyArray<NamespacedName>, options: ReadOptions = {}, namespacePods?: NamespaceSizes) =>
+const livePodsByRef = (refs: ReadonlyArray<NamespacedName>, options: ReadOptions = {}, namespacePods?: NamespaceSizes) =>
   Effect.gen(function* () {
     const pods = yield* Pods
     const { apiQps } = yield* ControllerConfig

@@ -9,22 +9,24 @@ import { LeaderElection } from "../services/LeaderElection.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { type RunningLoop, runDeletionLoop } from "./deletion-loop.ts"
 import { serveEndpoints } from "./http.ts"
-import { makeInvariantMonitor } from "./invariant-monitor.ts"
+import { makeInvariantMonitor } from "./invariants.ts"
 import { monitorPoolUsage } from "./pool-usage.ts"
-import { makeReclaimMonitor, reclaimMemory } from "./memory.ts"
+import { reclaimMemory } from "./memory.ts"
 import { effective, onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
-import { cachedPods, sweepUntilDone } from "./sweep.ts"
+import { cachedPods } from "./snapshot.ts"
+import { sweepUntilDone } from "./sweep.ts"
 
 /** Each run carries the restarts the informers counted since the last into `informer_restarts_total`. */
 export const carryRestarts = (informers: ReadonlyArray<{ readonly restarts: () => number; readonly resource: { readonly plural: string } }>) => {
   const counted = new Map<string, number>()
-  const carry = (metrics: Metrics["Type"], { restarts, resource: { plural } }: (typeof informers)[number]) => {
-    const [now, before] = [restarts(), counted.get(plural) ?? 0]
-    counted.set(plural, now)
-    // Also when nothing is new: the first round creates each informer's series at 0 (Metrics.ts).
-    return metrics.informerRestarts(plural, now - before)
-  }
-  return Effect.flatMap(Metrics, (metrics) => Effect.forEach(informers, (i) => carry(metrics, i), { discard: true }))
+  return Effect.flatMap(Metrics, (metrics) =>
+    Effect.forEach(informers, ({ restarts, resource: { plural } }) => {
+      const [now, before] = [restarts(), counted.get(plural) ?? 0]
+      counted.set(plural, now)
+      // Also when nothing is new: the first round creates each informer's series at 0 (Metrics.ts).
+      return metrics.informerRestarts(plural, now - before)
+    }, { discard: true })
+  )
 }
 
 /** Relists this close together are one gap: one sweep. */
@@ -69,8 +71,6 @@ export const runController = Effect.scoped(
     )
     // The heap grown for the first list of everything is given back once synced (and after each burst of deletions).
     yield* Effect.forkScoped(Effect.zipRight(caches.awaitSynced, reclaimMemory("caches synced")))
-    const reclaim = yield* makeReclaimMonitor
-    yield* Effect.forkScoped(reclaim.monitor)
     const sweeps = (loop: RunningLoop) => Effect.gen(function* () {
       // One sweep at a time (start-up, scheduled, after a relist), each until it succeeds, leaving the loop's pods to the loop.
       const sweeping = yield* Effect.makeSemaphore(1)
@@ -86,6 +86,6 @@ export const runController = Effect.scoped(
       yield* Effect.logInfo("sweeps scheduled").pipe(Effect.annotateLogs(yield* Effect.map(SubscriptionRef.get(schedule), (a) => ({ schedule: a.schedule.expression, source: a.source }))))
       yield* Effect.forkScoped(onSchedule(schedule, sweep))
     })
-    return yield* leader.runWhenLeader(runDeletionLoop({ onSynced: (loop) => Effect.forkScoped(sweeps(loop)), activity: reclaim.activity }))
+    return yield* leader.runWhenLeader(runDeletionLoop({ onSynced: (loop) => Effect.forkScoped(sweeps(loop)) }))
   })
 )

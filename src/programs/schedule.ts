@@ -136,7 +136,7 @@ export const watchSchedule = (initial: Sources) =>
 export const MAX_SLEEP = Duration.days(24)
 
 /** Sleeps until the clock reads `target` (milliseconds since the epoch), in steps of ≤ MAX_SLEEP. */
-export const sleepUntil = (target: number): Effect.Effect<void> =>
+const sleepUntil = (target: number): Effect.Effect<void> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) =>
     target <= now ? Effect.void : Effect.zipRight(Effect.sleep(Duration.min(Duration.millis(target - now), MAX_SLEEP)), Effect.suspend(() => sleepUntil(target)))
   )

@@ -8,7 +8,9 @@ import { type Snapshot, poolNaming } from "../domain/holdings.ts"
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import type { ParsedPool, ReservationRecord } from "../domain/pool.ts"
 import type { ClaimSource } from "../domain/claims.ts"
-import { type InvariantView, reservationNetworks } from "../domain/invariants.ts"
+import { type EntryLookup, type InvariantView, reservationNetworks } from "../domain/invariants.ts"
+import type { NodeRecord } from "../domain/never-runs-again.ts"
+import type { PodProjection } from "../domain/pod.ts"
 import { type IPAddress, ipKey } from "../domain/ip.ts"
 import { Caches, LISTED_IP_INDEX, type NadRecord, PODREF_INDEX } from "../services/Caches.ts"
 import { NadConfigs, type NadConfigsShape } from "../services/NadConfigs.ts"
@@ -64,19 +66,40 @@ export const listingSnapshot = (
 /** The pods whose status lists an address, from the pod cache's index. */
 export const cachedListedBy = (caches: Caches["Type"]) => (ip: IPAddress) => caches.pods.byIndex(LISTED_IP_INDEX, ipKey(ip))
 
+/** The pods (by podref) and nodes a sweep or the invariants judge by, and who lists each address. */
+export interface PodWorld {
+  readonly pods: ReadonlyMap<string, PodProjection>
+  readonly nodes: ReadonlyArray<NodeRecord>
+  readonly listedBy: (ip: IPAddress) => ReadonlyArray<PodProjection>
+}
+
+/**
+ * Pods and nodes as the informers hold them: for the controller (listing them again would double its
+ * memory). A lagging cache is safe: a pod created since makes candidates the live re-check spares; a
+ * pod deleted since is still in it, and its deletion reaches the loop.
+ */
+export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Caches, (caches) => ({
+  pods: caches.pods.byKey,
+  nodes: caches.nodes.values(),
+  listedBy: cachedListedBy(caches)
+}))
+
 /** Who else lists an address (claims.ts), its networks read through the snapshot. */
 export const claimSource = (listedBy: ClaimSource["listedBy"], snapshot: Snapshot): ClaimSource => ({ listedBy, nad: snapshot.nad, nodeSlice: snapshot.nodeSlice })
 
 /** The invariants' view: pods and pools as given, the rest read through a snapshot and the NADs' decoded configs. */
 export const invariantView = (
-  given: Pick<InvariantView, "pods" | "listedBy" | "pod" | "pools" | "entryAt">,
+  world: Pick<PodWorld, "pods" | "listedBy">,
+  pools: Iterable<ParsedPool>,
   snapshot: Snapshot,
-  nads: Iterable<ReturnType<NadConfigsShape["decode"]>>
+  nads: Iterable<ReturnType<NadConfigsShape["decode"]>>,
+  entryAt: EntryLookup
 ): InvariantView => ({
-  ...given,
-  pool: snapshot.pool,
-  reservation: snapshot.reservation,
-  nad: snapshot.nad,
-  nodeSlice: snapshot.nodeSlice,
+  ...snapshot,
+  pods: world.pods.values(),
+  pod: (ref) => world.pods.get(ref),
+  listedBy: world.listedBy,
+  pools,
+  entryAt,
   reservationNetwork: reservationNetworks(nads, snapshot.origin)
 })

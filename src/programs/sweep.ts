@@ -2,19 +2,19 @@
  * The full orphan sweep: finds what no pod holds in a fresh listing, re-checks each candidate live
  * right before freeing it through the planner and executor; in dry-run (`audit`) only plans and reports.
  */
-import { Clock, Effect, Either, Option, Schedule } from "effect"
+import { Clock, Effect, Either, type Schedule } from "effect"
 import { type BadInput, badInputOf } from "../domain/bad-input.ts"
 import { type HeldForAnother, listedByIndex, separateHeldForAnother } from "../domain/claims.ts"
 import { orphanHoldings } from "../domain/holdings.ts"
 import { type OrphanAllocation, type OrphanReservation, findOrphans } from "../domain/orphans.ts"
-import { type IPAddress, formatIP } from "../domain/ip.ts"
+import { formatIP } from "../domain/ip.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import { type NodeSlicePoolRecord, sliceOfNode } from "../domain/node-slices.ts"
 import type { ParsedPool } from "../domain/pool.ts"
-import { type NodeRecord, neverRunsAgain } from "../domain/never-runs-again.ts"
+import { neverRunsAgain } from "../domain/never-runs-again.ts"
 import { type Holding, type ReleaseError, planRelease } from "../domain/release.ts"
 import { backoff } from "../services/backoff.ts"
-import { Caches, toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
+import { toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
 import type { EventRecorder } from "../services/EventRecorder.ts"
 import { IPPoolStore } from "../services/IPPoolStore.ts"
@@ -26,11 +26,11 @@ import { Pods } from "../services/Pods.ts"
 import { Reservations } from "../services/Reservations.ts"
 import * as R from "../services/resources.ts"
 import { execute } from "./executor.ts"
-import { type AuditedInvariants, auditInvariants } from "./invariant-audit.ts"
+import { type AuditedInvariants, auditInvariants } from "./invariants.ts"
 import { reclaimMemory } from "./memory.ts"
 import { usageOf } from "./pool-usage.ts"
 import { recheckHoldings } from "./recheck.ts"
-import { cachedListedBy, claimSource, listingSnapshot } from "./snapshot.ts"
+import { type PodWorld, claimSource, listingSnapshot } from "./snapshot.ts"
 
 export interface PoolReport {
   readonly name: string
@@ -86,15 +86,8 @@ export const listWhereabouts = Effect.gen(function* () {
   const pools = new Map(poolList.map((p) => [p.name, p.pool] as const))
   const reservations = new Map(reservationList.map((r) => [r.name, r] as const))
   const snapshot = yield* listingSnapshot(pools, reservations, nads, nodeSlicePools)
-  return { poolList, pools, reservations, nads, nodeSlicePools, snapshot }
+  return { poolList, pools, reservations, nads, snapshot }
 })
-
-/** The pods (by podref) and nodes a sweep judges by, and who lists each address. */
-export interface PodWorld {
-  readonly pods: ReadonlyMap<string, PodProjection>
-  readonly nodes: ReadonlyArray<NodeRecord>
-  readonly listedBy: (ip: IPAddress) => ReadonlyArray<PodProjection>
-}
 
 /** Pods and nodes listed fresh: for the commands, which have no caches. */
 export const listedPods: Effect.Effect<PodWorld, KubeError, Pods> = Effect.gen(function* () {
@@ -103,17 +96,6 @@ export const listedPods: Effect.Effect<PodWorld, KubeError, Pods> = Effect.gen(f
   const nodes = yield* live.nodes
   return { pods: new Map(podList.map((p) => [podRef(p), p] as const)), nodes, listedBy: listedByIndex(podList) }
 })
-
-/**
- * Pods and nodes as the informers hold them: for the controller (listing them again would double its
- * memory). A lagging cache is safe: a pod created since makes candidates the live re-check spares; a
- * pod deleted since is still in it, and its deletion reaches the loop.
- */
-export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Caches, (caches) => ({
-  pods: caches.pods.byKey,
-  nodes: caches.nodes.values(),
-  listedBy: cachedListedBy(caches)
-}))
 
 /** Everything a sweep looks at: the whereabouts objects listed fresh, then the pods and nodes. */
 export const listWorld = <E, R>(pods: Effect.Effect<PodWorld, E, R>) => Effect.zipWith(listWhereabouts, pods, (listed, world) => ({ ...listed, ...world }))
@@ -178,7 +160,7 @@ const pruneSlicePools = (world: World) =>
     return pruned
   })
 
-export interface SweepOptions {
+interface SweepOptions {
   readonly dryRun: boolean
   /** The podrefs the deletion loop holds, read right before freeing: left to the loop, which knows their pods. */
   readonly leave?: Effect.Effect<ReadonlySet<string>> | undefined
@@ -280,8 +262,12 @@ export const runSweep = (
     return report
   })
 
-/** A sweep that logs and counts its failure instead of failing, then gives back the heap it grew (memory.ts). */
-export const sweepOnce = (options: SweepOptions) =>
+/**
+ * Sweeps until one succeeds (after 1 s, doubling, at most a minute apart, jittered), each attempt counted,
+ * a failure logged, the heap it grew given back (memory.ts): only a sweep finds the deletions no event
+ * brought (queued by a leader that stepped down, or hidden in a watch gap); they must not wait for the next.
+ */
+export const sweepUntilDone = (options: SweepOptions, retry: Schedule.Schedule<unknown> = backoff("1 second", "1 minute")) =>
   runSweep(options).pipe(
     Effect.tap(() => Effect.flatMap(Metrics, (m) => m.sweep("success"))),
     Effect.tapError((e) =>
@@ -290,19 +276,7 @@ export const sweepOnce = (options: SweepOptions) =>
         Effect.logError("sweep failed").pipe(Effect.annotateLogs({ error: e.message }))
       )
     ),
-    Effect.option,
-    Effect.ensuring(reclaimMemory("sweep"))
-  )
-
-/** How soon a failed sweep runs again: after 1 s, doubling, at most a minute apart, jittered. */
-export const SWEEP_RETRY = backoff("1 second", "1 minute")
-
-/**
- * Sweeps until one succeeds: only a sweep finds the deletions no event brought (queued by a leader
- * that stepped down, or hidden in a watch gap), which must not wait for the next scheduled one.
- */
-export const sweepUntilDone = (options: SweepOptions, retry: Schedule.Schedule<unknown> = SWEEP_RETRY) =>
-  Effect.flatMap(sweepOnce(options), (done) => (Option.isSome(done) ? Effect.succeed(done.value) : Effect.fail("sweep failed" as const))).pipe(
+    Effect.ensuring(reclaimMemory("sweep")),
     Effect.retry(retry),
     Effect.orDie
   )

@@ -12,12 +12,12 @@ import type * as WorkQueue from "../services/WorkQueue.ts"
 import type { Candidate } from "./free-pods.ts"
 
 /** Queue key: one candidate per pod incarnation. */
-export const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid}`
+const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid}`
 
 export const podrefOfKey = (key: string): string => key.slice(0, key.lastIndexOf("/"))
 
 /** Tells the loop a candidate was queued (for the queue-wait histogram and the heap reclaim). */
-export type OnQueued = (key: string, now: number) => Effect.Effect<void>
+type OnQueued = (key: string, now: number) => Effect.Effect<void>
 
 const sameFacts = (a: NodeRecord, b: NodeRecord) => a.ready === b.ready && a.readySince === b.readySince && a.outOfService === b.outOfService
 

@@ -7,7 +7,7 @@ import { DEFAULT_BATCHING } from "../../src/services/Batcher.ts"
 import { withKubeApi } from "../../src/programs/layers.ts"
 import { memory } from "../../src/testing/layers.ts"
 import * as PluginStore from "../../src/testing/PluginStore.ts"
-import { sweepOnce } from "../../src/programs/sweep.ts"
+import { sweepUntilDone } from "../../src/programs/sweep.ts"
 import { Caches } from "../../src/services/Caches.ts"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster, MemoryClusterState, layerMemory as memoryKubeApi } from "../../src/testing/InMemoryCluster.ts"
@@ -568,7 +568,7 @@ const instance = (state: MemoryClusterState, identity: string) =>
   )
 
 /** What main runs: the deletion loop (start-up sweep first) while this instance leads. */
-const leaderLoop = Effect.flatMap(LeaderElection, (le) => le.runWhenLeader(runDeletionLoop({ onSynced: (loop) => Effect.asVoid(sweepOnce({ dryRun: false, leave: loop.podrefsHeld })) })))
+const leaderLoop = Effect.flatMap(LeaderElection, (le) => le.runWhenLeader(runDeletionLoop({ onSynced: (loop) => Effect.asVoid(sweepUntilDone({ dryRun: false, leave: loop.podrefsHeld })) })))
 
 const reportedBy = (state: MemoryClusterState) =>
   state

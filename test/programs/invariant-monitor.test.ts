@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Option, TestClock } from "effect"
-import { makeInvariantMonitor } from "../../src/programs/invariant-monitor.ts"
+import { makeInvariantMonitor } from "../../src/programs/invariants.ts"
 import { Caches } from "../../src/services/Caches.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
@@ -114,7 +114,7 @@ describe("the invariant monitor (TestClock)", () => {
         yield* world(`${NS}/someone-else`)
         const caches = yield* Caches
         let reads = 0
-        const counted = { ...caches, pods: { ...caches.pods, values: () => (reads++, caches.pods.values()) } }
+        const counted = { ...caches, pods: { ...caches.pods, get byKey() { return (reads++, caches.pods.byKey) } } }
         const monitor = yield* Effect.provideService(makeInvariantMonitor, Caches, counted)
         for (let i = 0; i < 3; i++) {
           yield* monitor.evaluate

@@ -4,7 +4,7 @@ import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
 import type { RunningLoop } from "../../src/programs/deletion-loop.ts"
 import { runController } from "../../src/programs/run.ts"
-import { runSweep, sweepOnce, sweepUntilDone } from "../../src/programs/sweep.ts"
+import { runSweep, sweepUntilDone } from "../../src/programs/sweep.ts"
 import { onSchedule } from "../../src/programs/schedule.ts"
 import { parseSchedule } from "../../src/domain/cron.ts"
 import { formatIP } from "../../src/domain/ip.ts"
@@ -143,7 +143,7 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
         for (let i = 0; i < 6; i++) pods.push(yield* startPod(NS, `p${i}`, [on("net1")]))
         // Downtime: three pods vanish without CNI DEL and no deletion loop sees it.
         for (const p of pods.slice(0, 3)) yield* deletePod(p)
-        yield* startDeletionLoop(Effect.asVoid(sweepOnce({ dryRun: false })))
+        yield* startDeletionLoop(Effect.asVoid(sweepUntilDone({ dryRun: false })))
         // startDeletionLoop returns once onSynced (the sweep) is done.
         expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(3)
         expect(yield* metric("ips_freed_total", { trigger: "deletion" })).toBe(0)
@@ -181,7 +181,7 @@ describe("sweep: start-up, schedule, dry run, junk", () => {
       const body = Effect.gen(function* () {
         yield* createPool("10.37.0.0-24", "10.37.0.0/24", { "1": { id: "c", podref: "default/dead", ifname: "net1" } })
         const current = yield* SubscriptionRef.make({ schedule: Either.getOrThrow(parseSchedule("*/5 * * * *")), source: "test" })
-        const fiber = yield* Effect.fork(onSchedule(current, sweepOnce({ dryRun: false })))
+        const fiber = yield* Effect.fork(onSchedule(current, sweepUntilDone({ dryRun: false })))
         const at = [] as Array<number>
         // 10:02:30 → 10:21:30 in 30 s steps, noting the sweep count after each.
         for (let i = 0; i < 39; i++) {

@@ -6,7 +6,6 @@
 import { Deferred, Effect, type Fiber, TestClock } from "effect"
 import { type Attachment, type RunningPod, addAttachments, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { type RunningLoop, runDeletionLoop } from "../../src/programs/deletion-loop.ts"
-import { makeReclaimMonitor } from "../../src/programs/memory.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION } from "../../src/domain/multus.ts"
 import { parsePool } from "../../src/domain/pool.ts"
@@ -23,19 +22,16 @@ export { on } from "./objects.ts"
 export const metric = (name: string, labels: Record<string, string> = {}) => Effect.flatMap(Metrics, (m) => m.value(name, labels))
 
 /**
- * Forks the deletion loop in the current scope, with the heap reclaim beside it as run.ts starts
- * it, and returns once it listens for deletions and its workers are up (`onSynced` has run), so a
- * deletion made afterwards cannot be missed.
+ * Forks the deletion loop in the current scope, and returns once it listens for deletions and its
+ * workers are up (`onSynced` has run), so a deletion made afterwards cannot be missed.
  */
 export const startDeletionLoop = <E = never, R = never>(
   onSynced: Effect.Effect<void, E, R> | ((loop: RunningLoop) => Effect.Effect<void, E, R>) = Effect.void as Effect.Effect<void, E, R>
 ) =>
   Effect.gen(function* () {
     const ready = yield* Deferred.make<void>()
-    const reclaim = yield* makeReclaimMonitor
-    yield* Effect.forkScoped(reclaim.monitor)
     const synced = (loop: RunningLoop) => Effect.zipRight(Effect.isEffect(onSynced) ? onSynced : onSynced(loop), Deferred.succeed(ready, undefined))
-    const fiber = yield* Effect.forkScoped(runDeletionLoop({ onSynced: synced, activity: reclaim.activity }))
+    const fiber = yield* Effect.forkScoped(runDeletionLoop({ onSynced: synced }))
     yield* Deferred.await(ready)
     return fiber as Fiber.RuntimeFiber<never, E>
   })
