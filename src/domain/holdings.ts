@@ -28,6 +28,8 @@ export interface Snapshot extends ClaimLookup {
   readonly nadOfPool: (pool: ParsedPool, podNamespace: string) => string | undefined
   readonly origin: (pool: ParsedPool) => PoolOrigin
   readonly capacity: (pool: ParsedPool) => PoolCapacity
+  /** The network name a pool's reservations are named with where a NAD writing it keeps them (overlapping ranges on). */
+  readonly reservationNetwork: (pool: ParsedPool) => string | undefined
 }
 
 /** What an Event names for an address of a pool: the NAD that writes it, else its network, else the pool. */
@@ -36,8 +38,8 @@ export const eventNetwork = (pool: ParsedPool, origin: PoolOrigin, nad: string |
 
 type NadRef = { readonly namespace: string; readonly name: string }
 
-/** A NAD and the range of its config that writes a pool. */
-type Writer = NadRef & { readonly range: IpRange }
+/** A NAD and the range of its config that writes a pool; `keeps`: that config keeps reservations. */
+type Writer = NadRef & { readonly range: IpRange; readonly keeps: boolean }
 
 /** The NADs that write each pool: whole-range pools by pool name, node-slice networks by NodeSlicePool name. */
 interface NadIndex {
@@ -50,7 +52,7 @@ export const nadIndex = (nads: Iterable<NadRef & { readonly config: Either.Eithe
   const writes = [...nads].flatMap((nad) => {
     if (Either.isLeft(nad.config) || nad.config.right._tag !== "Whereabouts") return []
     const config = nad.config.right.config
-    const writer = (range: IpRange) => ({ namespace: nad.namespace, name: nad.name, range })
+    const writer = (range: IpRange) => ({ namespace: nad.namespace, name: nad.name, range, keeps: config.enableOverlappingRanges })
     // Node slices are cut from the first range only (upstream's node-slice controller).
     if (config.nodeSliceSize !== undefined) return config.ranges.slice(0, 1).map((range) => ({ slice: true, pool: nodeSlicePoolName(config), writer: writer(range) }))
     return config.ranges.map((range) => ({ slice: false, pool: poolName(range.range, config.networkName), writer: writer(range) }))
@@ -72,8 +74,7 @@ export interface PoolCapacity {
  * A pool's capacity: the union of what the configs of the NADs writing it allow (within the slice
  * for a node-slice pool, where upstream applies no bounds or excludes), else its range's usable addresses.
  */
-const capacityOf = (pool: ParsedPool, origin: PoolOrigin, index: NadIndex): PoolCapacity => {
-  const writers = origin._tag === "Slice" ? (index.slicePools.get(origin.nodeSlicePool) ?? []) : (index.rangePools.get(pool.name) ?? [])
+const capacityOf = (pool: ParsedPool, origin: PoolOrigin, writers: ReadonlyArray<Writer>): PoolCapacity => {
   const slice = origin._tag === "Slice" ? parseCidr(origin.slice) : undefined
   const ranges = writers.flatMap((w) => (origin._tag !== "Slice" ? [w.range] : slice === undefined ? [] : [sliceRange(w.range, slice) ?? []].flat()))
   if (ranges.length === 0 || pool.cidr === undefined) {
@@ -89,19 +90,25 @@ const capacityOf = (pool: ParsedPool, origin: PoolOrigin, index: NadIndex): Pool
 export const poolNaming = (
   nads: ReadonlyArray<NadRef & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }>,
   nodeSlicePools: ReadonlyArray<NodeSlicePoolRecord>
-): Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity"> => {
+): Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity" | "reservationNetwork"> => {
   const index = nadIndex(nads)
   const configs = nads.flatMap((n) => (Either.isRight(n.config) && n.config.right._tag === "Whereabouts" ? [n.config.right.config] : []))
   const origin = poolOrigins(sliceNetworks(configs, nodeSlicePools), (name) => index.rangePools.has(name))
   const byName = new Map(nodeSlicePools.map((p) => [p.name, p] as const))
+  const writers = (pool: ParsedPool, o: PoolOrigin): ReadonlyArray<Writer> =>
+    (o._tag === "Slice" ? index.slicePools.get(o.nodeSlicePool) : index.rangePools.get(pool.name)) ?? []
   return {
     origin,
-    nadOfPool: (pool, podNamespace) => {
-      const o = origin(pool)
-      return pickNad(o._tag === "Slice" ? index.slicePools.get(o.nodeSlicePool) : index.rangePools.get(pool.name), podNamespace)
-    },
+    nadOfPool: (pool, podNamespace) => pickNad(writers(pool, origin(pool)), podNamespace),
     nodeSlice: (nodeSlicePool, node) => sliceOfNode(byName.get(nodeSlicePool), node),
-    capacity: (pool) => capacityOf(pool, origin(pool), index)
+    capacity: (pool) => {
+      const o = origin(pool)
+      return capacityOf(pool, o, writers(pool, o))
+    },
+    reservationNetwork: (pool) => {
+      const o = origin(pool)
+      return writers(pool, o).some((w) => w.keeps) ? o.network : undefined
+    }
   }
 }
 

@@ -14,7 +14,6 @@
  * carries no container id, so an entry left by an earlier incarnation of the same name counts as the
  * pod's own. How long a disagreement must last before it is reported is the caller's.
  */
-import { Either } from "effect"
 import { byStart } from "./capacity.ts"
 import { type ClaimSource, type ListedIn, listedDomains, listedIn } from "./claims.ts"
 import {
@@ -22,10 +21,8 @@ import {
   heldForAnotherMessage, heldTwiceMessage, listedTwiceMessage, notHeldMessage, reservationDriftMessage
 } from "./events.ts"
 import { type IPAddress, formatIP, ipEquals, ipKey, lastOf, networkOf } from "./ip.ts"
-import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { listedIP, statusAttachment } from "./multus.ts"
-import { type Snapshot, nadIndex } from "./holdings.ts"
-import type { PoolOrigin } from "./node-slices.ts"
+import type { Snapshot } from "./holdings.ts"
 import { type PodIdentity, type PodProjection, podIdentity, podRef, statusEntries } from "./pod.ts"
 import type { ParsedPool, PoolEntry } from "./pool.ts"
 
@@ -97,28 +94,12 @@ export const makeEntryLookup = (): EntryLookup => {
   }
 }
 
-/** The network name a pool's reservations are named with where a NAD writing it keeps them (overlapping ranges on). */
-export const reservationNetworks = (
-  nads: Iterable<Either.Either<NadConfigResult, IpamConfigError>>,
-  origin: (pool: ParsedPool) => PoolOrigin
-): ((pool: ParsedPool) => string | undefined) => {
-  const keeps = (c: Either.Either<NadConfigResult, IpamConfigError>) =>
-    Either.isRight(c) && c.right._tag === "Whereabouts" && c.right.config.enableOverlappingRanges
-  const keeping = nadIndex([...nads].filter(keeps).map((config) => ({ namespace: "", name: "", config })))
-  return (pool) => {
-    const o = origin(pool)
-    return (o._tag === "Slice" ? keeping.slicePools.has(o.nodeSlicePool) : keeping.rangePools.has(pool.name)) ? o.network : undefined
-  }
-}
-
 /** What the invariants are judged on: one consistent view, and rule 0's way of placing a listing. */
-export interface InvariantView extends Pick<ClaimSource, "nad" | "nodeSlice" | "listedBy">, Pick<Snapshot, "pool" | "reservation"> {
+export interface InvariantView extends Pick<ClaimSource, "listedBy">, Pick<Snapshot, "pool" | "reservation" | "nad" | "nodeSlice" | "reservationNetwork"> {
   readonly pods: Iterable<PodProjection>
   readonly pod: (ref: string) => PodProjection | undefined
   readonly pools: Iterable<ParsedPool>
   readonly entryAt: EntryLookup
-  /** reservationNetworks over the view's NADs. */
-  readonly reservationNetwork: (pool: ParsedPool) => string | undefined
 }
 
 /** A pod whose listing is a settled fact: its ADD is done and no deletion has begun. */

@@ -10,7 +10,6 @@ import { isRecord, list, record } from "../domain/json.ts"
 import { type PodProjection, projectPod } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
-import { NadConfigs } from "../services/NadConfigs.ts"
 import * as R from "../services/resources.ts"
 import { invariantView } from "./snapshot.ts"
 import type { World } from "./sweep.ts"
@@ -44,10 +43,9 @@ const settled = (pod: PodIdentity, before: number) =>
 export const auditInvariants = (world: World, startedAt: number) =>
   Effect.gen(function* () {
     const { invariantGrace } = yield* ControllerConfig
-    const decoder = yield* NadConfigs
     const { pods, listedBy } = world
     const given = { pods: pods.values(), listedBy, pod: (ref: string) => pods.get(ref), pools: [...world.pools.values()], entryAt: makeEntryLookup() }
-    const found = invariantViolations(invariantView(given, world.snapshot, world.nads.map(decoder.decode)))
+    const found = invariantViolations(invariantView(given, world.snapshot))
     const before = startedAt - Duration.toMillis(invariantGrace)
     // Each pod read once, however many violations involve it.
     const refs = [...new Map(found.flatMap((v) => v.pods).map((p) => [`${p.namespace}/${p.name}@${p.uid}`, p] as const))]

@@ -19,7 +19,6 @@ import { cacheSnapshot, cachedListedBy, invariantView } from "./snapshot.ts"
 export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<InvariantView, never, Caches | NadConfigs> =>
   Effect.gen(function* () {
     const caches = yield* Caches
-    const decoder = yield* NadConfigs
     const given = {
       pods: caches.pods.values(),
       listedBy: cachedListedBy(caches),
@@ -27,7 +26,7 @@ export const cacheInvariantView = (entryAt: EntryLookup): Effect.Effect<Invarian
       pools: caches.pools.values().map((p) => p.pool),
       entryAt
     }
-    return invariantView(given, yield* cacheSnapshot, caches.nads.values().map(decoder.decode))
+    return invariantView(given, yield* cacheSnapshot)
   })
 
 /** What a log line says of a violation, beside its message. */

@@ -8,7 +8,7 @@ import { type Snapshot, poolNaming } from "../domain/holdings.ts"
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import type { ParsedPool, ReservationRecord } from "../domain/pool.ts"
 import type { ClaimSource } from "../domain/claims.ts"
-import { type InvariantView, reservationNetworks } from "../domain/invariants.ts"
+import type { InvariantView } from "../domain/invariants.ts"
 import { type IPAddress, ipKey } from "../domain/ip.ts"
 import { Caches, LISTED_IP_INDEX, type NadRecord, PODREF_INDEX } from "../services/Caches.ts"
 import { NadConfigs, type NadConfigsShape } from "../services/NadConfigs.ts"
@@ -21,8 +21,9 @@ const lazyNaming = (nads: () => Iterable<NadRecord>, nodeSlicePools: () => Reado
     nadOfPool: (pool, podNamespace) => get().nadOfPool(pool, podNamespace),
     origin: (pool) => get().origin(pool),
     nodeSlice: (nodeSlicePool, node) => get().nodeSlice(nodeSlicePool, node),
-    capacity: (pool) => get().capacity(pool)
-  } satisfies Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity">
+    capacity: (pool) => get().capacity(pool),
+    reservationNetwork: (pool) => get().reservationNetwork(pool)
+  } satisfies Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity" | "reservationNetwork">
 }
 
 /** The caches as a snapshot; read it for one batch (it follows the informers as they update). */
@@ -67,16 +68,5 @@ export const cachedListedBy = (caches: Caches["Type"]) => (ip: IPAddress) => cac
 /** Who else lists an address (claims.ts), its networks read through the snapshot. */
 export const claimSource = (listedBy: ClaimSource["listedBy"], snapshot: Snapshot): ClaimSource => ({ listedBy, nad: snapshot.nad, nodeSlice: snapshot.nodeSlice })
 
-/** The invariants' view: pods and pools as given, the rest read through a snapshot and the NADs' decoded configs. */
-export const invariantView = (
-  given: Pick<InvariantView, "pods" | "listedBy" | "pod" | "pools" | "entryAt">,
-  snapshot: Snapshot,
-  nads: Iterable<ReturnType<NadConfigsShape["decode"]>>
-): InvariantView => ({
-  ...given,
-  pool: snapshot.pool,
-  reservation: snapshot.reservation,
-  nad: snapshot.nad,
-  nodeSlice: snapshot.nodeSlice,
-  reservationNetwork: reservationNetworks(nads, snapshot.origin)
-})
+/** The invariants' view: pods and pools as given, the rest read through a snapshot. */
+export const invariantView = (given: Pick<InvariantView, "pods" | "listedBy" | "pod" | "pools" | "entryAt">, snapshot: Snapshot): InvariantView => ({ ...snapshot, ...given })
