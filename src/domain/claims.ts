@@ -13,7 +13,7 @@ import { type IPAddress, cidrContains, ipKey } from "./ip.ts"
 import type { IpamConfig, IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { listedIP, listsIP, statusAttachment } from "./multus.ts"
 import { nodeSlicePoolName, slicePoolName } from "./node-slices.ts"
-import { type PodProjection, podHoldsIP, podRef, statusEntries } from "./pod.ts"
+import { type NamespacedName, type PodProjection, podHoldsIP, podRef, statusEntries } from "./pod.ts"
 import { parseReservationName, poolName, reservationName } from "./pool.ts"
 import type { Orphans } from "./orphans.ts"
 import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
@@ -81,7 +81,7 @@ const NOT_WHEREABOUTS: ListedIn = { _tag: "NotWhereabouts" }
 const UNKNOWN: ListedIn = { _tag: "Unknown" }
 
 /** Where `ip`, listed by `pod` on the network of `nad`, lives. */
-export const listedIn = (pod: PodProjection, nad: { readonly namespace: string; readonly name: string }, ip: IPAddress, lookup: ClaimLookup): ListedIn => {
+export const listedIn = (pod: PodProjection, nad: NamespacedName, ip: IPAddress, lookup: ClaimLookup): ListedIn => {
   const decoded = lookup.nad(nad.namespace, nad.name)
   if (decoded === undefined) return UNKNOWN
   if (Either.isLeft(decoded)) return decoded.left.reason === "MissingIpam" ? NOT_WHEREABOUTS : UNKNOWN

@@ -13,7 +13,7 @@ import { listsIP, statusAttachment } from "./multus.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode } from "./node-slices.ts"
 import { type ClaimLookup, networkPools } from "./claims.ts"
 import type { Orphans } from "./orphans.ts"
-import { type PodProjection, podAttachments, podIdentity, podRef, splitPodRef, statusEntries } from "./pod.ts"
+import { type NamespacedName, type PodProjection, podAttachments, podIdentity, podRef, splitPodRef, statusEntries } from "./pod.ts"
 import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName, reservationName } from "./pool.ts"
 import type { HeldEntry, HeldReservation, Holding, Problem } from "./release.ts"
 
@@ -36,10 +36,10 @@ export interface Snapshot extends ClaimLookup {
 export const eventNetwork = (pool: ParsedPool, origin: PoolOrigin, nad: string | undefined): string =>
   nad ?? (origin._tag === "Slice" ? origin.nodeSlicePool : origin.network || pool.name)
 
-type NadRef = { readonly namespace: string; readonly name: string }
-
 /** A NAD and the range of its config that writes a pool; `keeps`: that config keeps reservations. */
-type Writer = NadRef & { readonly range: IpRange; readonly keeps: boolean }
+type Writer = NamespacedName & { readonly range: IpRange; readonly keeps: boolean }
+
+type DecodedNad = NamespacedName & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }
 
 /** The NADs that write each pool: whole-range pools by pool name, node-slice networks by NodeSlicePool name. */
 interface NadIndex {
@@ -48,7 +48,7 @@ interface NadIndex {
 }
 
 /** Indexes every NAD's decoded whereabouts config by the pools it writes. */
-export const nadIndex = (nads: Iterable<NadRef & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }>): NadIndex => {
+export const nadIndex = (nads: Iterable<DecodedNad>): NadIndex => {
   const writes = [...nads].flatMap((nad) => {
     if (Either.isLeft(nad.config) || nad.config.right._tag !== "Whereabouts") return []
     const config = nad.config.right.config
@@ -88,7 +88,7 @@ const capacityOf = (pool: ParsedPool, origin: PoolOrigin, writers: ReadonlyArray
 
 /** The naming half of a Snapshot, from every NAD's decoded config and every NodeSlicePool. */
 export const poolNaming = (
-  nads: ReadonlyArray<NadRef & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }>,
+  nads: ReadonlyArray<DecodedNad>,
   nodeSlicePools: ReadonlyArray<NodeSlicePoolRecord>
 ): Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity" | "reservationNetwork"> => {
   const index = nadIndex(nads)
@@ -113,7 +113,7 @@ export const poolNaming = (
 }
 
 /** The NAD an index names for a pool: one in the pod's namespace first, else the first by namespace/name. */
-export const pickNad = (candidates: ReadonlyArray<NadRef> = [], podNamespace: string): string | undefined =>
+export const pickNad = (candidates: ReadonlyArray<NamespacedName> = [], podNamespace: string): string | undefined =>
   (candidates.find((c) => c.namespace === podNamespace) ?? [...candidates].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`))[0])?.name
 
 /** A pool a pod's NAD names (by name while it is still to be read live), the NAD's name for Events, and its reservations' network. */
