@@ -1,8 +1,7 @@
 /**
- * What a candidate holds, found from a snapshot of pools, reservations and NAD configs: for a
- * deleted pod, through its Multus annotations and NADs and through the podref index (a NAD deleted
- * first, a missing status, a range changed since); for the sweep, its orphans grouped by podref.
- * Pure: the programs supply the snapshot (caches or a fresh listing) and read what it lacks.
+ * What a candidate holds, from a snapshot of pools, reservations and NAD configs (the caches or a
+ * fresh listing): a deleted pod's through its annotations, its NADs and the podref index; the
+ * sweep's orphans grouped by podref.
  */
 import { Either } from "effect"
 import { type EventIntent, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
@@ -70,10 +69,7 @@ export interface PoolCapacity {
   readonly from: "config" | "range"
 }
 
-/**
- * A pool's capacity: the union of what the configs of the NADs writing it allow (within the slice
- * for a node-slice pool, where upstream applies no bounds or excludes), else its range's usable addresses.
- */
+/** What the NADs writing a pool allow (a node-slice pool: sliceRange of each), else its range's usable addresses. */
 const capacityOf = (pool: ParsedPool, origin: PoolOrigin, writers: ReadonlyArray<Writer>): PoolCapacity => {
   const slice = origin._tag === "Slice" ? parseCidr(origin.slice) : undefined
   const ranges = writers.flatMap((w) => (origin._tag !== "Slice" ? [w.range] : slice === undefined ? [] : [sliceRange(w.range, slice) ?? []].flat()))
@@ -129,9 +125,8 @@ export interface PodFindings {
   readonly noReservations: ReadonlySet<string>
   readonly missingNads: ReadonlyArray<string>
   /**
-   * Whereabouts networks (`<namespace>/<name>` of the NAD) in whose cached pools the snapshot shows
-   * none of the pod's entries — freed by CNI DEL already, or written while the pool cache lagged —
-   * and those whose NAD is missing. Worth one later look, unless a live read finds the entries.
+   * NADs (`<namespace>/<name>`) missing, or in whose cached pools the snapshot shows none of the pod's
+   * entries (freed by CNI DEL, or the cache lagged): worth one later look unless a live read finds them.
    */
   readonly unseen: ReadonlyArray<string>
   /** Per whereabouts attachment, the pools its NAD names. */
@@ -210,9 +205,8 @@ export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
 }
 
 /**
- * The NAD an entry came from, as the pod's own status tells it: the attachment listing its address,
- * else the one on its interface. What an Event names first, since the NADs writing a pool may be
- * several, or none readable (a NAD deleted or broken since).
+ * The NAD an entry came from by the pod's own status (the attachment listing its address, else the one
+ * on its interface): what an Event names first, as a pool's writers may be several or none readable.
  */
 const networkOnPod = (pod: PodProjection, entry: PoolEntry): string | undefined => {
   const secondary = statusEntries(pod).filter((e) => e.default !== true)
@@ -222,10 +216,9 @@ const networkOnPod = (pod: PodProjection, entry: PoolEntry): string | undefined 
 }
 
 /**
- * The holding of a deleted pod: its entries in the pools found (those read live included) and the
- * reservations it owns — named by the podref index, and those of its entries' addresses. Pass the
- * snapshot as it was before the live re-check: a reservation created after it can only be a
- * reborn pod's.
+ * A deleted pod's holding: its entries in the pools found (read live included), and its reservations
+ * by the podref index and by its entries' addresses. Pass the snapshot from before the live
+ * re-check: a reservation created after it can only be a reborn pod's.
  */
 export const deletedPodHolding = (
   f: PodFindings,

@@ -170,10 +170,7 @@ const holdingOf = (l: Listing, view: InvariantView): InvariantViolation | undefi
   return ofListing(l, "reservation-drift", [own], owner, (ip) => reservationDriftMessage(ip, l.ref, own, name, owner))
 }
 
-/**
- * A duplicate of `ip` among `pods` (in podref order). One id per address and set of pods, whether
- * they list it or their entries hold it: one report for both.
- */
+/** A duplicate of `ip` among `pods` (in podref order); one id per address and set of pods, listed or held: one report for both. */
 const duplicate = (ip: IPAddress, pods: ReadonlyArray<PodProjection>, pools: ReadonlyArray<string>, reservation: string | undefined, message: string): InvariantViolation => ({
   kind: "duplicate",
   id: `duplicate|${ipKey(ip)}|${[...new Set(pods.map((p) => `${podRef(p)}@${p.uid}`))].sort().join(",")}`,
@@ -185,11 +182,7 @@ const duplicate = (ip: IPAddress, pods: ReadonlyArray<PodProjection>, pools: Rea
   message
 })
 
-/**
- * Duplicates of one listing: each other judged pod that lists the address in one of its domains
- * (each pair is found from both sides; the id makes it one). Only addresses two pods list are
- * looked at twice, so an evaluation keeps nothing per listing.
- */
+/** Duplicates of one listing: each other judged pod listing the address in one of its domains (found from both sides; the id makes it one). */
 const listedTwice = (l: Listing, view: InvariantView): ReadonlyArray<InvariantViolation> => {
   const listers = view.listedBy(l.ip)
   if (listers.length < 2) return []
@@ -257,11 +250,7 @@ const heldTwice = (pools: ReadonlyArray<ParsedPool>, view: InvariantView): Reado
 const reservingPools = (view: InvariantView): ReadonlyMap<string, ReadonlyArray<ParsedPool>> =>
   Map.groupBy([...view.pools].filter((p) => p.entries.length > 0 && view.reservationNetwork(p) !== undefined), (p) => view.reservationNetwork(p)!)
 
-/**
- * Every violation the view shows, once each. Linear in pods and pool entries: each judged pod's
- * status is read once (without Schema), entries are found by offset; only pools of one
- * reservation-keeping network whose ranges overlap are indexed by address.
- */
+/** Every violation the view shows, once each; linear in pods and pool entries. */
 export const invariantViolations = (view: InvariantView): ReadonlyArray<InvariantViolation> => {
   const found = new Map<string, InvariantViolation>()
   const add = (v: InvariantViolation | undefined) => {

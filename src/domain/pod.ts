@@ -68,10 +68,7 @@ interface PodLike {
 const nonEmpty = (s: string | undefined): string | undefined => (s === undefined || s === "" ? undefined : s)
 const compactOptional = (s: string | undefined): string | undefined => (s === undefined ? undefined : compactNetworkStatus(s))
 
-/**
- * Projects a full pod (API object) to what the controller keeps. Strings are copied, not shared;
- * those many pods repeat (namespace, node, phase) are interned.
- */
+/** Projects a full pod (API object) to what the controller keeps; strings many pods repeat are interned. */
 export const projectPod = (pod: PodLike): PodProjection => {
   const m = pod.metadata ?? {}
   const a = m.annotations ?? {}
