@@ -6,7 +6,7 @@
 import { type IPAddress, ipKey } from "./ip.ts"
 import type { NeverRunsAgain } from "./never-runs-again.ts"
 import { type PodProjection, podHoldsIP } from "./pod.ts"
-import { type OverlappingRangeIPReservation, type ParsedPool, type PoolEntry, parseReservationName, poolNetworkName } from "./pool.ts"
+import { type ParsedPool, type PoolEntry, type ReservationRecord, parseReservationName, poolNetworkName } from "./pool.ts"
 
 /** PodGone: no pod of the podref; IPNotOnPod: the live pod's status does not list it; NeverRunsAgain: the live pod will not run again. */
 export type AllocationOrphanReason = "PodGone" | "IPNotOnPod" | "NeverRunsAgain"
@@ -103,7 +103,7 @@ const holderOf = (h: Holders | undefined, podref: string): { readonly holds: boo
 export const findOrphans = (
   pools: ReadonlyArray<ParsedPool>,
   livePods: ReadonlyMap<string, PodProjection>,
-  reservations: ReadonlyArray<OverlappingRangeIPReservation> = [],
+  reservations: ReadonlyArray<Pick<ReservationRecord, "name" | "podref">> = [],
   options: FindOrphansOptions = {}
 ): Orphans => {
   const networkOf = options.networkOf ?? ((pool: ParsedPool) => poolNetworkName(pool.name, pool.range))
@@ -129,15 +129,15 @@ export const findOrphans = (
   }
   const orphanReservations: Array<OrphanReservation> = []
   for (const r of reservations) {
-    const podref = r.spec.podref
-    const candidates = parseReservationName(r.metadata.name)
+    const podref = r.podref
+    const candidates = parseReservationName(r.name)
     // Names are ambiguous ("dead-beef-2001-db8--5" also reads as the unnamed IP dead:beef:2001:db8::5):
     // prefer the reading under which this pod has an allocation, then one naming a known network.
     const parsed =
       candidates.find((c) => holderOf(holders.get(c.networkName)?.get(ipKey(c.ip)), podref).holds) ??
       candidates.find((c) => holders.has(c.networkName)) ??
       candidates[0]
-    const base = { name: r.metadata.name, podref, ip: parsed?.ip, networkName: parsed?.networkName }
+    const base = { name: r.name, podref, ip: parsed?.ip, networkName: parsed?.networkName }
     if (!livePods.has(podref)) {
       orphanReservations.push({ ...base, reason: "PodGone" })
       continue

@@ -194,7 +194,7 @@ describe("findPodHoldings + deletedPodHolding", () => {
 describe("orphanHoldings", () => {
   it("groups the sweep's orphans by podref, names Events by the NAD that writes the pool, and keeps the listed reservation", () => {
     const pools = [P1]
-    const orphans = findOrphans(pools, new Map(), [{ metadata: { name: "10.1.0.5" }, spec: { podref: "ns/web" } }])
+    const orphans = findOrphans(pools, new Map(), [{ name: "10.1.0.5", podref: "ns/web" }])
     const listed = new Map([["10.1.0.5", { name: "10.1.0.5", resourceVersion: "3", podref: "ns/web" }]])
     const holdings = orphanHoldings(orphans, new Map([[P1.name, P1]]), listed, snapshotOf({ pools, nads: NET1 }))
     expect(holdings.map((h) => [h.podref, h.claim, h.entries.map((e) => `${formatIP(e.entry.ip)} ${e.network} ${e.reservation}`), h.reservations.map((r) => `${r.name} ${r.orphan} ${r.listed?.resourceVersion}`)])).toEqual([
