@@ -23,17 +23,13 @@ export interface Snapshot extends ClaimLookup {
   readonly poolsHeldBy: (podref: string) => ReadonlyArray<ParsedPool>
   readonly reservation: (name: string) => ReservationRecord | undefined
   readonly reservationsHeldBy: (podref: string) => ReadonlyArray<ReservationRecord>
-  /** A NAD whose config writes this pool (one in `podNamespace` preferred), for an Event's network name. */
-  readonly nadOfPool: (pool: ParsedPool, podNamespace: string) => string | undefined
+  /** What an Event names for an address of a pool: a NAD that writes it (pickNad), else its network, else the pool. */
+  readonly eventNetwork: (pool: ParsedPool, podNamespace: string) => string
   readonly origin: (pool: ParsedPool) => PoolOrigin
   readonly capacity: (pool: ParsedPool) => PoolCapacity
   /** The network name a pool's reservations are named with where a NAD writing it keeps them (overlapping ranges on). */
   readonly reservationNetwork: (pool: ParsedPool) => string | undefined
 }
-
-/** What an Event names for an address of a pool: the NAD that writes it, else its network, else the pool. */
-export const eventNetwork = (pool: ParsedPool, origin: PoolOrigin, nad: string | undefined): string =>
-  nad ?? (origin._tag === "Slice" ? origin.nodeSlicePool : origin.network || pool.name)
 
 /** A NAD and the range of its config that writes a pool; `keeps`: that config keeps reservations. */
 type Writer = NamespacedName & { readonly range: IpRange; readonly keeps: boolean }
@@ -86,7 +82,7 @@ const capacityOf = (pool: ParsedPool, origin: PoolOrigin, writers: ReadonlyArray
 export const poolNaming = (
   nads: ReadonlyArray<DecodedNad>,
   nodeSlicePools: ReadonlyArray<NodeSlicePoolRecord>
-): Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity" | "reservationNetwork"> => {
+): Pick<Snapshot, "eventNetwork" | "origin" | "nodeSlice" | "capacity" | "reservationNetwork"> => {
   const index = nadIndex(nads)
   const configs = nads.flatMap((n) => (Either.isRight(n.config) && n.config.right._tag === "Whereabouts" ? [n.config.right.config] : []))
   const origin = poolOrigins(sliceNetworks(configs, nodeSlicePools), (name) => index.rangePools.has(name))
@@ -95,7 +91,10 @@ export const poolNaming = (
     (o._tag === "Slice" ? index.slicePools.get(o.nodeSlicePool) : index.rangePools.get(pool.name)) ?? []
   return {
     origin,
-    nadOfPool: (pool, podNamespace) => pickNad(writers(pool, origin(pool)), podNamespace),
+    eventNetwork: (pool, podNamespace) => {
+      const o = origin(pool)
+      return pickNad(writers(pool, o), podNamespace) ?? (o._tag === "Slice" ? o.nodeSlicePool : o.network || pool.name)
+    },
     nodeSlice: (nodeSlicePool, node) => sliceOfNode(byName.get(nodeSlicePool), node),
     capacity: (pool) => {
       const o = origin(pool)
@@ -172,8 +171,7 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
   }
   // Whatever else carries this podref: NAD deleted first, status missing, range changed since.
   for (const pool of snapshot.poolsHeldBy(ref)) {
-    const origin = snapshot.origin(pool)
-    add(pool, eventNetwork(pool, origin, snapshot.nadOfPool(pool, pod.namespace)), origin.network)
+    add(pool, snapshot.eventNetwork(pool, pod.namespace), snapshot.origin(pool).network)
     liveReads.delete(pool.name)
   }
   // A pool read live counts only once the read shows the pod's entries (unseenAfterReads): the NAD
@@ -257,13 +255,12 @@ export const deletedPodHolding = (
  * in the pod's namespace first) and its address's reservation (none when the pool's network is unknown).
  */
 export const heldEntry = (poolName: string, pool: ParsedPool | undefined, entry: PoolEntry, snapshot: Snapshot): HeldEntry => {
-  const origin = pool === undefined ? undefined : snapshot.origin(pool)
-  const namespace = splitPodRef(entry.podref)?.namespace ?? ""
+  const network = pool === undefined ? undefined : snapshot.origin(pool).network
   return {
     pool: poolName,
     entry,
-    network: pool === undefined || origin === undefined ? poolName : eventNetwork(pool, origin, snapshot.nadOfPool(pool, namespace)),
-    reservation: origin?.network === undefined ? undefined : reservationName(entry.ip, origin.network)
+    network: pool === undefined ? poolName : snapshot.eventNetwork(pool, splitPodRef(entry.podref)?.namespace ?? ""),
+    reservation: network === undefined ? undefined : reservationName(entry.ip, network)
   }
 }
 

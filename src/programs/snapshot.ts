@@ -18,12 +18,12 @@ const lazyNaming = (nads: () => Iterable<NadRecord>, nodeSlicePools: () => Reado
   let naming: ReturnType<typeof poolNaming> | undefined
   const get = () => (naming ??= poolNaming([...nads()].map((n) => ({ namespace: n.namespace, name: n.name, config: decoder.decode(n) })), nodeSlicePools()))
   return {
-    nadOfPool: (pool, podNamespace) => get().nadOfPool(pool, podNamespace),
+    eventNetwork: (pool, podNamespace) => get().eventNetwork(pool, podNamespace),
     origin: (pool) => get().origin(pool),
     nodeSlice: (nodeSlicePool, node) => get().nodeSlice(nodeSlicePool, node),
     capacity: (pool) => get().capacity(pool),
     reservationNetwork: (pool) => get().reservationNetwork(pool)
-  } satisfies Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity" | "reservationNetwork">
+  } satisfies Pick<Snapshot, "eventNetwork" | "origin" | "nodeSlice" | "capacity" | "reservationNetwork">
 }
 
 /** The caches as a snapshot; read it for one batch (it follows the informers as they update). */
