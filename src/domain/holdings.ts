@@ -7,7 +7,7 @@ import { Either } from "effect"
 import { type EventIntent, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
 import { countWithin, intervalsSize, poolIntervals, sliceRange } from "./capacity.ts"
 import { parseCidr, usableRange } from "./ip.ts"
-import { type IpamConfigError, type IpRange, type NadConfigResult, notOurs } from "./ipam-config.ts"
+import { type DecodedNad, type IpRange, notOurs } from "./ipam-config.ts"
 import { listsIP, statusAttachment } from "./multus.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode } from "./node-slices.ts"
 import { type ClaimLookup, networkPools } from "./claims.ts"
@@ -33,8 +33,6 @@ export interface Snapshot extends ClaimLookup {
 
 /** A NAD and the range of its config that writes a pool; `keeps`: that config keeps reservations. */
 type Writer = NamespacedName & { readonly range: IpRange; readonly keeps: boolean }
-
-type DecodedNad = NamespacedName & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }
 
 /** The NADs that write each pool: whole-range pools by pool name, node-slice networks by NodeSlicePool name. */
 interface NadIndex {

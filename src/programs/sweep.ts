@@ -269,7 +269,7 @@ export const runSweep = (
       orphanAllocations: orphans.allocations,
       orphanReservations: orphans.reservations,
       heldForAnother,
-      badInput: badInputOf(world.nads.map((n) => ({ ...n, decoded: nadConfigs.decode(n) })), [...world.pools.values()], options.audit === true ? world.pods.values() : []),
+      badInput: badInputOf(world.nads.map((n) => ({ ...n, config: nadConfigs.decode(n) })), [...world.pools.values()], options.audit === true ? world.pods.values() : []),
       staleSlicePools: pools.flatMap((p) => (p.owner === "stale" ? [{ name: p.name, node: p.node ?? "", used: p.used }] : [])),
       prunedPools,
       ...done,
