@@ -1,8 +1,5 @@
 /**
- * Rule 0 of the planner (release.ts, docs/rules.md): an address a live pod's network-status lists
- * in the same collision domain is held, whichever podref its pool entry or reservation names (an
- * entry edited by hand, restored from a backup or rewritten by a bug).
- *
+ * Rule 0 of the planner (release.ts, docs/rules.md): which other pods list an address in its domains.
  * Collision domains: an address in its pool, and, where overlapping ranges are on, its reservation
  * name (one network name, any pool); a named network and one with overlapping ranges off are
  * domains of their own. A listing whose network cannot be read (its NAD gone or unreadable, a
