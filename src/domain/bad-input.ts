@@ -6,7 +6,7 @@
  * nor is one whose config lives on the nodes' disks (an empty spec.config). Pure.
  */
 import { Either } from "effect"
-import { type IpamConfigError, type NadConfigResult, notOurs } from "./ipam-config.ts"
+import { type DecodedNad, notOurs } from "./ipam-config.ts"
 import { type PodProjection, podAttachments } from "./pod.ts"
 import type { ParsedPool } from "./pool.ts"
 
@@ -17,11 +17,9 @@ export interface BadInput {
   readonly pods: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly annotation: string; readonly why: string }>
 }
 
-type DecodedNad = { readonly namespace: string; readonly name: string; readonly decoded: Either.Either<NadConfigResult, IpamConfigError> }
-
 /** What of these NADs, pools and pods cannot be read, each with what is wrong. */
 export const badInputOf = (nads: ReadonlyArray<DecodedNad>, pools: ReadonlyArray<ParsedPool>, pods: Iterable<PodProjection>): BadInput => ({
-  nads: nads.flatMap((n) => (Either.isLeft(n.decoded) && !notOurs(n.decoded.left) ? [{ namespace: n.namespace, name: n.name, why: n.decoded.left.message }] : [])),
+  nads: nads.flatMap((n) => (Either.isLeft(n.config) && !notOurs(n.config.left) ? [{ namespace: n.namespace, name: n.name, why: n.config.left.message }] : [])),
   poolEntries: pools.flatMap((p) => p.invalid.map((bad) => ({ pool: p.name, key: bad.key, reason: bad.reason }))),
   pods: [...pods].flatMap((pod) => {
     const decoded = podAttachments(pod)

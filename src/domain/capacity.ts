@@ -1,8 +1,7 @@
 /**
- * How many addresses a whereabouts range can hand out, as the 0.9.2 plugin allocates
- * (`iphelpers.GetIPRange`, `allocate.IterateForAssignment`): the usable range narrowed by the bounds
- * it honours, minus the excluded subnets, as sorted disjoint bigint intervals (no address is ever
- * enumerated, so an IPv6 /64 costs as little as a /30). test/domain/capacity.test.ts pins the rules.
+ * How many addresses a whereabouts range can hand out, as the 0.9.2 plugin allocates (`GetIPRange`,
+ * `IterateForAssignment`): the usable range narrowed by the bounds it honours, minus the excluded
+ * subnets, as sorted disjoint bigint intervals (no address is enumerated: a /64 costs as a /30 does).
  */
 import { type Cidr, type Family, type IPAddress, lastOf, networkOf, usableRange } from "./ip.ts"
 import type { IpRange } from "./ipam-config.ts"

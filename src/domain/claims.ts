@@ -1,8 +1,5 @@
 /**
- * Rule 0 of the planner (release.ts, docs/rules.md): an address a live pod's network-status lists
- * in the same collision domain is held, whichever podref its pool entry or reservation names (an
- * entry edited by hand, restored from a backup or rewritten by a bug).
- *
+ * Rule 0 of the planner (release.ts, docs/rules.md): which other pods list an address in its domains.
  * Collision domains: an address in its pool, and, where overlapping ranges are on, its reservation
  * name (one network name, any pool); a named network and one with overlapping ranges off are
  * domains of their own. A listing whose network cannot be read (its NAD gone or unreadable, a
@@ -13,7 +10,7 @@ import { type IPAddress, cidrContains, ipKey } from "./ip.ts"
 import type { IpamConfig, IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { listedIP, listsIP, statusAttachment } from "./multus.ts"
 import { nodeSlicePoolName, slicePoolName } from "./node-slices.ts"
-import { type PodProjection, podHoldsIP, podRef, statusEntries } from "./pod.ts"
+import { type NamespacedName, type PodProjection, podHoldsIP, podRef, statusEntries } from "./pod.ts"
 import { parseReservationName, poolName, reservationName } from "./pool.ts"
 import type { Orphans } from "./orphans.ts"
 import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
@@ -81,7 +78,7 @@ const NOT_WHEREABOUTS: ListedIn = { _tag: "NotWhereabouts" }
 const UNKNOWN: ListedIn = { _tag: "Unknown" }
 
 /** Where `ip`, listed by `pod` on the network of `nad`, lives. */
-export const listedIn = (pod: PodProjection, nad: { readonly namespace: string; readonly name: string }, ip: IPAddress, lookup: ClaimLookup): ListedIn => {
+export const listedIn = (pod: PodProjection, nad: NamespacedName, ip: IPAddress, lookup: ClaimLookup): ListedIn => {
   const decoded = lookup.nad(nad.namespace, nad.name)
   if (decoded === undefined) return UNKNOWN
   if (Either.isLeft(decoded)) return decoded.left.reason === "MissingIpam" ? NOT_WHEREABOUTS : UNKNOWN

@@ -1,9 +1,9 @@
 /**
  * The sweep's schedule in whereabouts' syntax: exactly what robfig/cron v3's `ParseStandard` accepts
  * (five fields, `?`, names, `@daily`-style descriptors, `@every <Go duration>`, a `CRON_TZ=`/`TZ=`
- * prefix), with activations at the instants robfig's `Next` gives: effect's `Cron.next` in UTC,
- * robfig's own walk (robfig-next.ts) in zones with daylight-saving changes. test/domain/cron.test.ts
- * holds both to a golden file upstream's code generated.
+ * prefix), with activations at the instants robfig's `Next` gives (its own walk, robfig-next.ts:
+ * effect's `Cron.next` differs across daylight-saving changes). test/domain/cron.test.ts holds both
+ * to a golden file upstream's code generated.
  *
  * whereabouts 0.9 reaches ParseStandard through gocron v2, whose three rules are left to the caller:
  * the text is trimmed; without a zone prefix it is parsed as `CRON_TZ=UTC <text>` (so spaces around
@@ -138,14 +138,7 @@ export const nextRun = (schedule: Schedule, after: Date): Option.Option<Date> =>
       return Option.none()
     case "Every":
       return instant(second + Duration.toMillis(schedule.interval))
-    case "Cron": {
-      const zone = Option.getOrElse(schedule.cron.tz, () => UTC)
-      if (DateTime.isTimeZoneNamed(zone) && zone.id !== "UTC") return Option.fromNullable(robfigNext(schedule.cron, zone, from)).pipe(Option.flatMap(instant))
-      // Without daylight-saving changes effect's Cron finds the same instant; robfig's search stops
-      // at the end of the fifth calendar year after the start.
-      const next = Cron.next(schedule.cron, after)
-      const yearLimit = new Date(second + 1000).getUTCFullYear() + 5
-      return next.getUTCFullYear() > yearLimit ? Option.none() : Option.some(next)
-    }
+    case "Cron":
+      return Option.fromNullable(robfigNext(schedule.cron, Option.getOrElse(schedule.cron.tz, () => UTC), from)).pipe(Option.flatMap(instant))
   }
 }

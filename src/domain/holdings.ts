@@ -1,19 +1,18 @@
 /**
- * What a candidate holds, found from a snapshot of pools, reservations and NAD configs: for a
- * deleted pod, through its Multus annotations and NADs and through the podref index (a NAD deleted
- * first, a missing status, a range changed since); for the sweep, its orphans grouped by podref.
- * Pure: the programs supply the snapshot (caches or a fresh listing) and read what it lacks.
+ * What a candidate holds, from a snapshot of pools, reservations and NAD configs (the caches or a
+ * fresh listing): a deleted pod's through its annotations, its NADs and the podref index; the
+ * sweep's orphans grouped by podref.
  */
 import { Either } from "effect"
 import { type EventIntent, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
 import { countWithin, intervalsSize, poolIntervals, sliceRange } from "./capacity.ts"
 import { parseCidr, usableRange } from "./ip.ts"
-import { type IpamConfigError, type IpRange, type NadConfigResult, notOurs } from "./ipam-config.ts"
+import { type DecodedNad, type IpRange, notOurs } from "./ipam-config.ts"
 import { listsIP, statusAttachment } from "./multus.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode } from "./node-slices.ts"
 import { type ClaimLookup, networkPools } from "./claims.ts"
 import type { Orphans } from "./orphans.ts"
-import { type PodProjection, podAttachments, podIdentity, podRef, splitPodRef, statusEntries } from "./pod.ts"
+import { type NamespacedName, type PodProjection, podAttachments, podIdentity, podRef, splitPodRef, statusEntries } from "./pod.ts"
 import { type ParsedPool, type PoolEntry, type ReservationRecord, poolName, reservationName } from "./pool.ts"
 import type { HeldEntry, HeldReservation, Holding, Problem } from "./release.ts"
 
@@ -24,20 +23,16 @@ export interface Snapshot extends ClaimLookup {
   readonly poolsHeldBy: (podref: string) => ReadonlyArray<ParsedPool>
   readonly reservation: (name: string) => ReservationRecord | undefined
   readonly reservationsHeldBy: (podref: string) => ReadonlyArray<ReservationRecord>
-  /** A NAD whose config writes this pool (one in `podNamespace` preferred), for an Event's network name. */
-  readonly nadOfPool: (pool: ParsedPool, podNamespace: string) => string | undefined
+  /** What an Event names for an address of a pool: a NAD that writes it (pickNad), else its network, else the pool. */
+  readonly eventNetwork: (pool: ParsedPool, podNamespace: string) => string
   readonly origin: (pool: ParsedPool) => PoolOrigin
   readonly capacity: (pool: ParsedPool) => PoolCapacity
+  /** The network name a pool's reservations are named with where a NAD writing it keeps them (overlapping ranges on). */
+  readonly reservationNetwork: (pool: ParsedPool) => string | undefined
 }
 
-/** What an Event names for an address of a pool: the NAD that writes it, else its network, else the pool. */
-export const eventNetwork = (pool: ParsedPool, origin: PoolOrigin, nad: string | undefined): string =>
-  nad ?? (origin._tag === "Slice" ? origin.nodeSlicePool : origin.network || pool.name)
-
-type NadRef = { readonly namespace: string; readonly name: string }
-
-/** A NAD and the range of its config that writes a pool. */
-type Writer = NadRef & { readonly range: IpRange }
+/** A NAD and the range of its config that writes a pool; `keeps`: that config keeps reservations. */
+type Writer = NamespacedName & { readonly range: IpRange; readonly keeps: boolean }
 
 /** The NADs that write each pool: whole-range pools by pool name, node-slice networks by NodeSlicePool name. */
 interface NadIndex {
@@ -46,11 +41,11 @@ interface NadIndex {
 }
 
 /** Indexes every NAD's decoded whereabouts config by the pools it writes. */
-export const nadIndex = (nads: Iterable<NadRef & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }>): NadIndex => {
+export const nadIndex = (nads: Iterable<DecodedNad>): NadIndex => {
   const writes = [...nads].flatMap((nad) => {
     if (Either.isLeft(nad.config) || nad.config.right._tag !== "Whereabouts") return []
     const config = nad.config.right.config
-    const writer = (range: IpRange) => ({ namespace: nad.namespace, name: nad.name, range })
+    const writer = (range: IpRange) => ({ namespace: nad.namespace, name: nad.name, range, keeps: config.enableOverlappingRanges })
     // Node slices are cut from the first range only (upstream's node-slice controller).
     if (config.nodeSliceSize !== undefined) return config.ranges.slice(0, 1).map((range) => ({ slice: true, pool: nodeSlicePoolName(config), writer: writer(range) }))
     return config.ranges.map((range) => ({ slice: false, pool: poolName(range.range, config.networkName), writer: writer(range) }))
@@ -68,12 +63,8 @@ export interface PoolCapacity {
   readonly from: "config" | "range"
 }
 
-/**
- * A pool's capacity: the union of what the configs of the NADs writing it allow (within the slice
- * for a node-slice pool, where upstream applies no bounds or excludes), else its range's usable addresses.
- */
-const capacityOf = (pool: ParsedPool, origin: PoolOrigin, index: NadIndex): PoolCapacity => {
-  const writers = origin._tag === "Slice" ? (index.slicePools.get(origin.nodeSlicePool) ?? []) : (index.rangePools.get(pool.name) ?? [])
+/** What the NADs writing a pool allow (a node-slice pool: sliceRange of each), else its range's usable addresses. */
+const capacityOf = (pool: ParsedPool, origin: PoolOrigin, writers: ReadonlyArray<Writer>): PoolCapacity => {
   const slice = origin._tag === "Slice" ? parseCidr(origin.slice) : undefined
   const ranges = writers.flatMap((w) => (origin._tag !== "Slice" ? [w.range] : slice === undefined ? [] : [sliceRange(w.range, slice) ?? []].flat()))
   if (ranges.length === 0 || pool.cidr === undefined) {
@@ -87,26 +78,35 @@ const capacityOf = (pool: ParsedPool, origin: PoolOrigin, index: NadIndex): Pool
 
 /** The naming half of a Snapshot, from every NAD's decoded config and every NodeSlicePool. */
 export const poolNaming = (
-  nads: ReadonlyArray<NadRef & { readonly config: Either.Either<NadConfigResult, IpamConfigError> }>,
+  nads: ReadonlyArray<DecodedNad>,
   nodeSlicePools: ReadonlyArray<NodeSlicePoolRecord>
-): Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity"> => {
+): Pick<Snapshot, "eventNetwork" | "origin" | "nodeSlice" | "capacity" | "reservationNetwork"> => {
   const index = nadIndex(nads)
   const configs = nads.flatMap((n) => (Either.isRight(n.config) && n.config.right._tag === "Whereabouts" ? [n.config.right.config] : []))
   const origin = poolOrigins(sliceNetworks(configs, nodeSlicePools), (name) => index.rangePools.has(name))
   const byName = new Map(nodeSlicePools.map((p) => [p.name, p] as const))
+  const writers = (pool: ParsedPool, o: PoolOrigin): ReadonlyArray<Writer> =>
+    (o._tag === "Slice" ? index.slicePools.get(o.nodeSlicePool) : index.rangePools.get(pool.name)) ?? []
   return {
     origin,
-    nadOfPool: (pool, podNamespace) => {
+    eventNetwork: (pool, podNamespace) => {
       const o = origin(pool)
-      return pickNad(o._tag === "Slice" ? index.slicePools.get(o.nodeSlicePool) : index.rangePools.get(pool.name), podNamespace)
+      return pickNad(writers(pool, o), podNamespace) ?? (o._tag === "Slice" ? o.nodeSlicePool : o.network || pool.name)
     },
     nodeSlice: (nodeSlicePool, node) => sliceOfNode(byName.get(nodeSlicePool), node),
-    capacity: (pool) => capacityOf(pool, origin(pool), index)
+    capacity: (pool) => {
+      const o = origin(pool)
+      return capacityOf(pool, o, writers(pool, o))
+    },
+    reservationNetwork: (pool) => {
+      const o = origin(pool)
+      return writers(pool, o).some((w) => w.keeps) ? o.network : undefined
+    }
   }
 }
 
 /** The NAD an index names for a pool: one in the pod's namespace first, else the first by namespace/name. */
-export const pickNad = (candidates: ReadonlyArray<NadRef> = [], podNamespace: string): string | undefined =>
+export const pickNad = (candidates: ReadonlyArray<NamespacedName> = [], podNamespace: string): string | undefined =>
   (candidates.find((c) => c.namespace === podNamespace) ?? [...candidates].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`))[0])?.name
 
 /** A pool a pod's NAD names (by name while it is still to be read live), the NAD's name for Events, and its reservations' network. */
@@ -122,9 +122,8 @@ export interface PodFindings {
   readonly noReservations: ReadonlySet<string>
   readonly missingNads: ReadonlyArray<string>
   /**
-   * Whereabouts networks (`<namespace>/<name>` of the NAD) in whose cached pools the snapshot shows
-   * none of the pod's entries — freed by CNI DEL already, or written while the pool cache lagged —
-   * and those whose NAD is missing. Worth one later look, unless a live read finds the entries.
+   * NADs (`<namespace>/<name>`) missing, or in whose cached pools the snapshot shows none of the pod's
+   * entries (freed by CNI DEL, or the cache lagged): worth one later look unless a live read finds them.
    */
   readonly unseen: ReadonlyArray<string>
   /** Per whereabouts attachment, the pools its NAD names. */
@@ -170,8 +169,7 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
   }
   // Whatever else carries this podref: NAD deleted first, status missing, range changed since.
   for (const pool of snapshot.poolsHeldBy(ref)) {
-    const origin = snapshot.origin(pool)
-    add(pool, eventNetwork(pool, origin, snapshot.nadOfPool(pool, pod.namespace)), origin.network)
+    add(pool, snapshot.eventNetwork(pool, pod.namespace), snapshot.origin(pool).network)
     liveReads.delete(pool.name)
   }
   // A pool read live counts only once the read shows the pod's entries (unseenAfterReads): the NAD
@@ -203,9 +201,8 @@ export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
 }
 
 /**
- * The NAD an entry came from, as the pod's own status tells it: the attachment listing its address,
- * else the one on its interface. What an Event names first, since the NADs writing a pool may be
- * several, or none readable (a NAD deleted or broken since).
+ * The NAD an entry came from by the pod's own status (the attachment listing its address, else the one
+ * on its interface): what an Event names first, as a pool's writers may be several or none readable.
  */
 const networkOnPod = (pod: PodProjection, entry: PoolEntry): string | undefined => {
   const secondary = statusEntries(pod).filter((e) => e.default !== true)
@@ -215,10 +212,9 @@ const networkOnPod = (pod: PodProjection, entry: PoolEntry): string | undefined 
 }
 
 /**
- * The holding of a deleted pod: its entries in the pools found (those read live included) and the
- * reservations it owns — named by the podref index, and those of its entries' addresses. Pass the
- * snapshot as it was before the live re-check: a reservation created after it can only be a
- * reborn pod's.
+ * A deleted pod's holding: its entries in the pools found (read live included), and its reservations
+ * by the podref index and by its entries' addresses. Pass the snapshot from before the live
+ * re-check: a reservation created after it can only be a reborn pod's.
  */
 export const deletedPodHolding = (
   f: PodFindings,
@@ -257,13 +253,12 @@ export const deletedPodHolding = (
  * in the pod's namespace first) and its address's reservation (none when the pool's network is unknown).
  */
 export const heldEntry = (poolName: string, pool: ParsedPool | undefined, entry: PoolEntry, snapshot: Snapshot): HeldEntry => {
-  const origin = pool === undefined ? undefined : snapshot.origin(pool)
-  const namespace = splitPodRef(entry.podref)?.namespace ?? ""
+  const network = pool === undefined ? undefined : snapshot.origin(pool).network
   return {
     pool: poolName,
     entry,
-    network: pool === undefined || origin === undefined ? poolName : eventNetwork(pool, origin, snapshot.nadOfPool(pool, namespace)),
-    reservation: origin?.network === undefined ? undefined : reservationName(entry.ip, origin.network)
+    network: pool === undefined ? poolName : snapshot.eventNetwork(pool, splitPodRef(entry.podref)?.namespace ?? ""),
+    reservation: network === undefined ? undefined : reservationName(entry.ip, network)
   }
 }
 

@@ -14,7 +14,6 @@
  * carries no container id, so an entry left by an earlier incarnation of the same name counts as the
  * pod's own. How long a disagreement must last before it is reported is the caller's.
  */
-import { Either } from "effect"
 import { byStart } from "./capacity.ts"
 import { type ClaimSource, type ListedIn, listedDomains, listedIn } from "./claims.ts"
 import {
@@ -22,10 +21,8 @@ import {
   heldForAnotherMessage, heldTwiceMessage, listedTwiceMessage, notHeldMessage, reservationDriftMessage
 } from "./events.ts"
 import { type IPAddress, formatIP, ipEquals, ipKey, lastOf, networkOf } from "./ip.ts"
-import type { IpamConfigError, NadConfigResult } from "./ipam-config.ts"
 import { listedIP, statusAttachment } from "./multus.ts"
-import { type Snapshot, nadIndex } from "./holdings.ts"
-import type { PoolOrigin } from "./node-slices.ts"
+import type { Snapshot } from "./holdings.ts"
 import { type PodIdentity, type PodProjection, podIdentity, podRef, statusEntries } from "./pod.ts"
 import type { ParsedPool, PoolEntry } from "./pool.ts"
 
@@ -97,28 +94,12 @@ export const makeEntryLookup = (): EntryLookup => {
   }
 }
 
-/** The network name a pool's reservations are named with where a NAD writing it keeps them (overlapping ranges on). */
-export const reservationNetworks = (
-  nads: Iterable<Either.Either<NadConfigResult, IpamConfigError>>,
-  origin: (pool: ParsedPool) => PoolOrigin
-): ((pool: ParsedPool) => string | undefined) => {
-  const keeps = (c: Either.Either<NadConfigResult, IpamConfigError>) =>
-    Either.isRight(c) && c.right._tag === "Whereabouts" && c.right.config.enableOverlappingRanges
-  const keeping = nadIndex([...nads].filter(keeps).map((config) => ({ namespace: "", name: "", config })))
-  return (pool) => {
-    const o = origin(pool)
-    return (o._tag === "Slice" ? keeping.slicePools.has(o.nodeSlicePool) : keeping.rangePools.has(pool.name)) ? o.network : undefined
-  }
-}
-
 /** What the invariants are judged on: one consistent view, and rule 0's way of placing a listing. */
-export interface InvariantView extends Pick<ClaimSource, "nad" | "nodeSlice" | "listedBy">, Pick<Snapshot, "pool" | "reservation"> {
+export interface InvariantView extends Pick<ClaimSource, "listedBy">, Pick<Snapshot, "pool" | "reservation" | "nad" | "nodeSlice" | "reservationNetwork"> {
   readonly pods: Iterable<PodProjection>
   readonly pod: (ref: string) => PodProjection | undefined
   readonly pools: Iterable<ParsedPool>
   readonly entryAt: EntryLookup
-  /** reservationNetworks over the view's NADs. */
-  readonly reservationNetwork: (pool: ParsedPool) => string | undefined
 }
 
 /** A pod whose listing is a settled fact: its ADD is done and no deletion has begun. */
@@ -189,10 +170,7 @@ const holdingOf = (l: Listing, view: InvariantView): InvariantViolation | undefi
   return ofListing(l, "reservation-drift", [own], owner, (ip) => reservationDriftMessage(ip, l.ref, own, name, owner))
 }
 
-/**
- * A duplicate of `ip` among `pods` (in podref order). One id per address and set of pods, whether
- * they list it or their entries hold it: one report for both.
- */
+/** A duplicate of `ip` among `pods` (in podref order); one id per address and set of pods, listed or held: one report for both. */
 const duplicate = (ip: IPAddress, pods: ReadonlyArray<PodProjection>, pools: ReadonlyArray<string>, reservation: string | undefined, message: string): InvariantViolation => ({
   kind: "duplicate",
   id: `duplicate|${ipKey(ip)}|${[...new Set(pods.map((p) => `${podRef(p)}@${p.uid}`))].sort().join(",")}`,
@@ -204,11 +182,7 @@ const duplicate = (ip: IPAddress, pods: ReadonlyArray<PodProjection>, pools: Rea
   message
 })
 
-/**
- * Duplicates of one listing: each other judged pod that lists the address in one of its domains
- * (each pair is found from both sides; the id makes it one). Only addresses two pods list are
- * looked at twice, so an evaluation keeps nothing per listing.
- */
+/** Duplicates of one listing: each other judged pod listing the address in one of its domains (found from both sides; the id makes it one). */
 const listedTwice = (l: Listing, view: InvariantView): ReadonlyArray<InvariantViolation> => {
   const listers = view.listedBy(l.ip)
   if (listers.length < 2) return []
@@ -276,11 +250,7 @@ const heldTwice = (pools: ReadonlyArray<ParsedPool>, view: InvariantView): Reado
 const reservingPools = (view: InvariantView): ReadonlyMap<string, ReadonlyArray<ParsedPool>> =>
   Map.groupBy([...view.pools].filter((p) => p.entries.length > 0 && view.reservationNetwork(p) !== undefined), (p) => view.reservationNetwork(p)!)
 
-/**
- * Every violation the view shows, once each. Linear in pods and pool entries: each judged pod's
- * status is read once (without Schema), entries are found by offset; only pools of one
- * reservation-keeping network whose ranges overlap are indexed by address.
- */
+/** Every violation the view shows, once each; linear in pods and pool entries. */
 export const invariantViolations = (view: InvariantView): ReadonlyArray<InvariantViolation> => {
   const found = new Map<string, InvariantViolation>()
   const add = (v: InvariantViolation | undefined) => {

@@ -98,10 +98,6 @@ export const addOffset = (base: IPAddress, offset: bigint): IPAddress | undefine
   return offset < 0n || value > maxOf(base.family) ? undefined : { family: base.family, value }
 }
 
-/** The offset of `ip` from `base`, or undefined when `ip` is below `base` or of another family. */
-export const offsetOf = (base: IPAddress, ip: IPAddress): bigint | undefined =>
-  ip.family === base.family && ip.value >= base.value ? ip.value - base.value : undefined
-
 /** The address written in a CIDR (host bits kept). */
 export const cidrAddress = (c: Cidr): IPAddress => ({ family: c.family, value: c.address })
 

@@ -55,6 +55,9 @@ export type NadConfigResult =
   | { readonly _tag: "Whereabouts"; readonly config: IpamConfig }
   | { readonly _tag: "NotWhereabouts"; readonly ipamType: string }
 
+/** A NAD and its decoded `spec.config`. */
+export type DecodedNad = { readonly namespace: string; readonly name: string; readonly config: Either.Either<NadConfigResult, IpamConfigError> }
+
 const RangeEntry = Schema.Struct({
   range: Schema.optional(Schema.String),
   range_start: Schema.optional(Schema.String),

@@ -1,9 +1,41 @@
-/** Orphan detection for the full scan: pools × live pods (× reservations) → what nobody holds (liveness.ts's rule). */
+/**
+ * Orphan detection for the full scan: pools × live pods (× reservations) → what nobody holds; and the
+ * one rule for "does a live pod still hold this?", which the planner's live re-check applies too. A
+ * live pod whose status cannot prove anything keeps its addresses.
+ */
 import { type IPAddress, ipKey } from "./ip.ts"
-import { type AllocationOrphanReason, type ReservationOrphanReason, allocationOrphanReason } from "./liveness.ts"
 import type { NeverRunsAgain } from "./never-runs-again.ts"
-import type { PodProjection } from "./pod.ts"
-import { type OverlappingRangeIPReservation, type ParsedPool, type PoolEntry, parseReservationName, poolNetworkName } from "./pool.ts"
+import { type PodProjection, podHoldsIP } from "./pod.ts"
+import { type ParsedPool, type PoolEntry, type ReservationRecord, parseReservationName, poolNetworkName } from "./pool.ts"
+
+/** PodGone: no pod of the podref; IPNotOnPod: the live pod's status does not list it; NeverRunsAgain: the live pod will not run again. */
+export type AllocationOrphanReason = "PodGone" | "IPNotOnPod" | "NeverRunsAgain"
+export type ReservationOrphanReason = AllocationOrphanReason | "NoAllocation"
+
+/** Why an allocation is an orphan given the pod now named by its podref, or undefined when that pod (maybe) holds it. */
+export const allocationOrphanReason = (live: PodProjection | undefined, ip: IPAddress, ifname: string | undefined): AllocationOrphanReason | undefined => {
+  if (live === undefined) return "PodGone"
+  return podHoldsIP(live, ip, ifname) === "not-held" ? "IPNotOnPod" : undefined
+}
+
+/** Why an entry must stay, or undefined when it may be freed. */
+export const entryVerdict = (live: PodProjection | undefined, ip: IPAddress, ifname: string | undefined): string | undefined =>
+  allocationOrphanReason(live, ip, ifname) === undefined ? `the live pod (uid ${live?.uid ?? "?"}) may hold it` : undefined
+
+/**
+ * Why a reservation must stay, or undefined when it may be deleted. A live pod keeps it unless its
+ * status proves it lacks the address; and one the listing found without a pod (PodGone) that has
+ * a pod now was re-created since, with this reservation quite possibly its own.
+ */
+export const reservationVerdict = (
+  live: PodProjection | undefined,
+  r: { readonly ip: IPAddress | undefined; readonly orphan: ReservationOrphanReason | undefined }
+): string | undefined => {
+  if (live === undefined) return undefined
+  if (r.orphan === "PodGone") return `the pod was re-created (uid ${live.uid}) since the listing`
+  if (r.ip === undefined) return "its name does not read as an address"
+  return podHoldsIP(live, r.ip, undefined) === "not-held" ? undefined : `the live pod (uid ${live.uid}) may hold it`
+}
 
 export interface OrphanAllocation {
   readonly pool: string
@@ -71,7 +103,7 @@ const holderOf = (h: Holders | undefined, podref: string): { readonly holds: boo
 export const findOrphans = (
   pools: ReadonlyArray<ParsedPool>,
   livePods: ReadonlyMap<string, PodProjection>,
-  reservations: ReadonlyArray<OverlappingRangeIPReservation> = [],
+  reservations: ReadonlyArray<Pick<ReservationRecord, "name" | "podref">> = [],
   options: FindOrphansOptions = {}
 ): Orphans => {
   const networkOf = options.networkOf ?? ((pool: ParsedPool) => poolNetworkName(pool.name, pool.range))
@@ -97,15 +129,15 @@ export const findOrphans = (
   }
   const orphanReservations: Array<OrphanReservation> = []
   for (const r of reservations) {
-    const podref = r.spec.podref
-    const candidates = parseReservationName(r.metadata.name)
+    const podref = r.podref
+    const candidates = parseReservationName(r.name)
     // Names are ambiguous ("dead-beef-2001-db8--5" also reads as the unnamed IP dead:beef:2001:db8::5):
     // prefer the reading under which this pod has an allocation, then one naming a known network.
     const parsed =
       candidates.find((c) => holderOf(holders.get(c.networkName)?.get(ipKey(c.ip)), podref).holds) ??
       candidates.find((c) => holders.has(c.networkName)) ??
       candidates[0]
-    const base = { name: r.metadata.name, podref, ip: parsed?.ip, networkName: parsed?.networkName }
+    const base = { name: r.name, podref, ip: parsed?.ip, networkName: parsed?.networkName }
     if (!livePods.has(podref)) {
       orphanReservations.push({ ...base, reason: "PodGone" })
       continue

@@ -34,13 +34,13 @@ export interface PodProjection {
 export type PodIdentity = Pick<PodProjection, "namespace" | "name" | "uid">
 export const podIdentity = (pod: PodIdentity): PodIdentity => ({ namespace: pod.namespace, name: pod.name, uid: pod.uid })
 
-/** The `namespace/name` whereabouts writes as `podref`. */
-export const podRef = (pod: { readonly namespace: string; readonly name: string }): string => `${pod.namespace}/${pod.name}`
-
-/** Splits a podref; undefined when it is not `namespace/name`. */
 /** An object named within its namespace (client-go's types.NamespacedName). */
 export type NamespacedName = { readonly namespace: string; readonly name: string }
 
+/** The `namespace/name` whereabouts writes as `podref`. */
+export const podRef = (pod: NamespacedName): string => `${pod.namespace}/${pod.name}`
+
+/** Splits a podref; undefined when it is not `namespace/name`. */
 export const splitPodRef = (ref: string): NamespacedName | undefined => {
   const parts = ref.split("/")
   return parts.length === 2 && parts[0] !== "" && parts[1] !== "" ? { namespace: parts[0]!, name: parts[1]! } : undefined
@@ -68,10 +68,7 @@ interface PodLike {
 const nonEmpty = (s: string | undefined): string | undefined => (s === undefined || s === "" ? undefined : s)
 const compactOptional = (s: string | undefined): string | undefined => (s === undefined ? undefined : compactNetworkStatus(s))
 
-/**
- * Projects a full pod (API object) to what the controller keeps. Strings are copied, not shared;
- * those many pods repeat (namespace, node, phase) are interned.
- */
+/** Projects a full pod (API object) to what the controller keeps; strings many pods repeat are interned. */
 export const projectPod = (pod: PodLike): PodProjection => {
   const m = pod.metadata ?? {}
   const a = m.annotations ?? {}

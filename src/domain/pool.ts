@@ -13,12 +13,6 @@ export interface IPAllocation {
   readonly ifname?: string | undefined
 }
 
-/** The fields of an OverlappingRangeIPReservation read here. */
-export interface OverlappingRangeIPReservation {
-  readonly metadata: { readonly name: string }
-  readonly spec: { readonly podref: string; readonly containerid?: string; readonly ifname?: string }
-}
-
 /** `normalize(range)`: a trailing ":" gets a "0", then ":" and "/" become "-". */
 export const normalizeRange = (range: string): string =>
   (range.endsWith(":") ? `${range}0` : range).replaceAll(":", "-").replaceAll("/", "-")

@@ -1,9 +1,8 @@
 /**
- * robfig/cron v3's search for the next activation, for zones with daylight-saving changes, where
- * effect's `Cron.next` answers differently: robfig walks the wall clock field by field (month, day,
- * hour, minute, second) with Go's time arithmetic, so a wall time skipped by a spring-forward change
- * does not run that day, one repeated by a fall-back change runs twice, and nothing is found beyond
- * the fifth calendar year after the start. Go's rules reproduced here:
+ * robfig/cron v3's search for the next activation: it walks the wall clock field by field (month, day,
+ * hour, minute, second) with Go's time arithmetic, so, unlike effect's `Cron.next`, a wall time a
+ * spring-forward change skips does not run that day, one a fall-back change repeats runs twice, and
+ * nothing is found beyond the fifth calendar year after the start. Go's rules reproduced here:
  * - `time.Date` of a wall time in a gap or an overlap takes the offset found at the wall time read
  *   as UTC, then re-checks it once (so Berlin's 02:30 gap is 03:30 CEST, New York's is 01:30 EST);
  * - `AddDate` re-normalises wall fields (Jan 31 + 1 month = Mar 3); `Add` and `Truncate` are absolute;

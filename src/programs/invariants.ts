@@ -51,11 +51,10 @@ export const makeInvariantMonitor = Effect.gen(function* () {
   const lock = yield* Effect.makeSemaphore(1)
   const context = yield* Effect.context<Caches | NadConfigs>()
   const caches = Context.get(context, Caches)
-  const decoder = Context.get(context, NadConfigs)
   // The caches as the invariants' view (read at once: it follows the informers).
   const view = Effect.gen(function* () {
     const pools = caches.pools.values().map((p) => p.pool)
-    return invariantView(yield* cachedPods, pools, yield* cacheSnapshot, caches.nads.values().map(decoder.decode), entryAt)
+    return invariantView(yield* cachedPods, pools, yield* cacheSnapshot, entryAt)
   })
 
   const report = (v: InvariantViolation) =>
@@ -136,8 +135,7 @@ const settled = (pod: PodIdentity, before: number) =>
 export const auditInvariants = (world: World, startedAt: number) =>
   Effect.gen(function* () {
     const { invariantGrace } = yield* ControllerConfig
-    const decoder = yield* NadConfigs
-    const found = invariantViolations(invariantView(world, [...world.pools.values()], world.snapshot, world.nads.map(decoder.decode), makeEntryLookup()))
+    const found = invariantViolations(invariantView(world, [...world.pools.values()], world.snapshot, makeEntryLookup()))
     const before = startedAt - Duration.toMillis(invariantGrace)
     // Each pod read once, however many violations involve it.
     const refs = [...new Map(found.flatMap((v) => v.pods).map((p) => [`${p.namespace}/${p.name}@${p.uid}`, p] as const))]

@@ -8,7 +8,7 @@ import { type Snapshot, poolNaming } from "../domain/holdings.ts"
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
 import type { ParsedPool, ReservationRecord } from "../domain/pool.ts"
 import type { ClaimSource } from "../domain/claims.ts"
-import { type EntryLookup, type InvariantView, reservationNetworks } from "../domain/invariants.ts"
+import type { EntryLookup, InvariantView } from "../domain/invariants.ts"
 import type { NodeRecord } from "../domain/never-runs-again.ts"
 import type { PodProjection } from "../domain/pod.ts"
 import { type IPAddress, ipKey } from "../domain/ip.ts"
@@ -20,11 +20,12 @@ const lazyNaming = (nads: () => Iterable<NadRecord>, nodeSlicePools: () => Reado
   let naming: ReturnType<typeof poolNaming> | undefined
   const get = () => (naming ??= poolNaming([...nads()].map((n) => ({ namespace: n.namespace, name: n.name, config: decoder.decode(n) })), nodeSlicePools()))
   return {
-    nadOfPool: (pool, podNamespace) => get().nadOfPool(pool, podNamespace),
+    eventNetwork: (pool, podNamespace) => get().eventNetwork(pool, podNamespace),
     origin: (pool) => get().origin(pool),
     nodeSlice: (nodeSlicePool, node) => get().nodeSlice(nodeSlicePool, node),
-    capacity: (pool) => get().capacity(pool)
-  } satisfies Pick<Snapshot, "nadOfPool" | "origin" | "nodeSlice" | "capacity">
+    capacity: (pool) => get().capacity(pool),
+    reservationNetwork: (pool) => get().reservationNetwork(pool)
+  } satisfies Pick<Snapshot, "eventNetwork" | "origin" | "nodeSlice" | "capacity" | "reservationNetwork">
 }
 
 /** The caches as a snapshot; read it for one batch (it follows the informers as they update). */
@@ -87,19 +88,12 @@ export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Cac
 /** Who else lists an address (claims.ts), its networks read through the snapshot. */
 export const claimSource = (listedBy: ClaimSource["listedBy"], snapshot: Snapshot): ClaimSource => ({ listedBy, nad: snapshot.nad, nodeSlice: snapshot.nodeSlice })
 
-/** The invariants' view: pods and pools as given, the rest read through a snapshot and the NADs' decoded configs. */
-export const invariantView = (
-  world: Pick<PodWorld, "pods" | "listedBy">,
-  pools: Iterable<ParsedPool>,
-  snapshot: Snapshot,
-  nads: Iterable<ReturnType<NadConfigsShape["decode"]>>,
-  entryAt: EntryLookup
-): InvariantView => ({
+/** The invariants' view: pods and pools as given, the rest read through a snapshot. */
+export const invariantView = (world: Pick<PodWorld, "pods" | "listedBy">, pools: Iterable<ParsedPool>, snapshot: Snapshot, entryAt: EntryLookup): InvariantView => ({
   ...snapshot,
   pods: world.pods.values(),
   pod: (ref) => world.pods.get(ref),
   listedBy: world.listedBy,
   pools,
-  entryAt,
-  reservationNetwork: reservationNetworks(nads, snapshot.origin)
+  entryAt
 })

@@ -115,8 +115,7 @@ export const sweepHoldings = (world: World) =>
       const node = pod.nodeName === undefined ? undefined : nodes.get(pod.nodeName)
       return neverRunsAgain(pod, node === undefined ? { _tag: "Gone" } : { _tag: "Present", node }, now, policy)
     }
-    const reservations = [...world.reservations.values()].map((r) => ({ metadata: { name: r.name }, spec: { podref: r.podref } }))
-    const found = findOrphans(pools, live, reservations, { networkOf, neverRunsAgain: ended })
+    const found = findOrphans(pools, live, [...world.reservations.values()], { networkOf, neverRunsAgain: ended })
     const all = orphanHoldings(found, world.pools, world.reservations, snapshot, live)
     // Rule 0: what another listed pod holds is no orphan, whichever podref it names.
     const claims = { ...claimSource(world.listedBy, snapshot), ended: (p: PodProjection) => ended(p) !== undefined }
@@ -252,7 +251,7 @@ export const runSweep = (
       orphanAllocations: orphans.allocations,
       orphanReservations: orphans.reservations,
       heldForAnother,
-      badInput: badInputOf(world.nads.map((n) => ({ ...n, decoded: nadConfigs.decode(n) })), [...world.pools.values()], options.audit === true ? world.pods.values() : []),
+      badInput: badInputOf(world.nads.map((n) => ({ ...n, config: nadConfigs.decode(n) })), [...world.pools.values()], options.audit === true ? world.pods.values() : []),
       staleSlicePools: pools.flatMap((p) => (p.owner === "stale" ? [{ name: p.name, node: p.node ?? "", used: p.used }] : [])),
       prunedPools,
       ...done,

@@ -3,7 +3,7 @@
  * tests, the demo and benchmarks, and to know which addresses a range can hand out.
  */
 import { Data, Either } from "effect"
-import { type Cidr, type IPAddress, cidrAddress, formatIP, lastOf, networkOf, offsetOf, usableRange } from "../domain/ip.ts"
+import { type Cidr, type IPAddress, cidrAddress, formatIP, lastOf, networkOf, usableRange } from "../domain/ip.ts"
 import type { IpRange } from "../domain/ipam-config.ts"
 import type { IPAllocation } from "../domain/pool.ts"
 
@@ -19,6 +19,10 @@ export interface AllocationRequest {
 }
 
 export type Allocations = Readonly<Record<string, IPAllocation>>
+
+/** The offset of `ip` from `base` (addOffset's inverse), or undefined when `ip` is below `base` or of another family. */
+export const offsetOf = (base: IPAddress, ip: IPAddress): bigint | undefined =>
+  ip.family === base.family && ip.value >= base.value ? ip.value - base.value : undefined
 
 /** First and last address the range may hand out: usable range narrowed by in-range bounds. */
 export const allocatableBounds = (r: IpRange): { readonly first: bigint; readonly last: bigint } | undefined => {

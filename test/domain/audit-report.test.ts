@@ -15,7 +15,7 @@ const snapshotOf = (pools: ReadonlyArray<ParsedPool>, reservations: ReadonlyArra
 /** The world now: pools, reservations and live pods, with the sweep's orphans of it. */
 const now = (pools: ReadonlyArray<ParsedPool>, reservations: ReadonlyArray<ReservationRecord>, pods: ReadonlyArray<PodProjection> = []) => {
   const live = new Map(pods.map((p) => [`${p.namespace}/${p.name}`, p] as const))
-  const orphans = findOrphans(pools, live, reservations.map((r) => ({ metadata: { name: r.name }, spec: { podref: r.podref } })))
+  const orphans = findOrphans(pools, live, reservations)
   const listed = new Map(reservations.map((r) => [r.name, r] as const))
   return {
     pools: new Map(pools.map((p) => [p.name, p] as const)),

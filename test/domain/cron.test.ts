@@ -294,9 +294,17 @@ describe("properties", () => {
     "robfig's wall-clock walk and effect's Cron agree at offset zero, for all of robfig's syntax",
     [quirkyExpression, instant],
     ([expression, after]) => {
-      // Africa/Abidjan has been UTC+0 since 1912 but is not "UTC": it takes the walk, UTC takes effect's Cron.
+      // Africa/Abidjan has been UTC+0 since 1912: a named zone's walk, against effect's Cron.next on the
+      // UTC schedule's sets, cut off as robfig is after the fifth calendar year.
+      const schedule = parsed(expression)
       const walk = chain(parsed(`CRON_TZ=Africa/Abidjan ${expression}`), after.toISOString(), 3)
-      expect(walk).toEqual(chain(parsed(expression), after.toISOString(), 3))
+      const effect: Array<string | null> = schedule._tag === "Cron" ? [] : [null]
+      for (let t = after; schedule._tag === "Cron" && effect.length < 3 && effect.at(-1) !== null; ) {
+        const next = Cron.next(schedule.cron, t)
+        const ok = next.getUTCFullYear() <= new Date(Math.floor(t.getTime() / 1000) * 1000 + 1000).getUTCFullYear() + 5
+        effect.push(ok ? (t = next).toISOString() : null)
+      }
+      expect(walk).toEqual(effect)
     }
   )
 

@@ -2,7 +2,7 @@
 import { Either, FastCheck as fc } from "effect"
 import { type Cidr, type IPAddress, formatCidr, parseCidr, parseIP, toNetworkForm } from "../../src/domain/ip.ts"
 import { type Snapshot, poolNaming } from "../../src/domain/holdings.ts"
-import { type IpRange, decodeNadConfig } from "../../src/domain/ipam-config.ts"
+import { type DecodedNad, type IpRange, decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import type { NodeSlicePoolRecord } from "../../src/domain/node-slices.ts"
 import type { ParsedPool, ReservationRecord } from "../../src/domain/pool.ts"
 
@@ -67,7 +67,7 @@ export const show = (u: unknown): string => JSON.stringify(u, (_k, v) => (typeof
 export const listSnapshot = (
   pools: ReadonlyArray<ParsedPool>,
   reservations: ReadonlyArray<ReservationRecord>,
-  nads: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly config: ReturnType<typeof decodeNadConfig> }> = [],
+  nads: ReadonlyArray<DecodedNad> = [],
   nodeSlicePools: ReadonlyArray<NodeSlicePoolRecord> = []
 ): Snapshot => ({
   pool: (name) => pools.find((p) => p.name === name),

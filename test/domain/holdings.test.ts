@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
-import { type Snapshot, deletedPodHolding, eventNetwork, findPodHoldings, mergeFindings, nadIndex, orphanHoldings, pickNad, unseenAfterReads } from "../../src/domain/holdings.ts"
+import { type Snapshot, deletedPodHolding, findPodHoldings, mergeFindings, nadIndex, orphanHoldings, pickNad, unseenAfterReads } from "../../src/domain/holdings.ts"
 import type { NodeSlicePoolRecord } from "../../src/domain/node-slices.ts"
 import { formatIP } from "../../src/domain/ip.ts"
 import { listSnapshot } from "./helpers.ts"
@@ -87,8 +87,8 @@ describe("findPodHoldings + deletedPodHolding", () => {
 
   it("with no NAD writing the pool any more, the Event names the pool's network, or the pool", () => {
     const named = pool("10.2.0.0/24", { "1": { id: "c", podref: "ns/web" } }, "storage")
-    expect(eventNetwork(named, { _tag: "Range", network: "storage" }, undefined)).toBe("storage")
-    expect(eventNetwork(P1, { _tag: "Range", network: "" }, undefined)).toBe("10.1.0.0-24")
+    expect(listSnapshot([named, P1], []).eventNetwork(named, "ns")).toBe("storage")
+    expect(listSnapshot([named, P1], []).eventNetwork(P1, "ns")).toBe("10.1.0.0-24")
     expect(view(deleted("web", "[]"), { pools: [named] }).entries).toEqual(["storage-10.2.0.0-24 10.2.0.1 storage storage-10.2.0.1"])
   })
 
@@ -194,7 +194,7 @@ describe("findPodHoldings + deletedPodHolding", () => {
 describe("orphanHoldings", () => {
   it("groups the sweep's orphans by podref, names Events by the NAD that writes the pool, and keeps the listed reservation", () => {
     const pools = [P1]
-    const orphans = findOrphans(pools, new Map(), [{ metadata: { name: "10.1.0.5" }, spec: { podref: "ns/web" } }])
+    const orphans = findOrphans(pools, new Map(), [{ name: "10.1.0.5", podref: "ns/web" }])
     const listed = new Map([["10.1.0.5", { name: "10.1.0.5", resourceVersion: "3", podref: "ns/web" }]])
     const holdings = orphanHoldings(orphans, new Map([[P1.name, P1]]), listed, snapshotOf({ pools, nads: NET1 }))
     expect(holdings.map((h) => [h.podref, h.claim, h.entries.map((e) => `${formatIP(e.entry.ip)} ${e.network} ${e.reservation}`), h.reservations.map((r) => `${r.name} ${r.orphan} ${r.listed?.resourceVersion}`)])).toEqual([

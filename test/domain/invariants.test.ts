@@ -12,8 +12,7 @@ import {
   INVARIANT_KINDS,
   countByKind,
   invariantViolations,
-  makeEntryLookup,
-  reservationNetworks
+  makeEntryLookup
 } from "../../src/domain/invariants.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { type ParsedPool, parsePool } from "../../src/domain/pool.ts"
@@ -70,7 +69,7 @@ const viewOf = (pods: ReadonlyArray<PodProjection>, pools: Pools, reservations: 
     nad: snapshot.nad,
     nodeSlice: snapshot.nodeSlice,
     entryAt: makeEntryLookup(),
-    reservationNetwork: reservationNetworks(NADS.map((n) => n.config), snapshot.origin)
+    reservationNetwork: snapshot.reservationNetwork
   }
 }
 
@@ -276,7 +275,7 @@ describe("makeEntryLookup", () => {
   })
 })
 
-describe("reservationNetworks", () => {
+describe("a snapshot's reservationNetwork", () => {
   it("names the network of pools a NAD with overlapping ranges writes, none for the others", () => {
     const view = viewOf([], {})
     const of = (name: string, allocations = {}) => view.reservationNetwork(poolOf(name, allocations))
@@ -284,7 +283,7 @@ describe("reservationNetworks", () => {
     expect(of("blue-10.60.0.0-24")).toBe("blue")
     expect(of("node-a-10.80.1.0-24")).toBe("")
     expect(of("10.51.0.0-24")).toBeUndefined()
-    expect(reservationNetworks([], () => ({ _tag: "Range", network: "" }))(poolOf("10.50.0.0-24", {}))).toBeUndefined()
+    expect(listSnapshot([], []).reservationNetwork(poolOf("10.50.0.0-24", {}))).toBeUndefined()
   })
 })
 

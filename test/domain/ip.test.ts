@@ -9,13 +9,13 @@ import {
   ipKey,
   lastOf,
   networkOf,
-  offsetOf,
   parseCidr,
   parseIP,
   parseIPStrict,
   toNetworkForm,
   usableRange
 } from "../../src/domain/ip.ts"
+import { offsetOf } from "../../src/testing/allocate.ts"
 import { anyIP, cidr, ip, ipv4Value, ipv6Value } from "./helpers.ts"
 
 /** The WHATWG URL host serializer writes IPv6 as RFC 5952 text, like Go's net.IP.String(). */

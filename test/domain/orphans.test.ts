@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { formatIP } from "../../src/domain/ip.ts"
 import { type Orphans, findOrphans } from "../../src/domain/orphans.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
-import { type OverlappingRangeIPReservation, parsePool, poolName, reservationName } from "../../src/domain/pool.ts"
+import { parsePool, poolName, reservationName } from "../../src/domain/pool.ts"
 import { ip } from "./helpers.ts"
 
 const pool = (range: string, allocations: Record<string, unknown>, network = "") =>
@@ -20,7 +20,7 @@ const live = (ref: string, ips: ReadonlyArray<string>, extra: Partial<PodProject
   return [ref, { namespace, name, uid: `uid-${name}`, phase: "Running", networkStatus, ...extra }]
 }
 
-const reservation = (name: string, podref: string): OverlappingRangeIPReservation => ({ metadata: { name }, spec: { podref, ifname: "net1" } })
+const reservation = (name: string, podref: string) => ({ name, podref })
 
 /** Orphans as plain text, easy to compare. */
 const view = (o: Orphans) => ({

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
-import { type Cidr, type IPAddress, cidrAddress, formatIP, offsetOf, toNetworkForm } from "../../src/domain/ip.ts"
+import { type Cidr, type IPAddress, cidrAddress, formatIP, toNetworkForm } from "../../src/domain/ip.ts"
+import { offsetOf } from "../../src/testing/allocate.ts"
 import {
   type IPAllocation,
   normalizeRange,

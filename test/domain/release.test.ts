@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import { formatIP } from "../../src/domain/ip.ts"
-import type { ReservationOrphanReason } from "../../src/domain/liveness.ts"
+import type { ReservationOrphanReason } from "../../src/domain/orphans.ts"
 import { type PodProjection, podHoldsIP } from "../../src/domain/pod.ts"
 import type { PoolEntry } from "../../src/domain/pool.ts"
 import {
