@@ -25,9 +25,7 @@ export const RETRY_PERIOD = Duration.seconds(2)
 export const JITTER_FACTOR = 1.2
 
 export interface LeaderElectionShape {
-  /** Whether this instance leads now (always true with leader election off). */
-  readonly isLeader: Effect.Effect<boolean>
-  /** The current leadership, then each change. */
+  /** The current leadership (always true with leader election off), then each change. */
   readonly changes: Stream.Stream<boolean>
   /**
    * Campaigns; runs `work` while leader and interrupts it as soon as leadership is lost, then
@@ -245,7 +243,6 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
   const config = yield* ControllerConfig
   if (!config.leaderElect) {
     return {
-      isLeader: Effect.succeed(true),
       changes: Stream.make(true),
       runWhenLeader: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.zipRight(work, Effect.never)
     }
@@ -282,7 +279,7 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
       })
     )
 
-  return { isLeader: SubscriptionRef.get(leader), changes: leader.changes, runWhenLeader }
+  return { changes: leader.changes, runWhenLeader }
 })
 
 export const layer: Layer.Layer<LeaderElection, never, KubeApi | ControllerConfig> = Layer.scoped(LeaderElection, make)

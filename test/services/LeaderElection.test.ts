@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Exit, Fiber, Layer, Ref, type Scope, Stream, TestClock } from "effect"
+import { Chunk, Duration, Effect, Exit, Fiber, Layer, Option, Ref, type Scope, Stream, TestClock } from "effect"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster, layerMemory } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
@@ -13,10 +13,14 @@ const LEASE = "whereabouts-gc"
 /** One cluster per test; every elector built in the test shares it. */
 const cluster = Layer.provideMerge(layerMemory, InMemoryCluster.layer())
 
-/** An elector with its own identity (and config), over the test's cluster. */
+/** Whether the elector leads now: the first element of `changes`. */
+const leads = (le: LeaderElection.LeaderElection["Type"]) => Effect.map(Stream.runHead(le.changes), Option.getOrThrow)
+
+/** An elector with its own identity (and config), over the test's cluster; `isLeader` reads `leads`. */
 const elector = (identity: string, overrides: Partial<ControllerConfig.ControllerConfigShape> = {}) =>
   LeaderElection.make.pipe(
-    Effect.provideService(ControllerConfig.ControllerConfig, ControllerConfig.defaults({ identity, ...overrides }))
+    Effect.provideService(ControllerConfig.ControllerConfig, ControllerConfig.defaults({ identity, ...overrides })),
+    Effect.map((le) => ({ ...le, isLeader: leads(le) }))
   )
 
 /** Lets forked fibers run until all are suspended, without moving the clock. */
