@@ -179,25 +179,6 @@ describe("LeaderElection: one candidate", () => {
       })
     ))
 
-  it.scoped("two runWhenLeader on one elector share one campaign; the lease goes when the last stops", () =>
-    scoped(
-      Effect.gen(function*() {
-        const le = yield* elector("a")
-        const w1 = yield* trackedWork
-        const w2 = yield* trackedWork
-        const f1 = yield* Effect.fork(le.runWhenLeader(w1.work))
-        const f2 = yield* Effect.fork(le.runWhenLeader(w2.work))
-        yield* settle
-        expect([yield* w1.started, yield* w2.started]).toEqual([1, 1])
-        yield* Fiber.interrupt(f1)
-        yield* advance("4 seconds")
-        expect(yield* le.isLeader).toBe(true)
-        expect((yield* leaseSpec).holderIdentity).toBe("a")
-        yield* Fiber.interrupt(f2)
-        expect((yield* leaseSpec).holderIdentity).toBe("")
-      })
-    ))
-
   it.scoped("interrupted, it waits for the work to finish draining, and only then releases the lease", () =>
     scoped(
       Effect.gen(function*() {
