@@ -1,9 +1,4 @@
-/**
- * The controller's informers: pods (as small projections), NetworkAttachmentDefinitions, IPPools and
- * OverlappingRangeIPReservations (both indexed by podref, so one pod's allocations are found without
- * scanning every pool), NodeSlicePools (optional: whereabouts before 0.8 has no such CRD), nodes, and
- * the schedule's ConfigMap.
- */
+/** The controller's informers; pools and reservations are indexed by podref, so one pod's allocations are found without scanning every pool. */
 import { Context, Effect, Layer, Option } from "effect"
 import { intern } from "../domain/intern.ts"
 import { type NodeRecord, OUT_OF_SERVICE_TAINT } from "../domain/never-runs-again.ts"
@@ -167,6 +162,7 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       resource: R.NodeSlicePools,
       namespace,
       transform: toNodeSlicePoolRecord,
+      // whereabouts before 0.8 has no NodeSlicePool CRD.
       optional: true
     })
     const nodes = yield* informer<NodeRecord>({ resource: R.Nodes, transform: toNodeRecord })

@@ -5,7 +5,7 @@ import * as EventRecorder from "../../src/services/EventRecorder.ts"
 import { InMemoryCluster, layerMemory } from "../../src/testing/InMemoryCluster.ts"
 import type { KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
-import { makeRateLimiter } from "../../src/services/KubeApiLive.ts"
+import { rateLimiter } from "../../src/services/TokenBucket.ts"
 import * as Metrics from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 
@@ -246,7 +246,7 @@ describe("EventRecorder: failures never reach the caller", () => {
         KubeApi,
         Effect.gen(function*() {
           const api = yield* KubeApi
-          const limit = yield* makeRateLimiter(1, 1)
+          const limit = yield* rateLimiter(1, 1)
           return { ...api, create: (r, ns, o) => limit(api.create(r, ns, o)), patch: (r, ns, n, p) => limit(api.patch(r, ns, n, p)) } satisfies typeof api
         })
       )
