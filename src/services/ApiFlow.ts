@@ -11,12 +11,13 @@
  *    At most MAX_RETRY_AFTER times, and never for a wait longer than the request timeout: then the
  *    error goes to the caller, whose own retry (the work queue's backoff) takes over.
  * Watches are long-lived and pass unbounded. `--api-qps` stays as an opt-in cap (KubeApiLive).
+ * Beneath the flow, `instrument` counts every attempt by verb, resource and HTTP code, and times all but watches.
  */
-import { Clock, Duration, Effect, Layer } from "effect"
+import { Clock, Duration, Effect, Layer, Stream } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, around } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
-import { Metrics } from "./Metrics.ts"
+import { Metrics, type MetricsShape } from "./Metrics.ts"
 import * as R from "./resources.ts"
 import { DEFAULT_IN_FLIGHT, FLOW_KINDS, type FlowKind, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, YIELDS_TO } from "../domain/api-flow.ts"
 
@@ -123,3 +124,21 @@ export const flowControl = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Laye
       })
     })
   ).pipe(Layer.provide(inner))
+
+const code = (e: KubeError): string => (e.status === undefined ? e.reason : String(e.status))
+
+const counted = (api: KubeApiShape, metrics: MetricsShape): KubeApiShape =>
+  around(
+    api,
+    ({ verb, resource }, effect) =>
+      Effect.flatMap(Clock.currentTimeMillis, (start) => {
+        const count = (code: string) => Effect.flatMap(Clock.currentTimeMillis, (now) => metrics.apiRequest(verb, resource.plural, code, (now - start) / 1000))
+        return Effect.tapBoth(effect, { onSuccess: () => count(verb === "create" ? "201" : "200"), onFailure: (e) => count(code(e)) })
+      }),
+    (r, events) =>
+      Stream.unwrap(metrics.apiRequest("watch", r.plural, "200").pipe(Effect.as(events.pipe(Stream.tapError((e) => metrics.apiRequest("watch", r.plural, code(e)))))))
+  )
+
+/** `inner`, with every request counted in Metrics. */
+export const instrument = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Layer<KubeApi, E, R | Metrics> =>
+  Layer.effect(KubeApi, Effect.zipWith(KubeApi, Metrics, counted)).pipe(Layer.provide(inner))
