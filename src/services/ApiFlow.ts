@@ -4,8 +4,7 @@
  *  - a fixed number of requests in flight per kind of work (DEFAULT_IN_FLIGHT): a burst of one kind
  *    queues behind its own bound and never takes the others' slots, so Events never hold back a pool
  *    write and a mass deletion never starves the Lease renewal;
- *  - Events give way to the frees (YIELDS_TO): while pool writes or reservation requests are busy,
- *    one Event write at a time, so the server's CPU goes to the addresses first;
+ *  - Events give way to the frees (YIELDS_TO), so the server's CPU goes to the addresses first;
  *  - the server's answer: a 429 with Retry-After pauses that kind of work until then and the refused
  *    request is sent again after it; a 5xx with Retry-After is sent again after it, without a pause.
  *    At most MAX_RETRY_AFTER times, and never for a wait longer than the request timeout: then the
