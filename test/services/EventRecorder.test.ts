@@ -306,6 +306,25 @@ describe("EventRecorder: the queue", () => {
       })
     ))
 
+  it.effect("an event recorded again while its first write is in flight is a count bump, not a second Event", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(START)
+      yield* enqueue("R", "m")
+      // A writer has taken it and waits on the API server's latency.
+      yield* TestClock.adjust(Duration.millis(100))
+      yield* enqueue("R", "m")
+      yield* TestClock.adjust(Duration.seconds(2))
+      yield* flush
+      expect((yield* events).map((e) => e["count"])).toEqual([2])
+    }).pipe(
+      Effect.provide(
+        Layer.provideMerge(
+          EventRecorder.layer,
+          Layer.mergeAll(Layer.provideMerge(layerMemory, InMemoryCluster.layer({ latency: "1 second" })), ControllerConfig.layerWith({ identity: "wc-7d9f-abcde" }), Metrics.layer)
+        )
+      )
+    ))
+
   it.effect("a full queue drops new events, counts each and says so once", () => {
     const warnings = captureWarnings()
     return run(
