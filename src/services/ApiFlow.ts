@@ -35,18 +35,15 @@ export const kindOf = (verb: string, r: R.Resource): FlowKind => {
   return "other"
 }
 
-/** What the flow reports: requests in flight per kind, and the pauses a 429 started. */
-export interface FlowObserver {
-  readonly inFlight: (kind: FlowKind, n: number) => Effect.Effect<void>
-  readonly paused: (kind: FlowKind, seconds: number, error: KubeError) => Effect.Effect<void>
-}
-
 /** Sleeps until the clock reads `until`, again if a later pause came meanwhile. */
 const waitFor = (until: () => number): Effect.Effect<void> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => (until() <= now ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(until() - now)), Effect.suspend(() => waitFor(until)))))
 
-/** `api` with the flow control above; no Retry-After longer than `requestTimeout` is honoured (a request would not live that long). */
-export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, observer: FlowObserver): Effect.Effect<KubeApiShape> =>
+/**
+ * `api` with the flow control above, in-flight counts and pauses in `metrics` (pauses in the log too);
+ * no Retry-After longer than `requestTimeout` is honoured (a request would not live that long).
+ */
+export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, metrics: MetricsShape): Effect.Effect<KubeApiShape> =>
   Effect.gen(function* () {
     const longest = Duration.toMillis(Duration.decode(requestTimeout))
     const lanes = new Map<FlowKind, { readonly permits: Effect.Semaphore; pausedUntil: number; inFlight: number; lastDone: number }>()
@@ -67,12 +64,12 @@ export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, 
     const inLane = <A>(kind: FlowKind, effect: Effect.Effect<A, KubeError>): Effect.Effect<A, KubeError> => {
       const lane = lanes.get(kind)!
       const counted = Effect.acquireUseRelease(
-        Effect.suspend(() => observer.inFlight(kind, ++lane.inFlight)),
+        Effect.suspend(() => metrics.apiInFlight(kind, ++lane.inFlight)),
         () => effect,
         () =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => {
             lane.lastDone = now
-            return observer.inFlight(kind, --lane.inFlight)
+            return metrics.apiInFlight(kind, --lane.inFlight)
           })
       )
       return Effect.zipRight(waitFor(() => lane.pausedUntil), lane.permits.withPermits(1)(Effect.zipRight(giveWay(kind), counted)))
@@ -91,7 +88,10 @@ export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, 
             const until = (yield* Clock.currentTimeMillis) + wait * 1000
             if (until > lane.pausedUntil) {
               lane.pausedUntil = until
-              yield* observer.paused(kind, wait, e)
+              yield* metrics.apiPaused(kind, wait)
+              yield* Effect.logWarning("the API server asked to slow down: this kind of request waits").pipe(
+                Effect.annotateLogs({ kind, seconds: wait, request: `${e.verb} ${e.target}`, detail: e.detail })
+              )
             }
             // The next attempt waits at the lane's entrance, with every other request of its kind.
           } else {
@@ -105,22 +105,13 @@ export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, 
     return around(api, ({ verb, resource }, request) => flow(kindOf(verb, resource), request))
   })
 
-/** `inner` under the flow control; in-flight counts and pauses go to Metrics and the log. */
+/** `inner` under the flow control, reporting to Metrics. */
 export const flowControl = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Layer<KubeApi, E, R | ControllerConfig | Metrics> =>
   Layer.effect(
     KubeApi,
     Effect.gen(function* () {
-      const api = yield* KubeApi
       const config = yield* ControllerConfig
-      const metrics = yield* Metrics
-      return yield* wrap(api, config.requestTimeout, {
-        inFlight: metrics.apiInFlight,
-        paused: (kind, seconds, e) =>
-          Effect.zipRight(
-            metrics.apiPaused(kind, seconds),
-            Effect.logWarning("the API server asked to slow down: this kind of request waits").pipe(Effect.annotateLogs({ kind, seconds, request: `${e.verb} ${e.target}`, detail: e.detail }))
-          )
-      })
+      return yield* wrap(yield* KubeApi, config.requestTimeout, yield* Metrics)
     })
   ).pipe(Layer.provide(inner))
 
