@@ -4,19 +4,19 @@
  *  - a fixed number of requests in flight per kind of work (DEFAULT_IN_FLIGHT): a burst of one kind
  *    queues behind its own bound and never takes the others' slots, so Events never hold back a pool
  *    write and a mass deletion never starves the Lease renewal;
- *  - Events give way to the frees (YIELDS_TO): while pool writes or reservation requests are busy,
- *    one Event write at a time, so the server's CPU goes to the addresses first;
+ *  - Events give way to the frees (YIELDS_TO), so the server's CPU goes to the addresses first;
  *  - the server's answer: a 429 with Retry-After pauses that kind of work until then and the refused
  *    request is sent again after it; a 5xx with Retry-After is sent again after it, without a pause.
  *    At most MAX_RETRY_AFTER times, and never for a wait longer than the request timeout: then the
  *    error goes to the caller, whose own retry (the work queue's backoff) takes over.
  * Watches are long-lived and pass unbounded. `--api-qps` stays as an opt-in cap (KubeApiLive).
+ * Beneath the flow, `instrument` counts every attempt by verb, resource and HTTP code, and times all but watches.
  */
-import { Clock, Duration, Effect, Layer } from "effect"
+import { Clock, Duration, Effect, Layer, Stream } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, around } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
-import { Metrics } from "./Metrics.ts"
+import { Metrics, type MetricsShape } from "./Metrics.ts"
 import * as R from "./resources.ts"
 import { DEFAULT_IN_FLIGHT, FLOW_KINDS, type FlowKind, YIELD_HOLD_MS, YIELDING_IN_FLIGHT, YIELDS_TO } from "../domain/api-flow.ts"
 
@@ -35,18 +35,15 @@ export const kindOf = (verb: string, r: R.Resource): FlowKind => {
   return "other"
 }
 
-/** What the flow reports: requests in flight per kind, and the pauses a 429 started. */
-export interface FlowObserver {
-  readonly inFlight: (kind: FlowKind, n: number) => Effect.Effect<void>
-  readonly paused: (kind: FlowKind, seconds: number, error: KubeError) => Effect.Effect<void>
-}
-
 /** Sleeps until the clock reads `until`, again if a later pause came meanwhile. */
 const waitFor = (until: () => number): Effect.Effect<void> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => (until() <= now ? Effect.void : Effect.zipRight(Effect.sleep(Duration.millis(until() - now)), Effect.suspend(() => waitFor(until)))))
 
-/** `api` with the flow control above; no Retry-After longer than `requestTimeout` is honoured (a request would not live that long). */
-export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, observer: FlowObserver): Effect.Effect<KubeApiShape> =>
+/**
+ * `api` with the flow control above, in-flight counts and pauses in `metrics` (pauses in the log too);
+ * no Retry-After longer than `requestTimeout` is honoured (a request would not live that long).
+ */
+export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, metrics: MetricsShape): Effect.Effect<KubeApiShape> =>
   Effect.gen(function* () {
     const longest = Duration.toMillis(Duration.decode(requestTimeout))
     const lanes = new Map<FlowKind, { readonly permits: Effect.Semaphore; pausedUntil: number; inFlight: number; lastDone: number }>()
@@ -67,12 +64,12 @@ export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, 
     const inLane = <A>(kind: FlowKind, effect: Effect.Effect<A, KubeError>): Effect.Effect<A, KubeError> => {
       const lane = lanes.get(kind)!
       const counted = Effect.acquireUseRelease(
-        Effect.suspend(() => observer.inFlight(kind, ++lane.inFlight)),
+        Effect.suspend(() => metrics.apiInFlight(kind, ++lane.inFlight)),
         () => effect,
         () =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => {
             lane.lastDone = now
-            return observer.inFlight(kind, --lane.inFlight)
+            return metrics.apiInFlight(kind, --lane.inFlight)
           })
       )
       return Effect.zipRight(waitFor(() => lane.pausedUntil), lane.permits.withPermits(1)(Effect.zipRight(giveWay(kind), counted)))
@@ -91,7 +88,10 @@ export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, 
             const until = (yield* Clock.currentTimeMillis) + wait * 1000
             if (until > lane.pausedUntil) {
               lane.pausedUntil = until
-              yield* observer.paused(kind, wait, e)
+              yield* metrics.apiPaused(kind, wait)
+              yield* Effect.logWarning("the API server asked to slow down: this kind of request waits").pipe(
+                Effect.annotateLogs({ kind, seconds: wait, request: `${e.verb} ${e.target}`, detail: e.detail })
+              )
             }
             // The next attempt waits at the lane's entrance, with every other request of its kind.
           } else {
@@ -105,21 +105,30 @@ export const wrap = (api: KubeApiShape, requestTimeout: Duration.DurationInput, 
     return around(api, ({ verb, resource }, request) => flow(kindOf(verb, resource), request))
   })
 
-/** `inner` under the flow control; in-flight counts and pauses go to Metrics and the log. */
+/** `inner` under the flow control, reporting to Metrics. */
 export const flowControl = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Layer<KubeApi, E, R | ControllerConfig | Metrics> =>
   Layer.effect(
     KubeApi,
     Effect.gen(function* () {
-      const api = yield* KubeApi
       const config = yield* ControllerConfig
-      const metrics = yield* Metrics
-      return yield* wrap(api, config.requestTimeout, {
-        inFlight: metrics.apiInFlight,
-        paused: (kind, seconds, e) =>
-          Effect.zipRight(
-            metrics.apiPaused(kind, seconds),
-            Effect.logWarning("the API server asked to slow down: this kind of request waits").pipe(Effect.annotateLogs({ kind, seconds, request: `${e.verb} ${e.target}`, detail: e.detail }))
-          )
-      })
+      return yield* wrap(yield* KubeApi, config.requestTimeout, yield* Metrics)
     })
   ).pipe(Layer.provide(inner))
+
+const code = (e: KubeError): string => (e.status === undefined ? e.reason : String(e.status))
+
+const counted = (api: KubeApiShape, metrics: MetricsShape): KubeApiShape =>
+  around(
+    api,
+    ({ verb, resource }, effect) =>
+      Effect.flatMap(Clock.currentTimeMillis, (start) => {
+        const count = (code: string) => Effect.flatMap(Clock.currentTimeMillis, (now) => metrics.apiRequest(verb, resource.plural, code, (now - start) / 1000))
+        return Effect.tapBoth(effect, { onSuccess: () => count(verb === "create" ? "201" : "200"), onFailure: (e) => count(code(e)) })
+      }),
+    (r, events) =>
+      Stream.unwrap(metrics.apiRequest("watch", r.plural, "200").pipe(Effect.as(events.pipe(Stream.tapError((e) => metrics.apiRequest("watch", r.plural, code(e)))))))
+  )
+
+/** `inner`, with every request counted in Metrics. */
+export const instrument = <E, R>(inner: Layer.Layer<KubeApi, E, R>): Layer.Layer<KubeApi, E, R | Metrics> =>
+  Layer.effect(KubeApi, Effect.zipWith(KubeApi, Metrics, counted)).pipe(Layer.provide(inner))

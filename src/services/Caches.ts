@@ -1,10 +1,5 @@
-/**
- * The controller's informers: pods (as small projections), NetworkAttachmentDefinitions, IPPools and
- * OverlappingRangeIPReservations (both indexed by podref, so one pod's allocations are found without
- * scanning every pool), NodeSlicePools (optional: whereabouts before 0.8 has no such CRD), nodes, and
- * the schedule's ConfigMap.
- */
-import { Context, Effect, Layer, Option, type Scope, Stream } from "effect"
+/** The controller's informers; pools and reservations are indexed by podref, so one pod's allocations are found without scanning every pool. */
+import { Context, Effect, Layer, Option } from "effect"
 import { intern } from "../domain/intern.ts"
 import { type NodeRecord, OUT_OF_SERVICE_TAINT } from "../domain/never-runs-again.ts"
 import type { NodeSlicePoolRecord } from "../domain/node-slices.ts"
@@ -120,8 +115,6 @@ export interface CachesShape {
   readonly scheduleConfigMap: Informer<ConfigMapRecord> | undefined
   readonly awaitSynced: Effect.Effect<void>
   readonly isSynced: Effect.Effect<boolean>
-  /** Deleted pods from now on (watch deletions and those a relist discovers). */
-  readonly podDeletions: Effect.Effect<Stream.Stream<PodProjection>, never, Scope.Scope>
 }
 
 export class Caches extends Context.Tag("whereabouts-controller/Caches")<Caches, CachesShape>() {}
@@ -169,6 +162,7 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       resource: R.NodeSlicePools,
       namespace,
       transform: toNodeSlicePoolRecord,
+      // whereabouts before 0.8 has no NodeSlicePool CRD.
       optional: true
     })
     const nodes = yield* informer<NodeRecord>({ resource: R.Nodes, transform: toNodeRecord })
@@ -180,8 +174,7 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
     return {
       ...informers,
       awaitSynced: Effect.forEach(all, (i) => i.awaitSynced, { discard: true, concurrency: "unbounded" }),
-      isSynced: Effect.map(Effect.forEach(all, (i) => i.isSynced), (done) => done.every(Boolean)),
-      podDeletions: Effect.map(pods.subscribe, (queue) => Stream.filterMap(Stream.fromQueue(queue), (e) => (e.type === "delete" ? Option.some(e.object) : Option.none())))
+      isSynced: Effect.map(Effect.forEach(all, (i) => i.isSynced), (done) => done.every(Boolean))
     }
   })
 )

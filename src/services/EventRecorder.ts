@@ -4,16 +4,15 @@
  * within the aggregation window bumps `count`/`lastTimestamp` on the existing Event.
  *
  * Recording never waits for the API server and never fails the caller (a mass deletion writes one
- * Event per freed IP): events go into a bounded queue that a few writers drain (as many as Events may
- * have requests in flight). An event recorded again while queued only adds to its count; a full queue
- * drops the new one (events_total{result="dropped"}, and the log). Writes of one event are serialised,
- * so a repeat recorded while its first write is in flight becomes a count bump, not a second Event.
+ * Event per freed IP): events go into a bounded queue that a few writers drain; one recorded again while
+ * queued only adds to its count, a full queue drops the new one (events_total{result="dropped"}, and the log).
  */
-import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Queue, Stream, SubscriptionRef } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Fiber, Layer, Option, Stream, SubscriptionRef } from "effect"
 import { ControllerConfig } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject } from "./KubeApi.ts"
 import { Metrics, type MetricsShape } from "./Metrics.ts"
 import { Events, IPPools, apiVersionOf } from "./resources.ts"
+import * as WorkQueue from "./WorkQueue.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import type { EventIntent, EventType, InvolvedObject } from "../domain/events.ts"
 
@@ -75,26 +74,6 @@ interface Pending extends EventIntent {
   count: number
 }
 
-/** One lock per key, dropped when its last user leaves: an effect for a key waits for the one in flight. */
-const keyedLocks = () => {
-  const locks = new Map<string, { readonly lock: Effect.Semaphore; users: number }>()
-  return <A, E, R>(key: string, effect: Effect.Effect<A, E, R>) =>
-    Effect.acquireUseRelease(
-      Effect.sync(() => {
-        const entry = locks.get(key) ?? { lock: Effect.unsafeMakeSemaphore(1), users: 0 }
-        entry.users++
-        locks.set(key, entry)
-        return entry
-      }),
-      (entry) => entry.lock.withPermits(1)(effect),
-      (entry) =>
-        Effect.sync(() => {
-          entry.users--
-          if (entry.users === 0) locks.delete(key)
-        })
-    )
-}
-
 /** Writes one pending event: a count bump on the Event written for its key within the window, else a new Event. */
 const eventWriter = (api: KubeApiShape, identity: string, seen: ReturnType<typeof lru<Seen>>) => {
   // Names must be unique; under TestClock (or a coarse clock) two creates share a nanosecond.
@@ -152,18 +131,16 @@ export const layer: Layer.Layer<EventRecorder, never, KubeApi | ControllerConfig
     const api = yield* KubeApi
     const config = yield* ControllerConfig
     const metrics = yield* Metrics
-    const seen = lru<Seen>(CACHE_SIZE)
-    // Insertion order is the queue's order; a key appears once however often it was recorded.
+    // Keyed as client-go's workqueue: a key waits once, and one being written is handed out again
+    // only after its write, so a repeat recorded meanwhile becomes a count bump, not a second Event.
+    const queue = yield* WorkQueue.make<void>()
     const pending = new Map<string, Pending>()
-    const ready = yield* Queue.unbounded<string>()
     // Queued plus being written: flush waits for 0.
     const outstanding = yield* SubscriptionRef.make(0)
-    const settleOne = SubscriptionRef.update(outstanding, (n) => n - 1)
-    const exclusive = keyedLocks()
-    const write = eventWriter(api, config.identity, seen)
+    const write = eventWriter(api, config.identity, lru<Seen>(CACHE_SIZE))
 
     const writeOne = (key: string, p: Pending) =>
-      exclusive(key, write(key, p)).pipe(
+      write(key, p).pipe(
         Effect.zipRight(metrics.events("written", 1)),
         Effect.catchAllCause((cause) => {
           if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
@@ -175,15 +152,16 @@ export const layer: Layer.Layer<EventRecorder, never, KubeApi | ControllerConfig
             Effect.logWarning(`failed to record ${p.type} event ${p.reason} on ${object}: ${detail}`).pipe(Effect.annotateLogs({ object, reason: p.reason, error: detail }))
           )
         }),
-        Effect.ensuring(settleOne)
+        Effect.ensuring(Effect.zipRight(SubscriptionRef.update(outstanding, (n) => n - 1), queue.done(key)))
       )
 
+    // The queue is never shut down: its writers are interrupted instead.
     const writer = Effect.forever(
-      Effect.flatMap(Queue.take(ready), (key) =>
+      Effect.flatMap(Effect.map(queue.take, Option.getOrThrow), ({ key }) =>
         Effect.suspend(() => {
-          const p = pending.get(key)
+          const p = pending.get(key)!
           pending.delete(key)
-          return Effect.zipRight(metrics.eventQueue(pending.size), p === undefined ? settleOne : writeOne(key, p))
+          return Effect.zipRight(metrics.eventQueue(pending.size), writeOne(key, p))
         })
       )
     )
@@ -201,7 +179,7 @@ export const layer: Layer.Layer<EventRecorder, never, KubeApi | ControllerConfig
         }
         if (pending.size >= QUEUE_CAPACITY) return dropped({ regarding, reason })
         pending.set(key, { regarding, type, reason, message, count: 1 })
-        return Effect.all([SubscriptionRef.update(outstanding, (n) => n + 1), Queue.offer(ready, key), metrics.events("queued", 1), metrics.eventQueue(pending.size)], { discard: true })
+        return Effect.all([SubscriptionRef.update(outstanding, (n) => n + 1), queue.add(key, undefined), metrics.events("queued", 1), metrics.eventQueue(pending.size)], { discard: true })
       })
 
     const flush = Effect.asVoid(Stream.runHead(Stream.filter(outstanding.changes, (n) => n <= 0)))

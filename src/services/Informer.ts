@@ -173,15 +173,13 @@ const relist = <A>(l: Loop<A>) =>
     const { options, store } = l
     let seen = new Set<string>()
     const applyPage = (page: ReadonlyArray<KubeObject>) =>
-      Effect.suspend(() => {
-        const events: Array<InformerEvent<A>> = []
-        for (const o of page) {
+      Effect.suspend(() =>
+        publish(l, page.flatMap((o) => {
           const a = options.transform(o)
           seen.add(options.keyOf(a))
-          events.push(...store.put(a))
-        }
-        return publish(l, events)
-      })
+          return store.put(a)
+        }))
+      )
     const resourceVersion = yield* forEachPage(options.resource, options.namespace, applyPage, {
       pageSize: options.pageSize,
       fieldSelector: options.fieldSelector,

@@ -8,9 +8,10 @@ import { ControllerConfig, apiBurst } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type ListResult, type ReadOptions, malformed, nameOnly } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
 import { type Resource, apiVersionOf, resourcePath } from "./resources.ts"
+import { rateLimiter } from "./TokenBucket.ts"
 import { type KubeConfigError, resolveKubeConfig, sourcesFrom } from "./live/kubeconfig.ts"
 import { type Request, type Requester, makeRequester } from "./live/request.ts"
-import { type Transport, makeRateLimiter, makeTransport, targetOf } from "./live/transport.ts"
+import { type Transport, makeTransport, targetOf } from "./live/transport.ts"
 import { isKubeObject } from "./live/watch.ts"
 import { isRecord } from "../domain/json.ts"
 
@@ -142,7 +143,7 @@ export const layerLive: Layer.Layer<KubeApi, KubeConfigError, ControllerConfig> 
     const config = yield* ControllerConfig
     const resolved = yield* resolveKubeConfig(yield* sourcesFrom(config.kubeconfig))
     const transport = yield* makeTransport(resolved)
-    const limiter = yield* makeRateLimiter(config.apiQps, apiBurst(config.apiQps))
+    const limiter = yield* rateLimiter(config.apiQps, apiBurst(config.apiQps))
     yield* Effect.logDebug(`Kubernetes API ${transport.server} (from ${resolved.source})`)
     return makeLiveKubeApi({ transport, limiter, requestTimeout: config.requestTimeout })
   })

@@ -1,23 +1,17 @@
 /**
- * LeaderElection: client-go's leaderelection with a LeaseLock, over KubeApi. Candidates poll a
- * coordination.k8s.io/v1 Lease every RETRY_PERIOD (jittered); a held lease is taken over only when
- * it has not changed for leaseDurationSeconds of OUR clock (client-go's observedTime: other nodes'
- * clocks are never compared with ours); every write carries the resourceVersion we read, so the
- * API server arbitrates races. The leader renews every RETRY_PERIOD and steps down when no renewal
- * succeeded for RENEW_DEADLINE (< LEASE_DURATION, so it stops before anyone may take over).
- * The campaign runs while at least one `runWhenLeader` runs, and releases the lease after the last one's work stopped.
+ * LeaderElection: client-go's leaderelection with a LeaseLock, over KubeApi. A held lease is taken
+ * over only when it has not changed for leaseDurationSeconds of OUR clock (client-go's observedTime:
+ * other nodes' clocks are never compared with ours); every write carries the resourceVersion we
+ * read, so the API server arbitrates races. The leader steps down when no renewal succeeded for
+ * RENEW_DEADLINE (< LEASE_DURATION, so it stops before anyone may take over).
  */
-import { Clock, Context, Duration, Effect, Either, Fiber, Layer, Random, RcRef, Schema, type Scope, Stream, SubscriptionRef } from "effect"
+import { Clock, Context, Duration, Effect, Either, Fiber, Layer, Random, Schema, Stream, SubscriptionRef } from "effect"
 import { ControllerConfig, type ControllerConfigShape } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, objectKey } from "./KubeApi.ts"
 import { type KubeError, isUnreachable } from "./KubeError.ts"
 import { Leases, apiVersionOf } from "./resources.ts"
 
-/**
- * client-go's defaults (component-base's LeaderElectionConfiguration), not options: no operator of a
- * GC controller needs to tune them. The leader gets more than one jittered retry before it gives up
- * (RENEW_DEADLINE > JITTER_FACTOR × RETRY_PERIOD).
- */
+/** client-go's defaults (component-base's LeaderElectionConfiguration), not options: no operator of a GC controller needs to tune them. */
 export const LEASE_DURATION = Duration.seconds(15)
 export const RENEW_DEADLINE = Duration.seconds(10)
 export const RETRY_PERIOD = Duration.seconds(2)
@@ -25,14 +19,12 @@ export const RETRY_PERIOD = Duration.seconds(2)
 export const JITTER_FACTOR = 1.2
 
 export interface LeaderElectionShape {
-  /** Whether this instance leads now (always true with leader election off). */
-  readonly isLeader: Effect.Effect<boolean>
-  /** The current leadership, then each change. */
+  /** The current leadership (always true with leader election off), then each change. */
   readonly changes: Stream.Stream<boolean>
   /**
    * Campaigns; runs `work` while leader and interrupts it as soon as leadership is lost, then
    * campaigns again. Never succeeds; fails only when `work` fails. Interrupting it stops the work,
-   * then releases the lease (when no other `runWhenLeader` still needs it).
+   * then releases the lease. One caller at a time: each call is a campaign of its own.
    */
   readonly runWhenLeader: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.Effect<never, E, R>
 }
@@ -240,21 +232,17 @@ const campaign = (c: Candidate, leader: SubscriptionRef.SubscriptionRef<boolean>
   ).pipe(Effect.annotateLogs({ identity: c.config.identity, lease: objectKey(c.namespace, c.name) }))
 }
 
-/** Builds an elector; its campaign (and the lease) live at most as long as the scope. */
-export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | ControllerConfig | Scope.Scope> = Effect.gen(function*() {
+/** Builds an elector; each campaign (and the lease) lives as long as its `runWhenLeader`. */
+export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | ControllerConfig> = Effect.gen(function*() {
   const config = yield* ControllerConfig
   if (!config.leaderElect) {
     return {
-      isLeader: Effect.succeed(true),
       changes: Stream.make(true),
       runWhenLeader: <A, E, R>(work: Effect.Effect<A, E, R>) => Effect.zipRight(work, Effect.never)
     }
   }
   const api = yield* KubeApi
   const leader = yield* SubscriptionRef.make(false)
-  // A fresh campaign each time the first runWhenLeader arrives: it starts with nothing observed.
-  const candidate = (): Candidate => ({ api, config, name: config.leaseName, namespace: config.leaseNamespace, observed: undefined })
-  const running = yield* RcRef.make({ acquire: Effect.forkScoped(Effect.suspend(() => campaign(candidate(), leader))) })
   const awaitLeadership = (value: boolean) => leader.changes.pipe(Stream.filter((v) => v === value), Stream.take(1), Stream.runDrain)
 
   /**
@@ -274,7 +262,7 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
   const runWhenLeader = <A, E, R>(work: Effect.Effect<A, E, R>): Effect.Effect<never, E, R> =>
     Effect.scoped(
       Effect.gen(function*() {
-        yield* RcRef.get(running)
+        yield* Effect.forkScoped(campaign({ api, config, name: config.leaseName, namespace: config.leaseNamespace, observed: undefined }, leader))
         while (true) {
           yield* awaitLeadership(true)
           yield* term(work)
@@ -282,7 +270,7 @@ export const make: Effect.Effect<LeaderElectionShape, never, KubeApi | Controlle
       })
     )
 
-  return { isLeader: SubscriptionRef.get(leader), changes: leader.changes, runWhenLeader }
+  return { changes: leader.changes, runWhenLeader }
 })
 
-export const layer: Layer.Layer<LeaderElection, never, KubeApi | ControllerConfig> = Layer.scoped(LeaderElection, make)
+export const layer: Layer.Layer<LeaderElection, never, KubeApi | ControllerConfig> = Layer.effect(LeaderElection, make)

@@ -19,39 +19,8 @@ export interface PoolUsage {
   readonly free: number
 }
 
-export interface MetricsShape {
-  readonly ipsFreed: (trigger: FreeTrigger, n: number) => Effect.Effect<void>
-  readonly reservationsDeleted: (trigger: FreeTrigger, n: number) => Effect.Effect<void>
-  readonly failure: (reason: string) => Effect.Effect<void>
-  /** One batch of pods freed, from its first read to its last write (its Events only queued). */
-  readonly freeBatchDuration: (seconds: number) => Effect.Effect<void>
-  readonly queue: (depth: number, inFlight: number) => Effect.Effect<void>
-  readonly retry: () => Effect.Effect<void>
-  /** One request; `seconds` (not for watches) from the call to the answer, any wait for the client rate limiter included. */
-  readonly apiRequest: (verb: string, resource: string, code: string, seconds?: number) => Effect.Effect<void>
-  /** Events recorded into the queue, written, failed or dropped (EventRecorder.ts). */
-  readonly events: (result: "queued" | "written" | "failed" | "dropped", n: number) => Effect.Effect<void>
-  /** Distinct Events waiting in the queue. */
-  readonly eventQueue: (depth: number) => Effect.Effect<void>
-  /** API requests in flight of one kind of work (ApiFlow.ts). */
-  readonly apiInFlight: (kind: string, n: number) => Effect.Effect<void>
-  /** A 429 with Retry-After paused one kind of work for that many seconds. */
-  readonly apiPaused: (kind: string, seconds: number) => Effect.Effect<void>
-  /** How long a deleted pod waited in the work queue, from its deletion event to a worker taking it (first attempt). */
-  readonly queueWait: (seconds: number) => Effect.Effect<void>
-  readonly leader: (isLeader: boolean) => Effect.Effect<void>
-  /** Replaces the per-pool gauges with the current set of pools. */
-  readonly pools: (usage: ReadonlyArray<PoolUsage>, threshold: number) => Effect.Effect<void>
-  readonly orphans: (kind: "allocation" | "reservation", n: number, dryRun: boolean) => Effect.Effect<void>
-  readonly sweep: (result: "success" | "failure") => Effect.Effect<void>
-  /** The invariant violations the monitor currently reports (past their grace), per kind. */
-  readonly invariantViolations: (counts: Readonly<Record<InvariantKind, number>>) => Effect.Effect<void>
-  readonly informerRestarts: (resource: string, n: number) => Effect.Effect<void>
-  /** Prometheus text exposition. */
-  readonly render: Effect.Effect<{ readonly contentType: string; readonly body: string }>
-  /** Current value of a metric with the given labels, for tests and the audit. */
-  readonly value: (name: string, labels?: Readonly<Record<string, string>>) => Effect.Effect<number | undefined>
-}
+/** The service (make's methods): one per metric, or per pair observed together, plus the exposition. */
+export type MetricsShape = ReturnType<typeof make>
 
 export class Metrics extends Context.Tag("whereabouts-controller/Metrics")<Metrics, MetricsShape>() {}
 
@@ -128,7 +97,7 @@ const readValue = async (registry: prom.Registry, name: string, labels: Readonly
  * open fds, nodejs_heap_*, event-loop lag, GC) — for the deployed process only, since they start
  * timers and GC observers that tests do not want one of per layer.
  */
-export const make = (options: { readonly processMetrics?: boolean } = {}): MetricsShape => {
+export const make = (options: { readonly processMetrics?: boolean } = {}) => {
   const registry = new prom.Registry()
   if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry })
   const m = declare(registry)
@@ -143,42 +112,50 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
   const poolGauges = [m.poolSize, m.poolUsed, m.poolFree, m.poolOver]
 
   return {
-    ipsFreed: (trigger, n) => Effect.sync(() => m.freed.inc({ trigger }, n)),
-    reservationsDeleted: (trigger, n) => Effect.sync(() => m.reservations.inc({ trigger }, n)),
-    failure: (reason) => Effect.sync(() => m.failures.inc({ reason })),
-    freeBatchDuration: (seconds) =>
+    ipsFreed: (trigger: FreeTrigger, n: number) => Effect.sync(() => m.freed.inc({ trigger }, n)),
+    reservationsDeleted: (trigger: FreeTrigger, n: number) => Effect.sync(() => m.reservations.inc({ trigger }, n)),
+    failure: (reason: string) => Effect.sync(() => m.failures.inc({ reason })),
+    /** One batch of pods freed, from its first read to its last write (its Events only queued). */
+    freeBatchDuration: (seconds: number) =>
       Effect.sync(() => {
         m.duration.observe(seconds)
         m.durationDeprecated.observe(seconds)
       }),
-    queue: (depth, inFlight) =>
+    queue: (depth: number, inFlight: number) =>
       Effect.sync(() => {
         m.depth.set(depth)
         m.inFlight.set(inFlight)
       }),
     retry: () => Effect.sync(() => m.retries.inc()),
-    apiRequest: (verb, resource, code, seconds) =>
+    /** One request; `seconds` (not for watches) from the call to the answer, any wait for the client rate limiter included. */
+    apiRequest: (verb: string, resource: string, code: string, seconds?: number) =>
       Effect.sync(() => {
         m.api.inc({ verb, resource, code })
         if (seconds !== undefined) m.apiDuration.observe({ verb, resource }, seconds)
       }),
-    events: (result, n) => Effect.sync(() => m.events.inc({ result }, n)),
-    eventQueue: (depth) => Effect.sync(() => m.eventQueue.set(depth)),
-    apiInFlight: (kind, n) => Effect.sync(() => m.apiInFlight.set({ kind }, n)),
-    apiPaused: (kind, seconds) =>
+    /** Events recorded into the queue, written, failed or dropped (EventRecorder.ts). */
+    events: (result: "queued" | "written" | "failed" | "dropped", n: number) => Effect.sync(() => m.events.inc({ result }, n)),
+    /** Distinct Events waiting in the queue. */
+    eventQueue: (depth: number) => Effect.sync(() => m.eventQueue.set(depth)),
+    /** API requests in flight of one kind of work (ApiFlow.ts). */
+    apiInFlight: (kind: string, n: number) => Effect.sync(() => m.apiInFlight.set({ kind }, n)),
+    /** A 429 with Retry-After paused one kind of work for that many seconds. */
+    apiPaused: (kind: string, seconds: number) =>
       Effect.sync(() => {
         m.apiPauses.inc({ kind })
         m.apiPausedSeconds.inc({ kind }, seconds)
       }),
-    queueWait: (seconds) => Effect.sync(() => m.waited.observe(seconds)),
-    leader: (is) =>
+    /** How long a deleted pod waited in the work queue, from its deletion event to a worker taking it (first attempt). */
+    queueWait: (seconds: number) => Effect.sync(() => m.waited.observe(seconds)),
+    leader: (is: boolean) =>
       Effect.sync(() => {
         m.leader.set(is ? 1 : 0)
         // What only the leader measures goes with the lease: a standby's last pool usage, orphan
         // and invariant counts would go stale beside the new leader's on a dashboard.
         if (!is) for (const g of [...poolGauges, m.orphans, m.violations]) g.reset()
       }),
-    pools: (usage, threshold) =>
+    /** Replaces the per-pool gauges with the current set of pools. */
+    pools: (usage: ReadonlyArray<PoolUsage>, threshold: number) =>
       Effect.sync(() => {
         for (const g of poolGauges) g.reset()
         for (const u of usage) {
@@ -188,15 +165,18 @@ export const make = (options: { readonly processMetrics?: boolean } = {}): Metri
           m.poolOver.set({ pool: u.pool }, atOrOver(u, threshold) ? 1 : 0)
         }
       }),
-    orphans: (kind, n, dryRun) => Effect.sync(() => m.orphans.set({ kind, dry_run: String(dryRun) }, n)),
-    sweep: (result) => Effect.sync(() => m.sweeps.inc({ result })),
-    invariantViolations: (counts) =>
+    orphans: (kind: "allocation" | "reservation", n: number, dryRun: boolean) => Effect.sync(() => m.orphans.set({ kind, dry_run: String(dryRun) }, n)),
+    sweep: (result: "success" | "failure") => Effect.sync(() => m.sweeps.inc({ result })),
+    /** The invariant violations the monitor currently reports (past their grace), per kind. */
+    invariantViolations: (counts: Readonly<Record<InvariantKind, number>>) =>
       Effect.sync(() => {
         for (const [kind, n] of Object.entries(counts)) m.violations.set({ kind }, n)
       }),
-    informerRestarts: (resource, n) => Effect.sync(() => m.restarts.inc({ resource }, n)),
+    informerRestarts: (resource: string, n: number) => Effect.sync(() => m.restarts.inc({ resource }, n)),
+    /** Prometheus text exposition. */
     render: Effect.promise(async () => ({ contentType: registry.contentType, body: await registry.metrics() })),
-    value: (name, labels = {}) => Effect.promise(() => readValue(registry, name, labels))
+    /** Current value of a metric with the given labels, for tests, the demo and the benchmarks. */
+    value: (name: string, labels: Readonly<Record<string, string>> = {}) => Effect.promise(() => readValue(registry, name, labels))
   }
 }
 

@@ -18,11 +18,13 @@ export interface NadConfigsShape {
 
 export class NadConfigs extends Context.Tag("whereabouts-controller/NadConfigs")<NadConfigs, NadConfigsShape>() {}
 
-type FlatReader = (paths: ReadonlyArray<string>) => Record<string, unknown> | undefined
+type FlatFile = Record<string, unknown> | undefined
 
-const make = (readFlat: FlatReader, extraPath: string | undefined): NadConfigsShape => {
+/** `read`: one flat file by path, undefined when absent; the first found of `extraPath` and the paths asked for is used. */
+const make = (read: (path: string) => FlatFile, extraPath: string | undefined): NadConfigsShape => {
   const memo = new Map<string, { version: string | undefined; result: Either.Either<NadConfigResult, IpamConfigError> }>()
-  const reader: FlatReader = (paths) => readFlat(extraPath === undefined ? paths : [extraPath, ...paths])
+  const reader = (paths: ReadonlyArray<string>) =>
+    (extraPath === undefined ? paths : [extraPath, ...paths]).map(read).find((f) => f !== undefined)
   return {
     decode: (nad) => {
       const key = `${nad.namespace}/${nad.name}`
@@ -40,27 +42,20 @@ const make = (readFlat: FlatReader, extraPath: string | undefined): NadConfigsSh
   }
 }
 
-/** Reads the first flat file that exists; unreadable or invalid files are treated as absent. */
-const fileReader = (): FlatReader => {
-  const cache = new Map<string, Record<string, unknown> | undefined>()
-  const readOne = (path: string): Record<string, unknown> | undefined => {
-    if (cache.has(path)) return cache.get(path)
-    let parsed: Record<string, unknown> | undefined
+/** Reads a flat file once; an unreadable or invalid one is treated as absent. */
+const fileReader = () => {
+  const cache = new Map<string, FlatFile>()
+  const parse = (path: string): FlatFile => {
     try {
       const json: unknown = JSON.parse(readFileSync(path, "utf8"))
-      parsed = isRecord(json) ? json : undefined
+      return isRecord(json) ? json : undefined
     } catch {
-      parsed = undefined
+      return undefined
     }
-    cache.set(path, parsed)
-    return parsed
   }
-  return (paths) => {
-    for (const p of paths) {
-      const found = readOne(p)
-      if (found !== undefined) return found
-    }
-    return undefined
+  return (path: string): FlatFile => {
+    if (!cache.has(path)) cache.set(path, parse(path))
+    return cache.get(path)
   }
 }
 
@@ -72,7 +67,4 @@ export const layer: Layer.Layer<NadConfigs, never, ControllerConfig> = Layer.eff
 
 /** Flat files given in memory, by path. */
 export const layerMemory = (files: Readonly<Record<string, Record<string, unknown>>> = {}): Layer.Layer<NadConfigs> =>
-  Layer.succeed(
-    NadConfigs,
-    make((paths) => paths.map((p) => files[p]).find((f) => f !== undefined), undefined)
-  )
+  Layer.succeed(NadConfigs, make((path) => files[path], undefined))

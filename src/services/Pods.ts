@@ -9,10 +9,8 @@ import type { KubeError } from "./KubeError.ts"
 import * as R from "./resources.ts"
 
 /**
- * `metadataOnly` reads PartialObjectMetadata: the projection then has identity, deletion
- * timestamp and the Multus annotations, but no `phase` or `nodeName` — enough to learn whether a
- * pod of that name exists, not whether it holds an address. `namesOnly` (a namespace's list):
- * namespace and name alone, for the same question at a fraction of the bytes.
+ * With `metadataOnly` or `namesOnly` a projection has no `phase` or `nodeName`: enough to learn
+ * whether a pod of that name exists, not whether it holds an address.
  */
 export interface PodsShape {
   /** The pod named so right now, if any. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Either, Exit, Fiber, HashMap, Layer, Logger, Option, type Scope, TestClock } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, HashMap, Layer, Logger, Option, type Scope, Stream, TestClock } from "effect"
 import { type RunningPod, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { runDeletionLoop } from "../../src/programs/deletion-loop.ts"
 import { RECLAIM_AFTER_PODS, RECLAIM_IDLE_MS } from "../../src/programs/memory.ts"
@@ -584,7 +584,7 @@ const failover = (releaseFails: boolean) =>
     const b = yield* Layer.build(instance(state, "b"))
     const inA = <X, E, R extends Layer.Layer.Success<ReturnType<typeof instance>>>(e: Effect.Effect<X, E, R>) => Effect.provide(e, a)
     const inB = <X, E, R extends Layer.Layer.Success<ReturnType<typeof instance>>>(e: Effect.Effect<X, E, R>) => Effect.provide(e, b)
-    const isLeader = (ctx: typeof a) => Effect.provide(Effect.flatMap(LeaderElection, (le) => le.isLeader), ctx)
+    const isLeader = (ctx: typeof a) => Effect.provide(Effect.flatMap(LeaderElection, (le) => Effect.map(Stream.runHead(le.changes), Option.getOrThrow)), ctx)
     const freedBy = (ctx: typeof a, trigger: string) => Effect.provide(metric("ips_freed_total", { trigger }), ctx)
 
     yield* inA(createNad(NS, "net1", { range: "10.108.0.0/24" }))

@@ -11,6 +11,7 @@ import { MAX_RETRY_AFTER, kindOf, wrap } from "../../src/services/ApiFlow.ts"
 import { DEFAULT_IN_FLIGHT, YIELD_HOLD_MS, YIELDING_IN_FLIGHT } from "../../src/domain/api-flow.ts"
 import type { KubeApiShape, KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeError } from "../../src/services/KubeError.ts"
+import * as Metrics from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 
 interface Script {
@@ -58,7 +59,7 @@ const scripted = (): { readonly api: KubeApiShape; readonly script: Script } => 
 const refusal = (verb: string, target: string, status: number, retryAfterSeconds?: number) =>
   new KubeError({ reason: status === 429 ? "TooManyRequests" : "Unavailable", verb, target, status, detail: "busy", ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }) })
 
-const flowOver = (api: KubeApiShape) => wrap(api, Duration.seconds(30), { inFlight: () => Effect.void, paused: () => Effect.void })
+const flowOver = (api: KubeApiShape) => wrap(api, Duration.seconds(30), Metrics.make())
 
 describe("ApiFlow: requests in flight per kind of work", () => {
   it.effect("a burst of 100 pool patches has at most pool-writes in flight; pod reads meanwhile are not held behind them", () =>

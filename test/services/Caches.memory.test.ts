@@ -17,7 +17,7 @@ const world = Layer.mergeAll(Layer.provideMerge(layerMemory, InMemoryCluster.lay
 const start = Effect.gen(function* () {
   const caches = Context.get(yield* Layer.build(cachesLayer), Caches)
   const deleted = yield* Queue.unbounded<PodProjection>()
-  yield* Effect.forkScoped(Stream.runForEach(yield* caches.podDeletions, (p) => Queue.offer(deleted, p)))
+  yield* Effect.forkScoped(Stream.runForEach(Stream.fromQueue(yield* caches.pods.subscribe), (e) => (e.type === "delete" ? Queue.offer(deleted, e.object) : Effect.void)))
   yield* caches.awaitSynced
   return { caches, deleted }
 })

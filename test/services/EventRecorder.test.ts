@@ -5,7 +5,7 @@ import * as EventRecorder from "../../src/services/EventRecorder.ts"
 import { InMemoryCluster, layerMemory } from "../../src/testing/InMemoryCluster.ts"
 import type { KubeObject } from "../../src/services/KubeApi.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
-import { makeRateLimiter } from "../../src/services/KubeApiLive.ts"
+import { rateLimiter } from "../../src/services/TokenBucket.ts"
 import * as Metrics from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 
@@ -246,7 +246,7 @@ describe("EventRecorder: failures never reach the caller", () => {
         KubeApi,
         Effect.gen(function*() {
           const api = yield* KubeApi
-          const limit = yield* makeRateLimiter(1, 1)
+          const limit = yield* rateLimiter(1, 1)
           return { ...api, create: (r, ns, o) => limit(api.create(r, ns, o)), patch: (r, ns, n, p) => limit(api.patch(r, ns, n, p)) } satisfies typeof api
         })
       )
@@ -304,6 +304,25 @@ describe("EventRecorder: the queue", () => {
         expect(yield* metrics.value("events_total", { result: "failed" })).toBe(8)
         expect(yield* metrics.value("events_total", { result: "written" })).toBe(1)
       })
+    ))
+
+  it.effect("an event recorded again while its first write is in flight is a count bump, not a second Event", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(START)
+      yield* enqueue("R", "m")
+      // A writer has taken it and waits on the API server's latency.
+      yield* TestClock.adjust(Duration.millis(100))
+      yield* enqueue("R", "m")
+      yield* TestClock.adjust(Duration.seconds(2))
+      yield* flush
+      expect((yield* events).map((e) => e["count"])).toEqual([2])
+    }).pipe(
+      Effect.provide(
+        Layer.provideMerge(
+          EventRecorder.layer,
+          Layer.mergeAll(Layer.provideMerge(layerMemory, InMemoryCluster.layer({ latency: "1 second" })), ControllerConfig.layerWith({ identity: "wc-7d9f-abcde" }), Metrics.layer)
+        )
+      )
     ))
 
   it.effect("a full queue drops new events, counts each and says so once", () => {

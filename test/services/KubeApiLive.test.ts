@@ -17,6 +17,7 @@ import { layerWith } from "../../src/services/ControllerConfig.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as Metrics from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
+import { rateLimiter } from "../../src/services/TokenBucket.ts"
 import { freePort } from "../live/cluster.ts"
 
 // client-node 2 and undici 8 do not load below Node 22.19 (see API-NOTES): run through npm/npx.
@@ -193,7 +194,7 @@ describeSupported("KubeApiLive: statuses and failures become reasons", () => {
 describeSupported("KubeApiLive: rate limiter (TestClock)", () => {
   it.scoped("qps 20 / burst 30: 30 requests at once, then one every 50 ms", () =>
     Effect.gen(function* () {
-      const limiter = yield* live().makeRateLimiter(20, 30)
+      const limiter = yield* rateLimiter(20, 30)
       const done = yield* Ref.make(0)
       const fiber = yield* Effect.forkScoped(Effect.forEach(Array.from({ length: 40 }), () => limiter(Ref.update(done, (n) => n + 1)), { concurrency: "unbounded" }))
       yield* TestClock.adjust(0)
@@ -214,7 +215,7 @@ describeSupported("KubeApiLive: rate limiter (TestClock)", () => {
 
   it.scoped("an interrupted wait frees its slot only when it was the last one reserved, never more than the limit", () =>
     Effect.gen(function* () {
-      const limiter = yield* live().makeRateLimiter(20, 30)
+      const limiter = yield* rateLimiter(20, 30)
       const done = yield* Ref.make(0)
       const go = limiter(Ref.update(done, (n) => n + 1))
       yield* Effect.forEach(Array.from({ length: 30 }), () => go, { discard: true })
@@ -243,7 +244,7 @@ describeSupported("KubeApiLive: rate limiter (TestClock)", () => {
 
   it.scoped("qps ≤ 0 turns client-side limiting off", () =>
     Effect.gen(function* () {
-      const limiter = yield* live().makeRateLimiter(0, 1)
+      const limiter = yield* rateLimiter(0, 1)
       const n = yield* Effect.forEach(Array.from({ length: 100 }), () => limiter(Effect.succeed(1)), { concurrency: "unbounded" })
       expect(n).toHaveLength(100)
     }))

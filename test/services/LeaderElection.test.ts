@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Duration, Effect, Exit, Fiber, Layer, Ref, type Scope, Stream, TestClock } from "effect"
+import { Chunk, Duration, Effect, Exit, Fiber, Layer, Option, Ref, type Scope, Stream, TestClock } from "effect"
 import * as ControllerConfig from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster, layerMemory } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
@@ -13,10 +13,14 @@ const LEASE = "whereabouts-gc"
 /** One cluster per test; every elector built in the test shares it. */
 const cluster = Layer.provideMerge(layerMemory, InMemoryCluster.layer())
 
-/** An elector with its own identity (and config), over the test's cluster. */
+/** Whether the elector leads now: the first element of `changes`. */
+const leads = (le: LeaderElection.LeaderElection["Type"]) => Effect.map(Stream.runHead(le.changes), Option.getOrThrow)
+
+/** An elector with its own identity (and config), over the test's cluster; `isLeader` reads `leads`. */
 const elector = (identity: string, overrides: Partial<ControllerConfig.ControllerConfigShape> = {}) =>
   LeaderElection.make.pipe(
-    Effect.provideService(ControllerConfig.ControllerConfig, ControllerConfig.defaults({ identity, ...overrides }))
+    Effect.provideService(ControllerConfig.ControllerConfig, ControllerConfig.defaults({ identity, ...overrides })),
+    Effect.map((le) => ({ ...le, isLeader: leads(le) }))
   )
 
 /** Lets forked fibers run until all are suspended, without moving the clock. */
@@ -172,25 +176,6 @@ describe("LeaderElection: one candidate", () => {
         expect(exit).toEqual(Exit.fail("boom"))
         expect(yield* le.isLeader).toBe(false)
         expect((yield* leaseSpec)).toMatchObject({ holderIdentity: "", leaseDurationSeconds: 1 })
-      })
-    ))
-
-  it.scoped("two runWhenLeader on one elector share one campaign; the lease goes when the last stops", () =>
-    scoped(
-      Effect.gen(function*() {
-        const le = yield* elector("a")
-        const w1 = yield* trackedWork
-        const w2 = yield* trackedWork
-        const f1 = yield* Effect.fork(le.runWhenLeader(w1.work))
-        const f2 = yield* Effect.fork(le.runWhenLeader(w2.work))
-        yield* settle
-        expect([yield* w1.started, yield* w2.started]).toEqual([1, 1])
-        yield* Fiber.interrupt(f1)
-        yield* advance("4 seconds")
-        expect(yield* le.isLeader).toBe(true)
-        expect((yield* leaseSpec).holderIdentity).toBe("a")
-        yield* Fiber.interrupt(f2)
-        expect((yield* leaseSpec).holderIdentity).toBe("")
       })
     ))
 

@@ -91,8 +91,7 @@ export const snapshotCaches = (state: MemoryClusterState) => {
     nodes: snapshotInformer(R.Nodes, (n: NodeRecord) => n.name).informer,
     scheduleConfigMap: undefined,
     awaitSynced: Effect.void,
-    isSynced: Effect.succeed(true),
-    podDeletions: Effect.dieMessage("snapshot caches publish no deletions")
+    isSynced: Effect.succeed(true)
   }
   return { caches, refresh }
 }

@@ -1,6 +1,6 @@
 /**
  * The wire under KubeApiLive: HTTP statuses and network failures translated into KubeError reasons
- * (here and nowhere else), one long-lived keep-alive undici Agent per kubeconfig, the token bucket.
+ * (here and nowhere else), and one long-lived keep-alive undici Agent per kubeconfig.
  */
 import type { RequestOptions } from "node:https"
 import { type HttpMethod, RequestContext } from "@kubernetes/client-node/dist/gen/http/http.js"
@@ -108,6 +108,3 @@ export const makeTransport = (resolved: ResolvedKubeConfig): Effect.Effect<Trans
     }
     return { server, dispatcher, headers }
   })
-
-/** The client-side limit of API requests: the shared token bucket. */
-export { rateLimiter as makeRateLimiter } from "../TokenBucket.ts"

@@ -49,7 +49,7 @@ export const cachesContract = (target: ContractTarget) =>
         yield* api.create(R.IPPools, ns, poolObject(ns, "10.6.0.0-24", "10.6.0.0/24", { "7": { id: "c7", podref: `${ns}/q1`, ifname: "net1" } }))
         const caches = Context.get(yield* Layer.build(cachesLayer), Caches)
         const deleted = yield* Queue.unbounded<PodProjection>()
-        yield* Effect.forkScoped(Stream.runForEach(yield* caches.podDeletions, (p) => Queue.offer(deleted, p)))
+        yield* Effect.forkScoped(Stream.runForEach(Stream.fromQueue(yield* caches.pods.subscribe), (e) => (e.type === "delete" ? Queue.offer(deleted, e.object) : Effect.void)))
         yield* caches.awaitSynced.pipe(Effect.timeout("20 seconds"))
         const created = yield* api.create(R.Pods, ns, podObject(ns, "gone", { status: "[]" }))
         yield* eventually(require(() => Option.isSome(caches.pods.get(`${ns}/gone`)), "pod not cached"))
