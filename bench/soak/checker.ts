@@ -36,8 +36,6 @@ export interface CheckerDeps {
   readonly known: (ref: string, uid: string) => ReadonlyArray<Attached> | undefined
   /** When the harness's final delete of this incarnation answered. */
   readonly deletedAt: (uid: string) => number | undefined
-  /** Whether the harness's kubelet has begun CNI DEL for this incarnation (then its addresses may go while it terminates). */
-  readonly delStarted: (uid: string) => boolean
   /** Controller log lines mentioning a text. */
   readonly grep: (text: string) => ReadonlyArray<string>
 }

@@ -1,8 +1,6 @@
 /**
  * The checker's judgement: every two seconds on its watch view, confirmed against fresh reads
- * before a violation is recorded; and once at rest on fresh reads alone. A pod must hold its
- * addresses while it runs, and while it terminates without qualifying as never running again
- * unless the kubelet has begun its CNI DEL (a partitioned node may still run it).
+ * before a violation is recorded; and once at rest on fresh reads alone.
  */
 import { setTimeout as sleep } from "node:timers/promises"
 import { rest } from "../../test/live/support/rest.ts"
@@ -12,14 +10,6 @@ import type { Obligation } from "./obligations.ts"
 import { type CheckerState, POOLS_PATH, podViewOf, SOAK_PODS, type Violation } from "./checker.ts"
 
 const CONFIRM_AFTER_MS = 3_000
-
-/** Pods whose addresses must be held: running, or terminating before they qualify and before the kubelet's DEL. */
-const mustHold = (s: CheckerState, p: PodView, now: number): boolean => {
-  if (isLiveRunning(p)) return true
-  if (p.deletionAt === undefined || p.phase !== "Running" || s.deps.delStarted(p.uid)) return false
-  const q = s.qualifies(p, now)
-  return q === undefined || q.at > now
-}
 
 interface Fresh {
   readonly pods: ReadonlyArray<PodView>
@@ -75,14 +65,8 @@ const record = (s: CheckerState, v: Omit<Violation, "t" | "history" | "controlle
 
 const problemKeys = (p: Problem) => [...p.pods, addressKey(p.network, p.ip)]
 
-/** The problems of a fresh read, the pods it did not find counted as gone. */
-const freshProblems = (s: CheckerState, fresh: Fresh, now: number) => {
-  const present = new Set(fresh.pods.map((x) => x.ref))
-  return problemsOf({ pods: fresh.pods.filter((x) => mustHold(s, x, now)), pools: fresh.pools, reservations: fresh.reservations, known: s.known, exists: (ref) => present.has(ref) })
-}
-
 const confirmProblem = async (s: CheckerState, p: Problem) => {
-  const again = freshProblems(s, await readFresh(s, p.pods), Date.now()).find((x) => x.id === p.id)
+  const again = problemsOf({ ...(await readFresh(s, p.pods)), known: s.known }).find((x) => x.id === p.id)
   if (again !== undefined) record(s, { kind: again.kind, id: again.id, summary: again.detail, keys: problemKeys(again) })
 }
 
@@ -109,11 +93,10 @@ const evaluateOnce = async (s: CheckerState): Promise<void> => {
   const now = Date.now()
   for (const p of s.pods.values()) s.watchQualification(p, now)
   const problems = problemsOf({
-    pods: [...s.pods.values()].filter((p) => mustHold(s, p, now)),
+    pods: [...s.pods.values()],
     pools: s.pools.values(),
     reservations: new Map([...s.reservations].map(([n, r]) => [n, r.podref] as const)),
-    known: s.known,
-    exists: (ref) => s.pods.has(ref)
+    known: s.known
   })
   const current = new Set(problems.map((p) => p.id))
   for (const id of [...s.suspects.keys()]) if (!current.has(id)) s.suspects.delete(id)
@@ -128,11 +111,7 @@ const evaluateOnce = async (s: CheckerState): Promise<void> => {
     const pod = s.pods.get(ref)
     return pod === undefined ? undefined : { pod, attached: statusAddresses(pod.status) ?? s.known(pod) }
   })
-  for (const o of overdue) {
-    if (o.reported) continue
-    await confirmOverdue(s, o)
-    if (s.reported.has(`overdue ${o.ref} ${o.uid}`)) o.reported = true
-  }
+  for (const o of overdue) if (!s.reported.has(`overdue ${o.ref} ${o.uid}`)) await confirmOverdue(s, o)
 }
 
 /** Evaluates every two seconds until `stopped()`. */
@@ -152,7 +131,7 @@ export const evaluateContinuously = async (s: CheckerState, stopped: () => boole
 export const checkAtRest = async (s: CheckerState): Promise<{ readonly livePods: number; readonly entries: number; readonly reservations: number }> => {
   const fresh = await readFresh(s)
   const now = Date.now()
-  for (const p of freshProblems(s, fresh, now)) {
+  for (const p of problemsOf({ ...fresh, known: s.known })) {
     record(s, { kind: `${p.kind} (at rest)`, id: `rest ${p.id}`, summary: p.detail, keys: problemKeys(p) })
   }
   const byRef = new Map(fresh.pods.map((p) => [p.ref, p] as const))

@@ -113,15 +113,14 @@ export interface Problem {
  * the reservation is gone), not a second holder.
  */
 export const problemsOf = (view: {
-  readonly pods: Iterable<PodView>
+  /** Every pod that exists (of the names read). */
+  readonly pods: ReadonlyArray<PodView>
   readonly pools: Iterable<PoolView>
   readonly reservations: ReadonlyMap<string, string>
   readonly known: (pod: PodView) => ReadonlyArray<Attached> | undefined
-  /** Whether a pod of this name exists (default: the pods given). */
-  readonly exists?: (ref: string) => boolean
 }): ReadonlyArray<Problem> => {
-  const given = new Set([...view.pods].map((p) => p.ref))
-  const exists = view.exists ?? ((ref: string) => given.has(ref))
+  const present = new Set(view.pods.map((p) => p.ref))
+  const exists = (ref: string) => present.has(ref)
   const holders = holdersIndex(view.pools)
   const out: Array<Problem> = []
   const listedBy = new Map<string, string>()

@@ -77,7 +77,6 @@ const setUp = async (o: SoakOptions) => {
     windows: () => faults.windows(),
     known: (podRef, uid) => (ref.workload?.byUid.get(uid)?.ref === podRef ? ref.workload.byUid.get(uid)!.attached : undefined),
     deletedAt: (uid) => ref.workload?.byUid.get(uid)?.deletedAt,
-    delStarted: (uid) => ref.workload?.delStarted.has(uid) === true,
     grep: (text) => replicas.grep(text)
   })
   await Promise.all(checker.watchers.map((w) => w.synced))

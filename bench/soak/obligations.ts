@@ -33,7 +33,6 @@ export interface Obligation {
   claimed: number
   /** Items at the start. */
   readonly total: number
-  reported: boolean
 }
 
 export interface Sample {
@@ -89,7 +88,7 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
     open: (ref: string, uid: string, why: Why, at: number, items: ReadonlyArray<Item>): Obligation | undefined => {
       const id = `${ref} ${uid}`
       if (open.has(id) || items.length === 0) return undefined
-      const o: Obligation = { ref, uid, why, started: at, since: at, items: new Map(items.map((i) => [itemKey(i), i])), claimed: 0, total: items.length, reported: false }
+      const o: Obligation = { ref, uid, why, started: at, since: at, items: new Map(items.map((i) => [itemKey(i), i])), claimed: 0, total: items.length }
       open.set(id, o)
       let set = byRef.get(ref)
       if (set === undefined) byRef.set(ref, (set = new Set()))
@@ -125,7 +124,6 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
       }
       return late
     },
-    all: () => [...open.values()],
     samples: () => samples,
     has: (ref: string, uid: string) => open.has(`${ref} ${uid}`)
   }
