@@ -5,14 +5,12 @@
  * violation). At rest everything is read fresh.
  */
 import { Duration } from "effect"
-import { parseReservationName } from "../../src/domain/pool.ts"
 import { DEFAULTS } from "../../src/services/ControllerConfig.ts"
-import { formatIP } from "../../src/domain/ip.ts"
 import type { Credentials } from "../../test/live/support/rest.ts"
 import { addressKey, type History } from "./history.ts"
-import { type Attached, type Entry, type PodView, type PoolView, poolView, statusAddresses } from "./invariants.ts"
-import { type Item, type ReservationView, type Window, itemsOf, makeObligations, type Why } from "./obligations.ts"
-import { ALL_NETS, NAMESPACES, POOLS_NAMESPACE } from "./networks.ts"
+import { type Attached, type Entry, type PodView, type PoolView, poolView, type ReservationView, reservationView, statusAddresses } from "./invariants.ts"
+import { type Item, type Window, itemsOf, makeObligations, type Why } from "./obligations.ts"
+import { NAMESPACES, POOLS_NAMESPACE } from "./networks.ts"
 import { type Change, startWatcher } from "./watch.ts"
 
 export interface Violation {
@@ -40,18 +38,10 @@ export interface CheckerDeps {
   readonly grep: (text: string) => ReadonlyArray<string>
 }
 
-const KNOWN_NETWORKS = new Set(ALL_NETS.map((n) => n.networkName))
 /** The controller's --terminating-grace default. */
 const TERMINATING_GRACE_MS = Duration.toMillis(DEFAULTS.terminatingGrace)
 export const POOLS_PATH = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
 export const SOAK_PODS = "/api/v1/pods?labelSelector=soak%3D1"
-
-const reservationView = (o: Record<string, unknown>): [string, ReservationView] => {
-  const name = (o["metadata"] as { name: string }).name
-  const candidates = parseReservationName(name)
-  const hit = candidates.find((c) => c.networkName !== "" && KNOWN_NETWORKS.has(c.networkName)) ?? candidates.find((c) => c.networkName === "")
-  return [name, { podref: String((o["spec"] as { podref?: unknown } | undefined)?.podref ?? ""), network: hit?.networkName ?? "?", ip: hit === undefined ? name : formatIP(hit.ip) }]
-}
 
 /** A pod object as the checker sees it. */
 export const podViewOf = (o: Record<string, unknown>): PodView => {

@@ -5,17 +5,11 @@
 import { setTimeout as sleep } from "node:timers/promises"
 import { rest } from "../../test/live/support/rest.ts"
 import { addressKey } from "./history.ts"
-import { type PodView, type PoolView, type Problem, isLiveRunning, poolView, problemsOf, statusAddresses } from "./invariants.ts"
-import type { Obligation } from "./obligations.ts"
+import { type PodView, type Problem, isLiveRunning, poolView, problemsOf, reservationView, statusAddresses } from "./invariants.ts"
+import { itemKey, itemsOf, type Obligation } from "./obligations.ts"
 import { type CheckerState, POOLS_PATH, podViewOf, SOAK_PODS, type Violation } from "./checker.ts"
 
 const CONFIRM_AFTER_MS = 3_000
-
-interface Fresh {
-  readonly pods: ReadonlyArray<PodView>
-  readonly pools: ReadonlyArray<PoolView>
-  readonly reservations: ReadonlyMap<string, string>
-}
 
 const getJson = async (s: CheckerState, path: string): Promise<{ status: number; body: Record<string, unknown> }> => {
   for (let attempt = 0; ; attempt++) {
@@ -32,9 +26,9 @@ const getJson = async (s: CheckerState, path: string): Promise<{ status: number;
 const items = (body: Record<string, unknown>) => (body["items"] ?? []) as Array<Record<string, unknown>>
 
 /** Pools and reservations listed now, then the pods named (all soak pods when `refs` is undefined). */
-const readFresh = async (s: CheckerState, refs?: ReadonlyArray<string>): Promise<Fresh> => {
+const readFresh = async (s: CheckerState, refs?: ReadonlyArray<string>) => {
   const pools = items((await getJson(s, `${POOLS_PATH}/ippools`)).body).map((o) => poolView(o as never))
-  const reservations = new Map(items((await getJson(s, `${POOLS_PATH}/overlappingrangeipreservations`)).body).map((o) => [(o["metadata"] as { name: string }).name, String((o["spec"] as { podref?: string }).podref)] as const))
+  const reservations = new Map(items((await getJson(s, `${POOLS_PATH}/overlappingrangeipreservations`)).body).map(reservationView))
   let pods: Array<PodView>
   if (refs === undefined) pods = items((await getJson(s, SOAK_PODS)).body).map(podViewOf)
   else {
@@ -75,9 +69,8 @@ const confirmOverdue = async (s: CheckerState, o: Obligation) => {
   const fresh = await readFresh(s, [o.ref])
   const namesake = fresh.pods.find((p) => p.ref === o.ref)
   if (namesake !== undefined && namesake.uid !== o.uid && !isLiveRunning(namesake)) return
-  const held = [...o.items.values()].filter((i) =>
-    i.kind === "entry" ? fresh.pools.find((p) => p.name === i.object)?.entries.get(i.ip)?.podref === o.ref : fresh.reservations.get(i.object) === o.ref
-  )
+  const still = new Set(itemsOf(o.ref, fresh.pools.flatMap((p) => [...p.entries.values()]), fresh.reservations).map(itemKey))
+  const held = [...o.items.values()].filter((i) => still.has(itemKey(i)))
   if (held.length === 0) return
   const seconds = ((Date.now() - o.started) / 1000).toFixed(0)
   record(s, {
@@ -95,7 +88,7 @@ const evaluateOnce = async (s: CheckerState): Promise<void> => {
   const problems = problemsOf({
     pods: [...s.pods.values()],
     pools: s.pools.values(),
-    reservations: new Map([...s.reservations].map(([n, r]) => [n, r.podref] as const)),
+    reservations: s.reservations,
     known: s.known
   })
   const current = new Set(problems.map((p) => p.id))
@@ -149,7 +142,7 @@ export const checkAtRest = async (s: CheckerState): Promise<{ readonly livePods:
       if (why !== undefined) record(s, { kind: "held (at rest)", id: `rest entry ${pool.name} ${e.ip}`, summary: `${pool.name} still holds ${e.ip} for ${e.podref} (${why})`, keys: [e.podref, addressKey(e.network, e.ip)] })
     }
   }
-  for (const [name, podref] of fresh.reservations) {
+  for (const [name, { podref }] of fresh.reservations) {
     const why = deadOrDone(podref)
     if (why !== undefined) record(s, { kind: "held (at rest)", id: `rest reservation ${name}`, summary: `reservation ${name} still names ${podref} (${why})`, keys: [podref] })
   }

@@ -7,8 +7,8 @@
  * definitions shares their mistakes. The two must agree instead (main.ts, checkControllerGauges).
  */
 import { addOffset, cidrAddress, formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
-import { reservationName } from "../../src/domain/pool.ts"
-import { netByKey, networkOfPool } from "./networks.ts"
+import { parseReservationName, reservationName } from "../../src/domain/pool.ts"
+import { ALL_NETS, netByKey, networkOfPool } from "./networks.ts"
 
 export interface PodView {
   /** `ns/name` */
@@ -59,6 +59,19 @@ export const poolView = (o: { metadata: { name: string }; spec?: { range?: strin
     }
   }
   return { name, network, entries }
+}
+
+/** A reservation as the checker sees it (by its name). */
+export type ReservationView = Pick<Entry, "podref" | "network" | "ip">
+
+const KNOWN_NETWORKS = new Set(ALL_NETS.map((n) => n.networkName))
+
+/** A reservation object as the checker sees it: its name, and the network and address its name spells. */
+export const reservationView = (o: Record<string, unknown>): [string, ReservationView] => {
+  const name = (o["metadata"] as { name: string }).name
+  const candidates = parseReservationName(name)
+  const hit = candidates.find((c) => c.networkName !== "" && KNOWN_NETWORKS.has(c.networkName)) ?? candidates.find((c) => c.networkName === "")
+  return [name, { podref: String((o["spec"] as { podref?: unknown } | undefined)?.podref ?? ""), network: hit?.networkName ?? "?", ip: hit === undefined ? name : formatIP(hit.ip) }]
 }
 
 export interface Attached {
@@ -116,7 +129,7 @@ export const problemsOf = (view: {
   /** Every pod that exists (of the names read). */
   readonly pods: ReadonlyArray<PodView>
   readonly pools: Iterable<PoolView>
-  readonly reservations: ReadonlyMap<string, string>
+  readonly reservations: ReadonlyMap<string, ReservationView>
   readonly known: (pod: PodView) => ReadonlyArray<Attached> | undefined
 }): ReadonlyArray<Problem> => {
   const present = new Set(view.pods.map((p) => p.ref))
@@ -139,7 +152,7 @@ export const problemsOf = (view: {
         }
         const parsed = parseIP(ip)
         const rname = parsed === undefined ? ip : reservationName(parsed, a.network)
-        const owner = view.reservations.get(rname)
+        const owner = view.reservations.get(rname)?.podref
         if (owner !== pod.ref) {
           out.push({ kind: "reservation-missing", id: `${pod.ref} ${pod.uid} res ${rname}`, pods: [pod.ref], network: a.network, ip, detail: `${pod.ref} runs on ${ip} but reservation ${rname} ${owner === undefined ? "does not exist" : `names ${owner}`}` })
         }

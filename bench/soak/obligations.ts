@@ -6,7 +6,7 @@
  * that begin before that deadline. While a namesake exists but does not run yet the clock stands
  * still: nothing of a name that has a pod may be freed.
  */
-import { type Attached, type Entry, type PodView, isLiveRunning } from "./invariants.ts"
+import { type Attached, type Entry, type PodView, type ReservationView, isLiveRunning } from "./invariants.ts"
 
 export type Why = "deleted" | "Succeeded" | "Failed" | "evicted" | "node gone" | "out of service"
 
@@ -128,9 +128,6 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
     has: (ref: string, uid: string) => open.has(`${ref} ${uid}`)
   }
 }
-
-/** A reservation as the checker sees it (by its name). */
-export type ReservationView = Pick<Entry, "podref" | "network" | "ip">
 
 /** The items of `ref` in a view: its pool entries and reservations. */
 export const itemsOf = (ref: string, entries: Iterable<Entry>, reservations: Iterable<readonly [string, ReservationView]>): ReadonlyArray<Item> => {

@@ -4,7 +4,7 @@
  * past fault windows; stopped while a namesake starts); the two-leaders interval check; the RSS fit.
  */
 import { describe, expect, it } from "vitest"
-import { type PodView, canonicalIP, overlapping, poolView, problemsOf, statusAddresses } from "../../bench/soak/invariants.ts"
+import { type PodView, canonicalIP, overlapping, poolView, problemsOf, reservationView, statusAddresses } from "../../bench/soak/invariants.ts"
 import { deadlineOf, makeObligations } from "../../bench/soak/obligations.ts"
 import { rssFit, rssFloorFit } from "../../bench/soak/report.ts"
 import type { Generation, Sample } from "../../bench/soak/replicas.ts"
@@ -17,7 +17,7 @@ const pod = (ref: string, s: string | undefined, over: Partial<PodView> = {}): P
 const pool = (name: string, range: string, allocations: Record<string, { id: string; podref: string }>) => poolView({ metadata: { name }, spec: { range, allocations } })
 
 const view = (pods: ReadonlyArray<PodView>, pools: ReadonlyArray<ReturnType<typeof pool>>, reservations: Record<string, string>) =>
-  problemsOf({ pods, pools, reservations: new Map(Object.entries(reservations)), known: () => undefined })
+  problemsOf({ pods, pools, reservations: new Map(Object.entries(reservations).map(([name, podref]) => reservationView({ metadata: { name }, spec: { podref } }))), known: () => undefined })
 
 describe("problemsOf", () => {
   const v4 = pool("10.50.0.0-20", "10.50.0.0/20", { "1": { id: "c1", podref: "soak-a/a" }, "2": { id: "c2", podref: "soak-a/b" } })
