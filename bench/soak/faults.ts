@@ -44,12 +44,6 @@ export const makeFaults = (deps: FaultDeps) => {
     deps.history.add(["faults"], `fault ${records.indexOf(r) + 1} (${r.planned.spec.kind}): ${text}`)
   }
 
-  const restartAfter = async (r: FaultRecord, identity: string, ms: number) => {
-    await sleep(ms)
-    await deps.replicas.start(identity)
-    note(r, `${identity} started again`)
-  }
-
   const inject = async (r: FaultRecord): Promise<void> => {
     const s = r.planned.spec
     switch (s.kind) {
@@ -59,7 +53,9 @@ export const makeFaults = (deps: FaultDeps) => {
         if (victim === undefined) return note(r, "no replica leads: nothing to signal")
         const exit = await deps.replicas.signal(victim, s.kind === "kill-leader" ? "SIGKILL" : "SIGTERM")
         note(r, `${victim} ${s.kind === "kill-leader" ? "SIGKILLed" : "SIGTERMed"}, exited with ${exit?.signal ?? `code ${exit?.code}`}`)
-        return restartAfter(r, victim, s.restartAfterMs)
+        await sleep(s.restartAfterMs)
+        await deps.replicas.start(victim)
+        return note(r, `${victim} started again`)
       }
       case "compaction":
       case "apiserver-restart":

@@ -4,13 +4,13 @@
  * every --fault-every seconds and an invariant checker throughout and at rest. Writes the report,
  * plot, events.jsonl and logs to the output directory; exits 1 on any violation.
  */
-import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { Effect, ManagedRuntime } from "effect"
 import { bundle } from "../../scripts/build.ts"
+import { scriptAsset } from "../../test/live/cluster.ts"
 import { credentialsOf } from "../../test/live/support/rest.ts"
 import { etcdEndpoint } from "../../test/live/support/etcd.ts"
 import { type BenchPlane, cpuSeconds, driverLayer, planePids, startBenchPlane } from "../lib/controlplane.ts"
@@ -34,9 +34,6 @@ import { controllerKubeconfig, createNetworks, makeNodes } from "./world.ts"
 const log = (line: string) => process.stderr.write(`[soak] ${line}\n`)
 const SAMPLE_EVERY_MS = 5_000
 
-const pluginBinary = (): string =>
-  execFileSync("bash", [path.join(ROOT, "scripts/whereabouts-plugin.sh")], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim()
-
 export type Env = Awaited<ReturnType<typeof setUp>>
 
 /** Everything but the workload: API server, networks, nodes, proxy, checker, two replicas (one leading). */
@@ -46,7 +43,7 @@ const setUp = async (o: SoakOptions) => {
   log(`output in ${o.out}`)
   const script = await bundle(path.join(o.out, "dist"))
   const image = imageNodeFlags()
-  const plugin = pluginBinary()
+  const plugin = await scriptAsset("whereabouts-plugin.sh", true)
   log(`the image's program ${path.relative(ROOT, script)} with ${image.flags.join(" ")} and ${Object.entries(image.env).map(([k, v]) => `${k}=${v}`).join(" ")}; plugin ${plugin}`)
   const plane = await startBenchPlane()
   log(`kube-apiserver ${plane.version} at ${plane.server}`)

@@ -169,7 +169,6 @@ export const startReplicas = (o: ReplicaOptions) => {
   return {
     start,
     signal,
-    leader,
     awaitLeader,
     sample,
     running: (identity: string) => current.get(identity)?.proc.running() === true,
