@@ -31,8 +31,6 @@ export interface Obligation {
   readonly items: Map<string, Item>
   /** Items a new incarnation took over (not frees). */
   claimed: number
-  /** Items at the start. */
-  readonly total: number
 }
 
 export interface Sample {
@@ -41,7 +39,6 @@ export interface Sample {
   readonly started: number
   readonly freedAt: number
   readonly latencyMs: number
-  readonly items: number
 }
 
 export interface Window {
@@ -64,38 +61,33 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
   const open = new Map<string, Obligation>()
   const byRef = new Map<string, Set<Obligation>>()
   const samples: Array<Sample> = []
-  const finish = (o: Obligation, at: number): Sample | undefined => {
-    if (o.items.size > 0) return undefined
+  /** Closes the obligation once nothing is left of it. */
+  const finish = (o: Obligation, at: number) => {
+    if (o.items.size > 0) return
     open.delete(`${o.ref} ${o.uid}`)
     byRef.get(o.ref)?.delete(o)
     // An address a new incarnation took over was never freed: no latency to report.
-    if (o.claimed > 0) return undefined
-    const s: Sample = { ref: o.ref, why: o.why, started: o.started, freedAt: at, latencyMs: at - o.started, items: o.total }
-    samples.push(s)
-    return s
+    if (o.claimed === 0) samples.push({ ref: o.ref, why: o.why, started: o.started, freedAt: at, latencyMs: at - o.started })
   }
-  const touching = (ref: string, item: Item, at: number, claimed: boolean): ReadonlyArray<Sample> => {
-    const done: Array<Sample> = []
+  const touching = (ref: string, item: Item, at: number, claimed: boolean) => {
     for (const o of [...(byRef.get(ref) ?? [])]) {
       if (!o.items.delete(itemKey(item))) continue
       if (claimed) o.claimed++
-      const s = finish(o, at)
-      if (s !== undefined) done.push(s)
+      finish(o, at)
     }
-    return done
   }
   return {
     open: (ref: string, uid: string, why: Why, at: number, items: ReadonlyArray<Item>): Obligation | undefined => {
       const id = `${ref} ${uid}`
       if (open.has(id) || items.length === 0) return undefined
-      const o: Obligation = { ref, uid, why, started: at, since: at, items: new Map(items.map((i) => [itemKey(i), i])), claimed: 0, total: items.length }
+      const o: Obligation = { ref, uid, why, started: at, since: at, items: new Map(items.map((i) => [itemKey(i), i])), claimed: 0 }
       open.set(id, o)
       let set = byRef.get(ref)
       if (set === undefined) byRef.set(ref, (set = new Set()))
       set.add(o)
       return o
     },
-    /** An item was removed at `at`; returns the obligations it completed. */
+    /** An item was removed at `at`. */
     removed: (ref: string, item: Item, at: number) => touching(ref, item, at, false),
     /** An entry of `ref` now carries another container id: a new incarnation's ADD took it over. */
     claimed: (ref: string, item: Item) => touching(ref, item, Date.now(), true),
@@ -118,7 +110,8 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
               o.claimed++
             }
           }
-          if (finish(o, now) !== undefined || o.items.size === 0) continue
+          finish(o, now)
+          if (o.items.size === 0) continue
         }
         if (now > deadlineOf(o.since, boundMs, windows())) late.push(o)
       }
