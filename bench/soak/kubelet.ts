@@ -8,7 +8,7 @@ import * as fs from "node:fs"
 import { Deferred, Duration, Effect } from "effect"
 import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../../src/domain/multus.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
-import type { KubeError } from "../../src/services/KubeError.ts"
+import { isRetryableKubeError, type KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { nowTime } from "../../test/live/support/node-status.ts"
 import { type Credentials, rest } from "../../test/live/support/rest.ts"
@@ -50,8 +50,6 @@ export interface KubeletDeps {
   readonly pluginSlots: Effect.Semaphore
 }
 
-const transient = (e: KubeError) => !["NotFound", "AlreadyExists", "Invalid", "BadRequest", "Forbidden", "Unauthorized"].includes(e.reason)
-
 /** `effect` again after `firstMs`, doubling up to `maxMs`, while `retry(failure, wait)` agrees and `deadline` (ms since the epoch) leaves room. */
 const backoff = <A, E, R>(effect: Effect.Effect<A, E, R>, deadline: number, retry: (e: E, delayMs: number) => boolean = () => true, firstMs = 200, maxMs = 5_000) =>
   Effect.gen(function* () {
@@ -63,8 +61,8 @@ const backoff = <A, E, R>(effect: Effect.Effect<A, E, R>, deadline: number, retr
     }
   })
 
-/** Retries `effect` on transient API failures with capped backoff until `deadline` (ms since the epoch). */
-export const persist = <A, R>(effect: Effect.Effect<A, KubeError, R>, deadline: number): Effect.Effect<A, KubeError, R> => backoff(effect, deadline, transient)
+/** Retries `effect` on retryable API failures with capped backoff until `deadline` (ms since the epoch). */
+export const persist = <A, R>(effect: Effect.Effect<A, KubeError, R>, deadline: number): Effect.Effect<A, KubeError, R> => backoff(effect, deadline, isRetryableKubeError)
 
 /** PATCH (merge) of a status subresource at `path`, retried until `deadline`; false when the object is gone or time ran out. */
 export const patchStatusAt = (creds: Credentials, path: string, status: Record<string, unknown>, deadline: number): Effect.Effect<boolean> => {
@@ -223,5 +221,5 @@ export const makeKubelet = (deps: KubeletDeps) => {
     for (const n of nodes.values()) fs.rmSync(n.dir, { recursive: true, force: true })
   }
 
-  return { create, start, del, remove, malform, evict, setPhase, log, cleanup }
+  return { create, start, del, remove, malform, evict, setPhase, cleanup }
 }
