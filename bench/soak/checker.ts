@@ -32,7 +32,7 @@ export interface CheckerDeps {
   readonly boundMs: number
   readonly windows: () => ReadonlyArray<Window>
   /** What the harness's kubelet got from the plugin for this pod incarnation (its real addresses). */
-  readonly known: (ref: string, uid: string) => ReadonlyArray<Attached> | undefined
+  readonly known: (pod: PodView) => ReadonlyArray<Attached> | undefined
   /** When the harness's final delete of this incarnation answered. */
   readonly deletedAt: (uid: string) => number | undefined
   /** Controller log lines mentioning a text. */
@@ -83,7 +83,6 @@ export const startChecker = (deps: CheckerDeps) => {
   const allEntries = function* () {
     for (const p of pools.values()) yield* p.entries.values()
   }
-  const known = (p: PodView) => deps.known(p.ref, p.uid)
 
   /**
    * When a pod that still exists qualifies as never running again (ms since the epoch), by the
@@ -237,7 +236,7 @@ export const startChecker = (deps: CheckerDeps) => {
     for (const w of watchers) w.stop()
     for (const t of timers.values()) clearTimeout(t)
   }
-  return { pods, pools, reservations, warnings, eventReasons, leaseHolders, obligations, violations, reported, suspects, watchers, h, deps, known, qualifies, watchQualification, stop }
+  return { pods, pools, reservations, warnings, eventReasons, leaseHolders, obligations, violations, reported, suspects, watchers, h, deps, qualifies, watchQualification, stop }
 }
 
 type CheckerState = ReturnType<typeof startChecker>
@@ -293,7 +292,7 @@ const record = (s: CheckerState, v: Omit<Violation, "t" | "history" | "controlle
 const problemKeys = (p: Problem) => [...p.pods, addressKey(p.network, p.ip)]
 
 const confirmProblem = async (s: CheckerState, p: Problem) => {
-  const again = problemsOf({ ...(await readFresh(s, p.pods)), known: s.known }).find((x) => x.id === p.id)
+  const again = problemsOf({ ...(await readFresh(s, p.pods)), known: s.deps.known }).find((x) => x.id === p.id)
   if (again !== undefined) record(s, { kind: again.kind, id: again.id, summary: again.detail, keys: problemKeys(again) })
 }
 
@@ -322,7 +321,7 @@ const evaluateOnce = async (s: CheckerState): Promise<void> => {
     pods: [...s.pods.values()],
     pools: s.pools.values(),
     reservations: s.reservations,
-    known: s.known
+    known: s.deps.known
   })
   const current = new Set(problems.map((p) => p.id))
   for (const id of [...s.suspects.keys()]) if (!current.has(id)) s.suspects.delete(id)
@@ -335,7 +334,7 @@ const evaluateOnce = async (s: CheckerState): Promise<void> => {
   }
   const overdue = s.obligations.overdue(now, (ref) => {
     const pod = s.pods.get(ref)
-    return pod === undefined ? undefined : { pod, attached: statusAddresses(pod.status) ?? s.known(pod) }
+    return pod === undefined ? undefined : { pod, attached: statusAddresses(pod.status) ?? s.deps.known(pod) }
   })
   for (const o of overdue) if (!s.reported.has(`overdue ${o.ref} ${o.uid}`)) await confirmOverdue(s, o)
 }
@@ -357,7 +356,7 @@ export const evaluateContinuously = async (s: CheckerState, stopped: () => boole
 export const checkAtRest = async (s: CheckerState): Promise<{ readonly livePods: number; readonly entries: number; readonly reservations: number }> => {
   const fresh = await readFresh(s)
   const now = Date.now()
-  for (const p of problemsOf({ ...fresh, known: s.known })) {
+  for (const p of problemsOf({ ...fresh, known: s.deps.known })) {
     record(s, { kind: `${p.kind} (at rest)`, id: `rest ${p.id}`, summary: p.detail, keys: problemKeys(p) })
   }
   const byRef = new Map(fresh.pods.map((p) => [p.ref, p] as const))

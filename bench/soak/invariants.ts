@@ -104,10 +104,6 @@ export const statusAddresses = (status: string | undefined): ReadonlyArray<Attac
 
 export const isLiveRunning = (p: PodView): boolean => p.deletionAt === undefined && p.phase === "Running"
 
-/** `network ip` → the entries holding it, across every pool of that network. */
-const holdersIndex = (pools: Iterable<PoolView>): Map<string, Array<Entry>> =>
-  Map.groupBy([...pools].flatMap((pool) => [...pool.entries.values()]), (e) => `${e.network} ${e.ip}`)
-
 export interface Problem {
   readonly kind: "live-not-held" | "reservation-missing" | "held-twice"
   /** Stable identity of the problem, to tell a persisting one from a new one. */
@@ -134,7 +130,8 @@ export const problemsOf = (view: {
 }): ReadonlyArray<Problem> => {
   const present = new Set(view.pods.map((p) => p.ref))
   const exists = (ref: string) => present.has(ref)
-  const holders = holdersIndex(view.pools)
+  // `network ip` → the entries holding it, across every pool of that network.
+  const holders = Map.groupBy([...view.pools].flatMap((pool) => [...pool.entries.values()]), (e) => `${e.network} ${e.ip}`)
   const out: Array<Problem> = []
   const listedBy = new Map<string, string>()
   for (const pod of view.pods) {

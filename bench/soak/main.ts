@@ -71,7 +71,7 @@ const setUp = async (o: SoakOptions) => {
     history,
     boundMs: o.boundSeconds * 1000,
     windows: () => faults.windows(),
-    known: (podRef, uid) => (ref.workload?.byUid.get(uid)?.ref === podRef ? ref.workload.byUid.get(uid)!.attached : undefined),
+    known: (pod) => (ref.workload?.byUid.get(pod.uid)?.ref === pod.ref ? ref.workload.byUid.get(pod.uid)!.attached : undefined),
     deletedAt: (uid) => ref.workload?.byUid.get(uid)?.deletedAt,
     grep: (text) => replicas.grep(text)
   })

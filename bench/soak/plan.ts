@@ -115,12 +115,6 @@ const pickNets = (rng: Rng, t: number, usable: (n: Net, t: number) => boolean): 
   ]
 }
 
-const endOf = (rng: Rng, o: PlanOptions, at: number) => {
-  const endAt = at + 2_000 + rng.exp(o.meanLifetimeMs)
-  const how: EndHow = rng.chance(o.delShare) ? "del" : rng.chance(0.7) ? "leak" : "leak-graceful"
-  return { at: endAt, how }
-}
-
 /** Plain, Job and never-started pods, arriving as a Poisson process at `rate`. */
 const planArrivals = (o: PlanOptions, rng: Rng, aliveAt: (t: number) => ReadonlyArray<string>, usable: (n: Net, t: number) => boolean, ids: { next: number }) => {
   const pods: Array<PodPlan> = []
@@ -140,7 +134,9 @@ const planArrivals = (o: PlanOptions, rng: Rng, aliveAt: (t: number) => Readonly
       pods.push({ id, namespace, name: `job-${id}`, kind: "job", nets, node, at: t, end: { at: finish, how: "leak" }, job })
       continue
     }
-    const end = endOf(rng, o, t)
+    const endAt = t + 2_000 + rng.exp(o.meanLifetimeMs)
+    const how: EndHow = rng.chance(o.delShare) ? "del" : rng.chance(0.7) ? "leak" : "leak-graceful"
+    const end = { at: endAt, how }
     const malformed = rng.chance(0.02) ? { at: t + (end.at - t) / 2, variant: rng.pick(["not-json", "wrong-shape"] as const) } : undefined
     pods.push({ id, namespace, name: `p-${id}`, kind: "plain", nets, node, at: t, end, ...(malformed === undefined ? {} : { malformed }) })
   }

@@ -12,7 +12,7 @@ import type { Sample as FreeSample } from "./obligations.ts"
 import type { Generation, Sample as ProcSample } from "./replicas.ts"
 import { type Panel, renderPlot, type Series } from "./svg.ts"
 
-export const COLORS: Record<string, string> = { "soak-a": "#1f77b4", "soak-b": "#ff7f0e" }
+const COLORS: Record<string, string> = { "soak-a": "#1f77b4", "soak-b": "#ff7f0e" }
 
 export interface Fit {
   /** MiB per hour */

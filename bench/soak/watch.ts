@@ -7,7 +7,7 @@ import * as https from "node:https"
 import { setTimeout as sleep } from "node:timers/promises"
 import type { Credentials } from "../../test/live/support/rest.ts"
 
-export type WatchKind = "ADDED" | "MODIFIED" | "DELETED"
+type WatchKind = "ADDED" | "MODIFIED" | "DELETED"
 
 /** What the watch reports: an object's new state (its last one for DELETED); `relist` when it was learnt from a list, not a watch event. */
 export interface Change {
