@@ -26,7 +26,7 @@ import { USAGE, massEveryMs, parseOptions, type SoakOptions } from "./options.ts
 import { makePlan, planSummary } from "./plan.ts"
 import { startProxy } from "./proxy.ts"
 import { IDENTITIES, startReplicas } from "./replicas.ts"
-import { writeReport } from "./write.ts"
+import { writeReport } from "./report.ts"
 import { makeWorkload, type Workload } from "./workload.ts"
 import { controllerKubeconfig, createNetworks, makeNodes } from "./world.ts"
 
