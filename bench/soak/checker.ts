@@ -39,12 +39,10 @@ export interface CheckerDeps {
   readonly grep: (text: string) => ReadonlyArray<string>
 }
 
-/** The controller's --terminating-grace default. */
 const TERMINATING_GRACE_MS = Duration.toMillis(DEFAULTS.terminatingGrace)
 const POOLS_PATH = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
 const SOAK_PODS = "/api/v1/pods?labelSelector=soak%3D1"
 
-/** A pod object as the checker sees it. */
 const podViewOf = (o: Record<string, unknown>): PodView => {
   const meta = o["metadata"] as { namespace: string; name: string; uid: string; deletionTimestamp?: string; annotations?: Record<string, string> }
   const status = (o["status"] ?? {}) as { phase?: string; conditions?: Array<{ type?: string; reason?: string; status?: string }> }

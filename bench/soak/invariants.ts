@@ -1,10 +1,9 @@
 /**
- * The soak's invariants over one view of the cluster (watch caches, or fresh lists at rest), as
- * pure functions: every address a running pod's status lists is held for it in its network's pools
- * and reserved; no address is held twice in a network; and which entries and reservations are held
- * for a pod that is gone or will never run again (timed against the bound). This is the checker's
- * own reading, on purpose not src/domain/invariants.ts: a judge that shares the controller's
- * definitions shares their mistakes. The two must agree instead (main.ts, checkControllerGauges).
+ * The soak's invariants over one view of the cluster (watch caches, or fresh lists), as pure
+ * functions: every address a running pod's status lists is held for it in its network's pools and
+ * reserved; no address is held twice in a network. This is the checker's own reading, on purpose
+ * not src/domain/invariants.ts: a judge that shares the controller's definitions shares their
+ * mistakes. The two must agree instead (main.ts, checkControllerGauges).
  */
 import { addOffset, cidrAddress, formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { parseReservationName, reservationName } from "../../src/domain/pool.ts"
@@ -61,7 +60,6 @@ export const poolView = (o: { metadata: { name: string }; spec?: { range?: strin
   return { name, network, entries }
 }
 
-/** A reservation as the checker sees it (by its name). */
 export type ReservationView = Pick<Entry, "podref" | "network" | "ip">
 
 const KNOWN_NETWORKS = new Set(ALL_NETS.map((n) => n.networkName))

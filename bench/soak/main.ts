@@ -86,12 +86,10 @@ const setUp = async (o: SoakOptions) => {
 
 /** Every 5 s: RSS and metrics of both replicas; a replica that exited without the harness is a violation, and is restarted. */
 const sampleLoop = async (env: Env, stopped: () => boolean) => {
-  const seen = new Set<number>()
   while (!stopped()) {
     await env.replicas.sample().catch(() => undefined)
     for (const g of env.replicas.generations()) {
-      if (g.exit === undefined || g.endedBy !== undefined || seen.has(g.pid)) continue
-      seen.add(g.pid)
+      if (g.exit === undefined || g.endedBy !== undefined || env.checker.reported.has(`exit ${g.pid}`)) continue
       recordViolation(env.checker, { kind: "controller exited", id: `exit ${g.pid}`, summary: `${g.identity} process ${g.n} exited on its own (${g.exit.signal ?? `code ${g.exit.code}`})`, keys: [`replica ${g.identity}`] })
       if (!env.replicas.running(g.identity)) await env.replicas.start(g.identity)
     }
