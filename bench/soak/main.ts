@@ -26,7 +26,7 @@ import { USAGE, massEveryMs, parseOptions, type SoakOptions } from "./options.ts
 import { makePlan, planSummary } from "./plan.ts"
 import { startProxy } from "./proxy.ts"
 import { IDENTITIES, startReplicas } from "./replicas.ts"
-import { writeReport } from "./report.ts"
+import { workloadFacts, writeReport } from "./report.ts"
 import { makeWorkload, type Workload } from "./workload.ts"
 import { controllerKubeconfig, createNetworks, makeNodes } from "./world.ts"
 
@@ -97,19 +97,17 @@ const sampleLoop = async (env: Env, stopped: () => boolean) => {
   }
 }
 
-const progressLoop = async (env: Env, t0: number, stopped: () => boolean) => {
+const progressLoop = async (env: Env, workload: Workload, t0: number, stopped: () => boolean) => {
   while (!stopped()) {
     await sleep(30_000)
-    const w = env.ref.workload
-    if (w === undefined) continue
-    const recs = [...w.records.values()]
+    const w = workloadFacts(workload, t0)
     const frees = env.checker.obligations.samples()
     const rss = IDENTITIES.map((id) => {
       const last = env.replicas.samples().filter((s) => s.identity === id).at(-1)
       return `${id} ${last === undefined ? "–" : (last.rssBytes / 2 ** 20).toFixed(0)} MiB`
     })
     log(
-      `${((Date.now() - t0) / 60_000).toFixed(1)} min: ${recs.filter((r) => r.state === "running").length} pods running, ${recs.filter((r) => r.uid !== undefined).length} created, ${recs.filter((r) => r.state === "gone").length} gone; ${frees.length} frees seen; ${env.faults.records().length} faults; ${env.checker.violations.length} violations; RSS ${rss.join(", ")}; load ${os.loadavg()[0]!.toFixed(1)}`
+      `${((Date.now() - t0) / 60_000).toFixed(1)} min: ${w.runningAtEnd} pods running, ${w.created} created, ${w.gone} gone; ${frees.length} frees seen; ${env.faults.records().length} faults; ${env.checker.violations.length} violations; RSS ${rss.join(", ")}; load ${os.loadavg()[0]!.toFixed(1)}`
     )
   }
 }
@@ -125,7 +123,7 @@ const run = async (env: Env) => {
   const workload = makeWorkload({ plan, t0, endAt: t0 + durationMs, kubelet: env.kubelet, nodes: env.nodes, history: env.history })
   env.ref.workload = workload
   let stopped = false
-  const loops = [evaluateContinuously(env.checker, () => stopped), sampleLoop(env, () => stopped), progressLoop(env, t0, () => stopped)]
+  const loops = [evaluateContinuously(env.checker, () => stopped), sampleLoop(env, () => stopped), progressLoop(env, workload, t0, () => stopped)]
   const cpu0 = cpuOf(env.plane)
   await Promise.all([env.runtime.runPromise(workload.run), env.runtime.runPromise(env.faults.run(faultPlan, t0, t0 + durationMs))])
   const restMs = o.boundSeconds * 1000 + 15_000

@@ -21,6 +21,7 @@ import type { Env, RunResult } from "./main.ts"
 import type { Sample as FreeSample } from "./obligations.ts"
 import { massEveryMs, type PublishedAs } from "./options.ts"
 import { planSummary } from "./plan.ts"
+import type { Workload } from "./workload.ts"
 import { type Generation, IDENTITIES, type Sample as ProcSample } from "./replicas.ts"
 import { type Panel, renderPlot, type Series } from "./svg.ts"
 
@@ -231,10 +232,10 @@ const scenarioOf = (o: Env["o"]) => {
   return `soak, ${o.minutes} min${left.length === 0 ? "" : `, without ${left.join(", ")}`}`
 }
 
-const workloadFacts = (r: RunResult) => {
-  const recs = [...r.workload.records.values()]
+export const workloadFacts = (workload: Workload, t0: number) => {
+  const recs = [...workload.records.values()]
   const starts = percentiles(recs.flatMap((x) => (x.createdAt !== undefined && x.runningAt !== undefined ? [(x.runningAt - x.createdAt) / 1000] : [])))
-  const lateness = percentiles(recs.flatMap((x) => (x.createdAt === undefined ? [] : [(x.createdAt - (r.t0 + x.plan.at)) / 1000])))
+  const lateness = percentiles(recs.flatMap((x) => (x.createdAt === undefined ? [] : [(x.createdAt - (t0 + x.plan.at)) / 1000])))
   return {
     /** Seconds from the pod's creation to Running (the plugin's ADDs, the status writes). */
     startSeconds: { p50: starts.p50, p99: starts.p99, max: starts.max },
@@ -246,7 +247,7 @@ const workloadFacts = (r: RunResult) => {
     neverStarted: recs.filter((x) => x.state === "never-started" && x.plan.kind !== "bad").length,
     runningAtEnd: recs.filter((x) => x.state === "running").length,
     sandboxRetries: recs.reduce((a, x) => a + x.addFailures, 0),
-    cniDel: r.workload.delStarted.size,
+    cniDel: workload.delStarted.size,
     gone: recs.filter((x) => x.state === "gone").length
   }
 }
@@ -277,7 +278,7 @@ export const writeReport = (env: Env, r: RunResult): string => {
   // The floor's window: the mass deletions' period, the burst the RSS saw-tooths with.
   const fits = rssFits(facts.samples, facts.generations, IDENTITIES, o.warmupSeconds * 1000, massEveryMs(o))
   const rows = targetRows(scenarioOf(o), checker.violations.length, l, fits)
-  const w = workloadFacts(r)
+  const w = workloadFacts(r.workload, r.t0)
   const proxy = env.proxy.stats()
   const leaderChanges = checker.leaseHolders.filter((x) => x.holder !== "").length
   const svg = plotOf(facts)
