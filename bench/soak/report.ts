@@ -27,16 +27,11 @@ import { type Panel, renderPlot, type Series } from "./svg.ts"
 
 const COLORS: Record<string, string> = { "soak-a": "#1f77b4", "soak-b": "#ff7f0e" }
 
-export interface Fit {
-  /** MiB per hour */
-  readonly slope: number
-  readonly samples: number
-  /** Minutes of samples the fit covers (all processes together). */
-  readonly minutes: number
-}
-
-/** The least-squares slope shared by groups, each about its own means, in MiB/h; undefined below 3 points. */
-const commonSlope = (groups: ReadonlyArray<ReadonlyArray<ProcSample>>): Fit | undefined => {
+/**
+ * The least-squares slope shared by groups, each about its own means, in MiB/h, with its points and
+ * the minutes they cover (all groups together); undefined below 3 points.
+ */
+const commonSlope = (groups: ReadonlyArray<ReadonlyArray<ProcSample>>) => {
   const kept = groups.filter((pts) => pts.length >= 2)
   const centred = kept.flatMap((pts) => {
     const [mt, my] = [pts.reduce((a, s) => a + s.t, 0) / pts.length, pts.reduce((a, s) => a + s.rssBytes, 0) / pts.length]
@@ -57,7 +52,7 @@ const afterWarmup = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyAr
  * Least squares slope of RSS against time within each process (a common slope, each process its
  * own intercept: a restart's drop is no decrease), over samples at least `warmupMs` into its life.
  */
-export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number): Fit | undefined =>
+export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number) =>
   commonSlope(afterWarmup(samples, generations, identity, warmupMs).filter((pts) => pts.length >= 3))
 
 /**
@@ -65,7 +60,7 @@ export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: Readonly
  * a process's life after warm-up, so it follows what stays after each burst rather than where in
  * the saw-tooth the run stopped. A process needs three whole windows to count; none: undefined.
  */
-export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number, windowMs: number): Fit | undefined =>
+export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number, windowMs: number) =>
   commonSlope(
     afterWarmup(samples, generations, identity, warmupMs).map((pts) => {
       if (pts.length === 0) return []
