@@ -1,7 +1,6 @@
 /**
  * Runs the fault schedule (fault-plan.ts) and keeps its timeline. A fault's window lasts until the
- * fault is lifted and a replica leads again, plus a settling time; obligations meeting a window get
- * the bound again after it, and the report tells latencies inside windows from those outside.
+ * fault is lifted and a replica leads again, plus a settling time.
  */
 import { Effect } from "effect"
 import { setTimeout as sleep } from "node:timers/promises"
@@ -96,7 +95,6 @@ export const makeFaults = (deps: FaultDeps) => {
     }
   })
 
-  /** The windows so far (an ongoing one without an end). */
   const windows = (): ReadonlyArray<Window> => records.map((r) => ({ start: r.start, end: r.recoveredAt === undefined ? undefined : r.recoveredAt + SETTLE_MS }))
   return {
     records: () => records,

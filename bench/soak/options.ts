@@ -36,7 +36,6 @@ const publishAs = (publish: boolean, as: string | undefined): PublishedAs | unde
   return as as PublishedAs
 }
 
-/** Parses argv (without node and the script); throws one line on a bad option. */
 export const parseOptions = (argv: ReadonlyArray<string>) => {
   const { values } = parseArgs({
     args: [...argv],

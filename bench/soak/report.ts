@@ -270,7 +270,6 @@ export const writeReport = (env: Env, r: RunResult): string => {
     frees: checker.obligations.samples()
   }
   const l = latencies(facts.frees, faults.inWindow)
-  // The floor's window: the mass deletions' period, the burst the RSS saw-tooths with.
   const fits = rssFits(facts.samples, facts.generations, IDENTITIES, o.warmupSeconds * 1000, massEveryMs(o))
   const rows = targetRows(scenarioOf(o), checker.violations.length, l, fits)
   const w = workloadFacts(r.workload, r.t0)

@@ -16,7 +16,6 @@ export interface Panel {
   readonly unit: string
   /** Lines (a gap where one process ended and the next began: one series each). */
   readonly lines?: ReadonlyArray<Series>
-  /** Dots. */
   readonly dots?: ReadonlyArray<Series>
   readonly log?: boolean
 }
