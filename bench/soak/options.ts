@@ -9,7 +9,7 @@ import { FAULT_KINDS, type FaultKind } from "./fault-plan.ts"
 
 /** The soak blocks BENCHMARKS.md has: the hour with every fault, and the one whose replicas live it (no leader kills). */
 export const PUBLISHED_AS = ["soak", "soak-steady"] as const
-export type PublishedAs = (typeof PUBLISHED_AS)[number]
+type PublishedAs = (typeof PUBLISHED_AS)[number]
 
 export const USAGE = `npm run soak -- [options]
   --minutes N          how long the workload runs (default 60); then the system rests and is checked

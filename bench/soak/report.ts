@@ -10,7 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { linearFit } from "../lib/fit.ts"
 import { ROOT } from "../lib/paths.ts"
-import { gitState, machine, regenerate, type Results, type Row, row, table, writeResults, yesNo } from "../lib/report.ts"
+import { gitState, machine, regenerate, type Row, row, table, writeResults, yesNo } from "../lib/report.ts"
 import { sumWhere } from "../lib/scenarios.ts"
 import { percentiles, type Percentiles } from "../lib/stats.ts"
 import type { Violation } from "./checker.ts"
@@ -19,7 +19,7 @@ import { type FaultRecord, SETTLE_MS } from "./faults.ts"
 import { clock } from "./history.ts"
 import type { Env, RunResult } from "./main.ts"
 import type { Sample as FreeSample } from "./obligations.ts"
-import { massEveryMs, type PublishedAs } from "./options.ts"
+import { massEveryMs } from "./options.ts"
 import { planSummary } from "./plan.ts"
 import type { Workload } from "./workload.ts"
 import { type Generation, IDENTITIES, type Sample as ProcSample } from "./replicas.ts"
@@ -287,8 +287,6 @@ export const writeReport = (env: Env, r: RunResult): string => {
     `**Events seen**: ${[...checker.eventReasons].map(([k, v]) => `${v} × ${k}`).join(", ") || "none"}.`,
     `**Violations** (${checker.violations.length}):\n\n${violationBlocks(checker.violations)}`
   ]
-  const as = o.publishAs
-  const published = [...body.slice(0, -1), `**Violations** (${checker.violations.length}):\n\n${violationList(checker.violations, `\`bench/results/${as ?? "soak"}-report.md\``)}`]
   fs.writeFileSync(path.join(o.out, "plot.svg"), svg)
   const report = (plot: string) => `# Soak, seed ${o.seed}\n\n${body.join("\n\n")}\n\n![plot](${plot})\n`
   fs.writeFileSync(path.join(o.out, "report.md"), report("plot.svg"))
@@ -318,25 +316,23 @@ export const writeReport = (env: Env, r: RunResult): string => {
     frees: facts.frees.map((x) => [x.started - r.t0, x.latencyMs, x.why, x.ref, faults.inWindow(x.started, x.freedAt)])
   }
   fs.writeFileSync(path.join(o.out, "report.json"), `${JSON.stringify(data, null, 2)}\n`)
+  const as = o.publishAs
   if (as !== undefined) {
-    publish(as, o, r, rows, published, svg, data)
+    // BENCHMARKS.md's section: the body without the targets table (the rows are the results'), violations listed one line each.
+    fs.writeFileSync(path.join(ROOT, `bench/results/${as}.svg`), svg)
+    const violations = `**Violations** (${checker.violations.length}):\n\n${violationList(checker.violations, `\`bench/results/${as}-report.md\``)}`
+    writeResults({
+      name: as,
+      command: commandOf(o),
+      date: new Date(r.t0).toISOString(),
+      durationSeconds: r.cpu.wallSeconds,
+      machine: machine(),
+      rows,
+      sections: [{ title: `Soak run (seed ${o.seed}${as === "soak" ? "" : `, ${as}`})`, body: `${[body[0], ...body.slice(2, -1), violations].join("\n\n")}\n\n![soak plot](bench/results/${as}.svg)` }],
+      data: { ...data, frees: undefined, violations: checker.violations.map((v) => ({ at: clock(v.t), kind: v.kind, summary: v.summary })) }
+    })
+    regenerate([as])
     fs.writeFileSync(path.join(ROOT, `bench/results/${as}-report.md`), report(`${as}.svg`))
   }
   return path.join(o.out, "report.md")
-}
-
-const publish = (as: PublishedAs, o: Env["o"], r: RunResult, rows: Results["rows"], body: ReadonlyArray<string>, svg: string, data: Record<string, unknown>) => {
-  fs.writeFileSync(path.join(ROOT, `bench/results/${as}.svg`), svg)
-  const results: Results = {
-    name: as,
-    command: commandOf(o),
-    date: new Date(r.t0).toISOString(),
-    durationSeconds: r.cpu.wallSeconds,
-    machine: machine(),
-    rows,
-    sections: [{ title: `Soak run (seed ${o.seed}${as === "soak" ? "" : `, ${as}`})`, body: `${[body[0], ...body.slice(2)].join("\n\n")}\n\n![soak plot](bench/results/${as}.svg)` }],
-    data: { ...data, frees: undefined, violations: (data["violations"] as ReadonlyArray<{ t: number; kind: string; summary: string }>).map((v) => ({ at: clock(v.t), kind: v.kind, summary: v.summary })) }
-  }
-  writeResults(results)
-  regenerate([as])
 }
