@@ -57,10 +57,6 @@ const podViewOf = (o: Record<string, unknown>): PodView => {
   }
 }
 
-interface NodeView {
-  readonly outOfServiceSince: number | undefined
-}
-
 const describePod = (p: PodView) =>
   `uid=${p.uid.slice(0, 8)} phase=${p.phase || "-"} node=${p.node}${p.deletionAt === undefined ? "" : " terminating"}${p.evictedByTaintManager ? " evicted-by-taint-manager" : ""}${p.status === undefined ? "" : ` status=${(statusAddresses(p.status) ?? [{ net: "(unreadable)", ips: [] }]).map((a) => `${a.net}:${a.ips.join(",")}`).join(" ")}`}`
 
@@ -68,7 +64,8 @@ export const startChecker = (deps: CheckerDeps) => {
   const pods = new Map<string, PodView>()
   const pools = new Map<string, PoolView>()
   const reservations = new Map<string, ReservationView>()
-  const nodes = new Map<string, NodeView>()
+  /** Nodes by name: since when tainted out of service (undefined: not). */
+  const nodes = new Map<string, number | undefined>()
   const goneNodes = new Map<string, number>()
   const warnings: Array<{ t: number; text: string }> = []
   const eventReasons = new Map<string, number>()
@@ -78,9 +75,6 @@ export const startChecker = (deps: CheckerDeps) => {
   const reported = new Set<string>()
   const suspects = new Map<string, { first: number; seen: number }>()
   const h = deps.history
-  const allEntries = function* () {
-    for (const p of pools.values()) yield* p.entries.values()
-  }
 
   /**
    * When a pod that still exists qualifies as never running again (ms since the epoch), by the
@@ -95,13 +89,13 @@ export const startChecker = (deps: CheckerDeps) => {
     const grace = p.deletionAt + TERMINATING_GRACE_MS
     const gone = goneNodes.get(p.node)
     if (gone !== undefined && !nodes.has(p.node)) return { why: "node gone", at: Math.max(gone, grace) }
-    const oos = nodes.get(p.node)?.outOfServiceSince
+    const oos = nodes.get(p.node)
     if (oos !== undefined) return { why: "out of service", at: Math.max(oos, grace) }
     return undefined
   }
 
   const open = (pod: PodView, why: Why, at: number) => {
-    const o = obligations.open(pod.ref, pod.uid, why, at, itemsOf(pod.ref, allEntries(), reservations))
+    const o = obligations.open(pod.ref, pod.uid, why, at, itemsOf(pod.ref, pools.values(), reservations))
     if (o !== undefined) h.add([pod.ref], `checker: ${pod.ref} ${why}: ${o.items.size} item(s) to free: ${[...o.items.values()].map((i) => `${i.kind} ${i.ip}`).join(", ")}`)
   }
 
@@ -191,8 +185,7 @@ export const startChecker = (deps: CheckerDeps) => {
     }
     const taints = ((c.object["spec"] as { taints?: Array<{ key: string }> } | undefined)?.taints ?? []).map((t) => t.key)
     const oos = taints.includes("node.kubernetes.io/out-of-service")
-    const before = nodes.get(name)
-    nodes.set(name, { outOfServiceSince: oos ? (before?.outOfServiceSince ?? c.at) : undefined })
+    nodes.set(name, oos ? (nodes.get(name) ?? c.at) : undefined)
     h.add([`node ${name}`], `watch: node ${name} ${c.type} taints=[${taints.join(",")}]`, c.at)
     requalifyNode(name, c.at)
   }
@@ -299,7 +292,7 @@ const confirmOverdue = async (s: CheckerState, o: Obligation) => {
   const fresh = await readFresh(s, [o.ref])
   const namesake = fresh.pods.find((p) => p.ref === o.ref)
   if (namesake !== undefined && namesake.uid !== o.uid && !isLiveRunning(namesake)) return
-  const still = new Set(itemsOf(o.ref, fresh.pools.flatMap((p) => [...p.entries.values()]), fresh.reservations).map(itemKey))
+  const still = new Set(itemsOf(o.ref, fresh.pools, fresh.reservations).map(itemKey))
   const held = [...o.items.values()].filter((i) => still.has(itemKey(i)))
   if (held.length === 0) return
   const seconds = ((Date.now() - o.started) / 1000).toFixed(0)

@@ -6,7 +6,7 @@
  * that begin before that deadline. While a namesake exists but does not run yet the clock stands
  * still: nothing of a name that has a pod may be freed.
  */
-import { type Attached, type Entry, type PodView, type ReservationView, isLiveRunning } from "./invariants.ts"
+import { type Attached, type PodView, type PoolView, type ReservationView, isLiveRunning } from "./invariants.ts"
 
 export type Why = "deleted" | "Succeeded" | "Failed" | "evicted" | "node gone" | "out of service"
 
@@ -123,9 +123,9 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
 }
 
 /** The items of `ref` in a view: its pool entries and reservations. */
-export const itemsOf = (ref: string, entries: Iterable<Entry>, reservations: Iterable<readonly [string, ReservationView]>): ReadonlyArray<Item> => {
+export const itemsOf = (ref: string, pools: Iterable<PoolView>, reservations: Iterable<readonly [string, ReservationView]>): ReadonlyArray<Item> => {
   const out: Array<Item> = []
-  for (const e of entries) if (e.podref === ref) out.push({ kind: "entry", object: e.pool, network: e.network, ip: e.ip })
+  for (const p of pools) for (const e of p.entries.values()) if (e.podref === ref) out.push({ kind: "entry", object: e.pool, network: e.network, ip: e.ip })
   for (const [name, r] of reservations) if (r.podref === ref) out.push({ kind: "reservation", object: name, network: r.network, ip: r.ip })
   return out
 }
