@@ -26,7 +26,7 @@ export interface Violation {
   readonly controllerLog: ReadonlyArray<string>
 }
 
-export interface CheckerDeps {
+interface CheckerDeps {
   readonly creds: Credentials
   readonly history: History
   readonly boundMs: number

@@ -26,7 +26,7 @@ export interface FaultRecord {
   readonly notes: Array<string>
 }
 
-export interface FaultDeps {
+interface FaultDeps {
   readonly seed: number
   readonly history: History
   readonly proxy: ChaosProxy

@@ -41,7 +41,7 @@ export interface PodRecord {
   runningAt: number | undefined
 }
 
-export interface KubeletDeps {
+interface KubeletDeps {
   readonly creds: Credentials
   readonly history: History
   readonly plugin: string

@@ -8,7 +8,7 @@ import { ROOT } from "../lib/paths.ts"
 import { FAULT_KINDS, type FaultKind } from "./fault-plan.ts"
 
 /** The soak blocks BENCHMARKS.md has: the hour with every fault, and the one whose replicas live it (no leader kills). */
-export const PUBLISHED_AS = ["soak", "soak-steady"] as const
+const PUBLISHED_AS = ["soak", "soak-steady"] as const
 type PublishedAs = (typeof PUBLISHED_AS)[number]
 
 export const USAGE = `npm run soak -- [options]

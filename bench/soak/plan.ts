@@ -23,7 +23,7 @@ export interface PlanOptions {
 }
 
 /** How a pod ends: DEL then gone; gone without DEL (forced, or graceful then finalised); reborn under its name; its node dies. */
-export type EndHow = "del" | "leak" | "leak-graceful" | "rebirth" | "node"
+type EndHow = "del" | "leak" | "leak-graceful" | "rebirth" | "node"
 
 export interface Attachment {
   readonly net: string
@@ -46,7 +46,7 @@ export interface PodPlan {
   readonly malformed?: { readonly at: number; readonly variant: "not-json" | "wrong-shape" }
 }
 
-export type NodeDeathVariant = "taint-manager" | "out-of-service" | "deleted"
+type NodeDeathVariant = "taint-manager" | "out-of-service" | "deleted"
 
 export interface NodeDeath {
   readonly at: number
@@ -57,7 +57,7 @@ export interface NodeDeath {
   readonly pods: ReadonlyArray<number>
 }
 
-export type NadOp =
+type NadOp =
   | { readonly kind: "edit"; readonly at: number; readonly net: string; readonly variant: number }
   | { readonly kind: "delete"; readonly at: number; readonly net: string; readonly recreateAt: number }
 

@@ -40,7 +40,7 @@ export interface Sample {
   readonly inFlight: number | undefined
 }
 
-export interface ReplicaOptions {
+interface ReplicaOptions {
   readonly kubeconfig: string
   readonly script: string
   readonly nodeArgs: ReadonlyArray<string>

@@ -196,7 +196,7 @@ const rssFits = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<
   identities.map((id) => [id, { all: rssFit(samples, generations, id, warmupMs), floor: rssFloorFit(samples, generations, id, warmupMs, windowMs), windowMs }] as const)
 
 /** Floors spanning less than this (all processes together) say too little about an hourly rate to judge the target on. */
-export const MIN_FLOOR_MINUTES = 30
+const MIN_FLOOR_MINUTES = 30
 
 /**
  * Rows for BENCHMARKS.md: the issue's targets and what this run measured; per replica the RSS
