@@ -230,6 +230,7 @@ export const startChecker = (deps: CheckerDeps) => {
   return { pods, pools, reservations, warnings, eventReasons, leaseHolders, obligations, violations, reported, suspects, watchers, h, deps, qualifies, watchQualification, stop }
 }
 
+// The judgement of the view.
 type CheckerState = ReturnType<typeof startChecker>
 
 const CONFIRM_AFTER_MS = 3_000
