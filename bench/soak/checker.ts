@@ -4,15 +4,14 @@
  * twice, three seconds apart, counts only once fresh reads confirm it (a lagging watch is never a
  * violation). At rest everything is read fresh.
  */
+import { setTimeout as sleep } from "node:timers/promises"
 import { Duration } from "effect"
-import { parseReservationName } from "../../src/domain/pool.ts"
 import { DEFAULTS } from "../../src/services/ControllerConfig.ts"
-import { formatIP } from "../../src/domain/ip.ts"
-import type { Credentials } from "../../test/live/support/rest.ts"
+import { type Credentials, rest } from "../../test/live/support/rest.ts"
 import { addressKey, type History } from "./history.ts"
-import { type Attached, type Entry, type PodView, type PoolView, poolView, statusAddresses } from "./invariants.ts"
-import { type Item, type ReservationView, type Window, itemsOf, makeObligations, type Why } from "./obligations.ts"
-import { ALL_NETS, NAMESPACES, POOLS_NAMESPACE } from "./networks.ts"
+import { type Attached, type Entry, isLiveRunning, type PodView, type PoolView, poolView, type Problem, problemsOf, type ReservationView, reservationView, statusAddresses } from "./invariants.ts"
+import { type Item, itemKey, itemsOf, makeObligations, type Obligation, type Window, type Why } from "./obligations.ts"
+import { NAMESPACES, POOLS_NAMESPACE } from "./networks.ts"
 import { type Change, startWatcher } from "./watch.ts"
 
 export interface Violation {
@@ -27,36 +26,24 @@ export interface Violation {
   readonly controllerLog: ReadonlyArray<string>
 }
 
-export interface CheckerDeps {
+interface CheckerDeps {
   readonly creds: Credentials
   readonly history: History
   readonly boundMs: number
   readonly windows: () => ReadonlyArray<Window>
   /** What the harness's kubelet got from the plugin for this pod incarnation (its real addresses). */
-  readonly known: (ref: string, uid: string) => ReadonlyArray<Attached> | undefined
+  readonly known: (pod: PodView) => ReadonlyArray<Attached> | undefined
   /** When the harness's final delete of this incarnation answered. */
   readonly deletedAt: (uid: string) => number | undefined
-  /** Whether the harness's kubelet has begun CNI DEL for this incarnation (then its addresses may go while it terminates). */
-  readonly delStarted: (uid: string) => boolean
   /** Controller log lines mentioning a text. */
   readonly grep: (text: string) => ReadonlyArray<string>
 }
 
-const KNOWN_NETWORKS = new Set(ALL_NETS.map((n) => n.networkName))
-/** The controller's --terminating-grace default. */
 const TERMINATING_GRACE_MS = Duration.toMillis(DEFAULTS.terminatingGrace)
-export const POOLS_PATH = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
-export const SOAK_PODS = "/api/v1/pods?labelSelector=soak%3D1"
+const POOLS_PATH = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
+const SOAK_PODS = "/api/v1/pods?labelSelector=soak%3D1"
 
-const reservationView = (o: Record<string, unknown>): [string, ReservationView] => {
-  const name = (o["metadata"] as { name: string }).name
-  const candidates = parseReservationName(name)
-  const hit = candidates.find((c) => c.networkName !== "" && KNOWN_NETWORKS.has(c.networkName)) ?? candidates.find((c) => c.networkName === "")
-  return [name, { podref: String((o["spec"] as { podref?: unknown } | undefined)?.podref ?? ""), network: hit?.networkName ?? "?", ip: hit === undefined ? name : formatIP(hit.ip) }]
-}
-
-/** A pod object as the checker sees it. */
-export const podViewOf = (o: Record<string, unknown>): PodView => {
+const podViewOf = (o: Record<string, unknown>): PodView => {
   const meta = o["metadata"] as { namespace: string; name: string; uid: string; deletionTimestamp?: string; annotations?: Record<string, string> }
   const status = (o["status"] ?? {}) as { phase?: string; conditions?: Array<{ type?: string; reason?: string; status?: string }> }
   return {
@@ -70,10 +57,6 @@ export const podViewOf = (o: Record<string, unknown>): PodView => {
   }
 }
 
-interface NodeView {
-  readonly outOfServiceSince: number | undefined
-}
-
 const describePod = (p: PodView) =>
   `uid=${p.uid.slice(0, 8)} phase=${p.phase || "-"} node=${p.node}${p.deletionAt === undefined ? "" : " terminating"}${p.evictedByTaintManager ? " evicted-by-taint-manager" : ""}${p.status === undefined ? "" : ` status=${(statusAddresses(p.status) ?? [{ net: "(unreadable)", ips: [] }]).map((a) => `${a.net}:${a.ips.join(",")}`).join(" ")}`}`
 
@@ -81,7 +64,8 @@ export const startChecker = (deps: CheckerDeps) => {
   const pods = new Map<string, PodView>()
   const pools = new Map<string, PoolView>()
   const reservations = new Map<string, ReservationView>()
-  const nodes = new Map<string, NodeView>()
+  /** Nodes by name: since when tainted out of service (undefined: not). */
+  const nodes = new Map<string, number | undefined>()
   const goneNodes = new Map<string, number>()
   const warnings: Array<{ t: number; text: string }> = []
   const eventReasons = new Map<string, number>()
@@ -91,10 +75,6 @@ export const startChecker = (deps: CheckerDeps) => {
   const reported = new Set<string>()
   const suspects = new Map<string, { first: number; seen: number }>()
   const h = deps.history
-  const allEntries = function* () {
-    for (const p of pools.values()) yield* p.entries.values()
-  }
-  const known = (p: PodView) => deps.known(p.ref, p.uid)
 
   /**
    * When a pod that still exists qualifies as never running again (ms since the epoch), by the
@@ -109,13 +89,13 @@ export const startChecker = (deps: CheckerDeps) => {
     const grace = p.deletionAt + TERMINATING_GRACE_MS
     const gone = goneNodes.get(p.node)
     if (gone !== undefined && !nodes.has(p.node)) return { why: "node gone", at: Math.max(gone, grace) }
-    const oos = nodes.get(p.node)?.outOfServiceSince
+    const oos = nodes.get(p.node)
     if (oos !== undefined) return { why: "out of service", at: Math.max(oos, grace) }
     return undefined
   }
 
   const open = (pod: PodView, why: Why, at: number) => {
-    const o = obligations.open(pod.ref, pod.uid, why, at, itemsOf(pod.ref, allEntries(), reservations))
+    const o = obligations.open(pod.ref, pod.uid, why, at, itemsOf(pod.ref, pools.values(), reservations))
     if (o !== undefined) h.add([pod.ref], `checker: ${pod.ref} ${why}: ${o.items.size} item(s) to free: ${[...o.items.values()].map((i) => `${i.kind} ${i.ip}`).join(", ")}`)
   }
 
@@ -205,8 +185,7 @@ export const startChecker = (deps: CheckerDeps) => {
     }
     const taints = ((c.object["spec"] as { taints?: Array<{ key: string }> } | undefined)?.taints ?? []).map((t) => t.key)
     const oos = taints.includes("node.kubernetes.io/out-of-service")
-    const before = nodes.get(name)
-    nodes.set(name, { outOfServiceSince: oos ? (before?.outOfServiceSince ?? c.at) : undefined })
+    nodes.set(name, oos ? (nodes.get(name) ?? c.at) : undefined)
     h.add([`node ${name}`], `watch: node ${name} ${c.type} taints=[${taints.join(",")}]`, c.at)
     requalifyNode(name, c.at)
   }
@@ -248,8 +227,150 @@ export const startChecker = (deps: CheckerDeps) => {
     for (const w of watchers) w.stop()
     for (const t of timers.values()) clearTimeout(t)
   }
-  return { pods, pools, reservations, warnings, eventReasons, leaseHolders, obligations, violations, reported, suspects, watchers, h, deps, known, qualifies, watchQualification, stop }
+  return { pods, pools, reservations, warnings, eventReasons, leaseHolders, obligations, violations, reported, suspects, watchers, h, deps, qualifies, watchQualification, stop }
 }
 
-export type CheckerState = ReturnType<typeof startChecker>
+// The judgement of the view.
+type CheckerState = ReturnType<typeof startChecker>
 
+const CONFIRM_AFTER_MS = 3_000
+
+const getJson = async (s: CheckerState, path: string): Promise<{ status: number; body: Record<string, unknown> }> => {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const res = await rest(s.deps.creds, "GET", path)
+      if (res.status < 500 || attempt >= 30) return { status: res.status, body: res.body === "" ? {} : (JSON.parse(res.body) as Record<string, unknown>) }
+    } catch (e) {
+      if (attempt >= 30) throw e
+    }
+    await sleep(1_000)
+  }
+}
+
+const items = (body: Record<string, unknown>) => (body["items"] ?? []) as Array<Record<string, unknown>>
+
+/** Pools and reservations listed now, then the pods named (all soak pods when `refs` is undefined). */
+const readFresh = async (s: CheckerState, refs?: ReadonlyArray<string>) => {
+  const pools = items((await getJson(s, `${POOLS_PATH}/ippools`)).body).map((o) => poolView(o as never))
+  const reservations = new Map(items((await getJson(s, `${POOLS_PATH}/overlappingrangeipreservations`)).body).map(reservationView))
+  let pods: Array<PodView>
+  if (refs === undefined) pods = items((await getJson(s, SOAK_PODS)).body).map(podViewOf)
+  else {
+    pods = []
+    for (const ref of refs) {
+      const [ns, name] = ref.split("/") as [string, string]
+      const got = await getJson(s, `/api/v1/namespaces/${ns}/pods/${name}`)
+      if (got.status === 200) pods.push(podViewOf(got.body))
+    }
+  }
+  return { pods, pools, reservations }
+}
+
+const record = (s: CheckerState, v: Omit<Violation, "t" | "history" | "controllerLog">) => {
+  if (s.reported.has(v.id)) return
+  s.reported.add(v.id)
+  const pods = v.keys.filter((k) => k.includes("/"))
+  const violation: Violation = {
+    ...v,
+    t: Date.now() - s.h.t0,
+    history: s.h.render([...v.keys, "faults", "leadership"]),
+    controllerLog: pods.flatMap((ref) => s.deps.grep(ref))
+  }
+  s.violations.push(violation)
+  s.h.add(["violations", ...v.keys], `VIOLATION ${v.kind}: ${v.summary}`)
+  process.stderr.write(`[soak] VIOLATION ${v.kind}: ${v.summary}\n`)
+}
+
+const problemKeys = (p: Problem) => [...p.pods, addressKey(p.network, p.ip)]
+
+const confirmProblem = async (s: CheckerState, p: Problem) => {
+  const again = problemsOf({ ...(await readFresh(s, p.pods)), known: s.deps.known }).find((x) => x.id === p.id)
+  if (again !== undefined) record(s, { kind: again.kind, id: again.id, summary: again.detail, keys: problemKeys(again) })
+}
+
+/** Is anything of the obligation still held, read fresh; and is no namesake about to take it back? */
+const confirmOverdue = async (s: CheckerState, o: Obligation) => {
+  const fresh = await readFresh(s, [o.ref])
+  const namesake = fresh.pods.find((p) => p.ref === o.ref)
+  if (namesake !== undefined && namesake.uid !== o.uid && !isLiveRunning(namesake)) return
+  const still = new Set(itemsOf(o.ref, fresh.pools, fresh.reservations).map(itemKey))
+  const held = [...o.items.values()].filter((i) => still.has(itemKey(i)))
+  if (held.length === 0) return
+  const seconds = ((Date.now() - o.started) / 1000).toFixed(0)
+  record(s, {
+    kind: "held-too-long",
+    id: `overdue ${o.ref} ${o.uid}`,
+    summary: `${held.map((i) => `${i.kind} ${i.object}${i.kind === "entry" ? ` ${i.ip}` : ""}`).join(", ")} still held for ${o.ref} (${o.why} ${seconds} s ago), past the bound of ${s.deps.boundMs / 1000} s`,
+    keys: [o.ref, ...held.map((i) => addressKey(i.network, i.ip))]
+  })
+}
+
+/** One round: qualify, find suspects, confirm the persistent ones and the overdue obligations. */
+const evaluateOnce = async (s: CheckerState): Promise<void> => {
+  const now = Date.now()
+  for (const p of s.pods.values()) s.watchQualification(p, now)
+  const problems = problemsOf({
+    pods: [...s.pods.values()],
+    pools: s.pools.values(),
+    reservations: s.reservations,
+    known: s.deps.known
+  })
+  const current = new Set(problems.map((p) => p.id))
+  for (const id of [...s.suspects.keys()]) if (!current.has(id)) s.suspects.delete(id)
+  for (const p of problems) {
+    if (s.reported.has(p.id)) continue
+    const seen = s.suspects.get(p.id) ?? { first: now, seen: 0 }
+    seen.seen++
+    s.suspects.set(p.id, seen)
+    if (seen.seen >= 2 && now - seen.first >= CONFIRM_AFTER_MS) await confirmProblem(s, p)
+  }
+  const overdue = s.obligations.overdue(now, (ref) => {
+    const pod = s.pods.get(ref)
+    return pod === undefined ? undefined : { pod, attached: statusAddresses(pod.status) ?? s.deps.known(pod) }
+  })
+  for (const o of overdue) if (!s.reported.has(`overdue ${o.ref} ${o.uid}`)) await confirmOverdue(s, o)
+}
+
+/** Evaluates every two seconds until `stopped()`. */
+export const evaluateContinuously = async (s: CheckerState, stopped: () => boolean): Promise<void> => {
+  while (!stopped()) {
+    const started = Date.now()
+    try {
+      await evaluateOnce(s)
+    } catch (e) {
+      s.h.add(["checker"], `evaluation failed: ${e instanceof Error ? e.message : String(e)}`)
+    }
+    await sleep(Math.max(100, 2_000 - (Date.now() - started)))
+  }
+}
+
+/** At rest, on fresh reads: the invariants, and nothing held for a pod that is gone or will never run again. */
+export const checkAtRest = async (s: CheckerState): Promise<{ readonly livePods: number; readonly entries: number; readonly reservations: number }> => {
+  const fresh = await readFresh(s)
+  const now = Date.now()
+  for (const p of problemsOf({ ...fresh, known: s.deps.known })) {
+    record(s, { kind: `${p.kind} (at rest)`, id: `rest ${p.id}`, summary: p.detail, keys: problemKeys(p) })
+  }
+  const byRef = new Map(fresh.pods.map((p) => [p.ref, p] as const))
+  const deadOrDone = (ref: string) => {
+    const p = byRef.get(ref)
+    if (p === undefined) return "gone"
+    const q = s.qualifies(p, now)
+    return q !== undefined && q.at <= now ? q.why : undefined
+  }
+  let entries = 0
+  for (const pool of fresh.pools) {
+    for (const e of pool.entries.values()) {
+      entries++
+      const why = deadOrDone(e.podref)
+      if (why !== undefined) record(s, { kind: "held (at rest)", id: `rest entry ${pool.name} ${e.ip}`, summary: `${pool.name} still holds ${e.ip} for ${e.podref} (${why})`, keys: [e.podref, addressKey(e.network, e.ip)] })
+    }
+  }
+  for (const [name, { podref }] of fresh.reservations) {
+    const why = deadOrDone(podref)
+    if (why !== undefined) record(s, { kind: "held (at rest)", id: `rest reservation ${name}`, summary: `reservation ${name} still names ${podref} (${why})`, keys: [podref] })
+  }
+  return { livePods: fresh.pods.filter(isLiveRunning).length, entries, reservations: fresh.reservations.size }
+}
+
+export { record as recordViolation }

@@ -9,7 +9,7 @@ export const FAULT_KINDS = ["kill-leader", "term-leader", "apiserver-restart", "
 export type FaultKind = (typeof FAULT_KINDS)[number]
 
 /** A fault and its parameters (describeFault says what each does). */
-export type FaultSpec =
+type FaultSpec =
   | { readonly kind: "kill-leader"; readonly restartAfterMs: number }
   | { readonly kind: "term-leader"; readonly restartAfterMs: number }
   | { readonly kind: "apiserver-restart"; readonly downMs: number }

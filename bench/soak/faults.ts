@@ -1,7 +1,6 @@
 /**
  * Runs the fault schedule (fault-plan.ts) and keeps its timeline. A fault's window lasts until the
- * fault is lifted and a replica leads again, plus a settling time; obligations meeting a window get
- * the bound again after it, and the report tells latencies inside windows from those outside.
+ * fault is lifted and a replica leads again, plus a settling time.
  */
 import { Effect } from "effect"
 import { setTimeout as sleep } from "node:timers/promises"
@@ -27,7 +26,7 @@ export interface FaultRecord {
   readonly notes: Array<string>
 }
 
-export interface FaultDeps {
+interface FaultDeps {
   readonly seed: number
   readonly history: History
   readonly proxy: ChaosProxy
@@ -44,12 +43,6 @@ export const makeFaults = (deps: FaultDeps) => {
     deps.history.add(["faults"], `fault ${records.indexOf(r) + 1} (${r.planned.spec.kind}): ${text}`)
   }
 
-  const restartAfter = async (r: FaultRecord, identity: string, ms: number) => {
-    await sleep(ms)
-    await deps.replicas.start(identity)
-    note(r, `${identity} started again`)
-  }
-
   const inject = async (r: FaultRecord): Promise<void> => {
     const s = r.planned.spec
     switch (s.kind) {
@@ -59,7 +52,9 @@ export const makeFaults = (deps: FaultDeps) => {
         if (victim === undefined) return note(r, "no replica leads: nothing to signal")
         const exit = await deps.replicas.signal(victim, s.kind === "kill-leader" ? "SIGKILL" : "SIGTERM")
         note(r, `${victim} ${s.kind === "kill-leader" ? "SIGKILLed" : "SIGTERMed"}, exited with ${exit?.signal ?? `code ${exit?.code}`}`)
-        return restartAfter(r, victim, s.restartAfterMs)
+        await sleep(s.restartAfterMs)
+        await deps.replicas.start(victim)
+        return note(r, `${victim} started again`)
       }
       case "compaction":
       case "apiserver-restart":
@@ -100,7 +95,6 @@ export const makeFaults = (deps: FaultDeps) => {
     }
   })
 
-  /** The windows so far (an ongoing one without an end). */
   const windows = (): ReadonlyArray<Window> => records.map((r) => ({ start: r.start, end: r.recoveredAt === undefined ? undefined : r.recoveredAt + SETTLE_MS }))
   return {
     records: () => records,

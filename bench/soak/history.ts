@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 
-export interface Line {
+interface Line {
   /** ms since the epoch */
   readonly at: number
   readonly text: string

@@ -1,14 +1,13 @@
 /**
- * The soak's invariants over one view of the cluster (watch caches, or fresh lists at rest), as
- * pure functions: every address a running pod's status lists is held for it in its network's pools
- * and reserved; no address is held twice in a network; and which entries and reservations are held
- * for a pod that is gone or will never run again (timed against the bound). This is the checker's
- * own reading, on purpose not src/domain/invariants.ts: a judge that shares the controller's
- * definitions shares their mistakes. The two must agree instead (main.ts, checkControllerGauges).
+ * The soak's invariants over one view of the cluster (watch caches, or fresh lists), as pure
+ * functions: every address a running pod's status lists is held for it in its network's pools and
+ * reserved; no address is held twice in a network. This is the checker's own reading, on purpose
+ * not src/domain/invariants.ts: a judge that shares the controller's definitions shares their
+ * mistakes. The two must agree instead (main.ts, checkControllerGauges).
  */
 import { addOffset, cidrAddress, formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
-import { reservationName } from "../../src/domain/pool.ts"
-import { netByKey, networkOfPool } from "./networks.ts"
+import { parseReservationName, reservationName } from "../../src/domain/pool.ts"
+import { ALL_NETS, netByKey, networkOfPool } from "./networks.ts"
 
 export interface PodView {
   /** `ns/name` */
@@ -61,6 +60,18 @@ export const poolView = (o: { metadata: { name: string }; spec?: { range?: strin
   return { name, network, entries }
 }
 
+export type ReservationView = Pick<Entry, "podref" | "network" | "ip">
+
+const KNOWN_NETWORKS = new Set(ALL_NETS.map((n) => n.networkName))
+
+/** A reservation object as the checker sees it: its name, and the network and address its name spells. */
+export const reservationView = (o: Record<string, unknown>): [string, ReservationView] => {
+  const name = (o["metadata"] as { name: string }).name
+  const candidates = parseReservationName(name)
+  const hit = candidates.find((c) => c.networkName !== "" && KNOWN_NETWORKS.has(c.networkName)) ?? candidates.find((c) => c.networkName === "")
+  return [name, { podref: String((o["spec"] as { podref?: unknown } | undefined)?.podref ?? ""), network: hit?.networkName ?? "?", ip: hit === undefined ? name : formatIP(hit.ip) }]
+}
+
 export interface Attached {
   /** The NAD's `ns/name`. */
   readonly net: string
@@ -91,10 +102,6 @@ export const statusAddresses = (status: string | undefined): ReadonlyArray<Attac
 
 export const isLiveRunning = (p: PodView): boolean => p.deletionAt === undefined && p.phase === "Running"
 
-/** `network ip` → the entries holding it, across every pool of that network. */
-const holdersIndex = (pools: Iterable<PoolView>): Map<string, Array<Entry>> =>
-  Map.groupBy([...pools].flatMap((pool) => [...pool.entries.values()]), (e) => `${e.network} ${e.ip}`)
-
 export interface Problem {
   readonly kind: "live-not-held" | "reservation-missing" | "held-twice"
   /** Stable identity of the problem, to tell a persisting one from a new one. */
@@ -113,16 +120,16 @@ export interface Problem {
  * the reservation is gone), not a second holder.
  */
 export const problemsOf = (view: {
-  readonly pods: Iterable<PodView>
+  /** Every pod that exists (of the names read). */
+  readonly pods: ReadonlyArray<PodView>
   readonly pools: Iterable<PoolView>
-  readonly reservations: ReadonlyMap<string, string>
+  readonly reservations: ReadonlyMap<string, ReservationView>
   readonly known: (pod: PodView) => ReadonlyArray<Attached> | undefined
-  /** Whether a pod of this name exists (default: the pods given). */
-  readonly exists?: (ref: string) => boolean
 }): ReadonlyArray<Problem> => {
-  const given = new Set([...view.pods].map((p) => p.ref))
-  const exists = view.exists ?? ((ref: string) => given.has(ref))
-  const holders = holdersIndex(view.pools)
+  const present = new Set(view.pods.map((p) => p.ref))
+  const exists = (ref: string) => present.has(ref)
+  // `network ip` → the entries holding it, across every pool of that network.
+  const holders = Map.groupBy([...view.pools].flatMap((pool) => [...pool.entries.values()]), (e) => `${e.network} ${e.ip}`)
   const out: Array<Problem> = []
   const listedBy = new Map<string, string>()
   for (const pod of view.pods) {
@@ -140,7 +147,7 @@ export const problemsOf = (view: {
         }
         const parsed = parseIP(ip)
         const rname = parsed === undefined ? ip : reservationName(parsed, a.network)
-        const owner = view.reservations.get(rname)
+        const owner = view.reservations.get(rname)?.podref
         if (owner !== pod.ref) {
           out.push({ kind: "reservation-missing", id: `${pod.ref} ${pod.uid} res ${rname}`, pods: [pod.ref], network: a.network, ip, detail: `${pod.ref} runs on ${ip} but reservation ${rname} ${owner === undefined ? "does not exist" : `names ${owner}`}` })
         }

@@ -8,11 +8,11 @@ import * as fs from "node:fs"
 import { Deferred, Duration, Effect } from "effect"
 import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION } from "../../src/domain/multus.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
-import type { KubeError } from "../../src/services/KubeError.ts"
+import { isRetryableKubeError, type KubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
 import { nowTime } from "../../test/live/support/node-status.ts"
 import { type Credentials, rest } from "../../test/live/support/rest.ts"
-import { PluginNode, type PluginNodeShape, networkStatusOf, newContainerId, pluginAdd, pluginDel, writePluginNode } from "../../test/live/support/upstream-plugin.ts"
+import { PluginNode, type PluginNodeShape, type PluginRequest, networkStatusOf, newContainerId, pluginAdd, pluginDel, writePluginNode } from "../../test/live/support/upstream-plugin.ts"
 import { addressKey, type History } from "./history.ts"
 import { type Attached, canonicalIP } from "./invariants.ts"
 import { netByKey, POOLS_NAMESPACE } from "./networks.ts"
@@ -41,7 +41,7 @@ export interface PodRecord {
   runningAt: number | undefined
 }
 
-export interface KubeletDeps {
+interface KubeletDeps {
   readonly creds: Credentials
   readonly history: History
   readonly plugin: string
@@ -49,8 +49,6 @@ export interface KubeletDeps {
   /** Most plugin processes at once: two cores run the API server and the controllers too. */
   readonly pluginSlots: Effect.Semaphore
 }
-
-const transient = (e: KubeError) => !["NotFound", "AlreadyExists", "Invalid", "BadRequest", "Forbidden", "Unauthorized"].includes(e.reason)
 
 /** `effect` again after `firstMs`, doubling up to `maxMs`, while `retry(failure, wait)` agrees and `deadline` (ms since the epoch) leaves room. */
 const backoff = <A, E, R>(effect: Effect.Effect<A, E, R>, deadline: number, retry: (e: E, delayMs: number) => boolean = () => true, firstMs = 200, maxMs = 5_000) =>
@@ -63,8 +61,8 @@ const backoff = <A, E, R>(effect: Effect.Effect<A, E, R>, deadline: number, retr
     }
   })
 
-/** Retries `effect` on transient API failures with capped backoff until `deadline` (ms since the epoch). */
-export const persist = <A, R>(effect: Effect.Effect<A, KubeError, R>, deadline: number): Effect.Effect<A, KubeError, R> => backoff(effect, deadline, transient)
+/** Retries `effect` on retryable API failures with capped backoff until `deadline` (ms since the epoch). */
+export const persist = <A, R>(effect: Effect.Effect<A, KubeError, R>, deadline: number): Effect.Effect<A, KubeError, R> => backoff(effect, deadline, isRetryableKubeError)
 
 /** PATCH (merge) of a status subresource at `path`, retried until `deadline`; false when the object is gone or time ran out. */
 export const patchStatusAt = (creds: Credentials, path: string, status: Record<string, unknown>, deadline: number): Effect.Effect<boolean> => {
@@ -93,7 +91,11 @@ export const makeKubelet = (deps: KubeletDeps) => {
   const log = (rec: PodRecord, text: string, extra: ReadonlyArray<string> = []) => deps.history.add([rec.ref, ...extra], `kubelet: ${rec.ref} ${text}`)
   const patchStatus = (rec: PodRecord, status: Record<string, unknown>, deadline: number) =>
     patchStatusAt(deps.creds, `/api/v1/namespaces/${rec.plan.namespace}/pods/${rec.plan.name}/status`, status, deadline)
-  const inSlot = <A, E, R>(e: Effect.Effect<A, E, R>) => deps.pluginSlots.withPermits(1)(e)
+  /** The real plugin for one attachment of the pod's sandbox, on its node, in a plugin slot. */
+  const plugin = <A, E>(run: (req: PluginRequest) => Effect.Effect<A, E, PluginNode>, rec: PodRecord, containerId: string, ifname: string, config: string) => {
+    const req = { podNamespace: rec.plan.namespace, podName: rec.plan.name, podUid: rec.uid ?? "", containerId, ifname, config }
+    return deps.pluginSlots.withPermits(1)(Effect.provideService(run(req), PluginNode, nodeOf(rec.plan.node)))
+  }
 
   const addressKeys = (held: ReadonlyArray<Attached>) => held.flatMap((h) => h.ips.map((ip) => addressKey(h.network, ip)))
   const setNetworkStatus = (rec: PodRecord, text: string, deadline: number) =>
@@ -126,13 +128,7 @@ export const makeKubelet = (deps: KubeletDeps) => {
       const held: Array<Held> = []
       for (const a of rec.plan.nets) {
         const config = yield* nadConfigOf(a.net)
-        const ips = yield* inSlot(
-          Effect.provideService(
-            pluginAdd({ podNamespace: rec.plan.namespace, podName: rec.plan.name, podUid: rec.uid ?? "", containerId, ifname: a.ifname, config }),
-            PluginNode,
-            nodeOf(rec.plan.node)
-          )
-        )
+        const ips = yield* plugin(pluginAdd, rec, containerId, a.ifname, config)
         held.push({ net: a.net, network: netByKey(a.net)!.networkName, ifname: a.ifname, ips: ips.map(canonicalIP) })
       }
       return { containerId, held }
@@ -177,8 +173,7 @@ export const makeKubelet = (deps: KubeletDeps) => {
           log(rec, `no DEL on ${h.ifname}: ${config.left.reason === "NotFound" ? `NAD ${h.net} is gone` : config.left.message}`)
           continue
         }
-        const req = { podNamespace: rec.plan.namespace, podName: rec.plan.name, podUid: rec.uid ?? "", containerId: rec.containerId, ifname: h.ifname, config: config.right }
-        const done = yield* Effect.either(backoff(inSlot(Effect.provideService(pluginDel(req), PluginNode, nodeOf(rec.plan.node))), deadline, () => true, 1_000, 10_000))
+        const done = yield* Effect.either(backoff(plugin(pluginDel, rec, rec.containerId, h.ifname, config.right), deadline, () => true, 1_000, 10_000))
         log(rec, done._tag === "Right" ? `DEL ${h.ifname} ${h.ips.join(",")}` : `DEL ${h.ifname} failed: ${done.left.message.split("\n")[0]}`, addressKeys([h]))
       }
     })
@@ -223,5 +218,5 @@ export const makeKubelet = (deps: KubeletDeps) => {
     for (const n of nodes.values()) fs.rmSync(n.dir, { recursive: true, force: true })
   }
 
-  return { create, start, del, remove, malform, evict, setPhase, log, cleanup }
+  return { create, start, del, remove, malform, evict, setPhase, cleanup }
 }

@@ -4,20 +4,19 @@
  * every --fault-every seconds and an invariant checker throughout and at rest. Writes the report,
  * plot, events.jsonl and logs to the output directory; exits 1 on any violation.
  */
-import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { Effect, ManagedRuntime } from "effect"
 import { bundle } from "../../scripts/build.ts"
+import { scriptAsset } from "../../test/live/cluster.ts"
 import { credentialsOf } from "../../test/live/support/rest.ts"
 import { etcdEndpoint } from "../../test/live/support/etcd.ts"
 import { type BenchPlane, cpuSeconds, driverLayer, planePids, startBenchPlane } from "../lib/controlplane.ts"
 import { imageNodeFlags } from "../lib/image.ts"
 import { ROOT } from "../lib/paths.ts"
-import { startChecker } from "./checker.ts"
-import { checkAtRest, evaluateContinuously, recordViolation } from "./evaluate.ts"
+import { checkAtRest, evaluateContinuously, recordViolation, startChecker } from "./checker.ts"
 import { planFaults } from "./fault-plan.ts"
 import { makeFaults } from "./faults.ts"
 import { makeHistory } from "./history.ts"
@@ -27,15 +26,12 @@ import { USAGE, massEveryMs, parseOptions, type SoakOptions } from "./options.ts
 import { makePlan, planSummary } from "./plan.ts"
 import { startProxy } from "./proxy.ts"
 import { IDENTITIES, startReplicas } from "./replicas.ts"
-import { writeReport } from "./write.ts"
+import { workloadFacts, writeReport } from "./report.ts"
 import { makeWorkload, type Workload } from "./workload.ts"
 import { controllerKubeconfig, createNetworks, makeNodes } from "./world.ts"
 
 const log = (line: string) => process.stderr.write(`[soak] ${line}\n`)
 const SAMPLE_EVERY_MS = 5_000
-
-const pluginBinary = (): string =>
-  execFileSync("bash", [path.join(ROOT, "scripts/whereabouts-plugin.sh")], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim()
 
 export type Env = Awaited<ReturnType<typeof setUp>>
 
@@ -46,7 +42,7 @@ const setUp = async (o: SoakOptions) => {
   log(`output in ${o.out}`)
   const script = await bundle(path.join(o.out, "dist"))
   const image = imageNodeFlags()
-  const plugin = pluginBinary()
+  const plugin = await scriptAsset("whereabouts-plugin.sh", true)
   log(`the image's program ${path.relative(ROOT, script)} with ${image.flags.join(" ")} and ${Object.entries(image.env).map(([k, v]) => `${k}=${v}`).join(" ")}; plugin ${plugin}`)
   const plane = await startBenchPlane()
   log(`kube-apiserver ${plane.version} at ${plane.server}`)
@@ -75,9 +71,8 @@ const setUp = async (o: SoakOptions) => {
     history,
     boundMs: o.boundSeconds * 1000,
     windows: () => faults.windows(),
-    known: (podRef, uid) => (ref.workload?.byUid.get(uid)?.ref === podRef ? ref.workload.byUid.get(uid)!.attached : undefined),
+    known: (pod) => (ref.workload?.byUid.get(pod.uid)?.ref === pod.ref ? ref.workload.byUid.get(pod.uid)!.attached : undefined),
     deletedAt: (uid) => ref.workload?.byUid.get(uid)?.deletedAt,
-    delStarted: (uid) => ref.workload?.delStarted.has(uid) === true,
     grep: (text) => replicas.grep(text)
   })
   await Promise.all(checker.watchers.map((w) => w.synced))
@@ -91,12 +86,10 @@ const setUp = async (o: SoakOptions) => {
 
 /** Every 5 s: RSS and metrics of both replicas; a replica that exited without the harness is a violation, and is restarted. */
 const sampleLoop = async (env: Env, stopped: () => boolean) => {
-  const seen = new Set<number>()
   while (!stopped()) {
     await env.replicas.sample().catch(() => undefined)
     for (const g of env.replicas.generations()) {
-      if (g.exit === undefined || g.endedBy !== undefined || seen.has(g.pid)) continue
-      seen.add(g.pid)
+      if (g.exit === undefined || g.endedBy !== undefined || env.checker.reported.has(`exit ${g.pid}`)) continue
       recordViolation(env.checker, { kind: "controller exited", id: `exit ${g.pid}`, summary: `${g.identity} process ${g.n} exited on its own (${g.exit.signal ?? `code ${g.exit.code}`})`, keys: [`replica ${g.identity}`] })
       if (!env.replicas.running(g.identity)) await env.replicas.start(g.identity)
     }
@@ -104,19 +97,17 @@ const sampleLoop = async (env: Env, stopped: () => boolean) => {
   }
 }
 
-const progressLoop = async (env: Env, t0: number, stopped: () => boolean) => {
+const progressLoop = async (env: Env, workload: Workload, t0: number, stopped: () => boolean) => {
   while (!stopped()) {
     await sleep(30_000)
-    const w = env.ref.workload
-    if (w === undefined) continue
-    const recs = [...w.records.values()]
+    const w = workloadFacts(workload, t0)
     const frees = env.checker.obligations.samples()
     const rss = IDENTITIES.map((id) => {
       const last = env.replicas.samples().filter((s) => s.identity === id).at(-1)
       return `${id} ${last === undefined ? "–" : (last.rssBytes / 2 ** 20).toFixed(0)} MiB`
     })
     log(
-      `${((Date.now() - t0) / 60_000).toFixed(1)} min: ${recs.filter((r) => r.state === "running").length} pods running, ${recs.filter((r) => r.uid !== undefined).length} created, ${recs.filter((r) => r.state === "gone").length} gone; ${frees.length} frees seen; ${env.faults.records().length} faults; ${env.checker.violations.length} violations; RSS ${rss.join(", ")}; load ${os.loadavg()[0]!.toFixed(1)}`
+      `${((Date.now() - t0) / 60_000).toFixed(1)} min: ${w.runningAtEnd} pods running, ${w.created} created, ${w.gone} gone; ${frees.length} frees seen; ${env.faults.records().length} faults; ${env.checker.violations.length} violations; RSS ${rss.join(", ")}; load ${os.loadavg()[0]!.toFixed(1)}`
     )
   }
 }
@@ -132,7 +123,7 @@ const run = async (env: Env) => {
   const workload = makeWorkload({ plan, t0, endAt: t0 + durationMs, kubelet: env.kubelet, nodes: env.nodes, history: env.history })
   env.ref.workload = workload
   let stopped = false
-  const loops = [evaluateContinuously(env.checker, () => stopped), sampleLoop(env, () => stopped), progressLoop(env, t0, () => stopped)]
+  const loops = [evaluateContinuously(env.checker, () => stopped), sampleLoop(env, () => stopped), progressLoop(env, workload, t0, () => stopped)]
   const cpu0 = cpuOf(env.plane)
   await Promise.all([env.runtime.runPromise(workload.run), env.runtime.runPromise(env.faults.run(faultPlan, t0, t0 + durationMs))])
   const restMs = o.boundSeconds * 1000 + 15_000

@@ -6,7 +6,7 @@
  * that begin before that deadline. While a namesake exists but does not run yet the clock stands
  * still: nothing of a name that has a pod may be freed.
  */
-import { type Attached, type Entry, type PodView, isLiveRunning } from "./invariants.ts"
+import { type Attached, type PodView, type PoolView, type ReservationView, isLiveRunning } from "./invariants.ts"
 
 export type Why = "deleted" | "Succeeded" | "Failed" | "evicted" | "node gone" | "out of service"
 
@@ -31,9 +31,6 @@ export interface Obligation {
   readonly items: Map<string, Item>
   /** Items a new incarnation took over (not frees). */
   claimed: number
-  /** Items at the start. */
-  readonly total: number
-  reported: boolean
 }
 
 export interface Sample {
@@ -42,7 +39,6 @@ export interface Sample {
   readonly started: number
   readonly freedAt: number
   readonly latencyMs: number
-  readonly items: number
 }
 
 export interface Window {
@@ -65,38 +61,33 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
   const open = new Map<string, Obligation>()
   const byRef = new Map<string, Set<Obligation>>()
   const samples: Array<Sample> = []
-  const finish = (o: Obligation, at: number): Sample | undefined => {
-    if (o.items.size > 0) return undefined
+  /** Closes the obligation once nothing is left of it. */
+  const finish = (o: Obligation, at: number) => {
+    if (o.items.size > 0) return
     open.delete(`${o.ref} ${o.uid}`)
     byRef.get(o.ref)?.delete(o)
     // An address a new incarnation took over was never freed: no latency to report.
-    if (o.claimed > 0) return undefined
-    const s: Sample = { ref: o.ref, why: o.why, started: o.started, freedAt: at, latencyMs: at - o.started, items: o.total }
-    samples.push(s)
-    return s
+    if (o.claimed === 0) samples.push({ ref: o.ref, why: o.why, started: o.started, freedAt: at, latencyMs: at - o.started })
   }
-  const touching = (ref: string, item: Item, at: number, claimed: boolean): ReadonlyArray<Sample> => {
-    const done: Array<Sample> = []
+  const touching = (ref: string, item: Item, at: number, claimed: boolean) => {
     for (const o of [...(byRef.get(ref) ?? [])]) {
       if (!o.items.delete(itemKey(item))) continue
       if (claimed) o.claimed++
-      const s = finish(o, at)
-      if (s !== undefined) done.push(s)
+      finish(o, at)
     }
-    return done
   }
   return {
     open: (ref: string, uid: string, why: Why, at: number, items: ReadonlyArray<Item>): Obligation | undefined => {
       const id = `${ref} ${uid}`
       if (open.has(id) || items.length === 0) return undefined
-      const o: Obligation = { ref, uid, why, started: at, since: at, items: new Map(items.map((i) => [itemKey(i), i])), claimed: 0, total: items.length, reported: false }
+      const o: Obligation = { ref, uid, why, started: at, since: at, items: new Map(items.map((i) => [itemKey(i), i])), claimed: 0 }
       open.set(id, o)
       let set = byRef.get(ref)
       if (set === undefined) byRef.set(ref, (set = new Set()))
       set.add(o)
       return o
     },
-    /** An item was removed at `at`; returns the obligations it completed. */
+    /** An item was removed at `at`. */
     removed: (ref: string, item: Item, at: number) => touching(ref, item, at, false),
     /** An entry of `ref` now carries another container id: a new incarnation's ADD took it over. */
     claimed: (ref: string, item: Item) => touching(ref, item, Date.now(), true),
@@ -119,25 +110,22 @@ export const makeObligations = (boundMs: number, windows: () => ReadonlyArray<Wi
               o.claimed++
             }
           }
-          if (finish(o, now) !== undefined || o.items.size === 0) continue
+          finish(o, now)
+          if (o.items.size === 0) continue
         }
         if (now > deadlineOf(o.since, boundMs, windows())) late.push(o)
       }
       return late
     },
-    all: () => [...open.values()],
     samples: () => samples,
     has: (ref: string, uid: string) => open.has(`${ref} ${uid}`)
   }
 }
 
-/** A reservation as the checker sees it (by its name). */
-export type ReservationView = Pick<Entry, "podref" | "network" | "ip">
-
 /** The items of `ref` in a view: its pool entries and reservations. */
-export const itemsOf = (ref: string, entries: Iterable<Entry>, reservations: Iterable<readonly [string, ReservationView]>): ReadonlyArray<Item> => {
+export const itemsOf = (ref: string, pools: Iterable<PoolView>, reservations: Iterable<readonly [string, ReservationView]>): ReadonlyArray<Item> => {
   const out: Array<Item> = []
-  for (const e of entries) if (e.podref === ref) out.push({ kind: "entry", object: e.pool, network: e.network, ip: e.ip })
+  for (const p of pools) for (const e of p.entries.values()) if (e.podref === ref) out.push({ kind: "entry", object: e.pool, network: e.network, ip: e.ip })
   for (const [name, r] of reservations) if (r.podref === ref) out.push({ kind: "reservation", object: name, network: r.network, ip: r.ip })
   return out
 }

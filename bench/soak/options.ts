@@ -8,21 +8,15 @@ import { ROOT } from "../lib/paths.ts"
 import { FAULT_KINDS, type FaultKind } from "./fault-plan.ts"
 
 /** The soak blocks BENCHMARKS.md has: the hour with every fault, and the one whose replicas live it (no leader kills). */
-export const PUBLISHED_AS = ["soak", "soak-steady"] as const
-export type PublishedAs = (typeof PUBLISHED_AS)[number]
+const PUBLISHED_AS = ["soak", "soak-steady"] as const
+type PublishedAs = (typeof PUBLISHED_AS)[number]
 
 export const USAGE = `npm run soak -- [options]
   --minutes N          how long the workload runs (default 60); then the system rests and is checked
   --seed N             the seed of every random choice (default 1): one seed, the same workload and faults
   --rate N             pods created per second (default 10)
-  --lifetime S         mean pod lifetime in seconds (default 30)
-  --del-share X        share of deletions the kubelet plays CNI DEL for; the rest leak (default 0.3)
   --fault-every S      one fault every S seconds (default 120; 0: none)
   --faults LIST        fault kinds, comma-separated (default all: ${FAULT_KINDS.join(",")})
-  --bound S            longest a dead pod's address may stay held outside fault windows (default 60)
-  --warmup S           RSS samples of a process's first S seconds are left out of the fit (default: 5 min, or a fifth of the run if shorter)
-  --plugin-slots N     most CNI plugin processes at once (default 6)
-  --out DIR            output directory (default bench/.soak/<seed>)
   --publish            also write bench/results/soak.{json,svg} and BENCHMARKS.md's soak section
   --publish-as NAME    the same under another of BENCHMARKS.md's soak blocks: ${PUBLISHED_AS.join(", ")}
                        (soak-steady: the run without the leader kills, whose replicas live the hour)`
@@ -42,7 +36,6 @@ const publishAs = (publish: boolean, as: string | undefined): PublishedAs | unde
   return as as PublishedAs
 }
 
-/** Parses argv (without node and the script); throws one line on a bad option. */
 export const parseOptions = (argv: ReadonlyArray<string>) => {
   const { values } = parseArgs({
     args: [...argv],
@@ -51,14 +44,8 @@ export const parseOptions = (argv: ReadonlyArray<string>) => {
       minutes: { type: "string" },
       seed: { type: "string" },
       rate: { type: "string" },
-      lifetime: { type: "string" },
-      "del-share": { type: "string" },
       "fault-every": { type: "string" },
       faults: { type: "string" },
-      bound: { type: "string" },
-      warmup: { type: "string" },
-      "plugin-slots": { type: "string" },
-      out: { type: "string" },
       publish: { type: "boolean" },
       "publish-as": { type: "string" },
       help: { type: "boolean", short: "h" }
@@ -67,8 +54,6 @@ export const parseOptions = (argv: ReadonlyArray<string>) => {
   if (values.help === true) return "help" as const
   const minutes = positive("minutes", values.minutes, 60)
   const seed = positive("seed", values.seed, 1, { integer: true, zero: true })
-  const delShare = positive("del-share", values["del-share"], 0.3, { zero: true })
-  if (delShare > 1) throw new Error(`--del-share ${delShare}: expected a share between 0 and 1`)
   const faults = values.faults === undefined ? [...FAULT_KINDS] : values.faults.split(",").map((k) => k.trim()).filter((k) => k !== "")
   const unknown = faults.filter((k) => !(FAULT_KINDS as ReadonlyArray<string>).includes(k))
   if (unknown.length > 0) throw new Error(`--faults: unknown kind ${unknown.join(", ")} (known: ${FAULT_KINDS.join(", ")})`)
@@ -76,14 +61,15 @@ export const parseOptions = (argv: ReadonlyArray<string>) => {
     minutes,
     seed,
     rate: positive("rate", values.rate, 10),
-    lifetimeSeconds: positive("lifetime", values.lifetime, 30),
-    delShare,
     faultEverySeconds: positive("fault-every", values["fault-every"], 120, { zero: true }),
     faults: faults as ReadonlyArray<FaultKind>,
-    boundSeconds: positive("bound", values.bound, 60),
-    warmupSeconds: positive("warmup", values.warmup, Math.min(300, minutes * 12), { zero: true }),
-    pluginSlots: positive("plugin-slots", values["plugin-slots"], 6, { integer: true }),
-    out: path.resolve(values.out ?? path.join(ROOT, "bench", ".soak", String(seed))),
+    // Not options (no command sets them), but report.json records them with the rest.
+    lifetimeSeconds: 30,
+    delShare: 0.3,
+    boundSeconds: 60,
+    warmupSeconds: Math.min(300, minutes * 12),
+    pluginSlots: 6,
+    out: path.join(ROOT, "bench", ".soak", String(seed)),
     /** bench/results/<name>.{json,svg} and <name>-report.md, and BENCHMARKS.md's block of that name; undefined: not published. */
     publishAs: publishAs(values.publish === true, values["publish-as"])
   }

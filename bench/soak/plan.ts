@@ -23,7 +23,7 @@ export interface PlanOptions {
 }
 
 /** How a pod ends: DEL then gone; gone without DEL (forced, or graceful then finalised); reborn under its name; its node dies. */
-export type EndHow = "del" | "leak" | "leak-graceful" | "rebirth" | "node"
+type EndHow = "del" | "leak" | "leak-graceful" | "rebirth" | "node"
 
 export interface Attachment {
   readonly net: string
@@ -46,7 +46,7 @@ export interface PodPlan {
   readonly malformed?: { readonly at: number; readonly variant: "not-json" | "wrong-shape" }
 }
 
-export type NodeDeathVariant = "taint-manager" | "out-of-service" | "deleted"
+type NodeDeathVariant = "taint-manager" | "out-of-service" | "deleted"
 
 export interface NodeDeath {
   readonly at: number
@@ -57,7 +57,7 @@ export interface NodeDeath {
   readonly pods: ReadonlyArray<number>
 }
 
-export type NadOp =
+type NadOp =
   | { readonly kind: "edit"; readonly at: number; readonly net: string; readonly variant: number }
   | { readonly kind: "delete"; readonly at: number; readonly net: string; readonly recreateAt: number }
 
@@ -115,12 +115,6 @@ const pickNets = (rng: Rng, t: number, usable: (n: Net, t: number) => boolean): 
   ]
 }
 
-const endOf = (rng: Rng, o: PlanOptions, at: number) => {
-  const endAt = at + 2_000 + rng.exp(o.meanLifetimeMs)
-  const how: EndHow = rng.chance(o.delShare) ? "del" : rng.chance(0.7) ? "leak" : "leak-graceful"
-  return { at: endAt, how }
-}
-
 /** Plain, Job and never-started pods, arriving as a Poisson process at `rate`. */
 const planArrivals = (o: PlanOptions, rng: Rng, aliveAt: (t: number) => ReadonlyArray<string>, usable: (n: Net, t: number) => boolean, ids: { next: number }) => {
   const pods: Array<PodPlan> = []
@@ -140,7 +134,9 @@ const planArrivals = (o: PlanOptions, rng: Rng, aliveAt: (t: number) => Readonly
       pods.push({ id, namespace, name: `job-${id}`, kind: "job", nets, node, at: t, end: { at: finish, how: "leak" }, job })
       continue
     }
-    const end = endOf(rng, o, t)
+    const endAt = t + 2_000 + rng.exp(o.meanLifetimeMs)
+    const how: EndHow = rng.chance(o.delShare) ? "del" : rng.chance(0.7) ? "leak" : "leak-graceful"
+    const end = { at: endAt, how }
     const malformed = rng.chance(0.02) ? { at: t + (end.at - t) / 2, variant: rng.pick(["not-json", "wrong-shape"] as const) } : undefined
     pods.push({ id, namespace, name: `p-${id}`, kind: "plain", nets, node, at: t, end, ...(malformed === undefined ? {} : { malformed }) })
   }

@@ -9,7 +9,7 @@ import * as path from "node:path"
 import { setTimeout as sleep } from "node:timers/promises"
 import { type ControllerProcess, type Exit, type LogLine, startController } from "../../test/live/support/controller-process.ts"
 import { rssOf } from "../lib/controlplane.ts"
-import { parseProm, sum } from "../lib/prom.ts"
+import { delta, parseProm, sum } from "../lib/prom.ts"
 import type { History } from "./history.ts"
 import type { Interval } from "./invariants.ts"
 import { POOLS_NAMESPACE } from "./networks.ts"
@@ -40,7 +40,7 @@ export interface Sample {
   readonly inFlight: number | undefined
 }
 
-export interface ReplicaOptions {
+interface ReplicaOptions {
   readonly kubeconfig: string
   readonly script: string
   readonly nodeArgs: ReadonlyArray<string>
@@ -123,9 +123,7 @@ export const startReplicas = (o: ReplicaOptions) => {
         const text = await proc.metrics()
         const m = parseProm(text)
         const value = (name: string) => (m.some((s) => s.name === name) ? sum(m, name) : undefined)
-        const counts: Requests = {}
-        for (const s of m) if (s.name === "whereabouts_controller_api_requests_total") counts[`${s.labels["verb"]} ${s.labels["code"]}`] = (counts[`${s.labels["verb"]} ${s.labels["code"]}`] ?? 0) + s.value
-        if (m.length > 0) requests.set(proc.pid, counts)
+        if (m.length > 0) requests.set(proc.pid, delta([], m, "whereabouts_controller_api_requests_total", ["verb", "code"]))
         const leader = value("whereabouts_controller_leader")
         samples.push({
           t: Date.now(),
@@ -169,7 +167,6 @@ export const startReplicas = (o: ReplicaOptions) => {
   return {
     start,
     signal,
-    leader,
     awaitLeader,
     sample,
     running: (identity: string) => current.get(identity)?.proc.running() === true,

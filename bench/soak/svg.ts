@@ -16,7 +16,6 @@ export interface Panel {
   readonly unit: string
   /** Lines (a gap where one process ended and the next began: one series each). */
   readonly lines?: ReadonlyArray<Series>
-  /** Dots. */
   readonly dots?: ReadonlyArray<Series>
   readonly log?: boolean
 }
@@ -31,13 +30,13 @@ const BOTTOM = 16
 
 const esc = (s: string) => s.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;")
 
-/** 1, 2 or 5 times a power of ten, about `n` steps over [lo, hi]. */
-const niceTicks = (lo: number, hi: number, n = 4): ReadonlyArray<number> => {
-  const raw = (hi - lo) / n
+/** 1, 2 or 5 times a power of ten, about `n` steps over [0, hi]. */
+const niceTicks = (hi: number, n = 4): ReadonlyArray<number> => {
+  const raw = hi / n
   const pow = 10 ** Math.floor(Math.log10(raw || 1))
   const step = [1, 2, 5, 10].map((m) => m * pow).find((s) => s >= raw) ?? raw
   const out: Array<number> = []
-  for (let v = Math.ceil(lo / step) * step; v <= hi + 1e-9; v += step) out.push(Math.round(v * 1e6) / 1e6)
+  for (let v = 0; v <= hi + 1e-9; v += step) out.push(Math.round(v * 1e6) / 1e6)
   return out
 }
 
@@ -52,7 +51,7 @@ export const renderPlot = (o: { readonly durationMs: number; readonly windows: R
     `<text x="${LEFT}" y="16" font-size="13" font-weight="bold">${esc(o.title)}</text>`
   ]
   const minutes = o.durationMs / 60_000
-  const xTicks = niceTicks(0, minutes, minutes > 20 ? 12 : 6)
+  const xTicks = niceTicks(minutes, minutes > 20 ? 12 : 6)
   o.panels.forEach((panel, i) => {
     const top = TOP + i * (PANEL_H + GAP) + 14
     const values = [...(panel.lines ?? []), ...(panel.dots ?? [])].flatMap((s) => s.points.map((p) => p[1])).filter((v) => Number.isFinite(v) && (!panel.log || v > 0))
@@ -66,7 +65,7 @@ export const renderPlot = (o: { readonly durationMs: number; readonly windows: R
       if (i === 0) out.push(`<text x="${x(s).toFixed(1)}" y="${top + 10}" font-size="9" fill="#a33">${k + 1}</text>`)
     })
     out.push(`<rect x="${LEFT}" y="${top}" width="${plotW}" height="${PANEL_H}" fill="none" stroke="#999"/>`)
-    const yTicks = panel.log ? Array.from({ length: b - a + 1 }, (_, k) => 10 ** (a + k)) : niceTicks(0, b)
+    const yTicks = panel.log ? Array.from({ length: b - a + 1 }, (_, k) => 10 ** (a + k)) : niceTicks(b)
     for (const v of yTicks) {
       out.push(`<line x1="${LEFT - 4}" x2="${LEFT + plotW}" y1="${y(v).toFixed(1)}" y2="${y(v).toFixed(1)}" stroke="#eee"/>`)
       out.push(`<text x="${LEFT - 6}" y="${(y(v) + 4).toFixed(1)}" text-anchor="end">${v}</text>`)

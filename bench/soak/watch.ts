@@ -7,7 +7,7 @@ import * as https from "node:https"
 import { setTimeout as sleep } from "node:timers/promises"
 import type { Credentials } from "../../test/live/support/rest.ts"
 
-export type WatchKind = "ADDED" | "MODIFIED" | "DELETED"
+type WatchKind = "ADDED" | "MODIFIED" | "DELETED"
 
 /** What the watch reports: an object's new state (its last one for DELETED); `relist` when it was learnt from a list, not a watch event. */
 export interface Change {
@@ -52,9 +52,8 @@ export const startWatcher = (creds: Credentials, collection: string, onChange: (
   const controller = new AbortController()
   const cache = new Map<string, Record<string, unknown>>()
   const sep = collection.includes("?") ? "&" : "?"
-  let markSynced: () => void = () => undefined
   /** Resolves after the first list has been reported. */
-  const synced = new Promise<void>((resolve) => (markSynced = resolve))
+  const synced = Promise.withResolvers<void>()
 
   const relist = async (): Promise<string> => {
     const res = await request(creds, collection, controller.signal)
@@ -76,7 +75,7 @@ export const startWatcher = (creds: Credentials, collection: string, onChange: (
       cache.delete(key)
       onChange({ type: "DELETED", key, object: last, at, relist: true })
     }
-    markSynced()
+    synced.resolve()
     return list.metadata.resourceVersion ?? ""
   }
 
@@ -124,5 +123,5 @@ export const startWatcher = (creds: Credentials, collection: string, onChange: (
     }
   }
   void run()
-  return { synced, stop: () => controller.abort() }
+  return { synced: synced.promise, stop: () => controller.abort() }
 }

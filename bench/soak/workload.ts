@@ -13,7 +13,7 @@ import { netByKey } from "./networks.ts"
 import type { NodeDeath, Plan, PodPlan } from "./plan.ts"
 import { type Nodes, nadOps } from "./world.ts"
 
-export interface WorkloadDeps {
+interface WorkloadDeps {
   readonly plan: Plan
   readonly t0: number
   /** Nothing planned after this (ms since the epoch) starts. */

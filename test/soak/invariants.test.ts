@@ -4,7 +4,7 @@
  * past fault windows; stopped while a namesake starts); the two-leaders interval check; the RSS fit.
  */
 import { describe, expect, it } from "vitest"
-import { type PodView, canonicalIP, overlapping, poolView, problemsOf, statusAddresses } from "../../bench/soak/invariants.ts"
+import { type PodView, canonicalIP, overlapping, poolView, problemsOf, reservationView, statusAddresses } from "../../bench/soak/invariants.ts"
 import { deadlineOf, makeObligations } from "../../bench/soak/obligations.ts"
 import { rssFit, rssFloorFit } from "../../bench/soak/report.ts"
 import type { Generation, Sample } from "../../bench/soak/replicas.ts"
@@ -17,7 +17,7 @@ const pod = (ref: string, s: string | undefined, over: Partial<PodView> = {}): P
 const pool = (name: string, range: string, allocations: Record<string, { id: string; podref: string }>) => poolView({ metadata: { name }, spec: { range, allocations } })
 
 const view = (pods: ReadonlyArray<PodView>, pools: ReadonlyArray<ReturnType<typeof pool>>, reservations: Record<string, string>) =>
-  problemsOf({ pods, pools, reservations: new Map(Object.entries(reservations)), known: () => undefined })
+  problemsOf({ pods, pools, reservations: new Map(Object.entries(reservations).map(([name, podref]) => reservationView({ metadata: { name }, spec: { podref } }))), known: () => undefined })
 
 describe("problemsOf", () => {
   const v4 = pool("10.50.0.0-20", "10.50.0.0/20", { "1": { id: "c1", podref: "soak-a/a" }, "2": { id: "c2", podref: "soak-a/b" } })
@@ -48,13 +48,13 @@ describe("problemsOf", () => {
 
   it("one address held twice in a network: two entries of pods that exist, or two live pods listing it", () => {
     const wider = pool("10.50.0.0-19", "10.50.0.0/19", { "1": { id: "c7", podref: "soak-a/c" } })
-    const everyone = (ref: string) => ref !== "soak-a/gone"
-    expect(problemsOf({ pods: [], pools: [v4, wider], reservations: new Map(), known: () => undefined, exists: everyone }).map((p) => `${p.kind} ${p.ip} ${p.pods.join(",")}`)).toEqual([
+    const existing = ["soak-a/a", "soak-a/b", "soak-a/c"].map((ref) => pod(ref, undefined, { phase: "Pending" }))
+    expect(problemsOf({ pods: existing, pools: [v4, wider], reservations: new Map(), known: () => undefined }).map((p) => `${p.kind} ${p.ip} ${p.pods.join(",")}`)).toEqual([
       "held-twice 10.50.0.1 soak-a/a,soak-a/c"
     ])
     // A gone pod's entry under a live pod's address (an overlapping range handed it out once the reservation went): the bound's business.
     const stale = pool("10.50.0.0-19", "10.50.0.0/19", { "1": { id: "c7", podref: "soak-a/gone" } })
-    expect(problemsOf({ pods: [], pools: [v4, stale], reservations: new Map(), known: () => undefined, exists: everyone })).toEqual([])
+    expect(problemsOf({ pods: existing, pools: [v4, stale], reservations: new Map(), known: () => undefined })).toEqual([])
     const twins = [pod("soak-a/a", status([{ name: "soak-a/v4", ips: ["10.50.0.1"] }])), pod("soak-a/c", status([{ name: "soak-a/v4", ips: ["10.50.0.1"] }]))]
     expect(view(twins, [v4], { "10.50.0.1": "soak-a/a" }).map((p) => p.kind)).toContain("held-twice")
   })
@@ -92,8 +92,10 @@ describe("obligations", () => {
     ]
     o.open("ns/a", "u1", "deleted", 1_000, items)
     o.open("ns/b", "u2", "deleted", 1_000, [items[0]!])
-    expect(o.removed("ns/a", items[0]!, 1_010)).toEqual([])
-    expect(o.removed("ns/a", items[1]!, 1_020).map((s) => s.latencyMs)).toEqual([20])
+    o.removed("ns/a", items[0]!, 1_010)
+    expect(o.samples()).toEqual([])
+    o.removed("ns/a", items[1]!, 1_020)
+    expect(o.samples().map((s) => s.latencyMs)).toEqual([20])
     expect(o.overdue(1_050, () => undefined)).toEqual([])
     expect(o.overdue(1_061, () => undefined).map((x) => x.ref)).toEqual(["ns/b"])
   })
@@ -108,7 +110,7 @@ describe("obligations", () => {
     expect(o.overdue(161, () => undefined).length).toBe(1)
     const running = pod("ns/db-0", undefined, { uid: "new" })
     expect(o.overdue(200, () => ({ pod: running, attached: [{ net: "ns/tiny", network: "", ips: ["10.0.0.1"] }] }))).toEqual([])
-    expect(o.all()).toEqual([])
+    expect(o.has("ns/db-0", "old")).toBe(false)
     expect(o.samples()).toEqual([])
   })
 })

@@ -106,7 +106,7 @@ describe("options", () => {
     expect(parsed(["--publish"]).publishAs).toBe("soak")
     expect(parsed(["--publish-as", "soak-steady"]).publishAs).toBe("soak-steady")
     expect(() => parsed(["--publish-as", "soak-2"])).toThrow(/--publish-as soak-2: expected one of soak, soak-steady/)
-    expect(() => parsed(["--plugin-slots", "0.5"])).toThrow(/whole number/)
+    expect(() => parsed(["--seed", "0.5"])).toThrow(/whole number/)
   })
 
   it("gives the plugin the node's IPAM settings without overriding what the NAD says", () => {
