@@ -57,7 +57,7 @@ interface Handle {
   readonly done: (s: ReadonlyArray<Sample>) => number
 }
 
-/** Starts the upstream program for the scope; resolves once its caches synced. */
+/** Starts the upstream program for the scope (`limits` undefined: client-go's defaults); resolves once its caches synced. */
 const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly limits: Limits | undefined; readonly logDir: string; readonly label: string }) =>
   Effect.acquireRelease(
     Effect.tryPromise({
@@ -110,8 +110,7 @@ export interface UpstreamRun extends Pick<MassRun, "pods" | "pools" | "startMs" 
   readonly serverCalls: Record<string, number>
 }
 
-export interface UpstreamOptions extends Pick<UpstreamRun, "pods" | "pools" | "limits" | "label"> {
-  readonly binary: string
+interface UpstreamOptions extends Pick<UpstreamRun, "kind" | "pods" | "pools" | "limits" | "label"> {
   /** The flat file the NADs name (written by `upstreamComparison`). */
   readonly flatFile: string
 }
@@ -123,8 +122,8 @@ const withFlatFile = (n: Network, flatFile: string): Network => {
 
 const ensureNode = Effect.flatMap(KubeApi, (api) => ignoreExists(api.create(R.Nodes, undefined, { metadata: { name: NODE, labels: { "kubernetes.io/hostname": NODE } } })))
 
-/** Every pod of a fresh namespace named `o.label` (all on NODE) deleted at once without CNI DEL; times until all their addresses are free. */
-export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, kind: UpstreamKind, o: UpstreamOptions): Effect.Effect<UpstreamRun, Error, KubeApi | Scope.Scope> =>
+/** Every pod of a fresh namespace named `o.label` (all on NODE) deleted at once without CNI DEL, under the contender `start` starts; times until all their addresses are free. */
+const upstreamMass = (env: BenchEnv, plane: BenchPlane, start: Effect.Effect<Handle, Error, Scope.Scope>, o: UpstreamOptions): Effect.Effect<UpstreamRun, Error, KubeApi | Scope.Scope> =>
   Effect.gen(function* () {
     const ns = o.label
     yield* ensureNode
@@ -132,10 +131,7 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const t1 = performance.now()
-        const c =
-          kind === "ours"
-            ? yield* startOurs(env, o.limits ?? SHIPPED, o.label)
-            : yield* startUpstream(o.binary, { kubeconfig: plane.kubeconfigPath, limits: o.limits, logDir, label: o.label })
+        const c = yield* start
         const startMs = performance.now() - t1
         const tracker = yield* makeTracker()
         yield* tracker.allHeld(refs, o.pods)
@@ -153,7 +149,7 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
         const cpu = cpuDelta(cpu0, cpuOf())
         const rest = yield* restCheck([ns])
         return {
-          kind,
+          kind: o.kind,
           label: o.label,
           pods: o.pods,
           pools: o.pools,
@@ -208,11 +204,12 @@ export const upstreamComparison = async (plane: BenchPlane, logDir: string, run:
   for (let i = 0; i < o.reps; i++) {
     for (const s of settings) {
       for (const kind of ["upstream", "ours"] as const) {
-        const limits = kind === "ours" ? s.ours : s.upstream
         const label = `up-${kind}-${s.name}-${i}`
-        const r = await run((e) =>
-          upstreamMass(e, plane, logDir, kind, { pods: o.pods, pools: o.pools, limits, label, binary: binary.right.path, flatFile })
-        )
+        const limits = kind === "ours" ? s.ours : s.upstream
+        const r = await run((e) => {
+          const start = kind === "ours" ? startOurs(e, s.ours, label) : startUpstream(binary.right.path, { kubeconfig: plane.kubeconfigPath, limits, logDir, label })
+          return upstreamMass(e, plane, start, { kind, pods: o.pods, pools: o.pools, limits, label, flatFile })
+        })
         runs.push({ ...r, setting: s.name })
         o.log(`  ${kind} (${limitText(limits)}) #${i + 1}: all free ${sec(fullyFreed(r))} after the last delete; requests: ${breakdown(r.calls)}`)
       }
