@@ -68,18 +68,6 @@ const waitMetricAt = (c: Contender, metric: string, labels: Readonly<Record<stri
 const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
 
 /**
- * The most requests any window between two samples held beyond `qps` × its length: ≤ burst when
- * the limit held (a token bucket that starts full admits at most burst + qps·T in any T seconds).
- */
-export const excessOver = (points: ReadonlyArray<readonly [number, number]>, qps: number): number => {
-  let worst = 0
-  for (let i = 0; i < points.length; i++) {
-    for (let j = i + 1; j < points.length; j++) worst = Math.max(worst, points[j]![1] - points[i]![1] - (qps * (points[j]![0] - points[i]![0])) / 1000)
-  }
-  return worst
-}
-
-/**
  * Samples a cumulative counter every `everyMs`; `stop` yields requests per second per interval,
  * `peak` the highest one-second rate seen, `max10s` the highest 10-second average.
  */
@@ -181,8 +169,8 @@ const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network
 export interface MassOptions {
   readonly pods: number
   readonly pools: number
-  /** Whereabouts interfaces per pod, each on another network (default 1). */
-  readonly perPod?: number
+  /** Whereabouts interfaces per pod, each on another network. */
+  readonly perPod: number
   readonly limits: Limits
   readonly label: string
   /** Pods per second the CNI simulation starts in the same pools during the deletion. */
@@ -206,7 +194,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions) =>
     const api = yield* KubeApi
     const ns = `md-${o.label}`
     const nets = networks(ns, o.pools)
-    const perPod = o.perPod ?? 1
+    const perPod = o.perPod
     const { started, refs } = yield* startPods(ns, nets, o.pods, perPod, o.nodeName)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
