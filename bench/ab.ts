@@ -116,7 +116,7 @@ const runOne = async (plane: BenchPlane, c: string, label: string) => {
     note(c, "pool patches", count(r.calls, "patch", "ippools"))
     note(c, "batches", r.batches)
   } else if (scenario === "single") {
-    const r = await effect(singleDeletions(env, "ours", { pods, pools: 10, rate: 50, limits, label }))
+    const r = await effect(singleDeletions(env, "ours", { pods, rate: 50, limits, label }))
     note(c, "pool entry p50", r.pool.p50)
     note(c, "pool entry p99", r.pool.p99)
     note(c, "reservation p50", r.reservation.p50)

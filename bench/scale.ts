@@ -156,7 +156,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     stage = "the scenarios"
     const standing: BenchEnv = { ...env, start: () => Effect.succeed({ proc: p, scrape: Effect.promise(() => p.scrape()) }) }
     phase(`${pods} pods: single deletions at ${SINGLE_RATE}/s, ${S.single} pods (one address each, 10 pools) added to the standing world`)
-    const single = await run(singleDeletions(standing, "ours", { pods: S.single, pools: 10, rate: SINGLE_RATE, limits: SHIPPED, label: `single-${pods}`, keepPools: true, timeoutMs: 180_000 }))
+    const single = await run(singleDeletions(standing, "ours", { pods: S.single, rate: SINGLE_RATE, limits: SHIPPED, label: `single-${pods}`, keepPools: true, timeoutMs: 180_000 }))
     log(`  delete → pool entry free p50 ${fmt(single.pool.p50)} ms, p99 ${fmt(single.pool.p99)} ms; reservation p99 ${fmt(single.reservation.p99)} ms (${single.completed}/${single.pods})`)
 
     phase(`${pods} pods: node loss, ${NODE_PODS} pods × 2 addresses on one node force-deleted at once, ×${S.nodeLossReps}`)

@@ -256,7 +256,9 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions) =>
 
 export type MassRun = Effect.Effect.Success<ReturnType<typeof massDeletion>>
 
-export interface SingleOptions extends Pick<MassOptions, "pods" | "pools" | "limits" | "label" | "timeoutMs" | "keepPools"> {
+const SINGLE_POOLS = 10
+
+export interface SingleOptions extends Pick<MassOptions, "pods" | "limits" | "label" | "timeoutMs" | "keepPools"> {
   /** Deletions per second. */
   readonly rate: number
 }
@@ -326,7 +328,7 @@ const sinceIssued = (refs: ReadonlyArray<string>, issued: ReadonlyArray<number>,
 export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions) =>
   Effect.gen(function* () {
     const ns = `sd-${o.label}`
-    const { started, refs } = yield* startPods(ns, networks(ns, o.pools), o.pods)
+    const { started, refs } = yield* startPods(ns, networks(ns, SINGLE_POOLS), o.pods)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const c = yield* env.start(kind, o.limits, o.label)
@@ -422,11 +424,11 @@ export const informerSync = (kind: Kind) =>
  * alongside), with no queue, batching, client limit or informer, a pod and a pool watch open: what
  * the API server takes for the requests alone.
  */
-export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "pools" | "rate" | "label">) =>
+export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "rate" | "label">) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const ns = `sd-${o.label}`
-    const nets = networks(ns, o.pools)
+    const nets = networks(ns, SINGLE_POOLS)
     const { started, refs } = yield* startPods(ns, nets, o.pods)
     const wanted = new Set(refs)
     // What the guarded patch needs per pod: the entry's key and container id, as the pool holds them.
