@@ -21,9 +21,6 @@ export const medSpread = (xs: ReadonlyArray<number>, unit: (x: number) => string
   return xs.length === 1 ? unit(s.median) : `${unit(s.median)} (${unit(s.min)}–${unit(s.max)})`
 }
 
-/** Addresses a mass run freed: every interface of every pod. */
-export const freedIPs = (r: MassRun) => r.pods * r.perPod
-
 export const fullyFreed = (r: { readonly poolFreedMs: number; readonly reservationsFreedMs: number }) => Math.max(r.poolFreedMs, r.reservationsFreedMs)
 
 /** Pool patches of a count, and in brackets those answered 422 (a failed resourceVersion test: a conflict). */
@@ -104,7 +101,7 @@ export const massRows = (
 
 /** API writes per freed IP of mass runs, against the issue's targets. */
 export const writeRows = (label: string, ours: ReadonlyArray<MassRun>, baseline: ReadonlyArray<MassRun>): Array<Row> => {
-  const per = (runs: ReadonlyArray<MassRun>, f: (r: MassRun) => number) => spread(runs.map((r) => f(r) / freedIPs(r))).median
+  const per = (runs: ReadonlyArray<MassRun>, f: (r: MassRun) => number) => spread(runs.map((r) => f(r) / (r.pods * r.perPod))).median
   const pool = (r: MassRun) => count(r.calls, "patch", "ippools")
   const res = (r: MassRun) => count(r.calls, "delete", "overlappingrangeipreservations")
   const ev = (r: MassRun) => count(r.calls, "create", "events") + count(r.calls, "patch", "events")

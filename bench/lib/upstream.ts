@@ -20,7 +20,7 @@ import { delta, parseProm, type Sample, sum } from "./prom.ts"
 import { type Row, row, type Section, table, yesNo } from "./report.ts"
 import { cpuText, fullyFreed, medSpread, poolPatches, ratio, sec } from "./rows.ts"
 import { fmt, ms, spread } from "./stats.ts"
-import { callsBetween, type MassRun, serverCallsBetween, total, waitUntil, writes } from "./scenarios.ts"
+import { callsBetween, serverCallsBetween, total, waitUntil, writes } from "./scenarios.ts"
 import { type Network, clearPools, deleteAll, ignoreExists, makeTracker, networks, restCheck, startPods, violations, wrongAndLost } from "./world.ts"
 
 /** The Node every pod of this scenario is bound to, and upstream's NODENAME. */
@@ -98,19 +98,13 @@ const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
 
 export type UpstreamKind = "ours" | "upstream"
 
-/** A mass deletion's times and counts, as MassRun has them (`calls`: ours without leader-election leases). */
-export interface UpstreamRun extends Pick<MassRun, "pods" | "pools" | "startMs" | "deleteWindowMs" | "poolFreedMs" | "reservationsFreedMs" | "calls" | "cpu" | "rest"> {
+interface UpstreamOptions {
   readonly kind: UpstreamKind
-  readonly label: string
+  readonly pods: number
+  readonly pools: number
   /** undefined: client-go's defaults (upstream as released). */
   readonly limits: Limits | undefined
-  /** Last delete returned → ours: its freed-IP counter reached the count; upstream: as many Events written. */
-  readonly eventsMs: number
-  /** apiserver_request_total over the same window (no watches, no pod deletions of the benchmark). */
-  readonly serverCalls: Record<string, number>
-}
-
-interface UpstreamOptions extends Pick<UpstreamRun, "kind" | "pods" | "pools" | "limits" | "label"> {
+  readonly label: string
   /** The flat file the NADs name (written by `upstreamComparison`). */
   readonly flatFile: string
 }
@@ -123,7 +117,7 @@ const withFlatFile = (n: Network, flatFile: string): Network => {
 const ensureNode = Effect.flatMap(KubeApi, (api) => ignoreExists(api.create(R.Nodes, undefined, { metadata: { name: NODE, labels: { "kubernetes.io/hostname": NODE } } })))
 
 /** Every pod of a fresh namespace named `o.label` (all on NODE) deleted at once without CNI DEL, under the contender `start` starts; times until all their addresses are free. */
-const upstreamMass = (env: BenchEnv, plane: BenchPlane, start: Effect.Effect<Handle, Error, Scope.Scope>, o: UpstreamOptions): Effect.Effect<UpstreamRun, Error, KubeApi | Scope.Scope> =>
+const upstreamMass = (env: BenchEnv, plane: BenchPlane, start: Effect.Effect<Handle, Error, Scope.Scope>, o: UpstreamOptions) =>
   Effect.gen(function* () {
     const ns = o.label
     yield* ensureNode
@@ -158,17 +152,20 @@ const upstreamMass = (env: BenchEnv, plane: BenchPlane, start: Effect.Effect<Han
           deleteWindowMs: del.lastReturned - del.firstIssued,
           poolFreedMs: freed.pool,
           reservationsFreedMs: freed.reservations,
+          // Last delete returned → ours: its freed-IP counter reached the count; upstream: as many Events written.
           eventsMs: eventsAt - del.lastReturned,
           calls: c.callsBetween(m0, m1),
           serverCalls: serverCallsBetween(s0, s1),
           cpu,
           rest
-        } satisfies UpstreamRun
+        }
       })
     )
     yield* clearPools
     return run
   })
+
+type UpstreamRun = Effect.Effect.Success<ReturnType<typeof upstreamMass>>
 
 export interface ComparisonOptions {
   readonly pods: number
