@@ -66,7 +66,7 @@ const fieldsV1Spec = {
  * server owns (uid, resourceVersion, managedFields, creationTimestamp, status), so the object can
  * be POSTed; the heap benchmark keeps everything, as the informer would receive it.
  */
-export const realisticPod = (namespace: string, name: string, i: number, nets: { readonly networks: string; readonly networkStatus: string }, options: { readonly nodeName?: string; readonly forCreate?: boolean } = {}): KubeObject => {
+export const realisticPod = (namespace: string, name: string, i: number, nets: { readonly networks: string; readonly networkStatus: string }, options: { readonly nodeName?: string | undefined; readonly forCreate?: boolean } = {}): KubeObject => {
   const rs = `web-${hex(7, 10)}`
   const node = options.nodeName ?? `node-${i % 50}`
   const labels = { app: "web", tier: "frontend", "pod-template-hash": hex(7, 10), "app.kubernetes.io/part-of": "shop", "app.kubernetes.io/version": "1.4.2" }

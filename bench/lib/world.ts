@@ -101,8 +101,7 @@ export const bulkStart = (pods: ReadonlyArray<BulkPod>, options: { readonly conc
       (s, i) => {
         const networks = s.ips.map((x) => `${x.net.namespace}/${x.net.nad}@${x.ifname}`).join(",")
         const status = networkStatusFor(first + i, s.ips.map((x) => ({ network: `${x.net.namespace}/${x.net.nad}`, ifname: x.ifname, ips: [x.ip] })))
-        const nodeName = pods[i]!.nodeName
-        const pod = realisticPod(s.namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true, ...(nodeName === undefined ? {} : { nodeName }) })
+        const pod = realisticPod(s.namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true, nodeName: pods[i]!.nodeName })
         return api.create(R.Pods, s.namespace, pod)
       },
       { concurrency, discard: true }
