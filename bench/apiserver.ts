@@ -174,8 +174,8 @@ try {
   })
 
   phase("isolated pod: API calls for one single-interface pod")
-  const isoOurs = await run((e) => isolatedPod(e, "ours", { samples: 3, background: 50, limits: SHIPPED, label: "iso-ours" }))
-  const isoBase = await run((e) => isolatedPod(e, "baseline", { samples: 3, background: 50, limits: SHIPPED, label: "iso-base" }))
+  const isoOurs = await run((e) => isolatedPod(e, "ours", "iso-ours"))
+  const isoBase = await run((e) => isolatedPod(e, "baseline", "iso-base"))
   data["isolatedPod"] = { ours: isoOurs, baseline: isoBase }
   const iso = isolatedRows("one isolated single-interface pod (shipped defaults)", isoOurs, isoBase)
   rows.push(...iso.rows)

@@ -15,7 +15,7 @@ import { COMPONENT } from "../../src/services/EventRecorder.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, around } from "../../src/services/KubeApi.ts"
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
-import { type BenchEnv, type Contender, cpuDelta, type Limits } from "./env.ts"
+import { type BenchEnv, type Contender, cpuDelta, type Limits, SHIPPED } from "./env.ts"
 import type { Kind } from "./proc.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { podInformer } from "./pods.ts"
@@ -222,7 +222,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions) =>
         const s1 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu = cpuDelta(cpu0, env.cpu(c))
         const memory = c.proc.memory()
-        const rest = yield* restCheck([ns])
+        const rest = yield* restCheck(ns)
         if (allocator !== undefined) yield* deleteAll(allocator.names.map((name) => ({ namespace: ns, name })))
         return {
           kind,
@@ -341,7 +341,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions) =>
         const m1 = yield* c.scrape
         const cpu = cpuDelta(cpu0, env.cpu(c))
         const poolLat = sinceIssued(refs, issued, tracker.poolFreedAt)
-        const rest = yield* restCheck([ns])
+        const rest = yield* restCheck(ns)
         return {
           kind,
           pods: o.pods,
@@ -365,21 +365,21 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions) =>
 
 export type SingleRun = Effect.Effect.Success<ReturnType<typeof singleDeletions>>
 
-/** One single-interface pod started by the CNI simulation and deleted alone, `samples` times. */
-export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: number; readonly background: number; readonly limits: Limits; readonly label: string }) =>
+/** One single-interface pod started by the CNI simulation among 50 others and deleted alone, three times, at the shipped limits. */
+export const isolatedPod = (env: BenchEnv, kind: Kind, label: string) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
-    const ns = `ip-${o.label}`
+    const ns = `ip-${label}`
     const nets = networks(ns, 2)
-    const { started: background } = yield* startPods(ns, nets, o.background)
+    const { started: background } = yield* startPods(ns, nets, 50)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
-        const c = yield* env.start(kind, o.limits, o.label)
+        const c = yield* env.start(kind, SHIPPED, label)
         const tracker = yield* makeTracker()
         // Per sample: the controller-side calls for that one deletion, and delete issued → address and reservation free.
         const samples: Array<Record<string, number>> = []
         const latencyMs: Array<number> = []
-        for (let s = 0; s < o.samples; s++) {
+        for (let s = 0; s < 3; s++) {
           const pod = yield* startPod(ns, `solo-${s}`, [{ nad: { namespace: ns, name: nets[0]!.nad }, ifname: "net1" }]).pipe(Effect.provide(cniLayer(api)))
           const ref = `${ns}/solo-${s}`
           yield* tracker.until(() => tracker.held(ref) === 1 && tracker.reservationsOf(ref) === 1, "allocated", 30_000)

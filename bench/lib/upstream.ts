@@ -141,7 +141,7 @@ const upstreamMass = (env: BenchEnv, plane: BenchPlane, start: Effect.Effect<Han
         const m1 = yield* Effect.promise(c.scrape)
         const s1 = yield* Effect.promise(() => apiserverRequests(plane))
         const cpu = cpuDelta(cpu0, cpuOf())
-        const rest = yield* restCheck([ns])
+        const rest = yield* restCheck(ns)
         return {
           kind: o.kind,
           label: o.label,

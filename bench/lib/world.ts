@@ -266,10 +266,10 @@ export const violations = (r: RestReport): number => {
   return wrong + lost
 }
 
-/** The invariants at rest over the API (pods of `podNamespaces`, every pool and reservation). */
-export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
+/** The invariants at rest over the API (pods of `namespace`, every pool and reservation). */
+export const restCheck = (namespace: string) =>
   Effect.gen(function* () {
-    const live = new Map((yield* Effect.forEach(podNamespaces, livePodIPs)).flatMap((m) => [...m]))
+    const live = yield* livePodIPs(namespace)
     const pools = (yield* listAll(R.IPPools, POOL_NAMESPACE)).items.map((o) =>
       parsePool({ metadata: { name: o.metadata.name }, spec: o["spec"] as { range: string; allocations: Record<string, unknown> } })
     )
@@ -277,7 +277,7 @@ export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
     const reservations = new Map(
       (yield* listAll(R.OverlappingRangeIPReservations, POOL_NAMESPACE)).items.map((o) => [o.metadata.name, String((o["spec"] as { podref?: unknown }).podref)] as const)
     )
-    const found = findViolations({ live, poolHolders, reservations, inScope: (ref) => podNamespaces.some((ns) => ref.startsWith(`${ns}/`)) })
+    const found = findViolations({ live, poolHolders, reservations, inScope: (ref) => ref.startsWith(`${namespace}/`) })
     return {
       ...found,
       livePods: live.size,
