@@ -23,6 +23,7 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { parseArgs } from "node:util"
 import { type BenchPlane, driverLayer, runOver, startBenchPlane } from "./lib/controlplane.ts"
 import { apiserverEnv, SHIPPED, limitsAt, stolenSeconds } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
@@ -34,27 +35,24 @@ import { fullyFreed } from "./lib/rows.ts"
 import { spread } from "./lib/stats.ts"
 
 const USAGE = "usage: node bench/ab.ts <mass|single|rss> [--runs n] [--pods n] [--per-pod n] [--qps n] [--fresh] <checkout> [<checkout> …]"
-const args = process.argv.slice(2)
-if (args.includes("--help")) {
+const { values, positionals } = parseArgs({
+  options: { runs: { type: "string" }, pods: { type: "string" }, "per-pod": { type: "string" }, qps: { type: "string" }, fresh: { type: "boolean" }, help: { type: "boolean" } },
+  allowPositionals: true
+})
+if (values.help === true) {
   process.stdout.write(`${USAGE}\n(bench/ab.ts's header says what each scenario measures)\n`)
   process.exit(0)
 }
-/** `--name <number>` taken out of `args`, or `fallback` when absent. */
-const option = (name: string, fallback: number): number => {
-  const i = args.indexOf(name)
-  return i < 0 ? fallback : Number(args.splice(i, 2)[1])
-}
-const scenario = args.shift()
+const [scenario, ...rest] = positionals
 const PODS = { mass: 1_000, single: 300, rss: 10_000 } as const
 if (scenario !== "mass" && scenario !== "single" && scenario !== "rss") throw new Error(USAGE)
-const runs = option("--runs", 3)
-const pods = option("--pods", PODS[scenario])
-const perPod = option("--per-pod", 1)
+const runs = Number(values.runs ?? 3)
+const pods = Number(values.pods ?? PODS[scenario])
+const perPod = Number(values["per-pod"] ?? 1)
 // The burst follows the cap as the controller derives it (older checkouts are given it as API_BURST).
-const limits = limitsAt(option("--qps", SHIPPED.qps))
-const fresh = args.includes("--fresh")
-if (fresh) args.splice(args.indexOf("--fresh"), 1)
-const checkouts = args.map((a) => path.resolve(a))
+const limits = limitsAt(Number(values.qps ?? SHIPPED.qps))
+const fresh = values.fresh === true
+const checkouts = rest.map((a) => path.resolve(a))
 if (checkouts.length === 0) throw new Error("no checkout given")
 
 /** One number per run (ms or bytes) under a name, per checkout. */
@@ -118,7 +116,7 @@ const runOne = async (plane: BenchPlane, c: string, label: string) => {
     note(c, "pool patches", count(r.calls, "patch", "ippools"))
     note(c, "batches", r.batches)
   } else if (scenario === "single") {
-    const r = await effect(singleDeletions(env, "ours", { pods, pools: 10, rate: 50, limits, label }))
+    const r = await effect(singleDeletions(env, "ours", { pods, rate: 50, limits, label }))
     note(c, "pool entry p50", r.pool.p50)
     note(c, "pool entry p99", r.pool.p99)
     note(c, "reservation p50", r.reservation.p50)

@@ -82,9 +82,9 @@ try {
   // Single deletions at the shipped defaults first, on an API server the mass runs have not grown yet
   // (each run leaves it a larger Go heap, and its GC then stalls every client: the floor shows it)
   phase(`shipped defaults: single deletions at 50/s, ${S.single} pods, on the fresh API server; and the requests alone (the floor)`)
-  const singleOurs = await run((e) => singleDeletions(e, "ours", { pods: S.single, pools: 10, rate: 50, limits: SHIPPED, label: "single-ours" }))
-  const singleBase = await run((e) => singleDeletions(e, "baseline", { pods: S.single, pools: 10, rate: 50, limits: SHIPPED, label: "single-base" }))
-  const singleFloorFresh = await run((e) => singleFloor(e, { pods: S.single, pools: 10, rate: 50, label: "single-floor" }))
+  const singleOurs = await run((e) => singleDeletions(e, "ours", { pods: S.single, rate: 50, limits: SHIPPED, label: "single-ours" }))
+  const singleBase = await run((e) => singleDeletions(e, "baseline", { pods: S.single, rate: 50, limits: SHIPPED, label: "single-base" }))
+  const singleFloorFresh = await run((e) => singleFloor(e, { pods: S.single, rate: 50, label: "single-floor" }))
   log(`  ours p99 ${ms(singleOurs.pool.p99)}, baseline p99 ${ms(singleBase.pool.p99)}, the requests alone p99 ${ms(singleFloorFresh.pool.p99)} (${singleFloorFresh.failures.length} failed: ${singleFloorFresh.failures.slice(0, 3).join("; ")})`)
 
   phase(`shipped defaults: mass deletion of ${S.mass} pods × ${PER_POD} interfaces over 10 pools, controller ×${S.reps}${full ? ", baseline ×1" : ""}`)
@@ -131,8 +131,8 @@ try {
 
   // The same stream again, now that the mass runs have grown the API server: the controller, then the requests alone.
   phase(`shipped defaults: single deletions at 50/s, ${S.single} pods, after the mass runs on the same API server; and the floor`)
-  const singleOursGrown = await run((e) => singleDeletions(e, "ours", { pods: S.single, pools: 10, rate: 50, limits: SHIPPED, label: "single-ours-grown" }))
-  const singleFloorGrown = await run((e) => singleFloor(e, { pods: S.single, pools: 10, rate: 50, label: "single-floor-grown" }))
+  const singleOursGrown = await run((e) => singleDeletions(e, "ours", { pods: S.single, rate: 50, limits: SHIPPED, label: "single-ours-grown" }))
+  const singleFloorGrown = await run((e) => singleFloor(e, { pods: S.single, rate: 50, label: "single-floor-grown" }))
   log(`  ours p99 ${ms(singleOursGrown.pool.p99)}, the requests alone p99 ${ms(singleFloorGrown.pool.p99)} (${singleFloorGrown.failures.length} failed: ${singleFloorGrown.failures.slice(0, 3).join("; ")})`)
   const single = singleRows(`single deletions at 50/s at the shipped defaults`, singleOurs, singleBase)
   rows.push(...single.rows)
@@ -174,8 +174,8 @@ try {
   })
 
   phase("isolated pod: API calls for one single-interface pod")
-  const isoOurs = await run((e) => isolatedPod(e, "ours", { samples: 3, background: 50, limits: SHIPPED, label: "iso-ours" }))
-  const isoBase = await run((e) => isolatedPod(e, "baseline", { samples: 3, background: 50, limits: SHIPPED, label: "iso-base" }))
+  const isoOurs = await run((e) => isolatedPod(e, "ours", "iso-ours"))
+  const isoBase = await run((e) => isolatedPod(e, "baseline", "iso-base"))
   data["isolatedPod"] = { ours: isoOurs, baseline: isoBase }
   const iso = isolatedRows("one isolated single-interface pod (shipped defaults)", isoOurs, isoBase)
   rows.push(...iso.rows)
@@ -187,8 +187,8 @@ try {
   phase(`with a client-side cap (${limitsText(CAPPED)}): ${S.cappedPods} pods × ${PER_POD} deleted at once, API server sampled every second; single deletions at 50/s, ${S.singleCapped} pods`)
   const capOurs = await mass("ours", S.cappedPods, "capped-ours", CAPPED, { serverRates: true })
   const capBase = await mass("baseline", S.cappedPods, "capped-base", CAPPED, { serverRates: true })
-  const singleCapOurs = await run((e) => singleDeletions(e, "ours", { pods: S.singleCapped, pools: 10, rate: 50, limits: CAPPED, label: "single-cap-ours" }))
-  const singleCapBase = await run((e) => singleDeletions(e, "baseline", { pods: S.singleCapped, pools: 10, rate: 50, limits: CAPPED, label: "single-cap-base" }))
+  const singleCapOurs = await run((e) => singleDeletions(e, "ours", { pods: S.singleCapped, rate: 50, limits: CAPPED, label: "single-cap-ours" }))
+  const singleCapBase = await run((e) => singleDeletions(e, "baseline", { pods: S.singleCapped, rate: 50, limits: CAPPED, label: "single-cap-base" }))
   data["capped"] = { ours: capOurs, baseline: capBase, singleOurs: singleCapOurs, singleBaseline: singleCapBase }
   data["singleDeletions"] = {
     ours: singleOurs,

@@ -6,7 +6,6 @@
  * Event; as many workers as the controller, one pod each. `node bench/baseline.ts run` reads the
  * controller's environment variables.
  */
-import { fileURLToPath } from "node:url"
 import { Cause, Effect, Either, Exit, Fiber, Layer, Logger, LogLevel, Option, Queue } from "effect"
 import { type IPAddress, cidrContains, parseCidr, parseIP } from "../src/domain/ip.ts"
 import { NETWORK_STATUS_ANNOTATION, decodeNetworkStatus, statusAttachment } from "../src/domain/multus.ts"
@@ -19,6 +18,7 @@ import { REASON_GARBAGE_COLLECTED, garbageCollectedMessage } from "../src/servic
 import { makeInformer } from "../src/services/Informer.ts"
 import { instrument } from "../src/services/ApiFlow.ts"
 import { KubeApi, type KubeObject } from "../src/services/KubeApi.ts"
+import { layerLive } from "../src/services/KubeApiLive.ts"
 import type { KubeError } from "../src/services/KubeError.ts"
 import * as Metrics from "../src/services/Metrics.ts"
 import * as NadConfigs from "../src/services/NadConfigs.ts"
@@ -148,31 +148,26 @@ const startBaseline = Effect.gen(function* () {
   return Effect.map(Effect.all([pods.isSynced, nads.isSynced]), ([a, b]) => a && b)
 })
 
-const main = async () => {
-  if (process.argv[2] !== "run") {
-    process.stderr.write("usage: node bench/baseline.ts run   (configured like the controller, by environment)\n")
-    process.exit(2)
-  }
-  const { layerLive } = await import("../src/services/KubeApiLive.ts")
-  // The KubeApi metrics-counted, as the controller's is.
-  const env = EventRecorder.layer.pipe(Layer.provideMerge(instrument(layerLive)), Layer.provideMerge(Metrics.layer), Layer.provideMerge(Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)))
-  const program = Effect.scoped(
-    Effect.gen(function* () {
-      yield* serveEndpoints(yield* startBaseline)
-      yield* Effect.logInfo("baseline running")
-      return yield* Effect.never
-    })
-  ).pipe(Effect.provide(env), Effect.provide(Logger.json), Logger.withMinimumLogLevel(LogLevel.Warning))
-  const fiber = Effect.runFork(program as Effect.Effect<never, unknown>)
-  process.on("SIGTERM", () => Effect.runFork(Fiber.interrupt(fiber)))
-  // A failure (bad configuration, no API server) must show in the contender's log and exit code.
-  fiber.addObserver((exit) => {
-    if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) {
-      process.stderr.write(`baseline failed: ${Cause.pretty(exit.cause)}\n`)
-      process.exit(1)
-    }
-    process.exit(0)
-  })
+if (process.argv[2] !== "run") {
+  process.stderr.write("usage: node bench/baseline.ts run   (configured like the controller, by environment)\n")
+  process.exit(2)
 }
-
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) void main()
+// The KubeApi metrics-counted, as the controller's is.
+const env = EventRecorder.layer.pipe(Layer.provideMerge(instrument(layerLive)), Layer.provideMerge(Metrics.layer), Layer.provideMerge(Layer.provideMerge(NadConfigs.layer, ControllerConfig.layer)))
+const program = Effect.scoped(
+  Effect.gen(function* () {
+    yield* serveEndpoints(yield* startBaseline)
+    yield* Effect.logInfo("baseline running")
+    return yield* Effect.never
+  })
+).pipe(Effect.provide(env), Effect.provide(Logger.json), Logger.withMinimumLogLevel(LogLevel.Warning))
+const fiber = Effect.runFork(program as Effect.Effect<never, unknown>)
+process.on("SIGTERM", () => Effect.runFork(Fiber.interrupt(fiber)))
+// A failure (bad configuration, no API server) must show in the contender's log and exit code.
+fiber.addObserver((exit) => {
+  if (Exit.isFailure(exit) && !Exit.isInterrupted(exit)) {
+    process.stderr.write(`baseline failed: ${Cause.pretty(exit.cause)}\n`)
+    process.exit(1)
+  }
+  process.exit(0)
+})

@@ -29,7 +29,6 @@ const rows: Array<Row> = []
 const sections: Array<Section> = []
 const data: Record<string, unknown> = {}
 
-// --- heap per cached pod ----------------------------------------------------------------------
 phase(`heap per cached pod: ${S.heapPods} realistic pods, child processes with --expose-gc`)
 const heap = { projection: [] as Array<Record<string, unknown>>, full: [] as Array<Record<string, unknown>> }
 for (let i = 0; i < 3; i++) {
@@ -54,7 +53,6 @@ sections.push({
   )}`
 })
 
-// --- write ------------------------------------------------------------------------------------
 finish({
   name: "memory",
   command: "npm run bench",

@@ -27,7 +27,7 @@ import { machine, readResults, regenerate, writeResults } from "./lib/report.ts"
 import { type WorldLayout, buildWorld, createNodes, scaleLayout, worldFacts } from "./lib/rssworld.ts"
 import { type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { fullyFreed } from "./lib/rows.ts"
-import { type ScaleRun, heapReadings, renderScale } from "./lib/scalereport.ts"
+import { renderScale } from "./lib/scalereport.ts"
 import { fmt } from "./lib/stats.ts"
 import type { StartedPod } from "./lib/world.ts"
 
@@ -87,8 +87,24 @@ const deleteCollection = (pods: ReadonlyArray<StartedPod>) =>
     catch: (e) => (e instanceof Error ? e : new Error(String(e)))
   })
 
+/**
+ * The controller's heap (V8, MiB) before and after each collection it ran, from its JSON log's
+ * reclaim lines ("returned unused heap memory …", after "caches synced", "sweep", …).
+ */
+const heapReadings = (log: string): ReadonlyArray<{ readonly after: string; readonly heapBefore: number; readonly heapAfter: number }> =>
+  log.split("\n").flatMap((line) => {
+    if (!line.includes("returned unused heap memory")) return []
+    try {
+      const a = (JSON.parse(line) as { annotations?: { after?: string; heapMiB?: string } }).annotations ?? {}
+      const m = /^([\d.]+) -> ([\d.]+)$/.exec(a.heapMiB ?? "")
+      return m === null ? [] : [{ after: a.after ?? "?", heapBefore: Number(m[1]), heapAfter: Number(m[2]) }]
+    } catch {
+      return []
+    }
+  })
+
 /** One scale: the controller started on the standing world, read through its start, a quiet minute and the scenarios. */
-const measure = async (pods: number, layout: WorldLayout, index: number, worldMs: number, img: ReturnType<typeof imageNodeFlags>): Promise<ScaleRun> => {
+const measure = async (pods: number, layout: WorldLayout, index: number, worldMs: number, img: ReturnType<typeof imageNodeFlags>) => {
   const facts = worldFacts(layout)
   const label = `scale-${pods}${img.limitMi === image.limitMi ? "" : `-limit-${img.limitMi}`}`
   const s0 = await apiserverRequests(plane)
@@ -140,12 +156,12 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     stage = "the scenarios"
     const standing: BenchEnv = { ...env, start: () => Effect.succeed({ proc: p, scrape: Effect.promise(() => p.scrape()) }) }
     phase(`${pods} pods: single deletions at ${SINGLE_RATE}/s, ${S.single} pods (one address each, 10 pools) added to the standing world`)
-    const single = await run(singleDeletions(standing, "ours", { pods: S.single, pools: 10, rate: SINGLE_RATE, limits: SHIPPED, label: `single-${pods}`, keepPools: true, timeoutMs: 180_000 }))
+    const single = await run(singleDeletions(standing, "ours", { pods: S.single, rate: SINGLE_RATE, limits: SHIPPED, label: `single-${pods}`, keepPools: true, timeoutMs: 180_000 }))
     log(`  delete → pool entry free p50 ${fmt(single.pool.p50)} ms, p99 ${fmt(single.pool.p99)} ms; reservation p99 ${fmt(single.reservation.p99)} ms (${single.completed}/${single.pods})`)
 
     phase(`${pods} pods: node loss, ${NODE_PODS} pods × 2 addresses on one node force-deleted at once, ×${S.nodeLossReps}`)
     const lostNode = 30_000 + index
-    await createNodes(plane, lostNode, lostNode + 1)
+    await run(createNodes(plane, lostNode, lostNode + 1))
     const nodeLoss: Array<MassRun> = []
     for (let r = 0; r < S.nodeLossReps; r++) {
       const m = await run(massDeletion(standing, "ours", { pods: NODE_PODS, pools: 2, perPod: 2, limits: SHIPPED, label: `node-${pods}-${r}`, nodeName: `node-${lostNode}`, keepPools: true, timeoutMs: 180_000 }))
@@ -196,6 +212,9 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
   }
 }
 
+/** A scale's readings (scale.json's `scales`), or how the controller failed there (its heap cap, say). */
+export type ScaleRun = Awaited<ReturnType<typeof measure>>
+
 const runs: Array<ScaleRun> = []
 const data: Record<string, unknown> = { scales: runs, limitMi: image.limitMi, image: { flags: image.flags, env: image.env }, etcdQuotaBytes: ETCD_QUOTA }
 const conditions = (load: string) =>
@@ -229,7 +248,7 @@ try {
     const r = await measure(pods, layout, index, world.ms, image)
     runs.push(r)
     if (!quick) publish()
-    if (r.failed !== undefined) {
+    if ("failed" in r) {
       // What it takes, then: the same world, the image's program under twice the limit (and so twice the heap cap).
       const twice = imageNodeFlags(2 * image.limitMi)
       log(`  the controller failed at ${pods} pods under the shipped limit: ${r.failed.split("\n")[0]}; again under a ${twice.limitMi} MiB limit (${twice.heapCap})`)

@@ -60,13 +60,11 @@ export const apiserverEnv = (plane: BenchPlane, options: { readonly oursScript?:
           }),
           (p) => Effect.promise(() => p.stop())
         )
-        yield* Effect.tryPromise({ try: () => proc.ready(), catch: (e) => e as Error })
-        if (kind === "ours") {
-          yield* Effect.tryPromise({
-            try: () => startupSwept(proc, 300_000, 100),
-            catch: (e) => e as Error
-          })
+        const synced = async () => {
+          await proc.ready()
+          if (kind === "ours") await startupSwept(proc, 300_000, 100)
         }
+        yield* Effect.tryPromise({ try: synced, catch: (e) => e as Error })
         return { proc, scrape: Effect.promise(() => proc.scrape()) } satisfies Contender
       }),
     cpu: (c) => ({

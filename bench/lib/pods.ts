@@ -22,13 +22,6 @@ export const podInformer = (projected: boolean) =>
         versionOf: (o) => o.metadata.resourceVersion
       })
 
-export interface PodNetworks {
-  /** `networks` annotation, e.g. `ns/net-0@net1`. */
-  readonly networks: string
-  /** `network-status` annotation (JSON), as Multus writes it after CNI ADD. */
-  readonly networkStatus: string
-}
-
 /** `len` hex digits, deterministic per index and salt (ids, hashes). */
 export const hex = (i: number, len: number, salt = 0): string => {
   let out = ""
@@ -68,11 +61,12 @@ const fieldsV1Spec = {
 }
 
 /**
- * A full pod object. `forCreate` leaves out what the API server owns (uid, resourceVersion,
- * managedFields, creationTimestamp, status), so the object can be POSTed; the heap benchmark
- * keeps everything, as the informer would receive it.
+ * A full pod object with Multus' `networks` annotation (e.g. `ns/net-0@net1`; "" names none) and
+ * `network-status` (JSON, as Multus writes it after CNI ADD). `forCreate` leaves out what the API
+ * server owns (uid, resourceVersion, managedFields, creationTimestamp, status), so the object can
+ * be POSTed; the heap benchmark keeps everything, as the informer would receive it.
  */
-export const realisticPod = (namespace: string, name: string, i: number, nets: PodNetworks, options: { readonly nodeName?: string; readonly forCreate?: boolean } = {}): KubeObject => {
+export const realisticPod = (namespace: string, name: string, i: number, nets: { readonly networks: string; readonly networkStatus: string }, options: { readonly nodeName?: string | undefined; readonly forCreate?: boolean } = {}): KubeObject => {
   const rs = `web-${hex(7, 10)}`
   const node = options.nodeName ?? `node-${i % 50}`
   const labels = { app: "web", tier: "frontend", "pod-template-hash": hex(7, 10), "app.kubernetes.io/part-of": "shop", "app.kubernetes.io/version": "1.4.2" }

@@ -22,14 +22,13 @@ export const delta = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample
 /**
  * Quantiles of a histogram's observations between two scrapes (`name` without `_bucket`), over
  * the series whose labels match `filter`, interpolated linearly inside a bucket as Prometheus'
- * histogram_quantile does; also the count and mean. Undefined when nothing was observed.
+ * histogram_quantile does (p50, p95, p99); also the count and mean. Undefined when nothing was observed.
  */
 export const histogramBetween = (
   before: ReadonlyArray<Sample>,
   after: ReadonlyArray<Sample>,
   name: string,
-  filter: Readonly<Record<string, string>>,
-  qs: ReadonlyArray<number> = [0.5, 0.95, 0.99]
+  filter: Readonly<Record<string, string>>
 ): { readonly count: number; readonly mean: number; readonly quantiles: ReadonlyArray<number> } | undefined => {
   const ok = (l: Readonly<Record<string, string>>) => Object.entries(filter).every(([k, v]) => l[k] === v)
   const buckets = new Map<number, number>()
@@ -44,7 +43,7 @@ export const histogramBetween = (
   const count = sorted.at(-1)?.[1] ?? 0
   if (count <= 0) return undefined
   const total = sum(after, `${name}_sum`, ok) - sum(before, `${name}_sum`, ok)
-  const quantiles = qs.map((q) => {
+  const quantiles = [0.5, 0.95, 0.99].map((q) => {
     const rank = q * count
     let prevLe = 0
     let prevCount = 0

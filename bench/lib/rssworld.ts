@@ -4,73 +4,48 @@
  * steady world (`buildSteadyWorld`) and issue 47's cluster (`scaleLayout`), which `buildWorld` grows.
  */
 import { Effect } from "effect"
-import { Agent, fetch } from "undici"
 import { KubeApi } from "../../src/services/KubeApi.ts"
+import { adminRequest } from "../../test/live/cluster.ts"
 import * as R from "../../src/services/resources.ts"
 import type { BenchPlane } from "./controlplane.ts"
 import { realisticStatus } from "./pods.ts"
 import { type BulkPod, type Network, bulkStart, createNetworks, ignoreExists, networks, roundRobin } from "./world.ts"
 
-/** Requests as the admin over one keep-alive connection pool; `close` when done. A non-2xx answer (409 aside) throws. */
-const adminClient = (plane: BenchPlane) => {
-  const dispatcher = new Agent({ connect: { ca: plane.caPem }, keepAliveTimeout: 30_000 })
-  const call = async (method: string, p: string, body: unknown, contentType = "application/json") => {
-    const res = await fetch(`${plane.server}${p}`, {
-      method,
-      dispatcher,
-      headers: { Authorization: `Bearer ${plane.token}`, "Content-Type": contentType, Accept: "application/json" },
-      body: JSON.stringify(body)
-    })
-    await res.text()
-    if (res.status !== 200 && res.status !== 201 && res.status !== 409) throw new Error(`${method} ${p}: HTTP ${res.status}`)
-  }
-  return { call, close: () => dispatcher.close() }
-}
+/** An admin request (PATCH: a merge patch) that fails unless answered 200, 201 or 409 (exists). */
+const call = (plane: BenchPlane, method: string, p: string, body: unknown) =>
+  Effect.tryPromise({
+    try: async () => {
+      const res = await adminRequest(plane, method, p, body, { contentType: method === "PATCH" ? "application/merge-patch+json" : "application/json", timeoutMs: 300_000 })
+      if (res.status !== 200 && res.status !== 201 && res.status !== 409) throw new Error(`${method} ${p}: HTTP ${res.status}`)
+    },
+    catch: (e) => e as Error
+  })
 
-/** Runs `f` over 0..n-1, 16 at a time. */
-const pool = async (n: number, f: (i: number) => Promise<void>) => {
-  let next = 0
-  const worker = async () => {
-    for (let i = next++; i < n; i = next++) await f(i)
-  }
-  await Promise.all(Array.from({ length: 16 }, worker))
-}
+/** PATCHes every pod's status subresource (`index` picks its realisticStatus), 16 at a time. */
+const patchStatuses = (plane: BenchPlane, pods: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly index: number }>) =>
+  Effect.forEach(pods, (p) => call(plane, "PATCH", `/api/v1/namespaces/${p.namespace}/pods/${p.name}/status`, { status: realisticStatus(p.index) }), { concurrency: 16, discard: true })
 
-/** PATCHes every pod's status subresource (merge patch; `index` picks its realisticStatus). */
-const patchStatuses = async (plane: BenchPlane, pods: ReadonlyArray<{ readonly namespace: string; readonly name: string; readonly index: number }>) => {
-  const client = adminClient(plane)
-  try {
-    await pool(pods.length, async (i) => {
-      const p = pods[i]!
-      await client.call("PATCH", `/api/v1/namespaces/${p.namespace}/pods/${p.name}/status`, { status: realisticStatus(p.index) }, "application/merge-patch+json")
-    })
-  } finally {
-    await client.close()
-  }
-}
-
-/** Nodes node-<from> … node-<to - 1> (the names the layouts give pods), each Ready through nodes/status. */
-export const createNodes = async (plane: BenchPlane, from: number, to: number) => {
-  const { call, close } = adminClient(plane)
-  try {
-    await pool(to - from, async (k) => {
-      const i = from + k
+/** Nodes node-<from> … node-<to - 1> (the names the layouts give pods), each Ready through nodes/status, 16 at a time. */
+export const createNodes = (plane: BenchPlane, from: number, to: number) =>
+  Effect.forEach(
+    Array.from({ length: to - from }, (_, k) => from + k),
+    (i) => {
       const name = `node-${i}`
       // Addresses valid for any i below 32,768.
       const podCIDR = `10.${128 + (i >> 8)}.${i & 255}.0/24`
       const ip = `192.168.${i >> 8}.${i & 255}`
       const labels = { "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "bare-metal" }
-      await call("POST", "/api/v1/nodes", { apiVersion: "v1", kind: "Node", metadata: { name, labels }, spec: { podCIDR } })
       const now = new Date().toISOString()
       const conditions = ["MemoryPressure", "DiskPressure", "PIDPressure"].map((type) => ({ type, status: "False", lastHeartbeatTime: now, lastTransitionTime: now, reason: `KubeletHasNo${type}` }))
       conditions.push({ type: "Ready", status: "True", lastHeartbeatTime: now, lastTransitionTime: now, reason: "KubeletReady" })
       const capacity = { cpu: "64", memory: "263856280Ki", pods: "250", "ephemeral-storage": "1921724676Ki" }
-      await call("PATCH", `/api/v1/nodes/${name}/status`, { status: { conditions, capacity, allocatable: capacity, addresses: [{ type: "InternalIP", address: ip }, { type: "Hostname", address: name }] } }, "application/merge-patch+json")
-    })
-  } finally {
-    await close()
-  }
-}
+      return Effect.zipRight(
+        call(plane, "POST", "/api/v1/nodes", { apiVersion: "v1", kind: "Node", metadata: { name, labels }, spec: { podCIDR } }),
+        call(plane, "PATCH", `/api/v1/nodes/${name}/status`, { status: { conditions, capacity, allocatable: capacity, addresses: [{ type: "InternalIP", address: ip }, { type: "Hostname", address: name }] } })
+      )
+    },
+    { concurrency: 16, discard: true }
+  )
 
 /** How many Node objects the steady world's pods are spread over (node-<i % 50>). */
 export const STEADY_NODES = 50
@@ -159,18 +134,18 @@ export const buildWorld = (plane: BenchPlane, layout: WorldLayout, built?: World
       const pods = layout.range(a, Math.min(layout.pods, a + 10_000))
       const nets = new Map(pods.flatMap((p) => p.attachments.map((x) => [`${x.net.namespace}/${x.net.nad}`, x.net] as const)))
       yield* createNetworks([...nets.values()])
-      const started = yield* bulkStart(layout.namespaces[0]!, pods, { concurrency: 24, firstIndex: a })
-      yield* Effect.promise(() => patchStatuses(plane, started.map((p, k) => ({ namespace: p.namespace, name: p.name, index: a + k }))))
+      const started = yield* bulkStart(pods, { concurrency: 24, firstIndex: a })
+      yield* patchStatuses(plane, started.map((p, k) => ({ namespace: p.namespace, name: p.name, index: a + k })))
       allocations += started.reduce((n, p) => n + p.ips.length, 0)
       progress?.(a + pods.length, performance.now() - t)
     }
-    yield* Effect.promise(() => createNodes(plane, built?.nodes ?? 0, layout.nodes))
+    yield* createNodes(plane, built?.nodes ?? 0, layout.nodes)
     return { ms: performance.now() - t, pods: layout.pods - from, allocations }
   })
 
 /** bench:apiserver's world, built at once: `pods` pods in one namespace over 50 nodes, each on 5 of 10 networks (round robin). */
 export const buildSteadyWorld = (plane: BenchPlane, pods: number) => {
-  const all = roundRobin("web", pods, networks(RSS_NAMESPACE, 10), STEADY_PER_POD)
-  const range = (from: number, to: number) => all.slice(from, to).map((p, k) => ({ ...p, namespace: RSS_NAMESPACE, nodeName: `node-${(from + k) % STEADY_NODES}` }))
+  const all = roundRobin(RSS_NAMESPACE, pods, networks(RSS_NAMESPACE, 10), STEADY_PER_POD, (i) => `node-${i % STEADY_NODES}`)
+  const range = (from: number, to: number) => all.slice(from, to)
   return buildWorld(plane, { pods, nodes: STEADY_NODES, namespaces: [RSS_NAMESPACE], range })
 }

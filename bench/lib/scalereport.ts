@@ -3,88 +3,16 @@
  * (set for 150k pods), the linear fits of RSS and sync time against pods with where they cross
  * the shipped limit, and the requests the API server saw.
  */
-import type { procMemory } from "./controlplane.ts"
+import type { ScaleRun } from "../scale.ts"
 import { type LinearFit, crossing, linearFit } from "./fit.ts"
 import { type Row, row, type Section, table, yesNo } from "./report.ts"
-import { type MassRun, type SingleRun, sumWhere } from "./scenarios.ts"
+import { sumWhere } from "./scenarios.ts"
 import { fullyFreed } from "./rows.ts"
 import { fmt, ms, spread } from "./stats.ts"
-import type { worldFacts } from "./rssworld.ts"
 import { violations } from "./world.ts"
 
-
-/** VmRSS and VmHWM, bytes. */
-type Memory = ReturnType<typeof procMemory>
-
-interface ScaleBase {
-  readonly pods: number
-  /** The controller's reclaim lines: its heap before and after each compacting collection. */
-  readonly heap?: ReturnType<typeof heapReadings>
-  /** The memory limit the image's heap cap was derived from (deploy/'s, unless a run retried at another). */
-  readonly limitMi: number
-  readonly heapCap: string
-  readonly world: ReturnType<typeof worldFacts>
-  readonly worldMs: number
-  readonly label: string
-  readonly logFile: string
-  /** ms since the controller was spawned, VmRSS bytes; every second. */
-  readonly rssTrace: ReadonlyArray<readonly [number, number]>
-}
-
-/** A scale at which the controller never became ready (its heap cap, say). */
-export interface ScaleFailed extends ScaleBase {
-  readonly failed: string
-  readonly peak: number
-}
-
-export interface ScaleMeasured extends ScaleBase {
-  readonly failed?: undefined
-  /** Spawn → /readyz (every informer synced). */
-  readonly readyMs: number
-  /** /readyz → sweeps_total counted the start-up sweep. */
-  readonly sweepMs: number
-  /** 10 s after the start-up sweep: VmRSS, and VmHWM (the peak through the first lists and the sweep). */
-  readonly afterSweep: Memory
-  /** After the idle minute. */
-  readonly steady: Memory
-  /** After the scenarios (VmHWM: the whole run's peak). */
-  readonly end: Memory
-  readonly idleSeconds: number
-  readonly idleCpuSeconds: number
-  readonly cpuSeconds: number
-  readonly planeRss: { readonly apiserver: number; readonly etcd: number }
-  readonly single: SingleRun
-  readonly nodeLoss: ReadonlyArray<MassRun>
-  readonly namespaceDeletion: MassRun
-  readonly requests: {
-    /** apiserver_request_total, "VERB resource scope". */
-    readonly steadyServer: Readonly<Record<string, number>>
-    readonly wholeServer: Readonly<Record<string, number>>
-    /** The controller's api_requests_total, "verb resource code". */
-    readonly steadyController: Readonly<Record<string, number>>
-    readonly wholeController: Readonly<Record<string, number>>
-    readonly informerRestarts: number
-    readonly sweeps: number
-  }
-}
-
-export type ScaleRun = ScaleFailed | ScaleMeasured
-
-/**
- * The controller's heap (V8, MiB) before and after each collection it ran, from its JSON log's
- * reclaim lines ("returned unused heap memory …", after "caches synced", "sweep", …).
- */
-export const heapReadings = (log: string): ReadonlyArray<{ readonly after: string; readonly heapBefore: number; readonly heapAfter: number }> =>
-  log.split("\n").flatMap((line) => {
-    if (!line.includes("returned unused heap memory")) return []
-    try {
-      const a = (JSON.parse(line) as { annotations?: { after?: string; heapMiB?: string } }).annotations ?? {}
-      const m = /^([\d.]+) -> ([\d.]+)$/.exec(a.heapMiB ?? "")
-      return m === null ? [] : [{ after: a.after ?? "?", heapBefore: Number(m[1]), heapAfter: Number(m[2]) }]
-    } catch {
-      return []
-    }
-  })
+type ScaleMeasured = Extract<ScaleRun, { readonly readyMs: number }>
+type ScaleFailed = Extract<ScaleRun, { readonly failed: string }>
 
 const MiB = 2 ** 20
 const mib = (b: number) => `${fmt(b / MiB)} MiB`
@@ -169,8 +97,6 @@ const failureText = (failed: string) => {
   return `${first}${said.length === 0 ? "" : `: \`${said.join(" ").trim()}\``}`
 }
 
-const isMeasured = (r: ScaleRun): r is ScaleMeasured => r.failed === undefined
-
 /** The fitted quantities: name, value of a run, unit (which also picks the ceiling: MiB the limit, MiB heap the cap, s the SLO). */
 const FITS: ReadonlyArray<{ readonly name: string; readonly y: (r: ScaleMeasured) => number; readonly unit: string }> = [
   { name: "RSS steady", y: (r) => r.steady.rss / MiB, unit: "MiB" },
@@ -180,10 +106,6 @@ const FITS: ReadonlyArray<{ readonly name: string; readonly y: (r: ScaleMeasured
   { name: "start-up sweep", y: (r) => r.sweepMs / 1000, unit: "s" },
   { name: "V8 heap before the collection after the start-up sweep (its log)", y: (r) => r.heap?.find((h) => h.after === "sweep")?.heapBefore ?? Number.NaN, unit: "MiB heap" }
 ]
-
-/** The fits over the measured scales (x: pods). */
-export const scaleFits = (runs: ReadonlyArray<ScaleMeasured>): ReadonlyArray<{ readonly name: string; readonly unit: string; readonly fit: LinearFit | undefined }> =>
-  FITS.map((f) => ({ name: f.name, unit: f.unit, fit: linearFit(runs.map((r) => [r.pods, f.y(r)] as const).filter(([, y]) => !Number.isNaN(y))) }))
 
 /** Where a MiB line reaches `limitMi`, rounded to a thousand pods; text. */
 const ceilingText = (fit: LinearFit | undefined, limit: number, unit: string) => {
@@ -218,8 +140,8 @@ const detailTable = (runs: ReadonlyArray<ScaleMeasured>, column: (r: ScaleRun) =
 
 /** Rows (the largest scale against the targets, beside the smallest) and sections. */
 export const renderScale = (all: ReadonlyArray<ScaleRun>, limitMi: number): { rows: Array<Row>; sections: Array<Section> } => {
-  const runs = all.filter(isMeasured)
-  const failed = all.filter((r): r is ScaleFailed => r.failed !== undefined)
+  const runs = all.filter((r): r is ScaleMeasured => !("failed" in r))
+  const failed = all.filter((r): r is ScaleFailed => "failed" in r)
   const column = (r: ScaleRun) => `${pods(r.pods)} pods${r.limitMi === limitMi ? "" : ` (${r.limitMi} MiB limit)`}`
   const largest = runs.at(-1)
   const smallest = runs[0]
@@ -254,7 +176,7 @@ export const renderScale = (all: ReadonlyArray<ScaleRun>, limitMi: number): { ro
     ["metric", ...runs.map(column), "target (at 150,000 pods)", "met"],
     METRICS.map((m) => [m.metric, ...runs.map((r) => m.value(r)), m.target ?? "–", m.met === undefined ? "–" : metAtTarget(m)])
   )
-  const fits = scaleFits(runs)
+  const fits = FITS.map((f) => ({ name: f.name, unit: f.unit, fit: linearFit(runs.map((r) => [r.pods, f.y(r)] as const).filter(([, y]) => !Number.isNaN(y))) }))
   const shippedCap = Number(all.find((r) => r.limitMi === limitMi)?.heapCap.replace("--max-old-space-size=", "") ?? Number.NaN)
   const fitTable = table(
     ["against pods", "per 10,000 pods", "at 0 pods", "R²", `where it reaches the shipped limit (${limitMi} MiB), its heap cap (${shippedCap} MiB) / the 30 s SLO`],

@@ -3,7 +3,7 @@
  * informer sync) and how their requests are counted; raw numbers, which bench/lib/rows.ts tabulates.
  */
 import { setTimeout as sleep } from "node:timers/promises"
-import { Duration, Effect, Either, Fiber, Layer, Schedule, type Scope, Stream } from "effect"
+import { Duration, Effect, Either, Fiber, Layer, Schedule, Stream } from "effect"
 import { REASON_GARBAGE_COLLECTED, garbageCollectedMessage } from "../../src/domain/events.ts"
 import { formatIP, parseCidr } from "../../src/domain/ip.ts"
 import { reservationName } from "../../src/domain/pool.ts"
@@ -15,12 +15,12 @@ import { COMPONENT } from "../../src/services/EventRecorder.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, around } from "../../src/services/KubeApi.ts"
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
-import { type BenchEnv, type Contender, cpuDelta, type Limits } from "./env.ts"
+import { type BenchEnv, type Contender, cpuDelta, type Limits, SHIPPED } from "./env.ts"
 import type { Kind } from "./proc.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { podInformer } from "./pods.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
-import { type Network, POOL_NAMESPACE, type RestReport, type StartedPod, clearPools, deleteAll, makeTracker, networks, restCheck, startPods } from "./world.ts"
+import { type Network, POOL_NAMESPACE, type StartedPod, clearPools, deleteAll, makeTracker, networks, restCheck, startPods } from "./world.ts"
 
 const API = "whereabouts_controller_api_requests_total"
 const FREED = "whereabouts_controller_ips_freed_total"
@@ -68,18 +68,6 @@ const waitMetricAt = (c: Contender, metric: string, labels: Readonly<Record<stri
 const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
 
 /**
- * The most requests any window between two samples held beyond `qps` × its length: ≤ burst when
- * the limit held (a token bucket that starts full admits at most burst + qps·T in any T seconds).
- */
-export const excessOver = (points: ReadonlyArray<readonly [number, number]>, qps: number): number => {
-  let worst = 0
-  for (let i = 0; i < points.length; i++) {
-    for (let j = i + 1; j < points.length; j++) worst = Math.max(worst, points[j]![1] - points[i]![1] - (qps * (points[j]![0] - points[i]![0])) / 1000)
-  }
-  return worst
-}
-
-/**
  * Samples a cumulative counter every `everyMs`; `stop` yields requests per second per interval,
  * `peak` the highest one-second rate seen, `max10s` the highest 10-second average.
  */
@@ -119,16 +107,6 @@ export const rateSampler = (read: () => Promise<number>, everyMs = 1000) => {
       }
     }
   }
-}
-
-export interface AllocatorStats {
-  readonly started: number
-  readonly failed: number
-  /** Ticks skipped at ALLOCATOR_IN_FLIGHT. */
-  readonly skipped: number
-  readonly errors: ReadonlyArray<string>
-  readonly poolPatches: number
-  readonly poolConflicts: number
 }
 
 /** Pod starts the allocator keeps running at once: on a slowed server they must not pile up and all race for one free address. */
@@ -183,7 +161,7 @@ const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network
         yield* Fiber.joinAll(fibers)
         const calls = Object.fromEntries(counts)
         const poolPatches = count(calls, "patch", "ippools")
-        return { ...stats, poolPatches, poolConflicts: poolPatches - count(calls, "patch", "ippools", "ok") } satisfies AllocatorStats
+        return { ...stats, poolPatches, poolConflicts: poolPatches - count(calls, "patch", "ippools", "ok") }
       })
     }
   })
@@ -191,8 +169,8 @@ const runAllocator = (api: KubeApiShape, ns: string, nets: ReadonlyArray<Network
 export interface MassOptions {
   readonly pods: number
   readonly pools: number
-  /** Whereabouts interfaces per pod, each on another network (default 1). */
-  readonly perPod?: number
+  /** Whereabouts interfaces per pod, each on another network. */
+  readonly perPod: number
   readonly limits: Limits
   readonly label: string
   /** Pods per second the CNI simulation starts in the same pools during the deletion. */
@@ -210,45 +188,13 @@ export interface MassOptions {
   readonly keepPools?: boolean
 }
 
-export type Rates = Awaited<ReturnType<ReturnType<typeof rateSampler>["stop"]>>
-
-export interface MassRun {
-  readonly kind: Kind
-  readonly pods: number
-  /** Whereabouts interfaces (so addresses) per pod. */
-  readonly perPod: number
-  readonly pools: number
-  readonly limits: Limits
-  readonly startMs: number
-  /** First delete issued → last delete returned. */
-  readonly deleteWindowMs: number
-  /** Last delete returned → every pool entry of the deleted pods gone (NaN: not within the timeout). */
-  readonly poolFreedMs: number
-  /** Last delete returned → every reservation of the deleted pods gone. */
-  readonly reservationsFreedMs: number
-  /** How long after the last delete the run waited for that (a run that timed out took longer). */
-  readonly timeoutMs: number
-  /** Last delete returned → the contender counted every freed IP (Events written). */
-  readonly reconciledMs: number
-  readonly calls: Record<string, number>
-  /** Reconcile batches the controller ran (its reconcile_duration histogram count); 0 for the baseline. */
-  readonly batches: number
-  readonly serverCalls?: Record<string, number>
-  readonly cpu: Record<string, number>
-  readonly rates: Rates
-  readonly serverRates?: Rates
-  readonly rest: RestReport
-  readonly allocator?: AllocatorStats
-  readonly memory: { readonly rss: number; readonly hwm: number }
-}
-
 /** Every pod deleted at once (16 deletes in flight, grace 0); times until all their addresses are free. */
-export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.Effect<MassRun, Error, KubeApi | Scope.Scope> =>
+export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const ns = `md-${o.label}`
     const nets = networks(ns, o.pools)
-    const perPod = o.perPod ?? 1
+    const perPod = o.perPod
     const { started, refs } = yield* startPods(ns, nets, o.pods, perPod, o.nodeName)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
@@ -276,7 +222,7 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
         const s1 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu = cpuDelta(cpu0, env.cpu(c))
         const memory = c.proc.memory()
-        const rest = yield* restCheck([ns])
+        const rest = yield* restCheck(ns)
         if (allocator !== undefined) yield* deleteAll(allocator.names.map((name) => ({ namespace: ns, name })))
         return {
           kind,
@@ -286,11 +232,13 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
           limits: o.limits,
           startMs,
           deleteWindowMs: del.lastReturned - del.firstIssued,
+          // From the last delete's return until every pool entry, every reservation, every Event of the deleted pods (NaN: not within timeoutMs).
           poolFreedMs: freed.pool,
           reservationsFreedMs: freed.reservations,
           timeoutMs,
           reconciledMs: reconciledAt - del.lastReturned,
           calls: callsBetween(m0, m1),
+          // Reconcile batches the controller ran (its reconcile_duration histogram count); 0 for the baseline.
           batches: sum(m1, BATCHES) - sum(m0, BATCHES),
           ...(s0 === undefined || s1 === undefined ? {} : { serverCalls: serverCallsBetween(s0, s1) }),
           cpu,
@@ -299,30 +247,20 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions): Effect.
           rest,
           ...(alloc === undefined ? {} : { allocator: alloc }),
           memory
-        } satisfies MassRun
+        }
       })
     )
     if (o.keepPools !== true) yield* clearPools
     return run
   })
 
-export interface SingleOptions extends Pick<MassOptions, "pods" | "pools" | "limits" | "label" | "timeoutMs" | "keepPools"> {
+export type MassRun = Effect.Effect.Success<ReturnType<typeof massDeletion>>
+
+const SINGLE_POOLS = 10
+
+export interface SingleOptions extends Pick<MassOptions, "pods" | "limits" | "label" | "timeoutMs" | "keepPools"> {
   /** Deletions per second. */
   readonly rate: number
-}
-
-export interface SingleRun extends Pick<FloorRun, "pods" | "rate" | "pool" | "reservation" | "cpu" | "completed"> {
-  readonly kind: Kind
-  readonly limits: Limits
-  readonly calls: Record<string, number>
-  readonly rest: RestReport
-  /** The benchmark's own pod DELETE calls, issue → answer (ms): how loaded the API server is. */
-  readonly deleteCall: Percentiles
-  /**
-   * Where the time went, from the contender's own histograms between the two scrapes: count, mean
-   * and interpolated p50/p95/p99 (ms) per step (queue wait, reconcile of a batch, each request).
-   */
-  readonly steps: Readonly<Record<string, StepLatency>>
 }
 
 type StepLatency = Pick<Percentiles, "n" | "mean" | "p50" | "p95" | "p99">
@@ -387,10 +325,10 @@ const sinceIssued = (refs: ReadonlyArray<string>, issued: ReadonlyArray<number>,
   })
 
 /** Deletes pods one by one at a steady rate; per pod, delete → address free. */
-export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Effect.Effect<SingleRun, Error, KubeApi | Scope.Scope> =>
+export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions) =>
   Effect.gen(function* () {
     const ns = `sd-${o.label}`
-    const { started, refs } = yield* startPods(ns, networks(ns, o.pools), o.pods)
+    const { started, refs } = yield* startPods(ns, networks(ns, SINGLE_POOLS), o.pods)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const c = yield* env.start(kind, o.limits, o.label)
@@ -403,7 +341,7 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
         const m1 = yield* c.scrape
         const cpu = cpuDelta(cpu0, env.cpu(c))
         const poolLat = sinceIssued(refs, issued, tracker.poolFreedAt)
-        const rest = yield* restCheck([ns])
+        const rest = yield* restCheck(ns)
         return {
           kind,
           pods: o.pods,
@@ -415,37 +353,33 @@ export const singleDeletions = (env: BenchEnv, kind: Kind, o: SingleOptions): Ef
           calls: callsBetween(m0, m1),
           cpu,
           rest,
+          // The benchmark's own pod DELETE calls, issue → answer: how loaded the API server is.
           deleteCall: percentiles(answered),
           steps: stepLatencies(m0, m1)
-        } satisfies SingleRun
+        }
       })
     )
     if (o.keepPools !== true) yield* clearPools
     return run
   })
 
-export interface IsolatedRun {
-  readonly kind: Kind
-  /** One entry per sample: controller-side calls for that one deletion. */
-  readonly samples: ReadonlyArray<Record<string, number>>
-  /** Delete issued → the pod's address and reservation free (ms), per sample. */
-  readonly latencyMs: ReadonlyArray<number>
-}
+export type SingleRun = Effect.Effect.Success<ReturnType<typeof singleDeletions>>
 
-/** One single-interface pod started by the CNI simulation and deleted alone, `samples` times. */
-export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: number; readonly background: number; readonly limits: Limits; readonly label: string }) =>
+/** One single-interface pod started by the CNI simulation among 50 others and deleted alone, three times, at the shipped limits. */
+export const isolatedPod = (env: BenchEnv, kind: Kind, label: string) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
-    const ns = `ip-${o.label}`
+    const ns = `ip-${label}`
     const nets = networks(ns, 2)
-    const { started: background } = yield* startPods(ns, nets, o.background)
+    const { started: background } = yield* startPods(ns, nets, 50)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
-        const c = yield* env.start(kind, o.limits, o.label)
+        const c = yield* env.start(kind, SHIPPED, label)
         const tracker = yield* makeTracker()
+        // Per sample: the controller-side calls for that one deletion, and delete issued → address and reservation free.
         const samples: Array<Record<string, number>> = []
         const latencyMs: Array<number> = []
-        for (let s = 0; s < o.samples; s++) {
+        for (let s = 0; s < 3; s++) {
           const pod = yield* startPod(ns, `solo-${s}`, [{ nad: { namespace: ns, name: nets[0]!.nad }, ifname: "net1" }]).pipe(Effect.provide(cniLayer(api)))
           const ref = `${ns}/solo-${s}`
           yield* tracker.until(() => tracker.held(ref) === 1 && tracker.reservationsOf(ref) === 1, "allocated", 30_000)
@@ -460,7 +394,7 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
           yield* Effect.sleep("500 millis")
           samples.push(callsBetween(m0, yield* c.scrape))
         }
-        return { kind, samples, latencyMs } satisfies IsolatedRun
+        return { kind, samples, latencyMs }
       })
     )
     // The background pods go too: the next scenario's pods get the same addresses from fresh pools,
@@ -469,6 +403,8 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, o: { readonly samples: nu
     yield* clearPools
     return run
   })
+
+export type IsolatedRun = Effect.Effect.Success<ReturnType<typeof isolatedPod>>
 
 /** List + watch of every pod until synced, caching projections (ours) or whole objects (baseline); ms. */
 export const informerSync = (kind: Kind) =>
@@ -481,19 +417,6 @@ export const informerSync = (kind: Kind) =>
     })
   )
 
-export interface FloorRun {
-  readonly pods: number
-  readonly rate: number
-  /** Delete issued → the pod's pool entry gone, and its reservation, per pod (ms). */
-  readonly pool: Percentiles
-  readonly reservation: Percentiles
-  readonly cpu: Record<string, number>
-  /** Pods whose pool entry the tracker saw go (all, unless a request failed for good). */
-  readonly completed: number
-  /** Follow-up requests that failed (none expected). */
-  readonly failures: ReadonlyArray<string>
-}
-
 /**
  * The floor under the single deletions: their world and stream with no controller. As each pod's
  * DELETE is answered the benchmark sends what the controller sends for it, in the executor's order
@@ -501,11 +424,11 @@ export interface FloorRun {
  * alongside), with no queue, batching, client limit or informer, a pod and a pool watch open: what
  * the API server takes for the requests alone.
  */
-export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "pools" | "rate" | "label">): Effect.Effect<FloorRun, Error, KubeApi | Scope.Scope> =>
+export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "rate" | "label">) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const ns = `sd-${o.label}`
-    const nets = networks(ns, o.pools)
+    const nets = networks(ns, SINGLE_POOLS)
     const { started, refs } = yield* startPods(ns, nets, o.pods)
     const wanted = new Set(refs)
     // What the guarded patch needs per pod: the entry's key and container id, as the pool holds them.
@@ -579,7 +502,7 @@ export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "pool
           completed: poolLat.length,
           cpu,
           failures
-        } satisfies FloorRun
+        }
       })
     )
     yield* clearPools

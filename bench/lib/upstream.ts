@@ -20,7 +20,7 @@ import { delta, parseProm, type Sample, sum } from "./prom.ts"
 import { type Row, row, type Section, table, yesNo } from "./report.ts"
 import { cpuText, fullyFreed, medSpread, poolPatches, ratio, sec } from "./rows.ts"
 import { fmt, ms, spread } from "./stats.ts"
-import { callsBetween, type MassRun, serverCallsBetween, total, waitUntil, writes } from "./scenarios.ts"
+import { callsBetween, serverCallsBetween, total, waitUntil, writes } from "./scenarios.ts"
 import { type Network, clearPools, deleteAll, ignoreExists, makeTracker, networks, restCheck, startPods, violations, wrongAndLost } from "./world.ts"
 
 /** The Node every pod of this scenario is bound to, and upstream's NODENAME. */
@@ -57,7 +57,7 @@ interface Handle {
   readonly done: (s: ReadonlyArray<Sample>) => number
 }
 
-/** Starts the upstream program for the scope; resolves once its caches synced. */
+/** Starts the upstream program for the scope (`limits` undefined: client-go's defaults); resolves once its caches synced. */
 const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly limits: Limits | undefined; readonly logDir: string; readonly label: string }) =>
   Effect.acquireRelease(
     Effect.tryPromise({
@@ -98,20 +98,13 @@ const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
 
 export type UpstreamKind = "ours" | "upstream"
 
-/** A mass deletion's times and counts, as MassRun has them (`calls`: ours without leader-election leases). */
-export interface UpstreamRun extends Pick<MassRun, "pods" | "pools" | "startMs" | "deleteWindowMs" | "poolFreedMs" | "reservationsFreedMs" | "calls" | "cpu" | "rest"> {
+interface UpstreamOptions {
   readonly kind: UpstreamKind
-  readonly label: string
+  readonly pods: number
+  readonly pools: number
   /** undefined: client-go's defaults (upstream as released). */
   readonly limits: Limits | undefined
-  /** Last delete returned → ours: its freed-IP counter reached the count; upstream: as many Events written. */
-  readonly eventsMs: number
-  /** apiserver_request_total over the same window (no watches, no pod deletions of the benchmark). */
-  readonly serverCalls: Record<string, number>
-}
-
-export interface UpstreamOptions extends Pick<UpstreamRun, "pods" | "pools" | "limits" | "label"> {
-  readonly binary: string
+  readonly label: string
   /** The flat file the NADs name (written by `upstreamComparison`). */
   readonly flatFile: string
 }
@@ -123,8 +116,8 @@ const withFlatFile = (n: Network, flatFile: string): Network => {
 
 const ensureNode = Effect.flatMap(KubeApi, (api) => ignoreExists(api.create(R.Nodes, undefined, { metadata: { name: NODE, labels: { "kubernetes.io/hostname": NODE } } })))
 
-/** Every pod of a fresh namespace named `o.label` (all on NODE) deleted at once without CNI DEL; times until all their addresses are free. */
-export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, kind: UpstreamKind, o: UpstreamOptions): Effect.Effect<UpstreamRun, Error, KubeApi | Scope.Scope> =>
+/** Every pod of a fresh namespace named `o.label` (all on NODE) deleted at once without CNI DEL, under the contender `start` starts; times until all their addresses are free. */
+const upstreamMass = (env: BenchEnv, plane: BenchPlane, start: Effect.Effect<Handle, Error, Scope.Scope>, o: UpstreamOptions) =>
   Effect.gen(function* () {
     const ns = o.label
     yield* ensureNode
@@ -132,10 +125,7 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const t1 = performance.now()
-        const c =
-          kind === "ours"
-            ? yield* startOurs(env, o.limits ?? SHIPPED, o.label)
-            : yield* startUpstream(o.binary, { kubeconfig: plane.kubeconfigPath, limits: o.limits, logDir, label: o.label })
+        const c = yield* start
         const startMs = performance.now() - t1
         const tracker = yield* makeTracker()
         yield* tracker.allHeld(refs, o.pods)
@@ -151,9 +141,9 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
         const m1 = yield* Effect.promise(c.scrape)
         const s1 = yield* Effect.promise(() => apiserverRequests(plane))
         const cpu = cpuDelta(cpu0, cpuOf())
-        const rest = yield* restCheck([ns])
+        const rest = yield* restCheck(ns)
         return {
-          kind,
+          kind: o.kind,
           label: o.label,
           pods: o.pods,
           pools: o.pools,
@@ -162,17 +152,20 @@ export const upstreamMass = (env: BenchEnv, plane: BenchPlane, logDir: string, k
           deleteWindowMs: del.lastReturned - del.firstIssued,
           poolFreedMs: freed.pool,
           reservationsFreedMs: freed.reservations,
+          // Last delete returned → ours: its freed-IP counter reached the count; upstream: as many Events written.
           eventsMs: eventsAt - del.lastReturned,
           calls: c.callsBetween(m0, m1),
           serverCalls: serverCallsBetween(s0, s1),
           cpu,
           rest
-        } satisfies UpstreamRun
+        }
       })
     )
     yield* clearPools
     return run
   })
+
+type UpstreamRun = Effect.Effect.Success<ReturnType<typeof upstreamMass>>
 
 export interface ComparisonOptions {
   readonly pods: number
@@ -208,11 +201,12 @@ export const upstreamComparison = async (plane: BenchPlane, logDir: string, run:
   for (let i = 0; i < o.reps; i++) {
     for (const s of settings) {
       for (const kind of ["upstream", "ours"] as const) {
-        const limits = kind === "ours" ? s.ours : s.upstream
         const label = `up-${kind}-${s.name}-${i}`
-        const r = await run((e) =>
-          upstreamMass(e, plane, logDir, kind, { pods: o.pods, pools: o.pools, limits, label, binary: binary.right.path, flatFile })
-        )
+        const limits = kind === "ours" ? s.ours : s.upstream
+        const r = await run((e) => {
+          const start = kind === "ours" ? startOurs(e, s.ours, label) : startUpstream(binary.right.path, { kubeconfig: plane.kubeconfigPath, limits, logDir, label })
+          return upstreamMass(e, plane, start, { kind, pods: o.pods, pools: o.pools, limits, label, flatFile })
+        })
         runs.push({ ...r, setting: s.name })
         o.log(`  ${kind} (${limitText(limits)}) #${i + 1}: all free ${sec(fullyFreed(r))} after the last delete; requests: ${breakdown(r.calls)}`)
       }

@@ -1,5 +1,5 @@
 /** The benchmark world over any KubeApi: networks, pods started in bulk, a tracker of frees, the invariants at rest. */
-import { Effect, Either, Queue } from "effect"
+import { Duration, Effect, Either, Queue, Stream, SubscriptionRef } from "effect"
 import { assignIP } from "../../src/testing/allocate.ts"
 import { formatIP, parseCidr, parseIP } from "../../src/domain/ip.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
@@ -44,12 +44,11 @@ export const createNetworks = (nets: ReadonlyArray<Network>) =>
   })
 
 export interface BulkPod {
+  readonly namespace: string
   readonly name: string
   readonly attachments: ReadonlyArray<{ readonly net: Network; readonly ifname: string }>
-  /** The pod's namespace, when not bulkStart's. */
-  readonly namespace?: string
-  /** The pod's spec.nodeName, when not bulkStart's choice. */
-  readonly nodeName?: string
+  /** The pod's spec.nodeName (undefined: spread over node-0..49). */
+  readonly nodeName?: string | undefined
 }
 
 export interface StartedPod {
@@ -63,11 +62,7 @@ export interface StartedPod {
  * (the plugin's `assignIP`), batched: the pods with their final annotations, then one guarded
  * patch per pool, then one reservation per address.
  */
-export const bulkStart = (
-  namespace: string,
-  pods: ReadonlyArray<BulkPod>,
-  options: { readonly concurrency?: number; readonly firstIndex?: number; /** every pod's spec.nodeName (default: spread over node-0..49) */ readonly nodeName?: string } = {}
-) =>
+export const bulkStart = (pods: ReadonlyArray<BulkPod>, options: { readonly concurrency?: number; readonly firstIndex?: number } = {}) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const concurrency = options.concurrency ?? 16
@@ -85,21 +80,20 @@ export const bulkStart = (
     }
     const started: Array<StartedPod> = []
     for (const [i, p] of pods.entries()) {
-      const ns = p.namespace ?? namespace
       const ips: Array<StartedPod["ips"][number]> = []
       for (const a of p.attachments) {
         const pool = pools.get(a.net.pool)!
         const config = decodeNadConfig(a.net.config)
         if (Either.isLeft(config) || config.right._tag !== "Whereabouts") return yield* Effect.dieMessage(`bad network ${a.net.nad}`)
         const range = config.right.config.ranges[0]!
-        const got = assignIP(range, parseCidr(a.net.range)!, pool.allocations, { id: hex(first + i, 64, 5), podref: `${ns}/${p.name}`, ifname: a.ifname })
+        const got = assignIP(range, parseCidr(a.net.range)!, pool.allocations, { id: hex(first + i, 64, 5), podref: `${p.namespace}/${p.name}`, ifname: a.ifname })
         if (Either.isLeft(got)) return yield* Effect.dieMessage(got.left.message)
         // The map is this function's own copy: set in place (a copy per address is quadratic in the pool's size).
         pool.allocations[got.right.key] = got.right.entry as IPAllocation
         pool.added.push(got.right.key)
         ips.push({ net: a.net, ifname: a.ifname, ip: formatIP(got.right.ip) })
       }
-      started.push({ namespace: ns, name: p.name, ips })
+      started.push({ namespace: p.namespace, name: p.name, ips })
     }
     // 2. The pods, with the annotations Multus leaves on them.
     yield* Effect.forEach(
@@ -107,8 +101,7 @@ export const bulkStart = (
       (s, i) => {
         const networks = s.ips.map((x) => `${x.net.namespace}/${x.net.nad}@${x.ifname}`).join(",")
         const status = networkStatusFor(first + i, s.ips.map((x) => ({ network: `${x.net.namespace}/${x.net.nad}`, ifname: x.ifname, ips: [x.ip] })))
-        const nodeName = pods[i]!.nodeName ?? options.nodeName
-        const pod = realisticPod(s.namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true, ...(nodeName === undefined ? {} : { nodeName }) })
+        const pod = realisticPod(s.namespace, s.name, first + i, { networks, networkStatus: status }, { forCreate: true, nodeName: pods[i]!.nodeName })
         return api.create(R.Pods, s.namespace, pod)
       },
       { concurrency, discard: true }
@@ -144,14 +137,16 @@ export const bulkStart = (
 export const startPods = (ns: string, nets: ReadonlyArray<Network>, pods: number, perPod = 1, nodeName?: string) =>
   Effect.gen(function* () {
     yield* createNetworks(nets)
-    const started = yield* bulkStart(ns, roundRobin("web", pods, nets, perPod), nodeName === undefined ? {} : { nodeName })
+    const started = yield* bulkStart(roundRobin(ns, pods, nets, perPod, () => nodeName))
     return { started, refs: started.map((p) => `${p.namespace}/${p.name}`) }
   })
 
-/** `n` pods `<prefix>-<i>`, pod i on `perPod` networks from net i on, round-robin over `nets` (so n·perPod/|nets| per pool). */
-export const roundRobin = (prefix: string, n: number, nets: ReadonlyArray<Network>, perPod = 1): ReadonlyArray<BulkPod> =>
+/** `n` pods web-<i> in `namespace`, pod i on `perPod` networks from net i on, round-robin over `nets` (so n·perPod/|nets| per pool). */
+export const roundRobin = (namespace: string, n: number, nets: ReadonlyArray<Network>, perPod: number, nodeName: (i: number) => string | undefined): ReadonlyArray<BulkPod> =>
   Array.from({ length: n }, (_, i) => ({
-    name: `${prefix}-${i}`,
+    namespace,
+    name: `web-${i}`,
+    nodeName: nodeName(i),
     attachments: Array.from({ length: perPod }, (_, k) => ({ net: nets[(i + k) % nets.length]!, ifname: `net${k + 1}` }))
   }))
 
@@ -208,58 +203,33 @@ export const makeTracker = () =>
       keyOf: (r) => r.name,
       versionOf: (r) => r.rv
     })
-    const poolEvents = yield* pools.subscribe
-    const resEvents = yield* reservations.subscribe
-    let wake: (() => void) | undefined
-    const poke = () => wake?.()
-    yield* Effect.forkScoped(
-      Effect.forever(
-        Effect.map(Queue.take(poolEvents), (e) => {
-          const before = e.type === "add" ? new Map<string, number>() : e.type === "update" ? e.old.refs : e.object.refs
-          const after = e.type === "delete" ? new Map<string, number>() : e.object.refs
-          for (const [ref, n] of before) if ((after.get(ref) ?? 0) !== n) bump(held, poolFreed, ref, (after.get(ref) ?? 0) - n)
-          for (const [ref, n] of after) if (!before.has(ref)) bump(held, poolFreed, ref, n)
-          poke()
-        })
-      )
-    )
-    yield* Effect.forkScoped(
-      Effect.forever(
-        Effect.map(Queue.take(resEvents), (e) => {
-          if (e.type === "add") bump(resHeld, resFreed, e.object.ref, 1)
-          else if (e.type === "delete") bump(resHeld, resFreed, e.object.ref, -1)
-          else if (e.old.ref !== e.object.ref) {
-            bump(resHeld, resFreed, e.old.ref, -1)
-            bump(resHeld, resFreed, e.object.ref, 1)
-          }
-          poke()
-        })
-      )
-    )
+    // Counts watch events: `until` checks its condition now and after each one.
+    const events = yield* SubscriptionRef.make(0)
+    const follow = <A>(queue: Queue.Dequeue<A>, f: (e: A) => void) =>
+      Effect.forkScoped(Effect.forever(Queue.take(queue).pipe(Effect.map(f), Effect.zipRight(SubscriptionRef.update(events, (n) => n + 1)))))
+    yield* follow(yield* pools.subscribe, (e) => {
+      const before = e.type === "add" ? new Map<string, number>() : e.type === "update" ? e.old.refs : e.object.refs
+      const after = e.type === "delete" ? new Map<string, number>() : e.object.refs
+      for (const [ref, n] of before) if ((after.get(ref) ?? 0) !== n) bump(held, poolFreed, ref, (after.get(ref) ?? 0) - n)
+      for (const [ref, n] of after) if (!before.has(ref)) bump(held, poolFreed, ref, n)
+    })
+    yield* follow(yield* reservations.subscribe, (e) => {
+      if (e.type === "add") bump(resHeld, resFreed, e.object.ref, 1)
+      else if (e.type === "delete") bump(resHeld, resFreed, e.object.ref, -1)
+      else if (e.old.ref !== e.object.ref) {
+        bump(resHeld, resFreed, e.old.ref, -1)
+        bump(resHeld, resFreed, e.object.ref, 1)
+      }
+    })
     yield* pools.awaitSynced
     yield* reservations.awaitSynced
-    /** Resolves when `cond` holds (checked after each watch event and every 50 ms), or fails after the timeout. */
+    /** Resolves when `cond` holds, or fails after the timeout. */
     const until = (cond: () => boolean, what: string, timeoutMs: number) =>
-      Effect.async<void, Error>((resume) => {
-        const stop = () => {
-          clearTimeout(deadline)
-          clearInterval(timer)
-          wake = undefined
-        }
-        const deadline = setTimeout(() => {
-          stop()
-          resume(Effect.fail(new Error(`timed out after ${timeoutMs / 1000} s waiting until ${what}`)))
-        }, timeoutMs)
-        const check = () => {
-          if (!cond()) return
-          stop()
-          resume(Effect.void)
-        }
-        const timer = setInterval(check, 50)
-        wake = check
-        check()
-        return Effect.sync(stop)
-      })
+      events.changes.pipe(
+        Stream.takeUntil(cond),
+        Stream.runDrain,
+        Effect.timeoutFail({ duration: Duration.millis(timeoutMs), onTimeout: () => new Error(`timed out after ${timeoutMs / 1000} s waiting until ${what}`) })
+      )
     const total = (m: Map<string, number>, refs: ReadonlyArray<string>) => refs.reduce((a, r) => a + (m.get(r) ?? 0), 0)
     return {
       /** Pool entries held per podref, summed over pools, as the watch last showed them. */
@@ -296,10 +266,10 @@ export const violations = (r: RestReport): number => {
   return wrong + lost
 }
 
-/** The invariants at rest over the API (pods of `podNamespaces`, every pool and reservation). */
-export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
+/** The invariants at rest over the API (pods of `namespace`, every pool and reservation). */
+export const restCheck = (namespace: string) =>
   Effect.gen(function* () {
-    const live = new Map((yield* Effect.forEach(podNamespaces, livePodIPs)).flatMap((m) => [...m]))
+    const live = yield* livePodIPs(namespace)
     const pools = (yield* listAll(R.IPPools, POOL_NAMESPACE)).items.map((o) =>
       parsePool({ metadata: { name: o.metadata.name }, spec: o["spec"] as { range: string; allocations: Record<string, unknown> } })
     )
@@ -307,7 +277,7 @@ export const restCheck = (podNamespaces: ReadonlyArray<string>) =>
     const reservations = new Map(
       (yield* listAll(R.OverlappingRangeIPReservations, POOL_NAMESPACE)).items.map((o) => [o.metadata.name, String((o["spec"] as { podref?: unknown }).podref)] as const)
     )
-    const found = findViolations({ live, poolHolders, reservations, inScope: (ref) => podNamespaces.some((ns) => ref.startsWith(`${ns}/`)) })
+    const found = findViolations({ live, poolHolders, reservations, inScope: (ref) => ref.startsWith(`${namespace}/`) })
     return {
       ...found,
       livePods: live.size,
