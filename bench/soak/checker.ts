@@ -9,7 +9,7 @@ import { Duration } from "effect"
 import { DEFAULTS } from "../../src/services/ControllerConfig.ts"
 import { type Credentials, rest } from "../../test/live/support/rest.ts"
 import { addressKey, type History } from "./history.ts"
-import { type Attached, type Entry, isLiveRunning, type PodView, type PoolView, poolView, type Problem, problemsOf, type ReservationView, reservationView, statusAddresses } from "./invariants.ts"
+import { type Attached, type Entry, isLiveRunning, mustHold, type PodView, type PoolView, poolView, type Problem, problemsOf, type ReservationView, reservationView, statusAddresses } from "./invariants.ts"
 import { type Item, itemKey, itemsOf, makeObligations, type Obligation, type Window, type Why } from "./obligations.ts"
 import { NAMESPACES, POOLS_NAMESPACE } from "./networks.ts"
 import { type Change, startWatcher } from "./watch.ts"
@@ -33,6 +33,8 @@ interface CheckerDeps {
   readonly windows: () => ReadonlyArray<Window>
   /** What the harness's kubelet got from the plugin for this pod incarnation (its real addresses). */
   readonly known: (pod: PodView) => ReadonlyArray<Attached> | undefined
+  /** Whether the harness's kubelet has begun this incarnation's CNI DEL. */
+  readonly delStarted: (uid: string) => boolean
   /** When the harness's final delete of this incarnation answered. */
   readonly deletedAt: (uid: string) => number | undefined
   /** Controller log lines mentioning a text. */
@@ -283,8 +285,12 @@ const record = (s: CheckerState, v: Omit<Violation, "t" | "history" | "controlle
 
 const problemKeys = (p: Problem) => [...p.pods, addressKey(p.network, p.ip)]
 
+/** mustHold as the checker reads it: its own qualification, the harness kubelet's DELs. */
+const holding = (s: CheckerState, now: number) => (p: PodView) => mustHold(p, now, (x) => s.qualifies(x, now)?.at, s.deps.delStarted)
+
 const confirmProblem = async (s: CheckerState, p: Problem) => {
-  const again = problemsOf({ ...(await readFresh(s, p.pods)), known: s.deps.known }).find((x) => x.id === p.id)
+  const fresh = await readFresh(s, p.pods)
+  const again = problemsOf({ ...fresh, known: s.deps.known, mustHold: holding(s, Date.now()) }).find((x) => x.id === p.id)
   if (again !== undefined) record(s, { kind: again.kind, id: again.id, summary: again.detail, keys: problemKeys(again) })
 }
 
@@ -313,7 +319,8 @@ const evaluateOnce = async (s: CheckerState): Promise<void> => {
     pods: [...s.pods.values()],
     pools: s.pools.values(),
     reservations: s.reservations,
-    known: s.deps.known
+    known: s.deps.known,
+    mustHold: holding(s, now)
   })
   const current = new Set(problems.map((p) => p.id))
   for (const id of [...s.suspects.keys()]) if (!current.has(id)) s.suspects.delete(id)
@@ -348,7 +355,7 @@ export const evaluateContinuously = async (s: CheckerState, stopped: () => boole
 export const checkAtRest = async (s: CheckerState): Promise<{ readonly livePods: number; readonly entries: number; readonly reservations: number }> => {
   const fresh = await readFresh(s)
   const now = Date.now()
-  for (const p of problemsOf({ ...fresh, known: s.deps.known })) {
+  for (const p of problemsOf({ ...fresh, known: s.deps.known, mustHold: holding(s, now) })) {
     record(s, { kind: `${p.kind} (at rest)`, id: `rest ${p.id}`, summary: p.detail, keys: problemKeys(p) })
   }
   const byRef = new Map(fresh.pods.map((p) => [p.ref, p] as const))

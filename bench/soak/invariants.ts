@@ -102,6 +102,18 @@ export const statusAddresses = (status: string | undefined): ReadonlyArray<Attac
 
 export const isLiveRunning = (p: PodView): boolean => p.deletionAt === undefined && p.phase === "Running"
 
+/**
+ * A pod must hold its addresses while it runs, and while it terminates without qualifying as never
+ * running again (`qualifiesAt`), unless the kubelet has begun its CNI DEL: a partitioned node may
+ * still run it.
+ */
+export const mustHold = (p: PodView, now: number, qualifiesAt: (p: PodView) => number | undefined, delStarted: (uid: string) => boolean): boolean => {
+  if (isLiveRunning(p)) return true
+  if (p.deletionAt === undefined || p.phase !== "Running" || delStarted(p.uid)) return false
+  const at = qualifiesAt(p)
+  return at === undefined || at > now
+}
+
 export interface Problem {
   readonly kind: "live-not-held" | "reservation-missing" | "held-twice"
   /** Stable identity of the problem, to tell a persisting one from a new one. */
@@ -125,6 +137,8 @@ export const problemsOf = (view: {
   readonly pools: Iterable<PoolView>
   readonly reservations: ReadonlyMap<string, ReservationView>
   readonly known: (pod: PodView) => ReadonlyArray<Attached> | undefined
+  /** The pods whose addresses must be held (default: those running and not deleted). */
+  readonly mustHold?: (pod: PodView) => boolean
 }): ReadonlyArray<Problem> => {
   const present = new Set(view.pods.map((p) => p.ref))
   const exists = (ref: string) => present.has(ref)
@@ -133,7 +147,7 @@ export const problemsOf = (view: {
   const out: Array<Problem> = []
   const listedBy = new Map<string, string>()
   for (const pod of view.pods) {
-    if (!isLiveRunning(pod)) continue
+    if (!(view.mustHold ?? isLiveRunning)(pod)) continue
     const attached = statusAddresses(pod.status) ?? view.known(pod) ?? []
     for (const a of attached) {
       for (const ip of a.ips) {

@@ -72,6 +72,7 @@ const setUp = async (o: SoakOptions) => {
     boundMs: o.boundSeconds * 1000,
     windows: () => faults.windows(),
     known: (pod) => (ref.workload?.byUid.get(pod.uid)?.ref === pod.ref ? ref.workload.byUid.get(pod.uid)!.attached : undefined),
+    delStarted: (uid) => ref.workload?.delStarted.has(uid) === true,
     deletedAt: (uid) => ref.workload?.byUid.get(uid)?.deletedAt,
     grep: (text) => replicas.grep(text)
   })

@@ -4,7 +4,7 @@
  * past fault windows; stopped while a namesake starts); the two-leaders interval check; the RSS fit.
  */
 import { describe, expect, it } from "vitest"
-import { type PodView, canonicalIP, overlapping, poolView, problemsOf, reservationView, statusAddresses } from "../../bench/soak/invariants.ts"
+import { type PodView, canonicalIP, mustHold, overlapping, poolView, problemsOf, reservationView, statusAddresses } from "../../bench/soak/invariants.ts"
 import { deadlineOf, makeObligations } from "../../bench/soak/obligations.ts"
 import { rssFit, rssFloorFit } from "../../bench/soak/report.ts"
 import type { Generation, Sample } from "../../bench/soak/replicas.ts"
@@ -44,6 +44,18 @@ describe("problemsOf", () => {
     expect(view([blue], [v4], { "10.50.0.1": "soak-a/a" }).map((p) => p.kind)).toEqual(["live-not-held", "reservation-missing"])
     const bluePool = pool("blue-10.50.0.0-20", "10.50.0.0/20", { "1": { id: "c9", podref: "soak-b/x" } })
     expect(view([blue], [v4, bluePool], { "blue-10.50.0.1": "soak-b/x" })).toEqual([])
+  })
+
+  it("a terminating pod keeps its addresses until it qualifies as never running again, unless the kubelet began its CNI DEL", () => {
+    const terminating = pod("soak-a/a", status([{ name: "soak-a/v4", ips: ["10.50.0.1"] }]), { deletionAt: 1 })
+    const freed = pool("10.50.0.0-20", "10.50.0.0/20", {})
+    const judged = (qualifiesAt: number | undefined, delStarted: boolean) =>
+      problemsOf({ pods: [terminating], pools: [freed], reservations: new Map(), known: () => undefined, mustHold: (p) => mustHold(p, 100, () => qualifiesAt, () => delStarted) }).map((p) => p.kind)
+    expect(judged(undefined, false)).toEqual(["live-not-held", "reservation-missing"])
+    expect(judged(101, false)).toEqual(["live-not-held", "reservation-missing"])
+    expect(judged(100, false)).toEqual([])
+    expect(judged(undefined, true)).toEqual([])
+    expect(mustHold(pod("soak-a/b", undefined, { phase: "Succeeded", deletionAt: 1 }), 100, () => undefined, () => false)).toBe(false)
   })
 
   it("one address held twice in a network: two entries of pods that exist, or two live pods listing it", () => {
