@@ -117,7 +117,7 @@ export type NadIssue = BadInput["nads"][number]
 
 export const nadRows = (read: { readonly whereabouts: number; readonly other: number; readonly issues: ReadonlyArray<NadIssue> }): ReadonlyArray<CheckRow> =>
   read.issues.length === 0
-    ? [{ check: "NAD configs", result: "ok", detail: `${read.whereabouts} with whereabouts IPAM read (${read.other} with another IPAM left alone)` }]
+    ? [{ check: "NAD configs", result: "ok", detail: `${read.whereabouts} with whereabouts IPAM read (${read.other} with another IPAM, none, or a config on the nodes' disks left alone)` }]
     : read.issues.map((i) => ({ check: `NAD ${i.namespace}/${i.name}`, result: "warn", detail: `cannot read its IPAM config: ${i.why}` }))
 
 /** 1 when any check failed, else 0: warnings are listed for the operator but do not stop an install. */

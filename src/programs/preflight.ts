@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import { atOrOver } from "../domain/capacity.ts"
 import { type CheckRow, CRD_SPECS, type CrdProbe, type CrdSpec, type NadIssue, type RbacProbe, type RbacSubject, type UpstreamWorkload, UPSTREAM_APP_LABELS, countVerdicts, crdRow, exitCodeOf, nadRows, rbacRow, upstreamProgram, upstreamRows } from "../domain/preflight.ts"
 import type { OutputFormat } from "../domain/option-values.ts"
+import { notOurs } from "../domain/ipam-config.ts"
 import { type AccessCheck, CONTROLLER_SERVICE_ACCOUNT, describeAccess, resolveNeeds } from "../domain/rbac-needs.ts"
 import type { NamespacedName } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
@@ -156,8 +157,9 @@ const dataRows = Effect.gen(function* () {
   let whereabouts = 0
   for (const nad of listed.nads) {
     const decoded = decoder.decode(nad)
-    if (decoded._tag === "Left") issues.push({ namespace: nad.namespace, name: nad.name, why: decoded.left.message })
-    else if (decoded.right._tag === "Whereabouts") whereabouts++
+    // Bad input as the controller and audit judge it: no IPAM, or a config on the nodes' disks, is not ours.
+    if (decoded._tag === "Left" && !notOurs(decoded.left)) issues.push({ namespace: nad.namespace, name: nad.name, why: decoded.left.message })
+    else if (decoded._tag === "Right" && decoded.right._tag === "Whereabouts") whereabouts++
   }
   // No orphans counted: preflight lists no pods.
   const pools = poolReports(listed, [])

@@ -98,6 +98,9 @@ describeLive("preflight against a real API server", () => {
       yield* createNad(ns, "net", { range: "10.170.0.0/29" })
       yield* createNad(ns, "broken", "{not json")
       yield* createNad(ns, "other", JSON.stringify({ cniVersion: "0.3.1", name: "other", type: "macvlan", ipam: { type: "host-local", subnet: "10.171.0.0/24" } }))
+      // Not ours, so not warned about (as audit and the controller judge them): no IPAM, a config on the nodes' disks.
+      yield* createNad(ns, "no-ipam", JSON.stringify({ cniVersion: "0.3.1", name: "no-ipam", type: "bridge" }))
+      yield* createNad(ns, "on-disk", "")
       const full = Object.fromEntries([1, 2, 3, 4, 5, 6].map((i) => [String(i), { id: `c${i}`, podref: `${ns}/p${i}`, ifname: "net1" }]))
       yield* Effect.flatMap(KubeApi, (api) => api.create(R.IPPools, POOLS, poolObject(POOLS, "10.170.0.0-29", "10.170.0.0/29", full)))
 
@@ -116,6 +119,8 @@ describeLive("preflight against a real API server", () => {
       expect(one(r, `NAD ${ns}/broken`)).toMatchObject({ result: "warn", detail: expect.stringContaining("cannot read its IPAM config: spec.config is not valid JSON") })
       expect(rowsNamed(r, `NAD ${ns}/net`)).toEqual([])
       expect(rowsNamed(r, `NAD ${ns}/other`)).toEqual([])
+      expect(rowsNamed(r, `NAD ${ns}/no-ipam`)).toEqual([])
+      expect(rowsNamed(r, `NAD ${ns}/on-disk`)).toEqual([])
       expect(one(r, "pool 10.170.0.0-29")).toEqual({
         check: "pool 10.170.0.0-29",
         result: "warn",

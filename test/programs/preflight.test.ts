@@ -72,7 +72,7 @@ describe("preflight verdicts", () => {
   })
 
   it("NADs: one warning per NAD that cannot be read, with why; else one ok row with the counts", () => {
-    expect(nadRows({ whereabouts: 3, other: 2, issues: [] })).toEqual([{ check: "NAD configs", result: "ok", detail: "3 with whereabouts IPAM read (2 with another IPAM left alone)" }])
+    expect(nadRows({ whereabouts: 3, other: 2, issues: [] })).toEqual([{ check: "NAD configs", result: "ok", detail: "3 with whereabouts IPAM read (2 with another IPAM, none, or a config on the nodes' disks left alone)" }])
     expect(nadRows({ whereabouts: 1, other: 0, issues: [{ namespace: "a", name: "broken", why: "spec.config is not valid JSON: x" }] })).toEqual([
       { check: "NAD a/broken", result: "warn", detail: "cannot read its IPAM config: spec.config is not valid JSON: x" }
     ])
