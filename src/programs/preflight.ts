@@ -5,9 +5,9 @@
  */
 import { Effect } from "effect"
 import { atOrOver } from "../domain/capacity.ts"
-import { type CheckRow, CRD_SPECS, type CrdProbe, type CrdSpec, type NadIssue, type RbacProbe, type RbacSubject, type UpstreamWorkload, UPSTREAM_APP_LABELS, countVerdicts, crdRow, exitCodeOf, nadRows, rbacRow, upstreamProgram, upstreamRows } from "../domain/preflight.ts"
+import { type CheckRow, CRD_SPECS, type CrdProbe, type CrdSpec, type RbacProbe, type RbacSubject, type UpstreamWorkload, UPSTREAM_APP_LABELS, countVerdicts, crdRow, exitCodeOf, nadRows, rbacRow, upstreamProgram, upstreamRows } from "../domain/preflight.ts"
 import type { OutputFormat } from "../domain/option-values.ts"
-import { notOurs } from "../domain/ipam-config.ts"
+import { badInputOf } from "../domain/bad-input.ts"
 import { type AccessCheck, CONTROLLER_SERVICE_ACCOUNT, describeAccess, resolveNeeds } from "../domain/rbac-needs.ts"
 import type { NamespacedName } from "../domain/pod.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
@@ -153,14 +153,10 @@ const dataRows = Effect.gen(function* () {
   const { poolUsageThreshold } = yield* ControllerConfig
   const decoder = yield* NadConfigs
   const listed = yield* listWhereabouts
-  const issues: Array<NadIssue> = []
-  let whereabouts = 0
-  for (const nad of listed.nads) {
-    const decoded = decoder.decode(nad)
-    // Bad input as the controller and audit judge it: no IPAM, or a config on the nodes' disks, is not ours.
-    if (decoded._tag === "Left" && !notOurs(decoded.left)) issues.push({ namespace: nad.namespace, name: nad.name, why: decoded.left.message })
-    else if (decoded._tag === "Right" && decoded.right._tag === "Whereabouts") whereabouts++
-  }
+  const decoded = listed.nads.map((n) => ({ ...n, config: decoder.decode(n) }))
+  // The NADs audit lists as bad input (a NAD with no IPAM, or its config on the nodes' disks, is not ours).
+  const issues = badInputOf(decoded, [], []).nads
+  const whereabouts = decoded.filter((n) => n.config._tag === "Right" && n.config.right._tag === "Whereabouts").length
   // No orphans counted: preflight lists no pods.
   const pools = poolReports(listed, [])
   return [...nadRows({ whereabouts, other: listed.nads.length - whereabouts - issues.length, issues }), ...poolRows(pools, poolUsageThreshold)]

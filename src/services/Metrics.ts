@@ -97,18 +97,24 @@ const readValue = async (registry: prom.Registry, name: string, labels: Readonly
  * open fds, nodejs_heap_*, event-loop lag, GC) — for the deployed process only, since they start
  * timers and GC observers that tests do not want one of per layer.
  */
-export const make = (options: { readonly processMetrics?: boolean } = {}) => {
-  const registry = new prom.Registry()
-  if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry })
-  const m = declare(registry)
-  // The series alerts and the dashboard read exist from the start, at 0: increase() and rate()
-  // count an increment only against an earlier sample, so a series born at 1 hides its first event
-  // (the first give-up, the first failed sweep). informer_restarts_total's come with run.ts's first carry.
+/**
+ * The series alerts and the dashboard read exist from the start, at 0: increase() and rate() count
+ * an increment only against an earlier sample, so a series born at 1 hides its first event (the
+ * first give-up, the first failed sweep). informer_restarts_total's come with run.ts's first carry.
+ */
+const seriesAtZero = (m: ReturnType<typeof declare>) => {
   atZero([m.freed, m.reservations], "trigger", FREE_TRIGGERS)
   atZero([m.failures], "reason", ["RetriesExhausted"])
   atZero([m.events], "result", ["queued", "written", "failed", "dropped"])
   atZero([m.sweeps], "result", ["success", "failure"])
   atZero([m.apiPauses, m.apiPausedSeconds], "kind", FLOW_KINDS)
+}
+
+export const make = (options: { readonly processMetrics?: boolean } = {}) => {
+  const registry = new prom.Registry()
+  if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry })
+  const m = declare(registry)
+  seriesAtZero(m)
   const poolGauges = [m.poolSize, m.poolUsed, m.poolFree, m.poolOver]
 
   return {
