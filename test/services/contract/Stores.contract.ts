@@ -129,7 +129,7 @@ export const storesContract = (target: ContractTarget) =>
           expect(yield* reservations.deleteFor("10.7.3.1", `${ns}/a`)).toBe("deleted")
           expect(yield* reservations.deleteFor("10.7.3.1", `${ns}/a`)).toBe("absent")
           expect(yield* reservations.deleteFor("10.7.3.2", `${ns}/a`)).toBe("reassigned")
-          expect(Option.isSome(yield* reservations.get("10.7.3.2"))).toBe(true)
+          expect(Option.isSome(yield* writer.getReservation("10.7.3.2"))).toBe(true)
           const listed = yield* reservations.list
           expect(listed.map((r) => r.name)).toContain("10.7.3.2")
         })
