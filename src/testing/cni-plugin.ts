@@ -14,7 +14,6 @@ import { IPPoolStore } from "../services/IPPoolStore.ts"
 import { type PluginConfig, decodePluginConfig } from "./plugin-config.ts"
 import { PluginStore } from "./PluginStore.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
-import type { KubeError } from "../services/KubeError.ts"
 import * as R from "../services/resources.ts"
 
 export class CniError extends Data.TaggedError("CniError")<{ readonly message: string }> {}
@@ -253,5 +252,3 @@ export const deletePod = (pod: RunningPod, options: { readonly cniDel?: boolean 
     }
     yield* api.delete(R.Pods, pod.namespace, pod.name, { gracePeriodSeconds: 0 })
   })
-
-export type CniFailure = CniError | KubeError
