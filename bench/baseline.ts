@@ -133,9 +133,9 @@ const startBaseline = Effect.gen(function* () {
   yield* Effect.zipRight(pods.awaitSynced, nads.awaitSynced)
   const worker = Effect.gen(function* () {
     for (;;) {
-      const item = yield* queue.take
+      const item = yield* queue.takeBatch(1)
       if (Option.isNone(item)) return
-      const { key, value } = item.value
+      const { key, value } = item.value[0]!
       const out = yield* Effect.either(processPod(value, nads.get))
       if (Either.isLeft(out)) {
         yield* Effect.logWarning(`baseline: ${key}: ${out.left.message}`)

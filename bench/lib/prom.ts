@@ -1,7 +1,7 @@
-/** Just enough of the Prometheus text format to read counters back (the parser: test/support/prom.ts). */
-import { type Sample, sum } from "../../test/support/prom.ts"
+/** Just enough of the Prometheus text format to read counters back (the parser: src/testing/prom.ts). */
+import { type Sample, sum } from "../../src/testing/prom.ts"
 
-export { parseProm, type Sample, sum } from "../../test/support/prom.ts"
+export { parseProm, type Sample, sum } from "../../src/testing/prom.ts"
 
 /** `after - before` per label set of one metric, keyed by the given labels joined with " ". */
 export const delta = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>, name: string, keys: ReadonlyArray<string>): Record<string, number> => {

@@ -155,9 +155,9 @@ export const layer: Layer.Layer<EventRecorder, never, KubeApi | ControllerConfig
         Effect.ensuring(Effect.zipRight(SubscriptionRef.update(outstanding, (n) => n - 1), queue.done(key)))
       )
 
-    // The queue is never shut down: its writers are interrupted instead.
+    // One Event per writer at a time. The queue is never shut down: its writers are interrupted instead.
     const writer = Effect.forever(
-      Effect.flatMap(Effect.map(queue.take, Option.getOrThrow), ({ key }) =>
+      Effect.flatMap(Effect.map(queue.takeBatch(1), (batch) => Option.getOrThrow(batch)[0]!.key), (key) =>
         Effect.suspend(() => {
           const p = pending.get(key)!
           pending.delete(key)

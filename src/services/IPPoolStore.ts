@@ -30,7 +30,6 @@ export interface ReleaseResult {
   readonly released: ReadonlyArray<ReleaseEntry>
   /** Entries that changed or vanished under us; not freed. */
   readonly skipped: ReadonlyArray<ReleaseEntry>
-  readonly patches: number
 }
 
 export interface IPPoolStoreShape {
@@ -67,12 +66,10 @@ export const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const released: Array<ReleaseEntry> = []
       const skipped: Array<ReleaseEntry> = []
-      let patches = 0
       let pending = Arr.chunksOf(entries, ENTRIES_PER_PATCH)
       for (let round = 1; pending.length > 0; round++) {
         const retry: Array<ReleaseEntry> = []
         for (const chunk of pending) {
-          patches++
           // Nothing of the patched pool is needed back (the informer brings it): metadata only.
           const outcome = yield* Effect.either(api.patch(R.IPPools, namespace, name, { type: "json", ops: releaseOps(chunk) }, { metadataOnly: true }))
           if (Either.isRight(outcome)) released.push(...chunk)
@@ -93,7 +90,7 @@ export const make = Effect.gen(function* () {
         }
         pending = Arr.chunksOf(retry, ENTRIES_PER_PATCH)
       }
-      return { released, skipped, patches }
+      return { released, skipped }
     })
 
   const deleteIfUnchanged = (name: string, resourceVersion: string | undefined) =>

@@ -80,23 +80,6 @@ const declare = (registry: prom.Registry) => {
   }
 }
 
-/** The current value of one of our series, or of a histogram's `_count`, `_sum` or `_bucket`. */
-const readValue = async (registry: prom.Registry, name: string, labels: Readonly<Record<string, string>>) => {
-  const series = /^(.*)_(count|sum|bucket)$/.exec(name)
-  const metric = registry.getSingleMetric(P + name) ?? (series === null ? undefined : registry.getSingleMetric(P + series[1]))
-  if (metric === undefined) return undefined
-  const values: ReadonlyArray<prom.MetricValueWithName<string>> = (await metric.get()).values
-  const match = values.find(
-    (v) => (v.metricName === undefined || v.metricName === P + name) && Object.entries(labels).every(([k, l]) => String(v.labels[k]) === l)
-  )
-  return match?.value
-}
-
-/**
- * `processMetrics`: also prom-client's default collectors (process_resident_memory_bytes, CPU,
- * open fds, nodejs_heap_*, event-loop lag, GC) — for the deployed process only, since they start
- * timers and GC observers that tests do not want one of per layer.
- */
 /**
  * The series alerts and the dashboard read exist from the start, at 0: increase() and rate() count
  * an increment only against an earlier sample, so a series born at 1 hides its first event (the
@@ -110,6 +93,11 @@ const seriesAtZero = (m: ReturnType<typeof declare>) => {
   atZero([m.apiPauses, m.apiPausedSeconds], "kind", FLOW_KINDS)
 }
 
+/**
+ * `processMetrics`: also prom-client's default collectors (process_resident_memory_bytes, CPU,
+ * open fds, nodejs_heap_*, event-loop lag, GC) — for the deployed process only, since they start
+ * timers and GC observers that tests do not want one of per layer.
+ */
 export const make = (options: { readonly processMetrics?: boolean } = {}) => {
   const registry = new prom.Registry()
   if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry })
@@ -180,9 +168,7 @@ export const make = (options: { readonly processMetrics?: boolean } = {}) => {
       }),
     informerRestarts: (resource: string, n: number) => Effect.sync(() => m.restarts.inc({ resource }, n)),
     /** Prometheus text exposition. */
-    render: Effect.promise(async () => ({ contentType: registry.contentType, body: await registry.metrics() })),
-    /** Current value of a metric with the given labels, for tests, the demo and the benchmarks. */
-    value: (name: string, labels: Readonly<Record<string, string>> = {}) => Effect.promise(() => readValue(registry, name, labels))
+    render: Effect.promise(async () => ({ contentType: registry.contentType, body: await registry.metrics() }))
   }
 }
 

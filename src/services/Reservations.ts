@@ -12,8 +12,6 @@ import * as R from "./resources.ts"
 export type DeleteOutcome = "deleted" | "absent" | "reassigned"
 
 export interface ReservationsShape {
-  /** Live read; none when it does not exist. */
-  readonly get: (name: string) => Effect.Effect<Option.Option<ReservationRecord>, KubeError>
   readonly list: Effect.Effect<ReadonlyArray<ReservationRecord>, KubeError>
   /**
    * Deletes the reservation if it still belongs to `podref`. NotFound is success ("absent");
@@ -58,7 +56,6 @@ export const make = Effect.gen(function* () {
     }).pipe(Effect.retry({ times: 3, while: (e) => e.reason === "Conflict" }))
 
   return {
-    get,
     list: listItems(api, R.OverlappingRangeIPReservations, namespace, toReservationRecord, { pageSize }),
     deleteFor,
     deleteListed: (listed) =>

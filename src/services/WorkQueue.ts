@@ -33,11 +33,10 @@ export interface WorkQueue<V> {
    */
   readonly addRateLimited: (key: string, value: V) => Effect.Effect<boolean>
   /**
-   * Waits for a key and marks it held; none once shut down. Interruptible while waiting; a key it
-   * returned is the caller's until `done` — take under `Effect.uninterruptibleMask` to be sure.
+   * Waits for a key, then takes every key already waiting too, up to `max` in all, and marks them
+   * held; none once shut down. Interruptible while waiting; keys it returned are the caller's until
+   * `done` — take under `Effect.uninterruptibleMask` to be sure.
    */
-  readonly take: Effect.Effect<Option.Option<WorkItem<V>>>
-  /** Like `take`, then also every key already waiting, up to `max` in all; each is held until `done`. */
   readonly takeBatch: (max: number) => Effect.Effect<Option.Option<ReadonlyArray<WorkItem<V>>>>
   /** Releases a held key, queueing it again if it was added meanwhile. */
   readonly done: (key: string) => Effect.Effect<void>
@@ -225,7 +224,6 @@ export const make = <V>(options: { readonly backoff?: Schedule.Schedule<unknown>
       add,
       addAfter,
       addRateLimited,
-      take: Effect.uninterruptible(takeLoop),
       takeBatch,
       done: (key) => Effect.sync(() => keys.done(key)),
       forget: (key) => Effect.sync(() => limit.forget(key)),

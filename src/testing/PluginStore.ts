@@ -1,14 +1,14 @@
 /**
  * The writes only the CNI plugin makes, for the simulation that plays it (tests, the demo and the
  * benchmarks): creating a pool, the plugin's resourceVersion-guarded read-modify-write of its
- * allocations, creating a reservation and its DEL's unguarded delete of one. The controller never makes these writes, so they are
- * not part of its services.
+ * allocations, creating a reservation and its DEL's unguarded delete of one; and its read of a
+ * reservation. The controller never makes these calls, so they are not part of its services.
  */
-import { Context, Effect, type Either, Layer } from "effect"
+import { Context, Effect, type Either, Layer, Option } from "effect"
 import type { IPAllocation } from "../domain/pool.ts"
 import { type PoolRecord, type ReservationRecord, toPoolRecord, toReservationRecord } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
-import { KubeApi, type JsonPatchOp } from "../services/KubeApi.ts"
+import { KubeApi, type JsonPatchOp, ifExists } from "../services/KubeApi.ts"
 import { KubeError } from "../services/KubeError.ts"
 import { allocationPointer } from "../services/IPPoolStore.ts"
 import * as R from "../services/resources.ts"
@@ -26,6 +26,8 @@ export interface PluginStoreShape {
   ) => Effect.Effect<PoolRecord, KubeError | E>
   /** What the plugin writes on ADD when overlapping ranges are on: podref and ifname, never a container id. */
   readonly createReservation: (name: string, spec: { readonly podref: string; readonly ifname?: string }) => Effect.Effect<ReservationRecord, KubeError>
+  /** The reservation of that name, whoever holds it; none when there is none. */
+  readonly getReservation: (name: string) => Effect.Effect<Option.Option<ReservationRecord>, KubeError>
   /** What the plugin's DEL deletes: the reservation of that name, whoever holds it; "absent" when there is none. */
   readonly deleteReservation: (name: string) => Effect.Effect<"deleted" | "absent", KubeError>
 }
@@ -69,13 +71,16 @@ export const make = Effect.gen(function* () {
   const createReservation: PluginStoreShape["createReservation"] = (name, spec) =>
     api.create(R.OverlappingRangeIPReservations, namespace, { metadata: { name, namespace }, spec }).pipe(Effect.map(toReservationRecord))
 
+  const getReservation: PluginStoreShape["getReservation"] = (name) =>
+    Effect.map(ifExists(api.get(R.OverlappingRangeIPReservations, namespace, name)), Option.map(toReservationRecord))
+
   const deleteReservation: PluginStoreShape["deleteReservation"] = (name) =>
     api.delete(R.OverlappingRangeIPReservations, namespace, name).pipe(
       Effect.as("deleted" as const),
       Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed("absent" as const))
     )
 
-  return { createPool, updatePool, createReservation, deleteReservation } satisfies PluginStoreShape
+  return { createPool, updatePool, createReservation, getReservation, deleteReservation } satisfies PluginStoreShape
 })
 
 export const layer: Layer.Layer<PluginStore, never, KubeApi | ControllerConfig> = Layer.effect(PluginStore, make)

@@ -25,7 +25,7 @@ export const offsetOf = (base: IPAddress, ip: IPAddress): bigint | undefined =>
   ip.family === base.family && ip.value >= base.value ? ip.value - base.value : undefined
 
 /** First and last address the range may hand out: usable range narrowed by in-range bounds. */
-export const allocatableBounds = (r: IpRange): { readonly first: bigint; readonly last: bigint } | undefined => {
+const allocatableBounds = (r: IpRange): { readonly first: bigint; readonly last: bigint } | undefined => {
   const usable = usableRange(r.cidr)
   if (usable === undefined) return undefined
   let { first, last } = usable
@@ -71,7 +71,7 @@ const sweepBig = (span: bigint, points: ReadonlyArray<bigint>, excl: ReadonlyArr
  * Lowest offset in [0, span] that is neither reserved nor excluded. Reserved offsets are plain
  * numbers; no BigInt work or formatting happens per candidate address.
  */
-export const lowestFreeOffset = (
+const lowestFreeOffset = (
   span: bigint,
   reserved: Float64Array,
   excluded: ReadonlyArray<Interval>,

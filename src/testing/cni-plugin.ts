@@ -14,8 +14,6 @@ import { IPPoolStore } from "../services/IPPoolStore.ts"
 import { type PluginConfig, decodePluginConfig } from "./plugin-config.ts"
 import { PluginStore } from "./PluginStore.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
-import type { KubeError } from "../services/KubeError.ts"
-import { Reservations } from "../services/Reservations.ts"
 import * as R from "../services/resources.ts"
 
 export class CniError extends Data.TaggedError("CniError")<{ readonly message: string }> {}
@@ -50,13 +48,12 @@ const backoff = Effect.suspend(() => Effect.sleep(`${1 + Math.floor(Math.random(
  */
 const claimReservation = (name: string, spec: { readonly podref: string; readonly ifname: string }) =>
   Effect.gen(function* () {
-    const reservations = yield* Reservations
     const writer = yield* PluginStore
     for (let attempt = 0; attempt < 3; attempt++) {
       const created = yield* Effect.either(writer.createReservation(name, spec))
       if (Either.isRight(created)) return true
       if (created.left.reason !== "AlreadyExists") return yield* Effect.fail(created.left)
-      const held = yield* reservations.get(name)
+      const held = yield* writer.getReservation(name)
       // Deleted between our create and get: create it again.
       if (Option.isSome(held)) return held.value.podref === spec.podref
     }
@@ -79,7 +76,6 @@ export const cniAdd = (req: CniRequest) =>
   Effect.gen(function* () {
     const store = yield* IPPoolStore
     const writer = yield* PluginStore
-    const reservations = yield* Reservations
     const config = yield* whereabouts(req.config)
     const podref = `${req.podNamespace}/${req.podName}`
     const request = { id: req.containerId, podref, ifname: req.ifname }
@@ -107,7 +103,7 @@ export const cniAdd = (req: CniRequest) =>
         const rname = reservationName(ip, config.networkName)
         let ownReservation = false
         if (config.enableOverlappingRanges) {
-          const held = yield* reservations.get(rname)
+          const held = yield* writer.getReservation(rname)
           if (Option.isSome(held) && held.value.podref !== podref) {
             // The pod's own entry is its answer however often it asks: the ADD fails, entry untouched.
             if (existing) return yield* reservedElsewhere(podref, req.ifname, ip, name, held.value.podref)
@@ -256,5 +252,3 @@ export const deletePod = (pod: RunningPod, options: { readonly cniDel?: boolean 
     }
     yield* api.delete(R.Pods, pod.namespace, pod.name, { gracePeriodSeconds: 0 })
   })
-
-export type CniFailure = CniError | KubeError

@@ -9,7 +9,7 @@ import { formatIP } from "../domain/ip.ts"
 import { parseCidr } from "../domain/ip.ts"
 import { KubeApi } from "../services/KubeApi.ts"
 import { InMemoryCluster } from "./InMemoryCluster.ts"
-import { Metrics } from "../services/Metrics.ts"
+import { metric } from "./prom.ts"
 import * as R from "../services/resources.ts"
 import { audit } from "../programs/audit.ts"
 import { deletePod, startPod } from "./cni-plugin.ts"
@@ -128,10 +128,9 @@ export const story = (say: (line: string) => void) =>
     say(`\n   kubectl get events -n ${NS}`)
     say(yield* eventsTable(NS))
 
-    const metrics = yield* Metrics
-    const bySweep = (yield* metrics.value("ips_freed_total", { trigger: "sweep" })) ?? 0
-    const byDeletion = (yield* metrics.value("ips_freed_total", { trigger: "deletion" })) ?? 0
-    const byEviction = (yield* metrics.value("ips_freed_total", { trigger: "evicted" })) ?? 0
+    const bySweep = (yield* metric("ips_freed_total", { trigger: "sweep" })) ?? 0
+    const byDeletion = (yield* metric("ips_freed_total", { trigger: "deletion" })) ?? 0
+    const byEviction = (yield* metric("ips_freed_total", { trigger: "evicted" })) ?? 0
     const report = yield* audit("table")
     yield* Fiber.interrupt(controller)
     say("\nSummary")

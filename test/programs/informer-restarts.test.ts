@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { carryRestarts } from "../../src/programs/run.ts"
 import * as Metrics from "../../src/services/Metrics.ts"
+import { metric } from "../../src/testing/prom.ts"
 
 const fake = (plural: string) => {
   let n = 0
@@ -13,8 +14,7 @@ describe("informer_restarts_total", () => {
     Effect.gen(function* () {
       const [pods, nodes, slices] = [fake("pods"), fake("nodes"), fake("nodeslicepools")]
       const carry = carryRestarts([pods, nodes, slices])
-      const m = yield* Metrics.Metrics
-      const restarts = (resource: string) => m.value("informer_restarts_total", { resource })
+      const restarts = (resource: string) => metric("informer_restarts_total", { resource })
       yield* carry
       expect(yield* restarts("pods")).toBe(0)
       nodes.restart()

@@ -12,7 +12,7 @@ import { KubeApi } from "../../src/services/KubeApi.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 import { memory } from "../../src/testing/layers.ts"
-import { settle, settleUntil } from "../support/controller.ts"
+import { metric, settle, settleUntil } from "../support/controller.ts"
 import { networkStatus, podObject, poolObject } from "../support/objects.ts"
 import { createNad, eventsIn } from "../support/world.ts"
 
@@ -22,7 +22,7 @@ const POOL = "10.30.0.0-24"
 const HELD_FOR_ANOTHER = "IP address 10.30.0.1 that pod default/a lists on network default/net1 is allocated to default/someone-else in IPPool 10.30.0.0-24"
 
 const api = <A, E>(f: (k: typeof KubeApi.Service) => Effect.Effect<A, E>) => Effect.flatMap(KubeApi, f)
-const gauge = (kind: string) => Effect.flatMap(Metrics, (m) => m.value("invariant_violations", { kind }))
+const gauge = (kind: string) => metric("invariant_violations", { kind })
 const warnings = Effect.map(eventsIn(NS), (events) => events.filter((e) => e.type === "Warning"))
 
 /** Pool 10.30.0.0/24 holding 10.30.0.1 for `podref`, its reservation for a, and pod a running on it. */

@@ -5,6 +5,7 @@ import { audit } from "../../src/programs/audit.ts"
 import { deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { serveEndpoints } from "../../src/programs/http.ts"
 import { memory } from "../../src/testing/layers.ts"
+import { metric } from "../../src/testing/prom.ts"
 import { monitorPoolUsage, poolNearlyFullMessage } from "../../src/programs/pool-usage.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
 import * as MetricsModule from "../../src/services/Metrics.ts"
@@ -113,11 +114,10 @@ describe("pool usage", () => {
       for (let i = 0; i < 5; i++) yield* startPod("default", `p${i}`, [on("small")])
       yield* cachesCaughtUp
       yield* Effect.forkScoped(monitorPoolUsage(Schedule.spaced("20 millis")))
-      const metrics = yield* Metrics
-      yield* eventually(Effect.flatMap(metrics.value("pool_used", { pool: "10.60.0.0-29" }), (v) => (v === 5 ? Effect.void : Effect.fail("not yet"))))
-      expect(yield* metrics.value("pool_size", { pool: "10.60.0.0-29" })).toBe(6)
-      expect(yield* metrics.value("pool_free", { pool: "10.60.0.0-29" })).toBe(1)
-      expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.60.0.0-29" })).toBe(0)
+      yield* eventually(Effect.flatMap(metric("pool_used", { pool: "10.60.0.0-29" }), (v) => (v === 5 ? Effect.void : Effect.fail("not yet"))))
+      expect(yield* metric("pool_size", { pool: "10.60.0.0-29" })).toBe(6)
+      expect(yield* metric("pool_free", { pool: "10.60.0.0-29" })).toBe(1)
+      expect(yield* metric("pool_usage_over_threshold", { pool: "10.60.0.0-29" })).toBe(0)
       yield* startPod("default", "p5", [on("small")])
       yield* eventually(Effect.flatMap(eventsIn("kube-system"), (e) => (e.length === 1 ? Effect.void : Effect.fail("no event"))))
       yield* Effect.sleep("100 millis")
@@ -126,7 +126,7 @@ describe("pool usage", () => {
         expect.objectContaining({ type: "Warning", reason: "IPPoolNearlyFull", message: poolNearlyFullMessage("10.60.0.0-29", 6, 6, 0.9), name: "10.60.0.0-29", count: 1 })
       ])
       expect(events[0]!.message).toBe("IPPool 10.60.0.0-29 is 100% used (6 of 6 addresses), at or over the 90% threshold")
-      expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.60.0.0-29" })).toBe(1)
+      expect(yield* metric("pool_usage_over_threshold", { pool: "10.60.0.0-29" })).toBe(1)
     }).pipe(Effect.provide(memory())))
 })
 
@@ -141,13 +141,12 @@ describe("pool capacity from the IPAM config", () => {
       yield* startPod("default", "s0", [on("single")])
       yield* cachesCaughtUp
       yield* Effect.forkScoped(monitorPoolUsage(Schedule.spaced("20 millis")))
-      const metrics = yield* Metrics
-      yield* eventually(Effect.flatMap(metrics.value("pool_used", { pool: "10.63.0.0-28" }), (v) => (v === 8 ? Effect.void : Effect.fail("not yet"))))
-      expect(yield* metrics.value("pool_size", { pool: "10.63.0.0-28" })).toBe(10)
-      expect(yield* metrics.value("pool_free", { pool: "10.63.0.0-28" })).toBe(2)
-      expect(yield* metrics.value("pool_size", { pool: "10.64.0.0-24" })).toBe(1)
-      expect(yield* metrics.value("pool_free", { pool: "10.64.0.0-24" })).toBe(0)
-      expect(yield* metrics.value("pool_usage_over_threshold", { pool: "10.64.0.0-24" })).toBe(1)
+      yield* eventually(Effect.flatMap(metric("pool_used", { pool: "10.63.0.0-28" }), (v) => (v === 8 ? Effect.void : Effect.fail("not yet"))))
+      expect(yield* metric("pool_size", { pool: "10.63.0.0-28" })).toBe(10)
+      expect(yield* metric("pool_free", { pool: "10.63.0.0-28" })).toBe(2)
+      expect(yield* metric("pool_size", { pool: "10.64.0.0-24" })).toBe(1)
+      expect(yield* metric("pool_free", { pool: "10.64.0.0-24" })).toBe(0)
+      expect(yield* metric("pool_usage_over_threshold", { pool: "10.64.0.0-24" })).toBe(1)
       yield* startPod("default", "n8", [on("narrow")])
       yield* eventually(
         Effect.flatMap(eventsIn("kube-system"), (e) => (e.some((x) => x.name === "10.63.0.0-28") ? Effect.void : Effect.fail("no event")))

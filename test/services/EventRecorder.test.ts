@@ -8,6 +8,7 @@ import { KubeApi } from "../../src/services/KubeApi.ts"
 import { rateLimiter } from "../../src/services/TokenBucket.ts"
 import * as Metrics from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
+import { valueIn } from "../../src/testing/prom.ts"
 
 const START = Date.parse("2026-11-03T10:00:00Z")
 const pod: EventRecorder.InvolvedObject = { kind: "Pod", namespace: "team-a", name: "web-0", uid: "0b7f3c1e-uid" }
@@ -295,14 +296,14 @@ describe("EventRecorder: the queue", () => {
         for (let i = 0; i < 8; i++) yield* Effect.zipRight(enqueue("R", `stalled ${i}`), Effect.yieldNow())
         for (let i = 0; i < 3; i++) yield* enqueue("R", "queued behind them")
         expect(yield* events).toEqual([])
-        expect(yield* metrics.value("event_queue_depth")).toBe(1)
+        expect(yield* valueIn(metrics, "event_queue_depth")).toBe(1)
         // The stalled writes time out (30 s); the queued one is written once, counted 3.
         yield* TestClock.adjust(Duration.seconds(31))
         yield* flush
         expect((yield* events).map((e) => [e["message"], e["count"]])).toEqual([["queued behind them", 3]])
-        expect(yield* metrics.value("events_total", { result: "queued" })).toBe(11)
-        expect(yield* metrics.value("events_total", { result: "failed" })).toBe(8)
-        expect(yield* metrics.value("events_total", { result: "written" })).toBe(1)
+        expect(yield* valueIn(metrics, "events_total", { result: "queued" })).toBe(11)
+        expect(yield* valueIn(metrics, "events_total", { result: "failed" })).toBe(8)
+        expect(yield* valueIn(metrics, "events_total", { result: "written" })).toBe(1)
       })
     ))
 
@@ -334,7 +335,7 @@ describe("EventRecorder: the queue", () => {
         cluster.injectFault({ verb: "create", resource: "events", reason: "stall", times: 8 })
         for (let i = 0; i < 8; i++) yield* Effect.zipRight(enqueue("R", `stalled ${i}`), Effect.yieldNow())
         for (let i = 0; i < EventRecorder.QUEUE_CAPACITY + 3; i++) yield* enqueue("R", `m${i}`)
-        expect(yield* metrics.value("events_total", { result: "dropped" })).toBe(3)
+        expect(yield* valueIn(metrics, "events_total", { result: "dropped" })).toBe(3)
         expect(warnings.lines.map((l) => l.message)).toEqual([`event queue full (${EventRecorder.QUEUE_CAPACITY}): 1 Event(s) dropped, the latest R on Pod team-a/web-0`])
         yield* TestClock.adjust(Duration.seconds(31))
         yield* flush
@@ -357,6 +358,6 @@ describe("EventRecorder: the queue", () => {
       // The clock moves until the scope is closed: the drain gives up after its 1 s.
       while (Option.isNone(yield* Fiber.poll(closing))) yield* TestClock.adjust(Duration.millis(100))
       expect(yield* TestClock.currentTimeMillis).toBeLessThan(START + 30_000)
-      expect(yield* metrics.value("events_total", { result: "dropped" })).toBe(10)
+      expect(yield* valueIn(metrics, "events_total", { result: "dropped" })).toBe(10)
     }))
 })

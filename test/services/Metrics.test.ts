@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { FLOW_KINDS } from "../../src/domain/api-flow.ts"
 import { FREE_TRIGGERS } from "../../src/domain/release.ts"
 import * as Metrics from "../../src/services/Metrics.ts"
+import { valueIn } from "../../src/testing/prom.ts"
 
 const P = "whereabouts_controller_"
 
@@ -11,7 +12,7 @@ describe("Metrics", () => {
     Effect.gen(function* () {
       const m = Metrics.make()
       yield* m.freeBatchDuration(0.2)
-      expect([yield* m.value("free_batch_duration_seconds_count"), yield* m.value("reconcile_duration_seconds_count")]).toEqual([1, 1])
+      expect([yield* valueIn(m, "free_batch_duration_seconds_count"), yield* valueIn(m, "reconcile_duration_seconds_count")]).toEqual([1, 1])
       expect((yield* m.render).body).toContain(`# HELP ${P}reconcile_duration_seconds Deprecated: free_batch_duration_seconds`)
     })
   )
@@ -44,10 +45,10 @@ describe("Metrics", () => {
       yield* m.sweep("failure")
       yield* m.ipsFreed("terminal", 3)
       expect([
-        yield* m.value("failures_total", { reason: "RetriesExhausted" }),
-        yield* m.value("sweeps_total", { result: "failure" }),
-        yield* m.value("ips_freed_total", { trigger: "terminal" }),
-        yield* m.value("ips_freed_total", { trigger: "deletion" })
+        yield* valueIn(m, "failures_total", { reason: "RetriesExhausted" }),
+        yield* valueIn(m, "sweeps_total", { result: "failure" }),
+        yield* valueIn(m, "ips_freed_total", { trigger: "terminal" }),
+        yield* valueIn(m, "ips_freed_total", { trigger: "deletion" })
       ]).toEqual([1, 1, 3, 0])
     })
   )
@@ -58,9 +59,9 @@ describe("Metrics", () => {
       yield* m.leader(true)
       yield* m.pools([{ pool: "10.0.0.0-24", size: 254, used: 10, free: 244 }], 0.85)
       yield* m.orphans("allocation", 2, false)
-      expect([yield* m.value("pool_used", { pool: "10.0.0.0-24" }), yield* m.value("orphans", { kind: "allocation" })]).toEqual([10, 2])
+      expect([yield* valueIn(m, "pool_used", { pool: "10.0.0.0-24" }), yield* valueIn(m, "orphans", { kind: "allocation" })]).toEqual([10, 2])
       yield* m.leader(false)
-      expect([yield* m.value("pool_used", { pool: "10.0.0.0-24" }), yield* m.value("orphans", { kind: "allocation" }), yield* m.value("leader")]).toEqual([undefined, undefined, 0])
+      expect([yield* valueIn(m, "pool_used", { pool: "10.0.0.0-24" }), yield* valueIn(m, "orphans", { kind: "allocation" }), yield* valueIn(m, "leader")]).toEqual([undefined, undefined, 0])
     })
   )
 })

@@ -13,11 +13,14 @@ const soon = <A, E>(effect: Effect.Effect<A, E>) =>
   )
 const joinSoon = <A, E>(fiber: Fiber.Fiber<A, E>) => soon(Fiber.join(fiber))
 
+/** One key, as a worker takes it: a batch of at most one. */
+const take = <V>(q: WorkQueue.WorkQueue<V>) => Effect.map(q.takeBatch(1), Option.map((batch) => batch[0]!))
+
 /** Takes a key that must be ready now: a blocked take here is a failed expectation, not a hang. */
 const takeReady = <V>(q: WorkQueue.WorkQueue<V>) =>
   Effect.gen(function*() {
     expect(yield* q.len).toBeGreaterThan(0)
-    return Option.getOrThrow(yield* q.take)
+    return Option.getOrThrow(yield* take(q))
   })
 
 /** Processes one ready key: take then done. */
@@ -70,7 +73,7 @@ describe("WorkQueue: client-go queue semantics", () => {
       yield* q.add("a", 2)
       yield* q.add("a", 3)
       expect(yield* q.len).toBe(0)
-      const second = yield* Effect.fork(q.take)
+      const second = yield* Effect.fork(take(q))
       yield* settle
       expect(Option.isNone(yield* Fiber.poll(second))).toBe(true)
 
@@ -91,7 +94,7 @@ describe("WorkQueue: client-go queue semantics", () => {
       yield* q.done("never-added")
       expect(yield* q.len).toBe(0)
       expect(yield* q.inFlight).toBe(0)
-      const taker = yield* Effect.fork(q.take)
+      const taker = yield* Effect.fork(take(q))
       yield* settle
       expect(Option.isNone(yield* Fiber.poll(taker))).toBe(true)
       yield* q.add("b", 2)
@@ -104,7 +107,7 @@ describe("WorkQueue: client-go queue semantics", () => {
       const handled: Array<string> = []
       // The documented worker shape: the key is released even if the worker is interrupted.
       const worker = Effect.uninterruptibleMask((restore) =>
-        q.take.pipe(
+        take(q).pipe(
           Effect.flatMap(Option.match({
             onNone: () => Effect.void,
             onSome: ({ key }) =>
@@ -245,7 +248,7 @@ describe("WorkQueue: shutdown", () => {
   it.scoped("wakes blocked takers with none, ignores adds and drops delayed adds", () =>
     Effect.gen(function*() {
       const q = yield* WorkQueue.make<number>()
-      const blocked = yield* Effect.fork(q.take)
+      const blocked = yield* Effect.fork(take(q))
       yield* settle
       yield* q.addAfter("delayed", 1, "1 second")
       expect(yield* q.addRateLimited("limited", 1)).toBe(true)
@@ -257,7 +260,7 @@ describe("WorkQueue: shutdown", () => {
       expect(yield* q.addRateLimited("late-limited", 1)).toBe(true)
       yield* TestClock.adjust("1 hour")
       expect(yield* q.len).toBe(0)
-      expect(yield* q.take).toEqual(Option.none())
+      expect(yield* take(q)).toEqual(Option.none())
     }))
 
   it.scoped("hands out no more work even while keys wait, and held keys can still be done", () =>
@@ -267,7 +270,7 @@ describe("WorkQueue: shutdown", () => {
       yield* q.add("waiting", 2)
       yield* takeReady(q)
       yield* q.shutdown
-      expect(yield* q.take).toEqual(Option.none())
+      expect(yield* take(q)).toEqual(Option.none())
       const idle = yield* Effect.fork(q.awaitIdle)
       yield* q.done("held")
       yield* joinSoon(idle)
@@ -299,7 +302,7 @@ describe("WorkQueue: concurrent workers", () => {
 
         const worker = Effect.gen(function*() {
           while (true) {
-            const next = yield* q.take
+            const next = yield* take(q)
             if (Option.isNone(next)) return
             const { key, value } = next.value
             if (holders.has(key)) violations.push(key)

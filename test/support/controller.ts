@@ -12,14 +12,12 @@ import { parsePool } from "../../src/domain/pool.ts"
 import { ControllerConfig } from "../../src/services/ControllerConfig.ts"
 import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
-import { Metrics } from "../../src/services/Metrics.ts"
 import * as R from "../../src/services/resources.ts"
 import { CLEAN, type Violations, secondaryIPs, violations } from "./invariants.ts"
 
 export { on } from "./objects.ts"
+export { metric } from "../../src/testing/prom.ts"
 
-/** The value of the controller's metric `name` (no prefix) in the first series that carries `labels`; undefined before there is one. */
-export const metric = (name: string, labels: Record<string, string> = {}) => Effect.flatMap(Metrics, (m) => m.value(name, labels))
 
 /**
  * Forks the deletion loop in the current scope, and returns once it listens for deletions and its

@@ -97,7 +97,7 @@ export const snapshotCaches = (state: MemoryClusterState) => {
 }
 
 /** Calls on these resources wait for the scheduler; NAD reads and Events do not matter to the race. */
-export const SCHEDULED = new Set(["pods", "ippools", "overlappingrangeipreservations"])
+const SCHEDULED = new Set(["pods", "ippools", "overlappingrangeipreservations"])
 
 /** The environment of one interleaving run. */
 export const interleavingWorld = (state: MemoryClusterState, slots: HookSlots, caches: CachesShape) =>
@@ -112,8 +112,6 @@ export const interleavingWorld = (state: MemoryClusterState, slots: HookSlots, c
       )
     )
   )
-
-export type InterleavingEnv = Layer.Layer.Success<ReturnType<typeof interleavingWorld>>
 
 /** Creates a whereabouts NAD directly in the state (setup, not part of the race). */
 export const seedNad = (state: MemoryClusterState, namespace: string, name: string, ipam: Record<string, unknown>) => {

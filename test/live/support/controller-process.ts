@@ -10,7 +10,7 @@ import { createWriteStream, readdirSync, readFileSync } from "node:fs"
 import { setTimeout as sleep } from "node:timers/promises"
 import { OPTIONS } from "../../../src/programs/cli.ts"
 import { ROOT, freePort, onProcessExit } from "../cluster.ts"
-import { parseProm, sum } from "../../support/prom.ts"
+import { parseProm, sum } from "../../../src/testing/prom.ts"
 
 const MAIN = "src/programs/main.ts"
 const MAX_LINES = 20_000

@@ -14,17 +14,16 @@ import { Effect, Option } from "effect"
 import { runDeletionLoop } from "../../../src/programs/deletion-loop.ts"
 import { Caches } from "../../../src/services/Caches.ts"
 import { KubeApi } from "../../../src/services/KubeApi.ts"
-import { Metrics } from "../../../src/services/Metrics.ts"
 import * as R from "../../../src/services/resources.ts"
 import { deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import { memory } from "../../../src/testing/layers.ts"
-import { on, poolState } from "../../support/controller.ts"
+import { metric, on, poolState } from "../../support/controller.ts"
 import { eventually, require } from "../../support/eventually.ts"
 import { nadObject, whereaboutsConfig } from "../../support/objects.ts"
 import { createNad } from "../../support/world.ts"
 
-const batchesFreed = Effect.flatMap(Metrics, (m) => m.value("free_batch_duration_seconds_count"))
+const batchesFreed = metric("free_batch_duration_seconds_count")
 const POOL = "10.218.0.0-28"
 
 /** A keeper pod, the deletion loop, then the pool watch deaf; `change` runs on the NAD once `late` got its address. */

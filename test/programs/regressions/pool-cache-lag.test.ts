@@ -11,16 +11,15 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { runDeletionLoop } from "../../../src/programs/deletion-loop.ts"
-import { Metrics } from "../../../src/services/Metrics.ts"
 import * as R from "../../../src/services/resources.ts"
 import { deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
 import { memory } from "../../../src/testing/layers.ts"
-import { on, poolState } from "../../support/controller.ts"
+import { metric, on, poolState } from "../../support/controller.ts"
 import { eventually, require } from "../../support/eventually.ts"
 import { createNad } from "../../support/world.ts"
 
-const batchesFreed = Effect.flatMap(Metrics, (m) => m.value("free_batch_duration_seconds_count"))
+const batchesFreed = metric("free_batch_duration_seconds_count")
 
 describe("regression: a deletion that arrives before the pool cache shows the pod's entry", () => {
   it.live("is freed by the later look, not left for the next sweep", () =>

@@ -14,13 +14,12 @@ import { deletePod, startPod } from "../../../src/testing/cni-plugin.ts"
 import { runController } from "../../../src/programs/run.ts"
 import { memory } from "../../../src/testing/layers.ts"
 import { InMemoryCluster } from "../../../src/testing/InMemoryCluster.ts"
-import { Metrics } from "../../../src/services/Metrics.ts"
 import * as R from "../../../src/services/resources.ts"
-import { on, poolState } from "../../support/controller.ts"
+import { metric, on, poolState } from "../../support/controller.ts"
 import { eventually, require } from "../../support/eventually.ts"
 import { createNad } from "../../support/world.ts"
 
-const sweeps = Effect.flatMap(Metrics, (m) => m.value("sweeps_total", { result: "success" }))
+const sweeps = metric("sweeps_total", { result: "success" })
 
 describe("regression: a pod that lived only while the pod watch was down", () => {
   it.live("is freed once the informer relists, not at the next scheduled sweep", () =>
