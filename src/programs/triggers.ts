@@ -4,7 +4,7 @@
  * Judged here on the caches; the live re-check before the write decides (free-pods.ts).
  */
 import { Clock, Duration, Effect, FiberMap, Option, type Scope, Stream } from "effect"
-import { type NodeFact, type NodeRecord, neverRunsAgain, neverRunsAgainAt } from "../domain/never-runs-again.ts"
+import { type NodeRecord, neverRunsAgain, neverRunsAgainAt, nodeFactOf } from "../domain/never-runs-again.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import { Caches, NODE_INDEX } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
@@ -41,11 +41,7 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
             Effect.logInfo("dry run: would free the addresses of a pod that will never run again").pipe(Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, why }))
           )
     const nodeOf = (pod: PodProjection) =>
-      Effect.gen(function* () {
-        const cached = pod.nodeName === undefined ? undefined : caches.nodes.get(pod.nodeName)
-        if (cached !== undefined && cached._tag === "Some") return { _tag: "Present", node: cached.value } satisfies NodeFact
-        return ((yield* caches.nodes.isSynced) ? { _tag: "Gone" } : { _tag: "Unknown" }) satisfies NodeFact
-      })
+      Effect.map(caches.nodes.isSynced, (synced) => nodeFactOf(pod, (name) => Option.getOrUndefined(caches.nodes.get(name)), () => synced))
     /** Queues the pod if it never runs again now; answers when it will if nothing changes. */
     const queueIfEnded = (pod: PodProjection) =>
       Effect.gen(function* () {
