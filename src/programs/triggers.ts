@@ -16,8 +16,8 @@ const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid
 
 export const podrefOfKey = (key: string): string => key.slice(0, key.lastIndexOf("/"))
 
-/** Tells the loop a candidate was queued (for the queue-wait histogram and the heap reclaim). */
-type OnQueued = (key: string, now: number) => Effect.Effect<void>
+/** Tells the loop a candidate was queued (for the heap reclaim). */
+type OnQueued = Effect.Effect<void>
 
 const sameFacts = (a: NodeRecord, b: NodeRecord) => a.ready === b.ready && a.readySince === b.readySince && a.outOfService === b.outOfService
 
@@ -50,10 +50,7 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
         const key = queueKey(pod)
         const why = neverRunsAgain(pod, node, now, policy)
         if (why !== undefined && config.dryRun) yield* dryRun(pod, key, why.reason)
-        else if (why !== undefined) {
-          yield* onQueued(key, now)
-          yield* queue.add(key, { claim: "NeverRunsAgain", pod, reason: why.reason })
-        }
+        else if (why !== undefined) yield* Effect.zipRight(onQueued, queue.add(key, { claim: "NeverRunsAgain", pod, reason: why.reason }, now))
         return why !== undefined || config.dryRun ? undefined : neverRunsAgainAt(pod, node, now, policy)
       })
     /** Once `at` has come, the pod judged again if the cache still holds this incarnation (a timer may fire a little early: it sleeps again). */
@@ -93,7 +90,7 @@ export const feed = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued):
       Stream.runForEach(Stream.fromQueue(pods), (e) => {
         if (e.type !== "delete") return check(e.object)
         return Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.all([forget(e.object), onQueued(queueKey(e.object), now), queue.add(queueKey(e.object), { claim: "Deleted", pod: e.object })], { discard: true })
+          Effect.all([forget(e.object), onQueued, queue.add(queueKey(e.object), { claim: "Deleted", pod: e.object }, now)], { discard: true })
         )
       })
     )
