@@ -6,7 +6,7 @@
 import { Either } from "effect"
 import { type EventIntent, REASON_NAD_MISSING, nadMissingMessage, podObject } from "./events.ts"
 import { countWithin, intervalsSize, poolIntervals, sliceRange } from "./capacity.ts"
-import { parseCidr, usableRange } from "./ip.ts"
+import { type IPAddress, parseCidr, usableRange } from "./ip.ts"
 import { type DecodedNad, type IpRange, notOurs } from "./ipam-config.ts"
 import { listsIP, statusAttachment } from "./multus.ts"
 import { type NodeSlicePoolRecord, type PoolOrigin, nodeSlicePoolName, poolOrigins, sliceNetworks, sliceOfNode } from "./node-slices.ts"
@@ -27,8 +27,13 @@ export interface Snapshot extends ClaimLookup {
   readonly eventNetwork: (pool: ParsedPool, podNamespace: string) => string
   readonly origin: (pool: ParsedPool) => PoolOrigin
   readonly capacity: (pool: ParsedPool) => PoolCapacity
-  /** The network name a pool's reservations are named with where a NAD writing it keeps them (overlapping ranges on). */
-  readonly reservationNetwork: (pool: ParsedPool) => string | undefined
+  /**
+   * The network name a pool's reservations are named with: its network where a NAD writing it keeps them
+   * (overlapping ranges on), none where every one turns them off. Where no NAD known writes the pool, `unknown`
+   * decides: "named" to free (one that does not exist costs a request, one left behind keeps its address),
+   * "none" to judge invariants (what may not exist is not missing).
+   */
+  readonly reservationNetwork: (pool: ParsedPool, unknown: "named" | "none") => string | undefined
 }
 
 /** A NAD and the range of its config that writes a pool; `keeps`: that config keeps reservations. */
@@ -98,9 +103,10 @@ export const poolNaming = (
       const o = origin(pool)
       return capacityOf(pool, o, writers(pool, o))
     },
-    reservationNetwork: (pool) => {
+    reservationNetwork: (pool, unknown) => {
       const o = origin(pool)
-      return writers(pool, o).some((w) => w.keeps) ? o.network : undefined
+      const known = writers(pool, o)
+      return known.some((w) => w.keeps) || (known.length === 0 && unknown === "named") ? o.network : undefined
     }
   }
 }
@@ -109,8 +115,8 @@ export const poolNaming = (
 export const pickNad = (candidates: ReadonlyArray<NamespacedName> = [], podNamespace: string): string | undefined =>
   (candidates.find((c) => c.namespace === podNamespace) ?? [...candidates].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`))[0])?.name
 
-/** A pool a pod's NAD names (by name while it is still to be read live), the NAD's name for Events, and its reservations' network. */
-type Found<P> = { readonly pool: P; readonly network: string; readonly reservationNetwork: string | undefined }
+/** A pool a pod's NAD names (by name while it is still to be read live), and the NAD's name for Events. */
+type Found<P> = { readonly pool: P; readonly network: string }
 
 /** What a deleted pod holds according to the snapshot, before live reads and reservations. */
 export interface PodFindings {
@@ -118,8 +124,6 @@ export interface PodFindings {
   readonly pod: PodProjection
   readonly pools: ReadonlyMap<string, Found<ParsedPool>>
   readonly liveReads: ReadonlyMap<string, Found<string>>
-  /** Networks whose NAD turns overlapping-range reservations off. */
-  readonly noReservations: ReadonlySet<string>
   readonly missingNads: ReadonlyArray<string>
   /**
    * NADs (`<namespace>/<name>`) missing, or in whose cached pools the snapshot shows none of the pod's
@@ -139,14 +143,13 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
   const ref = podRef(pod)
   const pools = new Map<string, Found<ParsedPool>>()
   const liveReads = new Map<string, Found<string>>()
-  const noReservations = new Set<string>()
   const missingNads: Array<string> = []
   const problems: Array<Problem> = []
   const attached: Array<PodFindings["attached"][number]> = []
   const decoded = podAttachments(pod)
   if (Either.isLeft(decoded)) problems.push({ reason: "BadAnnotation", text: `cannot read ${decoded.left.annotation}: ${decoded.left.message}` })
-  const add = (pool: ParsedPool, network: string, reservationNetwork: string | undefined) => {
-    if (!pools.has(pool.name) && pool.entries.some((e) => e.podref === ref)) pools.set(pool.name, { pool, network, reservationNetwork })
+  const add = (pool: ParsedPool, network: string) => {
+    if (!pools.has(pool.name) && pool.entries.some((e) => e.podref === ref)) pools.set(pool.name, { pool, network })
   }
   for (const att of Either.isRight(decoded) ? decoded.right : []) {
     const nadKey = `${att.namespace}/${att.name}`
@@ -154,29 +157,27 @@ export const findPodHoldings = (pod: PodProjection, snapshot: Snapshot): PodFind
     if (nad === undefined) missingNads.push(nadKey)
     else if (Either.isLeft(nad) && !notOurs(nad.left)) problems.push({ reason: "BadNadConfig", text: `cannot read network-attachment-definition ${nadKey}: ${nad.left.message}` })
     if (nad === undefined || Either.isLeft(nad) || nad.right._tag === "NotWhereabouts") continue
-    const config = nad.right.config
-    if (!config.enableOverlappingRanges) noReservations.add(config.networkName)
     // None for a node that owns no slice: the podref index still finds the pod's entries.
-    const names = networkPools(config, pod.nodeName ?? "", snapshot)
+    const names = networkPools(nad.right.config, pod.nodeName ?? "", snapshot)
     attached.push({ nad: nadKey, pools: names })
     for (const name of names) {
       const cached = snapshot.pool(name)
       // A cached pool without this pod's entries was almost always freed by CNI DEL already, and a
       // GET of a large pool per deletion is costly: only a pool the snapshot has never seen is read live.
-      if (cached === undefined) liveReads.set(name, { pool: name, network: att.name, reservationNetwork: config.networkName })
-      else add(cached, att.name, config.networkName)
+      if (cached === undefined) liveReads.set(name, { pool: name, network: att.name })
+      else add(cached, att.name)
     }
   }
   // Whatever else carries this podref: NAD deleted first, status missing, range changed since.
   for (const pool of snapshot.poolsHeldBy(ref)) {
-    add(pool, snapshot.eventNetwork(pool, pod.namespace), snapshot.origin(pool).network)
+    add(pool, snapshot.eventNetwork(pool, pod.namespace))
     liveReads.delete(pool.name)
   }
   // A pool read live counts only once the read shows the pod's entries (unseenAfterReads): the NAD
   // may have been edited to a new range after the pod's ADD.
   const unseen = attached.filter((a) => !a.pools.some((name) => pools.has(name))).map((a) => a.nad)
   for (const nad of missingNads) if (!unseen.includes(nad)) unseen.push(nad)
-  return { ref, pod, pools, liveReads, noReservations, missingNads, unseen, attached, problems }
+  return { ref, pod, pools, liveReads, missingNads, unseen, attached, problems }
 }
 
 /** `f.unseen` without the networks whose pools, read live, show the pod's entries. */
@@ -191,7 +192,6 @@ export const mergeFindings = (a: PodFindings, b: PodFindings): PodFindings => {
     ...a,
     pools,
     liveReads,
-    noReservations: new Set([...a.noReservations, ...b.noReservations]),
     missingNads: [...new Set([...a.missingNads, ...b.missingNads])],
     // Unseen by both: an incarnation whose entries were found has nothing left to look for there.
     unseen: a.unseen.filter((n) => b.unseen.includes(n)),
@@ -209,6 +209,12 @@ const networkOnPod = (pod: PodProjection, entry: PoolEntry): string | undefined 
   const onInterface = entry.ifname === undefined || entry.ifname === "" ? undefined : secondary.find((e) => e.interface === entry.ifname)
   const match = secondary.find((e) => listsIP(e, entry.ip)) ?? onInterface
   return match === undefined ? undefined : statusAttachment(match, pod.namespace).name
+}
+
+/** The reservation of an address of a pool, the one naming rule of every path: Snapshot.reservationNetwork, unknown NADs "named". */
+const reservationOf = (pool: ParsedPool, ip: IPAddress, snapshot: Snapshot): string | undefined => {
+  const network = snapshot.reservationNetwork(pool, "named")
+  return network === undefined ? undefined : reservationName(ip, network)
 }
 
 /**
@@ -229,11 +235,10 @@ export const deletedPodHolding = (
   }
   const entries: Array<HeldEntry> = []
   const names = new Set(snapshot.reservationsHeldBy(f.ref).map((r) => r.name))
-  for (const { pool, network, reservationNetwork } of found) {
-    const keeps = reservationNetwork !== undefined && !f.noReservations.has(reservationNetwork)
+  for (const { pool, network } of found) {
     for (const entry of pool.entries) {
       if (entry.podref !== f.ref) continue
-      const reservation = keeps ? reservationName(entry.ip, reservationNetwork) : undefined
+      const reservation = reservationOf(pool, entry.ip, snapshot)
       if (reservation !== undefined) names.add(reservation)
       entries.push({ pool: pool.name, entry, network: networkOnPod(f.pod, entry) ?? network, reservation })
     }
@@ -248,19 +253,13 @@ export const deletedPodHolding = (
   return { podref: f.ref, pod: podIdentity(f.pod), ...as, entries, reservations, problems: f.problems, ifFreed, error: undefined }
 }
 
-/**
- * An entry of a pool as a holding's: the network its Event names (a NAD that writes the pool, one
- * in the pod's namespace first) and its address's reservation (none when the pool's network is unknown).
- */
-export const heldEntry = (poolName: string, pool: ParsedPool | undefined, entry: PoolEntry, snapshot: Snapshot): HeldEntry => {
-  const network = pool === undefined ? undefined : snapshot.origin(pool).network
-  return {
-    pool: poolName,
-    entry,
-    network: pool === undefined ? poolName : snapshot.eventNetwork(pool, splitPodRef(entry.podref)?.namespace ?? ""),
-    reservation: network === undefined ? undefined : reservationName(entry.ip, network)
-  }
-}
+/** An entry of a pool as a holding's: the network its Event names (a NAD that writes the pool, one in the pod's namespace first) and its address's reservation. */
+export const heldEntry = (poolName: string, pool: ParsedPool | undefined, entry: PoolEntry, snapshot: Snapshot): HeldEntry => ({
+  pool: poolName,
+  entry,
+  network: pool === undefined ? poolName : snapshot.eventNetwork(pool, splitPodRef(entry.podref)?.namespace ?? ""),
+  reservation: pool === undefined ? undefined : reservationOf(pool, entry.ip, snapshot)
+})
 
 type Gathered = { readonly entries: Array<HeldEntry>; readonly reservations: Array<HeldReservation> }
 

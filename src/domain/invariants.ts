@@ -248,7 +248,7 @@ const heldTwice = (pools: ReadonlyArray<ParsedPool>, view: InvariantView): Reado
 
 /** The pools with entries that keep reservations, by the network name those are named with. */
 const reservingPools = (view: InvariantView): ReadonlyMap<string, ReadonlyArray<ParsedPool>> =>
-  Map.groupBy([...view.pools].filter((p) => p.entries.length > 0 && view.reservationNetwork(p) !== undefined), (p) => view.reservationNetwork(p)!)
+  Map.groupBy([...view.pools].filter((p) => p.entries.length > 0 && view.reservationNetwork(p, "none") !== undefined), (p) => view.reservationNetwork(p, "none")!)
 
 /** Every violation the view shows, once each; linear in pods and pool entries. */
 export const invariantViolations = (view: InvariantView): ReadonlyArray<InvariantViolation> => {

@@ -26,6 +26,12 @@ export interface NodeRecord {
 /** What is known of a pod's node: present, gone (the node cache is synced and has no such node), or unknown. */
 export type NodeFact = { readonly _tag: "Present"; readonly node: NodeRecord } | { readonly _tag: "Gone" } | { readonly _tag: "Unknown" }
 
+/** A pod's node in one view of the nodes (cache, listing, live reads): gone where the view `covers` its name yet lacks it. */
+export const nodeFactOf = (pod: PodProjection, record: (name: string) => NodeRecord | undefined, covers: (name: string) => boolean): NodeFact => {
+  const node = pod.nodeName === undefined ? undefined : record(pod.nodeName)
+  return node !== undefined ? { _tag: "Present", node } : pod.nodeName !== undefined && covers(pod.nodeName) ? { _tag: "Gone" } : { _tag: "Unknown" }
+}
+
 export interface NeverRunsAgainPolicy {
   readonly freeTerminalPods: boolean
   readonly freeEvictedPods: boolean

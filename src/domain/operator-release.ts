@@ -6,6 +6,7 @@
 import { type Snapshot, deletedPodHolding, findPodHoldings, gatherByPodref, heldEntry } from "./holdings.ts"
 import { type IPAddress, formatIP, ipEquals } from "./ip.ts"
 import { type NamespacedName, podRef } from "./pod.ts"
+import { reservationName } from "./pool.ts"
 import type { HeldEntry, HeldReservation, Holding } from "./release.ts"
 
 /** What release named: pods by namespace/name, addresses by pool and IP. */
@@ -64,9 +65,11 @@ export const namedHoldings = (targets: NamedTargets, snapshot: Snapshot): { read
     if (pool === undefined) skip(`no pool ${target.pool}`)
     else if (entry === undefined) skip(`pool ${target.pool} holds no allocation of ${formatIP(target.ip)}`, true)
     else {
-      const held = heldEntry(pool.name, pool, entry, snapshot)
-      addEntry(entry.podref, held)
-      const listed = held.reservation === undefined ? undefined : snapshot.reservation(held.reservation)
+      addEntry(entry.podref, heldEntry(pool.name, pool, entry, snapshot))
+      // The address's reservation on the pool's network if one exists for this podref, whatever the NADs say
+      // now: one kept from before they turned overlapping ranges off is this entry's too.
+      const network = snapshot.origin(pool).network
+      const listed = network === undefined ? undefined : snapshot.reservation(reservationName(entry.ip, network))
       if (listed !== undefined && listed.podref === entry.podref) addReservation(entry.podref, { name: listed.name, listed, ip: entry.ip, orphan: undefined })
     }
   }

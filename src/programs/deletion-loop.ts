@@ -108,16 +108,12 @@ const makeWaiting = (queue: Queue) => {
 type Waiting = ReturnType<typeof makeWaiting>
 
 /** One batch: free what it held (its Events queued), then settle each pod; the keys are done last. */
-const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, observedAt: Map<string, number>, lookAgainAfter: Duration.Duration, waiting: Waiting) =>
+const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, lookAgainAfter: Duration.Duration, waiting: Waiting) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
     const start = yield* Clock.currentTimeMillis
-    for (const { key } of batch.items) {
-      const at = observedAt.get(key)
-      if (at === undefined) continue
-      observedAt.delete(key)
-      yield* metrics.queueWait((start - at) / 1000)
-    }
+    // The queue-wait histogram: each candidate's wait since a trigger queued it (retries and look-agains are not timed).
+    for (const { waitingSince } of batch.items) if (waitingSince !== undefined) yield* metrics.queueWait((start - waitingSince) / 1000)
     const results = yield* Effect.ensuring(freeBatch(batch.items.map((i) => i.value)), batch.landed)
     yield* metrics.freeBatchDuration(((yield* Clock.currentTimeMillis) - start) / 1000)
     for (const [i, result] of results.entries()) {
@@ -174,14 +170,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       // The heap given back after a burst of deletions (memory.ts).
       const reclaim = yield* makeReclaimMonitor(Effect.map(Effect.all([queue.len, queue.inFlight, recorder.pending]), ([q, f, e]) => q + f + e > 0))
       yield* Effect.forkScoped(reclaim.monitor)
-      // When each candidate was queued, until a worker first takes it: the queue-wait histogram.
-      const observedAt = new Map<string, number>()
-      yield* feed(queue, (key, now) =>
-        Effect.zipRight(
-          Effect.sync(() => void (observedAt.has(key) || observedAt.set(key, now))),
-          reclaim.arrived
-        )
-      )
+      yield* feed(queue, reclaim.arrived)
       yield* caches.awaitSynced
       const waiting = makeWaiting(queue)
       const batcher = yield* Batcher.make(queue, { ...Batcher.DEFAULT_BATCHING, windowMs: Duration.toMillis(config.batchWindow) })
@@ -189,7 +178,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
         for (;;) {
           const batch = yield* batcher.next
           if (Option.isNone(batch)) return
-          yield* processBatch(queue, batch.value, observedAt, lookAgainAfter, waiting)
+          yield* processBatch(queue, batch.value, lookAgainAfter, waiting)
           yield* reclaim.finished(batch.value.items.length)
         }
       })

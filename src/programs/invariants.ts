@@ -22,7 +22,7 @@ import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
 import { Metrics } from "../services/Metrics.ts"
 import { NadConfigs } from "../services/NadConfigs.ts"
 import * as R from "../services/resources.ts"
-import { cacheSnapshot, cachedPods, invariantView } from "./snapshot.ts"
+import { cacheSnapshot, cachedListedBy, invariantView } from "./snapshot.ts"
 import type { World } from "./sweep.ts"
 
 const violationAnnotations = (v: InvariantViolation) => ({
@@ -52,10 +52,9 @@ export const makeInvariantMonitor = Effect.gen(function* () {
   const context = yield* Effect.context<Caches | NadConfigs>()
   const caches = Context.get(context, Caches)
   // The caches as the invariants' view (read at once: it follows the informers).
-  const view = Effect.gen(function* () {
-    const pools = caches.pools.values().map((p) => p.pool)
-    return invariantView(yield* cachedPods, pools, yield* cacheSnapshot, entryAt)
-  })
+  const view = Effect.map(cacheSnapshot, (snapshot) =>
+    invariantView({ pods: caches.pods.byKey, listedBy: cachedListedBy(caches) }, caches.pools.values().map((p) => p.pool), snapshot, entryAt)
+  )
 
   const report = (v: InvariantViolation) =>
     Effect.zipRight(

@@ -3,7 +3,7 @@
  * would free, read from the API server (never the cache): GETs, or one LIST of a namespace when that costs less.
  */
 import { Clock, Effect, Either, Option } from "effect"
-import { type NodeFact, neverRunsAgain } from "../domain/never-runs-again.ts"
+import { type NodeRecord, neverRunsAgain, nodeFactOf } from "../domain/never-runs-again.ts"
 import { type ClaimSource, claimantRefs, withClaimants } from "../domain/claims.ts"
 import { type NamespacedName, type PodProjection, podRef, splitPodRef } from "../domain/pod.ts"
 import { type Holding, type LivePods, type LivenessFacts, recheckTargets } from "../domain/release.ts"
@@ -99,11 +99,12 @@ const nodeFacts = (pods: ReadonlyArray<PodProjection>) =>
     const live = yield* Pods
     const config = yield* ControllerConfig
     const names = [...new Set(pods.flatMap((p) => (p.deletionTimestamp !== undefined && p.nodeName !== undefined ? [p.nodeName] : [])))]
-    const nodes = new Map<string, NodeFact>()
-    yield* Effect.forEach(names, (name) => Effect.map(live.node(name), (n) => void nodes.set(name, n)), { concurrency: RECHECK_GET_CONCURRENCY, discard: true })
+    // Each name read: its node, or undefined where the read found none (gone).
+    const read = new Map<string, NodeRecord | undefined>()
+    yield* Effect.forEach(names, (name) => Effect.map(live.node(name), (n) => void read.set(name, n._tag === "Present" ? n.node : undefined)), { concurrency: RECHECK_GET_CONCURRENCY, discard: true })
     const now = yield* Clock.currentTimeMillis
     const policy = neverRunsAgainPolicy(config)
-    return (pod: PodProjection) => neverRunsAgain(pod, nodes.get(pod.nodeName ?? "") ?? { _tag: "Unknown" }, now, policy)
+    return (pod: PodProjection) => neverRunsAgain(pod, nodeFactOf(pod, (name) => read.get(name), (name) => read.has(name)), now, policy)
   })
 
 /** Pods the cache holds in each of these namespaces (one pass over the pod cache). */

@@ -24,7 +24,7 @@ const lazyNaming = (nads: () => Iterable<NadRecord>, nodeSlicePools: () => Reado
     origin: (pool) => get().origin(pool),
     nodeSlice: (nodeSlicePool, node) => get().nodeSlice(nodeSlicePool, node),
     capacity: (pool) => get().capacity(pool),
-    reservationNetwork: (pool) => get().reservationNetwork(pool)
+    reservationNetwork: (pool, unknown) => get().reservationNetwork(pool, unknown)
   } satisfies Pick<Snapshot, "eventNetwork" | "origin" | "nodeSlice" | "capacity" | "reservationNetwork">
 }
 

@@ -11,7 +11,7 @@ import { formatIP } from "../domain/ip.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import { type NodeSlicePoolRecord, sliceOfNode } from "../domain/node-slices.ts"
 import type { ParsedPool } from "../domain/pool.ts"
-import { neverRunsAgain } from "../domain/never-runs-again.ts"
+import { neverRunsAgain, nodeFactOf } from "../domain/never-runs-again.ts"
 import { type Holding, type ReleaseError, planRelease } from "../domain/release.ts"
 import { backoff } from "../services/backoff.ts"
 import { toNadRecord, toNodeSlicePoolRecord } from "../services/Caches.ts"
@@ -111,10 +111,8 @@ export const sweepHoldings = (world: World) =>
     const nodes = new Map(world.nodes.map((n) => [n.name, n] as const))
     const now = yield* Clock.currentTimeMillis
     const policy = neverRunsAgainPolicy(yield* ControllerConfig)
-    const ended = (pod: PodProjection) => {
-      const node = pod.nodeName === undefined ? undefined : nodes.get(pod.nodeName)
-      return neverRunsAgain(pod, node === undefined ? { _tag: "Gone" } : { _tag: "Present", node }, now, policy)
-    }
+    // A listing holds every node: one it lacks is gone.
+    const ended = (pod: PodProjection) => neverRunsAgain(pod, nodeFactOf(pod, (name) => nodes.get(name), () => true), now, policy)
     const found = findOrphans(pools, live, [...world.reservations.values()], { networkOf, neverRunsAgain: ended })
     const all = orphanHoldings(found, world.pools, world.reservations, snapshot, live)
     // Rule 0: what another listed pod holds is no orphan, whichever podref it names.

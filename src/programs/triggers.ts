@@ -4,7 +4,7 @@
  * Judged here on the caches; the live re-check before the write decides (free-pods.ts).
  */
 import { Clock, Duration, Effect, FiberMap, Option, type Scope, Stream } from "effect"
-import { type NodeFact, type NodeRecord, neverRunsAgain, neverRunsAgainAt } from "../domain/never-runs-again.ts"
+import { type NodeRecord, neverRunsAgain, neverRunsAgainAt, nodeFactOf } from "../domain/never-runs-again.ts"
 import { type PodProjection, podRef } from "../domain/pod.ts"
 import { Caches, NODE_INDEX } from "../services/Caches.ts"
 import { ControllerConfig, neverRunsAgainPolicy } from "../services/ControllerConfig.ts"
@@ -16,8 +16,8 @@ const queueKey = (p: PodProjection): string => `${p.namespace}/${p.name}/${p.uid
 
 export const podrefOfKey = (key: string): string => key.slice(0, key.lastIndexOf("/"))
 
-/** Tells the loop a candidate was queued (for the queue-wait histogram and the heap reclaim). */
-type OnQueued = (key: string, now: number) => Effect.Effect<void>
+/** Tells the loop a candidate was queued (for the heap reclaim). */
+type OnQueued = Effect.Effect<void>
 
 const sameFacts = (a: NodeRecord, b: NodeRecord) => a.ready === b.ready && a.readySince === b.readySince && a.outOfService === b.outOfService
 
@@ -41,11 +41,7 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
             Effect.logInfo("dry run: would free the addresses of a pod that will never run again").pipe(Effect.annotateLogs({ pod: podRef(pod), uid: pod.uid, why }))
           )
     const nodeOf = (pod: PodProjection) =>
-      Effect.gen(function* () {
-        const cached = pod.nodeName === undefined ? undefined : caches.nodes.get(pod.nodeName)
-        if (cached !== undefined && cached._tag === "Some") return { _tag: "Present", node: cached.value } satisfies NodeFact
-        return ((yield* caches.nodes.isSynced) ? { _tag: "Gone" } : { _tag: "Unknown" }) satisfies NodeFact
-      })
+      Effect.map(caches.nodes.isSynced, (synced) => nodeFactOf(pod, (name) => Option.getOrUndefined(caches.nodes.get(name)), () => synced))
     /** Queues the pod if it never runs again now; answers when it will if nothing changes. */
     const queueIfEnded = (pod: PodProjection) =>
       Effect.gen(function* () {
@@ -54,10 +50,7 @@ const judge = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued) =>
         const key = queueKey(pod)
         const why = neverRunsAgain(pod, node, now, policy)
         if (why !== undefined && config.dryRun) yield* dryRun(pod, key, why.reason)
-        else if (why !== undefined) {
-          yield* onQueued(key, now)
-          yield* queue.add(key, { claim: "NeverRunsAgain", pod, reason: why.reason })
-        }
+        else if (why !== undefined) yield* Effect.zipRight(onQueued, queue.add(key, { claim: "NeverRunsAgain", pod, reason: why.reason }, now))
         return why !== undefined || config.dryRun ? undefined : neverRunsAgainAt(pod, node, now, policy)
       })
     /** Once `at` has come, the pod judged again if the cache still holds this incarnation (a timer may fire a little early: it sleeps again). */
@@ -97,7 +90,7 @@ export const feed = (queue: WorkQueue.WorkQueue<Candidate>, onQueued: OnQueued):
       Stream.runForEach(Stream.fromQueue(pods), (e) => {
         if (e.type !== "delete") return check(e.object)
         return Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          Effect.all([forget(e.object), onQueued(queueKey(e.object), now), queue.add(queueKey(e.object), { claim: "Deleted", pod: e.object })], { discard: true })
+          Effect.all([forget(e.object), onQueued, queue.add(queueKey(e.object), { claim: "Deleted", pod: e.object }, now)], { discard: true })
         )
       })
     )

@@ -20,11 +20,13 @@ const defaultBackoff = backoff("5 millis", "1000 seconds", { jittered: false })
 export interface WorkItem<V> {
   readonly key: string
   readonly value: V
+  /** The earliest `since` the key was added with after it was last taken: when its wait began. */
+  readonly waitingSince?: number
 }
 
 export interface WorkQueue<V> {
-  /** Queues the key unless it already waits; a held key is queued again on `done`. */
-  readonly add: (key: string, value: V) => Effect.Effect<void>
+  /** Queues the key unless it already waits; a held key is queued again on `done`. `since`: when its wait began, if it is to be timed. */
+  readonly add: (key: string, value: V, since?: number) => Effect.Effect<void>
   /** Adds the key once `delay` has passed (dropped if the queue shuts down first). */
   readonly addAfter: (key: string, value: V, delay: Duration.DurationInput) => Effect.Effect<void>
   /**
@@ -117,6 +119,7 @@ const makeRequeueLimit = (backoff: Schedule.Schedule<unknown>, startMillis: numb
 const makeKeys = <V>(queued: () => void, idle: () => void) => {
   const queue = MutableQueue.unbounded<string>() // waiting keys: dirty and not held
   const values = new Map<string, V>() // latest value of each dirty key
+  const since = new Map<string, number>() // earliest timed add of each key since it was last taken
   const dirty = new Set<string>() // keys needing (re)processing
   const processing = new Set<string>()
   const enqueue = (key: string): void => {
@@ -124,8 +127,9 @@ const makeKeys = <V>(queued: () => void, idle: () => void) => {
     queued()
   }
   return {
-    add: (key: string, value: V): void => {
+    add: (key: string, value: V, at: number | undefined): void => {
       values.set(key, value)
+      if (at !== undefined && !since.has(key)) since.set(key, at)
       if (dirty.has(key)) return
       dirty.add(key)
       if (!processing.has(key)) enqueue(key)
@@ -135,10 +139,12 @@ const makeKeys = <V>(queued: () => void, idle: () => void) => {
       const key = MutableQueue.poll(queue, undefined)
       if (key === undefined) return undefined
       const value = values.get(key) as V // every queued key is dirty, so it has a value
+      const waitingSince = since.get(key)
       values.delete(key)
+      since.delete(key)
       dirty.delete(key)
       processing.add(key)
-      return { key, value }
+      return waitingSince === undefined ? { key, value } : { key, value, waitingSince }
     },
     done: (key: string): void => {
       if (!processing.delete(key)) return
@@ -195,9 +201,9 @@ export const make = <V>(options: { readonly backoff?: Schedule.Schedule<unknown>
     const keys = makeKeys<V>(takers.wakeOne, idlers.wakeAll)
     let shuttingDown = false
 
-    const add = (key: string, value: V) =>
+    const add = (key: string, value: V, since?: number) =>
       Effect.sync(() => {
-        if (!shuttingDown) keys.add(key, value)
+        if (!shuttingDown) keys.add(key, value, since)
       })
 
     const takeLoop = takeFrom(keys, takers, () => shuttingDown)

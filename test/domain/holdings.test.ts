@@ -56,6 +56,8 @@ const view = (pod: PodProjection, w: World, live: ReadonlyMap<string, ParsedPool
 }
 
 const NET1 = { "ns/net1": config({ type: "whereabouts", range: "10.1.0.0/24" }) }
+/** net1's range with overlapping ranges (reservations) off. */
+const OFF = config({ type: "whereabouts", range: "10.1.0.0/24", enable_overlapping_ranges: false })
 const P1 = pool("10.1.0.0/24", { "5": { id: "c", podref: "ns/web", ifname: "net1" }, "6": { id: "d", podref: "ns/other", ifname: "net1" } })
 
 describe("findPodHoldings + deletedPodHolding", () => {
@@ -93,8 +95,23 @@ describe("findPodHoldings + deletedPodHolding", () => {
   })
 
   it("enable_overlapping_ranges false: no reservation is looked for", () => {
-    const w: World = { pools: [P1], nads: { "ns/net1": config({ type: "whereabouts", range: "10.1.0.0/24", enable_overlapping_ranges: false }) } }
+    const w: World = { pools: [P1], nads: { "ns/net1": OFF } }
     expect(view(deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }]), w)).toMatchObject({ entries: ["10.1.0.0-24 10.1.0.5 net1 -"], reservations: [] })
+    // Also for a pool found through the podref index only (the pod's annotation unreadable): the NADs writing it say.
+    expect(view(deleted("web", "[{not json"), w)).toMatchObject({ entries: ["10.1.0.0-24 10.1.0.5 net1 -"], reservations: [] })
+  })
+
+  it("a pool found only through the podref index, its NAD gone and its reservation not yet in the snapshot: the reservation is still looked for", () => {
+    // Named by the pool's network (no NAD left to say): planned unlisted, read live, deleted if it is this pod's.
+    const pod = deleted("web", [{ name: "ns/gone", interface: "net1", ips: ["10.1.0.5"] }])
+    expect(view(pod, { pools: [P1] })).toMatchObject({ entries: ["10.1.0.0-24 10.1.0.5 gone 10.1.0.5"], reservations: ["10.1.0.5"] })
+    const storage = pool("10.2.0.0/24", { "7": { id: "c", podref: "ns/web" } }, "storage")
+    expect(view(pod, { pools: [storage], nads: { "other/off": OFF } })).toMatchObject({ reservations: ["storage-10.2.0.7"] })
+  })
+
+  it("the pod's NAD turns reservations off while another NAD writing the pool keeps them: looked for (deleted only if this pod's)", () => {
+    const w: World = { pools: [P1], nads: { "ns/net1": OFF, "ns/storage": NET1["ns/net1"] } }
+    expect(view(deleted("web", [{ name: "ns/net1", interface: "net1", ips: ["10.1.0.5"] }]), w)).toMatchObject({ entries: ["10.1.0.0-24 10.1.0.5 net1 10.1.0.5"], reservations: ["10.1.0.5"] })
   })
 
   it("a reservation the snapshot shows under another podref is planned unlisted: read live, deleted only if it is this pod's by then", () => {
@@ -201,6 +218,13 @@ describe("orphanHoldings", () => {
       ["ns/web", "Orphan", ["10.1.0.5 net1 10.1.0.5"], ["10.1.0.5 PodGone 3"]],
       ["ns/other", "Orphan", ["10.1.0.6 net1 10.1.0.6"], []]
     ])
+  })
+
+  it("names an entry's reservation by the rule of the deletion path: none where the NADs writing its pool turn them off, the pool's network where no NAD writes it", () => {
+    const reservationsOf = (nads: Readonly<Record<string, string>>) =>
+      orphanHoldings(findOrphans([P1], new Map(), []), new Map([[P1.name, P1]]), new Map(), snapshotOf({ pools: [P1], nads })).flatMap((h) => h.entries.map((e) => e.reservation))
+    expect(reservationsOf({ "ns/net1": OFF })).toEqual([undefined, undefined])
+    expect(reservationsOf({})).toEqual(["10.1.0.5", "10.1.0.6"])
   })
 })
 

@@ -276,14 +276,17 @@ describe("makeEntryLookup", () => {
 })
 
 describe("a snapshot's reservationNetwork", () => {
-  it("names the network of pools a NAD with overlapping ranges writes, none for the others", () => {
+  it("names the network of pools a NAD with overlapping ranges writes, none for the others; a pool no NAD writes as the caller asks", () => {
     const view = viewOf([], {})
-    const of = (name: string, allocations = {}) => view.reservationNetwork(poolOf(name, allocations))
+    const of = (name: string, allocations = {}) => view.reservationNetwork(poolOf(name, allocations), "none")
     expect(of("10.50.0.0-24")).toBe("")
     expect(of("blue-10.60.0.0-24")).toBe("blue")
     expect(of("node-a-10.80.1.0-24")).toBe("")
     expect(of("10.51.0.0-24")).toBeUndefined()
-    expect(listSnapshot([], []).reservationNetwork(poolOf("10.50.0.0-24", {}))).toBeUndefined()
+    expect(listSnapshot([], []).reservationNetwork(poolOf("10.50.0.0-24", {}), "none")).toBeUndefined()
+    // No NAD known to write it: named when freeing (a reservation left behind would keep its address).
+    expect(listSnapshot([], []).reservationNetwork(poolOf("10.50.0.0-24", {}), "named")).toBe("")
+    expect(view.reservationNetwork(poolOf("10.51.0.0-24", {}), "named")).toBeUndefined()
   })
 })
 

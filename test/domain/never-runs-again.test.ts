@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { type NeverRunsAgainPolicy, type NodeFact, neverRunsAgain, neverRunsAgainAt } from "../../src/domain/never-runs-again.ts"
+import { type NeverRunsAgainPolicy, type NodeFact, neverRunsAgain, neverRunsAgainAt, nodeFactOf } from "../../src/domain/never-runs-again.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 
 const NOW = Date.parse("2026-12-01T12:00:00Z")
@@ -78,5 +78,18 @@ describe("neverRunsAgainAt: when to look again", () => {
     expect(neverRunsAgainAt(terminating(60), GONE, NOW, POLICY)).toBeUndefined()
     expect(neverRunsAgainAt(terminating(10), node(), NOW, POLICY)).toBeUndefined()
     expect(neverRunsAgainAt(pod(), GONE, NOW, POLICY)).toBeUndefined()
+  })
+})
+
+describe("nodeFactOf: a pod's node in a view of the nodes", () => {
+  const present = node()
+  const view = (name: string) => (name === "node-1" && present._tag === "Present" ? present.node : undefined)
+  it("present where the view holds it; gone where the view covers the name yet lacks it; else unknown", () => {
+    expect(nodeFactOf(pod(), view, () => false)).toEqual(present)
+    expect(nodeFactOf(pod({ nodeName: "node-2" }), view, () => true)).toEqual(GONE)
+    expect(nodeFactOf(pod({ nodeName: "node-2" }), view, (name) => name === "node-1")).toEqual(UNKNOWN)
+  })
+  it("unknown for a pod bound to no node, whatever the view covers", () => {
+    expect(nodeFactOf(pod({ nodeName: undefined }), view, () => true)).toEqual(UNKNOWN)
   })
 })

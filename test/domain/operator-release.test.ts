@@ -59,6 +59,13 @@ describe("namedHoldings", () => {
     ])
   })
 
+  it("--ip under a NAD that turned overlapping ranges off: the reservation kept from before is still freed with its entry", () => {
+    const off = listSnapshot(pools, reservations, [{ ...nad("net1", "10.1.0.0/24"), config: decodeNadConfig(JSON.stringify({ cniVersion: "0.3.1", name: "net1", type: "macvlan", ipam: { type: "whereabouts", range: "10.1.0.0/24", enable_overlapping_ranges: false } })) }])
+    expect(view(namedHoldings({ pods: [], ips: [{ pool: "10.1.0.0-24", ip: ip("10.1.0.2") }], force: false }, off))).toEqual([
+      { podref: "ns/a", claim: "Operator", force: false, entries: ["10.1.0.0-24 10.1.0.2 (net1)"], reservations: ["10.1.0.2"] }
+    ])
+  })
+
   it("one holding per podref however it was named, each entry once", () => {
     const r = namedHoldings({ pods: [{ namespace: "ns", name: "a" }], ips: [{ pool: "10.1.0.0-24", ip: ip("10.1.0.2") }, { pool: "10.1.0.0-24", ip: ip("10.1.0.2") }], force: false }, snapshot)
     expect(view(r).map((h) => [h.podref, h.entries.length, h.reservations.length])).toEqual([["ns/a", 2, 3]])

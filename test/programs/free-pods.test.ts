@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect, Either, Option } from "effect"
 import { type Attachment, deletePod, startPod } from "../../src/testing/cni-plugin.ts"
 import { memory } from "../../src/testing/layers.ts"
 import { RESERVATION_CONCURRENCY } from "../../src/programs/executor.ts"
@@ -8,6 +8,7 @@ import { freePod, freePods } from "../support/free-pods.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { ApiHooks, memoryWithHooks } from "../support/hooks.ts"
 import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
+import { Caches } from "../../src/services/Caches.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
 import { networkStatus, on, podObject } from "../support/objects.ts"
@@ -89,6 +90,21 @@ describe("freePods: upstream control-loop cases", () => {
         })
       )
       expect(events.filter((e) => e.reason === "IPAddressGarbageCollected")).toHaveLength(1)
+    }).pipe(Effect.provide(memory())))
+
+  it.live("a NAD deleted first and a reservation cache that has not seen the reservation yet: the pool found by podref still gets its reservation freed", () =>
+    Effect.gen(function* () {
+      yield* createNad("default", "net1", { range: "10.14.0.0/24" })
+      const pod = yield* startPod("default", "p", [on("net1")])
+      const projection = yield* projectionOf("default", "p")
+      yield* Effect.flatMap(KubeApi, (api) => api.delete(R.NetworkAttachmentDefinitions, "default", "net1"))
+      yield* deletePod(pod)
+      yield* cachesCaughtUp
+      expect(yield* reservationNames).toEqual(["10.14.0.1"])
+      // No NAD says how the pool names its reservations, and no cached reservation carries the podref: only its name finds it.
+      const lagging = Effect.updateService(Caches, (c) => ({ ...c, reservations: { ...c.reservations, get: () => Option.none(), byIndex: () => [], values: () => [] } }))
+      expect(yield* lagging(freePod(projection))).toEqual({ _tag: "Freed", freed: [{ ip: "10.14.0.1", pool: "10.14.0.0-24", network: "net1" }], reservations: 1 })
+      expect(yield* reservationNames).toEqual([])
     }).pipe(Effect.provide(memory())))
 
   it.live("a deleted pod of a NAD that is gone and held nothing gets no Warning", () =>

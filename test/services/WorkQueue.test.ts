@@ -164,6 +164,23 @@ describe("WorkQueue: keys", () => {
       yield* cycle(q)
       expect([...(yield* q.keys)]).toEqual([])
     }))
+  it.scoped("a timed add: the earliest time since the key was last taken comes out with it, once", () =>
+    Effect.gen(function*() {
+      const q = yield* WorkQueue.make<number>()
+      yield* q.add("a", 1, 100)
+      yield* q.add("a", 2, 200)
+      yield* q.add("b", 1)
+      expect(yield* takeReady(q)).toEqual({ key: "a", value: 2, waitingSince: 100 })
+      expect(yield* takeReady(q)).toEqual({ key: "b", value: 1 })
+      // Added while held: timed from then, handed out when it is taken again.
+      yield* q.add("a", 3, 300)
+      yield* q.done("a")
+      expect(yield* takeReady(q)).toEqual({ key: "a", value: 3, waitingSince: 300 })
+      yield* q.done("a")
+      // Delayed and rate-limited adds are not timed.
+      yield* q.addAfter("a", 4, 0)
+      expect(yield* takeReady(q)).toEqual({ key: "a", value: 4 })
+    }))
 })
 
 describe("WorkQueue: delays and rate limiting", () => {
