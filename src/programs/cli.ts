@@ -13,8 +13,7 @@ import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
-import { API_BURST_PER_QPS, DEFAULTS, TUNING } from "../services/ControllerConfig.ts"
-import { LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD } from "../services/LeaderElection.ts"
+import { API_BURST_PER_QPS, DEFAULTS, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, TEARDOWN_MARGIN, TUNING } from "../services/ControllerConfig.ts"
 import { LOG_FORMATS, LOG_LEVELS } from "./logging.ts"
 
 interface OptionRow {
@@ -38,13 +37,6 @@ export interface OptionSpec extends OptionRow {
   /** The default as `--help` and docs/options.md show it. */
   readonly default: string
 }
-
-/** What the controller's shutdown deadline adds to the drain and the lease release: the rest of the teardown. */
-const TEARDOWN_MARGIN = Duration.seconds(2)
-
-/** The controller's shutdown deadline: drain (--shutdown-timeout) + lease release (RENEW_DEADLINE) + TEARDOWN_MARGIN, inside the deployment's grace of 45 s. */
-export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput): Duration.Duration =>
-  Duration.sum(Duration.sum(shutdownTimeout, RENEW_DEADLINE), TEARDOWN_MARGIN)
 
 const SCHEDULE: ValueType = { placeholder: "<schedule>", example: '"@every 6h"', parse: (text) => Either.mapLeft(parseSchedule(text.trim()), (e) => e.message) }
 const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: parseOptionalDuration }

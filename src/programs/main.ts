@@ -12,7 +12,7 @@ import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, exitCodeOfFailure, helpText, parseCli, shutdownDeadline } from "./cli.ts"
+import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { preflight } from "./preflight.ts"
@@ -123,7 +123,7 @@ const main = (argv: ReadonlyArray<string>): void => {
   const warned = Effect.zipRight(Effect.forEach(cli.deprecated, (w) => Effect.logWarning(w)), program(cli))
   runMain(logged(warned), {
     name: "whereabouts-controller",
-    deadline: cli.command === "run" ? shutdownDeadline(Effect.runSync(configured(ControllerConfig.shutdownTimeout).pipe(Effect.orDie))) : undefined,
+    deadline: cli.command === "run" ? ControllerConfig.shutdownDeadline(Effect.runSync(configured(ControllerConfig.shutdownTimeout).pipe(Effect.orDie))) : undefined,
     onFailure: (cause) => failureOf(cli.command, cause),
     log: (line) => Effect.runSync(logged(line))
   })

@@ -34,6 +34,18 @@ export const TUNING: Readonly<typeof tuning> = tuning
 export const API_BURST_PER_QPS = 1.5
 export const apiBurst = (qps: number): number => Math.max(1, Math.floor(qps * API_BURST_PER_QPS))
 
+/** client-go's defaults (component-base's LeaderElectionConfiguration), not options: no operator of a GC controller needs to tune them. */
+export const LEASE_DURATION = Duration.seconds(15)
+export const RENEW_DEADLINE = Duration.seconds(10)
+export const RETRY_PERIOD = Duration.seconds(2)
+
+/** What the controller's shutdown deadline adds to the drain and the lease release: the rest of the teardown. */
+export const TEARDOWN_MARGIN = Duration.seconds(2)
+
+/** The controller's shutdown deadline: drain (--shutdown-timeout) + lease release (RENEW_DEADLINE) + TEARDOWN_MARGIN, inside the deployment's grace of 45 s. */
+export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput): Duration.Duration =>
+  Duration.sum(Duration.sum(shutdownTimeout, RENEW_DEADLINE), TEARDOWN_MARGIN)
+
 /** A value read with the parser the command line checks it with (option-values.ts): one rule for both; unset, `fallback`. */
 const parsed = <A>(key: string, parse: Parse<A>, fallback: A) =>
   Config.string(key).pipe(

@@ -16,11 +16,10 @@ import {
   exitCodeOfFailure,
   helpText,
   optionGroups,
-  parseCli,
-  shutdownDeadline
+  parseCli
 } from "../../src/programs/cli.ts"
 import { formatDuration } from "../../src/domain/option-values.ts"
-import { TUNING, apiBurst, config } from "../../src/services/ControllerConfig.ts"
+import { TUNING, apiBurst, config, shutdownDeadline } from "../../src/services/ControllerConfig.ts"
 import { tableRows } from "../support/markdown.ts"
 
 describe("command line", () => {
