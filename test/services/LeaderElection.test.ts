@@ -19,7 +19,7 @@ const leads = (le: LeaderElection.LeaderElection["Type"]) => Effect.map(Stream.r
 /** An elector with its own identity (and config), over the test's cluster; `isLeader` reads `leads`. */
 const elector = (identity: string, overrides: Partial<ControllerConfig.ControllerConfigShape> = {}) =>
   LeaderElection.make.pipe(
-    Effect.provideService(ControllerConfig.ControllerConfig, ControllerConfig.defaults({ identity, ...overrides })),
+    Effect.provide(ControllerConfig.layerWith({ identity, ...overrides })),
     Effect.map((le) => ({ ...le, isLeader: leads(le) }))
   )
 
