@@ -110,4 +110,4 @@ export const startBench = async (log: (line: string) => void, options: { readonl
 }
 
 /** The client-side request limit `deploy/` ships (the controller's defaults; QPS 0: none). */
-export const SHIPPED: Limits = limitsAt(ControllerConfig.DEFAULTS.apiQps)
+export const SHIPPED: Limits = limitsAt(ControllerConfig.OPTIONS.apiQps.default)

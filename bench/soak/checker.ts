@@ -6,7 +6,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises"
 import { Duration } from "effect"
-import { DEFAULTS } from "../../src/services/ControllerConfig.ts"
+import { OPTIONS } from "../../src/services/ControllerConfig.ts"
 import { type Credentials, rest } from "../../test/live/support/rest.ts"
 import { addressKey, type History } from "./history.ts"
 import { type Attached, type Entry, isLiveRunning, mustHold, type PodView, type PoolView, poolView, type Problem, problemsOf, type ReservationView, reservationView, statusAddresses } from "./invariants.ts"
@@ -41,7 +41,7 @@ interface CheckerDeps {
   readonly grep: (text: string) => ReadonlyArray<string>
 }
 
-const TERMINATING_GRACE_MS = Duration.toMillis(DEFAULTS.terminatingGrace)
+const TERMINATING_GRACE_MS = Duration.toMillis(OPTIONS.terminatingGrace.default)
 const POOLS_PATH = `/apis/whereabouts.cni.cncf.io/v1alpha1/namespaces/${POOLS_NAMESPACE}`
 const SOAK_PODS = "/api/v1/pods?labelSelector=soak%3D1"
 

@@ -3,16 +3,17 @@
  * command line. A parser answers the value, or why it is refused, in a clause read after the
  * option's name and value. Pure.
  */
-import { Duration, Either } from "effect"
+import { Duration, Either, LogLevel } from "effect"
+import { parseSchedule } from "./cron.ts"
 import { parseGoDuration } from "./go-duration.ts"
 
 export type Parse<A> = (text: string) => Either.Either<A, string>
 
-/** What an option takes: how --help and docs/options.md show it, a good value, and its parser. */
+/** What an option takes: how --help and docs/options.md show it, a good value, and its parser, whose undefined leaves the option unset. */
 export interface ValueType<A = unknown> {
   readonly placeholder: string
   readonly example: string
-  readonly parse: Parse<A>
+  readonly parse: Parse<A | undefined>
 }
 
 /** effect's own duration text ("500 millis", "30 seconds", "1 day"), accepted too. */
@@ -38,9 +39,6 @@ export const parseDuration: Parse<Duration.Duration> = (text) => {
   // "-0s" is zero in Go; any other sign is refused, not clamped to zero as effect would.
   return Either.flatMap(unsigned(t.slice(1)), (d) => (Duration.toMillis(d) === 0 ? Either.right(d) : Either.left("a duration cannot be negative")))
 }
-
-/** A duration, or undefined for "" (off). */
-export const parseOptionalDuration: Parse<Duration.Duration | undefined> = (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text))
 
 /** A duration above zero: a period, where 0 would spin. */
 export const parsePositiveDuration: Parse<Duration.Duration> = (text) =>
@@ -100,19 +98,27 @@ export const parseBoolean: Parse<boolean> = (text) =>
 
 /** One of a few words (the first ones named when refused; later ones are accepted aliases). */
 export const parseChoice =
-  (choices: ReadonlyArray<string>, options: { readonly named?: number; readonly ignoreCase?: boolean } = {}): Parse<string> =>
+  <C extends string>(choices: ReadonlyArray<C>, options: { readonly named?: number; readonly ignoreCase?: boolean } = {}): Parse<C> =>
   (text) => {
     const t = options.ignoreCase === true ? text.toLowerCase() : text
     const named = choices.slice(0, options.named ?? choices.length)
-    return choices.includes(t) ? Either.right(t) : Either.left(`must be ${named.slice(0, -1).join(", ")} or ${named.at(-1)}`)
+    return choices.includes(t as C) ? Either.right(t as C) : Either.left(`must be ${named.slice(0, -1).join(", ")} or ${named.at(-1)}`)
   }
 
 /** What audit, release and preflight print: a table for a person, or JSON. */
 export const OUTPUT_FORMATS = ["table", "json"] as const
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number]
 
-/** Anything: a path, a name ("" for a name means its default, as effect's Config reads it). */
-const parseAny: Parse<string> = (text) => Either.right(text)
+/** How the logger writes a line (logging.ts). */
+export const LOG_FORMATS = ["json", "logfmt", "text"] as const
+export type LogFormat = (typeof LOG_FORMATS)[number]
+
+/** The levels LOG_LEVEL takes, in the order messages name them; `warn` is an alias, never named. */
+export const LOG_LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error, warn: LogLevel.Warning }
+
+/** "" as unset (an option without a default stays so, one with a default takes it), any other text by `parse`. */
+const orUnset = <A>(parse: Parse<A>): Parse<A | undefined> => (text) => (text === "" ? Either.right(undefined) : parse(text))
+const parseAny: Parse<string> = Either.right
 
 export const DURATION: ValueType<Duration.Duration> = { placeholder: "<duration>", example: "30s", parse: parseDuration }
 export const PERIOD: ValueType<Duration.Duration> = { placeholder: "<duration>", example: "1m", parse: parsePositiveDuration }
@@ -121,5 +127,14 @@ export const PORT: ValueType<number> = { placeholder: "<port>", example: "8080",
 export const RATE: ValueType<number> = { placeholder: "<qps>", example: "20", parse: parseRate }
 export const RATIO: ValueType<number> = { placeholder: "<ratio>", example: "0.9", parse: parseRatio }
 export const BOOLEAN: ValueType<boolean> = { placeholder: "", example: "true", parse: parseBoolean }
-export const NAME: ValueType<string> = { placeholder: "<name>", example: "kube-system", parse: parseAny }
-export const PATH: ValueType<string> = { placeholder: "<path>", example: "/etc/whereabouts/config", parse: parseAny }
+/** A duration, or "" (blanks too) for none: off. */
+export const OPTIONAL_DURATION: ValueType<Duration.Duration> = { ...DURATION, example: "5m", parse: (text) => (text.trim() === "" ? Either.right(undefined) : parseDuration(text)) }
+export const NAME: ValueType<string> = { placeholder: "<name>", example: "kube-system", parse: orUnset(parseAny) }
+/** A name for which "" is a value: none. */
+export const NAME_OR_NONE: ValueType<string> = { ...NAME, parse: parseAny }
+export const PATH: ValueType<string> = { placeholder: "<path>", example: "/etc/whereabouts/config", parse: orUnset(parseAny) }
+/** A schedule in whereabouts' syntax, checked here and kept as written: run parses it beside its other sources (schedule.ts). */
+export const SCHEDULE: ValueType<string> = { placeholder: "<schedule>", example: '"@every 6h"', parse: orUnset((text) => Either.map(Either.mapLeft(parseSchedule(text.trim()), (e) => e.message), () => text)) }
+export const LOG_LEVEL: ValueType<string> = { placeholder: "<level>", example: "info", parse: parseChoice(Object.keys(LOG_LEVELS), { named: 4, ignoreCase: true }) }
+export const LOG_FORMAT: ValueType<LogFormat> = { placeholder: "<format>", example: "logfmt", parse: orUnset(parseChoice(LOG_FORMATS)) }
+export const OUTPUT: ValueType<OutputFormat> = { placeholder: "<format>", example: "json", parse: parseChoice(OUTPUT_FORMATS) }

@@ -1,130 +1,31 @@
 /**
- * Command line: one table of options drives parsing, `--help`, the check of every value before
- * anything runs, and the mapping of flags onto the variables the Config layer reads (flags win over
- * the environment, which wins over defaults). Commands' own arguments are flags without variables.
+ * Command line: the table of options (ControllerConfig.OPTIONS) drives parsing, `--help`, the check
+ * of every value before anything runs, and the mapping of flags onto the variables the Config layer
+ * reads (flags win over the environment, which wins over defaults). Commands' own arguments are
+ * flags without variables.
  */
 import { parseArgs } from "node:util"
 import { ConfigProvider, Duration, Either } from "effect"
-import { parseSchedule } from "../domain/cron.ts"
 import { parseIP } from "../domain/ip.ts"
 import type { NamedTargets } from "../domain/operator-release.ts"
-import { BOOLEAN, COUNT, DURATION, NAME, OUTPUT_FORMATS, PATH, PERIOD, PORT, RATE, RATIO, type ValueType, formatDuration, parseChoice, parseOptionalDuration } from "../domain/option-values.ts"
+import { BOOLEAN, formatDuration } from "../domain/option-values.ts"
 import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
-import { API_BURST_PER_QPS, DEFAULTS, TUNING } from "../services/ControllerConfig.ts"
-import { LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD } from "../services/LeaderElection.ts"
-import { LOG_FORMATS, LOG_LEVELS } from "./logging.ts"
+import { API_BURST_PER_QPS, COMMANDS, type Command, LEASE_DURATION, OPTIONS as TABLE, type OptionRow, RENEW_DEADLINE, RETRY_PERIOD, TUNING } from "../services/ControllerConfig.ts"
 
-interface OptionRow {
-  readonly flag: string
-  readonly env: string
-  /** The placeholder --help shows, and the parser that checks the value (option-values.ts); BOOLEAN makes a switch. */
-  readonly value: ValueType
-  /** One an operator sets: --help and docs/options.md list these first, the tuning knobs after. */
-  readonly common?: true
-  /** The option's default in DEFAULTS; without one, `note` says what applies when it is unset. */
-  readonly key?: keyof typeof DEFAULTS
-  readonly note?: string
-  /** A one-letter alias, as kubectl's `-o` for --output. */
-  readonly short?: string
-  readonly help: string
-  readonly commands: ReadonlyArray<Command>
-}
-
-export interface OptionSpec extends OptionRow {
+export interface OptionSpec extends Omit<OptionRow<unknown>, "default"> {
   readonly kind: "string" | "boolean"
-  /** The default as `--help` and docs/options.md show it. */
+  /** The default as `--help` and docs/options.md show it: the value, else what applies when unset. */
   readonly default: string
 }
 
-/** What the controller's shutdown deadline adds to the drain and the lease release: the rest of the teardown. */
-const TEARDOWN_MARGIN = Duration.seconds(2)
+const shown = (row: OptionRow<unknown>): string =>
+  row.unset ?? (Duration.isDuration(row.default) ? formatDuration(row.default) : String(row.default))
 
-/** The controller's shutdown deadline: drain (--shutdown-timeout) + lease release (RENEW_DEADLINE) + TEARDOWN_MARGIN, inside the deployment's grace of 45 s. */
-export const shutdownDeadline = (shutdownTimeout: Duration.DurationInput): Duration.Duration =>
-  Duration.sum(Duration.sum(shutdownTimeout, RENEW_DEADLINE), TEARDOWN_MARGIN)
-
-const SCHEDULE: ValueType = { placeholder: "<schedule>", example: '"@every 6h"', parse: (text) => Either.mapLeft(parseSchedule(text.trim()), (e) => e.message) }
-const OPTIONAL_DURATION: ValueType = { ...DURATION, example: "5m", parse: parseOptionalDuration }
-const LOG_LEVEL: ValueType = { placeholder: "<level>", example: "info", parse: parseChoice(Object.keys(LOG_LEVELS), { named: 4, ignoreCase: true }) }
-const LOG_FORMAT: ValueType = { placeholder: "<format>", example: "logfmt", parse: parseChoice(LOG_FORMATS) }
-const OUTPUT: ValueType = { placeholder: "<format>", example: "json", parse: parseChoice(OUTPUT_FORMATS) }
-
-const shown = (row: OptionRow): string => {
-  if (row.note !== undefined) return row.note
-  if (row.key === undefined) throw new Error(`option --${row.flag} has neither a default nor a note`)
-  const value: unknown = DEFAULTS[row.key]
-  if (Duration.isDuration(value)) return formatDuration(value)
-  return String(value)
-}
-
-const COMMANDS = ["run", "audit", "release", "preflight", "demo"] as const
-export type Command = (typeof COMMANDS)[number]
-const live: ReadonlyArray<Command> = ["run", "audit", "release", "preflight"]
-const runOnly: ReadonlyArray<Command> = ["run"]
-/** What decides that a pod will never run again: the controller's rule, which release follows too. */
-const policy: ReadonlyArray<Command> = ["run", "release"]
-
-const ROWS: ReadonlyArray<OptionRow> = [
-  { flag: "kubeconfig", env: "KUBECONFIG", value: PATH, common: true, note: "~/.kube/config, then in-cluster", help: "kubeconfig file to use", commands: live },
-  { flag: "namespace", env: "WHEREABOUTS_NAMESPACE", value: NAME, common: true, key: "namespace", help: "namespace of IPPools and OverlappingRangeIPReservations", commands: live },
-  {
-    flag: "concurrent-batches", env: "CONCURRENT_BATCHES", value: COUNT, key: "concurrentBatches", commands: runOnly,
-    help: "most batches of deleted pods being freed at once (the next is gathered while one is out): more lets a stalled API call delay fewer deletions, at the price of more concurrent writes to a slow API server"
-  },
-  { flag: "api-qps", env: "API_QPS", value: RATE, key: "apiQps", help: `opt-in client-side cap on API requests per second (0: none, the API server's Priority and Fairness protects it), with bursts of ${API_BURST_PER_QPS} × the cap (kube-controller-manager's 20/30); set one for a small or shared API server`, commands: live },
-  {
-    flag: "reconcile-schedule", env: "RECONCILE_SCHEDULE", value: SCHEDULE, common: true, commands: runOnly,
-    note: `the ConfigMap's, ${TUNING.scheduleFile}'s, the flat file's reconciler_cron_expression, else 30 4 * * *`,
-    help: "schedule of the full orphan sweep, in whereabouts' syntax (robfig/cron: five fields, @daily, @every 1h, ?, CRON_TZ=); first of the sources listed here wins"
-  },
-  {
-    flag: "reconcile-schedule-configmap", env: "RECONCILE_SCHEDULE_CONFIGMAP", value: NAME, key: "scheduleConfigMap", commands: runOnly,
-    help: "ConfigMap in --namespace whose key holds the schedule, read at start-up and watched: a change takes effect without a restart (\"\" to not look)"
-  },
-  { flag: "dry-run", env: "DRY_RUN", value: BOOLEAN, common: true, key: "dryRun", help: "sweeps report orphans and pods that will never run again are logged, but neither is freed (deleted pods still are); release prints what it would free and writes nothing", commands: ["run", "release"] },
-  { flag: "leader-elect", env: "LEADER_ELECT", value: BOOLEAN, key: "leaderElect", help: `elect a leader through a Lease (run 2 replicas safely), with client-go's timings: ${formatDuration(LEASE_DURATION)} lease, ${formatDuration(RENEW_DEADLINE)} renew deadline, ${formatDuration(RETRY_PERIOD)} between attempts`, commands: runOnly },
-  { flag: "lease-name", env: "LEASE_NAME", value: NAME, key: "leaseName", help: "name of the leader Lease", commands: runOnly },
-  { flag: "metrics-port", env: "METRICS_PORT", value: PORT, key: "metricsPort", help: "port of /metrics (0 disables)", commands: runOnly },
-  { flag: "health-port", env: "HEALTH_PORT", value: PORT, key: "healthPort", help: "port of /healthz and /readyz (0 disables)", commands: runOnly },
-  { flag: "shutdown-timeout", env: "SHUTDOWN_TIMEOUT", value: DURATION, key: "shutdownTimeout", help: `on SIGTERM, how long in-flight work may finish; the whole shutdown gets this + ${formatDuration(RENEW_DEADLINE)} to release the lease + ${formatDuration(TEARDOWN_MARGIN)}, then the process exits 1`, commands: runOnly },
-  { flag: "pool-usage-threshold", env: "POOL_USAGE_THRESHOLD", value: RATIO, key: "poolUsageThreshold", help: "pool usage ratio that raises a Warning event on the IPPool and the pool_usage_over_threshold metric (preflight warns at it too)", commands: ["run", "preflight"] },
-  {
-    flag: "invariant-interval", env: "INVARIANT_INTERVAL", value: PERIOD, key: "invariantInterval", commands: runOnly,
-    help: "how often the leader checks, on its caches alone (no API request), that every running pod holds the addresses its status lists and that none is used twice; also after each sweep"
-  },
-  {
-    flag: "invariant-grace", env: "INVARIANT_GRACE", value: DURATION, key: "invariantGrace", commands: ["run", "audit"],
-    help: "how long such a violation must last before it is reported (an ADD in progress never is); audit judges only pods Ready for this long"
-  },
-  {
-    flag: "prune-slice-pools", env: "PRUNE_SLICE_POOLS", value: BOOLEAN, key: "pruneSlicePools", commands: runOnly,
-    help: "sweeps delete empty node-slice pools of nodes that no longer own their slice, once their NodeSlicePool read live confirms it (audit lists them either way)"
-  },
-  { flag: "free-terminal-pods", env: "FREE_TERMINAL_PODS", value: BOOLEAN, common: true, key: "freeTerminalPods", help: "free the addresses of pods that finished (phase Succeeded or Failed) while their objects remain", commands: policy },
-  {
-    flag: "free-evicted-pods", env: "FREE_EVICTED_PODS", value: BOOLEAN, common: true, key: "freeEvictedPods", commands: policy,
-    help: "free the addresses of evicted pods: by the kubelet, or by the taint manager from an unreachable node (upstream's reconciler does the latter)"
-  },
-  { flag: "free-on-out-of-service", env: "FREE_ON_OUT_OF_SERVICE", value: BOOLEAN, common: true, key: "freeOnOutOfService", help: "free the addresses of terminating pods on a node tainted node.kubernetes.io/out-of-service", commands: policy },
-  {
-    flag: "terminating-grace", env: "TERMINATING_GRACE", value: DURATION, key: "terminatingGrace", commands: policy,
-    help: "how long past a terminating pod's grace period its node's state (gone, out of service, not ready) counts: longer is safer against a node that comes back"
-  },
-  {
-    flag: "free-on-notready-after", env: "FREE_ON_NOTREADY_AFTER", value: OPTIONAL_DURATION, common: true, note: "off", commands: policy,
-    help: "opt-in: free a terminating pod's addresses once its node has been NotReady or Unknown this long (a partitioned node may still run its pods)"
-  },
-  { flag: "flat-config", env: "FLAT_CONFIG_PATH", value: PATH, note: "whereabouts' own lookup paths", help: "whereabouts.conf flat file with IPAM defaults", commands: live },
-  { flag: "log-level", env: "LOG_LEVEL", value: LOG_LEVEL, common: true, key: "logLevel", help: "debug, info, warning or error; unset, audit, release, preflight and demo log at warning (only what is wrong) and run at info", commands: COMMANDS },
-  { flag: "log-format", env: "LOG_FORMAT", value: LOG_FORMAT, common: true, note: "text on a terminal, else json", help: "json, logfmt or text (a line a person reads: time, level, message, key=value)", commands: COMMANDS },
-  { flag: "output", short: "o", env: "OUTPUT", value: OUTPUT, common: true, key: "output", help: "output of audit, release and preflight: table or json", commands: ["audit", "release", "preflight"] }
-]
-
-/** Every option, with its default as shown. */
-export const OPTIONS: ReadonlyArray<OptionSpec> = ROWS.map((row) => ({ ...row, kind: row.value === BOOLEAN ? "boolean" : "string", default: shown(row) }))
+/** Every option (ControllerConfig.OPTIONS), with its default as shown. */
+export const OPTIONS: ReadonlyArray<OptionSpec> = Object.values<OptionRow<unknown>>(TABLE).map((row) => ({ ...row, kind: row.value === BOOLEAN ? "boolean" : "string", default: shown(row) }))
 
 /** Options that are gone, and what is fixed in their place: named when given, as docs/options.md lists them. */
 export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly env: string; readonly now: string }> = [
@@ -387,7 +288,7 @@ export const optionName = (flag: string): string => named(OPTIONS.find((o) => o.
 
 /** A good value (the default, else the value type's example), written as the user wrote the bad one. */
 const goodExample = (row: OptionSpec, fromFlag: boolean) => {
-  const value = row.key !== undefined && row.default !== "" ? row.default : row.value.example
+  const value = row.unset === undefined && row.default !== "" ? row.default : row.value.example
   return fromFlag ? `--${row.flag} ${value}` : `${row.env}=${value}`
 }
 
@@ -399,8 +300,7 @@ export const checkOptions = (cli: ParsedCli, env: Environment): ReadonlyArray<st
   OPTIONS.flatMap((row) => {
     const typed = cli.values.get(row.env)
     const text = typed ?? env[row.env]
-    // An option without a default takes "" as unset, as the configuration does.
-    if (text === undefined || (text === "" && row.key === undefined)) return []
+    if (text === undefined) return []
     const parsed = row.value.parse(text)
     return Either.isLeft(parsed) ? [`${named(row, typed !== undefined)} ${JSON.stringify(text)}: ${parsed.left}; e.g. ${goodExample(row, typed !== undefined)}`] : []
   })

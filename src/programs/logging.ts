@@ -2,14 +2,9 @@
  * The logger of every command, on stderr, in the format and from the level asked for. Unset, both
  * follow the reader: text on a terminal, else JSON; warnings for a command answering on stdout, info for `run`.
  */
-import { Cause, Config, ConfigError, Effect, Inspectable, Layer, Logger, LogLevel, Option } from "effect"
+import { Cause, Config, ConfigError, Effect, Inspectable, Layer, Logger, type LogLevel, Option } from "effect"
+import { LOG_FORMATS, LOG_LEVELS, type LogFormat } from "../domain/option-values.ts"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
-
-export const LOG_FORMATS = ["json", "logfmt", "text"] as const
-export type LogFormat = (typeof LOG_FORMATS)[number]
-
-/** The levels LOG_LEVEL takes, in the order messages name them; `warn` is an alias, never named. */
-export const LOG_LEVELS: Readonly<Record<string, LogLevel.LogLevel>> = { debug: LogLevel.Debug, info: LogLevel.Info, warning: LogLevel.Warning, error: LogLevel.Error, warn: LogLevel.Warning }
 
 const two = (n: number) => String(n).padStart(2, "0")
 
@@ -40,7 +35,7 @@ export const textLogger = (colours: boolean): Logger.Logger<unknown, string> =>
 /** The settings of `command`, from LOG_LEVEL, LOG_FORMAT, NO_COLOR (https://no-color.org) and whether stderr is a terminal. */
 export const logSettings = (command: string, terminal: boolean) =>
   Effect.gen(function* () {
-    const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(command === "run" ? ControllerConfig.DEFAULTS.logLevel : "warning"))
+    const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(command === "run" ? ControllerConfig.OPTIONS.logLevel.default : "warning"))
     // Set but empty is unset, as for every option without a default.
     const explicit = yield* Config.option(Config.literal(...LOG_FORMATS, "")("LOG_FORMAT"))
     const noColour = yield* Config.option(Config.string("NO_COLOR"))

@@ -4,15 +4,14 @@
  * SIGTERM/SIGINT interrupt the program, which stops taking work, drains and releases its lease.
  */
 import { readFileSync } from "node:fs"
-import { Cause, Config, ConfigError, Data, Effect, Layer, Option } from "effect"
-import { OUTPUT_FORMATS } from "../domain/option-values.ts"
+import { Cause, ConfigError, Data, Effect, Layer, Option } from "effect"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
 import { layerLive } from "../services/KubeApiLive.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import * as Metrics from "../services/Metrics.ts"
 import * as NadConfigs from "../services/NadConfigs.ts"
 import { audit } from "./audit.ts"
-import { type Command, EXIT_USAGE, type ParsedCli, checkOptions, configProvider, exitCodeOfFailure, helpText, parseCli, shutdownDeadline } from "./cli.ts"
+import { EXIT_USAGE, type ParsedCli, checkOptions, configProvider, exitCodeOfFailure, helpText, parseCli } from "./cli.ts"
 import { programKubeApi, stores, withKubeApi } from "./layers.ts"
 import { logging } from "./logging.ts"
 import { preflight } from "./preflight.ts"
@@ -55,7 +54,7 @@ const printed = <E>(command: Effect.Effect<{ readonly text: string; readonly exi
     return done.exitCode
   })
 
-const outputFormat = Config.literal(...OUTPUT_FORMATS)("OUTPUT").pipe(Config.withDefault(ControllerConfig.DEFAULTS.output))
+const outputFormat = ControllerConfig.read(ControllerConfig.OPTIONS.output)
 
 const program = (cli: ParsedCli) =>
   Effect.gen(function* () {
@@ -90,7 +89,7 @@ const program = (cli: ParsedCli) =>
  * The exit code and the line of a command that failed: bad configuration (checkOptions has named each
  * bad value before anything ran) or a report release cannot read is bad usage, the rest could not complete.
  */
-const failureOf = (command: Command, cause: Cause.Cause<{ readonly message: string }>) => {
+const failureOf = (command: ControllerConfig.Command, cause: Cause.Cause<{ readonly message: string }>) => {
   const failure = Cause.failureOption(cause)
   const usage = Option.isSome(failure) && (ConfigError.isConfigError(failure.value) || failure.value instanceof ReleaseInputError)
   const code = usage ? EXIT_USAGE : exitCodeOfFailure(command)
@@ -123,7 +122,7 @@ const main = (argv: ReadonlyArray<string>): void => {
   const warned = Effect.zipRight(Effect.forEach(cli.deprecated, (w) => Effect.logWarning(w)), program(cli))
   runMain(logged(warned), {
     name: "whereabouts-controller",
-    deadline: cli.command === "run" ? shutdownDeadline(Effect.runSync(configured(ControllerConfig.shutdownTimeout).pipe(Effect.orDie))) : undefined,
+    deadline: cli.command === "run" ? ControllerConfig.shutdownDeadline(Effect.runSync(configured(ControllerConfig.shutdownTimeout).pipe(Effect.orDie))) : undefined,
     onFailure: (cause) => failureOf(cli.command, cause),
     log: (line) => Effect.runSync(logged(line))
   })

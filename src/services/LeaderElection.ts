@@ -6,15 +6,11 @@
  * RENEW_DEADLINE (< LEASE_DURATION, so it stops before anyone may take over).
  */
 import { Clock, Context, Duration, Effect, Either, Fiber, Layer, Random, Schema, Stream, SubscriptionRef } from "effect"
-import { ControllerConfig, type ControllerConfigShape } from "./ControllerConfig.ts"
+import { ControllerConfig, type ControllerConfigShape, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, objectKey } from "./KubeApi.ts"
 import { type KubeError, isUnreachable } from "./KubeError.ts"
 import { Leases, apiVersionOf } from "./resources.ts"
 
-/** client-go's defaults (component-base's LeaderElectionConfiguration), not options: no operator of a GC controller needs to tune them. */
-export const LEASE_DURATION = Duration.seconds(15)
-export const RENEW_DEADLINE = Duration.seconds(10)
-export const RETRY_PERIOD = Duration.seconds(2)
 /** client-go's wait.JitterUntil factor: a candidate's retries are spread over up to 2.2 × RETRY_PERIOD. */
 export const JITTER_FACTOR = 1.2
 

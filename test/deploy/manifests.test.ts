@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { Duration, Either } from "effect"
 import { describe, expect, it } from "vitest"
 import * as R from "../../src/services/resources.ts"
-import { shutdownDeadline } from "../../src/programs/cli.ts"
+import { shutdownDeadline } from "../../src/services/ControllerConfig.ts"
 import { loadConfig, resolveEnv } from "./support/config.ts"
 import { DEPLOY, EXPECTED_RBAC, type Obj, ROOT, findKubectl, idOf, kustomize, kustomizeWith, rbacRows, required } from "./support/tools.ts"
 

@@ -16,11 +16,10 @@ import {
   exitCodeOfFailure,
   helpText,
   optionGroups,
-  parseCli,
-  shutdownDeadline
+  parseCli
 } from "../../src/programs/cli.ts"
 import { formatDuration } from "../../src/domain/option-values.ts"
-import { TUNING, apiBurst, config } from "../../src/services/ControllerConfig.ts"
+import { TUNING, apiBurst, config, shutdownDeadline } from "../../src/services/ControllerConfig.ts"
 import { tableRows } from "../support/markdown.ts"
 
 describe("command line", () => {
@@ -227,8 +226,7 @@ describe("configuration errors", () => {
         expect(byFlag[0]!.startsWith(`--${o.flag} (${o.env}) ${JSON.stringify(bad)}: `), byFlag[0]).toBe(true)
         expect(byFlag[0]).toContain(`; e.g. --${o.flag} `)
       }
-      // The schedule is parsed where run reads its sources (schedule.ts), not by the Config.
-      if (!notInConfig.has(o.env) && o.flag !== "reconcile-schedule") {
+      if (!notInConfig.has(o.env)) {
         const read = readConfig({ [o.env]: bad })
         expect(read._tag, `ControllerConfig refuses ${o.env}=${bad}`).toBe("Failure")
       }

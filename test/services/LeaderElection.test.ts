@@ -19,7 +19,7 @@ const leads = (le: LeaderElection.LeaderElection["Type"]) => Effect.map(Stream.r
 /** An elector with its own identity (and config), over the test's cluster; `isLeader` reads `leads`. */
 const elector = (identity: string, overrides: Partial<ControllerConfig.ControllerConfigShape> = {}) =>
   LeaderElection.make.pipe(
-    Effect.provideService(ControllerConfig.ControllerConfig, ControllerConfig.defaults({ identity, ...overrides })),
+    Effect.provide(ControllerConfig.layerWith({ identity, ...overrides })),
     Effect.map((le) => ({ ...le, isLeader: leads(le) }))
   )
 
@@ -253,7 +253,7 @@ describe("LeaderElection: one candidate", () => {
     ))
 
   it("runs with client-go's timings, which keep its rule: the leader gives up before anyone may take over, after more than one jittered retry", () => {
-    const [lease, renew, retry] = [LeaderElection.LEASE_DURATION, LeaderElection.RENEW_DEADLINE, LeaderElection.RETRY_PERIOD].map(Duration.toMillis) as [number, number, number]
+    const [lease, renew, retry] = [ControllerConfig.LEASE_DURATION, ControllerConfig.RENEW_DEADLINE, ControllerConfig.RETRY_PERIOD].map(Duration.toMillis) as [number, number, number]
     expect([lease, renew, retry]).toEqual([15_000, 10_000, 2_000])
     expect(lease > renew && renew > LeaderElection.JITTER_FACTOR * retry && retry > 0).toBe(true)
   })
