@@ -2,7 +2,9 @@
  * robfig/cron v3's search for the next activation: it walks the wall clock field by field (month, day,
  * hour, minute, second) with Go's time arithmetic, so, unlike effect's `Cron.next`, a wall time a
  * spring-forward change skips does not run that day, one a fall-back change repeats runs twice, and
- * nothing is found beyond the fifth calendar year after the start. Go's rules reproduced here:
+ * nothing is found beyond the fifth calendar year after the start; and, unlike effect's, it never
+ * answers an instant before the start (effect's does from inside a repeated hour, so a sweep loop on
+ * it would run at once, up to once per matching minute of that hour). Go's rules reproduced here:
  * - `time.Date` of a wall time in a gap or an overlap takes the offset found at the wall time read
  *   as UTC, then re-checks it once (so Berlin's 02:30 gap is 03:30 CEST, New York's is 01:30 EST);
  * - `AddDate` re-normalises wall fields (Jan 31 + 1 month = Mar 3); `Add` and `Truncate` are absolute;

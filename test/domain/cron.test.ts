@@ -227,6 +227,18 @@ describe("where effect's Cron differs from robfig (why parseSchedule translates)
     expect(effectRuns("30 2 * * *", "Europe/Berlin", autumn, 2)).toEqual(["2026-10-25T00:30:00.000Z", "2026-10-26T01:30:00.000Z"])
   })
 
+  it.each([
+    ["Europe/Berlin", "2026-10-25T01:45:22Z", "2026-10-25T00:46:00.000Z"],
+    ["America/New_York", "2026-11-01T06:45:22Z", "2026-11-01T05:46:00.000Z"],
+    ["Australia/Lord_Howe", "2026-04-04T15:10:00Z", "2026-04-04T14:41:00.000Z"],
+    ["America/Santiago", "2026-04-05T03:30:00Z", "2026-04-05T02:31:00.000Z"],
+    ["Asia/Gaza", "2026-10-23T23:30:00Z", "2026-10-23T22:31:00.000Z"]
+  ])("from the second pass of %s's repeated hour (%s) effect's next minute is the first pass's, before the start; robfig's is a minute on", (zone, after, effect) => {
+    const start = new Date(after)
+    expect(Cron.next(Cron.unsafeParse("* * * * *", zone), start).toISOString()).toBe(effect)
+    expect(chain(parsed(`CRON_TZ=${zone} * * * * *`), after, 1)).toEqual([new Date(Math.floor(start.getTime() / 60_000 + 1) * 60_000).toISOString()])
+  })
+
   it("robfig searches five years at most: a leap-day schedule started in 2097 has no next run (2104 is too far)", () => {
     expect(nextRun(parsed("0 0 29 2 *"), new Date("2097-03-01T00:00:00Z"))).toEqual(Option.none())
     expect(effectRuns("0 0 29 2 *", "UTC", "2097-03-01T00:00:00Z", 1)).toEqual(["2104-02-29T00:00:00.000Z"])
