@@ -33,7 +33,9 @@ export const cpuText = (cpu: Record<string, number>) =>
     .map(([k, v]) => `${k} ${fmt(v)}`)
     .join(", ")
 
-export const limitsText = (l: Limits) => (l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client limit")
+/** A client-side limit as the tables name it. */
+export const limitsText = (l: Limits) =>
+  l.perGroup === true ? `client-go default (QPS ${l.qps}/burst ${l.burst} per API group client)` : l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client limit"
 
 /**
  * The median time to free everything, a run that did not finish counted as its timeout: then the
@@ -86,7 +88,7 @@ export const massRows = (
       ms(r.deleteWindowMs),
       sec(r.poolFreedMs),
       sec(r.reservationsFreedMs),
-      sec(r.reconciledMs),
+      sec(r.eventsMs),
       poolPatches(r.calls),
       r.kind === "ours" ? r.batches : "–",
       count(r.calls, "delete", "overlappingrangeipreservations"),

@@ -15,7 +15,7 @@ import { COMPONENT } from "../../src/services/EventRecorder.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, around } from "../../src/services/KubeApi.ts"
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
-import { type BenchEnv, type Contender, cpuDelta, type Limits, SHIPPED } from "./env.ts"
+import { type BenchEnv, type Contender, cpuDelta, type Limits, type Reading, SHIPPED } from "./env.ts"
 import type { Kind } from "./proc.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { podInformer } from "./pods.ts"
@@ -23,7 +23,7 @@ import { type Percentiles, percentiles } from "./stats.ts"
 import { type Network, POOL_NAMESPACE, type StartedPod, clearPools, deleteAll, makeTracker, networks, restCheck, startPods } from "./world.ts"
 
 const API = "whereabouts_controller_api_requests_total"
-const FREED = "whereabouts_controller_ips_freed_total"
+export const FREED = "whereabouts_controller_ips_freed_total"
 /** Events written (both contenders record through the project's EventRecorder, which counts them). */
 const WRITTEN = "whereabouts_controller_events_total"
 const BATCHES = "whereabouts_controller_reconcile_duration_seconds_count"
@@ -182,18 +182,23 @@ export interface MassOptions {
   readonly timeoutMs?: number
   /** Every pod's spec.nodeName (default: spread over node-0..49). */
   readonly nodeName?: string
+  /** Each network as the contender needs it (upstream's: its NAD naming a flat file). */
+  readonly network?: (n: Network) => Network
   /** How the pods are deleted (default `deleteAll`: 16 deletes in flight, grace 0). */
   readonly deleteWith?: (pods: ReadonlyArray<StartedPod>) => Effect.Effect<{ readonly firstIssued: number; readonly lastReturned: number }, Error, KubeApi>
   /** Leave the pools and reservations of the pool namespace as they are (a standing world's are there). */
   readonly keepPools?: boolean
 }
 
-/** Every pod deleted at once (16 deletes in flight, grace 0); times until all their addresses are free. */
-export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions) =>
+/** The controller's and the baseline's metrics: both count requests and record Events as the project does. */
+const OWN_READING: Reading = { calls: callsBetween, eventsOut: (s) => sum(s, WRITTEN, { result: "written" }) }
+
+/** Every pod deleted at once (16 deletes in flight, grace 0); times until all their addresses are free, and until the contender's Events are out. */
+export const massDeletion = <K extends string>(env: BenchEnv<K>, kind: K, o: MassOptions) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const ns = `md-${o.label}`
-    const nets = networks(ns, o.pools)
+    const nets = networks(ns, o.pools).map(o.network ?? ((n) => n))
     const perPod = o.perPod
     const { started, refs } = yield* startPods(ns, nets, o.pods, perPod, o.nodeName)
     const run = yield* Effect.scoped(
@@ -201,21 +206,24 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions) =>
         const t1 = performance.now()
         const c = yield* env.start(kind, o.limits, o.label)
         const startMs = performance.now() - t1
+        const { calls, eventsOut } = c.reading ?? OWN_READING
         const tracker = yield* makeTracker()
         yield* tracker.allHeld(refs, o.pods * perPod)
         const m0 = yield* c.scrape
         const s0 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu0 = env.cpu(c)
-        const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => total(callsBetween([], s)))))
+        const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => total(calls([], s)))))
         const serverSampler = o.serverRates === true && o.serverCounts !== undefined ? rateSampler(async () => serverTotal(await o.serverCounts!())) : undefined
         const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
         const del = yield* (o.deleteWith === undefined ? deleteAll(started) : o.deleteWith(started))
         const timeoutMs = o.timeoutMs ?? 600_000
         const freed = yield* tracker.allFreed(refs, timeoutMs, del.lastReturned)
-        const reconciledAt = yield* waitMetricAt(c, WRITTEN, { result: "written" }, sum(m0, WRITTEN, { result: "written" }) + o.pods * perPod, Number.isNaN(freed.pool) ? 1 : 120_000)
+        const eventsOutAt = yield* Effect.promise(() =>
+          waitUntil(() => Effect.runPromise(Effect.map(c.scrape, (s) => eventsOut(s) - eventsOut(m0))), o.pods * perPod, Number.isNaN(freed.pool) ? 1 : 120_000)
+        )
         const alloc = allocator === undefined ? undefined : yield* allocator.stop
-        // Let the last writes (the allocator's, the contender's Events) land before counting.
-        yield* Effect.sleep("500 millis")
+        // Let the last writes (the allocator's, the contender's Events, upstream's lease releases) land before counting.
+        yield* Effect.sleep("1 second")
         const rates = yield* Effect.promise(() => sampler.stop())
         const serverRates = serverSampler === undefined ? undefined : yield* Effect.promise(() => serverSampler.stop())
         const m1 = yield* c.scrape
@@ -236,9 +244,9 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions) =>
           poolFreedMs: freed.pool,
           reservationsFreedMs: freed.reservations,
           timeoutMs,
-          reconciledMs: reconciledAt - del.lastReturned,
-          calls: callsBetween(m0, m1),
-          // Reconcile batches the controller ran (its reconcile_duration histogram count); 0 for the baseline.
+          eventsMs: eventsOutAt - del.lastReturned,
+          calls: calls(m0, m1),
+          // Deletion batches the controller ran (its reconcile_duration histogram count); 0 for the others.
           batches: sum(m1, BATCHES) - sum(m0, BATCHES),
           ...(s0 === undefined || s1 === undefined ? {} : { serverCalls: serverCallsBetween(s0, s1) }),
           cpu,
