@@ -425,21 +425,11 @@ export const informerSync = (kind: Kind) =>
     })
   )
 
-/**
- * The floor under the single deletions: their world and stream with no controller. As each pod's
- * DELETE is answered the benchmark sends what the controller sends for it, in the executor's order
- * (re-check GET, reservation DELETE, then the guarded patch of `releaseOps` with the Event
- * alongside), with no queue, batching, client limit or informer, a pod and a pool watch open: what
- * the API server takes for the requests alone.
- */
-export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "rate" | "label">) =>
+/** Per podref of `refs`, what the guarded patch needs: its pool, network and entry (key and container id, as the pool holds them). */
+const poolEntries = (nets: ReadonlyArray<Network>, refs: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
-    const ns = `sd-${o.label}`
-    const nets = networks(ns, SINGLE_POOLS)
-    const { started, refs } = yield* startPods(ns, nets, o.pods)
     const wanted = new Set(refs)
-    // What the guarded patch needs per pod: the entry's key and container id, as the pool holds them.
     const entryOf = new Map<string, { pool: string; network: string; entry: ReleaseEntry }>()
     for (const n of nets) {
       const range = parseCidr(n.range)!
@@ -450,6 +440,60 @@ export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "rate
         entryOf.set(a.podref, { pool: n.pool, network: n.nad, entry: { key, podref: a.podref, id: a.id, ip: { family: range.family, value: range.address + BigInt(key) }, ifname: a.ifname ?? "net1" } })
       }
     }
+    return entryOf
+  })
+
+/**
+ * What the controller sends for one deleted pod, in the executor's order: the re-check GET, the
+ * reservation DELETE, then the guarded patch with the Event alongside. A request the server could
+ * not answer now is sent again, as a controller would; any other failure goes to `failures`.
+ */
+const floorRequests = (api: KubeApiShape, { namespace, name }: StartedPod, at: { readonly pool: string; readonly network: string; readonly entry: ReleaseEntry }, failures: Array<string>) =>
+  Effect.gen(function* () {
+    const ref = `${namespace}/${name}`
+    const note = <A>(e: Effect.Effect<A, KubeError>) =>
+      e.pipe(
+        Effect.retry({ times: 5, schedule: Schedule.exponential("100 millis"), while: isRetryableKubeError }),
+        Effect.asVoid,
+        Effect.catchAll((err) => Effect.sync(() => void failures.push(`${ref}: ${err.reason}: ${err.message}`)))
+      )
+    const live = yield* Effect.either(api.get(R.Pods, namespace, name))
+    if (Either.isRight(live)) failures.push(`${ref}: the re-check found the pod`)
+    else if (live.left.reason !== "NotFound") yield* note(Effect.fail(live.left))
+    yield* note(api.delete(R.OverlappingRangeIPReservations, POOL_NAMESPACE, reservationName(at.entry.ip, "")))
+    const now = new Date().toISOString()
+    const event: KubeObject = {
+      apiVersion: "v1",
+      kind: "Event",
+      metadata: { name: `${name}.floor`, namespace },
+      involvedObject: { apiVersion: "v1", kind: "Pod", namespace, name },
+      reason: REASON_GARBAGE_COLLECTED,
+      message: garbageCollectedMessage(formatIP(at.entry.ip), at.network),
+      type: "Normal",
+      source: { component: COMPONENT },
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1
+    }
+    yield* Effect.all([note(api.patch(R.IPPools, POOL_NAMESPACE, at.pool, { type: "json", ops: releaseOps([at.entry]) })), note(api.create(R.Events, namespace, event))], {
+      concurrency: 2,
+      discard: true
+    })
+  })
+
+/**
+ * The floor under the single deletions: their world and stream with no controller. As each pod's
+ * DELETE is answered the benchmark sends what the controller sends for it (`floorRequests`), with
+ * no queue, batching, client limit or informer, a pod and a pool watch open: what the API server
+ * takes for the requests alone.
+ */
+export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "rate" | "label">) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const ns = `sd-${o.label}`
+    const nets = networks(ns, SINGLE_POOLS)
+    const { started, refs } = yield* startPods(ns, nets, o.pods)
+    const entryOf = yield* poolEntries(nets, refs)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const tracker = yield* makeTracker()
@@ -460,45 +504,7 @@ export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "rate
         yield* Effect.sleep(Duration.seconds(2))
         const cpu0 = env.cpu()
         const failures: Array<string> = []
-        // A request the server could not answer now is sent again, as a controller would; any other failure is noted.
-        const noted = (ref: string) => <A>(e: Effect.Effect<A, KubeError>) =>
-          e.pipe(
-            Effect.retry({ times: 5, schedule: Schedule.exponential("100 millis"), while: isRetryableKubeError }),
-            Effect.asVoid,
-            Effect.catchAll((err) => Effect.sync(() => void failures.push(`${ref}: ${err.reason}: ${err.message}`)))
-          )
-        const follow = (namespace: string, name: string) =>
-          Effect.gen(function* () {
-            const ref = `${namespace}/${name}`
-            const { pool, network, entry } = entryOf.get(ref)!
-            const note = noted(ref)
-            const live = yield* Effect.either(api.get(R.Pods, namespace, name))
-            if (Either.isRight(live)) failures.push(`${ref}: the re-check found the pod`)
-            else if (live.left.reason !== "NotFound") yield* note(Effect.fail(live.left))
-            yield* note(api.delete(R.OverlappingRangeIPReservations, POOL_NAMESPACE, reservationName(entry.ip, "")))
-            const now = new Date().toISOString()
-            const event: KubeObject = {
-              apiVersion: "v1",
-              kind: "Event",
-              metadata: { name: `${name}.floor`, namespace },
-              involvedObject: { apiVersion: "v1", kind: "Pod", namespace, name },
-              reason: REASON_GARBAGE_COLLECTED,
-              message: garbageCollectedMessage(formatIP(entry.ip), network),
-              type: "Normal",
-              source: { component: COMPONENT },
-              firstTimestamp: now,
-              lastTimestamp: now,
-              count: 1
-            }
-            yield* Effect.all(
-              [
-                note(api.patch(R.IPPools, POOL_NAMESPACE, pool, { type: "json", ops: releaseOps([entry]) })),
-                note(api.create(R.Events, namespace, event))
-              ],
-              { concurrency: 2, discard: true }
-            )
-          })
-        const { issued } = yield* deleteAtRate(started, o.rate, (p) => follow(p.namespace, p.name))
+        const { issued } = yield* deleteAtRate(started, o.rate, (p) => floorRequests(api, p, entryOf.get(`${p.namespace}/${p.name}`)!, failures))
         yield* tracker.allFreed(refs, 120_000)
         const cpu = cpuDelta(cpu0, env.cpu())
         const poolLat = sinceIssued(refs, issued, tracker.poolFreedAt)
