@@ -25,10 +25,10 @@ import { type Proc, spawnContender, startupSwept } from "./lib/proc.ts"
 import { delta, type Sample, sum } from "./lib/prom.ts"
 import { machine, readResults, regenerate, writeResults } from "./lib/report.ts"
 import { type WorldLayout, buildWorld, createNodes, scaleLayout, worldFacts } from "./lib/rssworld.ts"
-import { type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { API_REQUESTS, type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { fullyFreed } from "./lib/rows.ts"
 import { renderScale } from "./lib/scalereport.ts"
-import { fmt } from "./lib/stats.ts"
+import { fmt, mib } from "./lib/stats.ts"
 import type { StartedPod } from "./lib/world.ts"
 
 const argv = process.argv.slice(2)
@@ -65,8 +65,6 @@ const { plane, etcd, env, logDir, driver } = await startBench(log, { etcdQuotaBy
 const run = runOver(driver)
 const pids = planePids(plane)
 
-const MiB = 2 ** 20
-const API = "whereabouts_controller_api_requests_total"
 
 /** apiserver_request_total between two scrapes, "VERB resource scope" (code summed). */
 const serverByScope = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>) => delta(before, after, "apiserver_request_total", ["verb", "resource", "scope"])
@@ -134,7 +132,7 @@ const startAndIdle = async (p: Proc, t0: number, at: { stage: string }) => {
   await startupSwept(p, 900_000, 100)
   const sweptMs = performance.now() - t0
   const sweeps = sum(await p.scrape(), "whereabouts_controller_sweeps_total", { result: "success" })
-  log(`  ready after ${fmt(readyMs / 1000)} s, start-up sweep done ${fmt((sweptMs - readyMs) / 1000)} s later (${sweeps} successful); RSS ${fmt(p.memory().rss / MiB)} MiB, peak ${fmt(p.memory().hwm / MiB)} MiB`)
+  log(`  ready after ${fmt(readyMs / 1000)} s, start-up sweep done ${fmt((sweptMs - readyMs) / 1000)} s later (${sweeps} successful); RSS ${mib(p.memory().rss)}, peak ${mib(p.memory().hwm)}`)
   await sleep(10_000)
   const afterSweep = p.memory()
   const m0 = await p.scrape()
@@ -146,8 +144,8 @@ const startAndIdle = async (p: Proc, t0: number, at: { stage: string }) => {
   const i1 = await apiserverRequests(plane)
   const steady = p.memory()
   const planeRss = { apiserver: rssOf(pids.apiserver), etcd: rssOf(pids.etcd) }
-  log(`  steady RSS ${fmt(steady.rss / MiB)} MiB after ${S.idleS} s idle (${fmt((idleCpuSeconds * 1000) / S.idleS)} millicores); kube-apiserver ${fmt(planeRss.apiserver / MiB)} MiB, etcd ${fmt(planeRss.etcd / MiB)} MiB`)
-  const quiet = { steadyServer: serverByScope(i0, i1), steadyController: delta(m0, m1, API, ["verb", "resource", "code"]) }
+  log(`  steady RSS ${mib(steady.rss)} after ${S.idleS} s idle (${fmt((idleCpuSeconds * 1000) / S.idleS)} millicores); kube-apiserver ${mib(planeRss.apiserver)}, etcd ${mib(planeRss.etcd)}`)
+  const quiet = { steadyServer: serverByScope(i0, i1), steadyController: delta(m0, m1, API_REQUESTS, ["verb", "resource", "code"]) }
   return { readyMs, sweepMs: sweptMs - readyMs, afterSweep, steady, idleCpuSeconds, planeRss, quiet }
 }
 
@@ -200,7 +198,7 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
         steadyServer: quiet.steadyServer,
         wholeServer: serverByScope(s0, sEnd),
         steadyController: quiet.steadyController,
-        wholeController: delta([], mEnd, API, ["verb", "resource", "code"]),
+        wholeController: delta([], mEnd, API_REQUESTS, ["verb", "resource", "code"]),
         informerRestarts: sum(mEnd, "whereabouts_controller_informer_restarts_total"),
         sweeps: sum(mEnd, "whereabouts_controller_sweeps_total")
       }

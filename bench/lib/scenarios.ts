@@ -22,7 +22,8 @@ import { podInformer } from "./pods.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
 import { type Network, POOL_NAMESPACE, type StartedPod, clearPools, deleteAll, makeTracker, networks, restCheck, startPods } from "./world.ts"
 
-const API = "whereabouts_controller_api_requests_total"
+/** The controller's (and the baseline's) requests by verb, resource and code. */
+export const API_REQUESTS = "whereabouts_controller_api_requests_total"
 export const FREED = "whereabouts_controller_ips_freed_total"
 /** Events written (both contenders record through the project's EventRecorder, which counts them). */
 const WRITTEN = "whereabouts_controller_events_total"
@@ -30,7 +31,7 @@ const BATCHES = "whereabouts_controller_reconcile_duration_seconds_count"
 
 /** Controller-side request counts, "verb resource code", without watches and leader-election leases. */
 export const callsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
-  const all = delta(before, after, API, ["verb", "resource", "code"])
+  const all = delta(before, after, API_REQUESTS, ["verb", "resource", "code"])
   return Object.fromEntries(Object.entries(all).filter(([k]) => !k.startsWith("watch ") && !k.includes(" leases ")))
 }
 

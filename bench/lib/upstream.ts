@@ -19,7 +19,7 @@ import { freePort } from "../../test/live/cluster.ts"
 import { spawnLogged } from "./proc.ts"
 import { delta, parseProm, sum } from "./prom.ts"
 import { type Row, row, type Section, table, yesNo } from "./report.ts"
-import { cpuText, fullyFreed, limitsText, medSpread, poolPatches, ratio, sec } from "./rows.ts"
+import { breakdown, cpuText, fullyFreed, limitsText, medSpread, perIPRow, poolPatches, ratio, sec } from "./rows.ts"
 import { fmt, ms, spread } from "./stats.ts"
 import { callsBetween, FREED, massDeletion, type MassRun, total, writes } from "./scenarios.ts"
 import { type Network, ignoreExists, violations, wrongAndLost } from "./world.ts"
@@ -150,12 +150,6 @@ export const upstreamComparison = async (plane: BenchPlane, logDir: string, run:
   return { binary: binary.right, flatFile, runs, ...report(binary.right, runs, o) }
 }
 
-const breakdown = (c: Record<string, number>) =>
-  Object.entries(c)
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([k, n]) => `${k}: ${n}`)
-    .join(", ")
-
 const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun>, o: ComparisonOptions): { rows: Array<Row>; section: Section } => {
   const pick = (setting: string, kind: UpstreamKind) => runs.filter((r) => r.setting === setting && r.kind === kind)
   const rows: Array<Row> = []
@@ -168,8 +162,6 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun>, o: Com
     const up = pick(setting, "upstream")
     if (ours.length === 0 && up.length === 0) continue
     const scenario = `mass deletion, ${o.pods} pods / ${o.pools} pools on one node; baseline column: upstream whereabouts ${version} pod controller; ${text}`
-    const per = (rs: ReadonlyArray<UpstreamRun>, f: (c: Record<string, number>) => number) => medianOf(rs, (r) => f(r.calls) / r.pods)
-    const perIP = (metric: string, f: (c: Record<string, number>) => number) => row(scenario, metric, { ours: fmt(per(ours, f)), baseline: fmt(per(up, f)), ratio: ratio(per(up, f), per(ours, f)) })
     const rest = (rs: ReadonlyArray<UpstreamRun>) => rs.map((r) => wrongAndLost(r.rest).join(" / ")).join(", ")
     rows.push(
       row(scenario, "last delete → every address and reservation free, median (min–max)", {
@@ -177,8 +169,8 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun>, o: Com
         baseline: medSpread(up.map(fullyFreed), sec),
         ratio: ratio(medianOf(up, fullyFreed), medianOf(ours, fullyFreed))
       }),
-      perIP("API requests per freed IP, the contender's own count (no watches; upstream's Lease calls are its per-IP lock)", total),
-      perIP("API writes per freed IP (same count)", writes),
+      perIPRow(scenario, "API requests per freed IP, the contender's own count (no watches; upstream's Lease calls are its per-IP lock)", ours, up, (r) => total(r.calls)),
+      perIPRow(scenario, "API writes per freed IP (same count)", ours, up, (r) => writes(r.calls)),
       row(scenario, "wrong / lost frees at rest (invariants), all runs", { ours: rest(ours), baseline: rest(up), target: "0 / 0", met: yesNo(ours.every((r) => violations(r.rest) === 0)) })
     )
   }
