@@ -54,16 +54,16 @@ export const serverCallsBetween = (before: ReadonlyArray<Sample>, after: Readonl
 const serverTotal = (samples: ReadonlyArray<Sample>) => sumWhere(serverCallsBetween([], samples), ([, r]) => r !== "leases")
 
 /** When `read()` first reached `target` (performance.now(), polled every 50 ms; a failed read is not yet); NaN after `timeoutMs`. */
-export const waitUntil = async (read: () => Promise<number>, target: number, timeoutMs: number): Promise<number> => {
+const waitUntil = async (read: () => Promise<number>, target: number, timeoutMs: number): Promise<number> => {
   for (const deadline = Date.now() + timeoutMs; Date.now() <= deadline; await sleep(50)) {
     if ((await read().catch(() => -1)) >= target) return performance.now()
   }
   return Number.NaN
 }
 
-/** When a contender's counter (summed over its labels) reached `target`; NaN after `timeoutMs`. */
-const waitMetricAt = (c: Contender, metric: string, labels: Readonly<Record<string, string>>, target: number, timeoutMs: number) =>
-  Effect.promise(() => waitUntil(() => Effect.runPromise(c.scrape).then((s) => sum(s, metric, labels)), target, timeoutMs))
+/** When `read` of a contender's scrape reached `target`; NaN after `timeoutMs`. */
+const waitScraped = (c: Contender, read: (s: ReadonlyArray<Sample>) => number, target: number, timeoutMs: number) =>
+  Effect.promise(() => waitUntil(() => Effect.runPromise(c.scrape).then(read), target, timeoutMs))
 
 /** The CNI simulation's services over the driver's KubeApi. */
 const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
@@ -219,9 +219,7 @@ export const massDeletion = <K extends string>(env: BenchEnv<K>, kind: K, o: Mas
         const del = yield* (o.deleteWith === undefined ? deleteAll(started) : o.deleteWith(started))
         const timeoutMs = o.timeoutMs ?? 600_000
         const freed = yield* tracker.allFreed(refs, timeoutMs, del.lastReturned)
-        const eventsOutAt = yield* Effect.promise(() =>
-          waitUntil(() => Effect.runPromise(Effect.map(c.scrape, (s) => eventsOut(s) - eventsOut(m0))), o.pods * perPod, Number.isNaN(freed.pool) ? 1 : 120_000)
-        )
+        const eventsOutAt = yield* waitScraped(c, (s) => eventsOut(s) - eventsOut(m0), o.pods * perPod, Number.isNaN(freed.pool) ? 1 : 120_000)
         const alloc = allocator === undefined ? undefined : yield* allocator.stop
         // Let the last writes (the allocator's, the contender's Events, upstream's lease releases) land before counting.
         yield* Effect.sleep("1 second")
@@ -399,7 +397,7 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, label: string) =>
           yield* deletePod(pod).pipe(Effect.provide(cniLayer(api)))
           yield* tracker.until(() => tracker.held(ref) === 0 && tracker.reservationsOf(ref) === 0, "freed", 60_000)
           latencyMs.push(Math.max(tracker.poolFreedAt(ref) ?? t, tracker.reservationsFreedAt(ref) ?? t) - t)
-          yield* waitMetricAt(c, FREED, {}, sum(m0, FREED) + 1, 30_000)
+          yield* waitScraped(c, (s) => sum(s, FREED), sum(m0, FREED) + 1, 30_000)
           yield* Effect.sleep("500 millis")
           samples.push(callsBetween(m0, yield* c.scrape))
         }
