@@ -133,16 +133,16 @@ export const upstreamComparison = async (plane: BenchPlane, logDir: string, run:
     { name: "released", upstream: CLIENT_GO_DEFAULT, ours: SHIPPED },
     { name: "raised", upstream: RAISED, ours: RAISED }
   ] as const
+  const env = (e: BenchEnv) => withUpstream(e, binary.right.path, plane.kubeconfigPath, logDir)
   const runs: Array<UpstreamRun> = []
   for (let i = 0; i < o.reps; i++) {
     for (const s of settings) {
       for (const kind of ["upstream", "ours"] as const) {
         const label = `up-${kind}-${s.name}-${i}`
         const limits = kind === "ours" ? s.ours : s.upstream
-        const env = (e: BenchEnv) => withUpstream(e, binary.right.path, plane.kubeconfigPath, logDir)
         const options = { pods: o.pods, pools: o.pools, perPod: 1, limits, label, nodeName: NODE, network: withFlatFile(flatFile), serverCounts, timeoutMs: 30 * 60_000 }
         const r = await run((e) => Effect.zipRight(ensureNode, massDeletion(env(e), kind, options)))
-        runs.push({ ...r, kind, setting: s.name })
+        runs.push({ ...r, setting: s.name })
         o.log(`  ${kind} (${limitsText(limits)}) #${i + 1}: all free ${sec(fullyFreed(r))} after the last delete; requests: ${breakdown(r.calls)}`)
       }
     }
