@@ -45,7 +45,7 @@ export const total = (calls: Record<string, number>): number => sumWhere(calls, 
 export const writes = (calls: Record<string, number>): number => sumWhere(calls, ([v]) => ["create", "patch", "delete", "replace"].includes(v!))
 
 /** apiserver_request_total of everything but the benchmark's own pod deletions, watches and non-resource paths. */
-export const serverCallsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
+const serverCallsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
   const all = delta(before, after, "apiserver_request_total", ["verb", "resource", "code"])
   return Object.fromEntries(Object.entries(all).filter(([k]) => !k.startsWith("WATCH ") && !k.startsWith("DELETE pods ") && k.split(" ")[1] !== ""))
 }
