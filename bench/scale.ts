@@ -21,14 +21,14 @@ import { type BenchEnv, SHIPPED, startBench } from "./lib/env.ts"
 import { imageNodeFlags } from "./lib/image.ts"
 import { ROOT } from "./lib/paths.ts"
 import { makePhases } from "./lib/phases.ts"
-import { spawnContender, startupSwept } from "./lib/proc.ts"
+import { type Proc, spawnContender, startupSwept } from "./lib/proc.ts"
 import { delta, type Sample, sum } from "./lib/prom.ts"
 import { machine, readResults, regenerate, writeResults } from "./lib/report.ts"
 import { type WorldLayout, buildWorld, createNodes, scaleLayout, worldFacts } from "./lib/rssworld.ts"
-import { type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
+import { API_REQUESTS, type MassRun, massDeletion, singleDeletions } from "./lib/scenarios.ts"
 import { fullyFreed } from "./lib/rows.ts"
 import { renderScale } from "./lib/scalereport.ts"
-import { fmt } from "./lib/stats.ts"
+import { fmt, mib } from "./lib/stats.ts"
 import type { StartedPod } from "./lib/world.ts"
 
 const argv = process.argv.slice(2)
@@ -65,7 +65,6 @@ const { plane, etcd, env, logDir, driver } = await startBench(log, { etcdQuotaBy
 const run = runOver(driver)
 const pids = planePids(plane)
 
-const MiB = 2 ** 20
 
 /** apiserver_request_total between two scrapes, "VERB resource scope" (code summed). */
 const serverByScope = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>) => delta(before, after, "apiserver_request_total", ["verb", "resource", "scope"])
@@ -103,22 +102,10 @@ const heapReadings = (log: string): ReadonlyArray<{ readonly after: string; read
     }
   })
 
-/** One scale: the controller started on the standing world, read through its start, a quiet minute and the scenarios. */
-const measure = async (pods: number, layout: WorldLayout, index: number, worldMs: number, img: ReturnType<typeof imageNodeFlags>) => {
-  const facts = worldFacts(layout)
-  const label = `scale-${pods}${img.limitMi === image.limitMi ? "" : `-limit-${img.limitMi}`}`
-  const s0 = await apiserverRequests(plane)
+/** The controller as the image runs it, started now; its RSS read once a second until `stop`. */
+const startSampled = async (label: string, img: ReturnType<typeof imageNodeFlags>) => {
   const t0 = performance.now()
-  const p = await spawnContender("ours", {
-    kubeconfig: plane.kubeconfigPath,
-    qps: SHIPPED.qps,
-    burst: SHIPPED.burst,
-    logDir,
-    label,
-    env: { LOG_LEVEL: "info", ...img.env },
-    nodeArgs: img.flags,
-    script: DIST
-  })
+  const p = await spawnContender("ours", { kubeconfig: plane.kubeconfigPath, qps: SHIPPED.qps, burst: SHIPPED.burst, logDir, label, env: { LOG_LEVEL: "info", ...img.env }, nodeArgs: img.flags, script: DIST })
   const trace: Array<readonly [number, number]> = []
   let peak = 0
   const sampler = setInterval(() => {
@@ -130,72 +117,88 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
       // exited
     }
   }, 1_000)
-  const base = { pods, limitMi: img.limitMi, heapCap: img.heapCap, world: facts, worldMs, label, logFile: p.logFile, rssTrace: trace }
-  let stage = "start → /readyz"
+  const stop = () => {
+    clearInterval(sampler)
+    return p.stop()
+  }
+  return { p, t0, trace, peak: () => peak, stop }
+}
+
+/** Start → /readyz → the start-up sweep, 10 s, then the quiet minute in which the benchmark sends nothing; `at.stage` says which. */
+const startAndIdle = async (p: Proc, t0: number, at: { stage: string }) => {
+  await p.ready(900_000)
+  const readyMs = performance.now() - t0
+  at.stage = "the start-up sweep"
+  await startupSwept(p, 900_000, 100)
+  const sweptMs = performance.now() - t0
+  const sweeps = sum(await p.scrape(), "whereabouts_controller_sweeps_total", { result: "success" })
+  log(`  ready after ${fmt(readyMs / 1000)} s, start-up sweep done ${fmt((sweptMs - readyMs) / 1000)} s later (${sweeps} successful); RSS ${mib(p.memory().rss)}, peak ${mib(p.memory().hwm)}`)
+  await sleep(10_000)
+  const afterSweep = p.memory()
+  const m0 = await p.scrape()
+  const i0 = await apiserverRequests(plane)
+  const cpu0 = cpuSeconds(p.pid)
+  await sleep(S.idleS * 1_000)
+  const idleCpuSeconds = cpuSeconds(p.pid) - cpu0
+  const m1 = await p.scrape()
+  const i1 = await apiserverRequests(plane)
+  const steady = p.memory()
+  const planeRss = { apiserver: rssOf(pids.apiserver), etcd: rssOf(pids.etcd) }
+  log(`  steady RSS ${mib(steady.rss)} after ${S.idleS} s idle (${fmt((idleCpuSeconds * 1000) / S.idleS)} millicores); kube-apiserver ${mib(planeRss.apiserver)}, etcd ${mib(planeRss.etcd)}`)
+  const quiet = { steadyServer: serverByScope(i0, i1), steadyController: delta(m0, m1, API_REQUESTS, ["verb", "resource", "code"]) }
+  return { readyMs, sweepMs: sweptMs - readyMs, afterSweep, steady, idleCpuSeconds, planeRss, quiet }
+}
+
+/** With the world standing and the controller `p` running: single deletions, node losses and a namespace deletion, each on pods of its own. */
+const scenarios = async (p: Proc, pods: number, index: number) => {
+  const standing: BenchEnv = { ...env, start: () => Effect.succeed({ proc: p, scrape: Effect.promise(() => p.scrape()) }) }
+  phase(`${pods} pods: single deletions at ${SINGLE_RATE}/s, ${S.single} pods (one address each, 10 pools) added to the standing world`)
+  const single = await run(singleDeletions(standing, "ours", { pods: S.single, rate: SINGLE_RATE, limits: SHIPPED, label: `single-${pods}`, keepPools: true, timeoutMs: 180_000 }))
+  log(`  delete → pool entry free p50 ${fmt(single.pool.p50)} ms, p99 ${fmt(single.pool.p99)} ms; reservation p99 ${fmt(single.reservation.p99)} ms (${single.completed}/${single.pods})`)
+
+  phase(`${pods} pods: node loss, ${NODE_PODS} pods × 2 addresses on one node force-deleted at once, ×${S.nodeLossReps}`)
+  const lostNode = 30_000 + index
+  await run(createNodes(plane, lostNode, lostNode + 1))
+  const nodeLoss: Array<MassRun> = []
+  for (let r = 0; r < S.nodeLossReps; r++) {
+    const m = await run(massDeletion(standing, "ours", { pods: NODE_PODS, pools: 2, perPod: 2, limits: SHIPPED, label: `node-${pods}-${r}`, nodeName: `node-${lostNode}`, keepPools: true, timeoutMs: 180_000 }))
+    nodeLoss.push(m)
+    log(`  #${r + 1}: every address and reservation free ${fmt(fullyFreed(m))} ms after the last delete`)
+  }
+
+  phase(`${pods} pods: namespace deletion, ${S.nsPods} pods × 2 addresses over 10 pools, by deletecollection`)
+  const namespaceDeletion = await run(massDeletion(standing, "ours", { pods: S.nsPods, pools: 10, perPod: 2, limits: SHIPPED, label: `ns-${pods}`, keepPools: true, deleteWith: deleteCollection, timeoutMs: 300_000 }))
+  log(`  deletecollection ${fmt(namespaceDeletion.deleteWindowMs / 1000)} s; every address and reservation free ${fmt(fullyFreed(namespaceDeletion) / 1000)} s after it returned`)
+  return { single, nodeLoss, namespaceDeletion }
+}
+
+/** One scale: the controller started on the standing world, read through its start, a quiet minute and the scenarios. */
+const measure = async (pods: number, layout: WorldLayout, index: number, worldMs: number, img: ReturnType<typeof imageNodeFlags>) => {
+  const label = `scale-${pods}${img.limitMi === image.limitMi ? "" : `-limit-${img.limitMi}`}`
+  const s0 = await apiserverRequests(plane)
+  const c = await startSampled(label, img)
+  const { p } = c
+  const base = { pods, limitMi: img.limitMi, heapCap: img.heapCap, world: worldFacts(layout), worldMs, label, logFile: p.logFile, rssTrace: c.trace }
+  const at = { stage: "start → /readyz" }
   try {
-    await p.ready(900_000)
-    const readyMs = performance.now() - t0
-    stage = "the start-up sweep"
-    await startupSwept(p, 900_000, 100)
-    const sweptMs = performance.now() - t0
-    const sweeps = sum(await p.scrape(), "whereabouts_controller_sweeps_total", { result: "success" })
-    log(`  ready after ${fmt(readyMs / 1000)} s, start-up sweep done ${fmt((sweptMs - readyMs) / 1000)} s later (${sweeps} successful); RSS ${fmt(p.memory().rss / MiB)} MiB, peak ${fmt(p.memory().hwm / MiB)} MiB`)
-    await sleep(10_000)
-    const afterSweep = p.memory()
-    const m0 = await p.scrape()
-    const i0 = await apiserverRequests(plane)
-    const cpu0 = cpuSeconds(p.pid)
-    await sleep(S.idleS * 1_000)
-    const idleCpu = cpuSeconds(p.pid) - cpu0
-    const m1 = await p.scrape()
-    const i1 = await apiserverRequests(plane)
-    const steady = p.memory()
-    const planeRss = { apiserver: rssOf(pids.apiserver), etcd: rssOf(pids.etcd) }
-    log(`  steady RSS ${fmt(steady.rss / MiB)} MiB after ${S.idleS} s idle (${fmt((idleCpu * 1000) / S.idleS)} millicores); kube-apiserver ${fmt(planeRss.apiserver / MiB)} MiB, etcd ${fmt(planeRss.etcd / MiB)} MiB`)
-
-    stage = "the scenarios"
-    const standing: BenchEnv = { ...env, start: () => Effect.succeed({ proc: p, scrape: Effect.promise(() => p.scrape()) }) }
-    phase(`${pods} pods: single deletions at ${SINGLE_RATE}/s, ${S.single} pods (one address each, 10 pools) added to the standing world`)
-    const single = await run(singleDeletions(standing, "ours", { pods: S.single, rate: SINGLE_RATE, limits: SHIPPED, label: `single-${pods}`, keepPools: true, timeoutMs: 180_000 }))
-    log(`  delete → pool entry free p50 ${fmt(single.pool.p50)} ms, p99 ${fmt(single.pool.p99)} ms; reservation p99 ${fmt(single.reservation.p99)} ms (${single.completed}/${single.pods})`)
-
-    phase(`${pods} pods: node loss, ${NODE_PODS} pods × 2 addresses on one node force-deleted at once, ×${S.nodeLossReps}`)
-    const lostNode = 30_000 + index
-    await run(createNodes(plane, lostNode, lostNode + 1))
-    const nodeLoss: Array<MassRun> = []
-    for (let r = 0; r < S.nodeLossReps; r++) {
-      const m = await run(massDeletion(standing, "ours", { pods: NODE_PODS, pools: 2, perPod: 2, limits: SHIPPED, label: `node-${pods}-${r}`, nodeName: `node-${lostNode}`, keepPools: true, timeoutMs: 180_000 }))
-      nodeLoss.push(m)
-      log(`  #${r + 1}: every address and reservation free ${fmt(fullyFreed(m))} ms after the last delete`)
-    }
-
-    phase(`${pods} pods: namespace deletion, ${S.nsPods} pods × 2 addresses over 10 pools, by deletecollection`)
-    const nsRun = await run(massDeletion(standing, "ours", { pods: S.nsPods, pools: 10, perPod: 2, limits: SHIPPED, label: `ns-${pods}`, keepPools: true, deleteWith: deleteCollection, timeoutMs: 300_000 }))
-    log(`  deletecollection ${fmt(nsRun.deleteWindowMs / 1000)} s; every address and reservation free ${fmt(fullyFreed(nsRun) / 1000)} s after it returned`)
-
+    const { quiet, ...idle } = await startAndIdle(p, c.t0, at)
+    at.stage = "the scenarios"
+    const ran = await scenarios(p, pods, index)
     const mEnd = await p.scrape()
     const sEnd = await apiserverRequests(plane)
-    const end = p.memory()
     return {
       ...base,
       heap: heapReadings(fs.readFileSync(p.logFile, "utf8")),
-      readyMs,
-      sweepMs: sweptMs - readyMs,
-      afterSweep,
-      steady,
-      end,
+      ...idle,
+      end: p.memory(),
       idleSeconds: S.idleS,
-      idleCpuSeconds: idleCpu,
       cpuSeconds: cpuSeconds(p.pid),
-      planeRss,
-      single,
-      nodeLoss,
-      namespaceDeletion: nsRun,
+      ...ran,
       requests: {
-        steadyServer: serverByScope(i0, i1),
+        steadyServer: quiet.steadyServer,
         wholeServer: serverByScope(s0, sEnd),
-        steadyController: delta(m0, m1, "whereabouts_controller_api_requests_total", ["verb", "resource", "code"]),
-        wholeController: delta([], mEnd, "whereabouts_controller_api_requests_total", ["verb", "resource", "code"]),
+        steadyController: quiet.steadyController,
+        wholeController: delta([], mEnd, API_REQUESTS, ["verb", "resource", "code"]),
         informerRestarts: sum(mEnd, "whereabouts_controller_informer_restarts_total"),
         sweeps: sum(mEnd, "whereabouts_controller_sweeps_total")
       }
@@ -205,10 +208,9 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
     const why = e instanceof Error ? e.message : String(e)
     // The log's last lines without a native stack's frames: V8's "heap out of memory" and the like.
     const said = p.tail(60).split("\n").filter((l) => !/^\s*\d+: 0x/.test(l) && l.trim() !== "").slice(-6)
-    return { ...base, heap: heapReadings(fs.readFileSync(p.logFile, "utf8")), failed: `during ${stage}: ${why.split("\n")[0]}\n${said.join("\n")}`, peak }
+    return { ...base, heap: heapReadings(fs.readFileSync(p.logFile, "utf8")), failed: `during ${at.stage}: ${why.split("\n")[0]}\n${said.join("\n")}`, peak: c.peak() }
   } finally {
-    clearInterval(sampler)
-    await p.stop()
+    await c.stop()
   }
 }
 

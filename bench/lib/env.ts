@@ -14,19 +14,32 @@ export interface Limits {
   readonly qps: number
   /** The controller's burst at that cap (limitsAt); upstream's contender is given the same. */
   readonly burst: number
+  /** A bucket for each API group's client, not one shared: client-go's default, where a program sets none. */
+  readonly perGroup?: true
 }
 
 /** A cap as the controller runs it: --api-qps, and the burst it derives from it. */
 export const limitsAt = (qps: number): Limits => ({ qps, burst: ControllerConfig.apiBurst(qps) })
 
-export interface Contender {
-  readonly scrape: Effect.Effect<ReadonlyArray<Sample>>
-  readonly proc: Proc
+/** How a run reads a contender's scrapes. */
+export interface Reading {
+  /** Its own requests between two scrapes, "verb resource code", without watches (nor the controller's leader-election leases). */
+  readonly calls: (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>) => Record<string, number>
+  /** A count that reaches one per freed IP once its Events are out ("→ Events written"). */
+  readonly eventsOut: (s: ReadonlyArray<Sample>) => number
 }
 
-export interface BenchEnv {
+export interface Contender {
+  readonly scrape: Effect.Effect<ReadonlyArray<Sample>>
+  readonly proc: Pick<Proc, "pid" | "memory">
+  /** How its scrapes read when not as the controller's and the baseline's (`OWN_READING`): upstream's pod controller. */
+  readonly reading?: Reading
+}
+
+/** Where contenders of kind `K` run (the controller and the baseline; the upstream comparison adds upstream's controller). */
+export interface BenchEnv<K extends string = Kind> {
   /** Starts a contender for the scope: synced, its start-up sweep (controller) done. */
-  readonly start: (kind: Kind, limits: Limits, label: string) => Effect.Effect<Contender, Error, Scope.Scope>
+  readonly start: (kind: K, limits: Limits, label: string) => Effect.Effect<Contender, Error, Scope.Scope>
   /** Cumulative CPU seconds per process of the system (apiserver, etcd, contender, bench). */
   readonly cpu: (c?: Contender) => Record<string, number>
 }

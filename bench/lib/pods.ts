@@ -60,6 +60,94 @@ const fieldsV1Spec = {
   }
 }
 
+/** What every pod of the Deployment shares but its node: two containers (the app and a proxy sidecar) with probes, env and volumes. */
+const SPEC = {
+  containers: [
+    {
+      name: "app",
+      image: "registry.example.com/shop/web:1.4.2",
+      imagePullPolicy: "IfNotPresent",
+      args: ["--port=8080", "--metrics-port=9090", "--log-format=json"],
+      env: [
+        { name: "LOG_LEVEL", value: "info" },
+        { name: "POD_NAME", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.name" } } },
+        { name: "POD_IP", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "status.podIP" } } }
+      ],
+      ports: [
+        { name: "http", containerPort: 8080, protocol: "TCP" },
+        { name: "metrics", containerPort: 9090, protocol: "TCP" }
+      ],
+      resources: { requests: { cpu: "100m", memory: "128Mi" }, limits: { memory: "256Mi" } },
+      readinessProbe: { httpGet: { path: "/ready", port: 8080, scheme: "HTTP" }, periodSeconds: 10, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 },
+      livenessProbe: { httpGet: { path: "/healthz", port: 8080, scheme: "HTTP" }, periodSeconds: 10, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 },
+      volumeMounts: [
+        { name: "config", mountPath: "/etc/web", readOnly: true },
+        { name: "kube-api-access", mountPath: "/var/run/secrets/kubernetes.io/serviceaccount", readOnly: true }
+      ],
+      terminationMessagePath: "/dev/termination-log",
+      terminationMessagePolicy: "File"
+    },
+    {
+      name: "proxy",
+      image: "registry.example.com/mesh/proxy:2.9.0",
+      imagePullPolicy: "IfNotPresent",
+      args: ["proxy", "sidecar", "--concurrency=2"],
+      resources: { requests: { cpu: "50m", memory: "64Mi" } },
+      volumeMounts: [{ name: "kube-api-access", mountPath: "/var/run/secrets/kubernetes.io/serviceaccount", readOnly: true }],
+      terminationMessagePath: "/dev/termination-log",
+      terminationMessagePolicy: "File"
+    }
+  ],
+  volumes: [
+    { name: "config", configMap: { name: "web-config", defaultMode: 420 } },
+    {
+      name: "kube-api-access",
+      projected: {
+        defaultMode: 420,
+        sources: [
+          { serviceAccountToken: { expirationSeconds: 3607, path: "token" } },
+          { configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] } },
+          { downwardAPI: { items: [{ path: "namespace", fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } }] } }
+        ]
+      }
+    }
+  ],
+  restartPolicy: "Always",
+  terminationGracePeriodSeconds: 30,
+  dnsPolicy: "ClusterFirst",
+  serviceAccountName: "default",
+  securityContext: {},
+  schedulerName: "default-scheduler",
+  tolerations: [
+    { key: "node.kubernetes.io/not-ready", operator: "Exists", effect: "NoExecute", tolerationSeconds: 300 },
+    { key: "node.kubernetes.io/unreachable", operator: "Exists", effect: "NoExecute", tolerationSeconds: 300 }
+  ],
+  priority: 0,
+  enableServiceLinks: true,
+  preemptionPolicy: "PreemptLowerPriority"
+}
+
+/** The four managers' fields the API server records on such a pod. */
+const MANAGED_FIELDS = [
+  { manager: "kube-controller-manager", operation: "Update", apiVersion: "v1", time: TS, fieldsType: "FieldsV1", fieldsV1: fieldsV1Spec },
+  { manager: "kube-scheduler", operation: "Update", apiVersion: "v1", time: TS, fieldsType: "FieldsV1", fieldsV1: { "f:status": { "f:conditions": { ".": {}, 'k:{"type":"PodScheduled"}': { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} } } } }, subresource: "status" },
+  { manager: "multus-daemon", operation: "Update", apiVersion: "v1", time: TS, fieldsType: "FieldsV1", fieldsV1: { "f:metadata": { "f:annotations": { "f:k8s.v1.cni.cncf.io/network-status": {} } } }, subresource: "status" },
+  {
+    manager: "kubelet",
+    operation: "Update",
+    apiVersion: "v1",
+    time: TS,
+    fieldsType: "FieldsV1",
+    fieldsV1: {
+      "f:status": {
+        "f:conditions": { 'k:{"type":"ContainersReady"}': { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} }, 'k:{"type":"Initialized"}': { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} }, 'k:{"type":"Ready"}': { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} } },
+        "f:containerStatuses": {}, "f:hostIP": {}, "f:hostIPs": {}, "f:phase": {}, "f:podIP": {}, "f:podIPs": { ".": {}, 'k:{"ip":"x"}': { ".": {}, "f:ip": {} } }, "f:startTime": {}
+      }
+    },
+    subresource: "status"
+  }
+]
+
 /**
  * A full pod object with Multus' `networks` annotation (e.g. `ns/net-0@net1`; "" names none) and
  * `network-status` (JSON, as Multus writes it after CNI ADD). `forCreate` leaves out what the API
@@ -68,7 +156,6 @@ const fieldsV1Spec = {
  */
 export const realisticPod = (namespace: string, name: string, i: number, nets: { readonly networks: string; readonly networkStatus: string }, options: { readonly nodeName?: string | undefined; readonly forCreate?: boolean } = {}): KubeObject => {
   const rs = `web-${hex(7, 10)}`
-  const node = options.nodeName ?? `node-${i % 50}`
   const labels = { app: "web", tier: "frontend", "pod-template-hash": hex(7, 10), "app.kubernetes.io/part-of": "shop", "app.kubernetes.io/version": "1.4.2" }
   // A pod on the cluster network alone names no networks; Multus still writes its network-status.
   const annotations = {
@@ -86,95 +173,12 @@ export const realisticPod = (namespace: string, name: string, i: number, nets: {
     annotations,
     ownerReferences: [{ apiVersion: "apps/v1", kind: "ReplicaSet", name: rs, uid: uid(7, 9), controller: true, blockOwnerDeletion: true }]
   }
-  const spec = {
-    nodeName: node,
-    containers: [
-      {
-        name: "app",
-        image: "registry.example.com/shop/web:1.4.2",
-        imagePullPolicy: "IfNotPresent",
-        args: ["--port=8080", "--metrics-port=9090", "--log-format=json"],
-        env: [
-          { name: "LOG_LEVEL", value: "info" },
-          { name: "POD_NAME", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "metadata.name" } } },
-          { name: "POD_IP", valueFrom: { fieldRef: { apiVersion: "v1", fieldPath: "status.podIP" } } }
-        ],
-        ports: [
-          { name: "http", containerPort: 8080, protocol: "TCP" },
-          { name: "metrics", containerPort: 9090, protocol: "TCP" }
-        ],
-        resources: { requests: { cpu: "100m", memory: "128Mi" }, limits: { memory: "256Mi" } },
-        readinessProbe: { httpGet: { path: "/ready", port: 8080, scheme: "HTTP" }, periodSeconds: 10, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 },
-        livenessProbe: { httpGet: { path: "/healthz", port: 8080, scheme: "HTTP" }, periodSeconds: 10, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 },
-        volumeMounts: [
-          { name: "config", mountPath: "/etc/web", readOnly: true },
-          { name: "kube-api-access", mountPath: "/var/run/secrets/kubernetes.io/serviceaccount", readOnly: true }
-        ],
-        terminationMessagePath: "/dev/termination-log",
-        terminationMessagePolicy: "File"
-      },
-      {
-        name: "proxy",
-        image: "registry.example.com/mesh/proxy:2.9.0",
-        imagePullPolicy: "IfNotPresent",
-        args: ["proxy", "sidecar", "--concurrency=2"],
-        resources: { requests: { cpu: "50m", memory: "64Mi" } },
-        volumeMounts: [{ name: "kube-api-access", mountPath: "/var/run/secrets/kubernetes.io/serviceaccount", readOnly: true }],
-        terminationMessagePath: "/dev/termination-log",
-        terminationMessagePolicy: "File"
-      }
-    ],
-    volumes: [
-      { name: "config", configMap: { name: "web-config", defaultMode: 420 } },
-      {
-        name: "kube-api-access",
-        projected: {
-          defaultMode: 420,
-          sources: [
-            { serviceAccountToken: { expirationSeconds: 3607, path: "token" } },
-            { configMap: { name: "kube-root-ca.crt", items: [{ key: "ca.crt", path: "ca.crt" }] } },
-            { downwardAPI: { items: [{ path: "namespace", fieldRef: { apiVersion: "v1", fieldPath: "metadata.namespace" } }] } }
-          ]
-        }
-      }
-    ],
-    restartPolicy: "Always",
-    terminationGracePeriodSeconds: 30,
-    dnsPolicy: "ClusterFirst",
-    serviceAccountName: "default",
-    securityContext: {},
-    schedulerName: "default-scheduler",
-    tolerations: [
-      { key: "node.kubernetes.io/not-ready", operator: "Exists", effect: "NoExecute", tolerationSeconds: 300 },
-      { key: "node.kubernetes.io/unreachable", operator: "Exists", effect: "NoExecute", tolerationSeconds: 300 }
-    ],
-    priority: 0,
-    enableServiceLinks: true,
-    preemptionPolicy: "PreemptLowerPriority"
-  }
+  const spec = { nodeName: options.nodeName ?? `node-${i % 50}`, ...SPEC }
   if (options.forCreate === true) return { apiVersion: "v1", kind: "Pod", metadata: metadata as KubeObject["metadata"], spec }
   metadata["uid"] = uid(i, 1)
   metadata["resourceVersion"] = String(100_000 + i)
   metadata["creationTimestamp"] = TS
-  metadata["managedFields"] = [
-    { manager: "kube-controller-manager", operation: "Update", apiVersion: "v1", time: TS, fieldsType: "FieldsV1", fieldsV1: fieldsV1Spec },
-    { manager: "kube-scheduler", operation: "Update", apiVersion: "v1", time: TS, fieldsType: "FieldsV1", fieldsV1: { "f:status": { "f:conditions": { ".": {}, 'k:{"type":"PodScheduled"}': { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} } } } }, subresource: "status" },
-    { manager: "multus-daemon", operation: "Update", apiVersion: "v1", time: TS, fieldsType: "FieldsV1", fieldsV1: { "f:metadata": { "f:annotations": { "f:k8s.v1.cni.cncf.io/network-status": {} } } }, subresource: "status" },
-    {
-      manager: "kubelet",
-      operation: "Update",
-      apiVersion: "v1",
-      time: TS,
-      fieldsType: "FieldsV1",
-      fieldsV1: {
-        "f:status": {
-          "f:conditions": { 'k:{"type":"ContainersReady"}': { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} }, 'k:{"type":"Initialized"}': { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} }, 'k:{"type":"Ready"}': { ".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {} } },
-          "f:containerStatuses": {}, "f:hostIP": {}, "f:hostIPs": {}, "f:phase": {}, "f:podIP": {}, "f:podIPs": { ".": {}, 'k:{"ip":"x"}': { ".": {}, "f:ip": {} } }, "f:startTime": {}
-        }
-      },
-      subresource: "status"
-    }
-  ]
+  metadata["managedFields"] = MANAGED_FIELDS
   return { apiVersion: "v1", kind: "Pod", metadata: metadata as KubeObject["metadata"], spec, status: realisticStatus(i) }
 }
 

@@ -33,7 +33,9 @@ export const cpuText = (cpu: Record<string, number>) =>
     .map(([k, v]) => `${k} ${fmt(v)}`)
     .join(", ")
 
-export const limitsText = (l: Limits) => (l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client limit")
+/** A client-side limit as the tables name it. */
+export const limitsText = (l: Limits) =>
+  l.perGroup === true ? `client-go default (QPS ${l.qps}/burst ${l.burst} per API group client)` : l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client limit"
 
 /**
  * The median time to free everything, a run that did not finish counted as its timeout: then the
@@ -86,7 +88,7 @@ export const massRows = (
       ms(r.deleteWindowMs),
       sec(r.poolFreedMs),
       sec(r.reservationsFreedMs),
-      sec(r.reconciledMs),
+      sec(r.eventsMs),
       poolPatches(r.calls),
       r.kind === "ours" ? r.batches : "–",
       count(r.calls, "delete", "overlappingrangeipreservations"),
@@ -99,13 +101,26 @@ export const massRows = (
   return { rows, body }
 }
 
+/** A quantity per freed IP of mass runs, their median. */
+const per = (runs: ReadonlyArray<MassRun>, f: (r: MassRun) => number) => spread(runs.map((r) => f(r) / (r.pods * r.perPod))).median
+
+/** A row of a quantity per freed IP, ours against the baseline. */
+export const perIPRow = (label: string, metric: string, ours: ReadonlyArray<MassRun>, baseline: ReadonlyArray<MassRun>, f: (r: MassRun) => number): Row =>
+  row(label, metric, { ours: fmt(per(ours, f)), baseline: fmt(per(baseline, f)), ratio: ratio(per(baseline, f), per(ours, f)) })
+
+/** A count's requests as "verb resource code: n", sorted. */
+export const breakdown = (calls: Record<string, number>) =>
+  Object.entries(calls)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, n]) => `${k}: ${n}`)
+    .join(", ")
+
 /** API writes per freed IP of mass runs, against the issue's targets. */
 export const writeRows = (label: string, ours: ReadonlyArray<MassRun>, baseline: ReadonlyArray<MassRun>): Array<Row> => {
-  const per = (runs: ReadonlyArray<MassRun>, f: (r: MassRun) => number) => spread(runs.map((r) => f(r) / (r.pods * r.perPod))).median
   const pool = (r: MassRun) => count(r.calls, "patch", "ippools")
   const res = (r: MassRun) => count(r.calls, "delete", "overlappingrangeipreservations")
   const ev = (r: MassRun) => count(r.calls, "create", "events") + count(r.calls, "patch", "events")
-  const perIP = (metric: string, f: (r: MassRun) => number) => row(label, metric, { ours: fmt(per(ours, f)), baseline: fmt(per(baseline, f)), ratio: ratio(per(baseline, f), per(ours, f)) })
+  const perIP = (metric: string, f: (r: MassRun) => number) => perIPRow(label, metric, ours, baseline, f)
   const po = per(ours, pool)
   const perBatch = spread(ours.filter((r) => r.batches > 0).map((r) => pool(r) / r.batches)).median
   const batchSize = spread(ours.filter((r) => r.batches > 0).map((r) => r.pods / r.batches)).median
@@ -197,7 +212,7 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun) 
         ms(r[w].p99),
         ms(r[w].min),
         ms(r[w].max),
-        w === "pool" ? Object.entries(r.calls).map(([k, n]) => `${k}: ${n}`).join(", ") : ""
+        w === "pool" ? breakdown(r.calls) : ""
       ])
     )
   )

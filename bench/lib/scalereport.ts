@@ -8,14 +8,13 @@ import { type LinearFit, crossing, linearFit } from "./fit.ts"
 import { type Row, row, type Section, table, yesNo } from "./report.ts"
 import { sumWhere } from "./scenarios.ts"
 import { fullyFreed } from "./rows.ts"
-import { fmt, ms, spread } from "./stats.ts"
+import { fmt, mib, ms, spread } from "./stats.ts"
 import { violations } from "./world.ts"
 
 type ScaleMeasured = Extract<ScaleRun, { readonly readyMs: number }>
 type ScaleFailed = Extract<ScaleRun, { readonly failed: string }>
 
 const MiB = 2 ** 20
-const mib = (b: number) => `${fmt(b / MiB)} MiB`
 const pods = (n: number) => n.toLocaleString("en-US")
 /** A page of a paginated list (the controller's page size). */
 const PAGE = 500

@@ -15,22 +15,23 @@ import { COMPONENT } from "../../src/services/EventRecorder.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, around } from "../../src/services/KubeApi.ts"
 import { type KubeError, isRetryableKubeError } from "../../src/services/KubeError.ts"
 import * as R from "../../src/services/resources.ts"
-import { type BenchEnv, type Contender, cpuDelta, type Limits, SHIPPED } from "./env.ts"
+import { type BenchEnv, type Contender, cpuDelta, type Limits, type Reading, SHIPPED } from "./env.ts"
 import type { Kind } from "./proc.ts"
 import { delta, histogramBetween, type Sample, sum } from "./prom.ts"
 import { podInformer } from "./pods.ts"
 import { type Percentiles, percentiles } from "./stats.ts"
 import { type Network, POOL_NAMESPACE, type StartedPod, clearPools, deleteAll, makeTracker, networks, restCheck, startPods } from "./world.ts"
 
-const API = "whereabouts_controller_api_requests_total"
-const FREED = "whereabouts_controller_ips_freed_total"
+/** The controller's (and the baseline's) requests by verb, resource and code. */
+export const API_REQUESTS = "whereabouts_controller_api_requests_total"
+export const FREED = "whereabouts_controller_ips_freed_total"
 /** Events written (both contenders record through the project's EventRecorder, which counts them). */
 const WRITTEN = "whereabouts_controller_events_total"
 const BATCHES = "whereabouts_controller_reconcile_duration_seconds_count"
 
 /** Controller-side request counts, "verb resource code", without watches and leader-election leases. */
 export const callsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
-  const all = delta(before, after, API, ["verb", "resource", "code"])
+  const all = delta(before, after, API_REQUESTS, ["verb", "resource", "code"])
   return Object.fromEntries(Object.entries(all).filter(([k]) => !k.startsWith("watch ") && !k.includes(" leases ")))
 }
 
@@ -44,7 +45,7 @@ export const total = (calls: Record<string, number>): number => sumWhere(calls, 
 export const writes = (calls: Record<string, number>): number => sumWhere(calls, ([v]) => ["create", "patch", "delete", "replace"].includes(v!))
 
 /** apiserver_request_total of everything but the benchmark's own pod deletions, watches and non-resource paths. */
-export const serverCallsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
+const serverCallsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
   const all = delta(before, after, "apiserver_request_total", ["verb", "resource", "code"])
   return Object.fromEntries(Object.entries(all).filter(([k]) => !k.startsWith("WATCH ") && !k.startsWith("DELETE pods ") && k.split(" ")[1] !== ""))
 }
@@ -53,16 +54,16 @@ export const serverCallsBetween = (before: ReadonlyArray<Sample>, after: Readonl
 const serverTotal = (samples: ReadonlyArray<Sample>) => sumWhere(serverCallsBetween([], samples), ([, r]) => r !== "leases")
 
 /** When `read()` first reached `target` (performance.now(), polled every 50 ms; a failed read is not yet); NaN after `timeoutMs`. */
-export const waitUntil = async (read: () => Promise<number>, target: number, timeoutMs: number): Promise<number> => {
+const waitUntil = async (read: () => Promise<number>, target: number, timeoutMs: number): Promise<number> => {
   for (const deadline = Date.now() + timeoutMs; Date.now() <= deadline; await sleep(50)) {
     if ((await read().catch(() => -1)) >= target) return performance.now()
   }
   return Number.NaN
 }
 
-/** When a contender's counter (summed over its labels) reached `target`; NaN after `timeoutMs`. */
-const waitMetricAt = (c: Contender, metric: string, labels: Readonly<Record<string, string>>, target: number, timeoutMs: number) =>
-  Effect.promise(() => waitUntil(() => Effect.runPromise(c.scrape).then((s) => sum(s, metric, labels)), target, timeoutMs))
+/** When `read` of a contender's scrape reached `target`; NaN after `timeoutMs`. */
+const waitScraped = (c: Contender, read: (s: ReadonlyArray<Sample>) => number, target: number, timeoutMs: number) =>
+  Effect.promise(() => waitUntil(() => Effect.runPromise(c.scrape).then(read), target, timeoutMs))
 
 /** The CNI simulation's services over the driver's KubeApi. */
 const cniLayer = (api: KubeApiShape) => simulationStores.pipe(Layer.provide(Layer.mergeAll(Layer.succeed(KubeApi, api), ControllerConfig.layerWith())))
@@ -182,18 +183,23 @@ export interface MassOptions {
   readonly timeoutMs?: number
   /** Every pod's spec.nodeName (default: spread over node-0..49). */
   readonly nodeName?: string
+  /** Each network as the contender needs it (upstream's: its NAD naming a flat file). */
+  readonly network?: (n: Network) => Network
   /** How the pods are deleted (default `deleteAll`: 16 deletes in flight, grace 0). */
   readonly deleteWith?: (pods: ReadonlyArray<StartedPod>) => Effect.Effect<{ readonly firstIssued: number; readonly lastReturned: number }, Error, KubeApi>
   /** Leave the pools and reservations of the pool namespace as they are (a standing world's are there). */
   readonly keepPools?: boolean
 }
 
-/** Every pod deleted at once (16 deletes in flight, grace 0); times until all their addresses are free. */
-export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions) =>
+/** The controller's and the baseline's metrics: both count requests and record Events as the project does. */
+const OWN_READING: Reading = { calls: callsBetween, eventsOut: (s) => sum(s, WRITTEN, { result: "written" }) }
+
+/** Every pod deleted at once (16 deletes in flight, grace 0); times until all their addresses are free, and until the contender's Events are out. */
+export const massDeletion = <K extends string>(env: BenchEnv<K>, kind: K, o: MassOptions) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
     const ns = `md-${o.label}`
-    const nets = networks(ns, o.pools)
+    const nets = networks(ns, o.pools).map(o.network ?? ((n) => n))
     const perPod = o.perPod
     const { started, refs } = yield* startPods(ns, nets, o.pods, perPod, o.nodeName)
     const run = yield* Effect.scoped(
@@ -201,21 +207,22 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions) =>
         const t1 = performance.now()
         const c = yield* env.start(kind, o.limits, o.label)
         const startMs = performance.now() - t1
+        const { calls, eventsOut } = c.reading ?? OWN_READING
         const tracker = yield* makeTracker()
         yield* tracker.allHeld(refs, o.pods * perPod)
         const m0 = yield* c.scrape
         const s0 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu0 = env.cpu(c)
-        const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => total(callsBetween([], s)))))
+        const sampler = rateSampler(() => Effect.runPromise(Effect.map(c.scrape, (s) => total(calls([], s)))))
         const serverSampler = o.serverRates === true && o.serverCounts !== undefined ? rateSampler(async () => serverTotal(await o.serverCounts!())) : undefined
         const allocator = o.allocatorRate === undefined ? undefined : yield* runAllocator(api, ns, nets, o.allocatorRate)
         const del = yield* (o.deleteWith === undefined ? deleteAll(started) : o.deleteWith(started))
         const timeoutMs = o.timeoutMs ?? 600_000
         const freed = yield* tracker.allFreed(refs, timeoutMs, del.lastReturned)
-        const reconciledAt = yield* waitMetricAt(c, WRITTEN, { result: "written" }, sum(m0, WRITTEN, { result: "written" }) + o.pods * perPod, Number.isNaN(freed.pool) ? 1 : 120_000)
+        const eventsOutAt = yield* waitScraped(c, (s) => eventsOut(s) - eventsOut(m0), o.pods * perPod, Number.isNaN(freed.pool) ? 1 : 120_000)
         const alloc = allocator === undefined ? undefined : yield* allocator.stop
-        // Let the last writes (the allocator's, the contender's Events) land before counting.
-        yield* Effect.sleep("500 millis")
+        // Let the last writes (the allocator's, the contender's Events, upstream's lease releases) land before counting.
+        yield* Effect.sleep("1 second")
         const rates = yield* Effect.promise(() => sampler.stop())
         const serverRates = serverSampler === undefined ? undefined : yield* Effect.promise(() => serverSampler.stop())
         const m1 = yield* c.scrape
@@ -236,9 +243,9 @@ export const massDeletion = (env: BenchEnv, kind: Kind, o: MassOptions) =>
           poolFreedMs: freed.pool,
           reservationsFreedMs: freed.reservations,
           timeoutMs,
-          reconciledMs: reconciledAt - del.lastReturned,
-          calls: callsBetween(m0, m1),
-          // Reconcile batches the controller ran (its reconcile_duration histogram count); 0 for the baseline.
+          eventsMs: eventsOutAt - del.lastReturned,
+          calls: calls(m0, m1),
+          // Deletion batches the controller ran (its reconcile_duration histogram count); 0 for the others.
           batches: sum(m1, BATCHES) - sum(m0, BATCHES),
           ...(s0 === undefined || s1 === undefined ? {} : { serverCalls: serverCallsBetween(s0, s1) }),
           cpu,
@@ -390,7 +397,7 @@ export const isolatedPod = (env: BenchEnv, kind: Kind, label: string) =>
           yield* deletePod(pod).pipe(Effect.provide(cniLayer(api)))
           yield* tracker.until(() => tracker.held(ref) === 0 && tracker.reservationsOf(ref) === 0, "freed", 60_000)
           latencyMs.push(Math.max(tracker.poolFreedAt(ref) ?? t, tracker.reservationsFreedAt(ref) ?? t) - t)
-          yield* waitMetricAt(c, FREED, {}, sum(m0, FREED) + 1, 30_000)
+          yield* waitScraped(c, (s) => sum(s, FREED), sum(m0, FREED) + 1, 30_000)
           yield* Effect.sleep("500 millis")
           samples.push(callsBetween(m0, yield* c.scrape))
         }
@@ -417,21 +424,11 @@ export const informerSync = (kind: Kind) =>
     })
   )
 
-/**
- * The floor under the single deletions: their world and stream with no controller. As each pod's
- * DELETE is answered the benchmark sends what the controller sends for it, in the executor's order
- * (re-check GET, reservation DELETE, then the guarded patch of `releaseOps` with the Event
- * alongside), with no queue, batching, client limit or informer, a pod and a pool watch open: what
- * the API server takes for the requests alone.
- */
-export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "rate" | "label">) =>
+/** Per podref of `refs`, what the guarded patch needs: its pool, network and entry (key and container id, as the pool holds them). */
+const poolEntries = (nets: ReadonlyArray<Network>, refs: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const api = yield* KubeApi
-    const ns = `sd-${o.label}`
-    const nets = networks(ns, SINGLE_POOLS)
-    const { started, refs } = yield* startPods(ns, nets, o.pods)
     const wanted = new Set(refs)
-    // What the guarded patch needs per pod: the entry's key and container id, as the pool holds them.
     const entryOf = new Map<string, { pool: string; network: string; entry: ReleaseEntry }>()
     for (const n of nets) {
       const range = parseCidr(n.range)!
@@ -442,6 +439,60 @@ export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "rate
         entryOf.set(a.podref, { pool: n.pool, network: n.nad, entry: { key, podref: a.podref, id: a.id, ip: { family: range.family, value: range.address + BigInt(key) }, ifname: a.ifname ?? "net1" } })
       }
     }
+    return entryOf
+  })
+
+/**
+ * What the controller sends for one deleted pod, in the executor's order: the re-check GET, the
+ * reservation DELETE, then the guarded patch with the Event alongside. A request the server could
+ * not answer now is sent again, as a controller would; any other failure goes to `failures`.
+ */
+const floorRequests = (api: KubeApiShape, { namespace, name }: StartedPod, at: { readonly pool: string; readonly network: string; readonly entry: ReleaseEntry }, failures: Array<string>) =>
+  Effect.gen(function* () {
+    const ref = `${namespace}/${name}`
+    const note = <A>(e: Effect.Effect<A, KubeError>) =>
+      e.pipe(
+        Effect.retry({ times: 5, schedule: Schedule.exponential("100 millis"), while: isRetryableKubeError }),
+        Effect.asVoid,
+        Effect.catchAll((err) => Effect.sync(() => void failures.push(`${ref}: ${err.reason}: ${err.message}`)))
+      )
+    const live = yield* Effect.either(api.get(R.Pods, namespace, name))
+    if (Either.isRight(live)) failures.push(`${ref}: the re-check found the pod`)
+    else if (live.left.reason !== "NotFound") yield* note(Effect.fail(live.left))
+    yield* note(api.delete(R.OverlappingRangeIPReservations, POOL_NAMESPACE, reservationName(at.entry.ip, "")))
+    const now = new Date().toISOString()
+    const event: KubeObject = {
+      apiVersion: "v1",
+      kind: "Event",
+      metadata: { name: `${name}.floor`, namespace },
+      involvedObject: { apiVersion: "v1", kind: "Pod", namespace, name },
+      reason: REASON_GARBAGE_COLLECTED,
+      message: garbageCollectedMessage(formatIP(at.entry.ip), at.network),
+      type: "Normal",
+      source: { component: COMPONENT },
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1
+    }
+    yield* Effect.all([note(api.patch(R.IPPools, POOL_NAMESPACE, at.pool, { type: "json", ops: releaseOps([at.entry]) })), note(api.create(R.Events, namespace, event))], {
+      concurrency: 2,
+      discard: true
+    })
+  })
+
+/**
+ * The floor under the single deletions: their world and stream with no controller. As each pod's
+ * DELETE is answered the benchmark sends what the controller sends for it (`floorRequests`), with
+ * no queue, batching, client limit or informer, a pod and a pool watch open: what the API server
+ * takes for the requests alone.
+ */
+export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "rate" | "label">) =>
+  Effect.gen(function* () {
+    const api = yield* KubeApi
+    const ns = `sd-${o.label}`
+    const nets = networks(ns, SINGLE_POOLS)
+    const { started, refs } = yield* startPods(ns, nets, o.pods)
+    const entryOf = yield* poolEntries(nets, refs)
     const run = yield* Effect.scoped(
       Effect.gen(function* () {
         const tracker = yield* makeTracker()
@@ -452,45 +503,7 @@ export const singleFloor = (env: BenchEnv, o: Pick<SingleOptions, "pods" | "rate
         yield* Effect.sleep(Duration.seconds(2))
         const cpu0 = env.cpu()
         const failures: Array<string> = []
-        // A request the server could not answer now is sent again, as a controller would; any other failure is noted.
-        const noted = (ref: string) => <A>(e: Effect.Effect<A, KubeError>) =>
-          e.pipe(
-            Effect.retry({ times: 5, schedule: Schedule.exponential("100 millis"), while: isRetryableKubeError }),
-            Effect.asVoid,
-            Effect.catchAll((err) => Effect.sync(() => void failures.push(`${ref}: ${err.reason}: ${err.message}`)))
-          )
-        const follow = (namespace: string, name: string) =>
-          Effect.gen(function* () {
-            const ref = `${namespace}/${name}`
-            const { pool, network, entry } = entryOf.get(ref)!
-            const note = noted(ref)
-            const live = yield* Effect.either(api.get(R.Pods, namespace, name))
-            if (Either.isRight(live)) failures.push(`${ref}: the re-check found the pod`)
-            else if (live.left.reason !== "NotFound") yield* note(Effect.fail(live.left))
-            yield* note(api.delete(R.OverlappingRangeIPReservations, POOL_NAMESPACE, reservationName(entry.ip, "")))
-            const now = new Date().toISOString()
-            const event: KubeObject = {
-              apiVersion: "v1",
-              kind: "Event",
-              metadata: { name: `${name}.floor`, namespace },
-              involvedObject: { apiVersion: "v1", kind: "Pod", namespace, name },
-              reason: REASON_GARBAGE_COLLECTED,
-              message: garbageCollectedMessage(formatIP(entry.ip), network),
-              type: "Normal",
-              source: { component: COMPONENT },
-              firstTimestamp: now,
-              lastTimestamp: now,
-              count: 1
-            }
-            yield* Effect.all(
-              [
-                note(api.patch(R.IPPools, POOL_NAMESPACE, pool, { type: "json", ops: releaseOps([entry]) })),
-                note(api.create(R.Events, namespace, event))
-              ],
-              { concurrency: 2, discard: true }
-            )
-          })
-        const { issued } = yield* deleteAtRate(started, o.rate, (p) => follow(p.namespace, p.name))
+        const { issued } = yield* deleteAtRate(started, o.rate, (p) => floorRequests(api, p, entryOf.get(`${p.namespace}/${p.name}`)!, failures))
         yield* tracker.allFreed(refs, 120_000)
         const cpu = cpuDelta(cpu0, env.cpu())
         const poolLat = sinceIssued(refs, issued, tracker.poolFreedAt)

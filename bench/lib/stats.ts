@@ -48,4 +48,7 @@ export const fmt = (n: number | undefined, digits = 3): string => {
   return Number(n.toPrecision(digits)).toLocaleString("en-US", { maximumFractionDigits: 6 })
 }
 
+/** Bytes in MiB, readable. */
+export const mib = (b: number): string => `${fmt(b / 2 ** 20)} MiB`
+
 export const ms = (n: number | undefined): string => (n === undefined || Number.isNaN(n) ? "–" : n >= 10_000 ? `${fmt(n / 1000)} s` : `${fmt(n)} ms`)

@@ -1,9 +1,10 @@
 /**
  * whereabouts' own pod controller (bench/upstream/controlloop, built by
- * scripts/upstream-controlloop.sh) as a contender on the real API server, and the mass deletion
- * that runs it and the controller on the same pods, one after the other. Upstream sees only pods
- * of its NODENAME, an existing Node (so every pod sits on one Node object), and refuses a network
- * without a flat file: the NADs name one (`configuration_path`) giving the bench's kubeconfig.
+ * scripts/upstream-controlloop.sh) as a contender on the real API server, and the comparison that
+ * runs scenarios.ts's mass deletion under it and under the controller, one after the other.
+ * Upstream sees only pods of its NODENAME, an existing Node (so every pod sits on one Node
+ * object), and refuses a network without a flat file: the NADs name one (`configuration_path`)
+ * giving the bench's kubeconfig.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -11,23 +12,22 @@ import * as path from "node:path"
 import { Effect, Either, type Scope } from "effect"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import * as R from "../../src/services/resources.ts"
-import { apiserverRequests, type BenchPlane, cpuSeconds } from "./controlplane.ts"
-import { type BenchEnv, cpuDelta, type Limits, limitsAt, SHIPPED } from "./env.ts"
+import { apiserverRequests, type BenchPlane, procMemory } from "./controlplane.ts"
+import { type BenchEnv, type Contender, type Limits, limitsAt, type Reading, SHIPPED } from "./env.ts"
 import { ROOT } from "./paths.ts"
 import { freePort } from "../../test/live/cluster.ts"
 import { spawnLogged } from "./proc.ts"
-import { delta, parseProm, type Sample, sum } from "./prom.ts"
+import { delta, parseProm, sum } from "./prom.ts"
 import { type Row, row, type Section, table, yesNo } from "./report.ts"
-import { cpuText, fullyFreed, medSpread, poolPatches, ratio, sec } from "./rows.ts"
+import { breakdown, cpuText, fullyFreed, limitsText, medSpread, perIPRow, poolPatches, ratio, sec } from "./rows.ts"
 import { fmt, ms, spread } from "./stats.ts"
-import { callsBetween, serverCallsBetween, total, waitUntil, writes } from "./scenarios.ts"
-import { type Network, clearPools, deleteAll, ignoreExists, makeTracker, networks, restCheck, startPods, violations, wrongAndLost } from "./world.ts"
+import { callsBetween, FREED, massDeletion, type MassRun, total, writes } from "./scenarios.ts"
+import { type Network, ignoreExists, violations, wrongAndLost } from "./world.ts"
 
 /** The Node every pod of this scenario is bound to, and upstream's NODENAME. */
 export const NODE = "bench-upstream-node"
 
 const UPSTREAM_API = "controlloop_api_requests_total"
-const FREED = "whereabouts_controller_ips_freed_total"
 
 export interface UpstreamBinary {
   readonly path: string
@@ -48,17 +48,14 @@ export const upstreamBinary = (): Either.Either<UpstreamBinary, string> => {
   }
 }
 
-interface Handle {
-  readonly pid: number
-  readonly scrape: () => Promise<ReadonlyArray<Sample>>
-  /** Requests between two scrapes, "verb resource code", without watches. */
-  readonly callsBetween: (a: ReadonlyArray<Sample>, b: ReadonlyArray<Sample>) => Record<string, number>
-  /** Freed IPs (ours: its counter, bumped after the Events) or Events written (upstream) so far. */
-  readonly done: (s: ReadonlyArray<Sample>) => number
+/** Upstream's scrapes: its counting transport's requests (its Lease calls are its per-IP lock, so they count) and the Events it wrote. */
+const UPSTREAM_READING: Reading = {
+  calls: (a, b) => Object.fromEntries(Object.entries(delta(a, b, UPSTREAM_API, ["verb", "resource", "code"])).filter(([k]) => !k.startsWith("watch "))),
+  eventsOut: (s) => sum(s, UPSTREAM_API, (l) => l["resource"] === "events" && (l["verb"] === "create" || l["verb"] === "patch") && (l["code"] ?? "").startsWith("2"))
 }
 
-/** Starts the upstream program for the scope (`limits` undefined: client-go's defaults); resolves once its caches synced. */
-const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly limits: Limits | undefined; readonly logDir: string; readonly label: string }) =>
+/** Starts the upstream program for the scope (a `perGroup` limit: none set, client-go's default); resolves once its caches synced. */
+const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly limits: Limits; readonly logDir: string; readonly label: string }) =>
   Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
@@ -68,104 +65,42 @@ const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly l
           NODENAME: NODE,
           WHEREABOUTS_NAMESPACE: "kube-system",
           METRICS_ADDR: url.slice("http://".length),
-          ...(o.limits === undefined ? {} : { API_QPS: String(o.limits.qps), API_BURST: String(o.limits.burst) })
+          ...(o.limits.perGroup === true ? {} : { API_QPS: String(o.limits.qps), API_BURST: String(o.limits.burst) })
         }
-        const p = spawnLogged(bin, [], env, path.join(o.logDir, `${o.label}.log`), `${url}/readyz`, 20_000)
-        await p.ready()
-        return {
-          pid: p.pid,
-          stop: p.stop,
-          scrape: async () => parseProm(await (await fetch(`${url}/metrics`)).text(), (n) => n === UPSTREAM_API),
-          callsBetween: (a, b) => Object.fromEntries(Object.entries(delta(a, b, UPSTREAM_API, ["verb", "resource", "code"])).filter(([k]) => !k.startsWith("watch "))),
-          done: (s) => sum(s, UPSTREAM_API, (l) => l["resource"] === "events" && (l["verb"] === "create" || l["verb"] === "patch") && (l["code"] ?? "").startsWith("2"))
-        } satisfies Handle & { readonly stop: () => Promise<void> }
+        return { url, p: spawnLogged(bin, [], env, path.join(o.logDir, `${o.label}.log`), `${url}/readyz`, 20_000) }
       },
       catch: (e) => (e instanceof Error ? e : new Error(String(e)))
     }),
-    (p) => Effect.promise(() => p.stop())
-  )
-
-const startOurs = (env: BenchEnv, limits: Limits, label: string) =>
-  Effect.map(
-    env.start("ours", limits, label),
-    (c): Handle => ({
-      pid: c.proc.pid,
-      scrape: () => Effect.runPromise(c.scrape),
-      callsBetween,
-      done: (s) => sum(s, FREED)
-    })
+    ({ p }) => Effect.promise(() => p.stop())
+  ).pipe(
+    Effect.tap(({ p }) => Effect.tryPromise({ try: () => p.ready(), catch: (e) => (e instanceof Error ? e : new Error(String(e))) })),
+    Effect.map(({ url, p }): Contender => ({
+      proc: { pid: p.pid, memory: () => procMemory(p.pid) },
+      scrape: Effect.promise(async () => parseProm(await (await fetch(`${url}/metrics`)).text(), (n) => n === UPSTREAM_API)),
+      reading: UPSTREAM_READING
+    }))
   )
 
 export type UpstreamKind = "ours" | "upstream"
 
-interface UpstreamOptions {
-  readonly kind: UpstreamKind
-  readonly pods: number
-  readonly pools: number
-  /** undefined: client-go's defaults (upstream as released). */
-  readonly limits: Limits | undefined
-  readonly label: string
-  /** The flat file the NADs name (written by `upstreamComparison`). */
-  readonly flatFile: string
-}
+/** `e` with upstream's pod controller beside ours; ours read by its `ips_freed_total`, which moves once its Events are queued. */
+const withUpstream = (e: BenchEnv, bin: string, kubeconfig: string, logDir: string): BenchEnv<UpstreamKind> => ({
+  cpu: e.cpu,
+  start: (kind, limits, label) =>
+    kind === "ours"
+      ? Effect.map(e.start("ours", limits, label), (c) => ({ ...c, reading: { calls: callsBetween, eventsOut: (s) => sum(s, FREED) } }))
+      : startUpstream(bin, { kubeconfig, limits, logDir, label })
+})
 
-const withFlatFile = (n: Network, flatFile: string): Network => {
+/** Upstream's NADs name the flat file it requires (`configuration_path`). */
+const withFlatFile = (flatFile: string) => (n: Network): Network => {
   const config = JSON.parse(n.config) as { ipam: Record<string, unknown> }
   return { ...n, config: JSON.stringify({ ...config, ipam: { ...config.ipam, configuration_path: flatFile } }) }
 }
 
 const ensureNode = Effect.flatMap(KubeApi, (api) => ignoreExists(api.create(R.Nodes, undefined, { metadata: { name: NODE, labels: { "kubernetes.io/hostname": NODE } } })))
 
-/** Every pod of a fresh namespace named `o.label` (all on NODE) deleted at once without CNI DEL, under the contender `start` starts; times until all their addresses are free. */
-const upstreamMass = (env: BenchEnv, plane: BenchPlane, start: Effect.Effect<Handle, Error, Scope.Scope>, o: UpstreamOptions) =>
-  Effect.gen(function* () {
-    const ns = o.label
-    yield* ensureNode
-    const { started, refs } = yield* startPods(ns, networks(ns, o.pools).map((n) => withFlatFile(n, o.flatFile)), o.pods, 1, NODE)
-    const run = yield* Effect.scoped(
-      Effect.gen(function* () {
-        const t1 = performance.now()
-        const c = yield* start
-        const startMs = performance.now() - t1
-        const tracker = yield* makeTracker()
-        yield* tracker.allHeld(refs, o.pods)
-        const m0 = yield* Effect.promise(c.scrape)
-        const s0 = yield* Effect.promise(() => apiserverRequests(plane))
-        const cpuOf = () => ({ ...env.cpu(), contender: cpuSeconds(c.pid) })
-        const cpu0 = cpuOf()
-        const del = yield* deleteAll(started)
-        const freed = yield* tracker.allFreed(refs, 30 * 60_000, del.lastReturned)
-        const eventsAt = yield* Effect.promise(() => waitUntil(async () => c.done(await c.scrape()) - c.done(m0), o.pods, Number.isNaN(freed.pool) ? 1 : 120_000))
-        // Let the last writes (Events, a lease release) land before counting.
-        yield* Effect.sleep("1 second")
-        const m1 = yield* Effect.promise(c.scrape)
-        const s1 = yield* Effect.promise(() => apiserverRequests(plane))
-        const cpu = cpuDelta(cpu0, cpuOf())
-        const rest = yield* restCheck(ns)
-        return {
-          kind: o.kind,
-          label: o.label,
-          pods: o.pods,
-          pools: o.pools,
-          limits: o.limits,
-          startMs,
-          deleteWindowMs: del.lastReturned - del.firstIssued,
-          poolFreedMs: freed.pool,
-          reservationsFreedMs: freed.reservations,
-          // Last delete returned → ours: its freed-IP counter reached the count; upstream: as many Events written.
-          eventsMs: eventsAt - del.lastReturned,
-          calls: c.callsBetween(m0, m1),
-          serverCalls: serverCallsBetween(s0, s1),
-          cpu,
-          rest
-        }
-      })
-    )
-    yield* clearPools
-    return run
-  })
-
-type UpstreamRun = Effect.Effect.Success<ReturnType<typeof upstreamMass>>
+type UpstreamRun = MassRun & { readonly kind: UpstreamKind; readonly setting: string }
 
 export interface ComparisonOptions {
   readonly pods: number
@@ -178,9 +113,9 @@ type Runner = <A>(f: (env: BenchEnv) => Effect.Effect<A, Error, KubeApi | Scope.
 
 /** The limit both run at in the second pair of runs (the first: each as released). */
 export const RAISED = limitsAt(500)
+/** Upstream as released: its binary sets no limit. */
+const CLIENT_GO_DEFAULT: Limits = { qps: 5, burst: 10, perGroup: true }
 
-const limitText = (l: Limits | undefined) =>
-  l === undefined ? "client-go default (QPS 5/burst 10 per API group client)" : l.qps > 0 ? `QPS ${l.qps}/burst ${l.burst}` : "no client cap"
 const medianOf = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => number) => spread(runs.map(f)).median
 
 /**
@@ -191,51 +126,42 @@ const medianOf = (runs: ReadonlyArray<UpstreamRun>, f: (r: UpstreamRun) => numbe
 export const upstreamComparison = async (plane: BenchPlane, logDir: string, run: Runner, o: ComparisonOptions) => {
   const binary = upstreamBinary()
   if (Either.isLeft(binary)) return binary.left
+  const serverCounts = () => apiserverRequests(plane)
   const flatFile = path.join(logDir, "whereabouts.conf")
   fs.writeFileSync(flatFile, `${JSON.stringify({ datastore: "kubernetes", kubernetes: { kubeconfig: plane.kubeconfigPath } }, null, 2)}\n`)
   const settings = [
-    { name: "released", upstream: undefined, ours: SHIPPED },
+    { name: "released", upstream: CLIENT_GO_DEFAULT, ours: SHIPPED },
     { name: "raised", upstream: RAISED, ours: RAISED }
   ] as const
-  const runs: Array<UpstreamRun & { readonly setting: string }> = []
+  const env = (e: BenchEnv) => withUpstream(e, binary.right.path, plane.kubeconfigPath, logDir)
+  const runs: Array<UpstreamRun> = []
   for (let i = 0; i < o.reps; i++) {
     for (const s of settings) {
       for (const kind of ["upstream", "ours"] as const) {
         const label = `up-${kind}-${s.name}-${i}`
         const limits = kind === "ours" ? s.ours : s.upstream
-        const r = await run((e) => {
-          const start = kind === "ours" ? startOurs(e, s.ours, label) : startUpstream(binary.right.path, { kubeconfig: plane.kubeconfigPath, limits, logDir, label })
-          return upstreamMass(e, plane, start, { kind, pods: o.pods, pools: o.pools, limits, label, flatFile })
-        })
+        const options = { pods: o.pods, pools: o.pools, perPod: 1, limits, label, nodeName: NODE, network: withFlatFile(flatFile), serverCounts, timeoutMs: 30 * 60_000 }
+        const r = await run((e) => Effect.zipRight(ensureNode, massDeletion(env(e), kind, options)))
         runs.push({ ...r, setting: s.name })
-        o.log(`  ${kind} (${limitText(limits)}) #${i + 1}: all free ${sec(fullyFreed(r))} after the last delete; requests: ${breakdown(r.calls)}`)
+        o.log(`  ${kind} (${limitsText(limits)}) #${i + 1}: all free ${sec(fullyFreed(r))} after the last delete; requests: ${breakdown(r.calls)}`)
       }
     }
   }
   return { binary: binary.right, flatFile, runs, ...report(binary.right, runs, o) }
 }
 
-const breakdown = (c: Record<string, number>) =>
-  Object.entries(c)
-    .sort(([a], [b]) => a.localeCompare(b))
-    .map(([k, n]) => `${k}: ${n}`)
-    .join(", ")
-
-
-const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { readonly setting: string }>, o: ComparisonOptions): { rows: Array<Row>; section: Section } => {
+const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun>, o: ComparisonOptions): { rows: Array<Row>; section: Section } => {
   const pick = (setting: string, kind: UpstreamKind) => runs.filter((r) => r.setting === setting && r.kind === kind)
   const rows: Array<Row> = []
   const version = binary.version.split(" ").slice(-1)[0] ?? "?"
   for (const [setting, text] of [
-    ["released", `each as released: upstream at ${limitText(undefined)}, ours at ${limitText(SHIPPED)}`],
-    ["raised", `both at ${limitText(RAISED)}`]
+    ["released", `each as released: upstream at ${limitsText(CLIENT_GO_DEFAULT)}, ours at ${limitsText(SHIPPED)}`],
+    ["raised", `both at ${limitsText(RAISED)}`]
   ] as const) {
     const ours = pick(setting, "ours")
     const up = pick(setting, "upstream")
     if (ours.length === 0 && up.length === 0) continue
     const scenario = `mass deletion, ${o.pods} pods / ${o.pools} pools on one node; baseline column: upstream whereabouts ${version} pod controller; ${text}`
-    const per = (rs: ReadonlyArray<UpstreamRun>, f: (c: Record<string, number>) => number) => medianOf(rs, (r) => f(r.calls) / r.pods)
-    const perIP = (metric: string, f: (c: Record<string, number>) => number) => row(scenario, metric, { ours: fmt(per(ours, f)), baseline: fmt(per(up, f)), ratio: ratio(per(up, f), per(ours, f)) })
     const rest = (rs: ReadonlyArray<UpstreamRun>) => rs.map((r) => wrongAndLost(r.rest).join(" / ")).join(", ")
     rows.push(
       row(scenario, "last delete → every address and reservation free, median (min–max)", {
@@ -243,8 +169,8 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
         baseline: medSpread(up.map(fullyFreed), sec),
         ratio: ratio(medianOf(up, fullyFreed), medianOf(ours, fullyFreed))
       }),
-      perIP("API requests per freed IP, the contender's own count (no watches; upstream's Lease calls are its per-IP lock)", total),
-      perIP("API writes per freed IP (same count)", writes),
+      perIPRow(scenario, "API requests per freed IP, the contender's own count (no watches; upstream's Lease calls are its per-IP lock)", ours, up, (r) => total(r.calls)),
+      perIPRow(scenario, "API writes per freed IP (same count)", ours, up, (r) => writes(r.calls)),
       row(scenario, "wrong / lost frees at rest (invariants), all runs", { ours: rest(ours), baseline: rest(up), target: "0 / 0", met: yesNo(ours.every((r) => violations(r.rest) === 0)) })
     )
   }
@@ -252,7 +178,7 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
     ["run", "limit", "pods / pools", "deletes (window)", "→ pool entries free", "→ reservations free", "→ Events written", "requests (contender)", "per freed IP", "requests (API server)", "pool patches (422)", "CPU s (by process)", "invariants at rest"],
     runs.map((r) => [
       `${r.kind} ${r.setting}`,
-      limitText(r.limits),
+      limitsText(r.limits),
       `${r.pods} / ${r.pools}`,
       ms(r.deleteWindowMs),
       sec(r.poolFreedMs),
@@ -260,7 +186,7 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun & { read
       sec(r.eventsMs),
       total(r.calls),
       fmt(total(r.calls) / r.pods),
-      total(r.serverCalls),
+      total(r.serverCalls ?? {}),
       poolPatches(r.calls),
       cpuText(r.cpu),
       violations(r.rest) === 0 ? "ok" : `${violations(r.rest)} violations`
