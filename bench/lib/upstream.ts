@@ -21,7 +21,7 @@ import { delta, parseProm, sum } from "./prom.ts"
 import { type Row, row, type Section, table, yesNo } from "./report.ts"
 import { breakdown, cpuText, fullyFreed, limitsText, medSpread, perIPRow, poolPatches, ratio, sec } from "./rows.ts"
 import { fmt, ms, spread } from "./stats.ts"
-import { callsBetween, FREED, massDeletion, type MassRun, total, writes } from "./scenarios.ts"
+import { massDeletion, type MassRun, total, writes } from "./scenarios.ts"
 import { type Network, ignoreExists, violations, wrongAndLost } from "./world.ts"
 
 /** The Node every pod of this scenario is bound to, and upstream's NODENAME. */
@@ -83,13 +83,10 @@ const startUpstream = (bin: string, o: { readonly kubeconfig: string; readonly l
 
 export type UpstreamKind = "ours" | "upstream"
 
-/** `e` with upstream's pod controller beside ours; ours read by its `ips_freed_total`, which moves once its Events are queued. */
+/** `e` with upstream's pod controller beside ours. */
 const withUpstream = (e: BenchEnv, bin: string, kubeconfig: string, logDir: string): BenchEnv<UpstreamKind> => ({
   cpu: e.cpu,
-  start: (kind, limits, label) =>
-    kind === "ours"
-      ? Effect.map(e.start("ours", limits, label), (c) => ({ ...c, reading: { calls: callsBetween, eventsOut: (s) => sum(s, FREED) } }))
-      : startUpstream(bin, { kubeconfig, limits, logDir, label })
+  start: (kind, limits, label) => (kind === "ours" ? e.start("ours", limits, label) : startUpstream(bin, { kubeconfig, limits, logDir, label }))
 })
 
 /** Upstream's NADs name the flat file it requires (`configuration_path`). */
@@ -198,7 +195,7 @@ const report = (binary: UpstreamBinary, runs: ReadonlyArray<UpstreamRun>, o: Com
   )
   const section: Section = {
     title: `Upstream's pod controller (whereabouts ${version}) on the same API server`,
-    body: `The pod controller of the whereabouts release itself (package \`pkg/controlloop\`, ${binary.version}), run by our small main in \`bench/upstream/controlloop\` (built by \`scripts/upstream-controlloop.sh\`) with the informer factories, clientsets and event recorder its own binary builds, from the bench's kubeconfig instead of the in-cluster config; its cron reconciler is not started. It frees only pods of its own node (\`NODENAME\`; in a cluster one instance runs per node), so the ${o.pods} pods of each run sit on one Node object, and its NADs name a flat file (\`configuration_path\`) giving the kubeconfig, which upstream requires. Both contenders get the same world: pods started by \`bulkStart\` over ${o.pools} pools, then all deleted at once (grace 0, no CNI DEL), timed by the benchmark's own watch. "→ Events written": ours, when its \`ips_freed_total\` reached the count; upstream, when it had written as many Events. Requests are each contender's own count over the run (upstream's from a counting transport under client-go's rate limiters); watches are left out, and so are the controller's leader-election lease renewals, while upstream's Lease reads and writes are its per-IP lock and count. "Requests (API server)" is \`apiserver_request_total\` over the same window, everything but watches and the benchmark's pod deletions. Upstream as released runs at client-go's default limit, since its binary sets none: then every API group's client gets a token bucket of its own, QPS 5/burst 10 (core, coordination for the Lease, whereabouts, NADs); with \`API_QPS\`/\`API_BURST\` our main sets the limit, and client-go shares one bucket per clientset.\n\n${detail}\n\n${calls}`
+    body: `The pod controller of the whereabouts release itself (package \`pkg/controlloop\`, ${binary.version}), run by our small main in \`bench/upstream/controlloop\` (built by \`scripts/upstream-controlloop.sh\`) with the informer factories, clientsets and event recorder its own binary builds, from the bench's kubeconfig instead of the in-cluster config; its cron reconciler is not started. It frees only pods of its own node (\`NODENAME\`; in a cluster one instance runs per node), so the ${o.pods} pods of each run sit on one Node object, and its NADs name a flat file (\`configuration_path\`) giving the kubeconfig, which upstream requires. Both contenders get the same world: pods started by \`bulkStart\` over ${o.pools} pools, then all deleted at once (grace 0, no CNI DEL), timed by the benchmark's own watch. "→ Events written": when the contender had written an Event for every freed address (ours: its \`events_total{result="written"}\`; upstream: its successful Event creates and patches). Requests are each contender's own count over the run (upstream's from a counting transport under client-go's rate limiters); watches are left out, and so are the controller's leader-election lease renewals, while upstream's Lease reads and writes are its per-IP lock and count. "Requests (API server)" is \`apiserver_request_total\` over the same window, everything but watches and the benchmark's pod deletions. Upstream as released runs at client-go's default limit, since its binary sets none: then every API group's client gets a token bucket of its own, QPS 5/burst 10 (core, coordination for the Lease, whereabouts, NADs); with \`API_QPS\`/\`API_BURST\` our main sets the limit, and client-go shares one bucket per clientset.\n\n${detail}\n\n${calls}`
   }
   return { rows, section }
 }
