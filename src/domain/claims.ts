@@ -4,6 +4,9 @@
  * name (one network name, any pool); a named network and one with overlapping ranges off are
  * domains of their own. A listing whose network cannot be read (its NAD gone or unreadable, a
  * config no longer covering the address, the cluster's default network) counts in every domain.
+ * A listing already on record as the lister's own elsewhere (its entry in another pool of the
+ * network, and the reservation guarding the address naming it) does not keep another pod's entry:
+ * that entry is not its record, and freeing it leaves the address reserved for the lister.
  */
 import { Either } from "effect"
 import { type IPAddress, cidrContains, ipKey } from "./ip.ts"
@@ -38,6 +41,8 @@ export interface ClaimLookup {
 export interface ClaimSource extends ClaimLookup {
   readonly listedBy: (ip: IPAddress) => ReadonlyArray<PodProjection>
   readonly ended?: ((pod: PodProjection) => boolean) | undefined
+  /** Whether `podref`'s use of `ip` is on record outside `pool`: `reservation` names it and an entry of its own in another pool holds `ip`. */
+  readonly recordedElsewhere?: ((podref: string, ip: IPAddress, reservation: string, pool: string) => boolean) | undefined
 }
 
 /** The domains of an entry of `pool` at `ip`, guarded by the reservation `reservation` where its network keeps them. */
@@ -135,14 +140,17 @@ export const stillClaims = (live: PodProjection | undefined, ip: IPAddress, ende
 
 /**
  * The holdings with their claimants found: per entry the other pods listing its address in its
- * domains, per reservation those listing its address (its own pod too where the listing found no
+ * domains, but for those whose use of it is on record elsewhere (the header), per reservation those listing its address (its own pod too where the listing found no
  * allocation of it: a live pod's address must stay reserved).
  */
 export const withClaimants = (holdings: ReadonlyArray<Holding>, source: ClaimSource): ReadonlyArray<Holding> =>
   holdings.map((h) => {
     if (h.error !== undefined) return h
     const entries = h.entries.map((e) => {
-      const claimants = claimantsOf(entryDomains(e.pool, e.entry.ip, e.reservation), e.entry.ip, h.podref, source)
+      const { reservation } = e
+      const claimants = claimantsOf(entryDomains(e.pool, e.entry.ip, reservation), e.entry.ip, h.podref, source).filter(
+        (c) => reservation === undefined || source.recordedElsewhere?.(c, e.entry.ip, reservation, e.pool) !== true
+      )
       return claimants.length === 0 ? e : { ...e, claimants }
     })
     const reservations = h.reservations.map((r) => {

@@ -7,7 +7,8 @@
  * The safety rules, numbered as docs/rules.md numbers them (which says each in full):
  * 0. An address another live pod's network-status lists in the same collision domain (claims.ts)
  *    is kept, whichever podref its entry or reservation names, and reported as held for another;
- *    a pod that will never run again (rule 7) holds nothing. Only --force frees it.
+ *    a pod that will never run again (rule 7) holds nothing, nor one whose use of the address is
+ *    on record as its own in another pool (its entry, and the reservation naming it). Only --force frees it.
  * 1. Only what a dead pod held: found by holdings.ts, or the sweep's orphans (orphans.ts).
  * 2. An entry is freed only while the live re-check finds no pod of its podref, or (the sweep) the
  *    live pod's status proves it does not hold the address. A namesake that exists keeps everything.

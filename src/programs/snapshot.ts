@@ -11,7 +11,7 @@ import type { ClaimSource } from "../domain/claims.ts"
 import type { EntryLookup, InvariantView } from "../domain/invariants.ts"
 import type { NodeRecord } from "../domain/never-runs-again.ts"
 import type { PodProjection } from "../domain/pod.ts"
-import { type IPAddress, ipKey } from "../domain/ip.ts"
+import { type IPAddress, ipEquals, ipKey } from "../domain/ip.ts"
 import { Caches, LISTED_IP_INDEX, type NadRecord, PODREF_INDEX } from "../services/Caches.ts"
 import { NadConfigs, type NadConfigsShape } from "../services/NadConfigs.ts"
 
@@ -85,8 +85,15 @@ export const cachedPods: Effect.Effect<PodWorld, never, Caches> = Effect.map(Cac
   listedBy: cachedListedBy(caches)
 }))
 
-/** Who else lists an address (claims.ts), its networks read through the snapshot. */
-export const claimSource = (listedBy: ClaimSource["listedBy"], snapshot: Snapshot): ClaimSource => ({ listedBy, nad: snapshot.nad, nodeSlice: snapshot.nodeSlice })
+/** Who else lists an address (claims.ts), its networks and its own records read through the snapshot. */
+export const claimSource = (listedBy: ClaimSource["listedBy"], snapshot: Snapshot): ClaimSource => ({
+  listedBy,
+  nad: snapshot.nad,
+  nodeSlice: snapshot.nodeSlice,
+  recordedElsewhere: (ref, ip, reservation, pool) =>
+    snapshot.reservation(reservation)?.podref === ref &&
+    snapshot.poolsHeldBy(ref).some((p) => p.name !== pool && p.entries.some((e) => e.podref === ref && ipEquals(e.ip, ip)))
+})
 
 /** The invariants' view: pods and pools as given, the rest read through a snapshot. */
 export const invariantView = (world: Pick<PodWorld, "pods" | "listedBy">, pools: Iterable<ParsedPool>, snapshot: Snapshot, entryAt: EntryLookup): InvariantView => ({

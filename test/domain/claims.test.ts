@@ -3,10 +3,12 @@
  * each row is a pod's network-status and the entry it would be asked about.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { type ClaimSource, claimDomains, claimantsOf, entryDomains, listedIPKeys, reservationClaimants, separateHeldForAnother } from "../../src/domain/claims.ts"
+import { type ClaimSource, claimDomains, claimantsOf, entryDomains, listedIPKeys, reservationClaimants, separateHeldForAnother, withClaimants } from "../../src/domain/claims.ts"
+import { claimSource } from "../../src/programs/snapshot.ts"
 import { decodeNadConfig } from "../../src/domain/ipam-config.ts"
 import { ipKey } from "../../src/domain/ip.ts"
 import type { Orphans } from "../../src/domain/orphans.ts"
+import type { ParsedPool, ReservationRecord } from "../../src/domain/pool.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { poolName, reservationName } from "../../src/domain/pool.ts"
 import type { Holding } from "../../src/domain/release.ts"
@@ -134,3 +136,39 @@ describe("separateHeldForAnother: the sweep's orphans without what other listed 
 })
 
 const formatReservation = (a: ReturnType<typeof ip>) => reservationName(a, "")
+
+describe("withClaimants: a listing on record as the lister's own elsewhere keeps no one else's entry", () => {
+  // A dead pod's entry at 10.50.0.1 in the narrow pool; mon-a lists 10.50.0.1 on the wide network (same unnamed network).
+  const entry = (podref: string) => ({ key: "1", ip: ip("10.50.0.1"), id: "c1", podref, ifname: "net1" })
+  const poolOf = (name: string, range: string, podref: string): ParsedPool => ({ name, range, cidr: undefined, entries: [entry(podref)], invalid: [] })
+  const deadHolding = (reservation: string | undefined): Holding => ({
+    podref: "default/dead",
+    pod: { namespace: "default", name: "dead", uid: "uid-dead" },
+    claim: "Deleted",
+    trigger: "deletion",
+    entries: [{ pool: "10.50.0.0-24", entry: entry("default/dead"), network: "storage", reservation }],
+    reservations: [],
+    problems: [],
+    ifFreed: [],
+    error: undefined
+  })
+  const claimantsWith = (pools: ReadonlyArray<ParsedPool>, reservations: ReadonlyArray<ReservationRecord>, reservation: string | undefined, network: string) => {
+    const mon = pod("mon-a", [listing(network, ["10.50.0.1/16"])])
+    const source = claimSource((a) => (listedIPKeys(mon).includes(ipKey(a)) ? [mon] : []), listSnapshot(pools, reservations, NADS))
+    return withClaimants([deadHolding(reservation)], source)[0]!.entries[0]!.claimants ?? []
+  }
+  const dead = poolOf("10.50.0.0-24", "10.50.0.0/24", "default/dead")
+  const monsOwn = poolOf("10.50.0.0-16", "10.50.0.0/16", "default/mon-a")
+  const reservedFor = (podref: string): ReservationRecord => ({ name: "10.50.0.1", resourceVersion: "1", podref })
+
+  it.each([
+    ["its own entry in another pool and the reservation naming it: no claimant", [dead, monsOwn], [reservedFor("default/mon-a")], "10.50.0.1", "wide", []],
+    ["the same, listed on a network that cannot be read: no claimant", [dead, monsOwn], [reservedFor("default/mon-a")], "10.50.0.1", "deleted-nad", []],
+    ["the reservation naming it, no entry of its own: a claimant", [dead], [reservedFor("default/mon-a")], "10.50.0.1", "wide", ["default/mon-a"]],
+    ["its own entry, the reservation naming the dead pod: a claimant", [dead, monsOwn], [reservedFor("default/dead")], "10.50.0.1", "wide", ["default/mon-a"]],
+    ["its own entry, no reservation at all: a claimant", [dead, monsOwn], [], "10.50.0.1", "wide", ["default/mon-a"]],
+    ["its own entry and reservation, the dead entry's network keeping none, listed where it cannot be read: a claimant", [dead, monsOwn], [reservedFor("default/mon-a")], undefined, "deleted-nad", ["default/mon-a"]]
+  ] as const)("%s", (_name, pools, reservations, reservation, network, expected) => {
+    expect(claimantsWith(pools, reservations, reservation, network)).toEqual(expected)
+  })
+})

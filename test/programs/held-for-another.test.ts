@@ -6,17 +6,24 @@
  * And a pod that will never run again claims nothing (found by the soak, seed 7): a pod stranded
  * on a deleted node is freed while its object remains; the plugin hands its address to a new pod;
  * that pod's deletion must free it, not keep it for the stranded pod's stale network-status.
+ * And a listing on record as the lister's own keeps no one else's entry (found by the hour soak):
+ * a dead pod's reservation deleted, its pool patch refused (429), the plugin hands the address out
+ * again through another pool of the same network; the dead pod's entry must still be freed.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { runSweep } from "../../src/programs/sweep.ts"
+import type { IPPoolStore } from "../../src/services/IPPoolStore.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
+import type { PluginStore } from "../../src/testing/PluginStore.ts"
 import * as R from "../../src/services/resources.ts"
 import { startPod } from "../../src/testing/cni-plugin.ts"
+import { InMemoryCluster } from "../../src/testing/InMemoryCluster.ts"
 import { memory } from "../../src/testing/layers.ts"
 import { metric, on, startDeletionLoop } from "../support/controller.ts"
 import { eventually, require } from "../support/eventually.ts"
 import { nodeObject } from "../support/objects.ts"
+import { ApiHooks, memoryWithHooks, once } from "../support/hooks.ts"
 import { cachesCaughtUp, createNad, podrefsOf, reservationNames } from "../support/world.ts"
 
 const NS = "default"
@@ -102,4 +109,43 @@ describe("rule 0: a pod that will never run again claims nothing", () => {
       expect(swept.heldForAnother).toEqual([])
       expect(yield* podrefsOf(POOL)).toEqual([])
     }).pipe(Effect.provide(memory({ namespace: "kube-system", terminatingGrace: Duration.zero }))))
+})
+
+describe("rule 0: a listing on record as the lister's own keeps no one else's entry", () => {
+  it.live("a dead pod's entry is freed after a refused pool patch let the plugin hand its address out through another pool of the network", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        // One unnamed network, overlapping ranges on in both: one reservation per address across both pools.
+        yield* createNad(NS, "narrow", { range: "10.134.0.0/17" })
+        yield* createNad(NS, "wide", { range: "10.134.0.0/16" })
+        yield* startDeletionLoop()
+        const first = yield* startPod(NS, "first", [on("narrow")])
+        expect(first.ips[0]!.ips).toEqual(["10.134.0.1"])
+        yield* cachesCaughtUp
+
+        // Right before the controller's pool patch (its reservation already deleted, rule 4), the plugin
+        // hands the address out again from the wider pool; then that patch is refused with 429.
+        const hooks = yield* ApiHooks
+        const cluster = yield* InMemoryCluster
+        const env = yield* Effect.context<KubeApi | IPPoolStore | PluginStore>()
+        let second: ReadonlyArray<string> = []
+        hooks.before = once(
+          (c) => c.verb === "patch" && c.resource === "ippools",
+          () =>
+            Effect.gen(function* () {
+              hooks.clear()
+              second = (yield* startPod(NS, "second", [on("wide")])).ips[0]!.ips
+              cluster.injectFault({ verb: "patch", resource: "ippools", reason: "TooManyRequests" })
+            }).pipe(Effect.orDie, Effect.provide(env))
+        )
+        yield* deleted("first")
+
+        yield* eventually(Effect.flatMap(podrefsOf("10.134.0.0-17"), (refs) => require(() => refs.length === 0, `first's entry freed on the retry: ${refs.join(",")}`)), "10 seconds")
+        expect(second).toEqual(["10.134.0.1"])
+        expect(yield* podrefsOf("10.134.0.0-16")).toEqual([`${NS}/second`])
+        expect(yield* reservationNames).toEqual(["10.134.0.1"])
+        const reservation = yield* api((k) => k.get(R.OverlappingRangeIPReservations, "kube-system", "10.134.0.1"))
+        expect((reservation["spec"] as { podref: string }).podref).toBe(`${NS}/second`)
+      })
+    ).pipe(Effect.provide(memoryWithHooks({ namespace: "kube-system", retryBaseDelay: Duration.millis(5) }))))
 })
