@@ -24,7 +24,7 @@ import { type Network, POOL_NAMESPACE, type StartedPod, clearPools, deleteAll, m
 
 /** The controller's (and the baseline's) requests by verb, resource and code. */
 export const API_REQUESTS = "whereabouts_controller_api_requests_total"
-export const FREED = "whereabouts_controller_ips_freed_total"
+const FREED = "whereabouts_controller_ips_freed_total"
 /** Events written (both contenders record through the project's EventRecorder, which counts them). */
 const WRITTEN = "whereabouts_controller_events_total"
 const BATCHES = "whereabouts_controller_reconcile_duration_seconds_count"

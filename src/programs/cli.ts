@@ -13,7 +13,7 @@ import { splitPodRef } from "../domain/pod.ts"
 import { CONTROLLER_SERVICE_ACCOUNT } from "../domain/rbac-needs.ts"
 import { DEFAULT_IN_FLIGHT } from "../domain/api-flow.ts"
 import { SCHEDULE_CONFIGMAP_KEY } from "../domain/ipam-config.ts"
-import { API_BURST_PER_QPS, COMMANDS, type Command, LEASE_DURATION, OPTIONS as TABLE, type OptionRow, RENEW_DEADLINE, RETRY_PERIOD, TUNING } from "../services/ControllerConfig.ts"
+import { API_BURST_PER_QPS, COMMANDS, type Command, LEASE_DURATION, OPTIONS, type OptionRow, RENEW_DEADLINE, RETRY_PERIOD, TUNING } from "../services/ControllerConfig.ts"
 
 export interface OptionSpec extends Omit<OptionRow<unknown>, "default"> {
   readonly kind: "string" | "boolean"
@@ -25,7 +25,7 @@ const shown = (row: OptionRow<unknown>): string =>
   row.unset ?? (Duration.isDuration(row.default) ? formatDuration(row.default) : String(row.default))
 
 /** Every option (ControllerConfig.OPTIONS), with its default as shown. */
-export const OPTIONS: ReadonlyArray<OptionSpec> = Object.values<OptionRow<unknown>>(TABLE).map((row) => ({ ...row, kind: row.value === BOOLEAN ? "boolean" : "string", default: shown(row) }))
+export const OPTION_SPECS: ReadonlyArray<OptionSpec> = Object.values<OptionRow<unknown>>(OPTIONS).map((row) => ({ ...row, kind: row.value === BOOLEAN ? "boolean" : "string", default: shown(row) }))
 
 /** Options that are gone, and what is fixed in their place: named when given, as docs/options.md lists them. */
 export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly env: string; readonly now: string }> = [
@@ -62,7 +62,7 @@ type Environment = Readonly<Record<string, string | undefined>>
  */
 const readDeprecated = (command: Command, flags: Record<string, unknown>, env: Environment, mapped: Map<string, string>): Array<string> =>
   DEPRECATED_ALIASES.flatMap((alias) => {
-    const target = OPTIONS.find((o) => o.flag === alias.to)!
+    const target = OPTION_SPECS.find((o) => o.flag === alias.to)!
     const [flag, variable] = [flags[alias.flag], env[alias.env]]
     const readsVariable = variable !== undefined && variable !== "" && target.commands.includes(command) && !mapped.has(target.env) && env[target.env] === undefined
     const used = flag !== undefined ? `--${alias.flag}` : readsVariable ? alias.env : undefined
@@ -179,15 +179,15 @@ const joinNegativeValues = (argv: ReadonlyArray<string>, takesValue: ReadonlySet
 export const parseCli = (argv: ReadonlyArray<string>, env: Environment = {}) => {
   refuseRemoved(argv)
   const options: Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }> = { help: { type: "boolean", short: "h" }, version: { type: "boolean" } }
-  for (const o of OPTIONS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
+  for (const o of OPTION_SPECS) options[o.flag] = o.short === undefined ? { type: o.kind } : { type: o.kind, short: o.short }
   for (const a of COMMAND_ARGUMENTS.flatMap((c) => c.args)) options[a.flag] = { type: isSwitch(a) ? "boolean" : "string", multiple: a.multiple }
-  for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: OPTIONS.find((o) => o.flag === a.to)!.kind }
+  for (const a of DEPRECATED_ALIASES) options[a.flag] = { type: OPTION_SPECS.find((o) => o.flag === a.to)!.kind }
   const takesValue = new Set(Object.entries(options).flatMap(([flag, o]) => (o.type === "string" ? [`--${flag}`] : [])))
   const { values, positionals } = parseArgs({ args: joinNegativeValues(argv, takesValue), options, allowPositionals: true, allowNegative: true, strict: true })
   const [command = "run", ...rest] = positionals
   if (!(COMMANDS as ReadonlyArray<string>).includes(command)) throw new TypeError(`unknown command "${command}" (run, audit, release, preflight or demo)`)
   if (rest.length > 0) throw new TypeError(`unexpected argument "${rest[0]}"`)
-  const mapped = new Map(OPTIONS.flatMap((o) => (values[o.flag] === undefined ? [] : [[o.env, String(values[o.flag])] as const])))
+  const mapped = new Map(OPTION_SPECS.flatMap((o) => (values[o.flag] === undefined ? [] : [[o.env, String(values[o.flag])] as const])))
   const deprecated = readDeprecated(command as Command, values, env, mapped)
   const help = values["help"] === true
   const release = command === "release" && !help ? releaseTargets(values) : undefined
@@ -241,7 +241,7 @@ const argText = (a: ArgumentSpec) => (isSwitch(a) ? `--${a.flag}` : `--${a.flag}
 
 /** The options --help and docs/options.md list, in their order: the common ones first, then the tuning knobs. */
 export const optionGroups = (command?: Command): ReadonlyArray<{ readonly title: string; readonly rows: ReadonlyArray<OptionSpec> }> => {
-  const rows = OPTIONS.filter((o) => command === undefined || o.commands.includes(command))
+  const rows = OPTION_SPECS.filter((o) => command === undefined || o.commands.includes(command))
   return [
     { title: "Options", rows: rows.filter((o) => o.common === true) },
     { title: "Tuning (the defaults suit most clusters)", rows: rows.filter((o) => o.common !== true) }
@@ -284,7 +284,7 @@ export const helpText = (command?: Command): string => {
 const named = (row: OptionSpec, fromFlag: boolean) => (fromFlag ? `--${row.flag} (${row.env})` : `${row.env} (--${row.flag})`)
 
 /** An option named by its flag and its variable, for a message about its value: `--metrics-port (METRICS_PORT)`. */
-export const optionName = (flag: string): string => named(OPTIONS.find((o) => o.flag === flag)!, true)
+export const optionName = (flag: string): string => named(OPTION_SPECS.find((o) => o.flag === flag)!, true)
 
 /** A good value (the default, else the value type's example), written as the user wrote the bad one. */
 const goodExample = (row: OptionSpec, fromFlag: boolean) => {
@@ -297,7 +297,7 @@ const goodExample = (row: OptionSpec, fromFlag: boolean) => {
  * value, naming the option as the user gave it, the value, why it is refused and a good one.
  */
 export const checkOptions = (cli: ParsedCli, env: Environment): ReadonlyArray<string> =>
-  OPTIONS.flatMap((row) => {
+  OPTION_SPECS.flatMap((row) => {
     const typed = cli.values.get(row.env)
     const text = typed ?? env[row.env]
     if (text === undefined) return []

@@ -12,7 +12,7 @@ import { join } from "node:path"
 import { describe, expect, it } from "vitest"
 import { Duration } from "effect"
 import { parse, parseDocument, isMap, isScalar } from "yaml"
-import { OPTIONS } from "../../src/programs/cli.ts"
+import { OPTION_SPECS } from "../../src/programs/cli.ts"
 import { TUNING } from "../../src/services/ControllerConfig.ts"
 import { decodeConfig, resolveEnv } from "./support/config.ts"
 import { CHART, DEPLOY, EXPECTED_RBAC, type Obj, RELEASE, ROOT, findGoAsset, findKubectl, helm, helmTemplate, idOf, kustomize, kustomizeWith, needAll, parseObjects, rbacRows } from "./support/tools.ts"
@@ -72,7 +72,7 @@ const renderValues = (values: Obj): Array<Obj> => {
 }
 
 const camel = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
-const RUN_OPTIONS = OPTIONS.filter((o) => o.commands.includes("run"))
+const RUN_OPTIONS = OPTION_SPECS.filter((o) => o.commands.includes("run"))
 
 /** A value for every option of `run` that differs from its default, as a user writes it in values.yaml. */
 const SAMPLE: Readonly<Record<string, string | number | boolean>> = {

@@ -7,7 +7,7 @@ import {
   DURATION_SYNTAX,
   EXIT_CODES,
   EXIT_USAGE,
-  OPTIONS,
+  OPTION_SPECS,
   type OptionSpec,
   RELEASE_ARGUMENTS,
   REMOVED_OPTIONS,
@@ -107,7 +107,7 @@ describe("command line", () => {
 
   it("--help documents every option with its environment variable", () => {
     const help = helpText()
-    for (const o of OPTIONS) {
+    for (const o of OPTION_SPECS) {
       expect(help).toContain(`--${o.flag}`)
       expect(help).toContain(`env ${o.env}`)
     }
@@ -170,7 +170,7 @@ describe("command line", () => {
 
   it("--help shows the defaults Config applies", () => {
     const applied = Effect.runSync(Effect.withConfigProvider(config, configProvider(parseCli([]))))
-    const shownFor = (flag: string) => OPTIONS.find((o) => o.flag === flag)!.default
+    const shownFor = (flag: string) => OPTION_SPECS.find((o) => o.flag === flag)!.default
     expect(shownFor("concurrent-batches")).toBe(String(applied.concurrentBatches))
     expect(shownFor("terminating-grace")).toBe(formatDuration(applied.terminatingGrace))
     expect(shownFor("terminating-grace")).toBe("30s")
@@ -210,7 +210,7 @@ describe("configuration errors", () => {
 
   it("every configuration error names its flag and variable, the value and a good one, by flag and by environment variable", () => {
     let checked = 0
-    for (const o of OPTIONS) {
+    for (const o of OPTION_SPECS) {
       const bad = refusable(o)
       if (bad === undefined) continue
       checked++
@@ -232,7 +232,7 @@ describe("configuration errors", () => {
       }
     }
     // Every option but names and paths, which take any text.
-    expect(checked).toBe(OPTIONS.filter((o) => !["<name>", "<path>"].includes(o.value.placeholder)).length)
+    expect(checked).toBe(OPTION_SPECS.filter((o) => !["<name>", "<path>"].includes(o.value.placeholder)).length)
   })
 
   it("a value that starts with a dash is a value, refused by name, not another flag", () => {
@@ -273,7 +273,7 @@ describe("--help", () => {
     )
     for (const o of common!.rows) expect(help.indexOf(`--${o.flag} `), o.flag).toBeLessThan(tuning)
     for (const o of knobs!.rows) expect(help.indexOf(`  --${o.flag} `), o.flag).toBeGreaterThan(tuning)
-    for (const o of OPTIONS.filter((r) => r.kind === "string")) expect(help).toContain(`--${o.flag} ${o.value.placeholder} `)
+    for (const o of OPTION_SPECS.filter((r) => r.kind === "string")) expect(help).toContain(`--${o.flag} ${o.value.placeholder} `)
     expect(help).toContain(DURATION_SYNTAX)
   })
 

@@ -8,7 +8,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { createWriteStream, readdirSync, readFileSync } from "node:fs"
 import { setTimeout as sleep } from "node:timers/promises"
-import { OPTIONS } from "../../../src/programs/cli.ts"
+import { OPTION_SPECS } from "../../../src/programs/cli.ts"
 import { ROOT, freePort, onProcessExit } from "../cluster.ts"
 import { parseProm, sum } from "../../../src/testing/prom.ts"
 
@@ -100,7 +100,7 @@ export const sampleOf = (text: string, name: string, labels: Readonly<Record<str
 /** The env of the child: ours, without anything the controller's Config would read. */
 const childEnv = (identity: string): NodeJS.ProcessEnv => {
   const env: NodeJS.ProcessEnv = { ...process.env }
-  for (const o of OPTIONS) delete env[o.env]
+  for (const o of OPTION_SPECS) delete env[o.env]
   for (const k of ["POD_NAME", "POD_NAMESPACE", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "NODE_OPTIONS"]) delete env[k]
   return { ...env, POD_NAME: identity }
 }
