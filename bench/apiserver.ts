@@ -6,9 +6,8 @@
  *
  *   BENCH_FULL=1     also runs the baseline at full mass-deletion scale (5,000 pods; slow)
  *   BENCH_SCALE=quick  a smoke test at small scale (results not written)
- *   UPSTREAM_PODS=n  pods per run of the comparison with upstream's pod controller (bench/lib/upstream.ts)
- *   BENCH_UPSTREAM=0 leaves that comparison out (it is also left out, with a log line, when its
- *                    binary cannot be had: scripts/upstream-controlloop.sh)
+ *
+ * The comparison with upstream's pod controller is `npm run bench:upstream` (bench/upstream.ts).
  */
 import * as os from "node:os"
 import * as path from "node:path"
@@ -27,18 +26,16 @@ import { ALLOCATOR_IN_FLIGHT, type MassRun, informerSync, isolatedPod, massDelet
 import { imageNodeFlags } from "./lib/image.ts"
 import { makePhases } from "./lib/phases.ts"
 import { bundle } from "../scripts/build.ts"
-import { RAISED, upstreamComparison } from "./lib/upstream.ts"
 
 if (process.argv.includes("--help")) {
-  process.stdout.write("npm run bench:apiserver   the scenarios on a real kube-apiserver + etcd; environment: BENCH_FULL=1, BENCH_SCALE=quick, UPSTREAM_PODS=n, BENCH_UPSTREAM=0 (bench/apiserver.ts's header says what each does)\n")
+  process.stdout.write("npm run bench:apiserver   the scenarios on a real kube-apiserver + etcd; environment: BENCH_FULL=1, BENCH_SCALE=quick (bench/apiserver.ts's header says what each does)\n")
   process.exit(0)
 }
 const quick = process.env["BENCH_SCALE"] === "quick"
 const full = process.env["BENCH_FULL"] === "1"
 const S = quick
-  ? { mass: 500, reps: 1, same: 200, sameReps: 1, conflict: 200, single: 100, singleCapped: 50, cappedPods: 60, steadyPods: 1_000, upstream: 20 }
-  : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleCapped: 150, cappedPods: 200, steadyPods: 10_000, upstream: 100 }
-if (process.env["UPSTREAM_PODS"] !== undefined) S.upstream = Number(process.env["UPSTREAM_PODS"])
+  ? { mass: 500, reps: 1, same: 200, sameReps: 1, conflict: 200, single: 100, singleCapped: 50, cappedPods: 60, steadyPods: 1_000 }
+  : { mass: 5_000, reps: 3, same: 1_000, sameReps: 3, conflict: 1_000, single: 1_000, singleCapped: 150, cappedPods: 200, steadyPods: 10_000 }
 /** A client-side cap, as a small or shared API server may want: the former default. */
 const CAPPED = limitsAt(20)
 /** Whereabouts interfaces per pod in the mass deletions. */
@@ -215,17 +212,6 @@ try {
       [capOurs, capBase].map((r) => [r.kind, sec(fullyFreed(r) + r.deleteWindowMs), r.rates.total, r.rates.perSecond.join(" "), r.serverRates?.perSecond.join(" ") ?? "–"])
     )}`
   })
-
-  if (process.env["BENCH_UPSTREAM"] !== "0") {
-    phase(`upstream whereabouts pod controller and the controller: ${S.upstream} pods / 10 pools on one node, as released and at QPS ${RAISED.qps}`)
-    const up = await upstreamComparison(plane, logDir, run, { pods: S.upstream, pools: 10, reps: 1, log })
-    if (typeof up === "string") log(`  left out: ${up}`)
-    else {
-      data["upstream"] = { binary: up.binary, runs: up.runs }
-      rows.push(...up.rows)
-      sections.push(up.section)
-    }
-  }
 
   const memoryOf = (label: string, kind: "ours" | "baseline", script: string | undefined, nodeArgs: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
     memoryAfterSync(kind, { kubeconfig: plane.kubeconfigPath, qps: SHIPPED.qps, burst: SHIPPED.burst, logDir, label, env, nodeArgs, ...(script === undefined ? {} : { script }) })

@@ -1,7 +1,6 @@
 /**
  * `npm run bench:upstream`: only the comparison with whereabouts' own pod controller
- * (bench/lib/upstream.ts) on a real kube-apiserver + etcd, without the other scenarios of
- * `npm run bench:apiserver` (which runs the same comparison once among them). Writes
+ * (bench/lib/upstream.ts) on a real kube-apiserver + etcd. Writes
  * bench/results/upstream.json and its tables in BENCHMARKS.md.
  *
  *   UPSTREAM_PODS=n    pods per run (default 100; upstream as released needs minutes per hundred)
