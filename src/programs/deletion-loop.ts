@@ -6,7 +6,7 @@
  */
 import { Clock, Duration, Effect, Option, Schedule } from "effect"
 import { REASON_GC_FAILED, gcFailedMessage, podObject } from "../domain/events.ts"
-import { podRef } from "../domain/pod.ts"
+import { podRef, splitPodRef } from "../domain/pod.ts"
 import { type Outcome, nextStep } from "../domain/release.ts"
 import { backoff } from "../services/backoff.ts"
 import * as Batcher from "../services/Batcher.ts"
@@ -146,6 +146,11 @@ const drain = (queue: Queue) =>
 export interface RunningLoop {
   /** The podrefs whose pods the loop has queued or is working on: a sweep leaves those to it. */
   readonly podrefsHeld: Effect.Effect<ReadonlySet<string>>
+  /**
+   * What a sweep kept for another pod (rule 0), by the podref it names: looked at again as a
+   * deletion once one of the pods it was kept for comes through the loop, as the loop's own are.
+   */
+  readonly keptFor: (held: ReadonlyArray<{ readonly podref: string; readonly claimants: ReadonlyArray<string> }>) => Effect.Effect<void>
 }
 
 interface DeletionLoopOptions<E, R> {
@@ -189,7 +194,17 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       yield* Effect.addFinalizer(() => drain(queue))
       yield* Effect.logInfo("deletion loop started").pipe(Effect.annotateLogs({ concurrentBatches: config.concurrentBatches }))
       const podrefsHeld = Effect.map(queue.keys, (keys) => new Set([...keys].map(podrefOfKey)))
-      yield* options.onSynced?.({ podrefsHeld }) ?? Effect.void
+      const keptFor: RunningLoop["keptFor"] = (held) =>
+        Effect.suspend(() => {
+          for (const h of held) {
+            const pod = splitPodRef(h.podref)
+            // Its pod is gone (the sweep found it an orphan): uid unknown, the podref index finds what it holds.
+            if (pod !== undefined) waiting.wait(`${h.podref}/`, { claim: "Deleted", pod: { ...pod, uid: "" } }, h.claimants)
+          }
+          // A pod kept for may be gone from the cache already.
+          return waiting.wake(held.flatMap((h) => h.claimants).filter((ref) => Option.isNone(caches.pods.get(ref))))
+        })
+      yield* options.onSynced?.({ podrefsHeld, keptFor }) ?? Effect.void
       return yield* Effect.never
     })
   )

@@ -75,7 +75,7 @@ export const runController = Effect.scoped(
       // One sweep at a time (start-up, scheduled, after a relist), each until it succeeds, leaving the loop's pods to the loop.
       const sweeping = yield* Effect.makeSemaphore(1)
       const invariants = yield* makeInvariantMonitor
-      const sweep = sweeping.withPermits(1)(sweepUntilDone({ dryRun: config.dryRun, leave: loop.podrefsHeld, pods: Effect.provideService(cachedPods, Caches, caches) })).pipe(Effect.tap(() => invariants.evaluate))
+      const sweep = sweeping.withPermits(1)(sweepUntilDone({ dryRun: config.dryRun, leave: loop.podrefsHeld, keptFor: loop.keptFor, pods: Effect.provideService(cachedPods, Caches, caches) })).pipe(Effect.tap(() => invariants.evaluate))
       yield* Effect.forkScoped(monitorPoolUsage())
       yield* Effect.forkScoped(invariants.run)
       // Subscribed before the start-up sweep lists anything: a gap after that list is swept again.

@@ -165,6 +165,8 @@ interface SweepOptions {
   readonly audit?: boolean | undefined
   /** Where the pods and nodes come from: listed fresh unless given (the controller gives its caches). */
   readonly pods?: Effect.Effect<PodWorld, KubeError> | undefined
+  /** Told what rule 0 kept for another pod (the controller's deletion loop looks at it again once that pod goes). */
+  readonly keptFor?: ((held: ReadonlyArray<HeldForAnother>) => Effect.Effect<void>) | undefined
 }
 
 /** Re-checks the candidates live, frees what is still an orphan, writes its Events; fails after that if any write failed. */
@@ -256,6 +258,7 @@ export const runSweep = (
       ...(invariants === undefined ? {} : { invariants })
     }
     yield* reportSweep(world, report)
+    if (!options.dryRun && heldForAnother.length > 0) yield* options.keptFor?.(heldForAnother) ?? Effect.void
     return report
   })
 

@@ -9,6 +9,9 @@
  * And a listing on record as the lister's own keeps no one else's entry (found by the hour soak):
  * a dead pod's reservation deleted, its pool patch refused (429), the plugin hands the address out
  * again through another pool of the same network; the dead pod's entry must still be freed.
+ * And what a sweep keeps for another pod is looked at again when that pod goes (found by the hour
+ * soak): a start-up sweep kept a dead pod's entry for a terminating pod whose status still listed
+ * the address; that pod was gone six seconds later, but nothing looked again before the next sweep.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
@@ -148,4 +151,29 @@ describe("rule 0: a listing on record as the lister's own keeps no one else's en
         expect((reservation["spec"] as { podref: string }).podref).toBe(`${NS}/second`)
       })
     ).pipe(Effect.provide(memoryWithHooks({ namespace: "kube-system", retryBaseDelay: Duration.millis(5) }))))
+})
+
+describe("rule 0: what a sweep kept for another pod is freed once that pod goes, without another sweep", () => {
+  const POOL = "10.135.0.0-24"
+
+  it.live("the deletion loop looks again at the sweep's held-for-another entry when the pod it was kept for is deleted", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        yield* createNad(NS, "net1", { range: "10.135.0.0/24" })
+        yield* startPod(NS, "holder", [on("net1")])
+        // The entry names a pod that is gone while holder still lists the address (a restore, or a CNI DEL and a re-ADD raced).
+        yield* api((k) => k.patch(R.IPPools, "kube-system", POOL, { type: "merge", body: { spec: { allocations: { "1": { id: "c9", podref: `${NS}/gone` } } } } }))
+        yield* cachesCaughtUp
+        let held: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = []
+        yield* startDeletionLoop((loop) =>
+          Effect.map(runSweep({ dryRun: false, leave: loop.podrefsHeld, keptFor: loop.keptFor }), (r) => void (held = r.heldForAnother.map((h) => [h.podref, h.claimants] as const)))
+        )
+        expect(held).toContainEqual([`${NS}/gone`, [`${NS}/holder`]])
+        expect(yield* podrefsOf(POOL)).toEqual([`${NS}/gone`])
+
+        yield* deleted("holder")
+        yield* eventually(Effect.flatMap(podrefsOf(POOL), (refs) => require(() => refs.length === 0, `the entry kept for holder freed once holder is gone: ${refs.join(",")}`)), "10 seconds")
+        expect(yield* reservationNames).toEqual([])
+      })
+    ).pipe(Effect.provide(memory({ namespace: "kube-system", retryBaseDelay: Duration.millis(5) }))))
 })
