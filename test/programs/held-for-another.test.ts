@@ -15,7 +15,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
+import type { HeldForAnother } from "../../src/domain/claims.ts"
+import type { RunningLoop } from "../../src/programs/deletion-loop.ts"
 import { runSweep } from "../../src/programs/sweep.ts"
+import type { ControllerConfig } from "../../src/services/ControllerConfig.ts"
 import type { IPPoolStore } from "../../src/services/IPPoolStore.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import type { PluginStore } from "../../src/testing/PluginStore.ts"
@@ -174,6 +177,25 @@ describe("rule 0: what a sweep kept for another pod is freed once that pod goes,
         yield* deleted("holder")
         yield* eventually(Effect.flatMap(podrefsOf(POOL), (refs) => require(() => refs.length === 0, `the entry kept for holder freed once holder is gone: ${refs.join(",")}`)), "10 seconds")
         expect(yield* reservationNames).toEqual([])
+      })
+    ).pipe(Effect.provide(memory({ namespace: "kube-system", retryBaseDelay: Duration.millis(5) }))))
+
+  it.live("a pod kept for that went through the loop before the sweep handed its keep over: looked at again at once", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        yield* createNad(NS, "net1", { range: "10.135.0.0/24" })
+        yield* startPod(NS, "holder", [on("net1")])
+        yield* api((k) => k.patch(R.IPPools, "kube-system", POOL, { type: "merge", body: { spec: { allocations: { "1": { id: "c9", podref: `${NS}/gone` } } } } }))
+        yield* cachesCaughtUp
+        // Between the sweep's listing and its hand-over, holder is deleted and the loop frees what it held (its reservation).
+        const holderGone = Effect.zipRight(
+          deleted("holder"),
+          eventually(Effect.flatMap(reservationNames, (names) => require(() => names.length === 0, `holder's reservation freed: ${names.join(",")}`)), "10 seconds")
+        )
+        const env = yield* Effect.context<KubeApi | ControllerConfig>()
+        const handOver = (loop: RunningLoop) => (held: ReadonlyArray<HeldForAnother>) => Effect.zipRight(Effect.orDie(Effect.provide(holderGone, env)), loop.keptFor(held))
+        yield* startDeletionLoop((loop) => runSweep({ dryRun: false, leave: loop.podrefsHeld, keptFor: handOver(loop) }))
+        yield* eventually(Effect.flatMap(podrefsOf(POOL), (refs) => require(() => refs.length === 0, `the entry kept for holder freed: ${refs.join(",")}`)), "10 seconds")
       })
     ).pipe(Effect.provide(memory({ namespace: "kube-system", retryBaseDelay: Duration.millis(5) }))))
 })
