@@ -140,8 +140,9 @@ export const stillClaims = (live: PodProjection | undefined, ip: IPAddress, ende
 
 /**
  * The holdings with their claimants found: per entry the other pods listing its address in its
- * domains, but for those whose use of it is on record elsewhere (the header), per reservation those listing its address (its own pod too where the listing found no
- * allocation of it: a live pod's address must stay reserved).
+ * domains, but for those whose use of it is on record elsewhere (the header); per reservation those
+ * listing its address (its own pod too where the listing found no allocation of it: a live pod's
+ * address must stay reserved).
  */
 export const withClaimants = (holdings: ReadonlyArray<Holding>, source: ClaimSource): ReadonlyArray<Holding> =>
   holdings.map((h) => {

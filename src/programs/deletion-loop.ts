@@ -79,14 +79,16 @@ const settle = (queue: Queue, key: string, candidate: Candidate, result: PodResu
 
 /**
  * Candidates rule 0 kept addresses of, by the pod they were kept for: queued again (`wake`) when that
- * pod comes through the loop (else nothing would look at them before the next sweep).
+ * pod comes through the loop (else nothing would look at them before the next sweep). `gone`: the
+ * pods kept for that the cache no longer holds, which may have come through before the wait began.
  */
-const makeWaiting = (queue: Queue) => {
+const makeWaiting = (queue: Queue, caches: Caches["Type"]) => {
   const byClaimant = new Map<string, Map<string, Candidate>>()
   return {
     wait: (key: string, candidate: Candidate, claimants: ReadonlyArray<string>) => {
       for (const c of claimants) byClaimant.set(c, (byClaimant.get(c) ?? new Map()).set(key, candidate))
     },
+    gone: (podrefs: ReadonlyArray<string>) => podrefs.filter((ref) => Option.isNone(caches.pods.get(ref))),
     wake: (podrefs: ReadonlyArray<string>) => {
       const woken = [...new Set(podrefs)].flatMap((ref) => {
         const waiting = byClaimant.get(ref) ?? []
@@ -122,9 +124,7 @@ const processBatch = (queue: Queue, batch: Batcher.Batch<Candidate>, lookAgainAf
     }
     for (const { key } of batch.items) yield* queue.done(key)
     // A pod kept for may have come through another worker's batch meanwhile: gone from the cache, it wakes its waiters too.
-    const caches = yield* Caches
-    const gone = results.flatMap((r) => r.heldFor).filter((ref) => Option.isNone(caches.pods.get(ref)))
-    yield* waiting.wake([...batch.items.map(({ value }) => podRef(value.pod)), ...gone])
+    yield* waiting.wake([...batch.items.map(({ value }) => podRef(value.pod)), ...waiting.gone(results.flatMap((r) => r.heldFor))])
   })
 
 /** Stop intake, then wait (up to the shutdown timeout) for in-flight batches and the Events recorded so far. */
@@ -177,7 +177,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       yield* Effect.forkScoped(reclaim.monitor)
       yield* feed(queue, reclaim.arrived)
       yield* caches.awaitSynced
-      const waiting = makeWaiting(queue)
+      const waiting = makeWaiting(queue, caches)
       const batcher = yield* Batcher.make(queue, { ...Batcher.DEFAULT_BATCHING, windowMs: Duration.toMillis(config.batchWindow) })
       const worker = Effect.gen(function* () {
         for (;;) {
@@ -201,8 +201,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
             // Its pod is gone (the sweep found it an orphan): uid unknown, the podref index finds what it holds.
             if (pod !== undefined) waiting.wait(`${h.podref}/`, { claim: "Deleted", pod: { ...pod, uid: "" } }, h.claimants)
           }
-          // A pod kept for may be gone from the cache already.
-          return waiting.wake(held.flatMap((h) => h.claimants).filter((ref) => Option.isNone(caches.pods.get(ref))))
+          return waiting.wake(waiting.gone(held.flatMap((h) => h.claimants)))
         })
       yield* options.onSynced?.({ podrefsHeld, keptFor }) ?? Effect.void
       return yield* Effect.never

@@ -158,15 +158,18 @@ describe("rule 0: a listing on record as the lister's own keeps no one else's en
 
 describe("rule 0: what a sweep kept for another pod is freed once that pod goes, without another sweep", () => {
   const POOL = "10.135.0.0-24"
+  // The entry names a pod that is gone while holder still lists the address (a restore, or a CNI DEL and a re-ADD raced).
+  const entryNamedGoneWhileHolderLists = Effect.gen(function* () {
+    yield* createNad(NS, "net1", { range: "10.135.0.0/24" })
+    yield* startPod(NS, "holder", [on("net1")])
+    yield* api((k) => k.patch(R.IPPools, "kube-system", POOL, { type: "merge", body: { spec: { allocations: { "1": { id: "c9", podref: `${NS}/gone` } } } } }))
+    yield* cachesCaughtUp
+  })
 
   it.live("the deletion loop looks again at the sweep's held-for-another entry when the pod it was kept for is deleted", () =>
     Effect.scoped(
       Effect.gen(function* () {
-        yield* createNad(NS, "net1", { range: "10.135.0.0/24" })
-        yield* startPod(NS, "holder", [on("net1")])
-        // The entry names a pod that is gone while holder still lists the address (a restore, or a CNI DEL and a re-ADD raced).
-        yield* api((k) => k.patch(R.IPPools, "kube-system", POOL, { type: "merge", body: { spec: { allocations: { "1": { id: "c9", podref: `${NS}/gone` } } } } }))
-        yield* cachesCaughtUp
+        yield* entryNamedGoneWhileHolderLists
         let held: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = []
         yield* startDeletionLoop((loop) =>
           Effect.map(runSweep({ dryRun: false, leave: loop.podrefsHeld, keptFor: loop.keptFor }), (r) => void (held = r.heldForAnother.map((h) => [h.podref, h.claimants] as const)))
@@ -183,10 +186,7 @@ describe("rule 0: what a sweep kept for another pod is freed once that pod goes,
   it.live("a pod kept for that went through the loop before the sweep handed its keep over: looked at again at once", () =>
     Effect.scoped(
       Effect.gen(function* () {
-        yield* createNad(NS, "net1", { range: "10.135.0.0/24" })
-        yield* startPod(NS, "holder", [on("net1")])
-        yield* api((k) => k.patch(R.IPPools, "kube-system", POOL, { type: "merge", body: { spec: { allocations: { "1": { id: "c9", podref: `${NS}/gone` } } } } }))
-        yield* cachesCaughtUp
+        yield* entryNamedGoneWhileHolderLists
         // Between the sweep's listing and its hand-over, holder is deleted and the loop frees what it held (its reservation).
         const holderGone = Effect.zipRight(
           deleted("holder"),
