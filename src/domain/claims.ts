@@ -77,7 +77,7 @@ export const networkPools = (config: IpamConfig, node: string, lookup: Pick<Clai
 export type ListedIn =
   | { readonly _tag: "NotWhereabouts" }
   | { readonly _tag: "Unknown" }
-  | { readonly _tag: "Network"; readonly pools: ReadonlyArray<string>; readonly reservation: string | undefined }
+  | { readonly _tag: "Network"; readonly networkName: string; readonly pools: ReadonlyArray<string>; readonly reservation: string | undefined }
 
 const NOT_WHEREABOUTS: ListedIn = { _tag: "NotWhereabouts" }
 const UNKNOWN: ListedIn = { _tag: "Unknown" }
@@ -92,7 +92,7 @@ export const listedIn = (pod: PodProjection, nad: NamespacedName, ip: IPAddress,
   const pools = networkPools(config, pod.nodeName ?? "", lookup, ip)
   // None: the pod's node owns no slice, or a config edited since the pod's ADD no longer names the pool the address came from.
   if (pools.length === 0) return UNKNOWN
-  return { _tag: "Network", pools, reservation: config.enableOverlappingRanges ? reservationName(ip, config.networkName) : undefined }
+  return { _tag: "Network", networkName: config.networkName, pools, reservation: config.enableOverlappingRanges ? reservationName(ip, config.networkName) : undefined }
 }
 
 /** The collision domains of a listed address: none outside whereabouts, every one where its network is not known. */

@@ -9,6 +9,9 @@
  *  - reservation-drift: a running pod's entry without its OverlappingRangeIPReservation where its
  *    network keeps them, or with one naming another podref.
  *
+ * An entry counts wherever its network keeps it: one written before the NAD's ranges were edited
+ * stays in a pool the config no longer names, and still holds the address for the pod.
+ *
  * Only settled facts count (`judged`, `onJudgedNetwork`). A listing rule 0 cannot place (a NAD gone
  * or unreadable, the default network) is not reported: no pool is known to owe it. A pod's status
  * carries no container id, so an entry left by an earlier incarnation of the same name counts as the
@@ -95,7 +98,7 @@ export const makeEntryLookup = (): EntryLookup => {
 }
 
 /** What the invariants are judged on: one consistent view, and rule 0's way of placing a listing. */
-export interface InvariantView extends Pick<ClaimSource, "listedBy">, Pick<Snapshot, "pool" | "reservation" | "nad" | "nodeSlice" | "reservationNetwork"> {
+export interface InvariantView extends Pick<ClaimSource, "listedBy">, Pick<Snapshot, "pool" | "poolsHeldBy" | "origin" | "reservation" | "nad" | "nodeSlice" | "reservationNetwork"> {
   readonly pods: Iterable<PodProjection>
   readonly pod: (ref: string) => PodProjection | undefined
   readonly pools: Iterable<ParsedPool>
@@ -156,6 +159,8 @@ const holdingOf = (l: Listing, view: InvariantView): InvariantViolation | undefi
     }
     if (entry !== undefined) other ??= { pool: name, entry }
   }
+  // Written under an earlier config of the network: the pool is no longer named, the entry still holds.
+  own ??= view.poolsHeldBy(l.ref).find((p) => view.origin(p).network === l.where.networkName && view.entryAt(p, l.ip)?.podref === l.ref)?.name
   if (own === undefined && other === undefined) {
     return ofListing(l, "live-not-held", l.where.pools, undefined, (ip) => notHeldMessage(ip, l.ref, l.network, l.where.pools[0]!))
   }

@@ -36,6 +36,8 @@ const SLICES = [{ name: "sliced", resourceVersion: "1", range: "10.80.0.0/16", s
 const RANGES: Readonly<Record<string, string>> = {
   "10.50.0.0-24": "10.50.0.0/24",
   "10.50.0.0-16": "10.50.0.0/16",
+  "10.50.0.0-25": "10.50.0.0/25",
+  "10.51.0.0-25": "10.51.0.0/25",
   "10.51.0.0-24": "10.51.0.0/24",
   "10.51.0.0-16": "10.51.0.0/16",
   "blue-10.60.0.0-24": "10.60.0.0/24",
@@ -65,6 +67,8 @@ const viewOf = (pods: ReadonlyArray<PodProjection>, pools: Pools, reservations: 
     pod: (ref) => pods.find((p) => `${p.namespace}/${p.name}` === ref),
     pools: parsed,
     pool: snapshot.pool,
+    poolsHeldBy: snapshot.poolsHeldBy,
+    origin: snapshot.origin,
     reservation: snapshot.reservation,
     nad: snapshot.nad,
     nodeSlice: snapshot.nodeSlice,
@@ -100,6 +104,20 @@ describe("invariantViolations: each kind", () => {
       { "blue-10.60.0.0-24": {}, "green-10.60.0.0-24": { "1": { podref: "default/a" } } },
       { "blue-10.60.0.1": "default/a" },
       ["live-not-held 10.60.0.1 a"]
+    ],
+    [
+      "live-not-held: a pool of the network's earlier range holds the address, for another pod",
+      [pod("a", [listing("storage", ["10.50.0.1/24"])])],
+      { "10.50.0.0-24": {}, "10.50.0.0-25": { "1": { podref: "default/gone" } } },
+      { "10.50.0.1": "default/a" },
+      ["live-not-held 10.50.0.1 a"]
+    ],
+    [
+      "reservation-drift: the pool of the network's earlier range holds the address for the pod, the reservation names another",
+      [pod("a", [listing("storage", ["10.50.0.1/24"])])],
+      { "10.50.0.0-24": {}, "10.50.0.0-25": { "1": { podref: "default/a" } } },
+      { "10.50.0.1": "default/gone" },
+      ["reservation-drift 10.50.0.1 a for:default/gone"]
     ],
     ["held-for-another: the entry names a pod that does not exist (overlapping on)", [pod("a", [listing("storage", ["10.50.0.1/24"])])], { "10.50.0.0-24": { "1": { podref: "default/someone-else" } } }, { "10.50.0.1": "default/a" }, ["held-for-another 10.50.0.1 a for:default/someone-else"]],
     ["held-for-another: overlapping off", [pod("a", [listing("storage-off", ["10.51.0.1/24"])])], { "10.51.0.0-24": { "1": { podref: "default/someone-else" } } }, {}, ["held-for-another 10.51.0.1 a for:default/someone-else"]],
@@ -190,6 +208,18 @@ describe("invariantViolations: what looks like a violation and is none", () => {
     ],
     ["a network none of whose pools this namespace holds (its pools may be another namespace's), even with a reservation of the address", [pod("a", [listing("storage", ["10.50.0.1/24"])])], {}, { "10.50.0.1": "default/a" }],
     ["two pods listing one address on a network none of whose pools this namespace holds", [pod("a", [listing("storage", ["10.50.0.1/24"])]), pod("b", [listing("storage", ["10.50.0.1/24"])])], {}, {}],
+    [
+      "a NAD's range edited after the ADD: the pool of the range the pod got its address from, which the config no longer names, holds it, reserved",
+      [pod("a", [listing("storage", ["10.50.0.1/24"])])],
+      { "10.50.0.0-24": {}, "10.50.0.0-25": { "1": { podref: "default/a" } } },
+      reserved
+    ],
+    [
+      "the same with overlapping ranges off",
+      [pod("a", [listing("storage-off", ["10.51.0.1/24"])])],
+      { "10.51.0.0-24": {}, "10.51.0.0-25": { "1": { podref: "default/a" } } },
+      {}
+    ],
     ["one pod listing its address on two interfaces", [pod("a", [listing("storage", ["10.50.0.1/24"]), listing("storage", ["10.50.0.1/24"], "net2")])], held, reserved]
   ] as const)("%s", (_name, pods, pools, reservations) => {
     expect(judge(viewOf(pods, pools, reservations))).toEqual([])
