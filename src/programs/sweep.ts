@@ -206,11 +206,10 @@ export const poolReports = ({ poolList, snapshot }: Pick<World, "poolList" | "sn
   })
 }
 
-/** Warnings for unreadable entries, the pool and orphan gauges, and the sweep's summary line. */
+/** Warnings for unreadable entries, the orphan gauges, and the sweep's summary line (the pool gauges are pool-usage.ts' alone). */
 const reportSweep = (world: World, report: SweepReport) =>
   Effect.gen(function* () {
     const metrics = yield* Metrics
-    const config = yield* ControllerConfig
     for (const p of world.poolList) {
       for (const bad of p.pool.invalid) yield* Effect.logWarning("pool has an unreadable allocation; left as is").pipe(Effect.annotateLogs({ pool: p.name, key: bad.key, reason: bad.reason }))
     }
@@ -219,7 +218,6 @@ const reportSweep = (world: World, report: SweepReport) =>
         Effect.annotateLogs({ [h.kind === "allocation" ? "pool" : "reservation"]: h.name, ip: h.ip === undefined ? "" : formatIP(h.ip), podref: h.podref, listedBy: h.claimants.join(",") })
       )
     }
-    yield* metrics.pools(report.pools.map((p) => ({ pool: p.name, size: p.size, used: p.used, free: p.free })), config.poolUsageThreshold)
     yield* metrics.orphans("allocation", report.orphanAllocations.length, report.dryRun)
     yield* metrics.orphans("reservation", report.orphanReservations.length, report.dryRun)
     yield* Effect.logInfo(report.dryRun ? "sweep finished (dry run: nothing freed)" : "sweep finished").pipe(
