@@ -2,8 +2,8 @@
  * The logger of every command, on stderr, in the format and from the level asked for. Unset, both
  * follow the reader: text on a terminal, else JSON; warnings for a command answering on stdout, info for `run`.
  */
-import { Cause, Config, ConfigError, Effect, Inspectable, Layer, Logger, type LogLevel, Option } from "effect"
-import { LOG_FORMATS, LOG_LEVELS, type LogFormat } from "../domain/option-values.ts"
+import { Cause, Config, type ConfigError, Effect, Inspectable, Layer, Logger, type LogLevel, Option } from "effect"
+import { LOG_LEVELS, type LogFormat } from "../domain/option-values.ts"
 import * as ControllerConfig from "../services/ControllerConfig.ts"
 
 const two = (n: number) => String(n).padStart(2, "0")
@@ -32,17 +32,15 @@ export const textLogger = (colours: boolean): Logger.Logger<unknown, string> =>
     return Cause.isEmpty(cause) ? line : `${line}\n${Cause.pretty(cause, { renderErrorCause: true }).replace(/^/gm, "    ")}`
   })
 
-/** The settings of `command`, from LOG_LEVEL, LOG_FORMAT, NO_COLOR (https://no-color.org) and whether stderr is a terminal. */
+/** The settings of `command`, from its log options (their variables), NO_COLOR (https://no-color.org) and whether stderr is a terminal. */
 export const logSettings = (command: string, terminal: boolean) =>
   Effect.gen(function* () {
-    const level = yield* Config.string("LOG_LEVEL").pipe(Config.withDefault(command === "run" ? ControllerConfig.OPTIONS.logLevel.default : "warning"))
-    // Set but empty is unset, as for every option without a default.
-    const explicit = yield* Config.option(Config.literal(...LOG_FORMATS, "")("LOG_FORMAT"))
+    const { logLevel, logFormat } = ControllerConfig.OPTIONS
+    const level = yield* ControllerConfig.read({ ...logLevel, default: command === "run" ? logLevel.default : "warning" })
+    const explicit = yield* ControllerConfig.read(logFormat)
     const noColour = yield* Config.option(Config.string("NO_COLOR"))
-    const minimum = LOG_LEVELS[level.toLowerCase()]
-    if (minimum === undefined) return yield* Effect.fail(ConfigError.InvalidData(["LOG_LEVEL"], `must be debug, info, warning or error (got "${level}")`))
-    const format: LogFormat = Option.getOrElse(Option.filter(explicit, (f) => f !== ""), () => (terminal ? "text" : "json"))
-    return { format, minimum, colours: terminal && Option.getOrElse(noColour, () => "") === "" }
+    const format: LogFormat = explicit ?? (terminal ? "text" : "json")
+    return { format, minimum: LOG_LEVELS[level]!, colours: terminal && Option.getOrElse(noColour, () => "") === "" }
   })
 
 /** The logger as a layer, on stderr: stdout carries only what a command prints (`audit -o json > report.json`). */
