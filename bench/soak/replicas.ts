@@ -2,7 +2,7 @@
  * The two controller replicas as the Deployment runs them: the image's program, flags and
  * environment, leader-elected as the shipped RBAC's ServiceAccount, through the chaos proxy; a
  * killed replica comes back under its name. From their logs, when each led and ran its deletion
- * loop (the two-leaders check); from /proc and /metrics: RSS, queue depth, the leader gauge.
+ * loop (the two-leaders check); from /proc and /metrics: RSS, V8's heap in use, queue depth, the leader gauge.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -35,6 +35,8 @@ export interface Sample {
   readonly identity: string
   readonly pid: number
   readonly rssBytes: number
+  /** V8's heap in use (nodejs_heap_size_used_bytes): its floor is what each major collection kept. */
+  readonly heapUsedBytes: number | undefined
   readonly leader: number | undefined
   readonly queueDepth: number | undefined
   readonly inFlight: number | undefined
@@ -130,6 +132,7 @@ export const startReplicas = (o: ReplicaOptions) => {
           identity: gen.identity,
           pid: proc.pid,
           rssBytes: rssOf(proc.pid),
+          heapUsedBytes: value("nodejs_heap_size_used_bytes"),
           leader,
           queueDepth: value("whereabouts_controller_workqueue_depth"),
           inFlight: value("whereabouts_controller_workqueue_in_flight")

@@ -27,53 +27,65 @@ import { type Panel, renderPlot, type Series } from "./svg.ts"
 
 const COLORS: Record<string, string> = { "soak-a": "#1f77b4", "soak-b": "#ff7f0e" }
 
+/** What a fit follows: RSS (from /proc), or V8's heap in use (from /metrics; undefined when a scrape failed). */
+type Measure = (s: ProcSample) => number | undefined
+const RSS: Measure = (s) => s.rssBytes
+const HEAP: Measure = (s) => s.heapUsedBytes
+
 /**
  * The least-squares slope shared by groups, each about its own means, in MiB/h, with its points and
  * the minutes they cover (all groups together); undefined below 3 points.
  */
-const commonSlope = (groups: ReadonlyArray<ReadonlyArray<ProcSample>>) => {
+const commonSlope = (groups: ReadonlyArray<ReadonlyArray<readonly [number, number]>>) => {
   const kept = groups.filter((pts) => pts.length >= 2)
   const centred = kept.flatMap((pts) => {
-    const [mt, my] = [pts.reduce((a, s) => a + s.t, 0) / pts.length, pts.reduce((a, s) => a + s.rssBytes, 0) / pts.length]
-    return pts.map((s) => [s.t - mt, s.rssBytes - my] as const)
+    const [mt, my] = [pts.reduce((a, [t]) => a + t, 0) / pts.length, pts.reduce((a, [, y]) => a + y, 0) / pts.length]
+    return pts.map(([t, y]) => [t - mt, y - my] as const)
   })
   const fit = linearFit(centred)
   if (centred.length < 3 || fit === undefined) return undefined
-  return { slope: (fit.slope * 3_600_000) / 2 ** 20, samples: centred.length, minutes: kept.reduce((a, pts) => a + pts.at(-1)!.t - pts[0]!.t, 0) / 60_000 }
+  return { slope: (fit.slope * 3_600_000) / 2 ** 20, samples: centred.length, minutes: kept.reduce((a, pts) => a + pts.at(-1)![0] - pts[0]![0], 0) / 60_000 }
 }
 
-/** Each process of `identity`: its samples at least `warmupMs` into its life. */
-const afterWarmup = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number) =>
+/** Each process of `identity`: its [time, value] samples at least `warmupMs` into its life. */
+const afterWarmup = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number, measure: Measure) =>
   generations
     .filter((x) => x.identity === identity)
-    .map((g) => samples.filter((s) => s.pid === g.pid && s.t - g.startedAt >= warmupMs && Number.isFinite(s.rssBytes)))
+    .map((g) =>
+      samples.flatMap((s) => {
+        const v = measure(s)
+        return s.pid === g.pid && s.t - g.startedAt >= warmupMs && v !== undefined && Number.isFinite(v) ? [[s.t, v] as const] : []
+      })
+    )
 
 /**
  * Least squares slope of RSS against time within each process (a common slope, each process its
  * own intercept: a restart's drop is no decrease), over samples at least `warmupMs` into its life.
  */
 export const rssFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number) =>
-  commonSlope(afterWarmup(samples, generations, identity, warmupMs).filter((pts) => pts.length >= 3))
+  commonSlope(afterWarmup(samples, generations, identity, warmupMs, RSS).filter((pts) => pts.length >= 3))
 
 /**
  * The same fit over the floor: the lowest sample of each whole `windowMs` (the bursts' period) of
  * a process's life after warm-up, so it follows what stays after each burst rather than where in
  * the saw-tooth the run stopped. A process needs three whole windows to count; none: undefined.
+ * Of RSS, the judged fit; of the heap in use, what each major collection kept: growth there is
+ * a leak, growth in RSS alone is memory V8 or the allocator holds on to.
  */
-export const rssFloorFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number, windowMs: number) =>
+export const floorFit = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identity: string, warmupMs: number, windowMs: number, measure: Measure = RSS) =>
   commonSlope(
-    afterWarmup(samples, generations, identity, warmupMs).map((pts) => {
+    afterWarmup(samples, generations, identity, warmupMs, measure).map((pts) => {
       if (pts.length === 0) return []
-      const from = pts[0]!.t
-      const last = pts.at(-1)!.t
-      const floors = new Map<number, ProcSample>()
-      for (const s of pts) {
-        const w = Math.floor((s.t - from) / windowMs)
+      const from = pts[0]![0]
+      const last = pts.at(-1)![0]
+      const floors = new Map<number, readonly [number, number]>()
+      for (const p of pts) {
+        const w = Math.floor((p[0] - from) / windowMs)
         if (from + (w + 1) * windowMs > last) continue // the last, partial window
         const low = floors.get(w)
-        if (low === undefined || s.rssBytes < low.rssBytes) floors.set(w, s)
+        if (low === undefined || p[1] < low[1]) floors.set(w, p)
       }
-      return floors.size < 3 ? [] : [...floors.values()].sort((a, b) => a.t - b.t)
+      return floors.size < 3 ? [] : [...floors.values()].sort((a, b) => a[0] - b[0])
     })
   )
 
@@ -86,6 +98,7 @@ const latencies = (samples: ReadonlyArray<FreeSample>, inWindow: (from: number, 
   }
 }
 
+const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10
 const f = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : "–")
 const pRow = (label: string, p: Percentiles) => [label, p.n, f(p.p50), f(p.p95), f(p.p99), f(p.max)]
 
@@ -118,6 +131,7 @@ const plotOf = (r: RunFacts): string => {
   const dots = (why: (s: FreeSample) => boolean) => thin(r.frees.filter(why).map((s) => [rel(s.freedAt), Math.max(s.latencyMs / 1000, 0.01)] as const), Math.max(5_000, r.durationMs / 600), 3)
   const panels: ReadonlyArray<Panel> = [
     { title: "RSS per replica", unit: "MiB", lines: perProcess((s) => s.rssBytes / 2 ** 20) },
+    { title: "V8 heap in use per replica", unit: "MiB", lines: perProcess((s) => (s.heapUsedBytes === undefined ? undefined : s.heapUsedBytes / 2 ** 20)) },
     { title: "work queue depth + in flight (leader)", unit: "pods", lines: perProcess((s) => (s.leader === 1 ? (s.queueDepth ?? 0) + (s.inFlight ?? 0) : undefined)) },
     {
       title: "delete → free latency",
@@ -191,9 +205,23 @@ const violationList = (vs: ReadonlyArray<Pick<Violation, "kind" | "summary">>, f
         `Each with the history of the objects involved: ${fullReport}.`
       ].join("\n\n")
 
-/** Each identity's fits: every sample after warm-up, and the floor (judged on; its window `windowMs`, the mass deletions' period). */
+/**
+ * Each identity's fits: RSS over every sample after warm-up, RSS's floor (judged on; its window
+ * `windowMs`, the mass deletions' period) and the floor of the heap in use.
+ */
 const rssFits = (samples: ReadonlyArray<ProcSample>, generations: ReadonlyArray<Generation>, identities: ReadonlyArray<string>, warmupMs: number, windowMs: number) =>
-  identities.map((id) => [id, { all: rssFit(samples, generations, id, warmupMs), floor: rssFloorFit(samples, generations, id, warmupMs, windowMs), windowMs }] as const)
+  identities.map(
+    (id) =>
+      [
+        id,
+        {
+          all: rssFit(samples, generations, id, warmupMs),
+          floor: floorFit(samples, generations, id, warmupMs, windowMs),
+          heapFloor: floorFit(samples, generations, id, warmupMs, windowMs, HEAP),
+          windowMs
+        }
+      ] as const
+  )
 
 /** Floors spanning less than this (all processes together) say too little about an hourly rate to judge the target on. */
 const MIN_FLOOR_MINUTES = 30
@@ -212,6 +240,12 @@ const targetRows = (scenario: string, violations: number, l: Latencies, fits: Re
       baseline: "–",
       target: "≤ 5 MiB/h (the floor)",
       met: yesNo(floor === undefined || floor.minutes < MIN_FLOOR_MINUTES ? undefined : floor.slope <= 5)
+    })
+  ),
+  ...fits.map(([who, { heapFloor, windowMs }]) =>
+    row(scenario, `V8 heap in use after warm-up, ${who}: the floor (lowest of each ${f(windowMs / 60_000, 0)} min${heapFloor === undefined ? "" : `, ${heapFloor.samples} points over ${f(heapFloor.minutes, 0)} min`}): growth here is a leak`, {
+      ours: heapFloor === undefined ? "–" : `${f(heapFloor.slope, 1)} MiB/h`,
+      baseline: "–"
     })
   )
 ]
@@ -298,12 +332,12 @@ export const writeReport = (env: Env, r: RunResult): string => {
     violations: checker.violations,
     latencies: l,
     rssFits: Object.fromEntries(fits),
-    // Every RSS sample, for another look at the fits: per process, [ms since t0, MiB] pairs.
+    // Every sample, for another look at the fits: per process, [ms since t0, RSS MiB, heap in use MiB (null: no scrape)].
     rssSamples: facts.generations.map((g) => ({
       identity: g.identity,
       pid: g.pid,
       startedAt: g.startedAt - r.t0,
-      points: facts.samples.filter((x) => x.pid === g.pid).map((x) => [x.t - r.t0, Math.round((x.rssBytes / 2 ** 20) * 10) / 10])
+      points: facts.samples.filter((x) => x.pid === g.pid).map((x) => [x.t - r.t0, mib(x.rssBytes), x.heapUsedBytes === undefined ? null : mib(x.heapUsedBytes)])
     })),
     generations: facts.generations,
     leaseHolders: checker.leaseHolders.map((x) => ({ at: clock(x.t - r.t0), holder: x.holder })),

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest"
 import { type PodView, canonicalIP, mustHold, overlapping, poolView, problemsOf, reservationView, statusAddresses } from "../../bench/soak/invariants.ts"
 import { deadlineOf, makeObligations } from "../../bench/soak/obligations.ts"
-import { rssFit, rssFloorFit } from "../../bench/soak/report.ts"
+import { floorFit, rssFit } from "../../bench/soak/report.ts"
 import type { Generation, Sample } from "../../bench/soak/replicas.ts"
 
 const status = (entries: ReadonlyArray<{ name: string; ips: ReadonlyArray<string> }>) =>
@@ -137,7 +137,16 @@ describe("two leaders", () => {
 
 describe("rssFit", () => {
   const gen = (identity: string, pid: number, startedAt: number): Generation => ({ identity, n: pid, pid, startedAt, exitedAt: undefined, exit: undefined, endedBy: undefined })
-  const sample = (identity: string, pid: number, t: number, mib: number): Sample => ({ t, identity, pid, rssBytes: mib * 2 ** 20, leader: 1, queueDepth: 0, inFlight: 0 })
+  const sample = (identity: string, pid: number, t: number, mib: number, heapMiB?: number): Sample => ({
+    t,
+    identity,
+    pid,
+    rssBytes: mib * 2 ** 20,
+    heapUsedBytes: heapMiB === undefined ? undefined : heapMiB * 2 ** 20,
+    leader: 1,
+    queueDepth: 0,
+    inFlight: 0
+  })
 
   it("one slope across restarts, each process with its own level, warm-up left out", () => {
     const hour = 3_600_000
@@ -151,7 +160,7 @@ describe("rssFit", () => {
     expect(rssFit(samples, [gen("a", 1, 0)], "b", 0)).toBeUndefined()
   })
 
-  it("rssFloorFit: a saw-tooth of bursts over a slowly rising floor reads the floor's slope, where every sample reads where the run stopped in the tooth", () => {
+  it("floorFit: a saw-tooth of bursts over a slowly rising floor reads the floor's slope, where every sample reads where the run stopped in the tooth", () => {
     const minute = 60_000
     const period = 5 * minute
     // The floor rises 2 MiB/h; each 5-minute burst ramps 60 MiB above it and is given back; the run stops 3 minutes into a tooth.
@@ -159,12 +168,30 @@ describe("rssFit", () => {
       const t = i * 10_000
       return sample("a", 1, t, 100 + (2 * t) / 3_600_000 + (60 * (t % period)) / period)
     })
-    const floor = rssFloorFit(samples, [gen("a", 1, 0)], "a", 0, period)
+    const floor = floorFit(samples, [gen("a", 1, 0)], "a", 0, period)
     expect(floor?.slope).toBeCloseTo(2, 6)
     // Six whole windows; the seventh (3 minutes) is partial and left out. Every sample: over 3× the floor's slope.
     expect(floor?.samples).toBe(6)
     expect(rssFit(samples, [gen("a", 1, 0)], "a", 0)!.slope).toBeGreaterThan(6)
     // A process with fewer than three whole windows after warm-up gives no floor.
-    expect(rssFloorFit(samples.filter((x) => x.t < 14 * minute), [gen("a", 1, 0)], "a", 0, period)).toBeUndefined()
+    expect(floorFit(samples.filter((x) => x.t < 14 * minute), [gen("a", 1, 0)], "a", 0, period)).toBeUndefined()
+  })
+
+  it("floorFit of the heap in use: follows what each collection kept, skips failed scrapes, and tells a leak from RSS held at a level", () => {
+    const minute = 60_000
+    const period = 5 * minute
+    const heap = (s: Sample) => s.heapUsedBytes
+    // RSS steps up once and stays (memory kept, nothing given back); the heap's floor is flat under a 30 MiB saw-tooth.
+    const kept = Array.from({ length: (40 * minute) / 10_000 }, (_, i) => {
+      const t = i * 10_000
+      return sample("a", 1, t, t < 12 * minute ? 120 : 155, i % 7 === 3 ? undefined : 40 + (30 * (t % minute)) / minute)
+    })
+    expect(floorFit(kept, [gen("a", 1, 0)], "a", 0, period)!.slope).toBeGreaterThan(30)
+    expect(floorFit(kept, [gen("a", 1, 0)], "a", 0, period, heap)!.slope).toBeCloseTo(0, 6)
+    // A leak: the heap's floor rises 3 MiB/h, whatever RSS does.
+    const leak = kept.map((s) => (s.heapUsedBytes === undefined ? s : { ...s, heapUsedBytes: s.heapUsedBytes + ((3 * s.t) / 3_600_000) * 2 ** 20 }))
+    expect(floorFit(leak, [gen("a", 1, 0)], "a", 0, period, heap)!.slope).toBeCloseTo(3, 1)
+    // No heap readings at all (the process never answered a scrape): no fit.
+    expect(floorFit(kept.map((s) => ({ ...s, heapUsedBytes: undefined })), [gen("a", 1, 0)], "a", 0, period, heap)).toBeUndefined()
   })
 })
