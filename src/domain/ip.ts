@@ -1,8 +1,9 @@
 /**
- * IP addresses and CIDRs for both families, as plain values (family + bigint). Parsing and IPv6
- * text come from ip-num; BigInt arithmetic keeps ranges wider than /64 addressable (upstream's uint64 offsets stop at /65).
+ * IP addresses and CIDRs for both families, as plain values (family + bigint). IPv6 parsing and
+ * text come from ip-num (a dotted quad is four numbers, read here); BigInt arithmetic keeps ranges
+ * wider than /64 addressable (upstream's uint64 offsets stop at /65).
  */
-import { IPv4, IPv6, Validator, collapseIPv6Number } from "ip-num"
+import { IPv6, Validator, collapseIPv6Number } from "ip-num"
 
 export type Family = 4 | 6
 
@@ -29,10 +30,10 @@ export const parseIP = (text: string): IPAddress | undefined => {
   if (text.includes(".") && !text.includes(":")) {
     const octets = text.split(".")
     if (octets.length !== 4 || !octets.every((o) => decimalOctet.test(o))) return undefined
-    // ip-num rejects "010"; whereabouts (Go's ParseIPSloppy) reads it as decimal 10.
-    const canonical = octets.map((o) => String(Number(o))).join(".")
-    if (!Validator.isValidIPv4String(canonical)[0]) return undefined
-    return { family: 4, value: IPv4.fromString(canonical).value }
+    // Leading zeros are decimal: whereabouts (Go's ParseIPSloppy) reads "010" as 10.
+    const [a, b, c, d] = octets.map(Number) as [number, number, number, number]
+    if (a > 255 || b > 255 || c > 255 || d > 255) return undefined
+    return { family: 4, value: BigInt(((a << 24) | (b << 16) | (c << 8) | d) >>> 0) }
   }
   if (!text.includes(":") || text.includes("%") || /\s/.test(text)) return undefined
   if (!Validator.isValidIPv6String(text)[0]) return undefined
