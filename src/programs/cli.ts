@@ -33,7 +33,7 @@ export const REMOVED_OPTIONS: ReadonlyArray<{ readonly flag: string; readonly en
   { flag: "api-compression", env: "API_COMPRESSION", now: "answers uncompressed: next to the API server gzip cost more CPU than it saved" },
   { flag: "max-in-flight", env: "MAX_IN_FLIGHT", now: `fixed bounds per kind of work (${Object.entries(DEFAULT_IN_FLIGHT).map(([k, n]) => `${k}=${n}`).join(",")}); cap the load with --api-qps` },
   { flag: "request-timeout", env: "REQUEST_TIMEOUT", now: `${formatDuration(TUNING.requestTimeout)} per request once sent` },
-  { flag: "page-size", env: "PAGE_SIZE", now: `${TUNING.pageSize} objects per page of a full list` },
+  { flag: "page-size", env: "PAGE_SIZE", now: `${TUNING.pageSize} objects per page of a full list, ${TUNING.reservationPageSize} of reservations` },
   { flag: "batch-window", env: "BATCH_WINDOW", now: `a mass deletion is gathered for up to ${formatDuration(TUNING.batchWindow)}, less as soon as it slows down` },
   { flag: "retry-attempts", env: "RETRY_ATTEMPTS", now: `${TUNING.retryAttempts} attempts per pod before a Warning Event; the next sweep frees what is left` },
   { flag: "retry-base-delay", env: "RETRY_BASE_DELAY", now: `retries after ${formatDuration(TUNING.retryBaseDelay)}, doubling, jittered` },

@@ -123,7 +123,7 @@ export class Caches extends Context.Tag("whereabouts-controller/Caches")<Caches,
 export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Layer.scoped(
   Caches,
   Effect.gen(function* () {
-    const { namespace, pageSize, scheduleConfigMap: configMapName } = yield* ControllerConfig
+    const { namespace, pageSize, reservationPageSize, scheduleConfigMap: configMapName } = yield* ControllerConfig
     // Registered first, so it runs once every informer below has stopped (a shutdown's progress).
     yield* Effect.addFinalizer(() => Effect.logInfo("informers stopped"))
     /** An informer of records keyed by name unless told otherwise. */
@@ -156,6 +156,7 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
       resource: R.OverlappingRangeIPReservations,
       namespace,
       transform: toReservationRecord,
+      pageSize: reservationPageSize,
       indexers: { [PODREF_INDEX]: (r) => [r.podref] }
     })
     const nodeSlicePools = yield* informer<NodeSlicePoolRecord>({

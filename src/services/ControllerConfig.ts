@@ -16,6 +16,11 @@ import {
 const tuning = {
   /** Objects per page of a full list: client-go's pager's; a page of full pods is a few MB. */
   pageSize: 500,
+  /**
+   * Reservations per page of a full list: one is a few hundred bytes (a podref, a container id, an
+   * interface) where a pod is a few KB, so their list costs round trips more than bytes.
+   */
+  reservationPageSize: 5000,
   /** One API request once sent (the --api-qps wait not counted); a longer Retry-After is not honoured. */
   requestTimeout: Duration.seconds(30),
   /** Attempts per pod before giving up with a Warning Event; the next sweep frees what is left. */

@@ -35,7 +35,7 @@ export class Reservations extends Context.Tag("whereabouts-controller/Reservatio
 
 export const make = Effect.gen(function* () {
   const api = yield* KubeApi
-  const { namespace, pageSize } = yield* ControllerConfig
+  const { namespace, reservationPageSize } = yield* ControllerConfig
   const get = (name: string) => Effect.map(ifExists(api.get(R.OverlappingRangeIPReservations, namespace, name)), Option.map(toReservationRecord))
 
   const deleteAt = (name: string, resourceVersion: string | undefined) =>
@@ -56,7 +56,7 @@ export const make = Effect.gen(function* () {
     }).pipe(Effect.retry({ times: 3, while: (e) => e.reason === "Conflict" }))
 
   return {
-    list: listItems(api, R.OverlappingRangeIPReservations, namespace, toReservationRecord, { pageSize }),
+    list: listItems(api, R.OverlappingRangeIPReservations, namespace, toReservationRecord, { pageSize: reservationPageSize }),
     deleteFor,
     deleteListed: (listed) =>
       deleteAt(listed.name, listed.resourceVersion).pipe(

@@ -14,7 +14,7 @@ import type { ContractTarget } from "./KubeApi.contract.ts"
 export const cachesContract = (target: ContractTarget) =>
   describe(`Caches contract (${target.name})`, () => {
     const ns = target.namespace
-    const env = Layer.merge(target.layer, layerWith({ namespace: ns, pageSize: 2 }))
+    const env = Layer.merge(target.layer, layerWith({ namespace: ns, pageSize: 2, reservationPageSize: 2 }))
 
     it.scopedLive("syncs a paginated list, keeps pod projections, indexes pools and reservations by podref", () =>
       Effect.gen(function* () {

@@ -37,7 +37,7 @@ export const storesContract = (target: ContractTarget) =>
     )
     const env = Layer.provideMerge(
       Layer.mergeAll(poolsLayer.pipe(Layer.provide(counting)), reservationsLayer, pluginLayer),
-      Layer.merge(target.layer, layerWith({ namespace: ns, pageSize: 2 }))
+      Layer.merge(target.layer, layerWith({ namespace: ns, pageSize: 2, reservationPageSize: 2 }))
     )
     /** Pool patches sent since the last call. */
     const patchesSent = () => {
