@@ -199,7 +199,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
           for (const h of held) {
             const pod = splitPodRef(h.podref)
             // Its pod is gone (the sweep found it an orphan): uid unknown, the podref index finds what it holds.
-            if (pod !== undefined) waiting.wait(`${h.podref}/`, { claim: "Deleted", pod: { ...pod, uid: "" } }, h.claimants)
+            if (pod !== undefined) waiting.wait(`${h.podref}/`, { claim: "Deleted", pod: { ...pod, uid: "" }, foundBy: "sweep" }, h.claimants)
           }
           return waiting.wake(waiting.gone(held.flatMap((h) => h.claimants)))
         })

@@ -34,7 +34,8 @@ export interface PodResult {
 
 /** A pod to release: deleted, or still there but never to run again (why, as the caches saw it; the live re-check decides). */
 export type Candidate = (
-  | { readonly claim: "Deleted"; readonly pod: PodProjection }
+  /** foundBy "sweep": an orphan a sweep kept for another pod (rule 0), handed to the loop; uid unknown. */
+  | { readonly claim: "Deleted"; readonly pod: PodProjection; readonly foundBy?: "sweep" }
   | { readonly claim: "NeverRunsAgain"; readonly pod: PodProjection; readonly reason: NeverRunsAgainReason }
 ) & {
   /** Queued again for its unseen networks (deletion-loop.ts): a candidate is looked at again once. */
@@ -52,7 +53,7 @@ const findAll = (batch: ReadonlyArray<Candidate>, snapshot: Snapshot) =>
   }))
 
 const claimOf = (c: Candidate): Pick<Holding, "claim" | "trigger"> =>
-  c.claim === "Deleted" ? { claim: "Deleted", trigger: "deletion" } : { claim: "NeverRunsAgain", trigger: c.reason }
+  c.claim === "Deleted" ? { claim: "Deleted", trigger: c.foundBy ?? "deletion" } : { claim: "NeverRunsAgain", trigger: c.reason }
 
 /** Pools read live (the cache may not have seen them yet); one that does not exist is in neither map: it holds nothing. */
 export const readLivePools = (names: ReadonlySet<string>) =>

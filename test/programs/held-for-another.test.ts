@@ -180,6 +180,9 @@ describe("rule 0: what a sweep kept for another pod is freed once that pod goes,
         yield* deleted("holder")
         yield* eventually(Effect.flatMap(podrefsOf(POOL), (refs) => require(() => refs.length === 0, `the entry kept for holder freed once holder is gone: ${refs.join(",")}`)), "10 seconds")
         expect(yield* reservationNames).toEqual([])
+        // The sweep found gone's entry: freed by the loop, counted as the sweep's (holder had no entry of its own).
+        expect(yield* metric("ips_freed_total", { trigger: "sweep" })).toBe(1)
+        expect(yield* metric("ips_freed_total", { trigger: "deletion" }) ?? 0).toBe(0)
       })
     ).pipe(Effect.provide(memory({ namespace: "kube-system", retryBaseDelay: Duration.millis(5) }))))
 
