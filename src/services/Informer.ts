@@ -3,7 +3,7 @@
  * resume after a closed watch, relist on 410, restart with backoff on any other error (client-node's
  * informer stops for good), a synced signal, secondary indexes, and events — deletions a relist finds too.
  */
-import { Deferred, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
+import { Clock, Deferred, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
 import { backoff } from "./backoff.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, forEachPage } from "./KubeApi.ts"
 import { type KubeError, isTransient, isUnreachable } from "./KubeError.ts"
@@ -150,6 +150,8 @@ interface Loop<A> {
   readonly pubsub: PubSub.PubSub<InformerEvent<A>>
   readonly relists: PubSub.PubSub<void>
   readonly state: {
+    /** When the informer started (its sync time is logged from here). */
+    readonly startedAt: number
     lists: number
     restarts: number
     /** An optional resource found not served (until a list succeeds again). */
@@ -188,7 +190,13 @@ const relist = <A>(l: Loop<A>) =>
     })
     // Whatever vanished while we were not watching was deleted: say so.
     yield* publish(l, store.prune((key) => seen.has(key)))
-    yield* Deferred.succeed(l.synced, undefined)
+    if (yield* Deferred.succeed(l.synced, undefined)) {
+      // Once per informer: which cache an operator waits for at start-up, and how long it took.
+      const ms = (yield* Clock.currentTimeMillis) - l.state.startedAt
+      yield* Effect.logInfo(`${options.resource.plural} cache synced`).pipe(
+        Effect.annotateLogs({ resource: options.resource.plural, objects: store.cache.size, seconds: (ms / 1000).toFixed(1) })
+      )
+    }
     if (l.state.lists++ > 0) yield* PubSub.publish(l.relists, undefined)
     l.state.absent = false
     return resourceVersion
@@ -290,7 +298,7 @@ export const makeInformer = <A>(options: InformerOptions<A>): Effect.Effect<Info
       synced: yield* Deferred.make<void>(),
       pubsub: yield* Effect.acquireRelease(PubSub.unbounded<InformerEvent<A>>(), PubSub.shutdown),
       relists: yield* Effect.acquireRelease(PubSub.sliding<void>(1), PubSub.shutdown),
-      state: { lists: 0, restarts: 0, absent: false, driverReset: false }
+      state: { startedAt: yield* Clock.currentTimeMillis, lists: 0, restarts: 0, absent: false, driverReset: false }
     }
     yield* Effect.forkScoped(supervise(loop))
     const { cache, indexes } = loop.store

@@ -81,4 +81,31 @@ describe("informer lists", () => {
     }))
 })
 
+describe("informer sync", () => {
+  it.scoped("is logged once per informer, naming the resource, the objects it holds and how long it took; a relist says nothing", () =>
+    Effect.gen(function* () {
+      const lines: Array<string> = []
+      const logger = Logger.make(({ logLevel, message, annotations }) => {
+        const a = (k: string) => String(Option.getOrElse(HashMap.get(annotations, k), () => "-"))
+        if (String(message).includes("synced")) lines.push(`${logLevel.label} ${String(message)} ${a("resource")} ${a("objects")} ${a("seconds")}`)
+      })
+      let lists = 0
+      // The first list takes 2.5 s; every later one (after a 410) answers at once.
+      const api: KubeApiShape = {
+        ...listsOnly(() => Effect.succeed({ items: [pod("a"), pod("b")], resourceVersion: "7", continue: undefined }).pipe(Effect.delay(lists++ === 0 ? "2500 millis" : "0 millis"))),
+        // The first watch is too old (a relist); the next stays open.
+        watch: () => (lists === 1 ? Stream.fail(new KubeError({ reason: "Gone", verb: "watch", target: "pods", status: 410, detail: "too old" })) : Stream.never)
+      }
+      const informer = yield* makeInformer({ resource: Pods, transform: (o: KubeObject) => o.metadata.name, keyOf: (name) => name, versionOf: () => undefined }).pipe(
+        Effect.provideService(KubeApi, api),
+        Effect.provide(Logger.add(logger))
+      )
+      yield* TestClock.adjust("3 seconds")
+      yield* informer.awaitSynced
+      yield* Effect.yieldNow()
+      expect(lists).toBe(2)
+      expect(lines).toEqual(["INFO pods cache synced pods 2 2.5"])
+    }))
+})
+
 const pod = (name: string): KubeObject => ({ apiVersion: "v1", kind: "Pod", metadata: { namespace: "default", name, uid: `uid-${name}`, resourceVersion: "1" } })
