@@ -6,7 +6,7 @@ import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Cause, Duration, Effect, Layer, type Scope } from "effect"
+import { Cause, Duration, Effect, Layer, Logger, LogLevel, type Scope } from "effect"
 import { layerWith } from "../../src/services/ControllerConfig.ts"
 import type { KubeApi } from "../../src/services/KubeApi.ts"
 import { layerLive } from "../../src/services/KubeApiLive.ts"
@@ -97,7 +97,12 @@ export const etcdVersion = (assets: string): string => {
 
 /** KubeApi for the benchmark driver: admin kubeconfig, no rate limit. */
 export const driverLayer = (plane: BenchPlane): Layer.Layer<KubeApi> =>
-  layerLive.pipe(Layer.provide(layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0, requestTimeout: Duration.seconds(120) })), Layer.orDie)
+  layerLive.pipe(
+    Layer.provide(layerWith({ kubeconfig: plane.kubeconfigPath, apiQps: 0, requestTimeout: Duration.seconds(120) })),
+    Layer.orDie,
+    // The benchmark's own informers (its trackers) keep their info lines ("… cache synced") to themselves.
+    Layer.merge(Logger.minimumLogLevel(LogLevel.Warning))
+  )
 
 /** Runs a scenario scoped, over `driver`, as a promise; a failure rejects with its pretty cause. */
 export const runOver =
