@@ -56,32 +56,29 @@ export interface Informer<A> {
 }
 
 /**
- * The keys an index holds under one value: the key itself when it is the only one (most values name
- * one object: a pod's address, a reservation's podref), an array up to SMALL_INDEX_KEYS (a few, where
- * an array costs a fraction of a Set's hash table), a Set past that (a node's pods). An array is
- * replaced by one of its exact length, never grown in place (push leaves spare slots).
+ * The keys an index holds under one value: an array up to SMALL_INDEX_KEYS (most values name a few
+ * objects, where an array costs a fraction of a Set's hash table), a Set past that (a node's pods).
+ * An array is replaced by one of its exact length, never grown in place (push leaves spare slots).
  */
-type IndexKeys = string | ReadonlyArray<string> | Set<string>
+type IndexKeys = ReadonlyArray<string> | Set<string>
 const SMALL_INDEX_KEYS = 16
 
 /** The keys with `key` added: the same Set, or a new array (a Set once past SMALL_INDEX_KEYS). */
 const addKey = (keys: IndexKeys, key: string): IndexKeys => {
-  if (typeof keys === "string") return keys === key ? keys : [keys, key]
   if (keys instanceof Set) return keys.add(key)
   if (keys.includes(key)) return keys
   return keys.length < SMALL_INDEX_KEYS ? keys.concat(key) : new Set([...keys, key])
 }
 
-/** The keys without `key`: the same Set, a new array or the one key left; undefined once none is left. */
+/** The keys without `key`: the same Set, or a new array; undefined once none is left. */
 const dropKey = (keys: IndexKeys, key: string): IndexKeys | undefined => {
-  if (typeof keys === "string") return keys === key ? undefined : keys
   if (keys instanceof Set) {
     keys.delete(key)
     return keys.size === 0 ? undefined : keys
   }
   const at = keys.indexOf(key)
   if (at < 0) return keys
-  return keys.length === 2 ? keys[1 - at] : keys.toSpliced(at, 1)
+  return keys.length === 1 ? undefined : keys.toSpliced(at, 1)
 }
 
 /** A cache's indexes: per indexer, each value's keys; kept up to date as objects come and go. */
@@ -98,12 +95,9 @@ const makeIndexes = <A>(indexers: Readonly<Record<string, (a: A) => ReadonlyArra
     }
   }
   return {
-    add: (key: string, a: A) => update(a, (keys) => (keys === undefined ? key : addKey(keys, key))),
+    add: (key: string, a: A) => update(a, (keys) => (keys === undefined ? [key] : addKey(keys, key))),
     remove: (key: string, a: A) => update(a, (keys) => (keys === undefined ? undefined : dropKey(keys, key))),
-    keys: (name: string, value: string): Iterable<string> => {
-      const keys = byName.get(name)?.idx.get(value) ?? []
-      return typeof keys === "string" ? [keys] : keys
-    }
+    keys: (name: string, value: string): Iterable<string> => byName.get(name)?.idx.get(value) ?? []
   }
 }
 

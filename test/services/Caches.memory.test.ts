@@ -66,29 +66,6 @@ describe("Caches on the in-memory cluster", () => {
       expect(onNode("n1")).toEqual([])
     }).pipe(Effect.provide(world)))
 
-  it.scopedLive("an index keeps a value's one key as it gains a second and loses either: a pod's node", () =>
-    Effect.gen(function* () {
-      const api = yield* KubeApi
-      const now = { gracePeriodSeconds: 0 }
-      yield* api.create(R.Pods, "ns", podObject("ns", "a", { nodeName: "n1" }))
-      const { caches } = yield* start
-      const onNode = (node: string) => caches.pods.byIndex(NODE_INDEX, node).map((p) => p.name).sort()
-      const until = (want: ReadonlyArray<string>) => eventually(require(() => JSON.stringify(onNode("n1")) === JSON.stringify(want), `n1 holds ${onNode("n1").join(",")}`))
-      expect(onNode("n1")).toEqual(["a"])
-      yield* api.create(R.Pods, "ns", podObject("ns", "b", { nodeName: "n1" }))
-      yield* until(["a", "b"])
-      yield* api.delete(R.Pods, "ns", "a", now)
-      yield* until(["b"])
-      yield* api.create(R.Pods, "ns", podObject("ns", "c", { nodeName: "n1" }))
-      yield* until(["b", "c"])
-      yield* api.delete(R.Pods, "ns", "c", now)
-      yield* until(["b"])
-      yield* api.delete(R.Pods, "ns", "b", now)
-      yield* until([])
-      yield* api.create(R.Pods, "ns", podObject("ns", "d", { nodeName: "n1" }))
-      yield* until(["d"])
-    }).pipe(Effect.provide(world)))
-
   it.scopedLive("a relist after 410 reports the pods deleted while the watch was down", () =>
     Effect.gen(function* () {
       const api = yield* KubeApi
