@@ -133,7 +133,6 @@ export const layer: Layer.Layer<Caches, never, KubeApi | ControllerConfig> = Lay
     const pods = yield* informer<PodProjection>({
       resource: R.Pods,
       transform: projectPod,
-      podFields: true,
       // The cache's key is the podref pool entries and reservations hold: one shared copy.
       keyOf: (p) => intern(podRef(p)),
       identityOf: (p) => p.uid,

@@ -28,8 +28,6 @@ export interface InformerOptions<A> {
   readonly versionOf: (a: A) => string | undefined
   readonly indexers?: Readonly<Record<string, (a: A) => ReadonlyArray<string>>>
   readonly pageSize?: number
-  /** Pods: list only what projectPod reads (ListOptions.podFields). */
-  readonly podFields?: boolean
   /** The resource may not be served (no CRD): a list answered 404 makes the cache empty and synced, tried again every ABSENT_RETRY. */
   readonly optional?: boolean
 }
@@ -187,7 +185,6 @@ const relist = <A>(l: Loop<A>) =>
     const resourceVersion = yield* forEachPage(options.resource, options.namespace, applyPage, {
       pageSize: options.pageSize,
       fieldSelector: options.fieldSelector,
-      podFields: options.podFields,
       // A list started again (its continue token expired) sees every object again.
       onStart: () => void (seen = new Set())
     })

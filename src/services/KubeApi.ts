@@ -58,8 +58,6 @@ export interface ListOptions extends ReadOptions {
   readonly continue?: string | undefined
   readonly labelSelector?: string | undefined
   readonly fieldSelector?: string | undefined
-  /** Pods: the items may carry only what projectPod reads (the live API reads them as protobuf). */
-  readonly podFields?: boolean | undefined
 }
 
 export interface ListResult {

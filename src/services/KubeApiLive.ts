@@ -7,8 +7,7 @@ import { Duration, Effect, Layer, type RateLimiter, Stream } from "effect"
 import { ControllerConfig, apiBurst } from "./ControllerConfig.ts"
 import { KubeApi, type KubeApiShape, type KubeObject, type ListOptions, type ListResult, type ReadOptions, malformed, nameOnly } from "./KubeApi.ts"
 import type { KubeError } from "./KubeError.ts"
-import { Pods, type Resource, apiVersionOf, resourcePath } from "./resources.ts"
-import { PROTOBUF, decodePodList } from "./live/pod-protobuf.ts"
+import { type Resource, apiVersionOf, resourcePath } from "./resources.ts"
 import { rateLimiter } from "./TokenBucket.ts"
 import { type KubeConfigError, resolveKubeConfig, sourcesFrom } from "./live/kubeconfig.ts"
 import { type Request, type Requester, makeRequester } from "./live/request.ts"
@@ -81,21 +80,6 @@ const to = (verb: string, method: Request["method"], r: Resource, ns: string | u
   path: resourcePath(r, ns, name)
 })
 
-/** One page of pods as protobuf, read for the fields projectPod takes (pod-protobuf.ts). */
-const podPage = (sendBytes: Requester["sendBytes"], r: Resource, ns: string | undefined, options: ListOptions): Effect.Effect<ListResult, KubeError> => {
-  const req: Request = {
-    ...to("list", "GET", r, ns),
-    query: { limit: options.limit, continue: options.continue, labelSelector: options.labelSelector, fieldSelector: options.fieldSelector },
-    // JSON where the server (or a proxy before it) does not speak protobuf.
-    accept: `${PROTOBUF}, application/json`
-  }
-  return Effect.flatMap(sendBytes(req), ({ bytes, contentType }) =>
-    contentType.startsWith(PROTOBUF)
-      ? Effect.try({ try: () => decodePodList(bytes), catch: (e) => malformed("list", req.target, `protobuf: ${e instanceof Error ? e.message : String(e)}`, e) })
-      : Effect.flatMap(Effect.try({ try: () => JSON.parse(bytes.toString("utf8")) as unknown, catch: (e) => malformed("list", req.target, "body is not JSON", e) }), (u) => listResult(r, req.target, u))
-  )
-}
-
 /** One page of a list. */
 const list = (send: Requester["send"], r: Resource, ns: string | undefined, options: ListOptions): Effect.Effect<ListResult, KubeError> => {
   const names = options.namesOnly === true && ns !== undefined ? { namespace: ns } : undefined
@@ -109,14 +93,14 @@ const list = (send: Requester["send"], r: Resource, ns: string | undefined, opti
 
 /** KubeApi over a transport; every request and every watch start passes the limiter. */
 export const makeLiveKubeApi = ({ transport, limiter, requestTimeout }: LiveOptions): KubeApiShape => {
-  const { send, sendBytes, watch } = makeRequester(transport, limiter, requestTimeout)
+  const { send, watch } = makeRequester(transport, limiter, requestTimeout)
   const object = (req: Request, r: Resource) =>
     Effect.flatMap(send(req), (u) =>
       isKubeObject(u) ? Effect.succeed(withTypeMeta(r, u)) : Effect.fail(malformed(req.verb, req.target, "expected an object with metadata"))
     )
   return {
     get: (r, ns, name, options) => object({ ...to("get", "GET", r, ns, name), ...acceptFor(options) }, r),
-    list: (r, ns, options = {}) => (options.podFields === true && r === Pods && options.metadataOnly !== true && options.namesOnly !== true ? podPage(sendBytes, r, ns, options) : list(send, r, ns, options)),
+    list: (r, ns, options = {}) => list(send, r, ns, options),
     create: (r, ns, o) =>
       object({ ...to("create", "POST", r, ns), target: targetOf(r, ns, o.metadata.name || o.metadata.generateName || ""), body: withTypeMeta(r, o) }, r),
     replace: (r, ns, o) => object({ ...to("replace", "PUT", r, ns, o.metadata.name), body: withTypeMeta(r, o) }, r),

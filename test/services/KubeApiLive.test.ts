@@ -364,23 +364,6 @@ describeSupported("KubeApiLive: HTTP against a fake server", () => {
       expect(yield* Effect.flip(api.list(R.Pods, "ns", { namesOnly: true }))).toMatchObject({ reason: "Unknown", detail: "malformed response: expected a table with a name column" })
     }).pipe(Effect.provide(fakeApi())))
 
-  it.live("podFields: asks for protobuf, JSON accepted; a server that answers JSON is read as JSON, and one whose protobuf cannot be read is a malformed answer", () =>
-    Effect.gen(function* () {
-      serve((req, res) =>
-        req.url?.includes("/broken/")
-          ? res.writeHead(200, { "Content-Type": "application/vnd.kubernetes.protobuf" }).end(Buffer.from([0x6b, 0x38, 0x73, 0x00, 0x12, 0x09]))
-          : json(res, 200, { kind: "PodList", metadata: { resourceVersion: "7", continue: "next" }, items: [{ metadata: { name: "a" }, spec: { nodeName: "n1" } }] })
-      )
-      const api = yield* KubeApi
-      const page = yield* api.list(R.Pods, "ns", { podFields: true, limit: 2 })
-      expect(page).toEqual({ items: [{ apiVersion: "v1", kind: "Pod", metadata: { name: "a" }, spec: { nodeName: "n1" } }], resourceVersion: "7", continue: "next" })
-      expect(fake.seen[0]!.headers["accept"]).toBe("application/vnd.kubernetes.protobuf, application/json")
-      expect(yield* Effect.flip(api.list(R.Pods, "broken", { podFields: true }))).toMatchObject({ reason: "Unknown", detail: "malformed response: protobuf: truncated field" })
-      // Other resources, and pods without podFields, stay JSON.
-      yield* api.list(R.Pods, "ns", {})
-      expect(fake.seen.at(-1)!.headers["accept"]).toBe("application/json")
-    }).pipe(Effect.provide(fakeApi())))
-
   it.live("asks for answers uncompressed (Accept-Encoding: identity), watches too", () =>
     Effect.gen(function* () {
       const asked: Array<string> = []

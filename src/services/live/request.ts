@@ -12,7 +12,6 @@ import { errorText } from "./kubeconfig.ts"
 import { makeReachability } from "./reachability.ts"
 import { type Transport, errorFromFailure, errorFromResponse } from "./transport.ts"
 import { watchEvents } from "./watch.ts"
-import { PROTOBUF, statusMessage } from "./pod-protobuf.ts"
 
 export interface Request {
   readonly verb: string
@@ -24,15 +23,11 @@ export interface Request {
   readonly contentType?: string
   /** The Accept header; plain JSON by default. */
   readonly accept?: string
-  /** The body is read as bytes (protobuf), not text. */
-  readonly binary?: boolean
 }
 
 export interface Requester {
   /** The parsed JSON body of a 2xx answer (undefined when empty); any other answer is a KubeError carrying its Retry-After. */
   readonly send: (req: Request) => Effect.Effect<unknown, KubeError>
-  /** A 2xx answer's body as bytes with its content type; any other answer a KubeError (a protobuf Status read for its message). */
-  readonly sendBytes: (req: Request) => Effect.Effect<{ readonly bytes: Buffer; readonly contentType: string }, KubeError>
   /** A watch's events until the server ends it, or a KubeError; silence past `idle` counts as a dead connection. */
   readonly watch: (req: Request, idle: Duration.Duration) => Effect.Effect<Stream.Stream<WatchEvent, KubeError>, KubeError, Scope.Scope>
 }
@@ -47,8 +42,6 @@ const urlOf = (server: string, p: string, query: Request["query"] = {}): string 
 interface Answer {
   readonly status: number
   readonly text: string
-  readonly bytes?: Buffer
-  readonly contentType: string | undefined
   readonly retryAfter: string | undefined
   readonly flow: { readonly schema: string | undefined; readonly level: string | undefined }
 }
@@ -101,8 +94,7 @@ const exchange = async (dispatcher: Transport["dispatcher"], url: string, req: R
   }
   return {
     status: r.statusCode,
-    ...(req.binary === true ? { text: "", bytes: Buffer.from(await r.body.arrayBuffer()) } : { text: await r.body.text() }),
-    contentType: header("content-type"),
+    text: await r.body.text(),
     retryAfter: header("retry-after"),
     flow: { schema: header("x-kubernetes-pf-flowschema-uid"), level: header("x-kubernetes-pf-prioritylevel-uid") }
   }
@@ -167,15 +159,6 @@ export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLim
       return Effect.fail(errorFromResponse(req.verb, req.target, res.status, res.text, res.retryAfter))
     })
 
-  const sendBytes = (req: Request) =>
-    Effect.flatMap(attempt({ ...req, binary: true }), (res) => {
-      const bytes = res.bytes ?? Buffer.alloc(0)
-      const contentType = res.contentType ?? ""
-      if (res.status >= 200 && res.status <= 299) return Effect.succeed({ bytes, contentType })
-      const text = contentType.startsWith(PROTOBUF) ? (statusMessage(bytes) ?? "") : bytes.toString("utf8")
-      return Effect.fail(errorFromResponse(req.verb, req.target, res.status, text, res.retryAfter))
-    })
-
   const watch = (req: Request, idle: Duration.Duration) =>
     Effect.gen(function* () {
       const url = urlOf(transport.server, req.path, req.query)
@@ -199,5 +182,5 @@ export const makeRequester = (transport: Transport, limiter: RateLimiter.RateLim
       return watchEvents(res.body.getReader(), req.target, idle)
     })
 
-  return { send, sendBytes, watch }
+  return { send, watch }
 }
