@@ -28,7 +28,7 @@ import { credentialsOf } from "./support/rest.ts"
 import { applyObjects, installation, serviceAccountToken, shippedRbac, writeTokenKubeconfig } from "./support/rbac.ts"
 import { liveWorld } from "./support/world.ts"
 import { type E2eMode, skippedIn } from "./upstream-e2e-skips.ts"
-import { runUpstreamSuite } from "./support/upstream-e2e.ts"
+import { RACE_RERUNS, runUpstreamSuite } from "./support/upstream-e2e.ts"
 
 const POOLS = "kube-system"
 /** The suite's specs (its dry run lists them). */
@@ -38,7 +38,7 @@ const SPECS = 19
  * suite's own 10-minute waits for a StatefulSet only run out when something is wrong.
  */
 const MINUTES = { batch: 10, spec: 2 }
-/** The specs of StatefulSets run one by one: at most this many binary runs of `spec` minutes after the batch, and a rerun. */
+/** The specs of StatefulSets run one by one: at most this many binary runs of `spec` minutes after the batch, and RACE_RERUNS reruns. */
 const STATEFUL_SPECS = 10
 
 /** A cluster of its own with everything the suite needs, and the controller under deploy/'s RBAC; stopped with the scope. */
@@ -102,7 +102,7 @@ describeWithKubernetes(
             }).pipe(Effect.ensuring(Effect.promise(() => stopAllControllers())))
           )
         ),
-      (MINUTES.batch + (STATEFUL_SPECS + 1) * MINUTES.spec + 3) * 60_000
+      (MINUTES.batch + (STATEFUL_SPECS + RACE_RERUNS) * MINUTES.spec + 3) * 60_000
     )
   },
   { upstreamE2e: true }
