@@ -143,6 +143,13 @@ export const runUpstreamSuite = (options: {
       )
       return empty._tag === "Right" ? `the teardown read the pool before the controller freed it; every pool empty ${Date.now() - from} ms after the failure` : undefined
     })
+    /** Which of the suite's races failed a run that failed once, or undefined. */
+    const raceOf = (run: BinaryRun): Effect.Effect<string | undefined> => {
+      if (run.failed.length === 0 || run.output.split(/• Failure|•! Panic/).length !== 2) return Effect.succeed(undefined)
+      if (SCALE_CONFLICT.test(run.output)) return Effect.succeed("the suite's unretried conflict")
+      if (ALLOCATION_INDEX_PANIC.test(run.output)) return Effect.succeed("the suite's unguarded index of the new pod's allocation, e2e_test.go:514")
+      return TEARDOWN_READ.test(run.output) ? poolsEmptied : Effect.succeed(undefined)
+    }
     for (const spec of statefulSpecs) {
       if ((yield* webGone)._tag === "Left") {
         stuck.push(`StatefulSet web still there before: ${spec}`)
@@ -152,16 +159,7 @@ export const runUpstreamSuite = (options: {
       let run = yield* runBinary(options.binary, env, focus, options.logFile, options.minutes.spec)
       // A failure that is one of the suite's own races is run again, at most RACE_RERUNS times.
       for (let again = 0; again < RACE_RERUNS; again++) {
-        const onlyOne = run.failed.length > 0 && run.output.split(/• Failure|•! Panic/).length === 2
-        const why = !onlyOne
-          ? undefined
-          : SCALE_CONFLICT.test(run.output)
-            ? "the suite's unretried conflict"
-            : ALLOCATION_INDEX_PANIC.test(run.output)
-              ? "the suite's unguarded index of the new pod's allocation, e2e_test.go:514"
-              : TEARDOWN_READ.test(run.output)
-                ? yield* poolsEmptied
-                : undefined
+        const why = yield* raceOf(run)
         if (why === undefined || (yield* webGone)._tag === "Left") break
         reruns.push(`${spec} (${why})`)
         run = yield* runBinary(options.binary, env, focus, options.logFile, options.minutes.spec)
