@@ -4,7 +4,7 @@
  * scheduled retry, or a visible give-up. Runs for one leadership term; when it ends (lost lease or
  * SIGTERM) it stops taking work and lets in-flight work finish.
  */
-import { Clock, Duration, Effect, Option, Schedule } from "effect"
+import { Clock, Duration, Effect, Option } from "effect"
 import { REASON_GC_FAILED, gcFailedMessage, podObject } from "../domain/events.ts"
 import { podRef, splitPodRef } from "../domain/pod.ts"
 import { type Outcome, nextStep } from "../domain/release.ts"
@@ -189,7 +189,7 @@ export const runDeletionLoop = <E = never, R = never>(options: DeletionLoopOptio
       })
       // A worker per batch that may be out at once; the Batcher decides when the next may go.
       for (let i = 0; i < config.concurrentBatches; i++) yield* Effect.forkScoped(worker)
-      yield* Effect.forkScoped(Effect.repeat(Effect.flatMap(Effect.all([queue.len, queue.inFlight]), ([d, f]) => metrics.queue(d, f)), Schedule.spaced("1 second")))
+      yield* metrics.queueAtScrape(Effect.all([queue.len, queue.inFlight]))
       // Registered after the workers, so it runs before they are interrupted: stop intake, drain.
       yield* Effect.addFinalizer(() => drain(queue))
       yield* Effect.logInfo("deletion loop started").pipe(Effect.annotateLogs({ concurrentBatches: config.concurrentBatches }))

@@ -3,7 +3,7 @@
  * first list of everything, each sweep, a mass deletion (BENCHMARKS.md's Decisions). Needs `gc()`
  * (--expose-gc, which the image's ENTRYPOINT passes); without it nothing is reclaimed.
  */
-import { Clock, Effect, Schedule } from "effect"
+import { Clock, Duration, Effect, Schedule } from "effect"
 
 type CollectGarbage = (options?: { readonly type?: "major" | "minor"; readonly execution?: "sync" | "async"; readonly flavor?: "regular" | "last-resort" }) => void
 
@@ -30,27 +30,39 @@ export const reclaimMemory = (after: string): Effect.Effect<void> =>
  */
 export const RECLAIM_AFTER_PODS = 100
 export const RECLAIM_IDLE_MS = 2_000
+/** How often a due reclaim looks for that idle stretch. */
+const RECLAIM_CHECK = Duration.millis(500)
 
 /**
  * The deletion loop's reclaim after bursts: it tells of its work (`arrived`, `finished` a batch of this
- * many pods) and runs `monitor` beside it; `busy`: whether anything is queued, in flight or still writing Events.
+ * many pods) and runs `monitor` beside it; `busy`: whether anything is queued, in flight or still writing
+ * Events. The monitor sleeps until RECLAIM_AFTER_PODS were processed, and only then checks, every
+ * RECLAIM_CHECK, for the idle stretch: an idle controller runs no timer for it.
  */
 export const makeReclaimMonitor = (busy: Effect.Effect<boolean>) =>
-  Effect.sync(() => {
+  Effect.gen(function* () {
     let lastActivity = 0
     let processed = 0
+    const due = yield* Effect.makeLatch(false)
     const touch = Effect.map(Clock.currentTimeMillis, (now) => void (lastActivity = now))
-    const check = Effect.gen(function* () {
+    const idle = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       // A busy check is activity too: a steady stream handled in a few ms per pod looks idle at almost every check.
       if (yield* busy) lastActivity = now
-      if (now - lastActivity < RECLAIM_IDLE_MS || processed < RECLAIM_AFTER_PODS) return
+      return now - lastActivity >= RECLAIM_IDLE_MS
+    })
+    const untilIdle = Effect.repeat(idle, { schedule: Schedule.spaced(RECLAIM_CHECK), until: (done) => done })
+    const reclaimOnce = Effect.gen(function* () {
+      yield* due.await
+      yield* untilIdle
       processed = 0
+      yield* due.close
       yield* reclaimMemory("mass deletion")
     })
     return {
       arrived: touch,
-      finished: (pods: number) => Effect.zipRight(Effect.sync(() => void (processed += pods)), touch),
-      monitor: Effect.repeat(check, Schedule.spaced("500 millis"))
+      finished: (pods: number) =>
+        Effect.zipRight(Effect.suspend(() => ((processed += pods) >= RECLAIM_AFTER_PODS ? due.open : Effect.void)), touch),
+      monitor: Effect.forever(reclaimOnce)
     }
   })

@@ -21,7 +21,10 @@ export const usageOf = (snapshot: Pick<Snapshot, "capacity">, pool: ParsedPool) 
 export const poolNearlyFullMessage = (pool: string, used: number, size: number, threshold: number): string =>
   `IPPool ${pool} is ${Math.round((used / size) * 100)}% used (${used} of ${size} addresses), at or over the ${Math.round(threshold * 100)}% threshold`
 
-/** Checks every `interval`; warns once per crossing (again only after dropping below). */
+/**
+ * Checks every `interval`, once one of the caches usage is read from (pools, NADs, node-slice pools)
+ * has changed since the last check; warns once per crossing (again only after dropping below).
+ */
 export const monitorPoolUsage = (interval: Schedule.Schedule<unknown> = Schedule.spaced("10 seconds")) =>
   Effect.gen(function* () {
     const caches = yield* Caches
@@ -29,7 +32,11 @@ export const monitorPoolUsage = (interval: Schedule.Schedule<unknown> = Schedule
     const metrics = yield* Metrics
     const events = yield* EventRecorder
     const over = new Set<string>()
+    const stampOf = () => [caches.pools, caches.nads, caches.nodeSlicePools].map((i) => i.changes()).join(",")
+    let checked: string | undefined
     const check = Effect.gen(function* () {
+      if (stampOf() === checked) return
+      checked = stampOf()
       const snapshot = yield* cacheSnapshot
       const usage = caches.pools.values().map((p) => ({ uid: p.uid, pool: p.name, ...usageOf(snapshot, p.pool) }))
       yield* metrics.pools(usage, threshold)

@@ -2,7 +2,7 @@
  * The controller as deployed: probes and metrics, leader election, and while leader the
  * deletion loop, the start-up sweep, the cron sweep, the pool-usage and the invariant monitors.
  */
-import { Duration, Effect, Queue, Schedule, Stream, SubscriptionRef } from "effect"
+import { Duration, Effect, Queue, Stream, SubscriptionRef } from "effect"
 import { Caches } from "../services/Caches.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { LeaderElection } from "../services/LeaderElection.ts"
@@ -15,19 +15,6 @@ import { reclaimMemory } from "./memory.ts"
 import { effective, onSchedule, startupSchedule, watchSchedule } from "./schedule.ts"
 import { cachedPods } from "./snapshot.ts"
 import { sweepUntilDone } from "./sweep.ts"
-
-/** Each run carries the restarts the informers counted since the last into `informer_restarts_total`. */
-export const carryRestarts = (informers: ReadonlyArray<{ readonly restarts: () => number; readonly resource: { readonly plural: string } }>) => {
-  const counted = new Map<string, number>()
-  return Effect.flatMap(Metrics, (metrics) =>
-    Effect.forEach(informers, ({ restarts, resource: { plural } }) => {
-      const [now, before] = [restarts(), counted.get(plural) ?? 0]
-      counted.set(plural, now)
-      // Also when nothing is new: the first round creates each informer's series at 0 (Metrics.ts).
-      return metrics.informerRestarts(plural, now - before)
-    }, { discard: true })
-  )
-}
 
 /** Relists this close together are one gap: one sweep. */
 const RELIST_SETTLE = Duration.seconds(1)
@@ -60,7 +47,7 @@ export const runController = Effect.scoped(
     yield* serveEndpoints(caches.isSynced)
     yield* Effect.forkScoped(Stream.runForEach(leader.changes, metrics.leader))
     const informers = [caches.pods, caches.nads, caches.pools, caches.reservations, caches.nodeSlicePools, caches.nodes, caches.scheduleConfigMap]
-    yield* Effect.forkScoped(Effect.repeat(carryRestarts(informers.filter((i) => i !== undefined)), Schedule.spaced("5 seconds")))
+    yield* metrics.informersAtScrape(informers.filter((i) => i !== undefined))
     const active = effective(scheduleSources)
     yield* Effect.logInfo("whereabouts-controller starting").pipe(
       Effect.annotateLogs({

@@ -33,12 +33,19 @@ const atZero = (counters: ReadonlyArray<prom.Counter>, label: string, values: Re
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
 
+/** What a scrape reads from its owner, rather than a loop keeping a series current: set while the owner runs. */
+interface ReadAtScrape {
+  queue?: Effect.Effect<readonly [depth: number, inFlight: number]> | undefined
+  informers: ReadonlyArray<{ readonly resource: { readonly plural: string }; readonly restarts: () => number }>
+}
+
 /** Every metric of ours, registered in `registry`. */
-const declare = (registry: prom.Registry) => {
-  const counter = (name: string, help: string, labelNames: ReadonlyArray<string> = []) =>
-    new prom.Counter({ name: P + name, help, labelNames, registers: [registry] })
-  const gauge = (name: string, help: string, labelNames: ReadonlyArray<string> = []) =>
-    new prom.Gauge({ name: P + name, help, labelNames, registers: [registry] })
+const declare = (registry: prom.Registry, read: ReadAtScrape) => {
+  const counter = (name: string, help: string, labelNames: ReadonlyArray<string> = [], collect?: (this: prom.Counter) => void) =>
+    new prom.Counter({ name: P + name, help, labelNames, registers: [registry], ...(collect === undefined ? {} : { collect }) })
+  const gauge = (name: string, help: string, labelNames: ReadonlyArray<string> = [], collect?: (this: prom.Gauge) => void) =>
+    new prom.Gauge({ name: P + name, help, labelNames, registers: [registry], ...(collect === undefined ? {} : { collect }) })
+  const queue = () => (read.queue === undefined ? [0, 0] as const : Effect.runSync(read.queue))
   const histogram = (name: string, help: string, buckets: Array<number>, labelNames: ReadonlyArray<string> = []) =>
     new prom.Histogram({ name: P + name, help, labelNames, buckets, registers: [registry] })
   return {
@@ -53,8 +60,12 @@ const declare = (registry: prom.Registry) => {
       "How long a deleted pod waited in the work queue before a worker took it (first attempt).",
       [0.001, ...LATENCY_BUCKETS]
     ),
-    depth: gauge("workqueue_depth", "Deleted pods waiting in the work queue."),
-    inFlight: gauge("workqueue_in_flight", "Deleted pods being freed."),
+    depth: gauge("workqueue_depth", "Deleted pods waiting in the work queue.", [], function () {
+      this.set(queue()[0])
+    }),
+    inFlight: gauge("workqueue_in_flight", "Deleted pods being freed.", [], function () {
+      this.set(queue()[1])
+    }),
     retries: counter("workqueue_retries_total", "Rate-limited requeues after retryable failures."),
     api: counter("api_requests_total", "Kubernetes API requests, by verb, resource and HTTP code.", ["verb", "resource", "code"]),
     apiDuration: histogram(
@@ -76,14 +87,18 @@ const declare = (registry: prom.Registry) => {
     orphans: gauge("orphans", "Orphans found by the last sweep (in dry-run: what would be freed).", ["kind", "dry_run"]),
     sweeps: counter("sweeps_total", "Full orphan sweeps, by result.", ["result"]),
     violations: gauge("invariant_violations", "Invariant violations reported now (past their grace), by kind.", ["kind"]),
-    restarts: counter("informer_restarts_total", "Informer restarts after errors.", ["resource"])
+    restarts: counter("informer_restarts_total", "Informer restarts after errors.", ["resource"], function () {
+      // An informer counts its own restarts, for the life of the process: the counter is that count.
+      this.reset()
+      for (const { resource, restarts } of read.informers) this.inc({ resource: resource.plural }, restarts())
+    })
   }
 }
 
 /**
  * The series alerts and the dashboard read exist from the start, at 0: increase() and rate() count
  * an increment only against an earlier sample, so a series born at 1 hides its first event (the
- * first give-up, the first failed sweep). informer_restarts_total's come with run.ts's first carry.
+ * first give-up, the first failed sweep). informer_restarts_total's come with the informers (informersAtScrape).
  */
 const seriesAtZero = (m: ReturnType<typeof declare>) => {
   atZero([m.freed, m.reservations], "trigger", FREE_TRIGGERS)
@@ -101,7 +116,8 @@ const seriesAtZero = (m: ReturnType<typeof declare>) => {
 export const make = (options: { readonly processMetrics?: boolean } = {}) => {
   const registry = new prom.Registry()
   if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry })
-  const m = declare(registry)
+  const read: ReadAtScrape = { informers: [] }
+  const m = declare(registry, read)
   seriesAtZero(m)
   const poolGauges = [m.poolSize, m.poolUsed, m.poolFree, m.poolOver]
 
@@ -115,11 +131,11 @@ export const make = (options: { readonly processMetrics?: boolean } = {}) => {
         m.duration.observe(seconds)
         m.durationDeprecated.observe(seconds)
       }),
-    queue: (depth: number, inFlight: number) =>
-      Effect.sync(() => {
-        m.depth.set(depth)
-        m.inFlight.set(inFlight)
-      }),
+    /** The work queue's depth and keys in flight, read at each scrape while the scope (the deletion loop's) lasts; 0 after. */
+    queueAtScrape: (depthAndInFlight: Effect.Effect<readonly [number, number]>) =>
+      Effect.acquireRelease(Effect.sync(() => void (read.queue = depthAndInFlight)), () => Effect.sync(() => void (read.queue = undefined))),
+    /** Each informer's restarts so far, read at each scrape into informer_restarts_total. */
+    informersAtScrape: (informers: ReadAtScrape["informers"]) => Effect.sync(() => void (read.informers = informers)),
     retry: () => Effect.sync(() => m.retries.inc()),
     /** One request; `seconds` (not for watches) from the call to the answer, any wait for the client rate limiter included. */
     apiRequest: (verb: string, resource: string, code: string, seconds?: number) =>
@@ -166,7 +182,6 @@ export const make = (options: { readonly processMetrics?: boolean } = {}) => {
       Effect.sync(() => {
         for (const [kind, n] of Object.entries(counts)) m.violations.set({ kind }, n)
       }),
-    informerRestarts: (resource: string, n: number) => Effect.sync(() => m.restarts.inc({ resource }, n)),
     /** Prometheus text exposition. */
     render: Effect.promise(async () => ({ contentType: registry.contentType, body: await registry.metrics() }))
   }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, HashMap, LogLevel, Logger } from "effect"
-import { reclaimMemory } from "../../src/programs/memory.ts"
+import { Effect, HashMap, LogLevel, Logger, TestClock } from "effect"
+import { makeReclaimMonitor, RECLAIM_AFTER_PODS, RECLAIM_IDLE_MS, reclaimMemory } from "../../src/programs/memory.ts"
 
 describe("reclaimMemory", () => {
   it.effect("shrinks the heap a burst grew and logs the pause (node runs with --expose-gc, as in the image)", () =>
@@ -37,6 +37,27 @@ describe("reclaimMemory", () => {
         Effect.ensuring(Effect.sync(() => void (global.gc = gc)))
       )
       expect(lines).toEqual(["DEBUG cannot reclaim memory: node runs without --expose-gc"])
+    })
+  )
+})
+
+describe("reclaim monitor", () => {
+  it.scoped("looks at nothing until a burst is due, then for the idle stretch, then sleeps again", () =>
+    Effect.gen(function* () {
+      let looks = 0
+      const monitor = yield* makeReclaimMonitor(Effect.sync(() => (looks++, false)))
+      yield* Effect.forkScoped(monitor.monitor)
+      yield* TestClock.adjust("1 minute")
+      expect(looks).toBe(0)
+      yield* monitor.finished(RECLAIM_AFTER_PODS - 1)
+      yield* TestClock.adjust("1 minute")
+      expect(looks).toBe(0)
+      yield* monitor.finished(1)
+      yield* TestClock.adjust(RECLAIM_IDLE_MS * 2)
+      const duringTheBurst = looks
+      expect(duringTheBurst).toBeGreaterThan(0)
+      yield* TestClock.adjust("1 minute")
+      expect(looks).toBe(duringTheBurst)
     })
   )
 })

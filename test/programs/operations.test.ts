@@ -130,6 +130,29 @@ describe("pool usage", () => {
     }).pipe(Effect.provide(memory())))
 })
 
+describe("pool usage, idle", () => {
+  it.scopedLive("while no pool, NAD or node-slice pool changes, nothing is computed again; a NAD's change is read at the next check", () =>
+    Effect.gen(function* () {
+      // 10.65.0.0/28 (14 usable) limited to .1-.4 by the NAD: four.
+      yield* createNad("default", "idle", { range: "10.65.0.0/28", range_end: "10.65.0.4" })
+      for (let i = 0; i < 2; i++) yield* startPod("default", `i${i}`, [on("idle")])
+      yield* cachesCaughtUp
+      const metrics = yield* Metrics
+      let computed = 0
+      const counting = { ...metrics, pools: (...a: Parameters<typeof metrics.pools>) => Effect.zipRight(Effect.sync(() => void computed++), metrics.pools(...a)) }
+      yield* Effect.forkScoped(Effect.provideService(monitorPoolUsage(Schedule.spaced("20 millis")), Metrics, counting))
+      const sizeIs = (n: number) => eventually(Effect.flatMap(metric("pool_size", { pool: "10.65.0.0-28" }), (v) => (v === n ? Effect.void : Effect.fail(`pool_size ${v}`))))
+      yield* sizeIs(4)
+      const before = computed
+      yield* Effect.sleep("200 millis")
+      expect(computed).toBe(before)
+      // Without its NAD the pool is sized by its range.
+      yield* Effect.flatMap(KubeApi, (api) => api.delete(R.NetworkAttachmentDefinitions, "default", "idle"))
+      yield* sizeIs(14)
+      expect(computed).toBe(before + 1)
+    }).pipe(Effect.provide(memory())))
+})
+
 describe("pool capacity from the IPAM config", () => {
   it.scopedLive("range_start/range_end and exclude size the pool (a /28 limited to ten reads as ten); the alert fires when those are used up", () =>
     Effect.gen(function* () {

@@ -64,4 +64,35 @@ describe("Metrics", () => {
       expect([yield* valueIn(m, "pool_used", { pool: "10.0.0.0-24" }), yield* valueIn(m, "orphans", { kind: "allocation" }), yield* valueIn(m, "leader")]).toEqual([undefined, undefined, 0])
     })
   )
+  it.effect("informer_restarts_total is each informer's own count, read at the scrape (nodes and node-slice pools too)", () =>
+    Effect.gen(function* () {
+      const m = Metrics.make()
+      const counts = { pods: 0, nodes: 0, nodeslicepools: 0 }
+      yield* m.informersAtScrape(Object.keys(counts).map((plural) => ({ resource: { plural }, restarts: () => counts[plural as keyof typeof counts] })))
+      const restarts = (resource: string) => valueIn(m, "informer_restarts_total", { resource })
+      expect(yield* restarts("pods")).toBe(0)
+      counts.nodes = 2
+      counts.nodeslicepools = 1
+      expect([yield* restarts("nodes"), yield* restarts("nodeslicepools"), yield* restarts("pods")]).toEqual([2, 1, 0])
+      counts.nodes = 3
+      expect([yield* restarts("nodes"), yield* restarts("nodeslicepools")]).toEqual([3, 1])
+    })
+  )
+
+  it.effect("the work queue's depth and in-flight gauges are read at the scrape while the loop's scope lasts, then read 0", () =>
+    Effect.gen(function* () {
+      const m = Metrics.make()
+      const queue = { depth: 4, inFlight: 2 }
+      const gauges = Effect.all([valueIn(m, "workqueue_depth"), valueIn(m, "workqueue_in_flight")])
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* m.queueAtScrape(Effect.sync(() => [queue.depth, queue.inFlight] as const))
+          expect(yield* gauges).toEqual([4, 2])
+          queue.depth = 0
+          expect(yield* gauges).toEqual([0, 2])
+        })
+      )
+      expect(yield* gauges).toEqual([0, 0])
+    })
+  )
 })
