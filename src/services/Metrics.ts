@@ -109,13 +109,19 @@ const seriesAtZero = (m: ReturnType<typeof declare>) => {
 }
 
 /**
+ * How often the event-loop lag (nodejs_eventloop_lag_*) is sampled, ms. prom-client's 10 ms wakes an
+ * idle controller a hundred times a second, which then costs more CPU than its own work.
+ */
+const EVENT_LOOP_SAMPLE_MS = 100
+
+/**
  * `processMetrics`: also prom-client's default collectors (process_resident_memory_bytes, CPU,
  * open fds, nodejs_heap_*, event-loop lag, GC) — for the deployed process only, since they start
  * timers and GC observers that tests do not want one of per layer.
  */
 export const make = (options: { readonly processMetrics?: boolean } = {}) => {
   const registry = new prom.Registry()
-  if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry })
+  if (options.processMetrics === true) prom.collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS })
   const read: ReadAtScrape = { informers: [] }
   const m = declare(registry, read)
   seriesAtZero(m)
