@@ -13,7 +13,8 @@
  *           reservation free, p50 and p99
  *   rss     its steady world (n pods, default 10,000; `--pods 0`: networks and nodes alone), built
  *           once; each checkout's image bundle with the image's flags and environment: start →
- *           /readyz, and VmRSS 10 s after its caches synced and the start-up sweep ran
+ *           /readyz, VmRSS 10 s after its caches synced and the start-up sweep ran, and its CPU
+ *           (millicores) over those 10 s
  *
  * `--fresh` starts an API server per run (for `rss`, the world built again): one server's watch
  * cache grows with every run, and alternating only spreads that drift evenly. The client limit
@@ -61,9 +62,10 @@ const note = (checkout: string, name: string, value: number) => {
   const byName = readings.get(checkout)!
   byName.set(name, [...(byName.get(name) ?? []), value])
 }
-/** A reading as its name's unit says: RSS in MiB, CPU in seconds, counts bare, the rest in ms. */
+/** A reading as its name's unit says: RSS in MiB, idle CPU in millicores, CPU in seconds, counts bare, the rest in ms. */
 const fmt = (name: string, v: number) => {
   if (name.includes("RSS")) return `${(v / 2 ** 20).toFixed(1)} MiB`
+  if (name.includes("idle CPU")) return `${v.toFixed(1)} millicores`
   if (name.includes("CPU")) return `${v.toFixed(1)} s`
   if (name.includes("patches") || name.includes("batches")) return String(Math.round(v))
   return `${Math.round(v)} ms`
@@ -126,6 +128,7 @@ const runOne = async (plane: BenchPlane, c: string, label: string) => {
     note(c, "ready (caches synced) after its start", r.readyMs)
     note(c, "RSS 10 s after sync and sweep", r.rss)
     note(c, "peak RSS", r.hwm)
+    note(c, "idle CPU over those 10 s", r.idleMillicores)
   }
 }
 

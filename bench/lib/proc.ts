@@ -119,7 +119,7 @@ export const startupSwept = async (p: Proc, timeoutMs: number, everyMs: number):
   }
 }
 
-/** Starts a contender, waits for its caches (the controller: and its start-up sweep), reads its RSS then and 10 s later, stops it. */
+/** Starts a contender, waits for its caches (the controller: and its start-up sweep), reads its RSS then and 10 s later (and its CPU in between), stops it. */
 export const memoryAfterSync = async (kind: Kind, o: ProcOptions) => {
   const t = performance.now()
   const p = await spawnContender(kind, { ...o, env: { LOG_LEVEL: "info", ...o.env } })
@@ -127,10 +127,10 @@ export const memoryAfterSync = async (kind: Kind, o: ProcOptions) => {
     await p.ready(300_000)
     const readyMs = performance.now() - t
     if (kind === "ours") await startupSwept(p, 300_000, 200)
-    const afterSync = p.memory()
+    const [afterSync, cpuAfterSync] = [p.memory(), cpuSeconds(p.pid)]
     await sleep(10_000)
-    const settled = p.memory()
-    return { label: o.label, kind, readyMs, rssAfterSync: afterSync.rss, rss: settled.rss, hwm: settled.hwm, cpu: cpuSeconds(p.pid) }
+    const [settled, cpu] = [p.memory(), cpuSeconds(p.pid)]
+    return { label: o.label, kind, readyMs, rssAfterSync: afterSync.rss, rss: settled.rss, hwm: settled.hwm, cpu, idleMillicores: ((cpu - cpuAfterSync) * 1000) / 10 }
   } finally {
     await p.stop()
   }
