@@ -54,6 +54,11 @@ const S = quick ? { idleS: 15, single: 200, nodeLossReps: 1, nsPods: 500 } : { i
 const SINGLE_RATE = 20
 /** Issue 47's node: 30 pods, each with two whereabouts addresses. */
 const NODE_PODS = 30
+/**
+ * How long the namespace deletion's deletecollections may go on: each is cut at the API server's one
+ * minute, and at 50k pods on 2 CPUs six of them left a thousand of the 5,000 pods.
+ */
+const DELETECOLLECTION_DEADLINE_MS = 30 * 60_000
 /** etcd's backend quota: 150k realistic pods and their status revisions outgrow the 2 GiB default before a compaction. */
 const ETCD_QUOTA = 8 * 2 ** 30
 
@@ -80,7 +85,7 @@ const deleteCollection = (pods: ReadonlyArray<StartedPod>) =>
         await adminRequest(plane, "DELETE", `/api/v1/namespaces/${ns}/pods?gracePeriodSeconds=0`, undefined, { timeoutMs: 300_000 }).catch(() => undefined)
         const left = await adminRequest(plane, "GET", `/api/v1/namespaces/${ns}/pods?limit=1`)
         if ((JSON.parse(left.body) as { items?: Array<unknown> }).items?.length === 0) return { firstIssued, lastReturned: performance.now(), attempts: attempt + 1 }
-        if (attempt >= 5) throw new Error(`${ns}: pods left after ${attempt + 1} deletecollections`)
+        if (performance.now() - firstIssued > DELETECOLLECTION_DEADLINE_MS) throw new Error(`${ns}: pods left after ${attempt + 1} deletecollections in ${Math.round((performance.now() - firstIssued) / 1000)} s`)
       }
     },
     catch: (e) => (e instanceof Error ? e : new Error(String(e)))
@@ -204,7 +209,10 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
       }
     }
   } catch (e) {
-    // A controller that died (its heap cap, the limit) is a finding: the scale is recorded as failed.
+    // Only a controller that died (its heap cap, the limit) is a finding; the benchmark's own failure
+    // beside a running controller (a namespace that would not empty) is not one: the run stops.
+    for (let waited = 0; !p.exited() && waited < 5_000; waited += 250) await sleep(250) // a dying process's exit comes a moment after its failed scrape
+    if (!p.exited()) throw e
     const why = e instanceof Error ? e.message : String(e)
     // The log's last lines without a native stack's frames: V8's "heap out of memory" and the like.
     const said = p.tail(60).split("\n").filter((l) => !/^\s*\d+: 0x/.test(l) && l.trim() !== "").slice(-6)
