@@ -55,7 +55,9 @@ describeWithPlugin("the invariant monitor: breaks made by hand are reported with
       last = now
     }
   })
-  const warnings = (reason: string) => eventLines(NS, (e) => e.type === "Warning" && e.reason === reason)
+  /** The Warnings of `reason`, once `n` are written: the monitor queues them as it reports, the recorder writes them after. */
+  const warnings = (reason: string, n: number) =>
+    waitUntil(`${n} ${reason} Events written`, eventLines(NS, (e) => e.type === "Warning" && e.reason === reason), (lines) => lines.length >= n, { timeout: WITHIN, context: () => ctl().tail() })
   const running = (name: string) => patchPodStatus(NS, name, { phase: "Running", conditions: [{ type: "Ready", status: "True", lastTransitionTime: new Date(Date.now() - 120_000).toISOString() }] })
 
   beforeAll(
@@ -87,7 +89,7 @@ describeWithPlugin("the invariant monitor: breaks made by hand are reported with
         yield* setPodref(other)
         yield* awaitCounts("held-for-another reported", base, { "held-for-another": 1 })
         const message = `IP address 10.161.0.1 that pod ${NS}/mon-a lists on network ${NS}/edit is allocated to ${other} in IPPool 10.161.0.0-28`
-        expect(yield* warnings("IPAddressHeldForAnother")).toEqual([`Warning IPAddressHeldForAnother mon-a: ${message}`])
+        expect(yield* warnings("IPAddressHeldForAnother", 1)).toEqual([`Warning IPAddressHeldForAnother mon-a: ${message}`])
         expect(logsWith(ctl(), `invariant violated: ${message}`)).toHaveLength(1)
 
         const audited = yield* Effect.promise(() => runCommand("audit", { kubeconfig: kubeconfig(), namespace: POOLS, args: ["-o", "json", "--invariant-grace", GRACE] }))
@@ -98,7 +100,7 @@ describeWithPlugin("the invariant monitor: breaks made by hand are reported with
         yield* setPodref(`${NS}/mon-a`)
         yield* awaitCounts("held-for-another cleared", base, {})
         expect(logsWith(ctl(), `invariant violation cleared: ${message}`)).toHaveLength(1)
-        expect(yield* warnings("IPAddressHeldForAnother")).toHaveLength(1)
+        expect(yield* warnings("IPAddressHeldForAnother", 1)).toHaveLength(1)
       })
     ), 180_000)
 
@@ -113,7 +115,7 @@ describeWithPlugin("the invariant monitor: breaks made by hand are reported with
         const reservation = yield* api.get(R.OverlappingRangeIPReservations, POOLS, "10.162.0.1")
         yield* api.delete(R.OverlappingRangeIPReservations, POOLS, "10.162.0.1")
         yield* awaitCounts("reservation-drift reported", base, { "reservation-drift": 1 })
-        expect(yield* warnings("IPReservationDrift")).toEqual([
+        expect(yield* warnings("IPReservationDrift", 1)).toEqual([
           `Warning IPReservationDrift res-b: IP address 10.162.0.1 that pod ${NS}/res-b holds in IPPool 10.162.0.0-28 has no OverlappingRangeIPReservation 10.162.0.1: an ADD in another pool of its network can be handed it`
         ])
         yield* api.create(R.OverlappingRangeIPReservations, POOLS, { metadata: { name: "10.162.0.1", namespace: POOLS }, spec: reservation["spec"] })
@@ -136,7 +138,7 @@ describeWithPlugin("the invariant monitor: breaks made by hand are reported with
         expect(Object.values(yield* poolEntries("10.163.0.0-28")).map((e) => e.podref)).toEqual([`${NS}/dup-b`])
         yield* awaitCounts("duplicate reported", base, { duplicate: 1, "held-for-another": 1 })
         const duplicate = `IP address 10.163.0.1 is listed by two running pods in one network: ${NS}/dup-a on ${NS}/dup and ${NS}/dup-b on ${NS}/dup`
-        expect(yield* warnings("DuplicateIPAddress")).toEqual([`Warning DuplicateIPAddress dup-a: ${duplicate}`, `Warning DuplicateIPAddress dup-b: ${duplicate}`])
+        expect(yield* warnings("DuplicateIPAddress", 2)).toEqual([`Warning DuplicateIPAddress dup-a: ${duplicate}`, `Warning DuplicateIPAddress dup-b: ${duplicate}`])
         // The runbook: delete the pod the pool entry does not name.
         yield* deletePod(first, { cniDel: true })
         yield* awaitCounts("duplicate cleared", base, {})
