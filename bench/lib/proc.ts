@@ -119,7 +119,10 @@ export const startupSwept = async (p: Proc, timeoutMs: number, everyMs: number):
   }
 }
 
-/** Starts a contender, waits for its caches (the controller: and its start-up sweep), reads its RSS then and 10 s later (and its CPU in between), stops it. */
+/** How long memoryAfterSync lets a contender settle after its sync before it reads RSS again. */
+const SETTLE_MS = 10_000
+
+/** Starts a contender, waits for its caches (the controller: and its start-up sweep), reads its RSS then and SETTLE_MS later (and its CPU in between), stops it. */
 export const memoryAfterSync = async (kind: Kind, o: ProcOptions) => {
   const t = performance.now()
   const p = await spawnContender(kind, { ...o, env: { LOG_LEVEL: "info", ...o.env } })
@@ -128,9 +131,9 @@ export const memoryAfterSync = async (kind: Kind, o: ProcOptions) => {
     const readyMs = performance.now() - t
     if (kind === "ours") await startupSwept(p, 300_000, 200)
     const [afterSync, cpuAfterSync] = [p.memory(), cpuSeconds(p.pid)]
-    await sleep(10_000)
+    await sleep(SETTLE_MS)
     const [settled, cpu] = [p.memory(), cpuSeconds(p.pid)]
-    return { label: o.label, kind, readyMs, rssAfterSync: afterSync.rss, rss: settled.rss, hwm: settled.hwm, cpu, idleMillicores: ((cpu - cpuAfterSync) * 1000) / 10 }
+    return { label: o.label, kind, readyMs, rssAfterSync: afterSync.rss, rss: settled.rss, hwm: settled.hwm, cpu, idleMillicores: ((cpu - cpuAfterSync) * 1000 * 1000) / SETTLE_MS }
   } finally {
     await p.stop()
   }

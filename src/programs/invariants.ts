@@ -16,6 +16,7 @@ import { formatIP } from "../domain/ip.ts"
 import { isRecord, list, record } from "../domain/json.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
 import { Caches } from "../services/Caches.ts"
+import { changeStamp } from "../services/Informer.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder } from "../services/EventRecorder.ts"
 import { KubeApi, type KubeObject } from "../services/KubeApi.ts"
@@ -85,7 +86,7 @@ export const makeInvariantMonitor = Effect.gen(function* () {
 
   // The violations are a function of the caches alone: while none has changed, the last ones stand
   // and only their time since is new (an idle cluster costs no evaluation).
-  const stampOf = () => [caches.pods, caches.pools, caches.reservations, caches.nads, caches.nodeSlicePools].map((i) => i.changes()).join(",")
+  const stampOf = () => changeStamp([caches.pods, caches.pools, caches.reservations, caches.nads, caches.nodeSlicePools])
   let last: { readonly stamp: string; readonly found: ReadonlyArray<InvariantViolation> } | undefined
 
   const evaluate = lock.withPermits(1)(

@@ -7,6 +7,7 @@ import { atOrOver } from "../domain/capacity.ts"
 import type { Snapshot } from "../domain/holdings.ts"
 import type { ParsedPool } from "../domain/pool.ts"
 import { Caches } from "../services/Caches.ts"
+import { changeStamp } from "../services/Informer.ts"
 import { ControllerConfig } from "../services/ControllerConfig.ts"
 import { EventRecorder, REASON_POOL_NEARLY_FULL } from "../services/EventRecorder.ts"
 import { Metrics } from "../services/Metrics.ts"
@@ -32,11 +33,11 @@ export const monitorPoolUsage = (interval: Schedule.Schedule<unknown> = Schedule
     const metrics = yield* Metrics
     const events = yield* EventRecorder
     const over = new Set<string>()
-    const stampOf = () => [caches.pools, caches.nads, caches.nodeSlicePools].map((i) => i.changes()).join(",")
     let checked: string | undefined
     const check = Effect.gen(function* () {
-      if (stampOf() === checked) return
-      checked = stampOf()
+      const stamp = changeStamp([caches.pools, caches.nads, caches.nodeSlicePools])
+      if (stamp === checked) return
+      checked = stamp
       const snapshot = yield* cacheSnapshot
       const usage = caches.pools.values().map((p) => ({ uid: p.uid, pool: p.name, ...usageOf(snapshot, p.pool) }))
       yield* metrics.pools(usage, threshold)

@@ -55,6 +55,9 @@ export interface Informer<A> {
   readonly changes: () => number
 }
 
+/** Several caches' change counts as one value: equal to an earlier one while none of them has changed since. */
+export const changeStamp = (informers: ReadonlyArray<Pick<Informer<unknown>, "changes">>): string => informers.map((i) => i.changes()).join(",")
+
 /**
  * The keys an index holds under one value: an array up to SMALL_INDEX_KEYS (most values name a few
  * objects, where an array costs a fraction of a Set's hash table), a Set past that (a node's pods).
