@@ -1,7 +1,7 @@
 /**
  * A list-watch cache over KubeApi for every resource: paginated list, watch from the list's version,
- * resume after a closed watch, relist on 410, restart with backoff on any other error (client-node's
- * informer stops for good), a synced signal, secondary indexes, and events — deletions a relist finds too.
+ * resume after a closed watch, relist on 410 and restart on any other error, both with backoff
+ * (client-node's informer stops for good), a synced signal, secondary indexes, and events — deletions a relist finds too.
  */
 import { Clock, Deferred, Effect, Option, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
 import { backoff } from "./backoff.ts"
@@ -231,21 +231,15 @@ const watchFrom = <A>(l: Loop<A>, fromVersion: string): Effect.Effect<string, Ku
     )
 }
 
-/** One run: list, then watch and resume until a non-410 error ends it. */
+/** One run: list, then watch and resume until an error ends it (a 410 too: the next run lists again). */
 const run = <A>(l: Loop<A>) =>
   Effect.gen(function* () {
     let version = yield* relist(l)
     for (;;) {
-      const next = yield* Effect.either(
-        // An API server restarting refuses connections for a while: resume the watch from where
-        // it was (as client-go does) instead of relisting everything; give up after a few tries.
-        watchFrom(l, version).pipe(Effect.retry({ schedule: rewatchBackoff, while: isTransient }))
-      )
-      if (next._tag === "Right") {
-        version = next.right
-        l.state.driverReset = true
-      } else if (next.left.reason === "Gone") version = yield* relist(l)
-      else return yield* Effect.fail(next.left)
+      // An API server restarting refuses connections for a while: resume the watch from where
+      // it was (as client-go does) instead of relisting everything; give up after a few tries.
+      version = yield* watchFrom(l, version).pipe(Effect.retry({ schedule: rewatchBackoff, while: isTransient }))
+      l.state.driverReset = true
     }
   })
 
@@ -271,14 +265,18 @@ const supervise = <A>(l: Loop<A>) =>
     const backoff = yield* Schedule.driver(restartBackoff)
     const restart = (e: KubeError) =>
       Effect.gen(function* () {
-        l.state.restarts++
+        // A watch too old to resume (410: history compacted) is routine, not a failure: relist, but
+        // on the same backoff, as client-go's reflector does, so a server that answers 410 again at
+        // once is not sent every object in a loop.
+        const gone = e.reason === "Gone"
+        if (!gone) l.state.restarts++
         if (l.state.driverReset) {
           yield* backoff.reset
           l.state.driverReset = false
         }
         // An unreachable server fails every informer at once: reachability.ts says so once, these are detail.
-        const log = isUnreachable(e) ? Effect.logDebug : Effect.logWarning
-        yield* log(`informer for ${options.resource.plural} failed, restarting`).pipe(
+        const log = gone || isUnreachable(e) ? Effect.logDebug : Effect.logWarning
+        yield* log(gone ? `watch of ${options.resource.plural} too old, listing again` : `informer for ${options.resource.plural} failed, restarting`).pipe(
           Effect.annotateLogs({ resource: options.resource.plural, error: e.message })
         )
         yield* Effect.orDie(backoff.next(undefined)) // never done: the restart backoff has no end

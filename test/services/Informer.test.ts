@@ -81,6 +81,34 @@ describe("informer lists", () => {
     }))
 })
 
+describe("informer relists after 410", () => {
+  it.scoped("on a growing backoff, as client-go's reflector does: a watch too old again at once is not a loop of full lists, nor a restart", () =>
+    Effect.gen(function* () {
+      const lines: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        if (String(message).includes("pods")) lines.push(`${logLevel.label} ${String(message)}`)
+      })
+      let lists = 0
+      const api: KubeApiShape = {
+        ...listsOnly(() => Effect.sync(() => ({ items: [pod(`p${lists++}`)], resourceVersion: "7", continue: undefined }))),
+        watch: () => Stream.fail(new KubeError({ reason: "Gone", verb: "watch", target: "pods", status: 410, detail: "too old resource version" }))
+      }
+      const informer = yield* makeInformer({ resource: Pods, transform: (o: KubeObject) => o.metadata.name, keyOf: (name) => name, versionOf: () => undefined }).pipe(
+        Effect.provideService(KubeApi, api),
+        Effect.provide(Logger.add(logger)),
+        Logger.withMinimumLogLevel(LogLevel.Debug)
+      )
+      yield* informer.awaitSynced
+      // Relists after 1, 2 and 4 s (each jittered by at most a fifth): at 10 s, the fourth list; the fifth is due after 12 s at the earliest.
+      yield* TestClock.adjust("10 seconds")
+      expect(lists).toBe(4)
+      expect(informer.restarts()).toBe(0)
+      expect(lines.filter((l) => l.includes("too old"))).toEqual(Array(4).fill("DEBUG watch of pods too old, listing again"))
+      // Each relist still reports what the gap hid: only the last list's pod is left.
+      expect(informer.values()).toEqual(["p3"])
+    }))
+})
+
 describe("informer sync", () => {
   it.scoped("is logged once per informer, naming the resource, the objects it holds and how long it took; a relist says nothing", () =>
     Effect.gen(function* () {
@@ -100,7 +128,8 @@ describe("informer sync", () => {
         Effect.provideService(KubeApi, api),
         Effect.provide(Logger.add(logger))
       )
-      yield* TestClock.adjust("3 seconds")
+      // The relist waits its turn on the backoff: 1 s, jittered by at most a fifth.
+      yield* TestClock.adjust("4 seconds")
       yield* informer.awaitSynced
       yield* Effect.yieldNow()
       expect(lists).toBe(2)
