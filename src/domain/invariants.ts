@@ -255,13 +255,19 @@ const heldTwice = (pools: ReadonlyArray<ParsedPool>, view: InvariantView): Reado
 const reservingPools = (view: InvariantView): ReadonlyMap<string, ReadonlyArray<ParsedPool>> =>
   Map.groupBy([...view.pools].filter((p) => p.entries.length > 0 && view.reservationNetwork(p, "none") !== undefined), (p) => view.reservationNetwork(p, "none")!)
 
-/** Every violation the view shows, once each; linear in pods and pool entries. */
-export const invariantViolations = (view: InvariantView): ReadonlyArray<InvariantViolation> => {
+/**
+ * Every violation the view shows, once each; linear in pods and pool entries. Pauses (yields) after
+ * every `podsPerPause` pods, so that a caller can let other work run in between (`invariantViolations`
+ * runs it through without pausing).
+ */
+export function* violationsPausing(view: InvariantView, podsPerPause: number): Generator<void, ReadonlyArray<InvariantViolation>> {
   const found = new Map<string, InvariantViolation>()
   const add = (v: InvariantViolation | undefined) => {
     if (v !== undefined && !found.has(v.id)) found.set(v.id, v)
   }
+  let pods = 0
   for (const pod of view.pods) {
+    if (++pods % podsPerPause === 0) yield
     if (!judged(pod)) continue
     for (const l of listingsOf(pod, view)) {
       if (!onJudgedNetwork(l, view)) continue
@@ -271,6 +277,15 @@ export const invariantViolations = (view: InvariantView): ReadonlyArray<Invarian
   }
   for (const pools of reservingPools(view).values()) if (pools.length > 1) heldTwice(pools, view).forEach(add)
   return [...found.values()]
+}
+
+/** Every violation the view shows, once each, in one go. */
+export const invariantViolations = (view: InvariantView): ReadonlyArray<InvariantViolation> => {
+  const steps = violationsPausing(view, Infinity)
+  for (;;) {
+    const step = steps.next()
+    if (step.done === true) return step.value
+  }
 }
 
 /** How many violations of each kind, every kind named. */

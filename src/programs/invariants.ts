@@ -11,7 +11,7 @@
  * Ready condition is not judged. What is left out is counted.
  */
 import { Clock, Context, Duration, Effect, Either, Schedule } from "effect"
-import { type InvariantViolation, type PodIdentity, VIOLATION_REASON, countByKind, invariantViolations, judged, makeEntryLookup } from "../domain/invariants.ts"
+import { type InvariantViolation, type PodIdentity, VIOLATION_REASON, countByKind, invariantViolations, judged, makeEntryLookup, violationsPausing } from "../domain/invariants.ts"
 import { formatIP } from "../domain/ip.ts"
 import { isRecord, list, record } from "../domain/json.ts"
 import { type PodProjection, podRef, projectPod } from "../domain/pod.ts"
@@ -40,6 +40,25 @@ interface Tracked {
   readonly since: number
   reported: boolean
 }
+
+/**
+ * Pods judged between two turns of the event loop: an evaluation over every pod of a large cluster
+ * would otherwise hold up the deletion path (its watch events, its writes) for as long as it takes.
+ */
+export const PODS_PER_TURN = 2_000
+
+/** The event loop's next turn (after pending I/O and timers), as an effect. */
+const nextTurn = Effect.async<void>((resume) => {
+  const t = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(t))
+})
+
+/** Runs `steps` to its result, giving the event loop a turn at each pause. */
+export const betweenTurns = <A>(steps: Generator<void, A>): Effect.Effect<A> =>
+  Effect.suspend(function step(): Effect.Effect<A> {
+    const next = steps.next()
+    return next.done === true ? Effect.succeed(next.value) : Effect.zipRight(nextTurn, Effect.suspend(step))
+  })
 
 /** A monitor with its own memory of what it has seen since when, and what it has reported. */
 export const makeInvariantMonitor = Effect.gen(function* () {
@@ -93,7 +112,7 @@ export const makeInvariantMonitor = Effect.gen(function* () {
     Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       const stamp = stampOf()
-      const found = last?.stamp === stamp ? last.found : invariantViolations(yield* Effect.provide(view, context))
+      const found = last?.stamp === stamp ? last.found : yield* betweenTurns(violationsPausing(yield* Effect.provide(view, context), PODS_PER_TURN))
       last = { stamp, found }
       const { due, cleared } = judge(found, now)
       for (const v of cleared) yield* Effect.logInfo(`invariant violation cleared: ${v.message}`).pipe(Effect.annotateLogs(violationAnnotations(v)))

@@ -12,7 +12,8 @@ import {
   INVARIANT_KINDS,
   countByKind,
   invariantViolations,
-  makeEntryLookup
+  makeEntryLookup,
+  violationsPausing
 } from "../../src/domain/invariants.ts"
 import type { PodProjection } from "../../src/domain/pod.ts"
 import { type ParsedPool, parsePool } from "../../src/domain/pool.ts"
@@ -328,5 +329,30 @@ describe("a duplicate listed by two pods", () => {
     const of = (pods: ReadonlyArray<PodProjection>) => invariantViolations(viewOf(pods, pools, { "10.50.0.1": "default/a" })).filter((v) => v.kind === "duplicate")
     expect(of([b, a])).toEqual(of([a, b]))
     expect(of([a, b]).map((v) => v.pods.map((p) => p.name))).toEqual([["a", "b"]])
+  })
+})
+
+describe("violationsPausing", () => {
+  it("pauses after every n pods it passes, judged or not, and ends with what invariantViolations finds", () => {
+    // Five pods: a holds its address, b lists one nobody holds, c is Pending, d lists a's address (held for a), e holds its own.
+    const pods = [
+      pod("a", [listing("storage", ["10.50.0.1/24"])]),
+      pod("b", [listing("storage", ["10.50.0.2/24"])]),
+      pod("c", undefined, { phase: "Pending" }),
+      pod("d", [listing("storage", ["10.50.0.1/24"])]),
+      pod("e", [listing("storage", ["10.50.0.5/24"])])
+    ]
+    const view = viewOf(pods, { "10.50.0.0-24": { "1": { podref: "default/a" }, "5": { podref: "default/e" } } }, { "10.50.0.1": "default/a", "10.50.0.5": "default/e" })
+    const steps = violationsPausing(view, 2)
+    let pauses = 0
+    for (let step = steps.next(); ; step = steps.next()) {
+      if (step.done === true) {
+        expect(step.value).toEqual(invariantViolations(view))
+        break
+      }
+      pauses++
+    }
+    expect(pauses).toBe(2)
+    expect(countByKind(invariantViolations(view))).toEqual({ "live-not-held": 1, "held-for-another": 1, duplicate: 1, "reservation-drift": 0 })
   })
 })

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Option, TestClock } from "effect"
-import { makeInvariantMonitor } from "../../src/programs/invariants.ts"
+import { PODS_PER_TURN, betweenTurns, makeInvariantMonitor } from "../../src/programs/invariants.ts"
 import { Caches } from "../../src/services/Caches.ts"
 import { KubeApi } from "../../src/services/KubeApi.ts"
 import { Metrics } from "../../src/services/Metrics.ts"
@@ -158,4 +158,22 @@ describe("the invariant monitor (TestClock)", () => {
         expect(yield* gauge("duplicate")).toBeUndefined()
       })
     ))
+})
+
+describe("an evaluation over many pods", () => {
+  it.effect(`gives the event loop a turn at each pause (every ${PODS_PER_TURN} pods): I/O and timers due meanwhile run before it goes on`, () =>
+    Effect.gen(function* () {
+      const ranBeforeResuming: Array<boolean> = []
+      function* steps(): Generator<void, string> {
+        for (let i = 0; i < 3; i++) {
+          let ran = false
+          setImmediate(() => void (ran = true))
+          yield
+          ranBeforeResuming.push(ran)
+        }
+        return "judged"
+      }
+      expect(yield* betweenTurns(steps())).toBe("judged")
+      expect(ranBeforeResuming).toEqual([true, true, true])
+    }))
 })
