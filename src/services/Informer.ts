@@ -265,9 +265,9 @@ const supervise = <A>(l: Loop<A>) =>
     const backoff = yield* Schedule.driver(restartBackoff)
     const restart = (e: KubeError) =>
       Effect.gen(function* () {
-        // A watch too old to resume (410: history compacted) is routine, not a failure: relist, but
-        // on the same backoff, as client-go's reflector does, so a server that answers 410 again at
-        // once is not sent every object in a loop.
+        // A version too old to resume from (410: history compacted, for a watch or a list's continue
+        // token) is routine, not a failure: relist, but on the same backoff, as client-go's reflector
+        // does, so a server that answers 410 again at once is not sent every object in a loop.
         const gone = e.reason === "Gone"
         if (!gone) l.state.restarts++
         if (l.state.driverReset) {
@@ -276,7 +276,7 @@ const supervise = <A>(l: Loop<A>) =>
         }
         // An unreachable server fails every informer at once: reachability.ts says so once, these are detail.
         const log = gone || isUnreachable(e) ? Effect.logDebug : Effect.logWarning
-        yield* log(gone ? `watch of ${options.resource.plural} too old, listing again` : `informer for ${options.resource.plural} failed, restarting`).pipe(
+        yield* log(gone ? `${options.resource.plural}: version too old to resume (410), listing again` : `informer for ${options.resource.plural} failed, restarting`).pipe(
           Effect.annotateLogs({ resource: options.resource.plural, error: e.message })
         )
         yield* Effect.orDie(backoff.next(undefined)) // never done: the restart backoff has no end

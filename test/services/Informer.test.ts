@@ -103,7 +103,7 @@ describe("informer relists after 410", () => {
       yield* TestClock.adjust("10 seconds")
       expect(lists).toBe(4)
       expect(informer.restarts()).toBe(0)
-      expect(lines.filter((l) => l.includes("too old"))).toEqual(Array(4).fill("DEBUG watch of pods too old, listing again"))
+      expect(lines.filter((l) => l.includes("too old"))).toEqual(Array(4).fill("DEBUG pods: version too old to resume (410), listing again"))
       // Each relist still reports what the gap hid: only the last list's pod is left.
       expect(informer.values()).toEqual(["p3"])
     }))
