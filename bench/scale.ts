@@ -211,8 +211,8 @@ const measure = async (pods: number, layout: WorldLayout, index: number, worldMs
   } catch (e) {
     // Only a controller that died (its heap cap, the limit) is a finding; the benchmark's own failure
     // beside a running controller (a namespace that would not empty) is not one: the run stops.
-    for (let waited = 0; !p.exited() && waited < 5_000; waited += 250) await sleep(250) // a dying process's exit comes a moment after its failed scrape
-    if (!p.exited()) throw e
+    // A dying process's exit comes a moment after its failed scrape.
+    if (!(await p.exitsWithin(5_000))) throw e
     const why = e instanceof Error ? e.message : String(e)
     // The log's last lines without a native stack's frames: V8's "heap out of memory" and the like.
     const said = p.tail(60).split("\n").filter((l) => !/^\s*\d+: 0x/.test(l) && l.trim() !== "").slice(-6)

@@ -54,11 +54,18 @@ export const spawnLogged = (command: string, args: ReadonlyArray<string>, env: R
     }
   }
   const name = path.basename(logFile, ".log")
+  const exitsWithin = async (ms: number): Promise<boolean> => {
+    // The timer goes once the race is decided (left running, it holds the benchmark open).
+    const timer = new AbortController()
+    return Promise.race([exit.then(() => true), sleep(ms, false, { signal: timer.signal })]).finally(() => timer.abort())
+  }
   return {
     pid: child.pid!,
     logFile,
     tail,
     exited: () => exited,
+    /** Whether the process has exited, or does within `ms`. */
+    exitsWithin,
     ready: async (timeoutMs = 120_000) => {
       for (const deadline = Date.now() + timeoutMs; ; await sleep(50)) {
         if (exited) throw new Error(`${name} exited before ready:\n${tail()}`)
@@ -70,9 +77,7 @@ export const spawnLogged = (command: string, args: ReadonlyArray<string>, env: R
       if (exited) return
       child.kill("SIGTERM")
       // The grace timer goes once the race is decided (left running, it holds the benchmark open).
-      const timer = new AbortController()
-      const outlived = await Promise.race([exit.then(() => false), sleep(graceMs, true, { signal: timer.signal })]).finally(() => timer.abort())
-      if (outlived) child.kill("SIGKILL")
+      if (!(await exitsWithin(graceMs))) child.kill("SIGKILL")
       await exit
     }
   }

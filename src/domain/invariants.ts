@@ -282,10 +282,9 @@ export function* violationsPausing(view: InvariantView, podsPerPause: number): G
 /** Every violation the view shows, once each, in one go. */
 export const invariantViolations = (view: InvariantView): ReadonlyArray<InvariantViolation> => {
   const steps = violationsPausing(view, Infinity)
-  for (;;) {
-    const step = steps.next()
-    if (step.done === true) return step.value
-  }
+  let step = steps.next()
+  while (step.done !== true) step = steps.next()
+  return step.value
 }
 
 /** How many violations of each kind, every kind named. */
