@@ -94,6 +94,11 @@ const METRICS: ReadonlyArray<Metric> = [
       return n === 0 ? "ok" : `${n} violations`
     }
   },
+  {
+    metric: "kube-apiserver / etcd CPU over the quiet minute, on the same CPUs (context)",
+    // Runs published before it was read have none.
+    value: (r) => (r.planeIdleCpuSeconds === undefined ? "–" : `${fmt((r.planeIdleCpuSeconds.apiserver * 1000) / r.idleSeconds)} / ${fmt((r.planeIdleCpuSeconds.etcd * 1000) / r.idleSeconds)} millicores`)
+  },
   { metric: "kube-apiserver / etcd RSS after the quiet minute (context)", value: (r) => `${mib(r.planeRss.apiserver)} / ${mib(r.planeRss.etcd)}` }
 ]
 
