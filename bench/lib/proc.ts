@@ -76,7 +76,6 @@ export const spawnLogged = (command: string, args: ReadonlyArray<string>, env: R
     stop: async () => {
       if (exited) return
       child.kill("SIGTERM")
-      // The grace timer goes once the race is decided (left running, it holds the benchmark open).
       if (!(await exitsWithin(graceMs))) child.kill("SIGKILL")
       await exit
     }
