@@ -1,7 +1,8 @@
 /**
  * The shape of the code, checked rather than hoped for: the layering (domain pure, services
  * below programs, the simulation outside production), the image's bundle without the simulation,
- * one module that writes releases, and short functions in src/programs.
+ * one module that writes releases, short functions in src, and no pointer from the manifests or
+ * docs to a source file that is gone.
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -102,11 +103,20 @@ const functionLengths = (file: string): Array<{ readonly name: string; readonly 
   return out
 }
 
-describe("src/programs", () => {
+describe("src", () => {
   it("has no function longer than 80 lines", () => {
-    const all = sources("src/programs").flatMap(functionLengths)
-    expect(all.length).toBeGreaterThan(50)
+    const all = sources("src").flatMap(functionLengths)
+    expect(all.length).toBeGreaterThan(500)
     expect(all.filter((f) => f.lines > 80).map((f) => `${f.name}: ${f.lines} lines`)).toEqual([])
+  })
+
+  it("every source file the manifests, the chart and the docs name exists (a rename leaves no stale pointer)", () => {
+    const texts = ["README.md", ...["deploy", "charts", "docs"].flatMap((dir) =>
+      fs.readdirSync(path.join(ROOT, dir), { recursive: true, encoding: "utf8" }).filter((f) => /\.(ya?ml|md|tpl)$/.test(f)).map((f) => path.join(dir, f)))]
+    const files = new Set(["src", "test", "bench", "scripts"].flatMap((dir) => sources(dir).map((f) => path.basename(f))))
+    const named = texts.flatMap((t) => [...fs.readFileSync(path.join(ROOT, t), "utf8").matchAll(/[\w.-]+\.ts\b/g)].map((m) => ({ t, name: path.basename(m[0]) })))
+    expect(named.length).toBeGreaterThan(50)
+    expect(named.filter((n) => !files.has(n.name)).map((n) => `${n.t}: ${n.name}`)).toEqual([])
   })
 
   it("calls the pool store's release in one module only, the executor", () => {
