@@ -1,5 +1,5 @@
 /** Summary rows and detail tables of the scenarios. */
-import { RECONCILE_STEP, count, type IsolatedRun, type MassRun, type SingleRun, total, writes } from "./scenarios.ts"
+import { BATCH_STEP, count, type IsolatedRun, type MassRun, type SingleRun, total, writes } from "./scenarios.ts"
 import { type Row, row, table, yesNo } from "./report.ts"
 import type { Limits } from "./env.ts"
 import { type RestReport, wrongAndLost } from "./world.ts"
@@ -125,7 +125,7 @@ export const writeRows = (label: string, ours: ReadonlyArray<MassRun>, baseline:
   const perBatch = spread(ours.filter((r) => r.batches > 0).map((r) => pool(r) / r.batches)).median
   const batchSize = spread(ours.filter((r) => r.batches > 0).map((r) => r.pods / r.batches)).median
   return [
-    row(label, "pool patches per reconcile batch (one per pool the batch touched) · pods per batch", {
+    row(label, "pool patches per batch (one per pool the batch touched) · pods per batch", {
       ours: `${fmt(perBatch)} · ${fmt(batchSize)}`,
       baseline: "– (one pod, one IP at a time)",
       target: "one patch per pool per round",
@@ -188,13 +188,13 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun) 
     })
   ]
   const load = table(
-    ["contender", "limit", "pods, rate", "benchmark's pod DELETE calls p50 / p99", "contender's reconcile batches, mean duration", "CPU s (by process)"],
+    ["contender", "limit", "pods, rate", "benchmark's pod DELETE calls p50 / p99", "contender's batches, mean duration", "CPU s (by process)"],
     [ours, baseline].map((r) => [
       r.kind,
       limitsText(r.limits),
       `${r.pods} at ${r.rate}/s`,
       `${ms(r.deleteCall.p50)} / ${ms(r.deleteCall.p99)}`,
-      r.steps[RECONCILE_STEP] === undefined ? "–" : `${r.steps[RECONCILE_STEP].n}, ${ms(r.steps[RECONCILE_STEP].mean)}`,
+      r.steps[BATCH_STEP] === undefined ? "–" : `${r.steps[BATCH_STEP].n}, ${ms(r.steps[BATCH_STEP].mean)}`,
       cpuText(r.cpu)
     ])
   )
@@ -222,8 +222,8 @@ export const singleRows = (label: string, ours: SingleRun, baseline: SingleRun) 
   const steps =
     stepRows.length === 0
       ? ""
-      : `\n\nWhere the time went, from each contender's own histograms over the run (\`workqueue_queue_duration_seconds\`, \`reconcile_duration_seconds\`, \`api_request_duration_seconds\`; quantiles interpolated inside histogram buckets, so approximate):\n\n${table(["contender", "step", "n", "mean", "p50", "p95", "p99"], stepRows)}`
-  return { rows, body: `${latency}\n\nHow loaded the server was meanwhile (a DELETE of a pod involves no contender at all; the baseline writes no reconcile histogram):\n\n${load}${steps}` }
+      : `\n\nWhere the time went, from each contender's own histograms over the run (\`workqueue_queue_duration_seconds\`, \`free_batch_duration_seconds\`, \`api_request_duration_seconds\`; quantiles interpolated inside histogram buckets, so approximate):\n\n${table(["contender", "step", "n", "mean", "p50", "p95", "p99"], stepRows)}`
+  return { rows, body: `${latency}\n\nHow loaded the server was meanwhile (a DELETE of a pod involves no contender at all; the baseline writes no batch histogram):\n\n${load}${steps}` }
 }
 
 /** Rows and table of isolated-pod runs. */

@@ -27,7 +27,10 @@ export const API_REQUESTS = "whereabouts_controller_api_requests_total"
 const FREED = "whereabouts_controller_ips_freed_total"
 /** Events written (both contenders record through the project's EventRecorder, which counts them). */
 const WRITTEN = "whereabouts_controller_events_total"
-const BATCHES = "whereabouts_controller_reconcile_duration_seconds_count"
+/** A freed batch's histogram; a checkout from before its rename (bench/ab.ts) has only the former name. */
+const BATCH_HISTOGRAM = "whereabouts_controller_free_batch_duration_seconds"
+const batchHistogram = (samples: ReadonlyArray<Sample>): string =>
+  samples.some((s) => s.name === `${BATCH_HISTOGRAM}_count`) ? BATCH_HISTOGRAM : "whereabouts_controller_reconcile_duration_seconds"
 
 /** Controller-side request counts, "verb resource code", without watches and leader-election leases. */
 export const callsBetween = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, number> => {
@@ -245,8 +248,8 @@ export const massDeletion = <K extends string>(env: BenchEnv<K>, kind: K, o: Mas
           timeoutMs,
           eventsMs: eventsOutAt - del.lastReturned,
           calls: calls(m0, m1),
-          // Deletion batches the controller ran (its reconcile_duration histogram count); 0 for the others.
-          batches: sum(m1, BATCHES) - sum(m0, BATCHES),
+          // Deletion batches the controller ran (its batch histogram's count); 0 for the others.
+          batches: sum(m1, `${batchHistogram(m1)}_count`) - sum(m0, `${batchHistogram(m1)}_count`),
           ...(s0 === undefined || s1 === undefined ? {} : { serverCalls: serverCallsBetween(s0, s1) }),
           cpu,
           rates,
@@ -272,13 +275,13 @@ export interface SingleOptions extends Pick<MassOptions, "pods" | "limits" | "la
 
 type StepLatency = Pick<Percentiles, "n" | "mean" | "p50" | "p95" | "p99">
 
-/** The step of a reconcile batch: its n and mean are the batches a run took and their mean duration. */
-export const RECONCILE_STEP = "reconcile of a batch (Events not included)"
+/** The step of freeing a batch: its n and mean are the batches a run took and their mean duration. */
+export const BATCH_STEP = "freeing of a batch (Events not included)"
 
 /** The contender's step histograms: label, metric, labels (for requests: `verb` and `resource`). */
 const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, string>>]> = [
   ["deletion event → a worker takes it", "whereabouts_controller_workqueue_queue_duration_seconds", {}],
-  [RECONCILE_STEP, "whereabouts_controller_reconcile_duration_seconds", {}],
+  [BATCH_STEP, BATCH_HISTOGRAM, {}],
   ["GET pod (re-check)", "whereabouts_controller_api_request_duration_seconds", { verb: "get", resource: "pods" }],
   ["LIST pods (re-check of a large batch)", "whereabouts_controller_api_request_duration_seconds", { verb: "list", resource: "pods" }],
   ["DELETE reservation", "whereabouts_controller_api_request_duration_seconds", { verb: "delete", resource: "overlappingrangeipreservations" }],
@@ -292,7 +295,7 @@ const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, str
 const stepLatencies = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, StepLatency> => {
   const out: Record<string, StepLatency> = {}
   for (const [label, name, labels] of STEPS) {
-    const h = histogramBetween(before, after, name, labels)
+    const h = histogramBetween(before, after, name === BATCH_HISTOGRAM ? batchHistogram(after) : name, labels)
     if (h === undefined) continue
     const [p50, p95, p99] = h.quantiles.map((q) => q * 1000)
     out[label] = { n: h.count, mean: h.mean * 1000, p50: p50!, p95: p95!, p99: p99! }
