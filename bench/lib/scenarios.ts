@@ -229,6 +229,7 @@ export const massDeletion = <K extends string>(env: BenchEnv<K>, kind: K, o: Mas
         const rates = yield* Effect.promise(() => sampler.stop())
         const serverRates = serverSampler === undefined ? undefined : yield* Effect.promise(() => serverSampler.stop())
         const m1 = yield* c.scrape
+        const batchCount = `${batchHistogram(m1)}_count`
         const s1 = o.serverCounts === undefined ? undefined : yield* Effect.promise(o.serverCounts)
         const cpu = cpuDelta(cpu0, env.cpu(c))
         const memory = c.proc.memory()
@@ -249,7 +250,7 @@ export const massDeletion = <K extends string>(env: BenchEnv<K>, kind: K, o: Mas
           eventsMs: eventsOutAt - del.lastReturned,
           calls: calls(m0, m1),
           // Deletion batches the controller ran (its batch histogram's count); 0 for the others.
-          batches: sum(m1, `${batchHistogram(m1)}_count`) - sum(m0, `${batchHistogram(m1)}_count`),
+          batches: sum(m1, batchCount) - sum(m0, batchCount),
           ...(s0 === undefined || s1 === undefined ? {} : { serverCalls: serverCallsBetween(s0, s1) }),
           cpu,
           rates,
