@@ -15,10 +15,10 @@ import { bundleWithInputs } from "../scripts/build.ts"
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url))
 
-const sources = (dir: string): Array<string> =>
+const sources = (dir: string, name: RegExp = /\.ts$/): Array<string> =>
   fs
     .readdirSync(path.join(ROOT, dir), { recursive: true, encoding: "utf8" })
-    .filter((f) => f.endsWith(".ts"))
+    .filter((f) => name.test(f))
     .map((f) => path.join(dir, f))
 
 const parse = (file: string): ts.SourceFile =>
@@ -111,8 +111,7 @@ describe("src", () => {
   })
 
   it("every source file the manifests, the chart and the docs name exists (a rename leaves no stale pointer)", () => {
-    const texts = ["README.md", ...["deploy", "charts", "docs"].flatMap((dir) =>
-      fs.readdirSync(path.join(ROOT, dir), { recursive: true, encoding: "utf8" }).filter((f) => /\.(ya?ml|md|tpl)$/.test(f)).map((f) => path.join(dir, f)))]
+    const texts = ["README.md", ...["deploy", "charts", "docs"].flatMap((dir) => sources(dir, /\.(ya?ml|md|tpl)$/))]
     const files = new Set(["src", "test", "bench", "scripts"].flatMap((dir) => sources(dir).map((f) => path.basename(f))))
     const named = texts.flatMap((t) => [...fs.readFileSync(path.join(ROOT, t), "utf8").matchAll(/[\w.-]+\.ts\b/g)].map((m) => ({ t, name: path.basename(m[0]) })))
     expect(named.length).toBeGreaterThan(50)

@@ -27,7 +27,7 @@ export const API_REQUESTS = "whereabouts_controller_api_requests_total"
 const FREED = "whereabouts_controller_ips_freed_total"
 /** Events written (both contenders record through the project's EventRecorder, which counts them). */
 const WRITTEN = "whereabouts_controller_events_total"
-/** A freed batch's histogram; a checkout from before its rename (bench/ab.ts) has only the former name. */
+/** A freed batch's histogram; a checkout from before its rename (bench/ab.ts's batch count) has only the former name. */
 const BATCH_HISTOGRAM = "whereabouts_controller_free_batch_duration_seconds"
 const batchHistogram = (samples: ReadonlyArray<Sample>): string =>
   samples.some((s) => s.name === `${BATCH_HISTOGRAM}_count`) ? BATCH_HISTOGRAM : "whereabouts_controller_reconcile_duration_seconds"
@@ -296,7 +296,7 @@ const STEPS: ReadonlyArray<readonly [string, string, Readonly<Record<string, str
 const stepLatencies = (before: ReadonlyArray<Sample>, after: ReadonlyArray<Sample>): Record<string, StepLatency> => {
   const out: Record<string, StepLatency> = {}
   for (const [label, name, labels] of STEPS) {
-    const h = histogramBetween(before, after, name === BATCH_HISTOGRAM ? batchHistogram(after) : name, labels)
+    const h = histogramBetween(before, after, name, labels)
     if (h === undefined) continue
     const [p50, p95, p99] = h.quantiles.map((q) => q * 1000)
     out[label] = { n: h.count, mean: h.mean * 1000, p50: p50!, p95: p95!, p99: p99! }
